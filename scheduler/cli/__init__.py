@@ -1,0 +1,1 @@
+"""Command-line wiring: the only layer that assembles the pure core with real I/O."""

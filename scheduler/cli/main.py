@@ -1,0 +1,50 @@
+"""The `gang-scheduler` console script.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``; a subcommand is
+listed here only once it works, so `--help` never advertises something that does not exist.
+Modules are imported lazily by name so that `gang-scheduler --help` stays fast and a broken
+optional dependency in one subcommand cannot take down the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# (module under scheduler.cli, one-line summary shown before the module is imported)
+SUBCOMMANDS: tuple[str, ...] = ()
+
+DESCRIPTION = """\
+gang-scheduler: all-or-nothing scheduling of GPU training gangs on Kubernetes.
+
+Pods that set `schedulerName: gang-scheduler` are placed as whole gangs or not at all,
+under queue quotas, fair share, preemption, reservations and backfill.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gang-scheduler",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        module = importlib.import_module(f"scheduler.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
