@@ -1,0 +1,139 @@
+"""Gangs: groups of pods that are useful only when enough of them run at once.
+
+A gang's members are grouped into roles of identical requirements (a launcher and 63
+identical workers are two roles), so the solver reasons about integer counts per
+(role, node) instead of one variable per pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scheduler.model.pods import PodRequirements
+from scheduler.resources import Resources, total
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """One member pod, enough to bind it and to tell it apart from a recreated namesake."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """``count`` identical pods; at least ``min_count`` of them must be placed together."""
+
+    name: str
+    count: int
+    requirements: PodRequirements
+    min_count: int | None = None  # None: all ``count`` are required
+    pods: tuple[PodRef, ...] = ()  # the concrete pending pods, sorted by name; may be empty in the simulator
+
+    @property
+    def required(self) -> int:
+        return self.count if self.min_count is None else self.min_count
+
+    @property
+    def requests(self) -> Resources:
+        return self.requirements.effective_requests
+
+
+class TopologyMode(StrEnum):
+    REQUIRED = "Required"  # all members within one domain of the level, or not at all
+    PREFERRED = "Preferred"  # as few domains of the level as possible
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    #: A topology label key (e.g. ``topology.gangscheduler.io/rack``) or ``kubernetes.io/hostname``.
+    level: str
+    mode: TopologyMode = TopologyMode.REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A pending (or running) group of pods that is scheduled all-or-nothing."""
+
+    id: str  # "namespace/name": stable across restarts, used in reasons and logs
+    uid: str  # tie-breaker of last resort; unique per incarnation
+    namespace: str
+    name: str
+    queue: str
+    roles: tuple[Role, ...]
+    priority: int = 0
+    creation_time: float = 0.0  # seconds (epoch live, virtual in the simulator)
+    topology: TopologyConstraint | None = None
+    runtime_estimate: float | None = None  # seconds, for reservations and backfill
+    #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).
+    present_members: int | None = None  # None: all roles' pods are present
+
+    @property
+    def min_member(self) -> int:
+        return sum(r.required for r in self.roles)
+
+    @property
+    def size(self) -> int:
+        return sum(r.count for r in self.roles)
+
+    @property
+    def members_present(self) -> int:
+        return self.size if self.present_members is None else self.present_members
+
+    @property
+    def is_complete(self) -> bool:
+        return self.members_present >= self.min_member
+
+    @property
+    def min_requests(self) -> Resources:
+        """What the required members take together: the quota a gang must be admitted for."""
+        return total(r.requests * r.required for r in self.roles)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the required members."""
+        return self.min_requests.gpus
+
+    def role(self, name: str) -> Role:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGang:
+    """A gang whose members are bound: what the snapshot charges, and preemption may remove.
+
+    ``allocations`` maps node name to what the gang uses there. Pods of the default scheduler
+    are not gangs: they only appear in the snapshot's per-node usage and are never victims.
+    """
+
+    gang: Gang
+    allocations: tuple[tuple[str, Resources], ...]  # (node, resources), sorted by node
+    start_time: float
+    last_checkpoint: float | None = None  # None: no checkpoint since start
+    expected_end: float | None = None  # start + runtime estimate, when one is known
+
+    @property
+    def id(self) -> str:
+        return self.gang.id
+
+    @property
+    def usage(self) -> Resources:
+        return total(res for _, res in self.allocations)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.allocations)
+
+    def work_at_risk(self, now: float) -> float:
+        """GPU-seconds lost if the gang stopped now: since its last checkpoint, else its start."""
+        since = self.last_checkpoint if self.last_checkpoint is not None else self.start_time
+        return max(0.0, now - since) * self.usage.gpus

@@ -1,0 +1,89 @@
+"""Inputs and outputs of the placement solver.
+
+A result is either a ``Placement`` (counts of pods per role and node, every required member
+included) or an ``Unplaceable`` with a reason a person can act on. There is no third,
+partial outcome: that is the all-or-nothing contract the rest of the scheduler relies on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scheduler.model import Gang, RunningGang
+from scheduler.resources import Resources, total
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementParams:
+    """Knobs of one solve. Defaults suit the live scheduler; the simulator may tighten them."""
+
+    use_cpsat: bool = True
+    #: Wall-clock cap for one CP-SAT solve (seconds); the deterministic limit below is what
+    #: keeps results reproducible, the wall limit only guards a slow machine.
+    cpsat_time_limit: float = 2.0
+    cpsat_deterministic_limit: float = 1.0
+    cpsat_workers: int = 1
+    seed: int = 0
+    #: Nodes the placement must avoid (e.g. held by a reservation or a nomination).
+    excluded_nodes: frozenset[str] = frozenset()
+    #: If set, only these nodes may be used (e.g. backfill into a window).
+    allowed_nodes: frozenset[str] | None = None
+
+
+class UnplaceableReason(StrEnum):
+    """Why a gang cannot be placed; ``NO_ELIGIBLE_NODES`` and ``NEVER_FITS`` cannot be fixed by preemption."""
+
+    NO_ELIGIBLE_NODES = "NoEligibleNodes"  # selectors, affinity, taints, pools exclude every node
+    NEVER_FITS = "NeverFits"  # too big even for an empty cluster (or domain)
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"  # would fit if running work left
+    TOPOLOGY = "Topology"  # enough capacity overall, but not within one required domain
+    SOLVER_LIMIT = "SolverLimit"  # CP-SAT ran out of time without proving either way
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    role: str
+    node: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    gang_id: str
+    assignments: tuple[Assignment, ...]  # sorted by (role, node); counts > 0
+    solved_by: str = "greedy"  # "greedy" | "cpsat"
+    domains_used: int = 0  # domains of the gang's topology level touched (0 without a constraint)
+
+    def allocations(self, gang: Gang) -> tuple[tuple[str, Resources], ...]:
+        """What the placement uses per node, sorted by node."""
+        per_node: dict[str, list[Resources]] = {}
+        for a in self.assignments:
+            per_node.setdefault(a.node, []).append(gang.role(a.role).requests * a.count)
+        return tuple((node, total(parts)) for node, parts in sorted(per_node.items()))
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({a.node for a in self.assignments}))
+
+    def pods_placed(self) -> int:
+        return sum(a.count for a in self.assignments)
+
+    def as_running(self, gang: Gang, start_time: float) -> RunningGang:
+        end = start_time + gang.runtime_estimate if gang.runtime_estimate is not None else None
+        return RunningGang(gang=gang, allocations=self.allocations(gang), start_time=start_time,
+                           expected_end=end)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    gang_id: str
+    reason: UnplaceableReason
+    message: str  # actionable: "needs 64 GPUs within one rack; the largest rack has 40 free"
+
+    @property
+    def preemption_may_help(self) -> bool:
+        return self.reason in (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
+
+
+PlacementResult = Placement | Unplaceable

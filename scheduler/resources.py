@@ -1,0 +1,207 @@
+"""Resource vectors and exact Kubernetes quantity parsing.
+
+Every resource amount in the core is an integer in a canonical unit: cpu in millicores,
+memory and ephemeral-storage in bytes, pods and extended resources (``nvidia.com/gpu``) in
+whole units. Integers keep capacity arithmetic exact, hashable and fast; a float here would
+let 0.1 + 0.2 CPUs overcommit a node.
+
+Parsing uses ``kubernetes.utils.quantity.parse_quantity`` (exact ``Decimal``); it is the one
+``kubernetes`` import a pure module may make. Quantity strings repeat endlessly in a cluster
+(``"8"``, ``"16Gi"``), so results are memoised per (resource, text).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+
+from kubernetes.utils.quantity import parse_quantity as _k8s_parse_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+GPU = "nvidia.com/gpu"
+
+#: Resources whose canonical unit is the milli-unit (Kubernetes reports cpu in cores).
+MILLI_RESOURCES = frozenset({CPU})
+
+
+class QuantityError(ValueError):
+    """A resource quantity that Kubernetes would reject, with the offending text."""
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(resource: str, text: str) -> int:
+    try:
+        value: Decimal = _k8s_parse_quantity(text)
+    except (ValueError, InvalidOperation, TypeError) as exc:
+        raise QuantityError(f"{resource}: malformed quantity {text!r}") from exc
+    if resource in MILLI_RESOURCES:
+        value = value * 1000
+    if value < 0:
+        raise QuantityError(f"{resource}: negative quantity {text!r}")
+    # Kubernetes rounds requests up to the smallest unit it can represent.
+    return math.ceil(value)
+
+
+def parse_quantity(value: str | int | float, resource: str) -> int:
+    """Parse a quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``8``) into the canonical unit of *resource*.
+
+    Raises ``QuantityError`` naming the resource and the text for anything malformed or negative.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{resource}: malformed quantity {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise QuantityError(f"{resource}: negative quantity {value!r}")
+        return value * 1000 if resource in MILLI_RESOURCES else value
+    text = str(value).strip()
+    if not text:
+        raise QuantityError(f"{resource}: empty quantity")
+    return _parse_cached(resource, text)
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """Render a canonical amount for people (``"1500m"``, ``"16Gi"``, ``"8"``)."""
+    if resource in MILLI_RESOURCES:
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    if resource in (MEMORY, EPHEMERAL_STORAGE):
+        for suffix, factor in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+            if amount >= factor and amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable, hashable vector of named resource amounts (absent names are zero).
+
+    A ``Mapping`` rather than a dataclass so that ``res["nvidia.com/gpu"]`` and ``dict(res)``
+    work; zero entries are dropped so that equal vectors compare and hash equal.
+    """
+
+    __slots__ = ("_amounts", "_hash")
+
+    def __init__(self, amounts: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        items = amounts.items() if isinstance(amounts, Mapping) else amounts
+        self._amounts: dict[str, int] = {k: int(v) for k, v in items if v}
+        self._hash: int | None = None
+
+    @classmethod
+    def of(cls, **amounts: int) -> Resources:
+        """Build from keyword arguments; ``gpu=`` is shorthand for ``nvidia.com/gpu``."""
+        return cls({(GPU if k == "gpu" else k.replace("_", "-")): v for k, v in amounts.items()})
+
+    @classmethod
+    def parse(cls, quantities: Mapping[str, str | int | float]) -> Resources:
+        """Parse a Kubernetes ``resources.requests``-style mapping of quantity strings."""
+        return cls({name: parse_quantity(q, name) for name, q in quantities.items()})
+
+    # Mapping protocol -------------------------------------------------------------------
+    def __getitem__(self, name: str) -> int:
+        return self._amounts.get(name, 0)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._amounts)
+
+    def __len__(self) -> int:
+        return len(self._amounts)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._amounts
+
+    def get(self, name: str, default: int = 0) -> int:  # type: ignore[override]
+        return self._amounts.get(name, default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._amounts == other._amounts
+        if isinstance(other, Mapping):
+            return self._amounts == {k: v for k, v in other.items() if v}
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._amounts.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={format_amount(k, v)}" for k, v in sorted(self._amounts.items()))
+        return f"Resources({inner})"
+
+    # Arithmetic ---------------------------------------------------------------------------
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._amounts)
+        for k, v in other.items():
+            out[k] = out.get(k, 0) + v
+        return Resources(out)
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._amounts)
+        for k, v in other.items():
+            out[k] = out.get(k, 0) - v
+        return Resources(out)
+
+    def __mul__(self, factor: int) -> Resources:
+        return Resources({k: v * factor for k, v in self._amounts.items()})
+
+    __rmul__ = __mul__
+
+    def fits_in(self, capacity: Mapping[str, int]) -> bool:
+        """True when every amount here is at most the same amount in *capacity*."""
+        get = capacity.get
+        return all(v <= get(k, 0) for k, v in self._amounts.items())
+
+    def copies_in(self, capacity: Mapping[str, int]) -> int:
+        """How many copies of this request fit in *capacity* (large number if it requests nothing)."""
+        best = 1 << 30
+        get = capacity.get
+        for k, v in self._amounts.items():
+            if v > 0:
+                have = get(k, 0)
+                if have < v:
+                    return 0
+                best = min(best, have // v)
+        return best
+
+    def max_with(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._amounts)
+        for k, v in other.items():
+            if v > out.get(k, 0):
+                out[k] = v
+        return Resources(out)
+
+    def clamp_nonnegative(self) -> Resources:
+        return Resources({k: v for k, v in self._amounts.items() if v > 0})
+
+    def is_nonnegative(self) -> bool:
+        return all(v >= 0 for v in self._amounts.values())
+
+    def shortfall(self, capacity: Mapping[str, int]) -> Resources:
+        """The amounts by which this request exceeds *capacity* (empty when it fits)."""
+        return Resources({k: v - capacity.get(k, 0) for k, v in self._amounts.items() if v > capacity.get(k, 0)})
+
+    @property
+    def gpus(self) -> int:
+        return self._amounts.get(GPU, 0)
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self._amounts)
+
+    def describe(self) -> str:
+        """Human text: ``8 nvidia.com/gpu, 32 cpu, 256Gi memory``."""
+        return ", ".join(f"{format_amount(k, v)} {k}" for k, v in sorted(self._amounts.items())) or "nothing"
+
+
+EMPTY = Resources()
+
+
+def total(vectors: Iterable[Mapping[str, int]]) -> Resources:
+    """Sum of many vectors in one pass (cheaper than chained ``+``)."""
+    out: dict[str, int] = {}
+    for vec in vectors:
+        for k, v in vec.items():
+            out[k] = out.get(k, 0) + v
+    return Resources(out)

@@ -1,0 +1,175 @@
+"""An immutable per-cycle view of the cluster that decisions are made against.
+
+The cache builds one ``Snapshot`` per cycle from plain lists (no cluster needed, which is
+what lets the simulator and the tests build one too). During the cycle, each decision
+derives a new snapshot (``with_running`` after a placement, ``without_gangs`` to try a set
+of preemption victims); the original is never touched, so undoing a simulated removal is
+simply using the old snapshot again.
+
+Deriving is cheap: node objects, eligibility and the topology graph live in a shared
+``_Static`` part; only the per-node free vectors of the changed nodes are replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.model import Node, PodRequirements, RunningGang
+from scheduler.resources import EMPTY, Resources, total
+
+if TYPE_CHECKING:
+    from scheduler.topology import Topology
+
+
+class _Static:
+    """What does not change within a cycle: nodes and caches derived from them alone."""
+
+    __slots__ = ("eligible", "extras", "node_names", "nodes", "topology")
+
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        self.nodes: dict[str, Node] = {n.name: n for n in sorted(nodes, key=lambda n: n.name)}
+        self.node_names: tuple[str, ...] = tuple(self.nodes)
+        self.eligible: dict[PodRequirements, tuple[str, ...]] = {}
+        self.topology: Topology | None = None
+        #: Free-form per-static caches for the solver (keyed by the solver's own names).
+        self.extras: dict[str, Any] = {}
+
+
+class Snapshot:
+    """Nodes with their used and free resources, and the running gangs charged to them."""
+
+    __slots__ = ("_free", "_running", "_static")
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        running: Iterable[RunningGang] = (),
+        other_usage: Mapping[str, Resources] | None = None,
+    ) -> None:
+        """Build from plain lists.
+
+        ``other_usage`` is what pods outside any gang (e.g. of the default scheduler) use
+        per node: it counts against capacity but is never a preemption candidate.
+        """
+        self._static = _Static(nodes)
+        self._running: dict[str, RunningGang] = {g.id: g for g in sorted(running, key=lambda g: g.id)}
+        used: dict[str, dict[str, int]] = {name: {} for name in self._static.node_names}
+        for name, res in (other_usage or {}).items():
+            if name in used:
+                _accumulate(used[name], res)
+        for rg in self._running.values():
+            for name, res in rg.allocations:
+                if name in used:
+                    _accumulate(used[name], res)
+        nodes_by_name = self._static.nodes
+        self._free: dict[str, Resources] = {
+            name: nodes_by_name[name].allocatable - u for name, u in used.items()
+        }
+
+    @classmethod
+    def _derive(cls, parent: Snapshot, free: dict[str, Resources],
+                running: dict[str, RunningGang]) -> Snapshot:
+        snap = cls.__new__(cls)
+        snap._static = parent._static
+        snap._free = free
+        snap._running = running
+        return snap
+
+    # Reading ------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        return self._static.nodes
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """Node names, sorted: the deterministic iteration order for everything downstream."""
+        return self._static.node_names
+
+    @property
+    def running(self) -> Mapping[str, RunningGang]:
+        return self._running
+
+    @property
+    def free_by_node(self) -> Mapping[str, Resources]:
+        return self._free
+
+    def free(self, node: str) -> Resources:
+        return self._free.get(node, EMPTY)
+
+    def used(self, node: str) -> Resources:
+        return self._static.nodes[node].allocatable - self._free[node]
+
+    def total_allocatable(self, pool: str | None = None) -> Resources:
+        return total(n.allocatable for n in self._static.nodes.values() if pool in (None, n.pool))
+
+    def total_free(self, pool: str | None = None) -> Resources:
+        nodes = self._static.nodes
+        return total(f.clamp_nonnegative() for name, f in self._free.items()
+                     if pool in (None, nodes[name].pool))
+
+    def pools(self) -> tuple[str, ...]:
+        return tuple(sorted({n.pool for n in self._static.nodes.values()}))
+
+    def eligible_nodes(self, requirements: PodRequirements) -> tuple[str, ...]:
+        """Nodes a pod with *requirements* may use, capacity aside (cached per requirements)."""
+        cache = self._static.eligible
+        hit = cache.get(requirements)
+        if hit is None:
+            hit = tuple(name for name, node in self._static.nodes.items() if requirements.allows(node))
+            cache[requirements] = hit
+        return hit
+
+    @property
+    def topology(self) -> Topology:
+        """The network topology graph of the nodes (built once, shared by derived snapshots)."""
+        if self._static.topology is None:
+            from scheduler.topology import Topology
+
+            self._static.topology = Topology.from_nodes(self._static.nodes.values())
+        return self._static.topology
+
+    @property
+    def solver_cache(self) -> dict[str, Any]:
+        """Scratch space for the solver's node-derived indexes; shared by derived snapshots."""
+        return self._static.extras
+
+    # Deriving -----------------------------------------------------------------------------
+    def with_running(self, gang: RunningGang) -> Snapshot:
+        """A snapshot in which *gang* is also running (assume a placement)."""
+        free = dict(self._free)
+        for name, res in gang.allocations:
+            free[name] = free[name] - res
+        running = dict(self._running)
+        running[gang.id] = gang
+        return Snapshot._derive(self, free, running)
+
+    def with_usage(self, node: str, res: Resources) -> Snapshot:
+        """A snapshot in which *res* more is used on *node* by something that is not a gang."""
+        free = dict(self._free)
+        free[node] = free[node] - res
+        return Snapshot._derive(self, free, self._running)
+
+    def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
+        """A snapshot with these running gangs removed (simulated preemption).
+
+        The receiver is unchanged, so the removal is undone by keeping the old snapshot.
+        """
+        ids = set(gang_ids)
+        if not ids:
+            return self
+        free = dict(self._free)
+        running = dict(self._running)
+        for gid in sorted(ids):
+            rg = running.pop(gid, None)
+            if rg is None:
+                raise KeyError(f"gang {gid} is not running in this snapshot")
+            for name, res in rg.allocations:
+                if name in free:
+                    free[name] = free[name] + res
+        return Snapshot._derive(self, free, running)
+
+
+def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:
+    for k, v in res.items():
+        into[k] = into.get(k, 0) + v
