@@ -1,0 +1,122 @@
+"""Pods and pod groups as observed in the cluster, before they are grouped into gangs.
+
+The live scheduler converts apiserver JSON into these records (``scheduler.kube.convert``);
+the simulator creates them directly. Both feed the same ``ClusterCache`` and the same gang
+builder, so how a gang is recognised is decided in exactly one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler.model.pods import PodRequirements
+from scheduler.resources import Resources
+
+QUEUE_LABEL = "gangscheduler.io/queue"
+EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"
+LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
+ROLE_LABEL = "gangscheduler.io/role"
+#: scheduler-plugins coscheduling (and Kubeflow Trainer's coscheduling podGroupPolicy).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: Volcano's pod annotation naming its PodGroup.
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """One pod, reduced to what scheduling needs."""
+
+    uid: str
+    namespace: str
+    name: str
+    requirements: PodRequirements
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""  # empty while pending
+    phase: PodPhase = PodPhase.PENDING
+    priority: int = 0
+    creation_time: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    owner: OwnerRef | None = None
+    terminating: bool = False
+    resource_version: str = ""
+
+    def __hash__(self) -> int:
+        return hash(self.uid)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+    @property
+    def holds_resources(self) -> bool:
+        """Bound and not finished: counts against its node's capacity (terminating pods too)."""
+        return self.is_bound and not self.is_finished
+
+    @property
+    def requests(self) -> Resources:
+        return self.requirements.effective_requests
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """A scheduler-plugins ``PodGroup`` (``scheduling.x-k8s.io/v1alpha1``) or an equivalent."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    min_member: int = 1
+    min_resources: Resources | None = None
+    schedule_timeout_seconds: int | None = None
+    creation_time: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A ``batch/v1`` Job: its parallelism is the gang size of its pods without a group."""
+
+    namespace: str
+    name: str
+    uid: str
+    parallelism: int = 1
+    completions: int | None = None
+    active_deadline_seconds: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
