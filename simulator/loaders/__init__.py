@@ -1,0 +1,76 @@
+"""Trace loaders, one module per format, and `load_trace` which picks the right one.
+
+Every loader returns `TraceJob` records sorted by (submit_time, job_id) and raises `TraceError`
+naming the file, line, column and reason. `load_trace` dispatches on an explicit ``format`` or
+sniffs it: ``.yaml``/``.yml`` files are synthetic specs, CSVs are recognised by their header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from simulator import samples
+from simulator.loaders.csvrows import read_header
+from simulator.loaders.generic_csv import load_generic_csv
+from simulator.loaders.openb import load_openb_cluster, load_openb_pods
+from simulator.loaders.philly import load_philly
+from simulator.loaders.synthetic import load_synthetic
+from simulator.trace import TraceError, TraceJob
+
+FORMATS = ("philly", "openb", "synthetic", "csv")
+
+__all__ = [
+    "FORMATS", "detect_format", "load_generic_csv", "load_openb_cluster", "load_openb_pods",
+    "load_philly", "load_synthetic", "load_trace", "resolve",
+]
+
+
+def resolve(path_or_name: str | Path) -> Path:
+    """A path as given if it exists, else a shipped sample by short name (``philly-sample``)."""
+    path = Path(path_or_name)
+    if path.exists() or str(path_or_name) not in samples.SAMPLES:
+        return path
+    return samples.sample_path(str(path_or_name))
+
+
+def detect_format(path: Path) -> str:
+    """Which loader reads *path*: by suffix for specs, by header columns for CSVs."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return "synthetic"
+    if not path.is_file():
+        raise TraceError(str(path), None, "", "no such file or shipped sample")
+    header = set(read_header(path))
+    if {"timestamp", "num_gpus", "cluster"} <= header:
+        return "philly"
+    if {"name", "num_gpu", "gpu_milli"} <= header:
+        return "openb"
+    if {"job_id", "submit_time", "duration"} <= header:
+        return "csv"
+    if {"sn", "gpu", "model"} <= header:
+        raise TraceError(
+            str(path), 1, "", "an openb node list describes a cluster, not a trace: "
+            "read it with load_openb_cluster"
+        )
+    raise TraceError(
+        str(path), 1, "", f"unrecognised header {sorted(header)}; formats: {', '.join(FORMATS)} "
+        "(see simulator/README.md)"
+    )
+
+
+def load_trace(
+    path_or_name: str | Path, *, format: str | None = None, **options: Any
+) -> tuple[TraceJob, ...]:
+    """Load any supported trace; *options* go to the format's loader (``time_scale``,
+    ``limit``, ``seed``, ...)."""
+    path = resolve(path_or_name)
+    fmt = format or detect_format(path)
+    if fmt == "philly":
+        return load_philly(path, **options)
+    if fmt == "openb":
+        return load_openb_pods(path, **options).jobs
+    if fmt == "synthetic":
+        return load_synthetic(path, **options)
+    if fmt == "csv":
+        return load_generic_csv(path, **options)
+    raise ValueError(f"unknown trace format {fmt!r} (known: {', '.join(FORMATS)})")
