@@ -73,10 +73,13 @@ class Gang:
     runtime_estimate: float | None = None  # seconds, for reservations and backfill
     #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).
     present_members: int | None = None  # None: all roles' pods are present
+    #: minMember as declared (PodGroup), when more members are required than exist yet.
+    declared_min_member: int | None = None
 
     @property
     def min_member(self) -> int:
-        return sum(r.required for r in self.roles)
+        placed = sum(r.required for r in self.roles)
+        return placed if self.declared_min_member is None else max(placed, self.declared_min_member)
 
     @property
     def size(self) -> int:

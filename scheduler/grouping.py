@@ -1,0 +1,253 @@
+"""Group observed pods into gangs: the one place that decides what a gang is.
+
+A pod belongs to, in order of precedence:
+
+1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
+   (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
+2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
+3. its controlling ``batch/v1`` Job, whose parallelism is the gang size;
+4. otherwise, itself: a lone pod is a gang of one.
+
+Members already bound and running count towards ``minMember`` (as in the coscheduling
+plugin), so a replacement for one failed worker of a running gang is not held hostage to the
+whole gang's size, and a gang left partly bound by a crash is completed by placing just the
+missing members, or rolled back by the caller when that is impossible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
+from scheduler.model.gangs import TopologyMode
+from scheduler.model.workloads import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    LAST_CHECKPOINT_ANNOTATION,
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
+    ROLE_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    JobInfo,
+    PodGroupInfo,
+    PodInfo,
+)
+from scheduler.resources import Resources, total
+
+TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
+TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
+MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupingConfig:
+    scheduler_name: str = "gang-scheduler"
+    default_queue: str = "default"
+    #: Baseline for the simulator: every pod is its own gang (kube-scheduler's behaviour).
+    per_pod: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GangSet:
+    """Everything the cycle needs to know about gangs, built from one view of the pods."""
+
+    pending: tuple[Gang, ...]
+    running: tuple[RunningGang, ...]
+    #: Per-node usage of pods that are not ours (other schedulers): capacity, never victims.
+    other_usage: Mapping[str, Resources]
+    #: Gangs with some members bound while fewer than minMember are: id -> bound pods.
+    partially_bound: Mapping[str, tuple[PodRef, ...]] = field(default_factory=dict)
+    #: Gangs that cannot even be formed (e.g. their PodGroup does not exist): id -> why.
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``"3600"``, ``"90m"``, ``"2h"``, ``"1h30m"``; ValueError names the text."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or not match or not any(match.groups()):
+        raise ValueError(f"not a duration: {text!r} (use seconds, or e.g. 90m, 2h, 1h30m)")
+    h, m, s = (float(g) if g else 0.0 for g in match.groups())
+    return h * 3600 + m * 60 + s
+
+
+def parse_time(text: str) -> float:
+    """Epoch seconds from an RFC 3339 time (``2026-11-30T09:00:00Z``)."""
+    return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
+
+
+def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) -> str:
+    """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
+    if config.per_pod:
+        return f"{pod.namespace}/{pod.name}"
+    name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
+    if name:
+        return f"{pod.namespace}/{name}"
+    owner = pod.owner
+    if owner is not None and owner.kind == "Job" and f"{pod.namespace}/{owner.name}" in jobs:
+        return f"{pod.namespace}/{owner.name}"
+    return f"{pod.namespace}/{pod.name}"
+
+
+def _annotation(key: str, *sources: Mapping[str, str]) -> str | None:
+    for src in sources:
+        if src.get(key):
+            return src[key]
+    return None
+
+
+def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
+    """Pods with identical requirements form one role; the required count is spread in order."""
+    by_req: dict[PodRequirements, list[PodInfo]] = {}
+    for pod in sorted(pods, key=lambda p: p.name):
+        by_req.setdefault(pod.requirements, []).append(pod)
+    groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
+    roles: list[Role] = []
+    remaining = min_total
+    for i, members in enumerate(groups):
+        labels = {p.labels.get(ROLE_LABEL, "") for p in members}
+        name = labels.pop() if len(labels) == 1 and "" not in labels else f"role-{i}"
+        required = min(len(members), max(0, remaining))
+        remaining -= required
+        roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
+                          min_count=required,
+                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members)))
+    return tuple(roles)
+
+
+def _topology(*sources: Mapping[str, str]) -> TopologyConstraint | None:
+    required = _annotation(TOPOLOGY_REQUIRED_ANNOTATION, *sources)
+    if required:
+        return TopologyConstraint(level=required, mode=TopologyMode.REQUIRED)
+    preferred = _annotation(TOPOLOGY_PREFERRED_ANNOTATION, *sources)
+    if preferred:
+        return TopologyConstraint(level=preferred, mode=TopologyMode.PREFERRED)
+    return None
+
+
+def build_gangs(
+    pods: Iterable[PodInfo],
+    groups: Mapping[str, PodGroupInfo],
+    jobs: Mapping[str, JobInfo],
+    config: GroupingConfig,
+) -> GangSet:
+    """Group *pods* (all pods in the cluster) into pending and running gangs."""
+    other: dict[str, list[Resources]] = defaultdict(list)
+    members: dict[str, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if pod.scheduler_name != config.scheduler_name:
+            if pod.holds_resources:
+                other[pod.node_name].append(pod.requests)
+            continue
+        if pod.is_finished:
+            continue
+        members[group_id(pod, jobs, config)].append(pod)
+
+    pending: list[Gang] = []
+    running: list[RunningGang] = []
+    partial: dict[str, tuple[PodRef, ...]] = {}
+    problems: dict[str, str] = {}
+    for gid in sorted(members):
+        gang_pods = members[gid]
+        bound = [p for p in gang_pods if p.is_bound]
+        waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
+        ns, name = gid.split("/", 1)
+        group = groups.get(gid)
+        job = jobs.get(gid)
+        meta = [group.annotations if group else {}, job.annotations if job else {},
+                *(p.annotations for p in sorted(gang_pods, key=lambda p: p.name))]
+        labels = [group.labels if group else {}, job.labels if job else {},
+                  *(p.labels for p in sorted(gang_pods, key=lambda p: p.name))]
+        min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+        if problem:
+            problems[gid] = problem
+        queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
+        runtime = _runtime(meta, job)
+        if bound:
+            running.append(_running_gang(gid, bound, queue, runtime, meta))
+            if waiting and len(bound) < min_member:
+                partial[gid] = tuple(PodRef(p.namespace, p.name, p.uid)
+                                     for p in sorted(bound, key=lambda p: p.name))
+        if not waiting or problem:
+            continue
+        required = max(0, min_member - len(bound))
+        created = group.creation_time if group else min(p.creation_time for p in gang_pods)
+        pending.append(Gang(
+            id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),
+            namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
+            priority=max(p.priority for p in gang_pods), creation_time=created,
+            topology=_topology(*meta), runtime_estimate=runtime,
+            present_members=len(waiting) if len(waiting) < required else None,
+            declared_min_member=required if len(waiting) < required else None,
+        ))
+    return GangSet(
+        pending=tuple(pending), running=tuple(running),
+        other_usage={node: total(res) for node, res in sorted(other.items())},
+        partially_bound=partial, problems=problems,
+    )
+
+
+def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: JobInfo | None,
+                meta: list[Mapping[str, str]], config: GroupingConfig) -> tuple[int, str | None]:
+    if config.per_pod:
+        return 1, None
+    named = any(p.labels.get(POD_GROUP_LABEL) or p.annotations.get(VOLCANO_GROUP_ANNOTATION)
+                for p in pods)
+    if group is not None:
+        return max(1, group.min_member), None
+    explicit = _annotation(MIN_MEMBER_ANNOTATION, *meta)
+    if explicit:
+        try:
+            return max(1, int(explicit)), None
+        except ValueError:
+            return 1, f"annotation {MIN_MEMBER_ANNOTATION}: not an integer: {explicit!r}"
+    if named:
+        return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
+                   f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
+    if job is not None:
+        return max(1, job.parallelism), None
+    return 1, None
+
+
+def _runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
+    text = _annotation(EXPECTED_RUNTIME_ANNOTATION, *meta)
+    if text:
+        try:
+            return parse_duration(text)
+        except ValueError:
+            pass  # an unreadable estimate is treated as none; the queue default applies
+    if job is not None and job.active_deadline_seconds:
+        return float(job.active_deadline_seconds)
+    return None
+
+
+def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,
+                  meta: list[Mapping[str, str]]) -> RunningGang:
+    per_node: dict[str, list[Resources]] = defaultdict(list)
+    for p in bound:
+        if p.holds_resources:
+            per_node[p.node_name].append(p.requests)
+    start = min((p.started_at if p.started_at is not None else p.creation_time) for p in bound)
+    checkpoint_text = _annotation(LAST_CHECKPOINT_ANNOTATION, *meta)
+    checkpoint: float | None = None
+    if checkpoint_text:
+        try:
+            checkpoint = parse_time(checkpoint_text)
+        except ValueError:
+            checkpoint = None
+    ns, name = gid.split("/", 1)
+    gang = Gang(id=gid, uid=bound[0].uid, namespace=ns, name=name, queue=queue,
+                roles=_make_roles(bound, len(bound)),
+                priority=max(p.priority for p in bound), creation_time=start,
+                runtime_estimate=runtime)
+    return RunningGang(
+        gang=gang,
+        allocations=tuple((node, total(res)) for node, res in sorted(per_node.items())),
+        start_time=start, last_checkpoint=checkpoint,
+        expected_end=start + runtime if runtime is not None else None,
+    )

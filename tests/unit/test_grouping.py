@@ -1,0 +1,123 @@
+"""How pods become gangs: PodGroup label, Volcano annotation, Job parallelism, lone pods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from scheduler.grouping import GroupingConfig, build_gangs, parse_duration
+from scheduler.model import PodRequirements, Resources
+from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
+
+GPU1 = PodRequirements(requests=Resources.of(gpu=1, cpu=1000))
+GPU8 = PodRequirements(requests=Resources.of(gpu=8, cpu=8000))
+
+
+def pod(name: str, *, ns: str = "ns", node: str = "", req: PodRequirements = GPU1,
+        labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+        owner: OwnerRef | None = None, scheduler: str = "gang-scheduler",
+        phase: PodPhase = PodPhase.PENDING, created: float = 0.0) -> PodInfo:
+    return PodInfo(uid=f"uid-{name}", namespace=ns, name=name, requirements=req,
+                   scheduler_name=scheduler, node_name=node, phase=phase,
+                   labels=labels or {}, annotations=annotations or {}, owner=owner,
+                   creation_time=created)
+
+
+@dataclass
+class Case:
+    name: str
+    pods: list[PodInfo]
+    groups: dict[str, PodGroupInfo] = field(default_factory=dict)
+    jobs: dict[str, JobInfo] = field(default_factory=dict)
+    # gang id -> (min_member, size, waiting_for_members)
+    pending: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
+    running: set[str] = field(default_factory=set)
+    problems: set[str] = field(default_factory=set)
+
+
+PG = "scheduling.x-k8s.io/pod-group"
+CASES = [
+    Case("lone pod is a gang of one", [pod("a")], pending={"ns/a": (1, 1, False)}),
+    Case("podgroup with minMember 4 and 3 pods waits for members",
+         [pod(f"w{i}", labels={PG: "g"}) for i in range(3)],
+         groups={"ns/g": PodGroupInfo("ns", "g", min_member=4)},
+         pending={"ns/g": (4, 3, True)}),
+    Case("podgroup complete",
+         [pod(f"w{i}", labels={PG: "g"}) for i in range(4)],
+         groups={"ns/g": PodGroupInfo("ns", "g", min_member=4)},
+         pending={"ns/g": (4, 4, False)}),
+    Case("podgroup label without PodGroup object is a problem, not a gang",
+         [pod("w0", labels={PG: "missing"})], problems={"ns/missing"}),
+    Case("volcano annotation with min-member annotation",
+         [pod(f"v{i}", annotations={"scheduling.k8s.io/group-name": "vg",
+                                    "gangscheduler.io/min-member": "2"}) for i in range(2)],
+         pending={"ns/vg": (2, 2, False)}),
+    Case("job pods form a gang of parallelism",
+         [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(8)],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=8)},
+         pending={"ns/j": (8, 8, False)}),
+    Case("bound members count towards minMember",
+         [pod("w0", labels={PG: "g"}, node="n1", phase=PodPhase.RUNNING),
+          pod("w1", labels={PG: "g"})],
+         groups={"ns/g": PodGroupInfo("ns", "g", min_member=2)},
+         pending={"ns/g": (1, 1, False)}, running={"ns/g"}),
+    Case("pods of other schedulers are capacity, not gangs",
+         [pod("x", scheduler="default-scheduler", node="n1", phase=PodPhase.RUNNING)]),
+    Case("finished pods are ignored",
+         [pod("done", node="n1", phase=PodPhase.SUCCEEDED)]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_grouping(case: Case) -> None:
+    out = build_gangs(case.pods, case.groups, case.jobs, GroupingConfig())
+    got = {g.id: (g.min_member, g.size, not g.is_complete) for g in out.pending}
+    assert got == case.pending
+    assert {r.id for r in out.running} == case.running
+    assert set(out.problems) == case.problems
+
+
+def test_other_scheduler_usage_is_charged_to_node() -> None:
+    out = build_gangs([pod("x", scheduler="default-scheduler", node="n1",
+                           phase=PodPhase.RUNNING, req=GPU8)], {}, {}, GroupingConfig())
+    assert out.other_usage["n1"].gpus == 8
+
+
+def test_partially_bound_gang_is_reported() -> None:
+    pods = [pod("w0", labels={PG: "g"}, node="n1")]
+    pods += [pod(f"w{i}", labels={PG: "g"}) for i in (1, 2)]
+    out = build_gangs(pods, {"ns/g": PodGroupInfo("ns", "g", min_member=3)}, {}, GroupingConfig())
+    assert [str(p) for p in out.partially_bound["ns/g"]] == ["ns/w0"]
+    (gang,) = out.pending
+    assert gang.min_member == 2
+
+
+def test_per_pod_baseline_splits_gangs() -> None:
+    pods = [pod(f"w{i}", labels={PG: "g"}) for i in range(4)]
+    out = build_gangs(pods, {"ns/g": PodGroupInfo("ns", "g", min_member=4)}, {},
+                      GroupingConfig(per_pod=True))
+    assert sorted(g.id for g in out.pending) == [f"ns/w{i}" for i in range(4)]
+
+
+def test_roles_split_by_requirements_and_queue_from_label() -> None:
+    pods = [pod("launcher", req=GPU1, labels={PG: "g", "gangscheduler.io/role": "launcher"})]
+    pods += [pod(f"worker-{i}", req=GPU8, labels={PG: "g", "gangscheduler.io/role": "worker"})
+             for i in range(3)]
+    group = PodGroupInfo("ns", "g", min_member=4, labels={"gangscheduler.io/queue": "team-a"})
+    (gang,) = build_gangs(pods, {"ns/g": group}, {}, GroupingConfig()).pending
+    assert gang.queue == "team-a"
+    assert sorted((r.name, r.count) for r in gang.roles) == [("launcher", 1), ("worker", 3)]
+    assert gang.gpus == 25
+
+
+@pytest.mark.parametrize("text,seconds", [("3600", 3600), ("90m", 5400), ("2h", 7200),
+                                          ("1h30m", 5400), ("45s", 45)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1d", "-5"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
