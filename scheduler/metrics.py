@@ -1,0 +1,87 @@
+"""Prometheus metrics on an injected registry.
+
+The registry is a parameter, never the process-global default, so that tests, the simulator
+and two schedulers in one process (leader election tests) each count only their own work.
+Names follow Prometheus conventions: ``gang_scheduler_`` prefix, base units, ``_total``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+_CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
+
+
+class SchedulerMetrics:
+    """Every metric the scheduler exports; one instance per scheduler."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.pending_gangs = Gauge(
+            "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
+            ["queue", "reason"], registry=r)
+        self.scheduling_latency = Histogram(
+            "gang_scheduler_gang_scheduling_latency_seconds",
+            "From all required members present to all members bound.",
+            ["queue"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.cycle_duration = Histogram(
+            "gang_scheduler_cycle_duration_seconds", "Time to decide one scheduling cycle.",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.apply_duration = Histogram(
+            "gang_scheduler_apply_duration_seconds", "Time to carry out one cycle's plan.",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.solver_duration = Histogram(
+            "gang_scheduler_solver_duration_seconds", "Placement solve time by solver.",
+            ["solver"], buckets=_CYCLE_BUCKETS, registry=r)
+        self.binds = Counter(
+            "gang_scheduler_binds_total", "Gang bind attempts by result.", ["result"], registry=r)
+        self.pods_bound = Counter(
+            "gang_scheduler_pods_bound_total", "Pods bound.", registry=r)
+        self.rollbacks = Counter(
+            "gang_scheduler_rollbacks_total", "Gangs rolled back after a failed bind.",
+            ["reason"], registry=r)
+        self.evictions = Counter(
+            "gang_scheduler_evictions_total", "Pods evicted to make room for a preemptor.",
+            registry=r)
+        self.preemptions = Counter(
+            "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
+            ["queue"], registry=r)
+        self.allocated_gpus = Gauge(
+            "gang_scheduler_allocated_gpus", "GPUs held by running gangs.", ["queue", "pool"],
+            registry=r)
+        self.nominal_gpus = Gauge(
+            "gang_scheduler_nominal_gpus", "Nominal GPU quota.", ["queue", "pool"], registry=r)
+        self.fair_share = Gauge(
+            "gang_scheduler_fair_share", "Queue's weighted fair share of its parent (0..1).",
+            ["queue"], registry=r)
+        self.usage_share = Gauge(
+            "gang_scheduler_usage_share", "Queue's dominant-resource usage share (0..1).",
+            ["queue"], registry=r)
+        self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
+        self.is_leader = Gauge(
+            "gang_scheduler_is_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.invalid_queues = Gauge(
+            "gang_scheduler_invalid_queues", "Queue objects refused by validation.", registry=r)
+
+    @staticmethod
+    def _replace(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set a labelled gauge to exactly *values*, dropping label sets that disappeared."""
+        gauge.clear()
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+
+    def set_pending(self, counts: Mapping[tuple[str, str], int]) -> None:
+        self._replace(self.pending_gangs, {k: float(v) for k, v in counts.items()})
+
+    def set_allocation(self, allocated: Mapping[tuple[str, str], int],
+                       nominal: Mapping[tuple[str, str], int]) -> None:
+        self._replace(self.allocated_gpus, {k: float(v) for k, v in allocated.items()})
+        self._replace(self.nominal_gpus, {k: float(v) for k, v in nominal.items()})
+
+    def set_shares(self, fair: Mapping[str, float], usage: Mapping[str, float]) -> None:
+        self._replace(self.fair_share, {(q,): v for q, v in fair.items()})
+        self._replace(self.usage_share, {(q,): v for q, v in usage.items()})
