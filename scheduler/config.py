@@ -1,0 +1,140 @@
+"""The scheduler's own configuration file (everything that is not a per-queue policy).
+
+Read from YAML (the deploy/ ConfigMap); unknown keys and wrong types are errors naming the
+field, because a silently ignored typo in a scheduler config is an outage waiting to happen.
+Command-line flags override the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.model import DEFAULT_POOL_LABEL, DEFAULT_TOPOLOGY_LABELS, NodeLabelConfig
+
+
+class ConfigError(ValueError):
+    """A configuration error; the message names the field path and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    enabled: bool = True
+    lease_name: str = "gang-scheduler"
+    lease_namespace: str = "gang-scheduler-system"
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    scheduler_name: str = "gang-scheduler"
+    default_queue: str = "default"
+    cycle_interval_seconds: float = 1.0
+    pool_label: str = DEFAULT_POOL_LABEL
+    topology_labels: tuple[str, ...] = DEFAULT_TOPOLOGY_LABELS
+    bind_concurrency: int = 32
+    eviction_grace_period_seconds: int = 30
+    event_min_interval_seconds: float = 60.0
+    bind_backoff_initial_seconds: float = 5.0
+    bind_backoff_max_seconds: float = 300.0
+    metrics_bind_address: str = "0.0.0.0:8080"
+    log_level: str = "info"
+    log_format: str = "auto"
+    cpsat_time_limit_seconds: float = 2.0
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+
+    @property
+    def node_labels(self) -> NodeLabelConfig:
+        return NodeLabelConfig(pool_label=self.pool_label, topology_labels=self.topology_labels)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _coerce(value: Any, target: Any, path: str) -> Any:
+    if target in ("bool", bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: must be true or false, got {value!r}")
+        return value
+    if target in ("int", int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: must be an integer, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{path}: must be >= 0, got {value}")
+        return value
+    if target in ("float", float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{path}: must be a number, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{path}: must be >= 0, got {value}")
+        return float(value)
+    if target in ("str", str):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: must be a non-empty string, got {value!r}")
+        return value
+    if target == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{path}: must be a list of label keys, got {value!r}")
+        return tuple(value)
+    raise ConfigError(f"{path}: unsupported field type")
+
+
+def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path or 'config'}: must be a mapping, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = _snake(str(key))
+        where = f"{path}.{key}" if path else str(key)
+        if name not in fields:
+            known = ", ".join(sorted(_camel(n) for n in fields))
+            raise ConfigError(f"{where}: unknown field (known: {known})")
+        ftype = fields[name].type
+        if ftype == "LeaderElectionConfig":
+            kwargs[name] = _build(LeaderElectionConfig, value, where)
+        else:
+            kwargs[name] = _coerce(value, ftype, where)
+    return cls(**kwargs)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def load_config(path: str | Path | None) -> SchedulerConfig:
+    """Parse the config file; ``None`` gives the defaults."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    try:
+        return _build(SchedulerConfig, raw, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def config_to_yaml(config: SchedulerConfig) -> str:
+    """The config as YAML with camelCase keys: the shape the ConfigMap uses."""
+
+    def convert(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {_camel(f.name): convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if isinstance(obj, tuple):
+            return list(obj)
+        return obj
+
+    return yaml.safe_dump(convert(config), sort_keys=False)

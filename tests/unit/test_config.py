@@ -1,0 +1,42 @@
+"""The scheduler config file: round trip, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.config import ConfigError, SchedulerConfig, config_to_yaml, load_config
+
+
+def test_defaults_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(config_to_yaml(SchedulerConfig()))
+    assert load_config(path) == SchedulerConfig()
+
+
+def test_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("schedulerName: batch\ncycleIntervalSeconds: 0.5\n"
+                    "topologyLabels: [zone, rack]\nleaderElection: {enabled: false}\n")
+    cfg = load_config(path)
+    assert cfg.scheduler_name == "batch"
+    assert cfg.cycle_interval_seconds == 0.5
+    assert cfg.topology_labels == ("zone", "rack")
+    assert cfg.leader_election.enabled is False
+
+
+@pytest.mark.parametrize("text,message", [
+    ("schedulerNme: x\n", "schedulerNme: unknown field"),
+    ("bindConcurrency: many\n", "bindConcurrency: must be an integer"),
+    ("cycleIntervalSeconds: -1\n", "cycleIntervalSeconds: must be >= 0"),
+    ("leaderElection: {enabled: 1}\n", "leaderElection.enabled: must be true or false"),
+    ("topologyLabels: rack\n", "topologyLabels: must be a list"),
+    ("[1, 2]\n", "must be a mapping"),
+    ("a: [\n", "not valid YAML"),
+])
+def test_errors_name_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_config(path)
