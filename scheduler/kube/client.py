@@ -1,0 +1,174 @@
+"""A thin raw-JSON client over the official ``ApiClient``: the one door to the apiserver.
+
+Why raw: the generated client builds a model object for every reply (thousands per second at
+best) and cannot even parse the ``pods/binding`` reply (kubernetes-client/python 547, 825).
+Every module in ``scheduler.kube`` therefore speaks JSON dicts through ``KubeClient.request``,
+which reuses the official client only for what it does well: reading a kubeconfig or the
+in-cluster service account, TLS, token refresh and urllib3 connection pooling.
+
+``KubeClient`` is also the seam tests fake: anything with the same ``request``/``stream``
+methods can stand in for the apiserver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+#: (connect, read) seconds for ordinary requests; watches pass their own.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+
+
+class TransportError(ConnectionError):
+    """The request may not have reached the apiserver, or its reply was lost (outcome unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A fully read reply: status code and raw body."""
+
+    status: int
+    data: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        return json.loads(self.data) if self.data else None
+
+    def message(self) -> str:
+        """The ``Status.message`` of an error reply, else the start of the body."""
+        try:
+            body = self.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+        return self.data[:200].decode("utf-8", "replace") or f"HTTP {self.status}"
+
+
+class ApiError(RuntimeError):
+    """A non-2xx reply, with the apiserver's own message."""
+
+    def __init__(self, method: str, path: str, response: Response) -> None:
+        self.status = response.status
+        self.reason = response.message()
+        super().__init__(f"{method} {path}: HTTP {response.status}: {self.reason}")
+
+
+class Requester(Protocol):
+    """What the writers and the binder need; ``KubeClient`` and test fakes implement it."""
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = JSON,
+                timeout: float | tuple[float, float] | None = None) -> Response: ...
+
+
+def path_segment(value: str) -> str:
+    """Escape a name or namespace for use inside a URL path."""
+    return quote(value, safe="")
+
+
+class KubeClient:
+    """JSON requests and watch streams over one pooled, authenticated ``ApiClient``."""
+
+    def __init__(self, api_client: k8s_client.ApiClient,
+                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+        self._host = api_client.configuration.host.rstrip("/")
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": "gang-scheduler"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # Re-read per request: the refresh hook renews exec-plugin and service-account tokens.
+        auth = self.api_client.configuration.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            headers[auth["key"]] = auth["value"]
+        return headers
+
+    def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
+        if not query:
+            return self._host + path
+        return f"{self._host}{path}?{urlencode({k: v for k, v in query.items() if v is not None})}"
+
+    def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
+              content_type: str | None, timeout: float | tuple[float, float] | None
+              ) -> urllib3.BaseHTTPResponse:
+        try:
+            raw = self.api_client.call_api(
+                method, self._url(path, query), header_params=self._headers(content_type),
+                body=body, _request_timeout=timeout or self.timeout)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"{method} {path}: {exc}") from exc
+        except k8s_client.ApiException as exc:  # TLS failures surface as status 0
+            if exc.status:
+                raise
+            raise TransportError(f"{method} {path}: {exc.reason}") from exc
+        return raw.response
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = JSON,
+                timeout: float | tuple[float, float] | None = None) -> Response:
+        """Send one request and read the whole reply; never raises on HTTP status."""
+        resp = self._send(method, path, query, body, content_type if body is not None else None,
+                          timeout)
+        try:
+            data = resp.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"{method} {path}: reading reply: {exc}") from exc
+        finally:
+            resp.release_conn()
+        return Response(resp.status, data)
+
+    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> Any:
+        """GET and decode; raises ``ApiError`` on a non-2xx reply."""
+        resp = self.request("GET", path, query=query)
+        if not resp.ok:
+            raise ApiError("GET", path, resp)
+        return resp.json()
+
+    def stream(self, path: str, query: Mapping[str, Any] | None,
+               timeout: tuple[float, float]) -> urllib3.BaseHTTPResponse:
+        """Open a GET whose body is read incrementally (a watch); the caller closes it."""
+        return self._send("GET", path, query, None, None, timeout)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+
+def build_api_client(kubeconfig: str | None = None, *, context: str | None = None,
+                     pool_maxsize: int = 64) -> k8s_client.ApiClient:
+    """An ``ApiClient`` from a kubeconfig path, or the in-cluster service account when None.
+
+    ``pool_maxsize`` must be at least the bind concurrency: urllib3 otherwise opens and discards
+    extra connections (new TLS handshakes) under load and logs "Connection pool is full".
+    """
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                    client_configuration=configuration, persist_config=False)
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_maxsize
+    return k8s_client.ApiClient(configuration)
+
+
+def connect(kubeconfig: str | None = None, *, context: str | None = None,
+            pool_maxsize: int = 64, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> KubeClient:
+    """The usual entry point: ``KubeClient`` over ``build_api_client``."""
+    return KubeClient(build_api_client(kubeconfig, context=context, pool_maxsize=pool_maxsize),
+                      timeout=timeout)
