@@ -132,7 +132,7 @@ def _taint(raw: Any, path: str) -> Taint:
     if not isinstance(raw, Mapping) or not raw.get("key"):
         raise _Fail(f"{path}.key", "missing")
     try:
-        effect = TaintEffect(raw.get("effect"))
+        effect = TaintEffect(str(raw.get("effect")))
     except ValueError:
         raise _Fail(f"{path}.effect", f"unknown effect {raw.get('effect')!r}") from None
     return Taint(key=str(raw["key"]), value=str(raw.get("value") or ""), effect=effect)
@@ -194,6 +194,17 @@ def _owner(meta: Mapping[str, Any]) -> workloads.OwnerRef | None:
     return None
 
 
+def _started_at(status: Mapping[str, Any]) -> float | None:
+    """``status.startTime`` (kubelet), else when PodScheduled turned True (bound, no kubelet)."""
+    if status.get("startTime"):
+        return parse_time(status["startTime"], "status.startTime")
+    for i, c in enumerate(_list(status, "conditions", "status.conditions")):
+        if (isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+                and c.get("status") == "True" and c.get("lastTransitionTime")):
+            return parse_time(c["lastTransitionTime"], f"status.conditions[{i}].lastTransitionTime")
+    return None
+
+
 def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
     """A ``v1/Pod`` reduced to scheduling facts; ``spec.priority`` is set by admission."""
     meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
@@ -221,6 +232,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         owner=_owner(meta),
         terminating=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        started_at=_started_at(status),
     )
 
 

@@ -98,6 +98,7 @@ def test_pod_fixture() -> None:
     assert pod.creation_time == 1714564800.0  # 2024-05-01T12:00:00Z
     assert pod.owner == OwnerRef(kind="Job", name="train", uid="job-uid-1")
     assert pod.resource_version == "4711"
+    assert pod.started_at is None
     assert pod.labels["scheduling.x-k8s.io/pod-group"] == "train"
     # app container (4 cpu, 1 gpu) + sidecar (500m), init container peak 2 cpu, overhead 250m
     assert pod.requirements.requests == Resources({"cpu": 4_750, "memory": 33 * 2**30,
@@ -118,6 +119,13 @@ def test_pod_fixture() -> None:
      lambda p: p.owner is None),  # not a controller reference
     ("metadata.creationTimestamp", "2024-05-01T12:00:00.250000+00:00",
      lambda p: p.creation_time == 1714564800.25),
+    ("status.startTime", "2024-05-01T12:01:00Z", lambda p: p.started_at == 1714564860.0),
+    ("status.conditions", [{"type": "PodScheduled", "status": "True",
+                            "lastTransitionTime": "2024-05-01T12:00:30Z"}],
+     lambda p: p.started_at == 1714564830.0),
+    ("status.conditions", [{"type": "PodScheduled", "status": "False",
+                            "lastTransitionTime": "2024-05-01T12:00:30Z"}],
+     lambda p: p.started_at is None),
     ("spec.containers[0].resources", None,
      lambda p: p.requirements.requests["nvidia.com/gpu"] == 0),
 ])
@@ -144,6 +152,7 @@ def test_pod_variants(path: str, value: Any, check: Any) -> None:
     ("metadata.creationTimestamp", "yesterday",
      "pod team-a/train-0: metadata.creationTimestamp: malformed time 'yesterday'"),
     ("spec.containers", {"a": 1}, "pod team-a/train-0: spec.containers: expected a list"),
+    ("status.startTime", "soon", "pod team-a/train-0: status.startTime: malformed time 'soon'"),
 ])
 def test_pod_errors(path: str, value: Any, message: str) -> None:
     with pytest.raises(convert.ConversionError) as err:
