@@ -130,6 +130,71 @@ def _topology(*sources: Mapping[str, str]) -> TopologyConstraint | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class GangEntry:
+    """What one group of pods amounts to; the cache keeps one per gang id and rebuilds it
+    only when one of its pods, its PodGroup or its Job changes."""
+
+    pending: Gang | None = None
+    running: RunningGang | None = None
+    partially_bound: tuple[PodRef, ...] = ()
+    problem: str | None = None
+
+
+def is_ours(pod: PodInfo, config: GroupingConfig) -> bool:
+    return pod.scheduler_name == config.scheduler_name
+
+
+def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
+               job: JobInfo | None, config: GroupingConfig) -> GangEntry:
+    """The entry for one gang id from its live (not finished) member pods."""
+    gang_pods = [p for p in gang_pods if not p.is_finished]
+    if not gang_pods:
+        return GangEntry()
+    gang_pods.sort(key=lambda p: p.name)
+    bound = [p for p in gang_pods if p.is_bound]
+    waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
+    ns, name = gid.split("/", 1)
+    meta = [group.annotations if group else {}, job.annotations if job else {},
+            *(p.annotations for p in gang_pods)]
+    labels = [group.labels if group else {}, job.labels if job else {},
+              *(p.labels for p in gang_pods)]
+    min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+    queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
+    runtime = _runtime(meta, job)
+    running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
+    partial: tuple[PodRef, ...] = ()
+    if bound and waiting and len(bound) < min_member:
+        partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in bound)
+    pending = None
+    if waiting and not problem:
+        required = max(0, min_member - len(bound))
+        created = group.creation_time if group else min(p.creation_time for p in gang_pods)
+        short = len(waiting) < required
+        pending = Gang(
+            id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),
+            namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
+            priority=max(p.priority for p in gang_pods), creation_time=created,
+            topology=_topology(*meta), runtime_estimate=runtime,
+            present_members=len(waiting) if short else None,
+            declared_min_member=required if short else None,
+        )
+    return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
+
+
+def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resources]) -> GangSet:
+    """Assemble per-gang entries (any order) into the sorted ``GangSet`` a cycle consumes."""
+    ids = sorted(entries)
+    return GangSet(
+        pending=tuple(e.pending for gid in ids if (e := entries[gid]).pending is not None),
+        running=tuple(e.running for gid in ids if (e := entries[gid]).running is not None),
+        other_usage=other_usage,
+        partially_bound={gid: e.partially_bound for gid in ids
+                         if (e := entries[gid]).partially_bound},
+        problems={gid: e.problem for gid in ids if (e := entries[gid]).problem},
+    )
+
+
 def build_gangs(
     pods: Iterable[PodInfo],
     groups: Mapping[str, PodGroupInfo],
@@ -140,56 +205,16 @@ def build_gangs(
     other: dict[str, list[Resources]] = defaultdict(list)
     members: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
-        if pod.scheduler_name != config.scheduler_name:
+        if not is_ours(pod, config):
             if pod.holds_resources:
                 other[pod.node_name].append(pod.requests)
             continue
         if pod.is_finished:
             continue
         members[group_id(pod, jobs, config)].append(pod)
-
-    pending: list[Gang] = []
-    running: list[RunningGang] = []
-    partial: dict[str, tuple[PodRef, ...]] = {}
-    problems: dict[str, str] = {}
-    for gid in sorted(members):
-        gang_pods = members[gid]
-        bound = [p for p in gang_pods if p.is_bound]
-        waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
-        ns, name = gid.split("/", 1)
-        group = groups.get(gid)
-        job = jobs.get(gid)
-        meta = [group.annotations if group else {}, job.annotations if job else {},
-                *(p.annotations for p in sorted(gang_pods, key=lambda p: p.name))]
-        labels = [group.labels if group else {}, job.labels if job else {},
-                  *(p.labels for p in sorted(gang_pods, key=lambda p: p.name))]
-        min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
-        if problem:
-            problems[gid] = problem
-        queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
-        runtime = _runtime(meta, job)
-        if bound:
-            running.append(_running_gang(gid, bound, queue, runtime, meta))
-            if waiting and len(bound) < min_member:
-                partial[gid] = tuple(PodRef(p.namespace, p.name, p.uid)
-                                     for p in sorted(bound, key=lambda p: p.name))
-        if not waiting or problem:
-            continue
-        required = max(0, min_member - len(bound))
-        created = group.creation_time if group else min(p.creation_time for p in gang_pods)
-        pending.append(Gang(
-            id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),
-            namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
-            priority=max(p.priority for p in gang_pods), creation_time=created,
-            topology=_topology(*meta), runtime_estimate=runtime,
-            present_members=len(waiting) if len(waiting) < required else None,
-            declared_min_member=required if len(waiting) < required else None,
-        ))
-    return GangSet(
-        pending=tuple(pending), running=tuple(running),
-        other_usage={node: total(res) for node, res in sorted(other.items())},
-        partially_bound=partial, problems=problems,
-    )
+    entries = {gid: build_gang(gid, ps, groups.get(gid), jobs.get(gid), config)
+               for gid, ps in members.items()}
+    return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
 
 
 def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: JobInfo | None,
