@@ -1,0 +1,295 @@
+"""List+watch on raw JSON: one thread per resource keeps a handler in step with the apiserver.
+
+Why our own (client-go's reflector, in small): the official ``watch.Watch`` builds model objects
+and hides the bookmark/410 mechanics we need control of. This one lists in pages, parses with
+``json.loads``, watches from the list's resourceVersion with bookmarks, and on ``410 Gone``
+re-lists and hands the handler a *diff* against what it already delivered: objects that
+vanished while we were away arrive as DELETED, so the cache never keeps a ghost.
+
+Connection problems re-watch from the last resourceVersion after a capped, jittered exponential
+backoff; an absent CRD (PodGroups, Queues) is "synced and empty" and retried slowly, so a
+cluster without the CRD still schedules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import structlog
+import urllib3
+
+from scheduler.kube.client import ApiError, KubeClient, Response, TransportError
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKind:
+    """What to list and watch: a collection path across all namespaces."""
+
+    name: str  # plural, used in logs and as the cache's kind ("pods")
+    path: str  # "/api/v1/pods", "/apis/batch/v1/jobs"
+    optional: bool = False  # a CRD that may not be installed: absent means "no objects"
+
+
+NODES = ResourceKind("nodes", "/api/v1/nodes")
+PODS = ResourceKind("pods", "/api/v1/pods")
+JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
+PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses")
+PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
+QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True)
+
+
+class EventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+Handler = Callable[[EventType, dict[str, Any]], None]
+
+
+class _Gone(Exception):
+    """The resourceVersion is too old (HTTP 410 or an ERROR event with code 410): re-list."""
+
+
+class _Absent(Exception):
+    """An optional resource's API is not served (CRD not installed)."""
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Exponential backoff with equal jitter: ``initial * 2**n`` capped, then 50-100 % of it."""
+
+    initial: float = 0.5
+    cap: float = 30.0
+    rng: random.Random | None = None
+    attempts: int = 0
+
+    def next(self) -> float:
+        base = min(self.cap, self.initial * (2 ** min(self.attempts, 30)))
+        self.attempts += 1
+        return base * (0.5 + 0.5 * (self.rng or random).random())
+
+    def reset(self) -> None:
+        self.attempts = 0
+
+
+def object_id(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def iter_lines(resp: urllib3.BaseHTTPResponse, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """Complete newline-terminated lines of a streamed body, as they arrive."""
+    pending = b""
+    for data in resp.stream(chunk, decode_content=True):
+        if b"\n" not in data:
+            pending += data
+            continue
+        lines = (pending + data).split(b"\n")
+        pending = lines.pop()
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
+
+
+class Informer:
+    """Keeps *handler* in step with one resource; ``start()`` runs it in a daemon thread."""
+
+    def __init__(self, client: KubeClient, kind: ResourceKind, handler: Handler, *,
+                 page_size: int = 500, watch_timeout: tuple[int, int] = (240, 360),
+                 absent_retry: float = 30.0, backoff: Backoff | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.client, self.kind, self.handler = client, kind, handler
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.absent_retry = absent_retry
+        self._rng = rng or random.Random()
+        self.backoff = backoff or Backoff(rng=self._rng)
+        self._store: dict[str, dict[str, Any]] = {}  # what the handler has been told, by id
+        self._rv = ""  # "" = must (re-)list
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._resp: urllib3.BaseHTTPResponse | None = None
+        self._thread: threading.Thread | None = None
+        self._log = log.bind(resource=kind.name)
+        self.relists = 0  # full lists done after the first one (410s, absent CRDs)
+
+    # Lifecycle ----------------------------------------------------------------------------
+    @property
+    def has_synced(self) -> bool:
+        """True once the first full list has been delivered to the handler."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    @property
+    def resource_version(self) -> str:
+        return self._rv
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.name}",
+                                        daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.interrupt()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def interrupt(self) -> None:
+        """Drop the current watch connection; the loop re-watches from the last resourceVersion."""
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):  # best effort: it may be closed already
+                resp.shutdown()  # type: ignore[attr-defined]  # urllib3 >= 2.3: unblocks a read
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The raw objects as last delivered (informer thread writes; copy before iterating)."""
+        return list(self._store.values())
+
+    # The loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self._rv:
+                    self._list()
+                self._watch()
+                self.backoff.reset()  # the server ended a healthy watch: start over quickly
+            except _Gone:
+                self._log.info("watch_expired", resource_version=self._rv)
+                self._rv = ""
+            except _Absent:
+                self._log.info("resource_absent", path=self.kind.path, retry_s=self.absent_retry)
+                self._replace([], "0")
+                self._rv = ""
+                self._stop.wait(self.absent_retry)
+            except (TransportError, ApiError, ValueError, urllib3.exceptions.HTTPError,
+                    OSError) as exc:
+                if self._stop.is_set():
+                    break
+                delay = self.backoff.next()
+                self._log.warning("informer_retry", error=str(exc), retry_s=round(delay, 2),
+                                  relist=not self._rv)
+                self._stop.wait(delay)
+
+    def _check(self, resp: Response, what: str) -> None:
+        if resp.status == 410:
+            raise _Gone
+        if resp.status == 404 and self.kind.optional:
+            raise _Absent
+        if not resp.ok:
+            raise ApiError("GET", f"{self.kind.path} ({what})", resp)
+
+    def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        cont: str | None = None
+        rv = ""
+        while True:
+            query = {"limit": self.page_size, "continue": cont}
+            resp = self.client.request("GET", self.kind.path, query=query, timeout=(5.0, 120.0))
+            if resp.status == 410 and cont:  # continue token expired mid-list: start over
+                items, cont = [], None
+                continue
+            self._check(resp, "list")
+            body = json.loads(resp.data)
+            items.extend(body.get("items") or ())
+            meta = body.get("metadata") or {}
+            rv, cont = str(meta.get("resourceVersion") or ""), meta.get("continue") or None
+            if not cont:
+                break
+        if self._synced.is_set():
+            self.relists += 1
+        self._replace(items, rv)
+
+    def _replace(self, items: list[dict[str, Any]], rv: str) -> None:
+        """Deliver the difference between a full list and what the handler knows."""
+        fresh = {object_id(o): o for o in items}
+        for oid, old in list(self._store.items()):
+            new = fresh.get(oid)
+            if new is None or _uid(new) != _uid(old):  # gone, or replaced by a namesake
+                del self._store[oid]
+                self._deliver(EventType.DELETED, old)
+        for oid, obj in fresh.items():
+            known = self._store.get(oid)
+            if known is None:
+                self._store[oid] = obj
+                self._deliver(EventType.ADDED, obj)
+            elif _rv(known) != _rv(obj):
+                self._store[oid] = obj
+                self._deliver(EventType.MODIFIED, obj)
+        self._rv = rv
+        self._log.info("listed", objects=len(fresh), resource_version=rv)
+        self._synced.set()
+
+    def _watch(self) -> None:
+        low, high = self.watch_timeout
+        seconds = self._rng.randint(low, high)
+        query = {"watch": "1", "resourceVersion": self._rv, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": seconds}
+        resp = self.client.stream(self.kind.path, query, timeout=(5.0, seconds + 30.0))
+        self._resp = resp
+        try:
+            if resp.status != 200:
+                self._check(Response(resp.status, resp.data), "watch")
+            for line in iter_lines(resp):
+                if self._stop.is_set():
+                    return
+                self._handle_line(line)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._stop.is_set():
+                return
+            raise TransportError(f"watch {self.kind.path}: {exc}") from exc
+        finally:
+            self._resp = None
+            resp.release_conn()
+            resp.close()
+
+    def _handle_line(self, line: bytes) -> None:
+        event = json.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "BOOKMARK":
+            self._rv = _rv(obj) or self._rv
+            return
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone
+            raise ValueError(f"watch error {obj.get('code')}: {obj.get('message')}")
+        oid = object_id(obj)
+        if kind == "DELETED":
+            self._store.pop(oid, None)
+            self._deliver(EventType.DELETED, obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            old = self._store.get(oid)
+            if old is not None and _uid(old) != _uid(obj):  # missed a delete of a namesake
+                self._deliver(EventType.DELETED, old)
+                old = None
+            self._store[oid] = obj
+            self._deliver(EventType.ADDED if old is None else EventType.MODIFIED, obj)
+        self._rv = _rv(obj) or self._rv
+
+    def _deliver(self, kind: EventType, obj: dict[str, Any]) -> None:
+        try:
+            self.handler(kind, obj)
+        except Exception:  # a handler bug must not stop the informer (the object is skipped)
+            self._log.exception("handler_failed", event_type=str(kind), object=object_id(obj))
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -1,0 +1,106 @@
+"""A scripted stand-in for ``KubeClient``: canned replies in, recorded requests out."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.kube.client import Response, TransportError
+
+
+def pod(name: str, rv: str, uid: str | None = None, ns: str = "default",
+        cpu: str = "1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": uid or f"uid-{name}",
+                         "resourceVersion": rv},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def page(items: list[dict[str, Any]], rv: str, cont: str = "") -> Response:
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return Response(200, json.dumps({"items": items, "metadata": meta}).encode())
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+class FakeStream:
+    """A watch body: fixed chunks, then either EOF or (``hang``) a block until ``shutdown``."""
+
+    def __init__(self, body: bytes, status: int = 200, chunk: int = 7, hang: bool = False,
+                 error: Exception | None = None) -> None:
+        self.status, self._body, self._chunk = status, body, chunk
+        self._hang, self._error = hang, error
+        self._down = threading.Event()
+        self.closed = False
+
+    @property
+    def data(self) -> bytes:
+        return self._body
+
+    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
+        for i in range(0, len(self._body), self._chunk):
+            yield self._body[i:i + self._chunk]
+        if self._error is not None:
+            raise self._error
+        if self._hang:
+            self._down.wait(10)
+
+    def shutdown(self) -> None:
+        self._down.set()
+
+    def release_conn(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeClient:
+    """Replies to GETs (lists) and watch streams from queues; anything else from ``on_request``."""
+
+    lists: deque[Response | Exception] = field(default_factory=deque)
+    watches: deque[FakeStream | Exception] = field(default_factory=deque)
+    on_request: Callable[[str, str, dict[str, Any], Any], Response] | None = None
+    calls: list[tuple[str, str, dict[str, Any], Any]] = field(default_factory=list)
+    idle: threading.Event = field(default_factory=threading.Event)  # set when scripts ran out
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "application/json", timeout: Any = None) -> Response:
+        with self.lock:
+            self.calls.append((method, path, dict(query or {}), body))
+        if method == "GET" and self.on_request is None:
+            if not self.lists:
+                raise TransportError("no more scripted lists")
+            item = self.lists.popleft()
+            if isinstance(item, Exception):
+                raise item
+            return item
+        assert self.on_request is not None, f"unexpected {method} {path}"
+        return self.on_request(method, path, dict(query or {}), body)
+
+    def stream(self, path: str, query: Any, timeout: Any) -> FakeStream:
+        with self.lock:
+            self.calls.append(("WATCH", path, dict(query or {}), None))
+        if not self.watches:
+            self.idle.set()
+            return FakeStream(b"", hang=True)
+        item = self.watches.popleft()
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def watch_queries(self) -> list[dict[str, Any]]:
+        return [q for m, _, q, _ in self.calls if m == "WATCH"]
+
+    def list_queries(self) -> list[dict[str, Any]]:
+        return [q for m, _, q, _ in self.calls if m == "GET"]
