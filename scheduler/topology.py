@@ -1,0 +1,152 @@
+"""The network topology of the cluster: spine -> blocks -> racks -> hosts, from node labels.
+
+Gangs that talk a lot (all-reduce) run faster when their members are close, and a "within one
+rack" constraint needs the grouping of nodes into racks. Both come from node labels, read
+through ``NodeLabelConfig`` when a node enters the cache. The default label keys are:
+
+* ``topology.gangscheduler.io/block``: the outermost level (e.g. a spine block / pod of racks);
+* ``topology.gangscheduler.io/rack``: the rack (leaf switch) inside the block;
+* ``kubernetes.io/hostname``: always the innermost level, one domain per node.
+
+A cluster using other keys passes them as ``labels`` (outermost first), the same tuple as its
+``NodeLabelConfig.topology_labels``. A node without a label at some level is alone in its own
+domain there (see ``NodeLabelConfig.topology_of``), so it never counts as "in the same rack"
+as another unlabelled node.
+
+The graph is a tree (``networkx.DiGraph``, edges point away from the spine). Distances are
+computed from each host's domain path (hops up to the lowest common domain and back down),
+which equals the tree's shortest path length but costs a tuple comparison instead of a graph
+search; they are memoised per pair anyway because the solver asks for the same pairs often.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+import networkx as nx
+
+from scheduler.model import DEFAULT_TOPOLOGY_LABELS, HOSTNAME_LABEL, Node, NodeLabelConfig
+
+#: Graph id of the root. Domains are ``(level, domain)`` and hosts ``(HOSTNAME_LABEL, name)``.
+SPINE = "spine"
+
+
+class Topology:
+    """Hosts grouped into nested domains; immutable once built (caches aside)."""
+
+    __slots__ = ("_distances", "_domains", "_index", "_paths", "graph", "levels")
+
+    def __init__(self, levels: Sequence[str], paths: Mapping[str, tuple[str, ...]]) -> None:
+        """*levels*: topology label keys outermost first, then ``kubernetes.io/hostname``.
+
+        *paths*: per node name, its domain at each level (the last entry is the node itself).
+        Prefer ``from_nodes``; this constructor exists for tests and custom sources.
+        """
+        self.levels: tuple[str, ...] = tuple(levels)
+        self._index = {level: i for i, level in enumerate(self.levels)}
+        self._paths: dict[str, tuple[str, ...]] = {n: paths[n] for n in sorted(paths)}
+        self._distances: dict[tuple[str, str], int] = {}
+        self._domains: dict[str, Mapping[str, tuple[str, ...]]] = {}
+        self.graph: nx.DiGraph = _build_graph(self.levels, self._paths)
+
+    @classmethod
+    def from_nodes(
+        cls, nodes: Iterable[Node], labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS
+    ) -> Topology:
+        """Build from nodes whose ``topology`` was derived with topology label keys *labels*.
+
+        A node whose ``topology`` has a different depth than *labels* (built with another
+        ``NodeLabelConfig``) gets its path recomputed from its own labels with *labels*.
+        """
+        labels = tuple(labels)
+        if HOSTNAME_LABEL in labels:
+            raise ValueError(f"topology labels: {HOSTNAME_LABEL} is implicit, do not list it")
+        config = NodeLabelConfig(topology_labels=labels)
+        paths: dict[str, tuple[str, ...]] = {}
+        for node in nodes:
+            path = node.topology
+            if len(path) != len(labels):
+                path = config.topology_of(node.labels, node.name)
+            paths[node.name] = (*path, node.name)
+        return cls((*labels, HOSTNAME_LABEL), paths)
+
+    # Levels and domains -----------------------------------------------------------------
+    def level_index(self, level: str) -> int:
+        """Depth of *level* below the spine, 0 = outermost; the host level is the largest."""
+        try:
+            return self._index[level]
+        except KeyError:
+            known = ", ".join(self.levels)
+            raise KeyError(f"topology level {level!r} is not configured (known: {known})") from None
+
+    def has_level(self, level: str) -> bool:
+        return level in self._index
+
+    def domain_of(self, node: str, level: str) -> str:
+        """The domain *node* belongs to at *level* (its own name at the host level)."""
+        return self._paths[node][self.level_index(level)]
+
+    def path(self, node: str) -> tuple[str, ...]:
+        """The domains of *node*, outermost first, ending with the node's own name."""
+        return self._paths[node]
+
+    def domains(self, level: str) -> Mapping[str, tuple[str, ...]]:
+        """Domain name -> its node names (sorted), for every domain at *level*, sorted by name."""
+        hit = self._domains.get(level)
+        if hit is None:
+            i = self.level_index(level)
+            groups: dict[str, list[str]] = {}
+            for name, path in self._paths.items():  # sorted by name already
+                groups.setdefault(path[i], []).append(name)
+            hit = MappingProxyType({d: tuple(groups[d]) for d in sorted(groups)})
+            self._domains[level] = hit
+        return hit
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(self._paths)
+
+    # Distances ----------------------------------------------------------------------------
+    def distance(self, a: str, b: str) -> int:
+        """Hops between two nodes through their lowest common domain (0 for the same node).
+
+        Two hosts in one rack are 2 hops apart, in one block but different racks 4, and so on;
+        hosts with no common domain meet at the spine.
+        """
+        key = (a, b) if a <= b else (b, a)
+        hit = self._distances.get(key)
+        if hit is None:
+            pa, pb = self._paths[a], self._paths[b]
+            common = 0
+            for x, y in zip(pa, pb, strict=True):
+                if x != y:
+                    break
+                common += 1
+            hit = 2 * (len(pa) - common)
+            self._distances[key] = hit
+        return hit
+
+
+def _build_graph(levels: tuple[str, ...], paths: Mapping[str, tuple[str, ...]]) -> nx.DiGraph:
+    """Spine -> one graph node per domain and level -> hosts, rejecting non-tree input."""
+    graph = nx.DiGraph()
+    graph.add_node(SPINE, level="spine", depth=0)
+    parent_of: dict[tuple[str, str], object] = {}
+    for name, path in paths.items():
+        if len(path) != len(levels):
+            raise ValueError(f"node {name}: topology path {path!r} does not match {levels!r}")
+        parent: object = SPINE
+        for depth, (level, domain) in enumerate(zip(levels, path, strict=True), start=1):
+            gid = (level, domain)
+            seen = parent_of.get(gid)
+            if seen is None:
+                parent_of[gid] = parent
+                graph.add_node(gid, level=level, depth=depth)
+                graph.add_edge(parent, gid)
+            elif seen != parent:
+                raise ValueError(
+                    f"node {name}: {level} {domain!r} is under {parent!r} but also under {seen!r}"
+                )
+            parent = gid
+    return graph

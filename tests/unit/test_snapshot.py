@@ -1,0 +1,90 @@
+"""Snapshot: free = allocatable - usage, derivation never mutates, lineage lists changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Taint
+from scheduler.resources import Resources
+from scheduler.snapshot import Snapshot
+
+
+def _gang(gid: str) -> Gang:
+    req = PodRequirements(Resources.of(gpu=1))
+    return Gang(id=gid, uid=gid, namespace="ns", name=gid, queue="q",
+                roles=(Role("w", 1, req),))
+
+
+def _running(gid: str, **gpus_per_node: int) -> RunningGang:
+    allocs = tuple((n, Resources.of(gpu=g, pods=1)) for n, g in sorted(gpus_per_node.items()))
+    return RunningGang(_gang(gid), allocs, start_time=0.0)
+
+
+NODES = [Node.build(n, Resources.of(gpu=8, cpu=64000, pods=110)) for n in ("n1", "n2", "n3")]
+
+
+@pytest.fixture
+def snap() -> Snapshot:
+    return Snapshot(NODES, [_running("ns/a", n1=4, n2=8)],
+                    other_usage={"n3": Resources.of(cpu=2000), "gone": Resources.of(cpu=1)})
+
+
+def test_free_is_allocatable_minus_usage(snap: Snapshot) -> None:
+    assert snap.free("n1") == Resources.of(gpu=4, cpu=64000, pods=109)
+    assert snap.free("n2") == Resources.of(cpu=64000, pods=109)
+    assert snap.free("n3") == Resources.of(gpu=8, cpu=62000, pods=110)
+    assert snap.used("n1") == Resources.of(gpu=4, pods=1)
+    assert snap.total_free().gpus == 12
+    assert snap.total_allocatable().gpus == 24
+    assert snap.node_names == ("n1", "n2", "n3")
+
+
+def test_with_running_leaves_the_original_unchanged(snap: Snapshot) -> None:
+    after = snap.with_running(_running("ns/b", n3=8))
+    assert after.free("n3").gpus == 0
+    assert snap.free("n3").gpus == 8
+    assert "ns/b" in after.running
+    assert "ns/b" not in snap.running
+
+
+def test_without_gangs_is_undone_by_keeping_the_old_snapshot(snap: Snapshot) -> None:
+    removed = snap.without_gangs(["ns/a"])
+    assert removed.free("n1").gpus == 8 and removed.free("n2").gpus == 8
+    assert snap.free("n1").gpus == 4 and "ns/a" in snap.running
+    assert snap.without_gangs([]) is snap
+    with pytest.raises(KeyError, match="ns/zzz"):
+        snap.without_gangs(["ns/zzz"])
+
+
+def test_with_usage(snap: Snapshot) -> None:
+    after = snap.with_usage("n2", Resources.of(cpu=1000))
+    assert after.free("n2")["cpu"] == 63000
+    assert snap.free("n2")["cpu"] == 64000
+
+
+def test_lineage_names_the_nodes_changed_since_each_ancestor(snap: Snapshot) -> None:
+    one = snap.with_running(_running("ns/b", n3=1))
+    two = one.without_gangs(["ns/a"])
+    assert snap.lineage == {snap.version: frozenset()}
+    assert one.lineage == {one.version: frozenset(), snap.version: {"n3"}}
+    assert two.lineage == {two.version: frozenset(), one.version: {"n1", "n2"},
+                           snap.version: {"n1", "n2", "n3"}}
+    assert len({snap.version, one.version, two.version}) == 3
+
+
+def test_lineage_is_bounded(snap: Snapshot) -> None:
+    s = snap
+    for i in range(20):
+        s = s.with_usage("n1", Resources.of(cpu=1 + i))
+    assert len(s.lineage) == 8
+    assert snap.version not in s.lineage
+
+
+def test_eligible_nodes_are_cached_and_shared(snap: Snapshot) -> None:
+    tainted = [*NODES, Node.build("t", Resources.of(gpu=8), taints=(Taint("x", "y"),))]
+    s = Snapshot(tainted)
+    req = PodRequirements(Resources.of(gpu=1))
+    assert s.eligible_nodes(req) == ("n1", "n2", "n3")
+    derived = s.with_usage("n1", Resources.of(gpu=1))
+    assert derived.eligible_nodes(req) is s.eligible_nodes(req)
+    assert derived.solver_cache is s.solver_cache
