@@ -48,7 +48,7 @@ def _parse_cached(resource: str, text: str) -> int:
 
 
 def parse_quantity(value: str | int | float, resource: str) -> int:
-    """Parse a quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``8``) into the canonical unit of *resource*.
+    """Parse a quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``8``) into *resource*'s canonical unit.
 
     Raises ``QuantityError`` naming the resource and the text for anything malformed or negative.
     """
@@ -155,7 +155,7 @@ class Resources(Mapping[str, int]):
         return all(v <= get(k, 0) for k, v in self._amounts.items())
 
     def copies_in(self, capacity: Mapping[str, int]) -> int:
-        """How many copies of this request fit in *capacity* (large number if it requests nothing)."""
+        """How many copies of this request fit in *capacity* (a large number if it asks nothing)."""
         best = 1 << 30
         get = capacity.get
         for k, v in self._amounts.items():
@@ -181,7 +181,8 @@ class Resources(Mapping[str, int]):
 
     def shortfall(self, capacity: Mapping[str, int]) -> Resources:
         """The amounts by which this request exceeds *capacity* (empty when it fits)."""
-        return Resources({k: v - capacity.get(k, 0) for k, v in self._amounts.items() if v > capacity.get(k, 0)})
+        get = capacity.get
+        return Resources({k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)})
 
     @property
     def gpus(self) -> int:
@@ -192,7 +193,8 @@ class Resources(Mapping[str, int]):
 
     def describe(self) -> str:
         """Human text: ``8 nvidia.com/gpu, 32 cpu, 256Gi memory``."""
-        return ", ".join(f"{format_amount(k, v)} {k}" for k, v in sorted(self._amounts.items())) or "nothing"
+        parts = (f"{format_amount(k, v)} {k}" for k, v in sorted(self._amounts.items()))
+        return ", ".join(parts) or "nothing"
 
 
 EMPTY = Resources()

@@ -34,7 +34,8 @@ class Role:
     count: int
     requirements: PodRequirements
     min_count: int | None = None  # None: all ``count`` are required
-    pods: tuple[PodRef, ...] = ()  # the concrete pending pods, sorted by name; may be empty in the simulator
+    #: The concrete pending pods, sorted by name; may be empty in the simulator.
+    pods: tuple[PodRef, ...] = ()
 
     @property
     def required(self) -> int:

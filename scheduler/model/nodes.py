@@ -35,7 +35,9 @@ class Taint:
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
     def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        if self.value:
+            return f"{self.key}={self.value}:{self.effect}"
+        return f"{self.key}:{self.effect}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,8 @@ class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return bool(self.match_expressions) and all(r.matches(labels) for r in self.match_expressions)
+        exprs = self.match_expressions
+        return bool(exprs) and all(r.matches(labels) for r in exprs)
 
 
 @dataclass(frozen=True, slots=True)
