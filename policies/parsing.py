@@ -1,0 +1,279 @@
+"""Turn decoded YAML/JSON objects into ``Queue`` and ``SchedulerPolicy`` values.
+
+Pure and total: any input, however malformed, yields a value or a list of ``FieldError``s
+naming each field path and the reason, never an exception. Objects are checked one at a time
+here; checks across objects (parents, cycles, duplicates) live in ``validation``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from policies.errors import FieldError
+from policies.queues import (
+    API_VERSION,
+    PRESETS,
+    Limits,
+    OrderingMode,
+    PoolQuota,
+    PreemptionPolicy,
+    Queue,
+    QueueingPolicy,
+    QueueingStrategy,
+    ReclaimPolicy,
+    SchedulerPolicy,
+    WithinQueuePreemption,
+)
+from scheduler.resources import QuantityError, Resources, parse_quantity
+
+QUEUE_KIND = "Queue"
+SCHEDULER_POLICY_KIND = "SchedulerPolicy"
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_RESOURCE_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queueing"}
+_QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
+_PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
+_QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds"}
+_POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
+_PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
+
+
+class _Errors:
+    """Collects errors for one object so every check can run and report."""
+
+    __slots__ = ("errors", "obj")
+
+    def __init__(self, obj: str) -> None:
+        self.obj = obj
+        self.errors: list[FieldError] = []
+
+    def add(self, path: str, reason: str) -> None:
+        self.errors.append(FieldError(self.obj, path, reason))
+
+    def mapping(self, raw: Any, path: str) -> Mapping[str, Any]:
+        if raw is None:
+            return {}
+        if not isinstance(raw, Mapping):
+            self.add(path, f"must be a mapping, got {type(raw).__name__}")
+            return {}
+        return raw
+
+    def unknown(self, m: Mapping[str, Any], path: str, known: set[str]) -> None:
+        for key in sorted((k for k in m if k not in known), key=str):
+            self.add(f"{path}.{key}", f"unknown field (known: {', '.join(sorted(known))})")
+
+    def enum(self, raw: Any, path: str, enum: type[Any], default: Any) -> Any:
+        if raw is None:
+            return default
+        try:
+            return enum(raw)
+        except ValueError:
+            allowed = " | ".join(e.value for e in enum)
+            self.add(path, f"must be one of {allowed}, got {raw!r}")
+            return default
+
+    def boolean(self, raw: Any, path: str, default: bool) -> bool:
+        if raw is None:
+            return default
+        if not isinstance(raw, bool):
+            self.add(path, f"must be true or false, got {raw!r}")
+            return default
+        return raw
+
+    def number(self, raw: Any, path: str, default: float | None, positive: bool = False) -> Any:
+        if raw is None:
+            return default
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            self.add(path, f"must be a number, got {raw!r}")
+            return default
+        if positive and raw <= 0:
+            self.add(path, f"must be > 0, got {raw!r}")
+            return default
+        if raw < 0:
+            self.add(path, f"must be >= 0, got {raw!r}")
+            return default
+        return float(raw)
+
+
+def object_name(obj: Any, index: int) -> str:
+    """The name to report errors under, even for objects without a usable name."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if isinstance(name, str) and name:
+        return name
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    return f"<{kind if isinstance(kind, str) else 'object'} #{index}>"
+
+
+def _header(obj: Any, kind: str, err: _Errors) -> str | None:
+    """Check apiVersion, kind and metadata.name; return the name (None when unusable)."""
+    if not isinstance(obj, Mapping):
+        err.add("", f"must be a mapping, got {type(obj).__name__}")
+        return None
+    if obj.get("apiVersion") != API_VERSION:
+        err.add("apiVersion", f"must be {API_VERSION}, got {obj.get('apiVersion')!r}")
+    if obj.get("kind") != kind:
+        err.add("kind", f"must be {kind}, got {obj.get('kind')!r}")
+    name = err.mapping(obj.get("metadata"), "metadata").get("name")
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+        err.add("metadata.name", f"must be a DNS subdomain (a-z, 0-9, '-', '.'), got {name!r}")
+        return None
+    return name
+
+
+def _amounts(raw: Any, path: str, err: _Errors) -> dict[str, int]:
+    """A resource -> quantity mapping with zeros kept (they matter for limits and coverage)."""
+    out: dict[str, int] = {}
+    for key, value in err.mapping(raw, path).items():
+        here = f"{path}.{key}"
+        if not isinstance(key, str) or not _RESOURCE_NAME.match(key):
+            err.add(here, "not a valid resource name")
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            err.add(here, f"must be >= 0, got {value!r}")
+            continue
+        if isinstance(value, str) and value.strip().startswith("-"):
+            err.add(here, f"must be >= 0, got {value!r}")
+            continue
+        try:
+            out[key] = parse_quantity(value, key)
+        except QuantityError:
+            err.add(here, f"must be a Kubernetes quantity like 8, '256' or '2Ti', got {value!r}")
+    return out
+
+
+def _quota(raw: Any, path: str, err: _Errors, has_parent: bool) -> PoolQuota | None:
+    m = err.mapping(raw, path)
+    err.unknown(m, path, _QUOTA_FIELDS)
+    pool = m.get("pool")
+    if not isinstance(pool, str) or not pool:
+        err.add(f"{path}.pool", f"required: the node pool name, got {pool!r}")
+    if "nominal" not in m:
+        err.add(f"{path}.nominal", "required (use {} for a queue that only borrows)")
+    nominal = _amounts(m.get("nominal"), f"{path}.nominal", err)
+    borrowing = _amounts(m.get("borrowingLimit"), f"{path}.borrowingLimit", err)
+    lending = _amounts(m.get("lendingLimit"), f"{path}.lendingLimit", err)
+    for field_name, limits in (("borrowingLimit", borrowing), ("lendingLimit", lending)):
+        if limits and not has_parent:
+            err.add(f"{path}.{field_name}", "only meaningful for a queue with spec.parent")
+    for resource, value in sorted(lending.items()):
+        if resource in nominal and value > nominal[resource]:
+            err.add(f"{path}.lendingLimit.{resource}",
+                    f"must be <= nominal ({nominal[resource]}), got {value}")
+    if not isinstance(pool, str) or not pool:
+        return None
+    return PoolQuota(pool=pool, nominal=Resources(nominal), covered=frozenset(nominal),
+                     borrowing_limit=Limits.of(borrowing), lending_limit=Limits.of(lending))
+
+
+def _namespaces(raw: Any, err: _Errors) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n for n in raw):
+        err.add("spec.namespaces", f"must be a list of namespace names or globs, got {raw!r}")
+        return ()
+    return tuple(raw)
+
+
+def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError]]:
+    """One ``kind: Queue`` object; the queue is None when any error was found."""
+    err = _Errors(object_name(obj, index))
+    name = _header(obj, QUEUE_KIND, err)
+    spec = err.mapping(obj.get("spec") if isinstance(obj, Mapping) else None, "spec")
+    err.unknown(spec, "spec", _QUEUE_FIELDS)
+    parent = spec.get("parent")
+    if parent is not None and (not isinstance(parent, str) or not _DNS_SUBDOMAIN.match(parent)):
+        err.add("spec.parent", f"must be a queue name, got {parent!r}")
+        parent = None
+    if parent is not None and parent == name:
+        err.add("spec.parent", "a queue cannot be its own parent")
+    weight = err.number(spec.get("weight"), "spec.weight", 1.0, positive=True)
+    quotas_raw = spec.get("quotas") or []
+    quotas: list[PoolQuota] = []
+    if not isinstance(quotas_raw, list):
+        err.add("spec.quotas", f"must be a list of per-pool quotas, got {quotas_raw!r}")
+        quotas_raw = []
+    seen: set[str] = set()
+    for i, raw in enumerate(quotas_raw):
+        quota = _quota(raw, f"spec.quotas[{i}]", err, has_parent=parent is not None)
+        if quota is None:
+            continue
+        if quota.pool in seen:
+            err.add(f"spec.quotas[{i}].pool", f"duplicate pool {quota.pool!r}")
+        seen.add(quota.pool)
+        quotas.append(quota)
+    pre = err.mapping(spec.get("preemption"), "spec.preemption")
+    err.unknown(pre, "spec.preemption", _PREEMPTION_FIELDS)
+    preemption = PreemptionPolicy(
+        within_queue=err.enum(pre.get("withinQueue"), "spec.preemption.withinQueue",
+                              WithinQueuePreemption, WithinQueuePreemption.LOWER_PRIORITY),
+        reclaim_from_others=err.enum(pre.get("reclaimFromOthers"),
+                                     "spec.preemption.reclaimFromOthers",
+                                     ReclaimPolicy, ReclaimPolicy.ANY),
+        min_runtime_seconds=err.number(pre.get("minRuntimeSeconds"),
+                                       "spec.preemption.minRuntimeSeconds", 0.0),
+    )
+    qing = err.mapping(spec.get("queueing"), "spec.queueing")
+    err.unknown(qing, "spec.queueing", _QUEUEING_FIELDS)
+    queueing = QueueingPolicy(
+        strategy=err.enum(qing.get("strategy"), "spec.queueing.strategy", QueueingStrategy,
+                          QueueingStrategy.BEST_EFFORT),
+        backfill=err.boolean(qing.get("backfill"), "spec.queueing.backfill", True),
+        default_runtime_seconds=err.number(qing.get("defaultRuntimeSeconds"),
+                                           "spec.queueing.defaultRuntimeSeconds", None,
+                                           positive=True),
+    )
+    namespaces = _namespaces(spec.get("namespaces"), err)
+    if err.errors or name is None:
+        return None, err.errors
+    return Queue(name=name, parent=parent, weight=weight, namespaces=namespaces,
+                 quotas=tuple(sorted(quotas, key=lambda q: q.pool)),
+                 preemption=preemption, queueing=queueing), []
+
+
+def parse_scheduler_policy(obj: Any, index: int = 0,
+                           ) -> tuple[SchedulerPolicy | None, list[FieldError]]:
+    """One ``kind: SchedulerPolicy``: a preset (default ``gang-scheduler``) plus overrides."""
+    err = _Errors(object_name(obj, index))
+    _header(obj, SCHEDULER_POLICY_KIND, err)
+    spec = err.mapping(obj.get("spec") if isinstance(obj, Mapping) else None, "spec")
+    err.unknown(spec, "spec", _POLICY_FIELDS)
+    preset = spec.get("preset", "gang-scheduler")
+    if preset not in PRESETS:
+        err.add("spec.preset", f"must be one of {' | '.join(sorted(PRESETS))}, got {preset!r}")
+        preset = "gang-scheduler"
+    base = PRESETS[preset]
+    placement = err.mapping(spec.get("placement"), "spec.placement")
+    err.unknown(placement, "spec.placement", _PLACEMENT_FIELDS)
+    params = replace(
+        base.placement,
+        use_cpsat=err.boolean(placement.get("cpsat"), "spec.placement.cpsat",
+                              base.placement.use_cpsat),
+        cpsat_time_limit=err.number(placement.get("cpsatTimeLimitSeconds"),
+                                    "spec.placement.cpsatTimeLimitSeconds",
+                                    base.placement.cpsat_time_limit, positive=True),
+    )
+    policy = SchedulerPolicy(
+        ordering=err.enum(spec.get("ordering"), "spec.ordering", OrderingMode, base.ordering),
+        preemption=err.boolean(spec.get("preemption"), "spec.preemption", base.preemption),
+        reservation=err.boolean(spec.get("reservation"), "spec.reservation", base.reservation),
+        backfill=err.boolean(spec.get("backfill"), "spec.backfill", base.backfill),
+        placement=params,
+    )
+    return (None, err.errors) if err.errors else (policy, [])
+
+
+def flatten(doc: Any) -> list[Any]:
+    """The objects of one YAML document: itself, or the ``items`` of a ``kind: List``."""
+    kind = doc.get("kind") if isinstance(doc, Mapping) else None
+    if isinstance(kind, str) and kind.endswith("List"):
+        items = doc.get("items") or []
+        return list(items) if isinstance(items, list) else [items]
+    return [] if doc is None else [doc]
+

@@ -1,0 +1,218 @@
+"""Queues and the global scheduler policy as frozen values (parsed elsewhere, in ``parsing``).
+
+A ``Queue`` is who may submit, how much of each node pool it is guaranteed (``nominal``), how
+much idle quota it may borrow from and lend to queues under the same parent, and how its gangs
+are ordered, preempted and backfilled. ``SchedulerPolicy`` switches the cycle's mechanisms on
+and off globally, which is what lets the simulator run baselines (``fifo-gang``) through the
+very same ``decide`` as the full policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from scheduler.placement.types import PlacementParams
+from scheduler.resources import Resources
+
+API_GROUP = "gangscheduler.io"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+
+
+class WithinQueuePreemption(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    """Which gangs of borrowing queues this queue may preempt to get its own quota back."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class QueueingStrategy(StrEnum):
+    #: The head gang of the queue blocks the rest of the queue until it starts.
+    STRICT_FIFO = "StrictFIFO"
+    #: A gang that cannot start yet lets later gangs of the queue try.
+    BEST_EFFORT = "BestEffort"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-resource limits where naming a resource with 0 differs from not naming it.
+
+    ``Resources`` drops zero entries, which is right for amounts but wrong for limits: a
+    ``borrowingLimit`` of 0 GPUs forbids borrowing, an absent one allows any.
+    """
+
+    items: tuple[tuple[str, int], ...] = ()  # sorted by resource name
+
+    @classmethod
+    def of(cls, amounts: Mapping[str, int]) -> Limits:
+        return cls(tuple(sorted(amounts.items())))
+
+    def limit(self, resource: str) -> int | None:
+        for name, value in self.items:
+            if name == resource:
+                return value
+        return None
+
+    def names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolQuota:
+    """A queue's share of one node pool.
+
+    ``covered`` lists every resource named in ``nominal`` (zeros included): only covered
+    resources are limited by quota in this pool; the others are limited by capacity alone.
+    """
+
+    pool: str
+    nominal: Resources
+    covered: frozenset[str]
+    borrowing_limit: Limits = Limits()  # absent resource: may borrow without limit
+    lending_limit: Limits = Limits()  # absent resource: all idle nominal is lendable
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    within_queue: WithinQueuePreemption = WithinQueuePreemption.LOWER_PRIORITY
+    reclaim_from_others: ReclaimPolicy = ReclaimPolicy.ANY
+    #: A running gang of this queue is never preempted before it has run this long.
+    min_runtime_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueingPolicy:
+    strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT
+    #: May gangs of this queue start ahead of a reserved gang (when that delays nothing)?
+    backfill: bool = True
+    #: Runtime assumed for gangs without an estimate of their own; None: unknown.
+    default_runtime_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None = None
+    weight: float = 1.0
+    namespaces: tuple[str, ...] = ()
+    quotas: tuple[PoolQuota, ...] = ()
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    queueing: QueueingPolicy = QueueingPolicy()
+
+    def quota(self, pool: str) -> PoolQuota | None:
+        for q in self.quotas:
+            if q.pool == pool:
+                return q
+        return None
+
+    def admits_namespace(self, namespace: str) -> bool:
+        """Namespace globs; an empty list admits nobody (write ``"*"`` to admit everyone)."""
+        return any(fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+
+    def runtime_of(self, estimate: float | None) -> float | None:
+        return estimate if estimate is not None else self.queueing.default_runtime_seconds
+
+
+class OrderingMode(StrEnum):
+    #: Queue fair-share deficit, then priority, then age, then uid.
+    FAIR_SHARE = "FairShare"
+    #: Arrival order across all queues (creation time, then uid); priority is ignored.
+    FIFO = "FIFO"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerPolicy:
+    """Global switches of the cycle; per-queue settings refine them, never widen them."""
+
+    ordering: OrderingMode = OrderingMode.FAIR_SHARE
+    preemption: bool = True
+    #: The first gang that does not fit gets nodes and an estimated start held for it.
+    reservation: bool = True
+    #: Off: once a gang does not fit for lack of capacity, nothing later in order starts
+    #: (strict head-of-line blocking). On: later gangs may start if they delay no reservation.
+    backfill: bool = True
+    placement: PlacementParams = field(default_factory=PlacementParams)
+
+    @classmethod
+    def preset(cls, name: str) -> SchedulerPolicy:
+        try:
+            return PRESETS[name]
+        except KeyError:
+            known = ", ".join(sorted(PRESETS))
+            raise KeyError(f"unknown scheduler policy preset {name!r} (known: {known})") from None
+
+
+PRESETS: Mapping[str, SchedulerPolicy] = {
+    # Everything on: the scheduler as shipped.
+    "gang-scheduler": SchedulerPolicy(),
+    # Baseline: arrival order, head-of-line blocking, nothing ever preempted.
+    "fifo-gang": SchedulerPolicy(ordering=OrderingMode.FIFO, preemption=False,
+                                 reservation=False, backfill=False),
+    # Baseline: arrival order, any gang that fits starts (big gangs may starve).
+    "greedy-gang": SchedulerPolicy(ordering=OrderingMode.FIFO, preemption=False,
+                                   reservation=False, backfill=True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSet:
+    """Validated queues by name, plus the hierarchy derived from their ``parent`` fields."""
+
+    queues: Mapping[str, Queue] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, queues: Iterable[Queue]) -> QueueSet:
+        return cls({q.name: q for q in sorted(queues, key=lambda q: q.name)})
+
+    def __iter__(self) -> Iterator[Queue]:
+        return iter(self.queues.values())
+
+    def __len__(self) -> int:
+        return len(self.queues)
+
+    def get(self, name: str) -> Queue | None:
+        return self.queues.get(name)
+
+    def parent_of(self, name: str) -> str | None:
+        """The parent, or None for a root (an unknown parent is treated as no parent)."""
+        queue = self.queues.get(name)
+        if queue is None or queue.parent not in self.queues:
+            return None
+        return queue.parent
+
+    def children_of(self, name: str | None) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queues.values() if self.parent_of(q.name) == name)
+
+    def path_of(self, name: str) -> tuple[str, ...]:
+        """Root first, the queue itself last (cycle-safe: stops at a repeated name)."""
+        path = [name]
+        parent = self.parent_of(name)
+        while parent is not None and parent not in path:
+            path.append(parent)
+            parent = self.parent_of(parent)
+        return tuple(reversed(path))
+
+    def root_of(self, name: str) -> str:
+        return self.path_of(name)[0]
+
+    def is_leaf(self, name: str) -> bool:
+        return not self.children_of(name)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """Everything ``decide`` needs besides the cluster: queues and the global switches."""
+
+    queues: QueueSet = field(default_factory=QueueSet)
+    scheduler: SchedulerPolicy = field(default_factory=SchedulerPolicy)

@@ -1,0 +1,193 @@
+"""Checks across policy objects, loading policy files, and the last-good-version store.
+
+Objects are parsed one by one (``parsing``); what only a set can tell (duplicate names,
+unknown parents, cycles in the hierarchy) is checked here. ``PolicyStore`` is the rule that an
+invalid update never replaces a good policy: the live scheduler feeds it watch events and
+puts the errors in a status condition; the simulator and ``policy validate`` load whole files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policies.errors import FieldError, PolicyError
+from policies.parsing import (
+    QUEUE_KIND,
+    SCHEDULER_POLICY_KIND,
+    flatten,
+    object_name,
+    parse_queue,
+    parse_scheduler_policy,
+)
+from policies.queues import PolicySet, Queue, QueueSet, SchedulerPolicy
+
+
+def check_hierarchy(queues: Iterable[Queue], known: Iterable[str] = ()) -> list[FieldError]:
+    """Unknown parents and cycles. ``known`` names exist but failed to parse (no cascade)."""
+    by_name = {q.name: q for q in queues}
+    names = set(by_name) | set(known)
+    errors: list[FieldError] = []
+    for name, queue in sorted(by_name.items()):
+        if queue.parent is not None and queue.parent not in names:
+            errors.append(FieldError(name, "spec.parent", f"unknown queue {queue.parent!r}"))
+            continue
+        chain = [name]
+        parent = queue.parent
+        while parent in by_name and parent not in chain:
+            chain.append(parent)
+            parent = by_name[parent].parent
+        if parent == name:
+            errors.append(FieldError(name, "spec.parent", "cycle in the queue hierarchy: "
+                                     + " -> ".join([*chain, name])))
+    return errors
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """The valid part of what was read, and every error found (empty when all is well)."""
+
+    policies: PolicySet
+    errors: tuple[FieldError, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
+    """Validate decoded documents, each with a source label (``file.yaml#2``) for errors."""
+    errors: list[FieldError] = []
+    queues: dict[str, Queue] = {}
+    sources: dict[str, str] = {}
+    failed: set[str] = set()
+    scheduler: SchedulerPolicy | None = None
+    index = 0
+    for source, doc in documents:
+        for obj in flatten(doc):
+            index += 1
+            kind = obj.get("kind") if isinstance(obj, Mapping) else None
+            name = object_name(obj, index)
+            if kind == QUEUE_KIND:
+                queue, errs = parse_queue(obj, index)
+                if name in queues or name in failed:
+                    first = sources.get(name, "an earlier document")
+                    errs = [*errs, FieldError(name, "metadata.name",
+                                              f"duplicate Queue name (first in {first})")]
+                    queue = None
+                if queue is None:
+                    failed.add(name)
+                else:
+                    queues[name] = queue
+                sources.setdefault(name, source)
+            elif kind == SCHEDULER_POLICY_KIND:
+                policy, errs = parse_scheduler_policy(obj, index)
+                if scheduler is not None and policy is not None:
+                    errs = [FieldError(name, "", "only one SchedulerPolicy may be given")]
+                elif policy is not None:
+                    scheduler = policy
+            else:
+                errs = [FieldError(name, "kind", f"must be {QUEUE_KIND} or "
+                                   f"{SCHEDULER_POLICY_KIND} (or a List of them), got {kind!r}")]
+            errors.extend(replace(e, source=source) for e in errs)
+    hierarchy = check_hierarchy(queues.values(), known=failed)
+    errors.extend(replace(e, source=sources.get(e.obj, "")) for e in hierarchy)
+    bad = {e.obj for e in hierarchy}
+    good = QueueSet.of(q for n, q in queues.items() if n not in bad)
+    return LoadResult(PolicySet(good, scheduler or SchedulerPolicy()), tuple(errors))
+
+
+def read_files(paths: Iterable[str | Path]) -> LoadResult:
+    """Read YAML files (multi-document, ``kind: List`` accepted) and validate them together."""
+    documents: list[tuple[str, Any]] = []
+    read_errors: list[FieldError] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            docs = list(yaml.safe_load_all(text))
+        except (OSError, yaml.YAMLError) as exc:
+            read_errors.append(FieldError(str(path), "", f"cannot read: {exc}"))
+            continue
+        documents.extend((f"{path}#{i + 1}", d) for i, d in enumerate(docs) if d is not None)
+    result = parse_documents(documents)
+    return replace(result, errors=(*read_errors, *result.errors))
+
+
+def load_policies(paths: Iterable[str | Path]) -> PolicySet:
+    """Read policy files for the simulator; raises ``PolicyError`` listing every problem."""
+    result = read_files(paths)
+    if result.errors:
+        raise PolicyError(result.errors)
+    return result.policies
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUpdate:
+    store: PolicyStore
+    errors: tuple[FieldError, ...]
+
+    @property
+    def accepted(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStore:
+    """The policies in force: an update that fails validation leaves the last good one.
+
+    ``waiting`` holds queues that are valid on their own but reference a parent not (yet)
+    known: watch events arrive in any order, so each accepted change retries them.
+    """
+
+    policies: PolicySet = field(default_factory=PolicySet)
+    waiting: Mapping[str, Queue] = field(default_factory=dict)
+
+    def apply(self, obj: Any) -> StoreUpdate:
+        """Offer one decoded object (a Queue or the SchedulerPolicy)."""
+        kind = obj.get("kind") if isinstance(obj, Mapping) else None
+        if kind == SCHEDULER_POLICY_KIND:
+            policy, errs = parse_scheduler_policy(obj)
+            if policy is None:
+                return StoreUpdate(self, tuple(errs))
+            return StoreUpdate(replace(self, policies=replace(self.policies, scheduler=policy)), ())
+        if kind != QUEUE_KIND:
+            name = object_name(obj, 0)
+            return StoreUpdate(self, (FieldError(name, "kind", f"unsupported kind {kind!r}"),))
+        queue, errs = parse_queue(obj)
+        if queue is None:
+            return StoreUpdate(self, tuple(errs))
+        return self._offer(queue)
+
+    def delete(self, name: str) -> PolicyStore:
+        """A Queue was deleted: it is gone whatever its children say (they become roots)."""
+        queues = {n: q for n, q in self.policies.queues.queues.items() if n != name}
+        waiting = {n: q for n, q in self.waiting.items() if n != name}
+        return replace(self, policies=replace(self.policies, queues=QueueSet.of(queues.values())),
+                       waiting=waiting)
+
+    def _offer(self, queue: Queue) -> StoreUpdate:
+        current = dict(self.policies.queues.queues)
+        candidate = {**current, queue.name: queue}
+        errors = [e for e in check_hierarchy(candidate.values()) if e.obj == queue.name]
+        if errors:
+            if queue.parent is not None and queue.parent not in candidate:
+                waiting = {**self.waiting, queue.name: queue}
+                return StoreUpdate(replace(self, waiting=waiting), tuple(errors))
+            return StoreUpdate(self, tuple(errors))
+        waiting = {n: q for n, q in self.waiting.items() if n != queue.name}
+        # Retry the waiting queues until nothing more is accepted.
+        progress = True
+        while progress:
+            progress = False
+            for name, q in sorted(waiting.items()):
+                trial = {**candidate, name: q}
+                if not [e for e in check_hierarchy(trial.values()) if e.obj == name]:
+                    candidate = trial
+                    del waiting[name]
+                    progress = True
+        queues = QueueSet.of(candidate.values())
+        return StoreUpdate(PolicyStore(replace(self.policies, queues=queues), waiting), ())
