@@ -164,7 +164,9 @@ def compute_report(
         | set(entitlements or {})
         | {q for s in ordered for q in (*s.allocated_by_queue, *s.allocated_by_queue_pool)}
     )
-    ent = dict(entitlements) if entitlements is not None else dict.fromkeys(queues, 1.0)
+    if entitlements is None:  # every queue seen is entitled to an equal share
+        entitlements = dict.fromkeys(queues, 1 / len(queues)) if queues else {}
+    ent = dict(entitlements)
     held = _queue_matrix(ordered, queues)
     held_gs = held.T @ dt  # per queue
     by_queue: dict[str, list[fairness.Outcome]] = {q: [] for q in queues}

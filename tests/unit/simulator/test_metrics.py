@@ -74,7 +74,7 @@ def test_equal_shares_have_jain_one() -> None:
                UtilizationSample(10.0, 8, 0, 0, 0, {})]
     report = compute_report("p", outcomes, samples)  # no entitlements: equal
     assert report.jain_index == 1.0 and report.jain_index_demand == 1.0
-    assert [q.entitlement for q in report.queues] == [1.0, 1.0]
+    assert [q.entitlement for q in report.queues] == [0.5, 0.5]
 
 
 def test_preemption_cost_and_gpu_hours(report: PolicyReport) -> None:

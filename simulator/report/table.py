@@ -1,0 +1,32 @@
+"""The terminal summary: policies side by side, one row per figure, best value in bold."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.metrics import PolicyReport
+from simulator.report import fmt
+
+
+def summary_table(reports: Sequence[PolicyReport], title: str | None = None) -> Table:
+    table = Table(title=title, show_lines=False, header_style="bold")
+    table.add_column("figure", style="dim", no_wrap=True)
+    for report in reports:
+        table.add_column(report.policy, justify="right", no_wrap=True)
+    for row in fmt.ROWS:
+        best = fmt.best_columns(row, reports)
+        cells = [
+            f"[bold green]{row.text(row.value(r))}[/]" if i in best else row.text(row.value(r))
+            for i, r in enumerate(reports)
+        ]
+        table.add_row(row.label, *cells)
+    return table
+
+
+def print_summary(
+    reports: Sequence[PolicyReport], console: Console | None = None, title: str | None = None
+) -> None:
+    (console or Console()).print(summary_table(reports, title))
