@@ -1,0 +1,177 @@
+"""Status writers: why a pod is pending, where a preemptor will go, and how a PodGroup is doing.
+
+Why a last-written cache: a pending gang is re-examined every cycle, and rewriting the same
+condition every second would flood etcd and every watcher with no-op updates. Each writer keeps
+what it last wrote per object and writes only on change; a failed write is not cached, so the
+next cycle retries it. ``forget_*`` drops an entry when its object is bound or deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import structlog
+
+from scheduler.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Requester, TransportError
+from scheduler.kube.client import path_segment as seg
+from scheduler.model import PodRef
+
+log = structlog.get_logger()
+
+PODGROUP_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+
+
+def format_time(ts: float) -> str:
+    """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``)."""
+    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PodGroupPhase(StrEnum):
+    PENDING = "Pending"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatus:
+    """What the scheduler reports on a PodGroup (scheduler-plugins' status fields + a condition)."""
+
+    phase: PodGroupPhase
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    schedule_start_time: float | None = None
+    reason: str = ""  # condition reason: "Unschedulable", "ScheduleTimeout", "Scheduled"
+    message: str = ""
+
+    def to_json(self, transition_time: float) -> dict[str, Any]:
+        status: dict[str, Any] = {"phase": str(self.phase), "scheduled": self.scheduled,
+                                  "running": self.running, "succeeded": self.succeeded,
+                                  "failed": self.failed}
+        if self.schedule_start_time is not None:
+            status["scheduleStartTime"] = format_time(self.schedule_start_time)
+        if self.reason:
+            placed = self.phase is not PodGroupPhase.PENDING
+            # Kept only where the CRD's schema has ``status.conditions``; pruned otherwise.
+            status["conditions"] = [{
+                "type": "Scheduled", "status": "True" if placed else "False",
+                "reason": self.reason, "message": self.message,
+                "lastTransitionTime": format_time(transition_time)}]
+        return status
+
+
+class StatusWriter:
+    """Pod conditions, nominated nodes and PodGroup status, each written only when changed."""
+
+    def __init__(self, client: Requester, *, clock: Callable[[], float] = time.time,
+                 timeout: tuple[float, float] = (5.0, 30.0)) -> None:
+        self.client, self.clock, self.timeout = client, clock, timeout
+        self._lock = threading.Lock()
+        self._pod_messages: dict[str, tuple[str, float]] = {}  # uid -> (message, since)
+        self._nominated: dict[str, str] = {}  # uid -> node
+        self._groups: dict[str, tuple[PodGroupStatus, float]] = {}  # ns/name -> (status, since)
+        self.status_subresource = True  # flips off if the PodGroup CRD lacks it
+
+    # Pods ---------------------------------------------------------------------------------
+    def set_unschedulable(self, pod: PodRef, message: str) -> bool:
+        """``PodScheduled=False`` reason ``Unschedulable`` with *message*; True if written."""
+        with self._lock:
+            last = self._pod_messages.get(pod.uid)
+        if last is not None and last[0] == message:
+            return False
+        since = last[1] if last is not None else self.clock()  # status unchanged: keep its time
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": message, "lastProbeTime": None,
+                     "lastTransitionTime": format_time(since)}
+        if self._patch_pod(pod, {"conditions": [condition]}):
+            with self._lock:
+                self._pod_messages[pod.uid] = (message, since)
+            return True
+        return False
+
+    def set_nominated_node(self, pod: PodRef, node: str) -> bool:
+        """``status.nominatedNodeName`` for a preemptor (``""`` clears it); True if written."""
+        with self._lock:
+            if self._nominated.get(pod.uid, "") == node:
+                return False
+        if self._patch_pod(pod, {"nominatedNodeName": node or None}):
+            with self._lock:
+                self._nominated[pod.uid] = node
+            return True
+        return False
+
+    def forget_pod(self, uid: str) -> None:
+        """The pod was bound or deleted: its next pending spell starts fresh."""
+        with self._lock:
+            self._pod_messages.pop(uid, None)
+            self._nominated.pop(uid, None)
+
+    def _patch_pod(self, pod: PodRef, status: dict[str, Any]) -> bool:
+        body: dict[str, Any] = {"status": status}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}  # a recreated namesake rejects the patch
+        path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}/status"
+        return self._patch(path, body, STRATEGIC_MERGE_PATCH, namespace=pod.namespace,
+                           pod=pod.name)
+
+    # PodGroups ----------------------------------------------------------------------------
+    def set_podgroup_status(self, namespace: str, name: str, status: PodGroupStatus) -> bool:
+        """Merge-patch the PodGroup's status; True if written (False: unchanged or failed)."""
+        key = f"{namespace}/{name}"
+        with self._lock:
+            last = self._groups.get(key)
+        if last is not None and last[0] == status:
+            return False
+        same_condition = last is not None and (last[0].reason, last[0].phase) == (
+            status.reason, status.phase)
+        since = last[1] if last is not None and same_condition else self.clock()
+        body = {"status": status.to_json(since)}
+        base = f"{PODGROUP_API}/namespaces/{seg(namespace)}/podgroups/{seg(name)}"
+        written = False
+        if self.status_subresource:
+            written = self._patch(base + "/status", body, MERGE_PATCH, gone_ok=True,
+                                  namespace=namespace, podgroup=name)
+            if not written and self._missing_status_subresource(base):
+                log.warning("podgroup_status_subresource_missing", reason="patching the object")
+                self.status_subresource = False
+        if not self.status_subresource:
+            written = self._patch(base, body, MERGE_PATCH, namespace=namespace, podgroup=name)
+        if written:
+            with self._lock:
+                self._groups[key] = (status, since)
+        return written
+
+    def forget_podgroup(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._groups.pop(f"{namespace}/{name}", None)
+
+    def _missing_status_subresource(self, base: str) -> bool:
+        """After a 404 on ``/status``: the object exists, so the subresource is what is missing."""
+        try:
+            return self.client.request("GET", base, timeout=self.timeout).ok
+        except TransportError:
+            return False
+
+    # Shared -------------------------------------------------------------------------------
+    def _patch(self, path: str, body: dict[str, Any], content_type: str, gone_ok: bool = False,
+               **keys: str) -> bool:
+        try:
+            resp = self.client.request("PATCH", path, body=body, content_type=content_type,
+                                       timeout=self.timeout)
+        except TransportError as exc:
+            log.warning("status_write_failed", reason=str(exc), **keys)
+            return False
+        if resp.ok:
+            return True
+        if not (gone_ok and resp.status == 404):
+            log.warning("status_write_failed", status=resp.status, reason=resp.message(), **keys)
+        return False

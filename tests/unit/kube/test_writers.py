@@ -1,0 +1,183 @@
+"""Status and event writers: what they send, and that repeats are not re-sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.kube.client import Response, TransportError
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.model import PodRef
+
+POD = PodRef("team-a", "train-0", "uid-0")
+
+
+@dataclass
+class Recorder:
+    """Records requests; answers 200 unless ``answer`` says otherwise."""
+
+    answer: Callable[[str, str], int | Exception] = lambda method, path: 200
+    calls: list[tuple[str, str, Any, str]] = field(default_factory=list)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        self.calls.append((method, path, body, content_type))
+        code = self.answer(method, path)
+        if isinstance(code, Exception):
+            raise code
+        return Response(code, b'{"message": "m"}')
+
+
+@dataclass
+class Clock:
+    now: float = 1_714_564_800.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# Pod status --------------------------------------------------------------------------------
+def test_unschedulable_condition_is_written_once_per_message() -> None:
+    api, clock = Recorder(), Clock()
+    writer = StatusWriter(api, clock=clock)
+    assert writer.set_unschedulable(POD, "0/4 nodes: 4 Insufficient nvidia.com/gpu")
+    assert not writer.set_unschedulable(POD, "0/4 nodes: 4 Insufficient nvidia.com/gpu")
+    clock.now += 30
+    assert writer.set_unschedulable(POD, "queue research over quota")
+    assert len(api.calls) == 2
+    method, path, body, ctype = api.calls[1]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/team-a/pods/train-0/status")
+    assert ctype == "application/strategic-merge-patch+json"
+    cond = body["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False",
+                                                              "Unschedulable")
+    assert cond["message"] == "queue research over quota"
+    assert cond["lastTransitionTime"] == "2024-05-01T12:00:00Z"  # still False since the first
+    assert body["metadata"] == {"uid": "uid-0"}
+
+
+def test_failed_writes_are_retried_and_forget_resets() -> None:
+    codes: list[int | Exception] = [500, TransportError("down"), 200, 200]
+    api = Recorder(answer=lambda m, p: codes.pop(0))
+    writer = StatusWriter(api, clock=Clock())
+    assert not writer.set_unschedulable(POD, "x")
+    assert not writer.set_unschedulable(POD, "x")
+    assert writer.set_unschedulable(POD, "x")
+    writer.forget_pod(POD.uid)
+    assert writer.set_unschedulable(POD, "x")
+
+
+def test_nominated_node() -> None:
+    api = Recorder()
+    writer = StatusWriter(api, clock=Clock())
+    assert writer.set_nominated_node(POD, "gpu-3")
+    assert not writer.set_nominated_node(POD, "gpu-3")
+    assert writer.set_nominated_node(POD, "")
+    assert [c[2]["status"] for c in api.calls] == [{"nominatedNodeName": "gpu-3"},
+                                                   {"nominatedNodeName": None}]
+
+
+# PodGroup status ---------------------------------------------------------------------------
+PENDING = PodGroupStatus(PodGroupPhase.PENDING, reason="Unschedulable",
+                         message="needs 8 GPUs in one rack", schedule_start_time=1_714_564_000)
+
+
+def test_podgroup_status_body_and_dedup() -> None:
+    api, clock = Recorder(), Clock()
+    writer = StatusWriter(api, clock=clock)
+    assert writer.set_podgroup_status("team-a", "train", PENDING)
+    assert not writer.set_podgroup_status("team-a", "train", PENDING)
+    _, path, body, ctype = api.calls[0]
+    assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/podgroups/train/status"
+    assert ctype == "application/merge-patch+json"
+    assert body["status"] == {
+        "phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
+        "scheduleStartTime": "2024-05-01T11:46:40Z",
+        "conditions": [{"type": "Scheduled", "status": "False", "reason": "Unschedulable",
+                        "message": "needs 8 GPUs in one rack",
+                        "lastTransitionTime": "2024-05-01T12:00:00Z"}]}
+    clock.now += 60
+    running = PodGroupStatus(PodGroupPhase.RUNNING, scheduled=8, running=8, reason="Scheduled")
+    assert writer.set_podgroup_status("team-a", "train", running)
+    cond = api.calls[-1][2]["status"]["conditions"][0]
+    assert (cond["status"], cond["lastTransitionTime"]) == ("True", "2024-05-01T12:01:00Z")
+
+
+def test_podgroup_without_status_subresource_falls_back_to_the_object() -> None:
+    api = Recorder(answer=lambda m, p: 404 if p.endswith("/status") else 200)
+    writer = StatusWriter(api, clock=Clock())
+    assert writer.set_podgroup_status("ns", "pg", PENDING)
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _, _ in api.calls] == [
+        ("PATCH", "status"), ("GET", "pg"), ("PATCH", "pg")]
+    assert not writer.status_subresource
+
+
+def test_a_deleted_podgroup_is_not_written() -> None:
+    api = Recorder(answer=lambda m, p: 404)
+    writer = StatusWriter(api, clock=Clock())
+    assert not writer.set_podgroup_status("ns", "pg", PENDING)
+    assert writer.status_subresource
+
+
+# Events ------------------------------------------------------------------------------------
+def test_event_body() -> None:
+    api = Recorder(answer=lambda m, p: 201)
+    rec = EventRecorder(api, clock=Clock(), instance="gs-0")
+    assert rec.emit(ObjectRef.pod(POD), EventReason.FAILED_SCHEDULING, "no fit",
+                    EventType.WARNING)
+    method, path, body, _ = api.calls[0]
+    assert (method, path) == ("POST", "/apis/events.k8s.io/v1/namespaces/team-a/events")
+    assert body["metadata"]["name"].startswith("train-0.")
+    assert body["regarding"] == {"kind": "Pod", "namespace": "team-a", "name": "train-0",
+                                 "uid": "uid-0", "apiVersion": "v1"}
+    assert (body["reason"], body["type"], body["note"]) == ("FailedScheduling", "Warning",
+                                                            "no fit")
+    assert body["eventTime"] == "2024-05-01T12:00:00.000000Z"
+    assert (body["reportingController"], body["reportingInstance"]) == (
+        "gangscheduler.io/gang-scheduler", "gs-0")
+
+
+def test_repeats_become_a_series_at_most_once_per_interval() -> None:
+    api, clock = Recorder(answer=lambda m, p: 201 if m == "POST" else 200), Clock()
+    rec = EventRecorder(api, clock=clock, interval=60)
+    ref = ObjectRef.podgroup("team-a", "train", "pg-uid")
+    sent = []
+    for _ in range(10):  # one cycle every 10 s, same message
+        sent.append(rec.emit(ref, EventReason.FAILED_SCHEDULING, "no fit"))
+        clock.now += 10
+    assert sent == [True] + [False] * 5 + [True] + [False] * 3
+    assert [c[0] for c in api.calls] == ["POST", "PATCH"]
+    assert api.calls[1][2]["series"]["count"] == 7
+    assert api.calls[1][1].endswith(api.calls[0][2]["metadata"]["name"])
+    # a different message is a new event; another reason is tracked separately
+    assert rec.emit(ref, EventReason.FAILED_SCHEDULING, "over quota")
+    assert rec.emit(ref, EventReason.SCHEDULED, "over quota")
+    assert [c[0] for c in api.calls] == ["POST", "PATCH", "POST", "POST"]
+
+
+@pytest.mark.parametrize(("patch_answer", "expected"), [(404, ["POST", "PATCH", "POST"]),
+                                                        (500, ["POST", "PATCH"])])
+def test_expired_event_is_recreated(patch_answer: int, expected: list[str]) -> None:
+    api = Recorder(answer=lambda m, p: 201 if m == "POST" else patch_answer)
+    clock = Clock()
+    rec = EventRecorder(api, clock=clock, interval=60)
+    rec.emit(ObjectRef.pod(POD), "Preempted", "by team-b/big")
+    clock.now += 61
+    rec.emit(ObjectRef.pod(POD), "Preempted", "by team-b/big")
+    assert [c[0] for c in api.calls] == expected
+
+
+def test_tracking_is_bounded_and_forgettable() -> None:
+    api = Recorder(answer=lambda m, p: 201)
+    rec = EventRecorder(api, clock=Clock(), max_tracked=2)
+    for i in range(3):
+        rec.emit(ObjectRef("Pod", "ns", f"p{i}", f"u{i}"), "Scheduled", "ok")
+    rec.emit(ObjectRef("Pod", "ns", "p0", "u0"), "Scheduled", "ok")  # evicted: sent again
+    assert len(api.calls) == 4
+    rec.forget("u2")
+    rec.emit(ObjectRef("Pod", "ns", "p2", "u2"), "Scheduled", "ok")
+    assert len(api.calls) == 5
