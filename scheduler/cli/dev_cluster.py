@@ -1,0 +1,180 @@
+"""`gang-scheduler dev-cluster`: a real etcd + kube-apiserver with fake GPU nodes, locally.
+
+For the demo and for poking at the scheduler by hand; the e2e tests start the same thing
+through a pytest fixture (tests/e2e/conftest.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scheduler import clusterspec
+
+if TYPE_CHECKING:
+    from scheduler.devcluster.cluster import DevCluster
+
+DEFAULT_CLUSTER = Path(clusterspec.__file__).parent / "examples" / "clusters" / "dev.yaml"
+
+DESCRIPTION = """\
+A throwaway Kubernetes control plane for tests and demos: etcd and kube-apiserver built from
+pinned sources (cached under ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake
+GPU nodes from a cluster description, and a fake kubelet that runs bound pods.
+
+State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
+$XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
+shell and `env` / `down` in another find the same cluster.
+"""
+
+EPILOG = """\
+examples:
+  gang-scheduler dev-cluster build                 # build or reuse etcd + kube-apiserver
+  gang-scheduler dev-cluster up                    # start with the shipped 8-node dev cluster
+  eval "$(gang-scheduler dev-cluster env)"         # point kubectl / the scheduler at it
+  gang-scheduler dev-cluster up --cluster my.yaml --foreground   # stop with Ctrl-C
+  gang-scheduler dev-cluster token -n gang-scheduler-system -s gang-scheduler \\
+      --kubeconfig-out sa.kubeconfig               # a ServiceAccount identity
+  gang-scheduler dev-cluster down
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "dev-cluster", help="run a local etcd + kube-apiserver with fake GPU nodes",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="directory holding the cluster's state (default: see above)")
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(handler=usage)
+    sub = parser.add_subparsers(dest="dev_cluster_command", metavar="SUBCOMMAND")
+
+    p = sub.add_parser("build", help="build or reuse the etcd and kube-apiserver binaries",
+                       description="Build the pinned etcd and kube-apiserver with Go, or reuse "
+                       "the cached binaries (a no-op taking well under a second when cached).")
+    p.set_defaults(handler=_build)
+
+    p = sub.add_parser("up", help="start a fresh dev cluster",
+                       description="Start etcd, kube-apiserver and the fake kubelet, create the "
+                       "cluster's fake nodes, and print how to use it.",
+                       epilog="example: gang-scheduler dev-cluster up --cluster "
+                       "scheduler/examples/clusters/dev.yaml",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster", type=Path, default=DEFAULT_CLUSTER, metavar="FILE",
+                   help=f"cluster description YAML (default: {DEFAULT_CLUSTER.name}, shipped)")
+    p.add_argument("--foreground", action="store_true",
+                   help="stay attached and stop the cluster on Ctrl-C or SIGTERM")
+    p.set_defaults(handler=_up)
+
+    p = sub.add_parser("down", help="stop the dev cluster (all its processes)")
+    p.set_defaults(handler=_down)
+
+    p = sub.add_parser("env", help="print `export KUBECONFIG=...` for eval")
+    p.set_defaults(handler=_env)
+
+    p = sub.add_parser(
+        "token", help="mint a ServiceAccount token (TokenRequest) and optionally a kubeconfig",
+        description="Issue a short-lived token for a ServiceAccount, creating the namespace and "
+        "account if missing. Prints the token, or writes a kubeconfig with --kubeconfig-out.",
+        epilog="example: gang-scheduler dev-cluster token -n default -s viewer --duration 600")
+    p.add_argument("-n", "--namespace", required=True)
+    p.add_argument("-s", "--service-account", required=True)
+    p.add_argument("--duration", type=int, default=3600, help="seconds (default 3600)")
+    p.add_argument("--kubeconfig-out", type=Path, help="write a kubeconfig here")
+    p.set_defaults(handler=_token)
+
+
+def _cluster(args: argparse.Namespace, owned: bool = False) -> DevCluster:
+    from scheduler.devcluster.cluster import DevCluster  # lazy: keeps `--help` fast
+
+    return DevCluster(args.state_dir, owned=owned)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from scheduler.devcluster import build
+
+    try:
+        build.ensure_all()
+    except build.BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from scheduler.devcluster.cluster import AlreadyRunning
+
+    try:
+        spec = clusterspec.load(args.cluster)
+    except (OSError, clusterspec.ClusterSpecError) as exc:
+        print(f"error: {args.cluster}: {exc}", file=sys.stderr)
+        return 2
+    cluster = _cluster(args, owned=args.foreground)
+    try:
+        cluster.up(spec, args.cluster.resolve())
+    except AlreadyRunning as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"\n{_export(cluster.kubeconfig)}\n# logs: {cluster.state_dir / 'logs'}")
+    if not args.foreground:
+        print("# stop with: gang-scheduler dev-cluster down")
+        return 0
+    print("# running in the foreground; Ctrl-C stops it")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while cluster.running():
+            time.sleep(1.0)
+        print("error: a dev cluster process exited; stopping", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.down()
+
+
+def _down(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    if not cluster.down():
+        print(f"no dev cluster running from {cluster.state_dir}")
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    if not cluster.running():
+        print(f"error: no dev cluster running from {cluster.state_dir}; run "
+              "`gang-scheduler dev-cluster up`", file=sys.stderr)
+        return 1
+    print(_export(cluster.kubeconfig))
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    from scheduler.devcluster import kubeconfig
+
+    cluster = _cluster(args)
+    if not cluster.running():
+        print(f"error: no dev cluster running from {cluster.state_dir}", file=sys.stderr)
+        return 1
+    if args.kubeconfig_out:
+        path = cluster.service_account_kubeconfig(
+            args.namespace, args.service_account, args.duration, create=True,
+            path=args.kubeconfig_out)
+        print(f"wrote {path} for system:serviceaccount:{args.namespace}:{args.service_account}")
+        return 0
+    print(kubeconfig.mint_service_account_token(
+        cluster.api_client(), args.namespace, args.service_account, args.duration, create=True))
+    return 0
+
+
+def _export(path: Path) -> str:
+    return f"export KUBECONFIG={shlex.quote(str(path))}"

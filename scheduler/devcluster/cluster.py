@@ -1,0 +1,191 @@
+"""`DevCluster`: bring a whole dev cluster up or down, from the CLI or from a test fixture.
+
+Why one object for both: the CLI and the pytest fixture must start exactly the same thing.
+The only difference is ownership. An *owned* cluster (tests, ``up --foreground``) dies with the
+process that started it: atexit, SIGTERM/SIGHUP handlers and PR_SET_PDEATHSIG on the children.
+A detached one (plain ``up``) outlives the command and is found again through the state file.
+
+Layout of a state directory (only these entries are ever deleted, so pointing ``--state-dir``
+at a directory with other files in it is safe)::
+
+    state.json  kubeconfig  pki/  etcd-data/  apiserver-certs/  kubeconfigs/  logs/  agent.ready
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from kubernetes import client
+
+from scheduler import clusterspec
+from scheduler.devcluster import build, certs, controlplane, crds, kubeconfig, nodes, procs, state
+
+Log = Callable[[str], None]
+OWNED_ENTRIES = ("state.json", "kubeconfig", "pki", "etcd-data", "apiserver-certs",
+                 "kubeconfigs", "logs", "agent.ready")
+AGENT_READY_TIMEOUT_S = 30.0
+
+
+class AlreadyRunning(RuntimeError):
+    """`up` found a live cluster in the state directory."""
+
+
+class DevCluster:
+    """etcd + kube-apiserver + the agent (fake kubelet), rooted at one state directory."""
+
+    def __init__(self, state_dir: Path | None = None, owned: bool = False) -> None:
+        self.state_dir = (state_dir or state.default_state_dir()).resolve()
+        self.owned = owned
+        self.state: state.ClusterState | None = state.load(self.state_dir)
+        self._handlers_installed = False
+
+    # Queries -------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def running(self) -> bool:
+        """True if every recorded process is alive."""
+        return bool(self.state and self.state.processes
+                    and all(procs.is_alive(p) for p in self.state.processes))
+
+    def api_client(self) -> client.ApiClient:
+        return kubeconfig.api_client(self.kubeconfig)
+
+    def service_account_kubeconfig(self, namespace: str, name: str, seconds: int = 3600,
+                                   create: bool = True, path: Path | None = None) -> Path:
+        """Mint a token for ServiceAccount `namespace/name` and write a kubeconfig using it."""
+        if self.state is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        token = kubeconfig.mint_service_account_token(self.api_client(), namespace, name,
+                                                      seconds, create)
+        out = path or self.state_dir / "kubeconfigs" / f"{namespace}.{name}.kubeconfig"
+        ca = certs.CertPaths.under(self.state_dir / "pki").ca_cert
+        user = f"system:serviceaccount:{namespace}:{name}"
+        return kubeconfig.write_token(out, self.state.server, ca, user, token)
+
+    # Lifecycle -----------------------------------------------------------------------------
+    def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
+           log: Log = print) -> state.ClusterState:
+        """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes."""
+        if self.state and any(procs.is_alive(p) for p in self.state.processes):
+            raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
+                                 f"(KUBECONFIG={self.kubeconfig}); run `down` first")
+        started = time.monotonic()
+        binaries = build.ensure_all(log)
+        self._wipe()
+        if self.owned:
+            self._install_cleanup()
+        try:
+            self.state = self._start(binaries, spec_path, log)
+            if spec is not None:
+                t0 = time.monotonic()
+                names = nodes.create_from_spec(self.api_client(), spec)
+                log(f"created {len(names)} fake nodes in {time.monotonic() - t0:.1f}s")
+        except BaseException:
+            log("dev cluster failed to start; stopping what did start "
+                f"(logs in {self.state_dir / 'logs'})")
+            self.down(log=lambda _: None)
+            raise
+        log(f"dev cluster up in {time.monotonic() - started:.1f}s: {self.state.server}")
+        return self.state
+
+    def _start(self, binaries: dict[str, Path], spec_path: Path | None,
+               log: Log) -> state.ClusterState:
+        logs = self.state_dir / "logs"
+        pki = certs.generate(self.state_dir / "pki")
+        t0 = time.monotonic()
+        etcd, etcd_url = controlplane.start_etcd(binaries["etcd"], self.state_dir / "etcd-data",
+                                                 logs, self.owned)
+        st = state.ClusterState(
+            state_dir=str(self.state_dir), server="", etcd=etcd_url,
+            kubeconfig=str(self.kubeconfig), processes=[etcd],
+            versions={c.name: c.version for c in build.COMPONENTS},
+            cluster_spec=str(spec_path) if spec_path else None,
+        )
+        self.state = st
+        state.save(st)  # from here on, `down` can find what is running
+        log(f"etcd ready in {time.monotonic() - t0:.1f}s at {etcd_url}")
+        t0 = time.monotonic()
+        apiserver, st.server = controlplane.start_apiserver(
+            binaries["kube-apiserver"], etcd_url, pki, self.state_dir, self.owned)
+        st.processes.append(apiserver)
+        state.save(st)
+        log(f"kube-apiserver ready in {time.monotonic() - t0:.1f}s at {st.server}")
+        kubeconfig.write_admin(self.kubeconfig, st.server, pki)
+        crds.apply(self.api_client())
+        t0 = time.monotonic()
+        st.processes.append(self._start_agent(logs))
+        state.save(st)
+        log(f"agent (fake kubelet) ready in {time.monotonic() - t0:.1f}s")
+        return st
+
+    def _start_agent(self, logs: Path) -> procs.ManagedProcess:
+        ready = self.state_dir / "agent.ready"
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(build.REPO_ROOT),
+                                                          env.get("PYTHONPATH")]))
+        argv = [sys.executable, "-m", "scheduler.devcluster.agent",
+                "--kubeconfig", str(self.kubeconfig), "--ready-file", str(ready)]
+        agent = procs.spawn("agent", argv, logs / "agent.log", self.owned, env=env)
+        procs.wait_until(ready.exists, AGENT_READY_TIMEOUT_S, "the agent's first lists", agent)
+        return agent
+
+    def down(self, log: Log = print) -> bool:
+        """Stop every recorded process (agent, apiserver, etcd, in that order).
+
+        Returns True if something was running. Files are kept for post-mortems; the next `up`
+        replaces them.
+        """
+        current = self.state or state.load(self.state_dir)
+        if current is None:
+            return False
+        was_running = False
+        for proc in reversed(current.processes):
+            if procs.is_alive(proc):
+                was_running = True
+                killed = procs.stop(proc)
+                log(f"stopped {proc.name} (pid {proc.pid}{', SIGKILL' if killed else ''})")
+        state.remove(self.state_dir)
+        self.state = None
+        return was_running
+
+    # Helpers -------------------------------------------------------------------------------
+    def _wipe(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        for name in OWNED_ENTRIES:
+            path = self.state_dir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _install_cleanup(self) -> None:
+        if self._handlers_installed:
+            return
+        self._handlers_installed = True
+        atexit.register(self.down, log=lambda _: None)
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous = signal.getsignal(sig)
+
+            def handler(signum: int, frame: FrameType | None, previous: Any = previous) -> None:
+                self.down(log=lambda _: None)
+                if callable(previous):
+                    previous(signum, frame)
+                else:
+                    signal.signal(signum, signal.SIG_DFL)
+                    os.kill(os.getpid(), signum)
+
+            signal.signal(sig, handler)

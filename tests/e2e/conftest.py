@@ -1,0 +1,56 @@
+"""The `control_plane` fixture: one real etcd + kube-apiserver (+ fake kubelet) per session.
+
+Why session-scoped: starting a control plane takes seconds and tests isolate themselves with a
+fresh namespace each (`control_plane.new_namespace()`). The binaries are built on first use and
+reused from ~/.cache/gang-scheduler/bin afterwards. Teardown always runs: the fixture's
+finalizer, and, if the test process dies, atexit / signal handlers and PR_SET_PDEATHSIG.
+
+Set ``GANG_SCHEDULER_E2E=0`` to skip every e2e test (CI runs them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from scheduler.devcluster import build
+from scheduler.devcluster.cluster import DevCluster
+from tests.e2e.cluster_api import ControlPlane
+
+E2E_ENV = "GANG_SCHEDULER_E2E"
+SKIP_REASON = f"{E2E_ENV}=0: end-to-end tests against a real kube-apiserver are disabled"
+
+
+def e2e_disabled() -> bool:
+    return os.environ.get(E2E_ENV, "").strip() == "0"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not e2e_disabled():
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A fresh, running dev cluster with no nodes; torn down at the end of the session."""
+    if e2e_disabled():
+        pytest.skip(SKIP_REASON)
+    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
+    cluster = DevCluster(tmp_path_factory.mktemp("dev-cluster"), owned=True)
+    try:
+        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"))
+        yield ControlPlane(cluster)
+    finally:
+        cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> str:
+    """A fresh namespace for one test (never deleted: see ControlPlane.new_namespace)."""
+    return control_plane.new_namespace()
