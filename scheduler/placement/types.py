@@ -25,6 +25,9 @@ class PlacementParams:
     cpsat_deterministic_limit: float = 1.0
     cpsat_workers: int = 1
     seed: int = 0
+    #: Under a required topology, how many candidate domains (tightest first) CP-SAT may try
+    #: after greedy failed in all of them; untried ones make the answer ``SOLVER_LIMIT``.
+    cpsat_max_domains: int = 8
     #: Nodes the placement must avoid (e.g. held by a reservation or a nomination).
     excluded_nodes: frozenset[str] = frozenset()
     #: If set, only these nodes may be used (e.g. backfill into a window).
@@ -32,7 +35,11 @@ class PlacementParams:
 
 
 class UnplaceableReason(StrEnum):
-    """Why a gang cannot be placed; ``NO_ELIGIBLE_NODES`` and ``NEVER_FITS`` cannot be fixed by preemption."""
+    """Why a gang cannot be placed.
+
+    ``NO_ELIGIBLE_NODES`` and ``NEVER_FITS`` cannot be fixed by preemption (they are checked
+    against allocatable, not free); ``INSUFFICIENT_CAPACITY`` and ``TOPOLOGY`` may be.
+    """
 
     NO_ELIGIBLE_NODES = "NoEligibleNodes"  # selectors, affinity, taints, pools exclude every node
     NEVER_FITS = "NeverFits"  # too big even for an empty cluster (or domain)

@@ -1,0 +1,20 @@
+"""The placement solver: all members of a gang on nodes, or none of them and a reason.
+
+``solve(gang, snapshot, params)`` is the one entry point; the submodules are its stages
+(eligibility, candidates, greedy, cpsat, reasons) and are not meant to be called alone.
+"""
+
+from scheduler.placement.solve import solve
+from scheduler.placement.types import (
+    Assignment,
+    Placement,
+    PlacementParams,
+    PlacementResult,
+    Unplaceable,
+    UnplaceableReason,
+)
+
+__all__ = [
+    "Assignment", "Placement", "PlacementParams", "PlacementResult", "Unplaceable",
+    "UnplaceableReason", "solve",
+]

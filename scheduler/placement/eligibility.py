@@ -1,0 +1,159 @@
+"""Which nodes each role of a gang may use at all, and why none when there are none.
+
+Eligibility (selectors, affinity, taints, cordons, readiness) does not depend on what is
+running, so the snapshot caches it per requirements; this module adds the per-solve
+``excluded_nodes`` / ``allowed_nodes`` and packages the result as a ``Problem`` for the
+greedy and CP-SAT stages. The explanation for an empty set is computed only on that path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from scheduler.model import Gang, PodRequirements, Role, describe_selector
+from scheduler.placement.index import SelectionKey, selection_key
+from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
+from scheduler.resources import GPU, PODS, Resources, format_amount
+from scheduler.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class RoleView:
+    """A role as the solver sees it: per-pod effective requests and its usable nodes."""
+
+    name: str
+    required: int
+    optional: int
+    request: Resources  # per pod, including the ``pods`` slot
+    nodes: tuple[str, ...]  # eligible and allowed by the params, sorted
+    eligible: tuple[str, ...]  # eligible regardless of the params (what the index covers)
+    key: SelectionKey  # for the free-GPU index of ``eligible``
+
+    @property
+    def gpus(self) -> int:
+        return self.request.get(GPU, 0)
+
+    @property
+    def request_text(self) -> str:
+        """The per-pod request for messages, without the implicit ``pods`` slot."""
+        request = self.request
+        names = sorted((k for k in request if k != PODS), key=lambda k: (k != GPU, k))
+        return ", ".join(f"{format_amount(k, request[k])} {k}" for k in names) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One solve's input, with roles in placement order (biggest pods first)."""
+
+    gang: Gang
+    snapshot: Snapshot
+    params: PlacementParams
+    roles: tuple[RoleView, ...]
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the params restrict nodes beyond eligibility."""
+        return bool(self.params.excluded_nodes) or self.params.allowed_nodes is not None
+
+    def usable(self, node: str) -> bool:
+        params = self.params
+        if node in params.excluded_nodes:
+            return False
+        return params.allowed_nodes is None or node in params.allowed_nodes
+
+    @property
+    def required_total(self) -> Resources:
+        out: dict[str, int] = {}
+        for rv in self.roles:
+            for k, v in rv.request.items():
+                out[k] = out.get(k, 0) + v * rv.required
+        return Resources(out)
+
+
+def _order_key(rv: RoleView) -> tuple[int, int, int, str]:
+    # First-fit decreasing: big pods are the hard ones to fit, small ones fill the gaps.
+    return (-rv.gpus, -rv.request.get("cpu", 0), -rv.request.get("memory", 0), rv.name)
+
+
+def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem | Unplaceable:
+    """Eligible nodes per role, or ``NO_ELIGIBLE_NODES`` naming what excludes them."""
+    views: list[RoleView] = []
+    for role in gang.roles:
+        if role.count <= 0:
+            continue
+        eligible = nodes = snapshot.eligible_nodes(role.requirements)
+        if params.excluded_nodes or params.allowed_nodes is not None:
+            allowed = params.allowed_nodes
+            nodes = tuple(n for n in nodes if n not in params.excluded_nodes
+                          and (allowed is None or n in allowed))
+        if not nodes:
+            return Unplaceable(gang.id, UnplaceableReason.NO_ELIGIBLE_NODES,
+                               explain_no_eligible(role, snapshot, params))
+        views.append(RoleView(
+            name=role.name, required=max(role.required, 0),
+            optional=max(role.count - max(role.required, 0), 0),
+            request=role.requests, nodes=nodes, eligible=eligible,
+            key=selection_key(role.requirements)))
+    return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)))
+
+
+def _pools(snapshot: Snapshot, names: list[str]) -> str:
+    pools = sorted({snapshot.nodes[n].pool for n in names})
+    return ("pool " if len(pools) == 1 else "pools ") + ", ".join(pools)
+
+
+def _selector_miss(role: Role, snapshot: Snapshot) -> str:
+    req = role.requirements
+    nodes = snapshot.nodes.values()
+    if req.node_selector:
+        sel_only = PodRequirements(req.requests, node_selector=req.node_selector)
+        if not any(sel_only.selects(n) for n in nodes):
+            pairs = ", ".join(f"{k}={v}" for k, v in sorted(req.node_selector.items()))
+            return f"role {role.name}: nodeSelector {pairs} matches no node"
+    affinity = [p for p in describe_selector(req) if p.startswith("affinity")]
+    scope = " among the nodes matching its nodeSelector" if req.node_selector else ""
+    return f"role {role.name}: node {' or '.join(affinity)} matches no node{scope}"
+
+
+def explain_no_eligible(role: Role, snapshot: Snapshot, params: PlacementParams) -> str:
+    """Why *role* has no usable node: the selector, the taints, cordons, or the params."""
+    req = role.requirements
+    selected = [n for n in snapshot.node_names if req.selects(snapshot.nodes[n])]
+    if not selected:
+        return _selector_miss(role, snapshot)
+    cordoned = [n for n in selected if snapshot.nodes[n].unschedulable]
+    not_ready = [n for n in selected if not snapshot.nodes[n].ready
+                 and not snapshot.nodes[n].unschedulable]
+    taints: Counter[str] = Counter()
+    tainted: dict[str, list[str]] = {}
+    for n in selected:
+        node = snapshot.nodes[n]
+        if node.unschedulable or not node.ready:
+            continue
+        taint = req.untolerated_taint(node)
+        if taint is not None:
+            taints[str(taint)] += 1
+            tainted.setdefault(str(taint), []).append(n)
+    eligible = len(selected) - len(cordoned) - len(not_ready) - sum(taints.values())
+    if eligible > 0:
+        return (f"role {role.name}: all {eligible} eligible nodes are excluded by this solve "
+                f"(reserved, nominated or outside the allowed set)")
+    taint_text = " or ".join(
+        f"{t} ({_pools(snapshot, tainted[t])}, {c} node{'s' if c > 1 else ''})"
+        for t, c in sorted(taints.items(), key=lambda kv: (-kv[1], kv[0])))
+    if taints and not cordoned and not not_ready:
+        if len(taints) == 1:
+            only = next(iter(taints))
+            return (f"role {role.name}: no node in {_pools(snapshot, tainted[only])} "
+                    f"tolerates taint {only}")
+        return f"role {role.name}: no node tolerates its taints: {taint_text}"
+    scope = "matching its selectors" if req.node_selector or req.affinity_terms else "in total"
+    parts = []
+    if cordoned:
+        parts.append(f"{len(cordoned)} cordoned (unschedulable)")
+    if not_ready:
+        parts.append(f"{len(not_ready)} not ready")
+    if taints:
+        parts.append(f"{sum(taints.values())} with untolerated taints: {taint_text}")
+    return f"role {role.name}: of {len(selected)} nodes {scope}, " + "; ".join(parts)

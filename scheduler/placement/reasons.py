@@ -1,0 +1,158 @@
+"""Why a gang does not fit, in words a person can act on, and whether preemption could help.
+
+The split that matters to callers: checked against *allocatable* (an empty cluster), a gang
+that still does not fit ``NEVER_FITS`` and no preemption will help; checked against *free*,
+it is ``INSUFFICIENT_CAPACITY`` (or ``TOPOLOGY`` when the capacity exists but not inside one
+required domain) and the message says how much running gangs hold. These functions run
+only once a solve has failed, so they may scan the eligible nodes; nothing here is on the
+path of a successful placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from scheduler.model import HOSTNAME_LABEL
+from scheduler.placement.candidates import Candidates, DomainLoad, primary_resource
+from scheduler.placement.eligibility import Problem, RoleView
+from scheduler.placement.types import Unplaceable, UnplaceableReason
+from scheduler.resources import CPU, GPU, Resources, format_amount, total
+from scheduler.topology import Topology
+
+
+def level_name(level: str) -> str:
+    """``topology.gangscheduler.io/rack`` -> ``rack``; the host level is ``node``."""
+    return "node" if level == HOSTNAME_LABEL else level.rsplit("/", 1)[-1]
+
+
+def describe_need(problem: Problem) -> str:
+    """``64 × 8 nvidia.com/gpu``; per role when several: ``1 × 4 cpu (launcher) + ...``."""
+    parts = []
+    active = [rv for rv in problem.roles if rv.required]
+    for rv in sorted(active, key=lambda r: r.name):
+        res = GPU if rv.gpus else CPU
+        text = f"{rv.required} × {format_amount(res, rv.request.get(res, 0))} {res}"
+        parts.append(text if len(active) == 1 else f"{text} ({rv.name})")
+    return " + ".join(parts)
+
+
+def _union(problem: Problem) -> list[str]:
+    return sorted({n for rv in problem.roles if rv.required for n in rv.nodes})
+
+
+def _pods(rv: RoleView, capacities: Iterable[Resources]) -> int:
+    return sum(min(rv.request.copies_in(c), rv.required) for c in capacities)
+
+
+def _held_by_gangs(problem: Problem, nodes: Iterable[str], resource: str) -> int:
+    scope = set(nodes)
+    return sum(res.get(resource, 0) for rg in problem.snapshot.running.values()
+               for name, res in rg.allocations if name in scope)
+
+
+def _resources_first_gpu(need: Resources) -> list[str]:
+    return sorted(need, key=lambda k: (k != GPU, k))
+
+
+def _n_pods(n: int) -> str:
+    return f"{n} pod" if n == 1 else f"{n} pods"
+
+
+def _fail(problem: Problem, reason: UnplaceableReason, message: str) -> Unplaceable:
+    return Unplaceable(problem.gang.id, reason, message)
+
+
+def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | None:
+    """``None`` when the free capacity suffices in total; else why not (never vs not now)."""
+    short = any(sum(cands.caps[rv.name].values()) < rv.required for rv in problem.roles)
+    need = problem.required_total
+    if not short and len(problem.roles) > 1:
+        short = not need.fits_in(total(problem.snapshot.free(n) for n in cands.nodes))
+    if not short:
+        return None
+    snap = problem.snapshot
+    union = _union(problem)
+    alloc_total = total(snap.nodes[n].allocatable for n in union)
+    free_total = total(snap.free(n).clamp_nonnegative() for n in union)
+    for res in _resources_first_gpu(need):
+        if alloc_total.get(res, 0) < need[res]:
+            return _fail(problem, UnplaceableReason.NEVER_FITS,
+                         f"needs {format_amount(res, need[res])} {res} in total; "
+                         f"{format_amount(res, alloc_total.get(res, 0))} are allocatable on "
+                         f"eligible nodes (never fits)")
+    for rv in problem.roles:
+        fit = _pods(rv, (snap.nodes[n].allocatable for n in rv.nodes))
+        if fit == 0 and rv.required:
+            return _fail(problem, UnplaceableReason.NEVER_FITS,
+                         f"role {rv.name}: one pod needs {rv.request_text}; no eligible node "
+                         f"has that much allocatable (never fits)")
+        if fit < rv.required:
+            return _fail(problem, UnplaceableReason.NEVER_FITS,
+                         f"role {rv.name}: needs {_n_pods(rv.required)} of "
+                         f"{rv.request_text}; eligible nodes hold at most {fit} "
+                         f"even when empty (never fits)")
+    for res in _resources_first_gpu(need):
+        have = free_total.get(res, 0)
+        if have < need[res]:
+            held = _held_by_gangs(problem, union, res)
+            other = alloc_total.get(res, 0) - have - held
+            tail = f", {format_amount(res, other)} by other pods" if other > 0 else ""
+            return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
+                         f"needs {format_amount(res, need[res])} {res}; "
+                         f"{format_amount(res, have)} free on eligible nodes "
+                         f"({format_amount(res, held)} held by running gangs{tail})")
+    primary = primary_resource(problem)
+    for rv in problem.roles:
+        fit = sum(cands.caps[rv.name].values())
+        if fit < rv.required:
+            have = free_total.get(primary, 0)
+            return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
+                         f"role {rv.name}: needs {_n_pods(rv.required)} of {rv.request_text}; "
+                         f"free capacity on eligible nodes holds only {fit} "
+                         f"({format_amount(primary, have)} {primary} free, in pieces too small)")
+    return packing_failure(problem, within="")
+
+
+def packing_failure(problem: Problem, within: str) -> Unplaceable:
+    """Each role fits on its own but not all of them together (proven by CP-SAT)."""
+    reason = UnplaceableReason.TOPOLOGY if within else UnplaceableReason.INSUFFICIENT_CAPACITY
+    names = ", ".join(sorted(rv.name for rv in problem.roles if rv.required))
+    where = f" within any one {within}" if within else " on the free capacity of eligible nodes"
+    return _fail(problem, reason,
+                 f"needs {describe_need(problem)}; roles {names} do not fit together{where}")
+
+
+def topology_shortfall(
+    problem: Problem, topology: Topology, level: str, loads: Sequence[DomainLoad],
+) -> Unplaceable:
+    """No domain of *level* can hold the gang: never (allocatable) or not now (free)."""
+    snap = problem.snapshot
+    name = level_name(level)
+    primary = primary_resource(problem)
+    need = problem.required_total
+    domains = topology.domains(level)
+    usable = set(_union(problem))
+    per_role = [(rv, frozenset(rv.nodes)) for rv in problem.roles if rv.required]
+    best_alloc = 0
+    for members in domains.values():
+        nodes = [n for n in members if n in usable]
+        if not nodes:
+            continue
+        alloc = total(snap.nodes[n].allocatable for n in nodes)
+        best_alloc = max(best_alloc, alloc.get(primary, 0))
+        if need.fits_in(alloc) and all(
+                _pods(rv, (snap.nodes[n].allocatable for n in nodes if n in allowed))
+                >= rv.required for rv, allowed in per_role):
+            break
+    else:
+        return _fail(problem, UnplaceableReason.NEVER_FITS,
+                     f"needs {describe_need(problem)} within one {level}; the largest {name} "
+                     f"has {format_amount(primary, best_alloc)} {primary} allocatable "
+                     f"(never fits)")
+    best_free = max((ld.primary_free for ld in loads), default=0)
+    by_free = {d: sum(max(snap.free(n).get(primary, 0), 0) for n in members if n in usable)
+               for d, members in domains.items()}
+    best_free = max([best_free, *by_free.values()])
+    return _fail(problem, UnplaceableReason.TOPOLOGY,
+                 f"needs {describe_need(problem)} within one {level}; the largest {name} has "
+                 f"{format_amount(primary, best_free)} {primary} free")

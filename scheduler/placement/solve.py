@@ -1,0 +1,193 @@
+"""``solve``: all members of a gang on nodes, or none and a reason.
+
+The stages, cheapest first, each skipped when an earlier one answers:
+
+1. eligibility per role (cached per requirements) -> ``NO_ELIGIBLE_NODES``;
+2. the whole gang on one best-fit node, through the free-GPU index (the common case);
+3. candidate nodes with room per role, and totals against free and allocatable
+   -> ``NEVER_FITS`` / ``INSUFFICIENT_CAPACITY``;
+4. a required topology: candidate domains that could hold the gang, tightest first
+   -> ``TOPOLOGY`` / ``NEVER_FITS`` when none; greedy in each, then CP-SAT in each;
+5. otherwise greedy over the tightest domain that holds the gang, CP-SAT when greedy fails
+   or, under a preferred topology, spreads over more domains than needed;
+6. members beyond the required ones, as capacity allows.
+
+CP-SAT answering "unknown" within its limits gives ``SOLVER_LIMIT``; there is never a
+partial placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from scheduler.model import Gang, TopologyMode
+from scheduler.placement import greedy, reasons
+from scheduler.placement.candidates import Candidates, candidates, domain_loads
+from scheduler.placement.cpsat import Budget, solve_counts
+from scheduler.placement.eligibility import Problem, prepare
+from scheduler.placement.greedy import Assign
+from scheduler.placement.types import (
+    Assignment,
+    Placement,
+    PlacementParams,
+    PlacementResult,
+    Unplaceable,
+    UnplaceableReason,
+)
+from scheduler.snapshot import Snapshot
+from scheduler.topology import Topology
+
+#: Domains greedy tries under a required topology before CP-SAT takes over.
+GREEDY_DOMAINS = 16
+
+_DEFAULT_PARAMS = PlacementParams()
+
+
+def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PARAMS,
+          ) -> PlacementResult:
+    """Place every required member of *gang* on *snapshot*, or explain why not."""
+    problem = prepare(gang, snapshot, params)
+    if isinstance(problem, Unplaceable):
+        return problem
+    constraint = gang.topology
+    if constraint is not None and not snapshot.topology.has_level(constraint.level):
+        known = ", ".join(snapshot.topology.levels)
+        return Unplaceable(gang.id, UnplaceableReason.NEVER_FITS,
+                           f"topology level {constraint.level} is not configured (known: {known})")
+    required = constraint is not None and constraint.mode is TopologyMode.REQUIRED
+    if not any(rv.required for rv in problem.roles):
+        return _finish(problem, {}, "greedy", _largest_domain(problem) if required else None)
+    fast = greedy.single_node(problem)
+    if fast is not None:
+        scope = None
+        if required and constraint is not None:
+            node = next(iter(fast))[1]
+            topology = snapshot.topology
+            scope = topology.domains(constraint.level)[topology.domain_of(node, constraint.level)]
+        return _finish(problem, fast, "greedy", scope)
+    cands = candidates(problem)
+    short = reasons.capacity_shortfall(problem, cands)
+    if short is not None:
+        return short
+    if required and constraint is not None:
+        return _solve_required(problem, cands, constraint.level)
+    topology = snapshot.topology
+    assign = greedy.place(problem, cands, topology, topology.levels[:-1])
+    budget = Budget(params.cpsat_deterministic_limit, params.cpsat_time_limit)
+    if assign is None:
+        if not params.use_cpsat:
+            return _limit(problem, "greedy found no packing and CP-SAT is disabled")
+        outcome = solve_counts(problem, cands, cands.nodes, budget)
+        if outcome.assign is None:
+            if outcome.infeasible:
+                return reasons.packing_failure(problem, within="")
+            return _limit(problem, "CP-SAT found no placement within its limits")
+        return _finish(problem, outcome.assign, "cpsat", None)
+    if constraint is not None and params.use_cpsat:
+        better = _fewer_domains(problem, cands, topology, constraint.level, assign, budget)
+        if better is not None:
+            return _finish(problem, better, "cpsat", None)
+    return _finish(problem, assign, "greedy", None)
+
+
+def _solve_required(problem: Problem, cands: Candidates, level: str) -> PlacementResult:
+    """Tightest domain of *level* that holds the gang: greedy in each, then CP-SAT in each."""
+    params = problem.params
+    topology = problem.snapshot.topology
+    loads = domain_loads(problem, cands, topology, level)
+    fitting = sorted((ld for ld in loads if ld.holds(problem)),
+                     key=lambda ld: (ld.primary_free, ld.name))
+    if not fitting:
+        return reasons.topology_shortfall(problem, topology, level, loads)
+    domains = topology.domains(level)
+    inner = topology.levels[topology.level_index(level) + 1:-1]
+    for load in fitting[:GREEDY_DOMAINS]:
+        scope = domains[load.name]
+        assign = greedy.place(problem, cands, topology, inner, frozenset(scope))
+        if assign is not None:
+            return _finish(problem, assign, "greedy", scope)
+    if not params.use_cpsat:
+        return _limit(problem, f"greedy found no packing in {min(len(fitting), GREEDY_DOMAINS)} "
+                               f"candidate {reasons.level_name(level)}s and CP-SAT is disabled")
+    budget = Budget(params.cpsat_deterministic_limit, params.cpsat_time_limit)
+    undecided = 0
+    tried = 0
+    for load in fitting[:max(params.cpsat_max_domains, 1)]:
+        if budget.exhausted:
+            break
+        tried += 1
+        nodes = [n for n in domains[load.name] if n in cands.members]
+        outcome = solve_counts(problem, cands, nodes, budget)
+        budget = outcome.budget
+        if outcome.assign is not None:
+            return _finish(problem, outcome.assign, "cpsat", domains[load.name])
+        undecided += not outcome.infeasible
+    if undecided or tried < len(fitting):
+        return _limit(problem, f"no placement proven within one {level}: CP-SAT decided "
+                               f"{tried - undecided} of {len(fitting)} candidate "
+                               f"{reasons.level_name(level)}s within its limits")
+    return reasons.packing_failure(problem, within=level)
+
+
+def _fewer_domains(problem: Problem, cands: Candidates, topology: Topology, level: str,
+                   assign: Assign, budget: Budget) -> Assign | None:
+    """A CP-SAT placement over fewer domains of *level* than greedy's, if one exists."""
+    depth = topology.level_index(level)
+    used = {topology.path(n)[depth] for _, n in assign}
+    loads = domain_loads(problem, cands, topology, level)
+    bound = 1
+    for i, rv in enumerate(problem.roles):
+        if rv.required:
+            sizes = sorted((ld.pods[i] for ld in loads), reverse=True)
+            acc, m = 0, 0
+            while acc < rv.required and m < len(sizes):
+                acc, m = acc + sizes[m], m + 1
+            bound = max(bound, m)
+    if len(used) <= bound:
+        return None
+    ranked = sorted(loads, key=lambda ld: (-ld.primary_free, ld.name))
+    keep = used | {ld.name for ld in ranked[:2 * len(used)]}
+    nodes = [n for n in cands.nodes if topology.path(n)[depth] in keep]
+    domain_of = {n: topology.path(n)[depth] for n in nodes}
+    outcome = solve_counts(problem, cands, nodes, budget, domain_of=domain_of, hint=assign)
+    if outcome.assign is None:
+        return None
+    if len({domain_of[n] for _, n in outcome.assign}) >= len(used):
+        return None
+    return outcome.assign
+
+
+def _largest_domain(problem: Problem) -> tuple[str, ...] | None:
+    """Scope for a required topology when no member is required: the roomiest domain."""
+    constraint = problem.gang.topology
+    assert constraint is not None
+    topology = problem.snapshot.topology
+    free = problem.snapshot.free
+    best: tuple[int, str] | None = None
+    for name, members in topology.domains(constraint.level).items():
+        room = sum(max(free(n).get("nvidia.com/gpu", 0), 0) for n in members)
+        if best is None or (-room, name) < best:
+            best = (-room, name)
+    return topology.domains(constraint.level)[best[1]] if best else None
+
+
+def _limit(problem: Problem, message: str) -> Unplaceable:
+    return Unplaceable(problem.gang.id, UnplaceableReason.SOLVER_LIMIT, message)
+
+
+def _finish(problem: Problem, assign: Assign, solved_by: str,
+            scope: Collection[str] | None) -> Placement:
+    """Add the optional members, then freeze the result (sorted, counts > 0)."""
+    snapshot = problem.snapshot
+    if any(rv.optional for rv in problem.roles):
+        assign = greedy.add_optional(problem, assign, snapshot.topology,
+                                     frozenset(scope) if scope is not None else None)
+    constraint = problem.gang.topology
+    domains_used = 0
+    if constraint is not None and assign:
+        topology = snapshot.topology
+        depth = topology.level_index(constraint.level)
+        domains_used = len({topology.path(n)[depth] for _, n in assign})
+    assignments = tuple(Assignment(role, node, count)
+                        for (role, node), count in sorted(assign.items()) if count > 0)
+    return Placement(problem.gang.id, assignments, solved_by, domains_used)
