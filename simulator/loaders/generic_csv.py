@@ -50,11 +50,22 @@ def load_generic_csv(path: str | Path, *, limit: int | None = None) -> tuple[Tra
     """Load a generic trace CSV into sorted `TraceJob` records."""
     name = str(path)
     jobs: dict[str, tuple[int, _JobFields, list[TraceRole]]] = {}
+    quantities: dict[tuple[str, bool], int] = {}  # quantity strings repeat: parse each once
     for index, line, cells in iter_rows(Path(path), REQUIRED, OPTIONAL):
+
         def cell(col: str, index: dict[str, int] = index, cells: list[str] = cells) -> str:
             i = index.get(col)
             text = cells[i].strip() if i is not None else ""
             return text or DEFAULTS.get(col, "")
+
+        def quantity(col: str, milli: bool, line: int = line) -> int:
+            text = cell(col)
+            value = quantities.get((text, milli))
+            if value is None:
+                value = quantities[text, milli] = _quantity(name, line, col, text, milli=milli)
+            return value
+
+        models_text = cell("gpu_model")
 
         job_id = require_text(name, line, "job_id", cell("job_id"))
         ci_text = cell("checkpoint_interval")
@@ -71,9 +82,9 @@ def load_generic_csv(path: str | Path, *, limit: int | None = None) -> tuple[Tra
             cell("role"),
             parse_int(name, line, "workers", cell("workers"), minimum=1),
             parse_int(name, line, "gpus_per_worker", cell("gpus_per_worker"), minimum=0),
-            _quantity(name, line, "cpu_per_worker", cell("cpu_per_worker"), milli=True),
-            _quantity(name, line, "memory_per_worker", cell("memory_per_worker"), milli=False),
-            tuple(m.strip() for m in cell("gpu_model").split("|") if m.strip()),
+            quantity("cpu_per_worker", True),
+            quantity("memory_per_worker", False),
+            tuple(m.strip() for m in models_text.split("|") if m.strip()) if models_text else (),
         )
         if job_id not in jobs:
             jobs[job_id] = (line, fields, [role])
