@@ -1,0 +1,120 @@
+"""Admission by quota: the whole gang fits its queue's quota (with borrowing) or it waits.
+
+A gang's pool is only known once placement has chosen nodes, so admission runs twice:
+before placement it narrows the nodes to pools where the gang could be charged in full
+(an upper bound: every role charged to every pool it may use), and after placement it checks
+the exact per-pool charges of the chosen nodes. Never partial: a gang is admitted for all of
+its required members or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from policies.queues import Queue
+from policies.quota import QuotaLedger
+from scheduler.model import Gang
+from scheduler.placement.types import Placement
+from scheduler.resources import Resources, total
+from scheduler.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaVerdict:
+    """Pools the gang may be placed in, and, when none, why not (for the pending reason)."""
+
+    pools: tuple[str, ...]
+    message: str = ""
+
+    @property
+    def admitted(self) -> bool:
+        return bool(self.pools)
+
+
+def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
+    """Per pool, the most the gang could be charged there: each role in every pool it may use."""
+    nodes = snapshot.nodes
+    per_pool: dict[str, list[Resources]] = {}
+    for role in gang.roles:
+        if role.required <= 0:
+            continue
+        pools = {nodes[n].pool for n in snapshot.eligible_nodes(role.requirements)}
+        for pool in pools:
+            per_pool.setdefault(pool, []).append(role.requests * role.required)
+    return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+
+
+def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot) -> dict[str, Resources]:
+    """What the placement charges to each pool."""
+    nodes = snapshot.nodes
+    per_pool: dict[str, list[Resources]] = {}
+    for node, res in placement.allocations(gang):
+        per_pool.setdefault(nodes[node].pool, []).append(res)
+    return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+
+
+def admissible_pools(gang: Gang, queue: Queue, ledger: QuotaLedger,
+                     bounds: Mapping[str, Resources]) -> QuotaVerdict:
+    """Pools where the queue's quota holds the gang's upper-bound charge in full."""
+    if not bounds:
+        return QuotaVerdict((), "no node pool has nodes this gang's pods may use")
+    open_pools = set(ledger.tree.pools_of(queue.name))
+    admitted: list[str] = []
+    problems: list[str] = []
+    for pool, request in bounds.items():
+        if pool not in open_pools:
+            problems.append(f"queue {queue.name} has no quota in pool {pool}")
+            continue
+        missing = ledger.shortfall(queue.name, pool, request)
+        if missing:
+            problems.append(describe_shortfall(queue.name, pool, request, missing, ledger))
+        else:
+            admitted.append(pool)
+    return QuotaVerdict(tuple(admitted), "; ".join(problems))
+
+
+def check_charges(queue: Queue, ledger: QuotaLedger,
+                  charges: Mapping[str, Resources]) -> str | None:
+    """None when every per-pool charge fits the queue's quota, else the reason."""
+    for pool, request in charges.items():
+        if pool not in ledger.tree.pools_of(queue.name):
+            return f"queue {queue.name} has no quota in pool {pool}"
+        missing = ledger.shortfall(queue.name, pool, request)
+        if missing:
+            return describe_shortfall(queue.name, pool, request, missing, ledger)
+    return None
+
+
+def charge_all(ledger: QuotaLedger, queue: str, charges: Mapping[str, Resources],
+               sign: int = 1) -> QuotaLedger:
+    for pool, res in charges.items():
+        ledger = ledger.charge(queue, pool, res, sign)
+    return ledger
+
+
+def describe_shortfall(queue: str, pool: str, request: Resources, missing: Resources,
+                       ledger: QuotaLedger) -> str:
+    """``queue a in pool a100: needs 16 nvidia.com/gpu, 8 available (nominal 16, in use 8)``
+    followed by what will change it."""
+    tree = ledger.tree
+    used = ledger.usage(queue, pool)
+    nominal = tree.nominal(queue, pool)
+    parent = tree.queues.parent_of(queue)
+    parts = [f"needs {request[r]} {r}, {request[r] - missing[r]} available "
+             f"(nominal {nominal[r]}, in use {used[r]})" for r in sorted(missing)]
+    lent = all(used[r] + request[r] <= nominal[r] for r in missing)
+    if parent is not None and lent:
+        hint = (f"its idle nominal quota is lent to other queues under {parent}; it comes back "
+                "as their gangs finish, or by preemption where spec.preemption allows")
+    elif parent is not None:
+        hint = (f"beyond its nominal quota it can only borrow what queues under {parent} leave "
+                "idle; wait for gangs to finish, or raise the quota")
+    else:
+        hint = "wait for the queue's running gangs to finish, or raise the quota"
+    return f"queue {queue} in pool {pool}: " + ", ".join(parts) + "; " + hint
+
+
+def pool_nodes(snapshot: Snapshot, pools: Iterable[str]) -> frozenset[str]:
+    wanted = set(pools)
+    return frozenset(name for name, node in snapshot.nodes.items() if node.pool in wanted)

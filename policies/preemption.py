@@ -1,0 +1,147 @@
+"""Who may preempt whom: the candidate rules, kept apart from the search for a victim set.
+
+A running gang is a candidate victim of a pending gang only when the policy says so:
+
+- same queue: the preemptor's queue has ``withinQueue: LowerPriority`` and the victim has a
+  lower priority;
+- another queue under the same top-level queue (reclaim): the preemptor's queue has
+  ``reclaimFromOthers`` other than ``Never`` (``LowerPriority`` also needs a lower priority),
+  the preemptor's queue stays within its own quota with the gang admitted (it takes back what
+  it lent, it does not borrow by force), and the victim's side of the tree is borrowing;
+- always: the victim has run at least its queue's ``minRuntimeSeconds``, is not already
+  being evicted, and is not the preemptor's own already-running part.
+
+``could_preempt_back`` is the same rule the other way round, checked on the state after the
+preemption; a victim that could at once preempt its preemptor is never chosen (no loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policies.admission import charge_all
+from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
+from policies.quota import QuotaLedger
+from scheduler.model import Gang, RunningGang
+from scheduler.resources import Resources, total
+from scheduler.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    running: RunningGang
+    queue: str
+    cost: float  # GPU-seconds of work lost (since the last checkpoint, else since start)
+    why: str  # for the eviction message
+
+    @property
+    def id(self) -> str:
+        return self.running.id
+
+
+def running_charges(rg: RunningGang, snapshot: Snapshot) -> dict[str, Resources]:
+    """What a running gang is charged per pool."""
+    nodes = snapshot.nodes
+    per_pool: dict[str, list[Resources]] = {}
+    for node, res in rg.allocations:
+        if node in nodes:
+            per_pool.setdefault(nodes[node].pool, []).append(res)
+    return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+
+
+def ledger_without(ledger: QuotaLedger, victims: list[RunningGang],
+                   snapshot: Snapshot) -> QuotaLedger:
+    for rg in victims:
+        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot), sign=-1)
+    return ledger
+
+
+def borrowing_below(ledger: QuotaLedger, queues: QueueSet, victim_queue: str,
+                    other_queue: str, pool: str) -> bool:
+    """Is any queue on the victim's path, below where it meets *other_queue*, borrowing?"""
+    vpath, opath = queues.path_of(victim_queue), queues.path_of(other_queue)
+    shared = 0
+    while shared < min(len(vpath), len(opath)) and vpath[shared] == opath[shared]:
+        shared += 1
+    return any(ledger.borrowing(name, pool) for name in vpath[shared:])
+
+
+def within_quota_pools(ledger: QuotaLedger, queue: str,
+                       bounds: Mapping[str, Resources]) -> frozenset[str]:
+    """Pools where the queue's subtree stays within its own quota with the gang charged."""
+    tree = ledger.tree
+    out = set()
+    for pool, request in bounds.items():
+        if pool not in tree.pools_of(queue):
+            continue
+        used = ledger.total.get((queue, pool), {})
+        quota = tree.subtree_quota[(queue, pool)]
+        if all(used.get(r, 0) + request.get(r, 0) <= quota.get(r, 0) for r in quota):
+            out.add(pool)
+    return frozenset(out)
+
+
+def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue,
+                  ledger: QuotaLedger, snapshot: Snapshot, reclaim_pools: frozenset[str],
+                  queues: QueueSet) -> str | None:
+    """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state."""
+    lower = rg.gang.priority < gang.priority
+    if victim_queue.name == queue.name:
+        if queue.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY and lower:
+            return (f"lower priority ({rg.gang.priority} < {gang.priority}) in queue "
+                    f"{queue.name}")
+        return None
+    reclaim = queue.preemption.reclaim_from_others
+    if reclaim is ReclaimPolicy.NEVER or (reclaim is ReclaimPolicy.LOWER_PRIORITY and not lower):
+        return None
+    if queues.root_of(victim_queue.name) != queues.root_of(queue.name):
+        return None
+    for pool in running_charges(rg, snapshot):
+        if pool in reclaim_pools and borrowing_below(ledger, queues, victim_queue.name,
+                                                     queue.name, pool):
+            return (f"queue {victim_queue.name} borrows quota in pool {pool} that queue "
+                    f"{queue.name} reclaims")
+    return None
+
+
+def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
+               queues: QueueSet, bounds: Mapping[str, Resources], now: float,
+               terminating: frozenset[str]) -> list[Candidate]:
+    """Every running gang the policy lets *gang* preempt, sorted by id."""
+    reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
+    out: list[Candidate] = []
+    for gid, rg in snapshot.running.items():
+        if gid == gang.id or gid in terminating:
+            continue
+        vq = queues.get(rg.gang.queue)
+        if vq is None or now - rg.start_time < vq.preemption.min_runtime_seconds:
+            continue
+        why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, queues)
+        if why is not None:
+            out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
+    return out
+
+
+def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,
+                       charges: Mapping[str, Resources], ledger_after: QuotaLedger,
+                       queues: QueueSet, snapshot: Snapshot) -> bool:
+    """Would the victim, pending again, be allowed to preempt *gang* once it runs?
+
+    *ledger_after* is the quota state with the victims gone and *gang* charged *charges*.
+    """
+    vq = queues.get(victim.queue)
+    if vq is None:
+        return False
+    higher = victim.running.gang.priority > gang.priority
+    if vq.name == queue.name:
+        return vq.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY and higher
+    reclaim = vq.preemption.reclaim_from_others
+    if reclaim is ReclaimPolicy.NEVER or (reclaim is ReclaimPolicy.LOWER_PRIORITY
+                                          and not higher):
+        return False
+    if queues.root_of(vq.name) != queues.root_of(queue.name):
+        return False
+    back = within_quota_pools(ledger_after, vq.name, running_charges(victim.running, snapshot))
+    return any(pool in back and borrowing_below(ledger_after, queues, queue.name, vq.name, pool)
+               for pool in charges)

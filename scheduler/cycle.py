@@ -1,0 +1,201 @@
+"""``decide``: the one pure function that makes every scheduling decision.
+
+    plan = decide(snapshot, pending_gangs, policies, now, previous)
+
+Phases: (1) gangs that cannot be considered get a reason at once (members missing, queue
+unknown or not theirs); (2) capacity promised by the previous plan is honoured first:
+nominated preemptors whose victims are gone, then the previously reserved gang; (3) the rest
+in fair-share order, one gang at a time (``CycleState.consider``), re-ranking queues after
+every admission so one cycle already splits freed capacity by weight; (4) the plan, with
+per-queue status. No I/O, no clock, no randomness: the same input gives the same plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+
+from policies import fairshare
+from policies.admission import charge_all, placement_charges
+from policies.preemption import running_charges
+from policies.queues import OrderingMode, PolicySet, Queue
+from policies.quota import QuotaLedger, QuotaTree
+from scheduler.cycle_state import CycleState, Solver
+from scheduler.model import Gang
+from scheduler.plan import CyclePlan, Nomination, QueueStatus, ReasonCategory
+from scheduler.resources import Resources, total
+from scheduler.snapshot import Snapshot
+
+#: What ``decide`` takes as policies (the name the scheduler loop uses).
+Policies = PolicySet
+
+#: A nomination whose victims have not gone after this long is dropped (stuck pods).
+NOMINATION_TIMEOUT_SECONDS = 900.0
+
+
+def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
+           previous: CyclePlan | None = None, *, solver: Solver | None = None) -> CyclePlan:
+    """Decide binds, evictions, nominations, a reservation and reasons for one cycle."""
+    solve = solver or _default_solver()
+    queues = policies.queues
+    tree = QuotaTree.build(queues)
+    state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
+    gangs = sorted(pending_gangs, key=lambda g: (g.id, g.uid))
+    admissible: dict[str, list[Gang]] = {}
+    for gang in gangs:
+        queue = _admissible_queue(state, gang)
+        if queue is not None:
+            admissible.setdefault(queue.name, []).append(gang)
+    by_id = {g.id: g for gs in admissible.values() for g in gs}
+    first = _carry_over(state, previous, by_id)
+    for gang in first:
+        state.consider(gang, queues.queues[gang.queue])
+    done = {g.id for g in first} | {n.gang_id for n in state.nominations}
+    _in_order(state, {q: [g for g in gs if g.id not in done] for q, gs in admissible.items()})
+    return CyclePlan(
+        now=now, binds=tuple(state.binds), evictions=tuple(state.evictions),
+        nominations=tuple(sorted(state.nominations, key=lambda n: n.gang_id)),
+        reservations=(state.reservation,) if state.reservation else (),
+        pending=dict(sorted(state.pending.items())),
+        queues=_statuses(state, admissible), order=tuple(state.order),
+    )
+
+
+def _default_solver() -> Solver:
+    from scheduler import placement
+
+    return placement.solve
+
+
+def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
+    ledger = QuotaLedger.empty(tree)
+    for rg in snapshot.running.values():
+        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot))
+    return ledger
+
+
+def _admissible_queue(state: CycleState, gang: Gang) -> Queue | None:
+    """The gang's queue, or None after recording why the gang cannot be considered."""
+    queues = state.policies.queues
+    if not gang.is_complete:
+        state.wait(gang, ReasonCategory.WAITING_FOR_MEMBERS,
+                   f"{gang.members_present} of {gang.min_member} required members exist; the "
+                   "gang is considered once all of them do", ordered=False)
+        return None
+    queue = queues.get(gang.queue)
+    if queue is None:
+        known = ", ".join(queues.queues) or "none defined"
+        state.wait(gang, ReasonCategory.NOT_ALLOWED,
+                   f"queue {gang.queue!r} does not exist; set label gangscheduler.io/queue to "
+                   f"one of: {known}", ordered=False)
+        return None
+    children = queues.children_of(queue.name)
+    if children:
+        state.wait(gang, ReasonCategory.NOT_ALLOWED,
+                   f"queue {queue.name} is a parent queue and holds no gangs; submit to one of: "
+                   f"{', '.join(children)}", ordered=False)
+        return None
+    if not queue.admits_namespace(gang.namespace):
+        allowed = ", ".join(queue.namespaces) or "none"
+        state.wait(gang, ReasonCategory.NOT_ALLOWED,
+                   f"namespace {gang.namespace} may not submit to queue {queue.name} (allowed: "
+                   f"{allowed}); pick another queue or extend spec.namespaces", ordered=False)
+        return None
+    return queue
+
+
+def _carry_over(state: CycleState, previous: CyclePlan | None,
+                by_id: Mapping[str, Gang]) -> list[Gang]:
+    """Honour the previous plan: hold nominated capacity; return gangs that go first."""
+    if previous is None:
+        return []
+    first: list[Gang] = []
+    for nom in previous.nominations:
+        gang = by_id.get(nom.gang_id)
+        if gang is None or state.now - nom.since > NOMINATION_TIMEOUT_SECONDS:
+            continue
+        alive = tuple(v for v in nom.victims if v in state.snapshot.running)
+        if not alive:
+            first.append(gang)  # the victims are gone: its turn comes before anyone else's
+            continue
+        _keep_nomination(state, gang, nom, alive)
+    for res in previous.reservations:
+        gang = by_id.get(res.gang_id)
+        if gang is not None and gang not in first and gang.id not in state.pending:
+            first.append(gang)
+    return first
+
+
+def _keep_nomination(state: CycleState, gang: Gang, nom: Nomination,
+                     alive: tuple[str, ...]) -> None:
+    """Victims are still terminating: keep holding the nodes and the quota."""
+    state.order.append(gang.id)
+    state.nominations.append(nom)
+    state.held.update(nom.nodes)
+    state.terminating.update(alive)
+    if nom.placement is not None:
+        charges = placement_charges(gang, nom.placement, state.snapshot)
+        state.ledger = charge_all(state.ledger, gang.queue, charges)
+    state.wait(gang, ReasonCategory.PREEMPTION_PENDING,
+               f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
+               f"nodes held: {', '.join(nom.nodes)}")
+
+
+def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
+    """Consider gangs lowest fair-share queue first; re-rank queues after each admission."""
+    mode = state.policies.scheduler.ordering
+    lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
+             for q, gs in by_queue.items() if gs}
+
+    def queue_keys() -> Mapping[str, fairshare.QueueKey]:
+        if mode is OrderingMode.FIFO:
+            return dict.fromkeys(lists, ())
+        return fairshare.queue_keys(state.ledger, sorted(lists))
+
+    def entry(q: str) -> tuple[object, ...]:
+        return (keys[q], fairshare.gang_key(lists[q][-1], mode), q)
+
+    keys = queue_keys()
+    heap = [entry(q) for q in sorted(lists)]
+    heapq.heapify(heap)
+    while heap:
+        q = heapq.heappop(heap)[-1]
+        assert isinstance(q, str)
+        gang = lists[q].pop()
+        before = state.ledger
+        state.consider(gang, state.policies.queues.queues[q])
+        if state.ledger is not before and mode is OrderingMode.FAIR_SHARE:
+            keys = queue_keys()
+            heap = [entry(name) for name in sorted(lists) if lists[name]]
+            heapq.heapify(heap)
+        elif lists[q]:
+            heapq.heappush(heap, entry(q))
+
+
+def _statuses(state: CycleState, admissible: Mapping[str, list[Gang]]) -> tuple[QueueStatus, ...]:
+    nodes = state.snapshot.nodes
+    usage: dict[str, dict[str, list[Resources]]] = {}
+    running: dict[str, int] = {}
+    for rg in state.snapshot.running.values():
+        running[rg.gang.queue] = running.get(rg.gang.queue, 0) + 1
+        per_pool = usage.setdefault(rg.gang.queue, {})
+        for node, res in rg.allocations:
+            if node in nodes:
+                per_pool.setdefault(nodes[node].pool, []).append(res)
+    admitted: dict[str, int] = {}
+    for b in state.binds:
+        admitted[b.queue] = admitted.get(b.queue, 0) + 1
+    out = []
+    for name in state.policies.queues.queues:
+        pools = usage.get(name, {})
+        out.append(QueueStatus(
+            name=name,
+            usage=tuple((pool, total(parts)) for pool, parts in sorted(pools.items())),
+            running=running.get(name, 0), admitted=admitted.get(name, 0),
+            pending=sum(1 for g in admissible.get(name, ()) if g.id in state.pending),
+            fair_share=fairshare.dominant_share(state.ledger, name),
+        ))
+    return tuple(out)
+
+
+__all__ = ["NOMINATION_TIMEOUT_SECONDS", "Policies", "Solver", "decide"]

@@ -1,0 +1,192 @@
+"""One gang at a time: admission -> placement -> preemption -> reservation -> a reason.
+
+``CycleState`` is the working memory of a single ``decide`` call: the snapshot with this
+cycle's binds assumed, the quota ledger, nodes held by nominations and the reservation, and
+the plan being built. It is created and dropped inside ``decide``, so ``decide`` stays pure.
+The order in which gangs come here is ``cycle``'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from policies.admission import (
+    admissible_pools,
+    charge_all,
+    check_charges,
+    placement_charges,
+    pool_bounds,
+    pool_nodes,
+)
+from policies.queues import PolicySet, Queue, QueueingStrategy
+from policies.quota import QuotaLedger
+from policies.reservation import Reservation, backfill_params, reserve
+from policies.victims import Preemption, VictimSearch
+from scheduler.model import Gang, RunningGang
+from scheduler.placement.types import (
+    Placement,
+    PlacementParams,
+    PlacementResult,
+    Unplaceable,
+    UnplaceableReason,
+)
+from scheduler.plan import Bind, Eviction, Nomination, PendingReason, ReasonCategory, map_pods
+from scheduler.resources import Resources
+from scheduler.snapshot import Snapshot
+
+Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
+
+
+@dataclass(slots=True)
+class CycleState:
+    snapshot: Snapshot
+    ledger: QuotaLedger
+    policies: PolicySet
+    now: float
+    solve: Solver
+    held: set[str] = field(default_factory=set)  # nodes held by nominations
+    terminating: set[str] = field(default_factory=set)  # victims already being evicted
+    reservation: Reservation | None = None
+    blocked_by: str | None = None  # with backfill off: the gang everything waits behind
+    blocked_queues: dict[str, str] = field(default_factory=dict)  # StrictFIFO queue -> head
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    nominations: list[Nomination] = field(default_factory=list)
+    pending: dict[str, PendingReason] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    _all_pools: frozenset[str] | None = None
+
+    # Outcomes ----------------------------------------------------------------------------
+    def wait(self, gang: Gang, category: ReasonCategory, message: str,
+             ordered: bool = True) -> None:
+        self.pending[gang.id] = PendingReason(category, message,
+                                              len(self.order) if ordered else 0)
+
+    def bind(self, gang: Gang, queue: Queue, placement: Placement,
+             charges: Mapping[str, Resources]) -> None:
+        runtime = queue.runtime_of(gang.runtime_estimate)
+        running = RunningGang(gang=gang, allocations=placement.allocations(gang),
+                              start_time=self.now,
+                              expected_end=None if runtime is None else self.now + runtime)
+        self.snapshot = self.snapshot.with_running(running)
+        self.ledger = charge_all(self.ledger, queue.name, charges)
+        self.binds.append(Bind(gang.id, queue.name, placement, map_pods(gang, placement)))
+
+    def nominate(self, gang: Gang, queue: Queue, pre: Preemption) -> None:
+        victims = tuple(v.id for v in pre.victims)
+        for v in pre.victims:
+            self.evictions.append(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
+                                           f"{gang.priority}): {v.why}"))
+        nodes = pre.placement.nodes
+        self.nominations.append(Nomination(gang.id, nodes, victims, self.now, pre.placement))
+        self.held.update(nodes)
+        self.terminating.update(victims)
+        self.ledger = charge_all(self.ledger, queue.name, pre.charges)
+        self.wait(gang, ReasonCategory.PREEMPTION_PENDING,
+                  f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to start on "
+                  f"{', '.join(nodes)}; it binds once they are gone")
+
+    # The decision for one gang -----------------------------------------------------------
+    def consider(self, gang: Gang, queue: Queue) -> None:
+        self.order.append(gang.id)
+        sp = self.policies.scheduler
+        if self._held_back(gang, queue):
+            return
+        runtime = queue.runtime_of(gang.runtime_estimate)
+        base = replace(sp.placement, excluded_nodes=frozenset(self.held))
+        params = backfill_params(self.reservation, runtime, self.now, base)
+        bounds = pool_bounds(gang, self.snapshot)
+        verdict = admissible_pools(gang, queue, self.ledger, bounds)
+        quota_problem: str | None = None
+        failure: Unplaceable | None = None
+        if verdict.admitted:
+            params = self._restrict(params, verdict.pools)
+            result = self.solve(gang, self.snapshot, params)
+            if isinstance(result, Placement):
+                charges = placement_charges(gang, result, self.snapshot)
+                quota_problem = check_charges(queue, self.ledger, charges)
+                if quota_problem is None:
+                    self.bind(gang, queue, result, charges)
+                    return
+            else:
+                failure = result
+        else:
+            quota_problem = verdict.message
+        if sp.preemption and (quota_problem is not None
+                              or (failure is not None and failure.preemption_may_help)):
+            search = VictimSearch(gang, queue, self.snapshot, self.ledger, self.policies.queues,
+                                  bounds, params, self.now, self.solve,
+                                  frozenset(self.terminating))
+            pre = search.run()
+            if pre is not None:
+                self.nominate(gang, queue, pre)
+                return
+        if queue.queueing.strategy is QueueingStrategy.STRICT_FIFO:
+            self.blocked_queues.setdefault(queue.name, gang.id)
+        if quota_problem is not None or failure is None:
+            self.wait(gang, ReasonCategory.QUOTA, quota_problem or "quota")
+            return
+        self._unplaceable(gang, failure, params, base)
+
+    def _unplaceable(self, gang: Gang, failure: Unplaceable, params: PlacementParams,
+                     base: PlacementParams) -> None:
+        sp = self.policies.scheduler
+        category = (ReasonCategory.TOPOLOGY if failure.reason is UnplaceableReason.TOPOLOGY
+                    else ReasonCategory.PLACEMENT)
+        if failure.reason not in (UnplaceableReason.INSUFFICIENT_CAPACITY,
+                                  UnplaceableReason.TOPOLOGY):
+            self.wait(gang, category, failure.message)
+            return
+        if not sp.backfill and self.blocked_by is None:
+            self.blocked_by = gang.id
+        if self.reservation is not None and params.excluded_nodes != base.excluded_nodes:
+            r = self.reservation
+            self.wait(gang, ReasonCategory.QUEUED,
+                      f"{failure.message}; the nodes reserved for {r.gang_id} (estimated start "
+                      f"in {r.estimated_start - self.now:.0f}s) are not usable by a gang that "
+                      "would still run then")
+            return
+        if self.reservation is None and sp.reservation:
+            found = reserve(gang, self.snapshot, self.policies.queues, self.now, self.solve,
+                            replace(params, excluded_nodes=base.excluded_nodes))
+            if found is not None:
+                self.reservation = found
+                self.wait(gang, ReasonCategory.RESERVED,
+                          f"{failure.message}; reserved {len(found.nodes)} node(s), estimated "
+                          f"start in {found.estimated_start - self.now:.0f}s when running gangs "
+                          "are expected to end")
+                return
+        self.wait(gang, category, failure.message)
+
+    def _held_back(self, gang: Gang, queue: Queue) -> bool:
+        """Strict ordering rules that stop a gang before it is even tried."""
+        if self.blocked_by is not None:
+            self.wait(gang, ReasonCategory.QUEUED,
+                      f"waits behind {self.blocked_by}, which does not fit yet (backfill is off)")
+            return True
+        head = self.blocked_queues.get(queue.name)
+        if head is not None:
+            self.wait(gang, ReasonCategory.QUEUED,
+                      f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet")
+            return True
+        if self.reservation is not None and not queue.queueing.backfill:
+            self.wait(gang, ReasonCategory.QUEUED,
+                      f"queue {queue.name} does not backfill; waits behind the reservation "
+                      f"of {self.reservation.gang_id}")
+            return True
+        return False
+
+    def _restrict(self, params: PlacementParams, pools: tuple[str, ...]) -> PlacementParams:
+        """Limit placement to nodes of the pools quota admits (no limit if that is all)."""
+        if self._all_pools is None:
+            self._all_pools = frozenset(self.snapshot.pools())
+        if frozenset(pools) == self._all_pools:
+            return params
+        if pools not in self._pool_nodes:
+            self._pool_nodes[pools] = pool_nodes(self.snapshot, pools)
+        allowed = self._pool_nodes[pools]
+        if params.allowed_nodes is not None:
+            allowed = allowed & params.allowed_nodes
+        return replace(params, allowed_nodes=allowed)

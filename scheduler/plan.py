@@ -1,0 +1,150 @@
+"""What one cycle decided: the plan the actuator carries out and people read.
+
+A ``CyclePlan`` is a frozen value: binds (with the exact pod -> node mapping), evictions
+(each naming its preemptor), nominations and reservations that hold capacity for gangs that
+will start later, a reason for every gang left pending, and per-queue status. The next cycle
+gets the plan back as ``previous`` so held capacity survives between cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from policies.reservation import Reservation
+from scheduler.model import Gang, PodRef
+from scheduler.placement.types import Placement
+from scheduler.resources import Resources
+
+
+class ReasonCategory(StrEnum):
+    """Why a gang is still pending, coarse enough for metrics and a status condition."""
+
+    WAITING_FOR_MEMBERS = "WaitingForMembers"  # fewer pods exist than minMember
+    NOT_ALLOWED = "NotAllowed"  # unknown queue, a parent queue, or namespace not permitted
+    QUOTA = "Quota"  # the queue's quota (with what it may borrow) does not hold the gang
+    PLACEMENT = "Placement"  # no nodes with room (or no eligible nodes at all)
+    TOPOLOGY = "Topology"  # room overall, but not within one required topology domain
+    PREEMPTION_PENDING = "PreemptionPending"  # victims are being evicted for this gang
+    RESERVED = "Reserved"  # holds a reservation: nodes and an estimated start
+    QUEUED = "Queued"  # would start, but an earlier gang goes first (strict order, reservation)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    category: ReasonCategory
+    message: str  # what a person can do about it
+    position: int = 0  # 1-based position in this cycle's order; 0: never ordered
+
+    def __str__(self) -> str:
+        where = f" (#{self.position} in queue order)" if self.position else ""
+        return f"{self.category}{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    gang_id: str
+    queue: str
+    placement: Placement
+    #: Each role's pods in order, mapped onto the placement's nodes (empty without pods).
+    pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    victim: str
+    preemptor: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """Capacity held for a preemptor until its victims are gone and it binds."""
+
+    gang_id: str
+    nodes: tuple[str, ...]
+    victims: tuple[str, ...]
+    since: float  # when the evictions were decided
+    placement: Placement | None = None  # the proven placement (its quota stays charged)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    name: str
+    usage: tuple[tuple[str, Resources], ...]  # per pool, after this plan's binds
+    running: int  # gangs running, including this plan's binds
+    admitted: int  # gangs bound by this plan
+    pending: int
+    fair_share: float  # weighted dominant share of what the queue borrows (0: within quota)
+
+
+@dataclass(frozen=True, slots=True)
+class CyclePlan:
+    now: float
+    binds: tuple[Bind, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    nominations: tuple[Nomination, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    pending: Mapping[str, PendingReason] = field(default_factory=dict)
+    queues: tuple[QueueStatus, ...] = ()
+    #: Gang ids in the order they were considered (ordered gangs only).
+    order: tuple[str, ...] = ()
+
+    def bind_of(self, gang_id: str) -> Bind | None:
+        return next((b for b in self.binds if b.gang_id == gang_id), None)
+
+    def reservation_of(self, gang_id: str) -> Reservation | None:
+        return next((r for r in self.reservations if r.gang_id == gang_id), None)
+
+    def nomination_of(self, gang_id: str) -> Nomination | None:
+        return next((n for n in self.nominations if n.gang_id == gang_id), None)
+
+
+def map_pods(gang: Gang, placement: Placement) -> tuple[tuple[PodRef, str], ...]:
+    """Each role's pods, in order, onto the placement's (role, node) counts."""
+    out: list[tuple[PodRef, str]] = []
+    for role in gang.roles:
+        if not role.pods:
+            continue
+        pods = iter(role.pods)
+        for a in placement.assignments:
+            if a.role != role.name:
+                continue
+            for _ in range(a.count):
+                pod = next(pods, None)
+                if pod is None:
+                    break
+                out.append((pod, a.node))
+    return tuple(out)
+
+
+def explain(plan: CyclePlan, gang_id: str) -> str:
+    """What this plan does about one gang, as text for ``gang-scheduler explain``."""
+    lines: list[str] = []
+    bind = plan.bind_of(gang_id)
+    if bind is not None:
+        spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
+        lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
+                     f"{bind.queue}): {spread}")
+    for ev in plan.evictions:
+        if ev.victim == gang_id:
+            lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}")
+        if ev.preemptor == gang_id:
+            lines.append(f"{gang_id}: preempts {ev.victim}")
+    reason = plan.pending.get(gang_id)
+    if reason is not None:
+        total = len(plan.order)
+        where = f" (#{reason.position} of {total} in queue order)" if reason.position else ""
+        lines.append(f"{gang_id}: pending, {reason.category}{where}: {reason.message}")
+    nomination = plan.nomination_of(gang_id)
+    if nomination is not None:
+        lines.append(f"{gang_id}: nodes held until the victims are gone: "
+                     f"{', '.join(nomination.nodes)}")
+    reservation = plan.reservation_of(gang_id)
+    if reservation is not None:
+        lines.append(f"{gang_id}: reserved {', '.join(reservation.nodes)}; estimated start "
+                     f"in {max(0.0, reservation.estimated_start - plan.now):.0f}s")
+    if not lines:
+        lines.append(f"{gang_id}: not in this cycle (unknown, running, or backing off)")
+    return "\n".join(lines)
