@@ -33,7 +33,8 @@ from scheduler.model.workloads import (
 )
 from simulator.trace import TraceJob, TraceRole
 
-SIM_NAMESPACE_PREFIX = ""  # pods live in a namespace named after their queue
+#: Seconds between the creations of consecutive pods of one job.
+POD_CREATION_SPACING = 0.001
 
 
 def nodes_from_spec(spec: clusterspec.ClusterSpec,
@@ -77,6 +78,7 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
     annotations = ({EXPECTED_RUNTIME_ANNOTATION: str(int(runtime_estimate))}
                    if runtime_estimate is not None else {})
     pods: list[PodInfo] = []
+    created = now
     for role in job.roles:
         req = _requirements(role)
         role_labels = {**labels, ROLE_LABEL: role.name}
@@ -85,8 +87,11 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
             pods.append(PodInfo(
                 uid=f"{job.job_id}/{role.name}/{i}", namespace=namespace, name=name,
                 requirements=req, scheduler_name=scheduler_name, priority=job.priority,
-                creation_time=now, labels=role_labels, annotations=annotations,
+                creation_time=created, labels=role_labels, annotations=annotations,
             ))
+            # A job controller creates pods one after another; pods of jobs submitted together
+            # interleave, which is what lets one-pod-at-a-time scheduling split both jobs.
+            created += POD_CREATION_SPACING
     group = (PodGroupInfo(namespace=namespace, name=job.job_id, uid=f"pg/{job.job_id}",
                           min_member=job.total_pods, creation_time=now, labels=labels,
                           annotations=annotations)
