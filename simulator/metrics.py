@@ -169,7 +169,7 @@ def compute_report(
     ent = dict(entitlements)
     held = _queue_matrix(ordered, queues)
     held_gs = held.T @ dt  # per queue
-    by_queue: dict[str, list[fairness.Outcome]] = {q: [] for q in queues}
+    by_queue: dict[str, list[JobOutcome]] = {q: [] for q in queues}
     for outcome in outcomes:
         by_queue[outcome.queue].append(outcome)
     fair_gs, jain_demand = fairness.fair_shares(by_queue, queues, ent, times, dt, total, held)
