@@ -27,6 +27,7 @@ from scheduler.config import load_config
 from scheduler.grouping import GangSet, GroupingConfig, build_gangs, parse_duration
 from scheduler.kube import convert
 from scheduler.metrics import SchedulerMetrics
+from scheduler.plan import ReasonCategory
 from scheduler.resources import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -572,6 +573,10 @@ def test_alerts_use_only_exported_metrics_and_cover_the_failure_modes() -> None:
         assert r["annotations"]["summary"]
     assert {"GangSchedulerNoLeader", "GangSchedulerCyclesStalled", "GangSchedulerBindRollbacks",
             "GangSchedulerGangsPendingTooLong"} <= {r["alert"] for r in rules}
+    # reason label values the alerts match on are pending-reason categories the cycle reports
+    matched = {v for r in rules for m in re.findall(r'reason=~"([^"]+)"', r["expr"])
+               for v in m.split("|")}
+    assert matched and matched <= {c.value for c in ReasonCategory}
 
 
 # Image -------------------------------------------------------------------------------------
