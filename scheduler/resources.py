@@ -13,6 +13,7 @@ Parsing uses ``kubernetes.utils.quantity.parse_quantity`` (exact ``Decimal``); i
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -33,8 +34,15 @@ class QuantityError(ValueError):
     """A resource quantity that Kubernetes would reject, with the offending text."""
 
 
+#: Kubernetes' quantity grammar: a signed decimal number, then one SI or binary suffix or a
+#: decimal exponent. Checked first because ``Decimal`` alone also takes ``inf``, ``1_000``.
+_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
+
+
 @lru_cache(maxsize=16384)
 def _parse_cached(resource: str, text: str) -> int:
+    if not _QUANTITY.fullmatch(text):
+        raise QuantityError(f"{resource}: malformed quantity {text!r}")
     try:
         value: Decimal = _k8s_parse_quantity(text)
     except (ValueError, InvalidOperation, TypeError) as exc:
