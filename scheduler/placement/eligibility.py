@@ -87,7 +87,7 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             allowed = params.allowed_nodes
             nodes = tuple(n for n in nodes if n not in params.excluded_nodes
                           and (allowed is None or n in allowed))
-        if not nodes:
+        if not nodes and role.required > 0:  # a role of optional members only may go unplaced
             return Unplaceable(gang.id, UnplaceableReason.NO_ELIGIBLE_NODES,
                                explain_no_eligible(role, snapshot, params))
         views.append(RoleView(
