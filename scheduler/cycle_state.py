@@ -116,9 +116,10 @@ class CycleState:
             quota_problem = verdict.message
         if sp.preemption and (quota_problem is not None
                               or (failure is not None and failure.preemption_may_help)):
+            # Gangs being evicted or bound this cycle are not candidates.
+            untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
             search = VictimSearch(gang, queue, self.snapshot, self.ledger, self.policies.queues,
-                                  bounds, params, self.now, self.solve,
-                                  frozenset(self.terminating))
+                                  bounds, params, self.now, self.solve, untouchable)
             pre = search.run()
             if pre is not None:
                 self.nominate(gang, queue, pre)

@@ -23,6 +23,7 @@ from policies.queues import (
     SchedulerPolicy,
     WithinQueuePreemption,
 )
+from scheduler import placement
 from scheduler.model import (
     Gang,
     Node,
@@ -45,13 +46,14 @@ from scheduler.resources import GPU, Resources
 from scheduler.snapshot import Snapshot
 
 RACK = "topology.gangscheduler.io/rack"
+BLOCK = "topology.gangscheduler.io/block"
 POOL = "gangscheduler.io/pool"
 
 
 def nodes(pool: str, count: int, gpus: int = 8, per_rack: int = 2) -> list[Node]:
     return [Node.build(f"{pool}-{i:04d}",
                        Resources({GPU: gpus, "cpu": 64_000, "memory": 512 << 30, "pods": 110}),
-                       {POOL: pool, RACK: f"{pool}-r{i // per_rack}"})
+                       {POOL: pool, BLOCK: f"{pool}-b0", RACK: f"{pool}-r{i // per_rack}"})
             for i in range(count)]
 
 
@@ -147,6 +149,6 @@ def _tiny_solve(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Plac
     return Unplaceable(gang.id, reason, f"needs {gang.gpus} GPUs; not enough free")
 
 
-#: The solver the cycle tests run (the real one once it has landed).
-SOLVE = _tiny_solve
+#: The solver the cycle tests run.
+SOLVE = placement.solve
 tiny_solve = _tiny_solve
