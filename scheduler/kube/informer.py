@@ -124,6 +124,7 @@ class Informer:
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._resp: urllib3.BaseHTTPResponse | None = None
+        self._interrupted = False
         self._thread: threading.Thread | None = None
         self._log = log.bind(resource=kind.name)
         self.relists = 0  # full lists done after the first one (410s, absent CRDs)
@@ -157,6 +158,7 @@ class Informer:
         """Drop the current watch connection; the loop re-watches from the last resourceVersion."""
         resp = self._resp
         if resp is not None:
+            self._interrupted = True
             with contextlib.suppress(Exception):  # best effort: it may be closed already
                 resp.shutdown()  # type: ignore[attr-defined]  # urllib3 >= 2.3: unblocks a read
 
@@ -244,7 +246,8 @@ class Informer:
         query = {"watch": "1", "resourceVersion": self._rv, "allowWatchBookmarks": "true",
                  "timeoutSeconds": seconds}
         resp = self.client.stream(self.kind.path, query, timeout=(5.0, seconds + 30.0))
-        self._resp = resp
+        self._resp, self._interrupted = resp, False
+        drained = False
         try:
             if resp.status != 200:
                 self._check(Response(resp.status, resp.data), "watch")
@@ -252,14 +255,16 @@ class Informer:
                 if self._stop.is_set():
                     return
                 self._handle_line(line)
+            drained = True
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if self._stop.is_set():
+            if self._stop.is_set() or self._interrupted:
                 return
             raise TransportError(f"watch {self.kind.path}: {exc}") from exc
         finally:
             self._resp = None
+            if not drained:  # unread bytes or a broken stream: never reuse this connection
+                resp.close()
             resp.release_conn()
-            resp.close()
 
     def _handle_line(self, line: bytes) -> None:
         event = json.loads(line)
