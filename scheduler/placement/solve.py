@@ -19,6 +19,7 @@ partial placement.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
 from scheduler.placement import greedy, reasons
@@ -54,6 +55,10 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
         known = ", ".join(snapshot.topology.levels)
         return Unplaceable(gang.id, UnplaceableReason.NEVER_FITS,
                            f"topology level {constraint.level} is not configured (known: {known})")
+    if any(rv.optional for rv in problem.roles):
+        whole = _whole_gang(gang, snapshot, params)
+        if whole is not None:
+            return whole
     required = constraint is not None and constraint.mode is TopologyMode.REQUIRED
     if not any(rv.required for rv in problem.roles):
         return _finish(problem, {}, "greedy", _largest_domain(problem) if required else None)
@@ -88,6 +93,17 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
         if better is not None:
             return _finish(problem, better, "cpsat", None)
     return _finish(problem, assign, "greedy", None)
+
+
+def _whole_gang(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Placement | None:
+    """All members of an elastic gang, where they fit together (greedy only), if anywhere.
+
+    Choosing a node or domain for the required members alone and adding the others
+    afterwards would scatter them when a domain exists that holds every member.
+    """
+    full = replace(gang, roles=tuple(replace(r, min_count=None) for r in gang.roles))
+    result = solve(full, snapshot, replace(params, use_cpsat=False))
+    return result if isinstance(result, Placement) else None
 
 
 def _solve_required(problem: Problem, cands: Candidates, level: str) -> PlacementResult:

@@ -199,6 +199,19 @@ SCENARIOS = [
     # minMember < size, multi-role ------------------------------------------------------------
     Scenario("optional-members-as-capacity-allows", nodes(*(node(f"n{i}") for i in range(3))),
              gang(role("w", 5, gpu=8, min_count=2)), expect={"n0": 1, "n1": 1, "n2": 1}),
+    Scenario("optional-members-stay-in-the-required-rack", RACKS,
+             gang(role("w", 8, gpu=8, min_count=2), level=RACK),
+             (busy("a", {"r0-0": 8, "r1-0": 8, "r1-1": 8}),),
+             expect={"r1-2": 1, "r1-3": 1}, domains_used=1),
+    Scenario("optional-members-near-the-others", RACKS,
+             gang(role("w", 3, gpu=8, min_count=1), level=RACK, mode=TopologyMode.PREFERRED),
+             (busy("a", {"r0-0": 8, "r0-1": 8, "r0-2": 8, "r1-0": 8, "r1-1": 8, "r1-2": 8,
+                        "r2-0": 4}),),
+             expect={"r2-1": 1, "r2-2": 1, "r2-3": 1}, domains_used=1),
+    Scenario("optional-members-added-as-room-allows", RACKS,
+             gang(role("w", 4, gpu=8, min_count=1), level=RACK, mode=TopologyMode.PREFERRED),
+             (busy("a", {n.name: 8 for n in RACKS if n.name not in ("r0-3", "r2-2")}),),
+             expect={"r0-3": 1, "r2-2": 1}, domains_used=2),
     Scenario("required-members-must-fit", nodes(node("n0"), node("n1")),
              gang(role("w", 5, gpu=8, min_count=3)), reason=R.NEVER_FITS),
     Scenario("launcher-joins-a-worker-node", RACKS,
@@ -229,8 +242,8 @@ SCENARIOS = [
              expect={"n2": 4}),
     Scenario("multi-node-gang-takes-whole-nodes-then-best-fit", nodes(*(node(f"n{i}")
                                                                        for i in range(4))),
-             gang(role("w", 10, gpu=1)), (busy("a", {"n0": 6, "n1": 1, "n3": 5}),),
-             expect={"n2": 8, "n0": 2}),
+             gang(role("w", 10, gpu=1)), (busy("a", {"n0": 5, "n1": 1, "n3": 6}),),
+             expect={"n2": 8, "n3": 2}),
 ]
 
 
