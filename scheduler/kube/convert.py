@@ -10,9 +10,11 @@ path; the caller logs it and keeps the object's last good state.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from scheduler import model
@@ -184,6 +186,26 @@ def _locate_spec_error(spec: Mapping[str, Any], error: Exception) -> _Fail:
     return _Fail("spec", text)
 
 
+#: The spec fields ``requirements_from_pod_spec`` reads.
+_REQUIREMENT_FIELDS = ("containers", "initContainers", "overhead", "nodeSelector", "affinity",
+                       "tolerations")
+
+
+@lru_cache(maxsize=4096)
+def _requirements_of(shape: str) -> model.PodRequirements:
+    return model.requirements_from_pod_spec(json.loads(shape))
+
+
+def _requirements(spec: Mapping[str, Any]) -> model.PodRequirements:
+    """``requirements_from_pod_spec``, memoised on the fields it reads.
+
+    Why: the members of a gang (and every watch update of one pod) share one spec shape, and
+    building requirements costs several times what serialising the shape does.
+    """
+    shape = {k: spec[k] for k in _REQUIREMENT_FIELDS if k in spec}
+    return _requirements_of(json.dumps(shape, separators=(",", ":"), sort_keys=True))
+
+
 def _owner(meta: Mapping[str, Any]) -> workloads.OwnerRef | None:
     for i, ref in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("controller"):
@@ -210,7 +232,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
     meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
     status = _map(obj, "status", "status")
     try:
-        requirements = model.requirements_from_pod_spec(spec)
+        requirements = _requirements(spec)
     except (QuantityError, ValueError, TypeError, AttributeError) as exc:
         raise _locate_spec_error(spec, exc) from None
     try:

@@ -237,3 +237,11 @@ def test_object_key() -> None:
     assert convert.object_key({"metadata": {"name": "n", "namespace": "ns"}}) == "ns/n"
     assert convert.object_key({"metadata": {"name": "node"}}) == "node"
     assert convert.object_key({}) == "?"
+
+
+def test_requirements_are_shared_between_identical_specs() -> None:
+    a = convert.pod_from_json(fixture("pod.json"))
+    b = convert.pod_from_json(patched(fixture("pod.json"), "metadata.name", "train-1"))
+    c = convert.pod_from_json(patched(fixture("pod.json"), "spec.overhead", None))
+    assert a.requirements is b.requirements
+    assert c.requirements != a.requirements
