@@ -129,4 +129,5 @@ def _in_scope(cands: Candidates, scope: Collection[str] | None) -> Iterable[str]
 
 
 def _largest_first(load: DomainLoad) -> tuple[int, int, str]:
-    return (-load.primary_free, -sum(load.pods), load.name)
+    # Members a domain can take, not raw free GPUs: 7 free GPUs hold one 4-GPU pod, not two.
+    return (-sum(load.pods), -load.primary_free, load.name)

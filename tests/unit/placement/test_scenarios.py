@@ -64,6 +64,9 @@ LABELLED = nodes(node("a", labels={"gpu": "a100", "gen": "3", "ib": "yes"}),
 RACKS = nodes(*(node(f"r0-{i}", rack="r0", block="b0") for i in range(4)),
               *(node(f"r1-{i}", rack="r1", block="b0") for i in range(4)),
               *(node(f"r2-{i}", rack="r2", block="b1") for i in range(4)))
+#: Racks a (8 nodes), b and c (5 each), h (10), all in one block.
+SPREAD = nodes(*(node(f"{r}{i}", rack=r, block="b0")
+                 for r, n in (("a", 8), ("b", 5), ("c", 5), ("h", 10)) for i in range(n)))
 POOLS = nodes(node("a1", labels={"gangscheduler.io/pool": "a100"},
                    taints=(Taint("dedicated", "infer"),)),
               node("a2", labels={"gangscheduler.io/pool": "a100"},
@@ -191,6 +194,18 @@ SCENARIOS = [
     Scenario("preferred-fewest-racks", RACKS,
              gang(role("w", 6, gpu=8), level=RACK, mode=TopologyMode.PREFERRED),
              (busy("a", {"r0-0": 8, "r0-1": 8, "r1-0": 8, "r2-0": 8}),), domains_used=2),
+    Scenario("preferred-ranks-racks-by-members-not-gpus", SPREAD,
+             gang(role("w", 20, gpu=4), level=RACK, mode=TopologyMode.PREFERRED),
+             (busy("a", {n.name: 1 if n.name.startswith("a") else 8
+                         for n in SPREAD if n.name[0] in "ah"}),),
+             expect={n.name: 2 for n in SPREAD if n.name[0] in "bc"}, solved_by="greedy",
+             domains_used=2),
+    Scenario("preferred-cpsat-reduces-racks", SPREAD,
+             gang(role("w", 20, gpu=4), role("helper", 2, cpu_m=1000),
+                  level=RACK, mode=TopologyMode.PREFERRED),
+             (busy("a", {n.name: 1 if n.name.startswith("a") else 8
+                         for n in SPREAD if n.name[0] in "ah"}),),
+             solved_by="cpsat", domains_used=2),
     Scenario("unconstrained-prefers-one-rack", RACKS, gang(role("w", 2, gpu=8)),
              (busy("a", {"r0-0": 8, "r1-0": 8, "r1-1": 8, "r2-0": 8, "r2-2": 8}),),
              expect={"r1-2": 1, "r1-3": 1}),
