@@ -1,0 +1,10 @@
+"""The Kubernetes edge: the only package that talks to the apiserver (and imports ``kubernetes``).
+
+- ``client``: raw-JSON requests and watch streams over one pooled ``ApiClient``
+  (kubeconfig or in-cluster).
+- ``convert``: pure apiserver JSON -> model functions; ``ConversionError`` names the field.
+- ``informer``: list+watch per resource on raw JSON (bookmarks, 410 re-list, backoff).
+- ``feed``: informers wired to the cluster cache, skipping malformed objects.
+- ``binder``: whole-gang binds with rollback, pod deletion, evictions.
+- ``status`` / ``events``: pod conditions, nominated nodes, PodGroup status, rate-limited events.
+"""

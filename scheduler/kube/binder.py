@@ -95,6 +95,11 @@ class Binder:
         self.timeout = timeout
         self.rollback_attempts = rollback_attempts
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bind")
+        pool = getattr(getattr(getattr(client, "api_client", None), "configuration", None),
+                       "connection_pool_maxsize", None)
+        if isinstance(pool, int) and pool < concurrency:
+            log.warning("connection_pool_too_small", pool_maxsize=pool, concurrency=concurrency,
+                        reason="connections beyond the pool are opened and closed per request")
 
     def close(self) -> None:
         self.executor.shutdown(wait=True)

@@ -181,3 +181,15 @@ def test_evictions(store: PodStore, binder: Binder) -> None:
     out = binder.evict_pods([*refs, PodRef("ns", "gone")], grace_period_seconds=30)
     assert [(o.ok, o.status) for o in out] == [(True, 201), (False, 429), (True, 404)]
     assert out[1].reason.startswith("blocked by PodDisruptionBudget")
+
+
+def test_a_pool_smaller_than_the_concurrency_is_reported(store: PodStore) -> None:
+    from types import SimpleNamespace
+
+    import structlog
+
+    store.api_client = SimpleNamespace(  # type: ignore[attr-defined]
+        configuration=SimpleNamespace(connection_pool_maxsize=4))
+    with structlog.testing.capture_logs() as logs:
+        Binder(store, concurrency=8).close()  # type: ignore[arg-type]
+    assert [e["event"] for e in logs] == ["connection_pool_too_small"]
