@@ -23,8 +23,10 @@ QueueKey = tuple[tuple[float, str], ...]
 GangKey = tuple[float, float, str]
 
 
-def borrowed_fraction(ledger: QuotaLedger, queue: str, pool: str, resource: str) -> float:
-    """Usage beyond the queue's subtree quota, as a fraction of what its parent can lend."""
+def borrowed_fraction(ledger: QuotaLedger, queue: str, pool: str, resource: str,
+                      extra: int = 0) -> float:
+    """Usage (plus *extra*) beyond the queue's subtree quota, as a fraction of what its
+    parent can lend."""
     tree = ledger.tree
     path = tree.paths[queue]
     if len(path) < 2:
@@ -32,38 +34,53 @@ def borrowed_fraction(ledger: QuotaLedger, queue: str, pool: str, resource: str)
     parent_capacity = tree.subtree_quota[(path[-2], pool)].get(resource, 0)
     if parent_capacity <= 0:
         return 0.0
-    used = ledger.total.get((queue, pool), {}).get(resource, 0)
+    used = ledger.total.get((queue, pool), {}).get(resource, 0) + extra
     own = tree.subtree_quota[(queue, pool)].get(resource, 0)
     return max(0, used - own) / parent_capacity
 
 
-def dominant_share(ledger: QuotaLedger, queue: str) -> float:
-    """The queue's weighted dominant share (0 for a root: it borrows from nobody)."""
+def dominant_share(ledger: QuotaLedger, queue: str, pool_extra: str | None = None,
+                   extra: Mapping[str, int] | None = None) -> float:
+    """The queue's weighted dominant share (0 for a root: it borrows from nobody).
+
+    With *extra* (amounts in pool *pool_extra*), the share the queue would have with that
+    much more in use.
+    """
     tree = ledger.tree
     best = 0.0
     root = tree.paths[queue][0]
     for pool in tree.pools_of(queue):
+        add = extra if extra is not None and pool == pool_extra else None
         for resource in tree.covered[(root, pool)]:
-            best = max(best, borrowed_fraction(ledger, queue, pool, resource))
+            more = add.get(resource, 0) if add else 0
+            best = max(best, borrowed_fraction(ledger, queue, pool, resource, more))
     return best / tree.queues.queues[queue].weight
 
 
-def queue_keys(ledger: QuotaLedger, queues: list[str]) -> Mapping[str, QueueKey]:
-    """Sort keys of queues (lower goes first), computing each ancestor's share once.
+#: Queues are ranked by their share with this fraction of their head gang added: 0 ranks by
+#: current usage (big gangs of a light queue overshoot its share), 1 by usage after admission
+#: (they undershoot). Half way makes the long-run share match the weights.
+HEAD_FRACTION = 0.5
 
-    A root queue borrows from nobody: its key is a share of 0 under its own name.
+
+def queue_key(ledger: QuotaLedger, queue: str,
+              head: Mapping[str, Mapping[str, int]] | None = None) -> QueueKey:
+    """Sort key of a queue (lower goes first): (share, name) from the top of its path down.
+
+    *head* is the next gang's charge per pool it may use; the key is the best (lowest) over
+    those pools of the shares with ``HEAD_FRACTION`` of it added. A root queue borrows from
+    nobody: its key is a share of 0 under its own name.
     """
-    shares: dict[str, float] = {}
-    keys: dict[str, QueueKey] = {}
-    for queue in queues:
-        path = ledger.tree.paths[queue]
-        parts: list[tuple[float, str]] = []
-        for name in path[1:]:
-            if name not in shares:
-                shares[name] = dominant_share(ledger, name)
-            parts.append((shares[name], name))
-        keys[queue] = tuple(parts) if parts else ((0.0, queue),)
-    return keys
+    path = ledger.tree.paths[queue]
+    if len(path) < 2:
+        return ((0.0, queue),)
+    options: list[tuple[str | None, dict[str, int] | None]] = [(None, None)]
+    if head:
+        open_pools = set(ledger.tree.pools_of(queue))
+        options = [(pool, {r: int(v * HEAD_FRACTION) for r, v in req.items()})
+                   for pool, req in head.items() if pool in open_pools] or options
+    return min(tuple((dominant_share(ledger, name, pool, extra), name) for name in path[1:])
+               for pool, extra in options)
 
 
 def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:

@@ -1,20 +1,34 @@
 """Reservations and EASY backfill: the first gang that cannot start is not starved.
 
-The reserved gang gets nodes and an estimated start: running gangs are released in the order
-of their expected ends until the gang fits. Later gangs may then start ahead of it only where
-they cannot delay it (EASY backfill): they end before the estimated start, or they keep off
-the reserved nodes. Estimates come from the gang (annotation or Job deadline) or its queue's
+The reserved gang gets nodes, quota and an estimated start: running gangs are released in the
+order of their expected ends until both its queue's quota admits it and it fits on the nodes.
+Later gangs may then start ahead of it only where they cannot delay it (EASY backfill): they
+end before the estimated start, or they keep off the reserved nodes *and* fit in the quota
+left with the reserved gang's share set aside. Without the quota part, a big gang waiting for
+quota (the usual case when quota matches capacity) would be overtaken for ever by small ones.
+
+Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from policies.queues import QueueSet
+from policies.admission import (
+    admissible_pools,
+    charge_all,
+    check_charges,
+    placement_charges,
+    pool_nodes,
+)
+from policies.preemption import ledger_without
+from policies.queues import Queue, QueueSet
+from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
+from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
@@ -25,6 +39,13 @@ class Reservation:
     gang_id: str
     nodes: tuple[str, ...]
     estimated_start: float
+    queue: str = ""
+    #: The quota set aside for the gang, per pool.
+    charges: tuple[tuple[str, Resources], ...] = ()
+
+    def hold(self, ledger: QuotaLedger) -> QuotaLedger:
+        """*ledger* with the reserved gang's quota set aside."""
+        return charge_all(ledger, self.queue, dict(self.charges)) if self.queue else ledger
 
 
 def expected_end(running: RunningGang, queues: QueueSet, now: float) -> float | None:
@@ -50,36 +71,48 @@ def release_events(snapshot: Snapshot, queues: QueueSet,
     return [(t, tuple(sorted(ids))) for t, ids in sorted(by_time.items())]
 
 
-def reserve(gang: Gang, snapshot: Snapshot, queues: QueueSet, now: float, solve: Solver,
-            params: PlacementParams) -> Reservation | None:
-    """The earliest release event after which the gang fits, with the nodes it would use.
+@dataclass(frozen=True, slots=True)
+class ReservationRequest:
+    """Everything ``reserve`` needs about the gang and the cycle's state."""
 
-    A GPU count across the usable nodes skips events cheaply; then a galloping search over
-    the remaining events (fitting only gets easier as gangs leave) keeps solves logarithmic.
+    gang: Gang
+    queue: Queue
+    snapshot: Snapshot
+    ledger: QuotaLedger
+    bounds: Mapping[str, Resources]  # the gang's upper-bound quota charge per pool
+    params: PlacementParams
+
+
+def reserve(req: ReservationRequest, queues: QueueSet, now: float,
+            solve: Solver) -> Reservation | None:
+    """The earliest release event after which the gang is admitted and fits, with its nodes.
+
+    A quota check and a GPU count skip events cheaply; then a galloping search over the
+    remaining events (both only get easier as gangs leave) keeps solves logarithmic.
     """
+    gang, snapshot = req.gang, req.snapshot
     events = release_events(snapshot, queues, now)
     if not events:
         return None
-    usable = _usable_nodes(gang, snapshot, params)
-    need = gang.gpus
+    usable = _usable_nodes(gang, snapshot, req.params)
     free = sum(max(0, snapshot.free(n).gpus) for n in usable)
+    ledger = req.ledger
     start = len(events)
     for i, (_, ids) in enumerate(events):
-        for gid in ids:
-            free += sum(res.gpus for node, res in snapshot.running[gid].allocations
-                        if node in usable)
-        if free >= need:
+        released = [snapshot.running[gid] for gid in ids]
+        ledger = ledger_without(ledger, released, snapshot)
+        free += sum(res.gpus for rg in released for node, res in rg.allocations
+                    if node in usable)
+        if free >= gang.gpus and admissible_pools(gang, req.queue, ledger, req.bounds).admitted:
             start = i
             break
     if start == len(events):
         return None
-    cache: dict[int, Placement | None] = {}
+    cache: dict[int, Reservation | None] = {}
 
-    def fits_after(i: int) -> Placement | None:
+    def fits_after(i: int) -> Reservation | None:
         if i not in cache:
-            ids = [gid for _, group in events[: i + 1] for gid in group]
-            result = solve(gang, snapshot.without_gangs(ids), params)
-            cache[i] = result if isinstance(result, Placement) else None
+            cache[i] = _try(req, events, i, solve)
         return cache[i]
 
     lo, step, hi = start, 1, None  # lo: first index not known to fail
@@ -97,9 +130,33 @@ def reserve(gang: Gang, snapshot: Snapshot, queues: QueueSet, now: float, solve:
             hi = mid
         else:
             lo = mid + 1
-    placement = fits_after(hi)
-    assert placement is not None
-    return Reservation(gang.id, placement.nodes, events[hi][0])
+    return fits_after(hi)
+
+
+def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i: int,
+         solve: Solver) -> Reservation | None:
+    """Admission and placement once the gangs of events[0..i] have ended."""
+    ids = [gid for _, group in events[: i + 1] for gid in group]
+    released = [req.snapshot.running[gid] for gid in ids]
+    ledger = ledger_without(req.ledger, released, req.snapshot)
+    verdict = admissible_pools(req.gang, req.queue, ledger, req.bounds)
+    if not verdict.admitted:
+        return None
+    future = req.snapshot.without_gangs(ids)
+    params = req.params
+    if set(verdict.pools) != set(future.pools()):
+        allowed = pool_nodes(future, verdict.pools)
+        if params.allowed_nodes is not None:
+            allowed &= params.allowed_nodes
+        params = replace(params, allowed_nodes=allowed)
+    result = solve(req.gang, future, params)
+    if not isinstance(result, Placement):
+        return None
+    charges = placement_charges(req.gang, result, future)
+    if check_charges(req.queue, ledger, charges) is not None:
+        return None
+    return Reservation(req.gang.id, result.nodes, events[i][0], req.queue.name,
+                       tuple(sorted(charges.items())))
 
 
 def backfill_params(reservation: Reservation | None, runtime: float | None, now: float,

@@ -147,15 +147,12 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
 
-    def queue_keys() -> Mapping[str, fairshare.QueueKey]:
-        if mode is OrderingMode.FIFO:
-            return dict.fromkeys(lists, ())
-        return fairshare.queue_keys(state.ledger, sorted(lists))
-
     def entry(q: str) -> tuple[object, ...]:
-        return (keys[q], fairshare.gang_key(lists[q][-1], mode), q)
+        head = lists[q][-1]
+        key = () if mode is OrderingMode.FIFO else \
+            fairshare.queue_key(state.ledger, q, state.bounds_of(head))
+        return (key, fairshare.gang_key(head, mode), q)
 
-    keys = queue_keys()
     heap = [entry(q) for q in sorted(lists)]
     heapq.heapify(heap)
     while heap:
@@ -165,7 +162,6 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
         before = state.ledger
         state.consider(gang, state.policies.queues.queues[q])
         if state.ledger is not before and mode is OrderingMode.FAIR_SHARE:
-            keys = queue_keys()
             heap = [entry(name) for name in sorted(lists) if lists[name]]
             heapq.heapify(heap)
         elif lists[q]:

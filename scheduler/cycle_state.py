@@ -21,7 +21,7 @@ from policies.admission import (
 )
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
-from policies.reservation import Reservation, backfill_params, reserve
+from policies.reservation import Reservation, ReservationRequest, backfill_params, reserve
 from policies.victims import Preemption, VictimSearch
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import (
@@ -57,6 +57,14 @@ class CycleState:
     order: list[str] = field(default_factory=list)
     _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     _all_pools: frozenset[str] | None = None
+    _bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)
+
+    def bounds_of(self, gang: Gang) -> dict[str, Resources]:
+        """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
+        hit = self._bounds.get(gang.id)
+        if hit is None:
+            hit = self._bounds[gang.id] = pool_bounds(gang, self.snapshot)
+        return hit
 
     # Outcomes ----------------------------------------------------------------------------
     def wait(self, gang: Gang, category: ReasonCategory, message: str,
@@ -94,11 +102,16 @@ class CycleState:
         sp = self.policies.scheduler
         if self._held_back(gang, queue):
             return
-        runtime = queue.runtime_of(gang.runtime_estimate)
         base = replace(sp.placement, excluded_nodes=frozenset(self.held))
+        # Backfill: unless it ends before the reservation starts, a gang may use neither the
+        # reserved nodes nor the reserved quota.
+        runtime = queue.runtime_of(gang.runtime_estimate)
         params = backfill_params(self.reservation, runtime, self.now, base)
-        bounds = pool_bounds(gang, self.snapshot)
-        verdict = admissible_pools(gang, queue, self.ledger, bounds)
+        restricted = params is not base
+        ledger = self.reservation.hold(self.ledger) if restricted and self.reservation \
+            else self.ledger
+        bounds = self.bounds_of(gang)
+        verdict = admissible_pools(gang, queue, ledger, bounds)
         quota_problem: str | None = None
         failure: Unplaceable | None = None
         if verdict.admitted:
@@ -106,7 +119,7 @@ class CycleState:
             result = self.solve(gang, self.snapshot, params)
             if isinstance(result, Placement):
                 charges = placement_charges(gang, result, self.snapshot)
-                quota_problem = check_charges(queue, self.ledger, charges)
+                quota_problem = check_charges(queue, ledger, charges)
                 if quota_problem is None:
                     self.bind(gang, queue, result, charges)
                     return
@@ -118,7 +131,7 @@ class CycleState:
                               or (failure is not None and failure.preemption_may_help)):
             # Gangs being evicted or bound this cycle are not candidates.
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
-            search = VictimSearch(gang, queue, self.snapshot, self.ledger, self.policies.queues,
+            search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
                                   bounds, params, self.now, self.solve, untouchable)
             pre = search.run()
             if pre is not None:
@@ -126,40 +139,48 @@ class CycleState:
                 return
         if queue.queueing.strategy is QueueingStrategy.STRICT_FIFO:
             self.blocked_queues.setdefault(queue.name, gang.id)
-        if quota_problem is not None or failure is None:
-            self.wait(gang, ReasonCategory.QUOTA, quota_problem or "quota")
-            return
-        self._unplaceable(gang, failure, params, base)
+        self._fail(gang, queue, quota_problem, failure, base, restricted)
 
-    def _unplaceable(self, gang: Gang, failure: Unplaceable, params: PlacementParams,
-                     base: PlacementParams) -> None:
+    def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
+              failure: Unplaceable | None, base: PlacementParams, restricted: bool) -> None:
+        """A reason for a gang that cannot start now; maybe the cycle's reservation."""
         sp = self.policies.scheduler
-        category = (ReasonCategory.TOPOLOGY if failure.reason is UnplaceableReason.TOPOLOGY
-                    else ReasonCategory.PLACEMENT)
-        if failure.reason not in (UnplaceableReason.INSUFFICIENT_CAPACITY,
-                                  UnplaceableReason.TOPOLOGY):
-            self.wait(gang, category, failure.message)
-            return
+        bounds = self.bounds_of(gang)
+        if quota_problem is not None or failure is None:
+            category, message = ReasonCategory.QUOTA, quota_problem or "quota"
+            ever = admissible_pools(gang, queue, QuotaLedger.empty(self.ledger.tree), bounds)
+            if not ever.admitted:
+                self.wait(gang, category, "can never be admitted, even with every queue idle: "
+                          + ever.message)
+                return
+        else:
+            category = (ReasonCategory.TOPOLOGY if failure.reason is UnplaceableReason.TOPOLOGY
+                        else ReasonCategory.PLACEMENT)
+            message = failure.message
+            if failure.reason not in (UnplaceableReason.INSUFFICIENT_CAPACITY,
+                                      UnplaceableReason.TOPOLOGY):
+                self.wait(gang, category, message)
+                return
         if not sp.backfill and self.blocked_by is None:
             self.blocked_by = gang.id
-        if self.reservation is not None and params.excluded_nodes != base.excluded_nodes:
-            r = self.reservation
+        r = self.reservation
+        if r is not None and restricted:
             self.wait(gang, ReasonCategory.QUEUED,
-                      f"{failure.message}; the nodes reserved for {r.gang_id} (estimated start "
-                      f"in {r.estimated_start - self.now:.0f}s) are not usable by a gang that "
-                      "would still run then")
+                      f"{message}; the nodes and quota reserved for {r.gang_id} (estimated "
+                      f"start in {r.estimated_start - self.now:.0f}s) are not usable by a gang "
+                      "that would still run then")
             return
-        if self.reservation is None and sp.reservation:
-            found = reserve(gang, self.snapshot, self.policies.queues, self.now, self.solve,
-                            replace(params, excluded_nodes=base.excluded_nodes))
+        if r is None and sp.reservation:
+            request = ReservationRequest(gang, queue, self.snapshot, self.ledger, bounds, base)
+            found = reserve(request, self.policies.queues, self.now, self.solve)
             if found is not None:
                 self.reservation = found
                 self.wait(gang, ReasonCategory.RESERVED,
-                          f"{failure.message}; reserved {len(found.nodes)} node(s), estimated "
-                          f"start in {found.estimated_start - self.now:.0f}s when running gangs "
-                          "are expected to end")
+                          f"{message}; reserved {len(found.nodes)} node(s) and its quota, "
+                          f"estimated start in {found.estimated_start - self.now:.0f}s when "
+                          "running gangs are expected to end")
                 return
-        self.wait(gang, category, failure.message)
+        self.wait(gang, category, message)
 
     def _held_back(self, gang: Gang, queue: Queue) -> bool:
         """Strict ordering rules that stop a gang before it is even tried."""

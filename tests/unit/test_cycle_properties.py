@@ -11,7 +11,7 @@ from policies.admission import charge_all, placement_charges, pool_bounds
 from policies.preemption import running_charges
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
-from policies.reservation import reserve
+from policies.reservation import ReservationRequest, reserve
 from scheduler.cycle import decide
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import Placement, PlacementParams
@@ -89,6 +89,13 @@ def applied(world: World, plan: CyclePlan) -> Snapshot:
     return snap
 
 
+def ledger_of(world: World, snap: Snapshot) -> QuotaLedger:
+    ledger = QuotaLedger.empty(QuotaTree.build(world.policies.queues))
+    for rg in snap.running.values():
+        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snap))
+    return ledger
+
+
 PROPERTY = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -97,10 +104,7 @@ PROPERTY = settings(max_examples=60, deadline=None,
 @given(worlds())
 def test_no_queue_goes_above_nominal_plus_borrowable(world: World) -> None:
     plan = run(world)
-    after = applied(world, plan)
-    ledger = QuotaLedger.empty(QuotaTree.build(world.policies.queues))
-    for rg in after.running.values():
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, after))
+    ledger = ledger_of(world, applied(world, plan))
     tree = ledger.tree
     for q in world.policies.queues:
         for pool in tree.pools_of(q.name):
@@ -141,7 +145,10 @@ def test_backfill_never_delays_the_reservation(world: World) -> None:
     (res,) = plan.reservations
     g = next(x for x in world.pending if x.id == res.gang_id)
     # The reserved gang's start, recomputed with every gang bound this cycle running.
-    again = reserve(g, applied(world, plan), world.policies.queues, NOW, SOLVE, PARAMS)
+    after = applied(world, plan)
+    request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
+                                 ledger_of(world, after), pool_bounds(g, after), PARAMS)
+    again = reserve(request, world.policies.queues, NOW, SOLVE)
     assert again is not None
     assert again.estimated_start <= res.estimated_start
 

@@ -76,8 +76,11 @@ def test_weighted_fair_share_of_what_is_borrowed() -> None:
                  queue("b", "p", weight=3, quota={"a100": 0}))
     led = use(use(led, "a", 10), "b", 30)
     assert fairshare.dominant_share(led, "a") == fairshare.dominant_share(led, "b") == 0.25
-    keys = fairshare.queue_keys(use(led, "b", 1), ["a", "b"])
-    assert keys["a"] < keys["b"]
+    more = use(led, "b", 1)
+    assert fairshare.queue_key(more, "a") < fairshare.queue_key(more, "b")
+    # Ranked with half the next gang added: a big next gang weighs against its queue.
+    assert fairshare.queue_key(led, "a", {"a100": {GPU: 8}}) > fairshare.queue_key(
+        led, "b", {"a100": {GPU: 8}})
 
 
 def test_within_nominal_share_is_zero() -> None:
