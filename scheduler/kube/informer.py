@@ -142,6 +142,11 @@ class Informer:
     def resource_version(self) -> str:
         return self._rv
 
+    @property
+    def watching(self) -> bool:
+        """True while a watch connection is open."""
+        return self._resp is not None
+
     def start(self) -> threading.Thread:
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.name}",
                                         daemon=True)

@@ -110,10 +110,10 @@ def test_add_modify_delete(control_plane: ControlPlane, namespace: str,
 
 def hold_watch(client: GatedClient, inf: Informer) -> None:
     """Cut the informer off: its current watch is dropped and the next one waits at the gate."""
-    wait_for(lambda: inf._resp is not None, 10, what="a watch")
+    wait_for(lambda: inf.watching, 10, what="a watch")
     client.open.clear()
     inf.interrupt()
-    wait_for(lambda: inf._resp is None, 10, what="the watch to end")
+    wait_for(lambda: not inf.watching, 10, what="the watch to end")
 
 
 def test_410_relists_and_reports_what_changed_meanwhile(
