@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from scheduler.model import HOSTNAME_LABEL
+from scheduler.placement.allocatable import alloc_view, domain_view, free_sum
 from scheduler.placement.candidates import Candidates, DomainLoad, primary_resource
-from scheduler.placement.eligibility import Problem, RoleView
+from scheduler.placement.eligibility import Problem
 from scheduler.placement.types import Unplaceable, UnplaceableReason
 from scheduler.resources import CPU, GPU, Resources, format_amount, total
 from scheduler.topology import Topology
@@ -34,14 +35,6 @@ def describe_need(problem: Problem) -> str:
         text = f"{rv.required} × {format_amount(res, rv.request.get(res, 0))} {res}"
         parts.append(text if len(active) == 1 else f"{text} ({rv.name})")
     return " + ".join(parts)
-
-
-def _union(problem: Problem) -> list[str]:
-    return sorted({n for rv in problem.roles if rv.required for n in rv.nodes})
-
-
-def _pods(rv: RoleView, capacities: Iterable[Resources]) -> int:
-    return sum(min(rv.request.copies_in(c), rv.required) for c in capacities)
 
 
 def _held_by_gangs(problem: Problem, nodes: Iterable[str], resource: str) -> int:
@@ -70,18 +63,14 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
         short = not need.fits_in(total(problem.snapshot.free(n) for n in cands.nodes))
     if not short:
         return None
-    snap = problem.snapshot
-    union = _union(problem)
-    alloc_total = total(snap.nodes[n].allocatable for n in union)
-    free_total = total(snap.free(n).clamp_nonnegative() for n in union)
+    static = alloc_view(problem)
     for res in _resources_first_gpu(need):
-        if alloc_total.get(res, 0) < need[res]:
+        if static.totals.get(res, 0) < need[res]:
             return _fail(problem, UnplaceableReason.NEVER_FITS,
                          f"needs {format_amount(res, need[res])} {res} in total; "
-                         f"{format_amount(res, alloc_total.get(res, 0))} are allocatable on "
+                         f"{format_amount(res, static.totals.get(res, 0))} are allocatable on "
                          f"eligible nodes (never fits)")
-    for rv in problem.roles:
-        fit = _pods(rv, (snap.nodes[n].allocatable for n in rv.nodes))
+    for rv, fit in zip(problem.roles, static.pods, strict=True):
         if fit == 0 and rv.required:
             return _fail(problem, UnplaceableReason.NEVER_FITS,
                          f"role {rv.name}: one pod needs {rv.request_text}; no eligible node "
@@ -92,10 +81,10 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
                          f"{rv.request_text}; eligible nodes hold at most {fit} "
                          f"even when empty (never fits)")
     for res in _resources_first_gpu(need):
-        have = free_total.get(res, 0)
+        have = free_sum(problem, static.union, res)
         if have < need[res]:
-            held = _held_by_gangs(problem, union, res)
-            other = alloc_total.get(res, 0) - have - held
+            held = _held_by_gangs(problem, static.union, res)
+            other = static.totals.get(res, 0) - have - held
             tail = f", {format_amount(res, other)} by other pods" if other > 0 else ""
             return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
                          f"needs {format_amount(res, need[res])} {res}; "
@@ -105,7 +94,7 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     for rv in problem.roles:
         fit = sum(cands.caps[rv.name].values())
         if fit < rv.required:
-            have = free_total.get(primary, 0)
+            have = free_sum(problem, static.union, primary)
             return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
                          f"role {rv.name}: needs {_n_pods(rv.required)} of {rv.request_text}; "
                          f"free capacity on eligible nodes holds only {fit} "
@@ -126,33 +115,18 @@ def topology_shortfall(
     problem: Problem, topology: Topology, level: str, loads: Sequence[DomainLoad],
 ) -> Unplaceable:
     """No domain of *level* can hold the gang: never (allocatable) or not now (free)."""
-    snap = problem.snapshot
     name = level_name(level)
     primary = primary_resource(problem)
-    need = problem.required_total
-    domains = topology.domains(level)
-    usable = set(_union(problem))
-    per_role = [(rv, frozenset(rv.nodes)) for rv in problem.roles if rv.required]
-    best_alloc = 0
-    for members in domains.values():
-        nodes = [n for n in members if n in usable]
-        if not nodes:
-            continue
-        alloc = total(snap.nodes[n].allocatable for n in nodes)
-        best_alloc = max(best_alloc, alloc.get(primary, 0))
-        if need.fits_in(alloc) and all(
-                _pods(rv, (snap.nodes[n].allocatable for n in nodes if n in allowed))
-                >= rv.required for rv, allowed in per_role):
-            break
-    else:
+    static = domain_view(problem, topology, level, primary)
+    if not static.any_holds:
         return _fail(problem, UnplaceableReason.NEVER_FITS,
                      f"needs {describe_need(problem)} within one {level}; the largest {name} "
-                     f"has {format_amount(primary, best_alloc)} {primary} allocatable "
+                     f"has {format_amount(primary, static.largest)} {primary} allocatable "
                      f"(never fits)")
-    best_free = max((ld.primary_free for ld in loads), default=0)
-    by_free = {d: sum(max(snap.free(n).get(primary, 0), 0) for n in members if n in usable)
-               for d, members in domains.items()}
-    best_free = max([best_free, *by_free.values()])
+    usable = set(alloc_view(problem).union)
+    best_free = max((free_sum(problem, (n for n in members if n in usable), primary)
+                     for members in topology.domains(level).values()), default=0)
+    best_free = max([best_free, *(ld.primary_free for ld in loads)])
     return _fail(problem, UnplaceableReason.TOPOLOGY,
                  f"needs {describe_need(problem)} within one {level}; the largest {name} has "
                  f"{format_amount(primary, best_free)} {primary} free")

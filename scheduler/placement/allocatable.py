@@ -1,0 +1,96 @@
+"""What the eligible nodes could offer if nothing ran on them: the "never fits" side.
+
+Deciding ``NEVER_FITS`` (preemption cannot help) against ``INSUFFICIENT_CAPACITY`` needs
+totals over allocatable, which do not change within a snapshot family. Unplaceable gangs
+are the common case in a busy cluster (every pending gang is retried every cycle), so
+these totals are computed once per (roles, node filter) and kept in ``solver_cache``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.placement.eligibility import Problem
+from scheduler.resources import Resources, total
+from scheduler.topology import Topology
+
+_CACHE_KEY = "placement.allocatable"
+_MAX_ENTRIES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class AllocView:
+    """Totals over the nodes any required role may use, as if they were empty."""
+
+    union: tuple[str, ...]  # sorted
+    totals: Resources
+    pods: tuple[int, ...]  # per ``problem.roles``: pods that fit, capped at the required count
+
+
+@dataclass(frozen=True, slots=True)
+class DomainView:
+    """Whether some domain of a level could hold the gang when empty, and the biggest one."""
+
+    any_holds: bool
+    largest: int  # allocatable of the primary resource in the largest domain
+
+
+def _key(problem: Problem, *extra: object) -> tuple[object, ...]:
+    roles = tuple((rv.key, rv.request, rv.required) for rv in problem.roles)
+    return (roles, problem.params.excluded_nodes, problem.params.allowed_nodes, *extra)
+
+
+def _cached(problem: Problem, key: tuple[object, ...], build: Any) -> Any:
+    cache: dict[tuple[object, ...], Any] = problem.snapshot.solver_cache.setdefault(_CACHE_KEY, {})
+    hit = cache.get(key)
+    if hit is None:
+        hit = build()
+        if len(cache) >= _MAX_ENTRIES:
+            del cache[next(iter(cache))]
+        cache[key] = hit
+    return hit
+
+
+def pods_in(request: Resources, required: int, capacities: Iterable[Resources]) -> int:
+    """Pods of *request* the capacities hold, counting at most *required*."""
+    return sum(min(request.copies_in(c), required) for c in capacities)
+
+
+def alloc_view(problem: Problem) -> AllocView:
+    def build() -> AllocView:
+        nodes = problem.snapshot.nodes
+        union = tuple(sorted({n for rv in problem.roles if rv.required for n in rv.nodes}))
+        return AllocView(
+            union, total(nodes[n].allocatable for n in union),
+            tuple(pods_in(rv.request, rv.required, (nodes[n].allocatable for n in rv.nodes))
+                  for rv in problem.roles))
+    view: AllocView = _cached(problem, _key(problem), build)
+    return view
+
+
+def domain_view(problem: Problem, topology: Topology, level: str, primary: str) -> DomainView:
+    def build() -> DomainView:
+        nodes = problem.snapshot.nodes
+        usable = set(alloc_view(problem).union)
+        per_role = [(rv, frozenset(rv.nodes)) for rv in problem.roles if rv.required]
+        need = problem.required_total
+        largest, holds = 0, False
+        for members in topology.domains(level).values():
+            allocs = [nodes[n].allocatable for n in members if n in usable]
+            largest = max(largest, sum(a.get(primary, 0) for a in allocs))
+            holds = holds or (
+                all(sum(a.get(k, 0) for a in allocs) >= v for k, v in need.items())
+                and all(pods_in(rv.request, rv.required,
+                                (nodes[n].allocatable for n in members if n in allowed))
+                        >= rv.required for rv, allowed in per_role))
+        return DomainView(holds, largest)
+    view: DomainView = _cached(problem, _key(problem, level, primary), build)
+    return view
+
+
+def free_sum(problem: Problem, names: Iterable[str], resource: str) -> int:
+    """Free *resource* over *names* (negative free, i.e. overcommit, counts as zero)."""
+    free = problem.snapshot.free_by_node
+    return sum(max(free[n].get(resource, 0), 0) for n in names)
