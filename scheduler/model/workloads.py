@@ -58,7 +58,8 @@ class PodInfo:
     owner: OwnerRef | None = None
     terminating: bool = False
     resource_version: str = ""
-    #: When the pod was bound/started (status.startTime or the PodScheduled transition); None if unknown.
+    #: When the pod was bound/started (status.startTime or the PodScheduled transition);
+    #: None if unknown.
     started_at: float | None = None
 
     def __hash__(self) -> int:

@@ -74,7 +74,7 @@ def test_graph_is_a_tree_rooted_at_spine(topo: Topology) -> None:
 
 
 def test_unknown_level_names_the_known_ones(topo: Topology) -> None:
-    with pytest.raises(KeyError, match="zone.*not configured.*rack"):
+    with pytest.raises(KeyError, match=r"zone.*not configured.*rack"):
         topo.level_index("topology.kubernetes.io/zone")
     assert not topo.has_level("topology.kubernetes.io/zone")
 
@@ -101,7 +101,7 @@ def test_paths_recomputed_when_built_with_other_depth() -> None:
 def test_inconsistent_tree_is_rejected() -> None:
     bad = [Node("p", Resources.of(gpu=1), topology=("b1", "r1")),
            Node("q", Resources.of(gpu=1), topology=("b2", "r1"))]
-    with pytest.raises(ValueError, match="node q: .* 'r1' is under"):
+    with pytest.raises(ValueError, match=r"node q: .* 'r1' is under"):
         Topology.from_nodes(bad)
 
 
