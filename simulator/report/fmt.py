@@ -79,7 +79,7 @@ ROWS: tuple[Row, ...] = (
     Row("GPU-hours idle in partial gangs", lambda r: r.gpu_hours_idle_partial, number,
         Better.LOWER),
     Row("GPU-hours allocated", lambda r: r.gpu_hours_allocated, number),
-    Row("cost", lambda r: r.total_cost, lambda v: number(v, 2)),
+    Row("cost", lambda r: r.total_cost, lambda v: number(v, 2 if v is not None and v < 100 else 0)),
 )
 
 

@@ -118,8 +118,8 @@ def plot_queueing_cdf(runs: Sequence[PolicyRun], path: Path) -> Path:
 
 def plot_queue_shares(runs: Sequence[PolicyRun], path: Path) -> Path:
     queues = sorted({q.queue for r in runs for q in r.report.queues})
-    width_in = max(8.5, 0.6 * len(queues) * max(len(runs), 1) + 3.5)
-    fig, ax = plt.subplots(figsize=(min(width_in, 20.0), 4.4))
+    width_in = max(8.5, 0.3 * len(queues) * max(len(runs), 1) + 3.5)
+    fig, ax = plt.subplots(figsize=(min(width_in, 13.0), 4.8))
     width = 0.8 / max(len(runs), 1)
     x = np.arange(len(queues))
     for i, run in enumerate(runs):

@@ -13,9 +13,10 @@ from simulator.report import fmt
 
 def summary_table(reports: Sequence[PolicyReport], title: str | None = None) -> Table:
     table = Table(title=title, show_lines=False, header_style="bold")
-    table.add_column("figure", style="dim", no_wrap=True)
+    # Labels wrap on a narrow terminal; figures never do (a cut-off number misleads).
+    table.add_column("figure", style="dim", ratio=1, min_width=12)
     for report in reports:
-        table.add_column(report.policy, justify="right", no_wrap=True)
+        table.add_column(report.policy, justify="right", no_wrap=True, min_width=len(report.policy))
     for row in fmt.ROWS:
         best = fmt.best_columns(row, reports)
         cells = [
