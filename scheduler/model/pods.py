@@ -153,7 +153,7 @@ def requests_from_pod_spec(spec: Mapping[str, Any]) -> Resources:
 
 def _requirement(raw: Mapping[str, Any], where: str) -> NodeSelectorRequirement:
     try:
-        op = SelectorOperator(raw.get("operator"))
+        op = SelectorOperator(str(raw.get("operator")))
     except ValueError as exc:
         raise ValueError(f"{where}.operator: unknown operator {raw.get('operator')!r}") from exc
     values = tuple(str(v) for v in raw.get("values") or ())

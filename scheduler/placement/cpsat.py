@@ -26,6 +26,7 @@ from ortools.sat.python import cp_model
 from scheduler.placement.candidates import Candidates, primary_resource
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.greedy import Assign
+from scheduler.resources import GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ def solve_counts(
     free = problem.snapshot.free
     primary = primary_resource(problem)
     weights = {n: max(free(n).get(primary, 0), 0) for n in per_node}
-    unit = primary == "nvidia.com/gpu"
+    unit = primary == GPU
     base = (max(weights.values(), default=0) + 1) if unit else 1
     used: dict[str, cp_model.IntVar] = {}
     for n, entries in sorted(per_node.items()):
@@ -100,7 +101,8 @@ def solve_counts(
         model.add(sum(v for _, v, _ in entries) <= sum(c for _, _, c in entries) * y)
         used[n] = y
     cost = {n: base + (weights[n] if unit else 0) for n in used}
-    objective = sum(cost[n] * y for n, y in used.items())
+    objective_vars: list[cp_model.IntVar] = list(used.values())
+    coefficients = [cost[n] for n in used]
     if domain_of is not None:
         big = sum(cost.values()) + 1
         zs: dict[str, cp_model.IntVar] = {}
@@ -109,8 +111,9 @@ def solve_counts(
             if d not in zs:
                 zs[d] = model.new_bool_var(f"domain[{d}]")
             model.add_implication(used[n], zs[d])
-        objective = objective + big * sum(zs.values())
-    model.minimize(objective)
+        objective_vars += zs.values()
+        coefficients += [big] * len(zs)
+    model.minimize(cp_model.LinearExpr.weighted_sum(objective_vars, coefficients))
     if hint is not None:
         for key, var in x.items():
             model.add_hint(var, hint.get(key, 0))

@@ -175,8 +175,8 @@ def add_optional(
         for name in rv.nodes:
             if scope is not None and name not in scope:
                 continue
-            left = remaining.get(name)
-            c = min(k, rv.request.copies_in(free(name) if left is None else left))
+            held = remaining.get(name)
+            c = min(k, rv.request.copies_in(free(name) if held is None else held))
             if c:
                 near = inner >= 0 and topology.path(name)[inner] in used_domains
                 entries.append((name not in remaining, not near, -c, name))

@@ -35,6 +35,7 @@ from scheduler.placement.types import (
     Unplaceable,
     UnplaceableReason,
 )
+from scheduler.resources import GPU
 from scheduler.snapshot import Snapshot
 from scheduler.topology import Topology
 
@@ -181,7 +182,7 @@ def _largest_domain(problem: Problem) -> tuple[str, ...] | None:
     free = problem.snapshot.free
     best: tuple[int, str] | None = None
     for name, members in topology.domains(constraint.level).items():
-        room = sum(max(free(n).get("nvidia.com/gpu", 0), 0) for n in members)
+        room = sum(max(free(n).get(GPU, 0), 0) for n in members)
         if best is None or (-room, name) < best:
             best = (-room, name)
     return topology.domains(constraint.level)[best[1]] if best else None
