@@ -9,7 +9,6 @@ default, "type 7"), so p50 of [1, 2, 3, 4] is 2.5.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,7 +111,3 @@ def water_fill(capacity: FloatArray, demand: FloatArray, weights: FloatArray) ->
         remaining -= np.where(saturate, need, 0.0).sum(axis=1)
         unsat &= ~saturate
     return fair
-
-
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
