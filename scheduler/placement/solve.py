@@ -81,7 +81,7 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
     assign = greedy.place(problem, cands, topology, topology.levels[:-1])
     budget = Budget(params.cpsat_deterministic_limit, params.cpsat_time_limit)
     if assign is None:
-        if not params.use_cpsat:
+        if not params.use_cpsat or budget.exhausted:
             return _limit(problem, "greedy found no packing and CP-SAT is disabled")
         outcome = solve_counts(problem, cands, cands.nodes, budget)
         if outcome.assign is None:
