@@ -69,13 +69,24 @@ class VictimSearch:
     banned: set[str] = field(default_factory=set)
     _proofs: dict[frozenset[str], Preemption | None] = field(default_factory=dict)
     _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    _usable: frozenset[str] = frozenset()
+    _need: int = 0  # GPUs the gang needs
+    _free: int = 0  # GPUs free on the usable nodes now
+    _gain: dict[str, int] = field(default_factory=dict)  # GPUs a victim frees on usable nodes
 
     def run(self) -> Preemption | None:
         found = candidates(self.gang, self.queue, self.snapshot, self.ledger, self.queues,
                            self.bounds, self.now, self.terminating)
-        usable = self._usable_nodes()
-        gain = {c.id: sum(r.gpus for n, r in c.running.allocations if n in usable)
-                for c in found}
+        if not found:
+            return None
+        usable = self._usable = self._usable_nodes()
+        self._need = self.gang.gpus
+        free = self.snapshot.free
+        self._free = sum(max(0, free(n).gpus) for n in usable)
+        gain = self._gain = {c.id: sum(r.gpus for n, r in c.running.allocations if n in usable)
+                             for c in found}
+        if self._free + sum(gain.values()) < self._need:
+            return None  # even every allowed victim would not free enough
         quota_pools = set(self.bounds)
         helpful = [c for c in found if gain[c.id] > 0
                    or any(n in self.snapshot.nodes and self.snapshot.nodes[n].pool in quota_pools
@@ -119,7 +130,7 @@ class VictimSearch:
 
     def _minimise(self, proof: Preemption) -> Preemption:
         """Drop victims, most costly first, while the rest still suffice."""
-        usable = self._usable_nodes()
+        usable = self._usable
         for victim in sorted(proof.victims, key=lambda c: (-c.cost, c.id)):
             if len(proof.victims) == 1 or self.solves >= self.max_solves:
                 break
@@ -138,17 +149,25 @@ class VictimSearch:
         free: dict[str, int] = {}
         for n in usable:
             free[domain_of[n]] = free.get(domain_of[n], 0) + max(0, self.snapshot.free(n).gpus)
+        # Per domain, the candidates freeing GPUs there (in cost order) and how many.
+        touching: dict[str, list[tuple[Candidate, int]]] = {}
+        for cand in by_cost:
+            per: dict[str, int] = {}
+            for n, r in cand.running.allocations:
+                d = domain_of.get(n)
+                if d is not None and r.gpus > 0:
+                    per[d] = per.get(d, 0) + r.gpus
+            for d, g in per.items():
+                touching.setdefault(d, []).append((cand, g))
         plans: list[tuple[float, int, str, list[Candidate]]] = []
-        for domain in sorted(free):
+        for domain in sorted(touching):
             have, picked = free[domain], []
-            for cand in by_cost:
-                if have >= self.gang.gpus:
+            for cand, g in touching[domain]:
+                if have >= self._need:
                     break
-                g = sum(r.gpus for n, r in cand.running.allocations if domain_of.get(n) == domain)
-                if g > 0:
-                    picked.append(cand)
-                    have += g
-            if have >= self.gang.gpus and picked:
+                picked.append(cand)
+                have += g
+            if have >= self._need and picked:
                 plans.append((sum(c.cost for c in picked), len(picked), domain, picked))
         plans.sort(key=lambda p: (p[0], p[1], p[2]))
         return [p[3] for p in plans[:3]]
@@ -167,12 +186,9 @@ class VictimSearch:
 
     def _plausible(self, chosen: list[Candidate], usable: frozenset[str]) -> bool:
         """A GPU count: could the gang fit at all with these victims gone?"""
-        need = self.gang.gpus
-        if need <= 0:
+        if self._need <= 0:
             return True
-        have = sum(max(0, self.snapshot.free(n).gpus) for n in usable)
-        have += sum(r.gpus for c in chosen for n, r in c.running.allocations if n in usable)
-        return have >= need
+        return self._free + sum(self._gain.get(c.id, 0) for c in chosen) >= self._need
 
     def _prove(self, chosen: list[Candidate], usable: frozenset[str]) -> Preemption | None:
         key = frozenset(c.id for c in chosen)
