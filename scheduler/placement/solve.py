@@ -10,7 +10,8 @@ The stages, cheapest first, each skipped when an earlier one answers:
    -> ``TOPOLOGY`` / ``NEVER_FITS`` when none; greedy in each, then CP-SAT in each;
 5. otherwise greedy over the tightest domain that holds the gang, CP-SAT when greedy fails
    or, under a preferred topology, spreads over more domains than needed;
-6. members beyond the required ones, as capacity allows.
+6. members beyond the required ones, as capacity allows (an elastic gang first tries to
+   place every member at once, greedy only, so that all of them land close together).
 
 CP-SAT answering "unknown" within its limits gives ``SOLVER_LIMIT``; there is never a
 partial placement.
@@ -82,7 +83,8 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
     budget = Budget(params.cpsat_deterministic_limit, params.cpsat_time_limit)
     if assign is None:
         if not params.use_cpsat or budget.exhausted:
-            return _limit(problem, "greedy found no packing and CP-SAT is disabled")
+            why = "is disabled" if not params.use_cpsat else "has no time budget"
+            return _limit(problem, f"greedy found no packing and CP-SAT {why}")
         outcome = solve_counts(problem, cands, cands.nodes, budget)
         if outcome.assign is None:
             if outcome.infeasible:
