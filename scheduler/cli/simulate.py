@@ -1,0 +1,169 @@
+"""`gang-scheduler simulate`: replay a trace through the scheduler's own decision code."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+EPILOG = """\
+examples:
+  # the shipped defaults: a Philly slice on a 32-node cluster, three policies side by side
+  gang-scheduler simulate --out sim-out
+
+  # your cluster and queues, the full Philly trace, inter-arrivals compressed 4x
+  gang-scheduler simulate --cluster cluster.yaml --queues queues.yaml \\
+      --trace ../shared/traces/philly/philly.csv --time-scale 0.25 --out sim-out
+
+  # what if the a100 pool had 24, 32 or 48 nodes? smallest that keeps p95 queueing < 1h
+  gang-scheduler simulate --sweep a100=24,32,48 --target-p95 3600
+
+policies:
+  per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)
+  fifo-gang       whole gangs in strict arrival order; no backfill, reservation, preemption
+  gang-scheduler  fair share, quotas with borrowing, preemption, reservations, backfill
+
+traces: philly CSV, openb pod CSV, the generic CSV, or a synthetic spec (.yaml); shipped
+samples by name: philly-sample, openb-sample, synthetic, generic-example. See
+simulator/README.md for the formats.
+"""
+
+
+def _default(name: str) -> str:
+    return str(Path(__file__).resolve().parent.parent / "examples" / name)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "simulate", help="replay a trace offline and compare policies (capacity planning)",
+        description="Replay a cluster trace on a virtual clock through the same scheduler and "
+        "decide() code the live scheduler runs, once per policy, and report utilization, "
+        "queueing delay, JCT, fairness, fragmentation, preemption cost and GPU-hours per team.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster", default=_default("clusters/sim-small.yaml"), metavar="FILE",
+                   help="cluster description YAML (the dev-cluster format; default: %(default)s)")
+    p.add_argument("--queues", metavar="FILE", help="Queue YAML (default: one queue per team, "
+                   "equal split of every pool, idle quota borrowable)")
+    p.add_argument("--trace", default="philly-sample", metavar="TRACE",
+                   help="trace file or shipped sample name (default: %(default)s)")
+    p.add_argument("--policy", action="append", metavar="NAME",
+                   help="policy to run; repeat for several (default: all three)")
+    p.add_argument("--out", metavar="DIR", help="write JSON, CSV, PNG plots and report.html here")
+    p.add_argument("--seed", type=int, default=0, help="seed for failures and synthetic traces")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N jobs of the trace")
+    p.add_argument("--time-scale", type=float, metavar="F",
+                   help="multiply inter-arrival times by F (< 1 compresses, raising the load)")
+    p.add_argument("--price", type=float, default=0.0, metavar="USD",
+                   help="price per GPU-hour for pools without costPerGpuHour")
+    p.add_argument("--estimates", choices=("exact", "none"), default="exact",
+                   help="runtime estimates the scheduler sees: the true duration, or none "
+                   "(queue defaults)")
+    p.add_argument("--checkpoint-interval", type=float, metavar="S",
+                   help="checkpoint every S seconds (jobs without their own interval)")
+    p.add_argument("--mtbf", action="append", default=[], metavar="POOL=HOURS",
+                   help="node failures: mean time between failures per node of POOL")
+    p.add_argument("--checkpoint-write", type=float, metavar="S",
+                   help="checkpoint write time; with --mtbf, use the Young/Daly interval")
+    p.add_argument("--sweep", metavar="POOL=N1,N2,...",
+                   help="run the gang-scheduler policy at several sizes of POOL in parallel")
+    p.add_argument("--target-p95", type=float, default=3600.0, metavar="S",
+                   help="sweep target: p95 queueing delay in seconds (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def _mtbf(values: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for text in values:
+        pool, sep, hours = text.partition("=")
+        try:
+            out[pool] = float(hours)
+        except ValueError:
+            sep = ""
+        if not sep or not pool or out.get(pool, 0) <= 0:
+            raise SystemExit(f"--mtbf {text!r}: expected POOL=HOURS with HOURS > 0")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from policies.errors import PolicyError
+    from scheduler.clusterspec import ClusterSpecError
+    from simulator import report, session
+    from simulator.engine import FailureModel, SimulationOptions
+    from simulator.policies import POLICY_NAMES
+    from simulator.sweep import parse_sweep, sweep
+    from simulator.trace import TraceError
+
+    console = Console(stderr=True)
+    session.quiet_scheduler_logs()
+    trace_opts: dict[str, object] = {}
+    if args.limit is not None:
+        trace_opts["limit"] = args.limit
+    if args.time_scale is not None:
+        trace_opts["time_scale"] = args.time_scale
+    options = SimulationOptions(
+        seed=args.seed, runtime_estimates=args.estimates,
+        checkpoint_interval=args.checkpoint_interval,
+        failures=FailureModel(mtbf_hours=_mtbf(args.mtbf),
+                              checkpoint_write_seconds=args.checkpoint_write))
+    spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
+                               trace_options=trace_opts, options=options,
+                               price_per_gpu_hour=args.price)
+    try:
+        inputs = session.load_inputs(spec)
+    except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    console.print(f"simulating {session.describe_inputs(inputs, spec)}")
+
+    if args.sweep:
+        try:
+            pool, sizes = parse_sweep(args.sweep)
+        except ValueError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            return 2
+        result = sweep(session.SizedRun(spec, pool, "gang-scheduler"), sizes,
+                       target_p95_seconds=args.target_p95, progress=not args.no_progress,
+                       console=console)
+        for point in result.points:
+            p95 = point.report.queueing_delay.p95
+            mark = "meets" if point.meets_target else "misses"
+            console.print(f"  {pool}={point.size}: p95 queueing "
+                          f"{'n/a' if p95 is None else f'{p95:,.0f}s'} ({mark} target)")
+        if result.chosen is None:
+            console.print(f"no size meets p95 <= {args.target_p95:,.0f}s; try larger sizes")
+            return 1
+        console.print(f"smallest {pool} pool meeting p95 <= {args.target_p95:,.0f}s: "
+                      f"{result.chosen} nodes")
+        return 0
+
+    policies = args.policy or list(POLICY_NAMES)
+    unknown = [p for p in policies if p not in (*POLICY_NAMES, "greedy-gang")]
+    if unknown:
+        console.print(f"[red]error:[/red] --policy: unknown {', '.join(unknown)} "
+                      f"(known: {', '.join(POLICY_NAMES)}, greedy-gang)")
+        return 2
+    runs = []
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=args.no_progress) as bar:
+        for policy in policies:
+            task = bar.add_task(f"{policy:15}", total=len(inputs.jobs))
+            started = time.perf_counter()
+            run_ = session.run_policy(
+                inputs, policy, options,
+                progress=lambda done, total, t=task: bar.update(t, completed=done))
+            bar.update(task, completed=len(inputs.jobs))
+            runs.append(run_)
+            console.log(f"{policy}: {time.perf_counter() - started:.1f}s")
+    report.print_summary([r.report for r in runs])
+    if args.out:
+        info = report.RunInfo(command=shlex.join(["gang-scheduler", *sys.argv[1:]]),
+                              seed=args.seed, trace=args.trace, cluster=args.cluster)
+        files = report.write_report(Path(args.out), runs, info)
+        console.print(f"wrote {len(files)} files to {args.out}/ (open report.html)")
+    return 0
