@@ -40,8 +40,15 @@ class Candidate:
         return self.running.id
 
 
-def running_charges(rg: RunningGang, snapshot: Snapshot) -> dict[str, Resources]:
-    """What a running gang is charged per pool."""
+def running_charges(rg: RunningGang, snapshot: Snapshot,
+                    cache: dict[str, dict[str, Resources]] | None = None,
+                    ) -> dict[str, Resources]:
+    """What a running gang is charged per pool (memoised in *cache* by gang id)."""
+    if cache is not None:
+        hit = cache.get(rg.id)
+        if hit is None:
+            hit = cache[rg.id] = running_charges(rg, snapshot)
+        return hit
     nodes = snapshot.nodes
     per_pool: dict[str, list[Resources]] = {}
     for node, res in rg.allocations:
@@ -50,17 +57,17 @@ def running_charges(rg: RunningGang, snapshot: Snapshot) -> dict[str, Resources]
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 
 
-def ledger_without(ledger: QuotaLedger, victims: list[RunningGang],
-                   snapshot: Snapshot) -> QuotaLedger:
+def ledger_without(ledger: QuotaLedger, victims: list[RunningGang], snapshot: Snapshot,
+                   cache: dict[str, dict[str, Resources]] | None = None) -> QuotaLedger:
     for rg in victims:
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot), sign=-1)
+        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot, cache), sign=-1)
     return ledger
 
 
-def borrowing_below(ledger: QuotaLedger, queues: QueueSet, victim_queue: str,
-                    other_queue: str, pool: str) -> bool:
+def borrowing_below(ledger: QuotaLedger, victim_queue: str, other_queue: str,
+                    pool: str) -> bool:
     """Is any queue on the victim's path, below where it meets *other_queue*, borrowing?"""
-    vpath, opath = queues.path_of(victim_queue), queues.path_of(other_queue)
+    vpath, opath = ledger.tree.paths[victim_queue], ledger.tree.paths[other_queue]
     shared = 0
     while shared < min(len(vpath), len(opath)) and vpath[shared] == opath[shared]:
         shared += 1
@@ -84,7 +91,7 @@ def within_quota_pools(ledger: QuotaLedger, queue: str,
 
 def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue,
                   ledger: QuotaLedger, snapshot: Snapshot, reclaim_pools: frozenset[str],
-                  queues: QueueSet) -> str | None:
+                  cache: dict[str, dict[str, Resources]] | None = None) -> str | None:
     """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state."""
     lower = rg.gang.priority < gang.priority
     if victim_queue.name == queue.name:
@@ -95,11 +102,12 @@ def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue
     reclaim = queue.preemption.reclaim_from_others
     if reclaim is ReclaimPolicy.NEVER or (reclaim is ReclaimPolicy.LOWER_PRIORITY and not lower):
         return None
-    if queues.root_of(victim_queue.name) != queues.root_of(queue.name):
+    paths = ledger.tree.paths
+    if not reclaim_pools or paths[victim_queue.name][0] != paths[queue.name][0]:
         return None
-    for pool in running_charges(rg, snapshot):
-        if pool in reclaim_pools and borrowing_below(ledger, queues, victim_queue.name,
-                                                     queue.name, pool):
+    for pool in running_charges(rg, snapshot, cache):
+        if pool in reclaim_pools and borrowing_below(ledger, victim_queue.name, queue.name,
+                                                     pool):
             return (f"queue {victim_queue.name} borrows quota in pool {pool} that queue "
                     f"{queue.name} reclaims")
     return None
@@ -107,17 +115,18 @@ def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue
 
 def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
                queues: QueueSet, bounds: Mapping[str, Resources], now: float,
-               terminating: frozenset[str]) -> list[Candidate]:
+               terminating: frozenset[str],
+               cache: dict[str, dict[str, Resources]] | None = None) -> list[Candidate]:
     """Every running gang the policy lets *gang* preempt, sorted by id."""
     reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
     out: list[Candidate] = []
     for gid, rg in snapshot.running.items():
         if gid == gang.id or gid in terminating:
             continue
-        vq = queues.get(rg.gang.queue)
+        vq = queues.queues.get(rg.gang.queue)
         if vq is None or now - rg.start_time < vq.preemption.min_runtime_seconds:
             continue
-        why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, queues)
+        why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, cache)
         if why is not None:
             out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
     return out
@@ -143,5 +152,5 @@ def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,
     if queues.root_of(vq.name) != queues.root_of(queue.name):
         return False
     back = within_quota_pools(ledger_after, vq.name, running_charges(victim.running, snapshot))
-    return any(pool in back and borrowing_below(ledger_after, queues, queue.name, vq.name, pool)
+    return any(pool in back and borrowing_below(ledger_after, queue.name, vq.name, pool)
                for pool in charges)

@@ -63,6 +63,8 @@ class VictimSearch:
     now: float
     solve: Solver
     terminating: frozenset[str] = frozenset()
+    #: Per-cycle memo of running gangs' per-pool charges, shared between searches.
+    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
     max_solves: int = 12
     max_candidates: int = 200
     solves: int = 0
@@ -76,7 +78,7 @@ class VictimSearch:
 
     def run(self) -> Preemption | None:
         found = candidates(self.gang, self.queue, self.snapshot, self.ledger, self.queues,
-                           self.bounds, self.now, self.terminating)
+                           self.bounds, self.now, self.terminating, self.charges)
         if not found:
             return None
         usable = self._usable = self._usable_nodes()
@@ -196,7 +198,7 @@ class VictimSearch:
             return self._proofs[key]
         self._proofs[key] = None
         victims = [c.running for c in chosen]
-        ledger = ledger_without(self.ledger, victims, self.snapshot)
+        ledger = ledger_without(self.ledger, victims, self.snapshot, self.charges)
         verdict = admissible_pools(self.gang, self.queue, ledger, self.bounds)
         if not verdict.admitted:
             return None

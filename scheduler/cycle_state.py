@@ -58,6 +58,7 @@ class CycleState:
     _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     _all_pools: frozenset[str] | None = None
     _bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)
+    _charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
         """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
@@ -132,7 +133,8 @@ class CycleState:
             # Gangs being evicted or bound this cycle are not candidates.
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
             search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
-                                  bounds, params, self.now, self.solve, untouchable)
+                                  bounds, params, self.now, self.solve, untouchable,
+                                  self._charges)
             pre = search.run()
             if pre is not None:
                 self.nominate(gang, queue, pre)
