@@ -43,13 +43,17 @@ class QuotaTree:
         covered: dict[Key, set[str]] = {}
         for q in queues:
             root = paths[q.name][0]
-            for pq in q.quotas:
-                covered.setdefault((root, pq.pool), set()).update(pq.covered)
+            for quota in q.quotas:
+                covered.setdefault((root, quota.pool), set()).update(quota.covered)
         pools_by_root: dict[str, list[str]] = {}
         for root, pool in sorted(covered):
             pools_by_root.setdefault(root, []).append(pool)
         subtree: dict[Key, dict[str, int]] = {}
         guaranteed: dict[Key, dict[str, int]] = {}
+        children: dict[str, list[str]] = {}
+        for name, path in sorted(paths.items()):
+            if len(path) > 1:
+                children.setdefault(path[-2], []).append(name)
         # Deepest queues first, so children are done before their parent.
         for name in sorted(paths, key=lambda n: (-len(paths[n]), n)):
             queue = queues.queues[name]
@@ -57,7 +61,7 @@ class QuotaTree:
             for pool in pools_by_root.get(root, ()):
                 pq = queue.quota(pool)
                 amounts = {r: pq.nominal[r] if pq else 0 for r in covered[(root, pool)]}
-                for child in queues.children_of(name):
+                for child in children.get(name, ()):
                     for r, v in subtree[(child, pool)].items():
                         amounts[r] += v - guaranteed[(child, pool)][r]
                 subtree[(name, pool)] = amounts
