@@ -109,6 +109,14 @@ class StatusWriter:
             return True
         return False
 
+    def set_disruption_target(self, pod: PodRef, message: str) -> bool:
+        """``DisruptionTarget=True`` reason ``PreemptionByScheduler`` before an eviction, so
+        the victim (and its controller) can tell a preemption from a node failure."""
+        condition = {"type": "DisruptionTarget", "status": "True",
+                     "reason": "PreemptionByScheduler", "message": message,
+                     "lastTransitionTime": format_time(self.clock())}
+        return self._patch_pod(pod, {"conditions": [condition]})
+
     def forget_pod(self, uid: str) -> None:
         """The pod was bound or deleted: its next pending spell starts fresh."""
         with self._lock:

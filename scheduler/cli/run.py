@@ -1,0 +1,94 @@
+"""`gang-scheduler run`: the live scheduler."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from types import FrameType
+
+EPILOG = """\
+examples:
+  # inside a cluster (the deploy/ Deployment does this)
+  gang-scheduler run --config /etc/gang-scheduler/config.yaml
+
+  # against the local dev cluster
+  gang-scheduler dev-cluster up
+  gang-scheduler run --kubeconfig "$(gang-scheduler dev-cluster env --kubeconfig-path)" \\
+      --no-leader-election
+
+Pods opt in with `schedulerName: gang-scheduler`. A pod joins a gang through the
+`scheduling.x-k8s.io/pod-group` label (scheduler-plugins PodGroup), Volcano's
+`scheduling.k8s.io/group-name` annotation, or its batch/v1 Job; any other pod is a gang of
+one. The queue comes from the `gangscheduler.io/queue` label on the PodGroup or the pod.
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run the scheduler against a cluster",
+                       description="Watch the cluster and place pending gangs all-or-nothing.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="scheduler config YAML (see deploy/)")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--scheduler-name", metavar="NAME",
+                   help="schedulerName this scheduler serves (default: gang-scheduler)")
+    p.add_argument("--metrics-address", metavar="HOST:PORT",
+                   help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
+    p.add_argument("--no-leader-election", action="store_true",
+                   help="run without a Lease (only when a single replica runs)")
+    p.add_argument("--identity", metavar="ID", help="leader election identity (default: host-pid)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-format", choices=("auto", "json", "console"))
+    p.set_defaults(handler=run)
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"--metrics-address {text!r}: expected HOST:PORT")
+    return host or "0.0.0.0", int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scheduler.config import ConfigError, load_config
+    from scheduler.kube.runner import LiveScheduler
+    from scheduler.logconfig import configure_logging
+    from scheduler.serve import serve
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    overrides: dict[str, object] = {}
+    if args.scheduler_name:
+        overrides["scheduler_name"] = args.scheduler_name
+    if args.metrics_address:
+        overrides["metrics_bind_address"] = args.metrics_address
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    if args.log_format:
+        overrides["log_format"] = args.log_format
+    if args.no_leader_election:
+        overrides["leader_election"] = dataclasses.replace(config.leader_election, enabled=False)
+    config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
+    configure_logging(config.log_level, config.log_format)  # type: ignore[arg-type]
+
+    live = LiveScheduler.from_kubeconfig(config, args.kubeconfig, identity=args.identity)
+    host, port = _address(config.metrics_bind_address)
+    server = serve(live.metrics.registry, live.health, host, port)
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        live.stop_event.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        live.start()
+        live.run()
+    finally:
+        live.stop()
+        server.shutdown()
+    return 0

@@ -1,0 +1,220 @@
+"""Carry out a ``CyclePlan`` on a real cluster: evict, nominate, bind, explain.
+
+Binding is on the critical path and happens inside ``apply`` (every gang atomically, all
+gangs of the plan concurrently). Everything a person reads — pod conditions, PodGroup status,
+events — is handed to a background writer that keeps only the latest desired state per
+object, so ten thousand pending pods never slow a bind, and a reason that did not change is
+never rewritten.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.binder import Binder
+from scheduler.kube.client import KubeClient
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.loop import ApplyResult
+from scheduler.metrics import SchedulerMetrics
+from scheduler.model import PodRef
+from scheduler.plan import CyclePlan, PendingReason, map_pods
+
+log = structlog.get_logger("gang_scheduler.actuator")
+
+Task = Callable[[], None]
+
+
+class BackgroundWriter:
+    """A single thread running the latest write task per key (older ones are dropped)."""
+
+    def __init__(self, name: str = "status-writer") -> None:
+        self._latest: dict[str, Task] = {}
+        self._lock = threading.Lock()
+        self._wake: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, key: str, task: Task) -> None:
+        with self._lock:
+            fresh = key not in self._latest
+            self._latest[key] = task
+        if fresh:
+            self._wake.put(key)
+
+    def _run(self) -> None:
+        while True:
+            key = self._wake.get()
+            if key is None:
+                return
+            with self._lock:
+                task = self._latest.pop(key, None)
+            if task is None:
+                continue
+            try:
+                task()
+            except Exception as exc:  # a failed status write must never stop the writer
+                log.warning("status_write_failed", key=key, error=str(exc))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every submitted task ran (for tests and shutdown)."""
+        done = threading.Event()
+        self.submit(f"__flush__{id(done)}", done.set)
+        return done.wait(timeout)
+
+    def stop(self) -> None:
+        self._wake.put(None)
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorConfig:
+    scheduler_name: str = "gang-scheduler"
+    eviction_grace_period_seconds: int = 30
+
+
+class KubeActuator:
+    """The live scheduler's ``Actuator``."""
+
+    def __init__(self, client: KubeClient, cache: ClusterCache, binder: Binder,
+                 statuses: StatusWriter, events: EventRecorder,
+                 config: ActuatorConfig = ActuatorConfig(),
+                 metrics: SchedulerMetrics | None = None) -> None:
+        self.client, self.cache, self.binder = client, cache, binder
+        self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
+        self.writer = BackgroundWriter()
+
+    def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
+        evicted = self._evict(plan)
+        self._nominate(plan, now)
+        bound, failed = self._bind(plan, now)
+        self._explain_pending(plan, now)
+        return ApplyResult(bound=tuple(bound), failed=failed, evicted=tuple(evicted))
+
+    # Preemption ---------------------------------------------------------------------------
+    def _evict(self, plan: CyclePlan) -> list[str]:
+        evicted: list[str] = []
+        for ev in plan.evictions:
+            pods = [p for p in self.cache.gang_pods(ev.victim) if p.node_name and not p.terminating]
+            refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
+            message = f"preempted by gang {ev.preemptor}: {ev.message}"
+            for ref in refs:
+                self.statuses.set_disruption_target(ref, message)
+            outcomes = self.binder.evict_pods(refs, self.config.eviction_grace_period_seconds)
+            blocked = [o for o in outcomes if not o.ok]
+            for ref in refs:
+                self.writer.submit(f"event/{ref.uid}/preempted",
+                                   self._preempted_event(ref, message))
+            if blocked:
+                log.warning("eviction_blocked", gang=ev.victim, preemptor=ev.preemptor,
+                            pods=len(blocked), reason=blocked[0].reason)
+            else:
+                evicted.append(ev.victim)
+            if self.metrics is not None:
+                self.metrics.evictions.inc(len(refs) - len(blocked))
+                queue_name = pods[0].labels.get("gangscheduler.io/queue", "") if pods else ""
+                self.metrics.preemptions.labels(queue_name or "default").inc()
+            log.info("gang_preempted", gang=ev.victim, preemptor=ev.preemptor, pods=len(refs))
+        return evicted
+
+    def _preempted_event(self, ref: PodRef, message: str) -> Task:
+        return lambda: self.events.emit(ObjectRef.pod(ref), EventReason.PREEMPTED, message,
+                                        EventType.WARNING, action="Preempting") and None
+
+    def _nominate(self, plan: CyclePlan, now: float) -> None:
+        """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
+        if not plan.nominations:
+            return
+        pending = {g.id: g for g in self.cache.cycle_input(now).gangs.pending}
+        for nom in plan.nominations:
+            gang = pending.get(nom.gang_id)
+            if gang is None or nom.placement is None:
+                continue
+            for ref, node in map_pods(gang, nom.placement):
+                self.writer.submit(f"nominate/{ref.uid}",
+                                   lambda r=ref, n=node: self.statuses.set_nominated_node(r, n))
+
+    # Binding --------------------------------------------------------------------------------
+    def _bind(self, plan: CyclePlan, now: float) -> tuple[list[str], dict[str, str]]:
+        if not plan.binds:
+            return [], {}
+        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in plan.binds],
+                                          self.config.scheduler_name)
+        bound: list[str] = []
+        failed: dict[str, str] = {}
+        for b, out in zip(plan.binds, outcomes, strict=True):
+            ns, name = b.gang_id.split("/", 1)
+            if out.ok:
+                bound.append(b.gang_id)
+                nodes = sorted({node for _, node in b.pod_nodes})
+                message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
+                           f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
+                           f"{' ...' if len(nodes) > 8 else ''}")
+                for ref, _ in b.pod_nodes:
+                    self.statuses.forget_pod(ref.uid)
+                self.writer.submit(f"group/{b.gang_id}", self._group_status_task(
+                    ns, name, PodGroupStatus(PodGroupPhase.SCHEDULED, scheduled=len(b.pod_nodes),
+                                             schedule_start_time=now, reason="Scheduled",
+                                             message=message)))
+                first = b.pod_nodes[0][0] if b.pod_nodes else None
+                self.writer.submit(f"event/{b.gang_id}/scheduled", lambda m=message, f=first,
+                                   n=ns, g=name: self._emit_gang(n, g, f, EventReason.SCHEDULED,
+                                                                 m, EventType.NORMAL))
+                if self.metrics is not None:
+                    self.metrics.pods_bound.inc(len(b.pod_nodes))
+            else:
+                why = out.describe()
+                failed[b.gang_id] = why
+                log.warning("gang_bind_failed", gang=b.gang_id, namespace=ns, queue=b.queue,
+                            reason=why)
+                first = b.pod_nodes[0][0] if b.pod_nodes else None
+                self.writer.submit(f"event/{b.gang_id}/rollback", lambda m=why, f=first, n=ns,
+                                   g=name: self._emit_gang(n, g, f, EventReason.GANG_ROLLED_BACK,
+                                                           f"gang rolled back: {m}",
+                                                           EventType.WARNING))
+        return bound, failed
+
+    def _emit_gang(self, ns: str, name: str, first: PodRef | None, reason: str, message: str,
+                   type_: EventType) -> None:
+        group = self.cache.group(f"{ns}/{name}")
+        if group is not None:
+            self.events.emit(ObjectRef.podgroup(ns, name, group.uid), reason, message, type_)
+        elif first is not None:
+            self.events.emit(ObjectRef.pod(first), reason, message, type_)
+
+    def _group_status_task(self, ns: str, name: str, status: PodGroupStatus) -> Task:
+        def task() -> None:
+            if self.cache.group(f"{ns}/{name}") is not None:
+                self.statuses.set_podgroup_status(ns, name, status)
+        return task
+
+    # Explaining -------------------------------------------------------------------------------
+    def _explain_pending(self, plan: CyclePlan, now: float) -> None:
+        for gang_id, reason in plan.pending.items():
+            self.writer.submit(f"pending/{gang_id}", self._pending_task(gang_id, reason, now))
+
+    def _pending_task(self, gang_id: str, reason: PendingReason, now: float) -> Task:
+        ns, name = gang_id.split("/", 1)
+        text = str(reason)
+
+        def task() -> None:
+            pods = [p for p in self.cache.gang_pods(gang_id) if not p.node_name]
+            for p in pods:
+                self.statuses.set_unschedulable(PodRef(p.namespace, p.name, p.uid), text)
+            group = self.cache.group(gang_id)
+            if group is not None:
+                self.statuses.set_podgroup_status(ns, name, PodGroupStatus(
+                    PodGroupPhase.PENDING, reason="Unschedulable", message=text))
+            first = PodRef(pods[0].namespace, pods[0].name, pods[0].uid) if pods else None
+            self._emit_gang(ns, name, first, EventReason.FAILED_SCHEDULING, text,
+                            EventType.WARNING)
+        return task
+
+    def close(self) -> None:
+        self.writer.flush()
+        self.writer.stop()

@@ -1,0 +1,152 @@
+"""The live scheduler process: informers -> cache -> Scheduler.run_once -> KubeActuator.
+
+Every replica watches the cluster (so a standby's cache is warm); only the leader runs
+cycles and writes. A cycle runs as soon as something changed (polled every
+``poll_interval``) and at least every ``cycle_interval`` seconds, so a newly complete gang
+is placed within a fraction of a second and reservations still advance on an idle cluster.
+
+On becoming leader the first cycle also repairs what a crashed predecessor may have left: a
+gang found partly bound is completed if this cycle can place its missing members, and
+otherwise rolled back (its bound members deleted so their controller recreates them).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import structlog
+
+from scheduler.cache import ClusterCache
+from scheduler.config import SchedulerConfig
+from scheduler.grouping import GroupingConfig
+from scheduler.kube import feed, informer
+from scheduler.kube.actuator import ActuatorConfig, KubeActuator
+from scheduler.kube.binder import Binder
+from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.policy_feed import LivePolicies
+from scheduler.kube.status import StatusWriter
+from scheduler.loop import Scheduler
+from scheduler.metrics import SchedulerMetrics
+from scheduler.model import PodRef
+from scheduler.plan import CyclePlan
+from scheduler.serve import Health
+
+log = structlog.get_logger("gang_scheduler.runner")
+
+
+class LiveScheduler:
+    def __init__(self, config: SchedulerConfig, client: KubeClient,
+                 metrics: SchedulerMetrics | None = None, health: Health | None = None,
+                 identity: str | None = None, poll_interval: float = 0.05) -> None:
+        self.config = config
+        self.client = client
+        self.metrics = metrics or SchedulerMetrics()
+        self.health = health or Health()
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.poll_interval = poll_interval
+        self.cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
+                                                 default_queue=config.default_queue))
+        self.policies = LivePolicies(client)
+        self.informers = feed.cache_informers(client, self.cache, config.node_labels)
+        self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
+        self.binder = Binder(client, concurrency=config.bind_concurrency)
+        self.actuator = KubeActuator(
+            client, self.cache, self.binder, StatusWriter(client),
+            EventRecorder(client, interval=config.event_min_interval_seconds),
+            ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
+            self.metrics)
+        self.scheduler = Scheduler(
+            self.cache, self.policies, time.time, self.actuator, self.metrics,
+            backoff_initial=config.bind_backoff_initial_seconds,
+            backoff_max=config.bind_backoff_max_seconds)
+        le = config.leader_election
+        self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
+                                      lease_duration=le.lease_duration_seconds,
+                                      renew_deadline=le.renew_deadline_seconds,
+                                      retry_period=le.retry_period_seconds)
+                        if le.enabled else None)
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def from_kubeconfig(cls, config: SchedulerConfig, kubeconfig: str | None,
+                        **kwargs: object) -> LiveScheduler:
+        client = connect(kubeconfig, pool_maxsize=max(64, config.bind_concurrency * 2))
+        return cls(config, client, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def start(self, sync_timeout: float = 120.0) -> None:
+        for inf in self.informers:
+            inf.start()
+        if not feed.wait_for_sync(self.informers, sync_timeout):
+            raise TimeoutError(f"informers did not sync within {sync_timeout:.0f}s")
+        self.health.set_ready(True)
+        log.info("caches_synced", identity=self.identity, nodes=len(self.cache.nodes()),
+                 pods=len(self.cache.pods()))
+        if self.elector is not None:
+            t = threading.Thread(target=self.elector.run, args=(self.stop_event,),
+                                 name="leader-election", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def run(self) -> None:
+        """The scheduling loop; returns when ``stop()`` is called."""
+        was_leader = False
+        last_generation, last_cycle = -1, 0.0
+        while not self.stop_event.is_set():
+            self.health.heartbeat()
+            leader = self.is_leader
+            self.metrics.is_leader.set(1 if leader else 0)
+            if not leader:
+                was_leader = False
+                self.stop_event.wait(self.poll_interval * 4)
+                continue
+            now = time.monotonic()
+            generation = self.cache.generation
+            due = now - last_cycle >= self.config.cycle_interval_seconds
+            if generation != last_generation or due or not was_leader:
+                last_generation, last_cycle = generation, now
+                try:
+                    plan = self.scheduler.run_once()
+                    self._repair_partial(plan, startup=not was_leader)
+                except Exception:  # keep scheduling on the last good state
+                    log.exception("cycle_failed")
+                was_leader = True
+            self.stop_event.wait(self.poll_interval)
+
+    def _repair_partial(self, plan: CyclePlan, startup: bool) -> None:
+        """Roll back gangs left partly bound that this cycle could not complete."""
+        gangs = self.cache.cycle_input(time.time()).gangs
+        bound_now = {b.gang_id for b in plan.binds}
+        for gang_id, refs in gangs.partially_bound.items():
+            if gang_id in bound_now:
+                log.info("partial_gang_completed", gang=gang_id, bound=len(refs))
+                continue
+            pods = {p.uid: p for p in self.cache.gang_pods(gang_id)}
+            never_started = all(pods.get(r.uid) is None or pods[r.uid].phase == "Pending"
+                                for r in refs)
+            if not (startup or never_started):
+                continue
+            log.warning("partial_gang_rolled_back", gang=gang_id, bound=len(refs),
+                        reason=str(plan.pending.get(gang_id, "not placeable this cycle")))
+            failures = self.binder.delete_pods([PodRef(r.namespace, r.name, r.uid) for r in refs])
+            self.metrics.rollbacks.labels("partial_at_startup" if startup else "partial").inc()
+            for f in failures:
+                log.error("rollback_failed", gang=gang_id, pod=str(f.pod), reason=f.reason)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for inf in self.informers:
+            inf.stop()
+        for t in self._threads:
+            t.join(timeout=5)
+        self.actuator.close()
+        self.binder.close()
