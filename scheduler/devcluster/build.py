@@ -28,6 +28,11 @@ HACK_DIR = REPO_ROOT / "hack" / "controlplane"
 PROGRESS_EVERY_S = 30.0
 
 
+def say(line: str) -> None:
+    """Progress goes out at once, also when stdout is a pipe or a CI log."""
+    print(line, flush=True)
+
+
 class BuildError(RuntimeError):
     """A binary could not be built; the message says which and why."""
 
@@ -120,7 +125,7 @@ def module_time(component: Component, env: dict[str, str]) -> str:
     return str(info.get("Time", "1970-01-01T00:00:00Z"))
 
 
-def ensure(component: Component, log: Callable[[str], None] = print) -> Path:
+def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
     """Return the cached binary for `component`, building it first if it is missing."""
     binary = component.binary()
     if binary.is_file() and os.access(binary, os.X_OK):
@@ -168,7 +173,7 @@ def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str]
                          f"(exit {proc.returncode}):\n{proc.stdout[-4000:]}")
 
 
-def ensure_all(log: Callable[[str], None] = print) -> dict[str, Path]:
+def ensure_all(log: Callable[[str], None] = say) -> dict[str, Path]:
     """Build or reuse every component; returns name -> binary path."""
     started = time.monotonic()
     paths = {c.name: ensure(c, log) for c in COMPONENTS}

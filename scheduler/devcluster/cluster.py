@@ -76,7 +76,7 @@ class DevCluster:
 
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
-           log: Log = print) -> state.ClusterState:
+           log: Log = build.say) -> state.ClusterState:
         """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes."""
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
@@ -141,7 +141,7 @@ class DevCluster:
         procs.wait_until(ready.exists, AGENT_READY_TIMEOUT_S, "the agent's first lists", agent)
         return agent
 
-    def down(self, log: Log = print) -> bool:
+    def down(self, log: Log = build.say) -> bool:
         """Stop every recorded process (agent, apiserver, etcd, in that order).
 
         Returns True if something was running. Files are kept for post-mortems; the next `up`

@@ -118,7 +118,7 @@ class FakeKubelet:
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if not node:
             return
-        if kind == "DELETED" or phase in ("Succeeded", "Failed"):
+        if kind == "DELETED":
             self.running[node].pop(uid, None)
             self.waiting[node].pop(uid, None)
             return
@@ -126,7 +126,11 @@ class FakeKubelet:
             self.waiting[node][uid] = pod
             return
         if meta.get("deletionTimestamp"):
+            self.running[node].pop(uid, None)  # its resources are free from now on
             self._force_delete(meta["namespace"], meta["name"], uid)
+            return
+        if phase in ("Succeeded", "Failed"):
+            self.running[node].pop(uid, None)
             return
         if phase == "Running":
             self.running[node][uid] = pod_requests(pod)

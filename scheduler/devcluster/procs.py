@@ -66,9 +66,15 @@ def is_alive(proc: ManagedProcess) -> bool:
     return stat is not None and stat[1] == proc.start_ticks and stat[0] not in ("Z", "X")
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def _die_with(parent: int) -> Callable[[], None]:
+    """A preexec hook: SIGKILL this child when `parent` dies (also if it already has)."""
+
+    def hook() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
 
 
 def spawn(name: str, argv: Sequence[str], log: Path, owned: bool,
@@ -79,7 +85,7 @@ def spawn(name: str, argv: Sequence[str], log: Path, owned: bool,
         popen = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env=env, cwd=cwd,
-            preexec_fn=_die_with_parent if owned else None,
+            preexec_fn=_die_with(os.getpid()) if owned else None,
         )
     _CHILDREN[popen.pid] = popen  # keep it referenced so that we can reap it
     stat = _stat(popen.pid)
@@ -122,20 +128,25 @@ def _wait_dead(proc: ManagedProcess, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         _reap(proc.pid)
-        if not is_alive(proc) and not _group_alive(proc.pid):
+        if not is_alive(proc) and not group_alive(proc.pid):
             return True
         time.sleep(0.05)
     return False
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether any process is still in process group `pgid` (a forked grandchild, say)."""
     try:
-        os.killpg(pgid, 0)
+        os.killpg(pgid, 0)  # cheap first check; it also succeeds for zombies
     except (ProcessLookupError, PermissionError):
         return False
-    return any(_pgid_of(int(p)) == pgid for p in os.listdir("/proc") if p.isdigit()
-               and (_stat(int(p)) or ("Z",))[0] not in ("Z", "X"))
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _stat(int(entry))
+        if stat is not None and stat[0] not in ("Z", "X") and _pgid_of(int(entry)) == pgid:
+            return True
+    return False
 
 
 def _pgid_of(pid: int) -> int | None:

@@ -192,7 +192,7 @@ def test_cli_up_env_down_across_processes_leaves_nothing(tmp_path: Path) -> None
     assert down.returncode == 0, down.stderr
     for proc in recorded.processes:
         assert not procs.is_alive(proc), proc
-        assert not procs._group_alive(proc.pid), proc
+        assert not procs.group_alive(proc.pid), proc
     assert state.load(tmp_path) is None
     assert _cli(tmp_path, "env").returncode == 1
 
