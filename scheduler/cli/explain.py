@@ -1,0 +1,126 @@
+"""`gang-scheduler explain NAMESPACE/NAME`: why a gang waits, and what would let it start.
+
+It reads the cluster, runs the scheduler's own pure ``decide`` on that view, and prints the
+gang's queue, its position in queue order, the reason, any reservation or nomination, and
+what would change the answer (quota, free capacity, topology). It also shows what the running
+scheduler last wrote on the gang (its pods' ``PodScheduled`` condition), so a difference
+between the two views is visible rather than hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+EPILOG = """\
+examples:
+  gang-scheduler explain team-a/llama-70b            # a PodGroup, a Job or a lone pod
+  gang-scheduler explain team-a/llama-70b --kubeconfig ~/.kube/config
+
+The gang id is NAMESPACE/NAME of its PodGroup (or Volcano group name), its Job, or the pod.
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("explain", help="why is this gang pending, and what would let it run",
+                       description=__doc__, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("gang", metavar="NAMESPACE/NAME")
+    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, then ~/.kube/config")
+    p.add_argument("--config", metavar="FILE", help="the scheduler's config file (scheduler name, "
+                   "labels); default: built-in defaults")
+    p.set_defaults(handler=run)
+
+
+def _row(label: str, value: object) -> str:
+    return f"  {label:<12} {value}"
+
+
+def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[str, bool]:
+    """The report for *gang_id* and whether the gang was found (pure given its inputs)."""
+    from scheduler import cycle
+    from scheduler.plan import explain as plan_explain
+
+    inp = cache.cycle_input(now)
+    pending = {g.id: g for g in inp.gangs.pending}
+    running = inp.snapshot.running.get(gang_id)
+    lines = [f"gang {gang_id}"]
+    if gang_id not in pending:
+        if running is not None:
+            nodes = ", ".join(running.nodes)
+            lines += [_row("state", "running"), _row("queue", running.gang.queue),
+                      _row("nodes", nodes)]
+            return "\n".join(lines), True
+        problem = inp.gangs.problems.get(gang_id)
+        if problem:
+            lines += [_row("state", "cannot be formed"), _row("why", problem)]
+            return "\n".join(lines), True
+        lines.append(_row("state", "not found: no pending or running pods of this scheduler "
+                                   "belong to it"))
+        return "\n".join(lines), False
+    gang = pending[gang_id]
+    plan = cycle.decide(inp.snapshot, list(pending.values()), policies.current(), now)
+    reason = plan.pending.get(gang_id)
+    lines += [
+        _row("queue", gang.queue),
+        _row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
+                     f"{gang.min_member} ({gang.members_present} present)"),
+        _row("needs", gang.min_requests.describe()),
+        _row("priority", gang.priority),
+    ]
+    if plan.bind_of(gang_id) is not None:
+        lines.append(_row("state", "would be bound in the next cycle"))
+    elif reason is not None:
+        lines += [_row("state", f"pending: {reason.category}"),
+                  _row("position", f"{reason.position} of {len(plan.order)} in queue order"
+                       if reason.position else "not ordered (cannot be considered yet)"),
+                  _row("why", reason.message)]
+    extra = [ln for ln in plan_explain(plan, gang_id).splitlines() if ": pending, " not in ln]
+    if extra:
+        lines += ["", "what this cycle does for it:", *("  " + ln for ln in extra)]
+    free = inp.snapshot.total_free()
+    lines += ["", f"cluster free now: {free.gpus} GPUs of "
+                  f"{inp.snapshot.total_allocatable().gpus}"]
+    return "\n".join(lines), True
+
+
+def run(args: argparse.Namespace) -> int:
+    from scheduler.config import ConfigError, load_config
+    from scheduler.kube.client import connect
+    from scheduler.kube.oneshot import read_cluster
+    from scheduler.logconfig import configure_logging
+
+    if "/" not in args.gang:
+        print(f"error: {args.gang!r}: expected NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging("error", "console")
+    client = connect(args.kubeconfig)
+    cache, policies = read_cluster(client, config)
+    text, found = explain_text(args.gang, cache, policies, time.time())
+    print(text)
+    written = _last_written(client, cache, args.gang)
+    if written:
+        print(f"\nthe running scheduler last said: {written}")
+    return 0 if found else 1
+
+
+def _last_written(client: Any, cache: Any, gang_id: str) -> str:
+    """The PodScheduled message on the gang's first pending pod, as the live scheduler wrote it."""
+    for pod in cache.gang_pods(gang_id):
+        if pod.node_name:
+            continue
+        resp = client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        if not resp.ok:
+            continue
+        for cond in (resp.json().get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                return str(cond.get("message") or "")
+        return ""
+    return ""

@@ -1,0 +1,55 @@
+"""`explain` answers from the same decide the scheduler runs, on a cache built in memory."""
+
+from __future__ import annotations
+
+from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
+from scheduler.cache import ClusterCache
+from scheduler.cli.explain import explain_text
+from scheduler.model import Node, PodRequirements, Resources
+from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodGroupInfo, PodInfo
+from scheduler.resources import GPU
+
+
+class Fixed:
+    def __init__(self, policies: PolicySet) -> None:
+        self.policies = policies
+
+    def current(self) -> PolicySet:
+        return self.policies
+
+
+def setup(gpus_per_pod: int, pods: int, quota: int) -> tuple[ClusterCache, Fixed]:
+    cache = ClusterCache()
+    for i in range(2):
+        cache.upsert_node(Node.build(f"n{i}", Resources.of(gpu=8, cpu=64000, pods=110),
+                                     labels={"gangscheduler.io/pool": "a100"}))
+    cache.upsert_group(PodGroupInfo("ns", "g", min_member=pods, labels={QUEUE_LABEL: "q"}))
+    for i in range(pods):
+        cache.upsert_pod(PodInfo(uid=f"u{i}", namespace="ns", name=f"g-{i}",
+                                 requirements=PodRequirements(Resources.of(gpu=gpus_per_pod)),
+                                 scheduler_name="gang-scheduler",
+                                 labels={POD_GROUP_LABEL: "g"}))
+    queue = Queue(name="q", namespaces=("ns",), quotas=(PoolQuota(
+        pool="a100", nominal=Resources({GPU: quota}), covered=frozenset({GPU})),))
+    return cache, Fixed(PolicySet(QueueSet.of([queue])))
+
+
+def test_explains_a_quota_wait() -> None:
+    cache, policies = setup(8, 2, quota=8)
+    text, found = explain_text("ns/g", cache, policies, now=0.0)
+    assert found
+    assert "queue        q" in text
+    assert "pending: Quota" in text
+    assert "position     1 of 1" in text
+
+
+def test_says_when_it_would_bind() -> None:
+    cache, policies = setup(4, 2, quota=16)
+    text, found = explain_text("ns/g", cache, policies, now=0.0)
+    assert found and "would be bound in the next cycle" in text
+
+
+def test_unknown_gang() -> None:
+    cache, policies = setup(4, 2, quota=16)
+    text, found = explain_text("ns/other", cache, policies, now=0.0)
+    assert not found and "not found" in text
