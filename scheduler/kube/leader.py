@@ -6,10 +6,17 @@ steps down if it could not renew within ``renew_deadline``. Expiry is judged by 
 process last saw the Lease change (its own monotonic clock), not by the timestamp written
 by the other replica, so clock skew between nodes cannot make two leaders. Updates carry the
 Lease's resourceVersion: two candidates racing for it cannot both win.
+
+Why ``is_leader`` also checks the clock: a renewal that hangs on a slow apiserver must not leave
+a replica believing it leads after ``renew_deadline``, by which time a standby (which waits the
+longer ``lease_duration``) may be about to take over. Requests time out within the deadline too.
+On shutdown the Lease is released only after ``quiesce`` returns (the scheduling loop has
+finished its cycle), so a standby that takes over at once never overlaps a last write.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.kube.client import KubeClient
+from scheduler.kube.client import Requester
 
 log = structlog.get_logger("gang_scheduler.leader")
 
@@ -28,7 +35,7 @@ def _micro_time(ts: float) -> str:
 
 
 class LeaderElector:
-    def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
+    def __init__(self, client: Requester, namespace: str, name: str, identity: str, *,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
@@ -44,18 +51,25 @@ class LeaderElector:
         self._observed_at = 0.0
         self._last_renew = 0.0
         self._leading = threading.Event()
+        half = max(0.5, renew_deadline / 2)
+        self.timeout = (min(5.0, half), half)  # (connect, read): both within the deadline
 
     @property
     def is_leader(self) -> bool:
-        return self._leading.is_set()
+        """Holding the Lease, renewed within ``renew_deadline`` (by this process's clock)."""
+        return self._leading.is_set() and \
+            self._monotonic() - self._last_renew <= self.renew_deadline
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        return self.client.request(method, path, body=body, timeout=self.timeout)
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the Lease afterwards."""
         now_wall, now = time.time(), self._monotonic()
-        resp = self.client.request("GET", self.path)
+        resp = self._request("GET", self.path)
         if resp.status == 404:
             body = self._lease_body(None, now_wall, transitions=0)
-            created = self.client.request("POST", self.create_path, body=body)
+            created = self._request("POST", self.create_path, body)
             return self._won(created.ok, now)
         if not resp.ok:
             log.warning("lease_read_failed", status=resp.status, reason=resp.message())
@@ -75,7 +89,7 @@ class LeaderElector:
         transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
         body = self._lease_body(lease, now_wall, transitions,
                                 acquired=None if holder == self.identity else now_wall)
-        updated = self.client.request("PUT", self.path, body=body)
+        updated = self._request("PUT", self.path, body)
         return self._won(updated.ok, now)
 
     def _won(self, ok: bool, now: float) -> bool:
@@ -93,7 +107,7 @@ class LeaderElector:
                     acquired: float | None = None) -> dict[str, Any]:
         spec = dict((current or {}).get("spec") or {})
         spec.update({"holderIdentity": self.identity,
-                     "leaseDurationSeconds": int(self.lease_duration),
+                     "leaseDurationSeconds": math.ceil(self.lease_duration),
                      "renewTime": _micro_time(now), "leaseTransitions": transitions})
         if acquired is not None or "acquireTime" not in spec:
             spec["acquireTime"] = _micro_time(acquired if acquired is not None else now)
@@ -103,22 +117,32 @@ class LeaderElector:
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": metadata, "spec": spec}
 
-    def run(self, stop: threading.Event) -> None:
-        """Keep trying / renewing until *stop* is set (run it in a thread)."""
+    def run(self, stop: threading.Event, quiesce: Callable[[], object] | None = None) -> None:
+        """Keep trying / renewing until *stop* is set (run it in a thread), then release.
+
+        ``quiesce`` is called after this replica stopped calling itself leader and before
+        the Lease is given up: the caller waits there for its last cycle to finish.
+        """
         while not stop.is_set():
             try:
                 self.try_acquire_or_renew()
             except Exception as exc:  # transport errors: keep trying until the deadline
-                log.warning("lease_error", error=str(exc))
+                log.warning("lease_error", identity=self.identity, error=str(exc))
                 self._won(False, self._monotonic())
             stop.wait(self.retry_period)
         if self._leading.is_set():
-            self.release()
+            self._leading.clear()
+            if quiesce is not None:
+                quiesce()
+            try:
+                self.release()
+            except Exception as exc:  # the Lease then simply expires
+                log.warning("lease_release_failed", identity=self.identity, error=str(exc))
 
     def release(self) -> None:
         """Give the Lease up on shutdown so a standby takes over at once."""
         self._leading.clear()
-        resp = self.client.request("GET", self.path)
+        resp = self._request("GET", self.path)
         if not resp.ok:
             return
         lease = resp.json()
@@ -126,5 +150,5 @@ class LeaderElector:
             return
         lease["spec"]["holderIdentity"] = ""
         lease["spec"]["leaseDurationSeconds"] = 1
-        self.client.request("PUT", self.path, body=lease)
-        log.info("leader_released", identity=self.identity, lease=self.name)
+        if self._request("PUT", self.path, lease).ok:
+            log.info("leader_released", identity=self.identity, lease=self.name)
