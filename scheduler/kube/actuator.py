@@ -88,6 +88,12 @@ class KubeActuator:
         self.client, self.cache, self.binder = client, cache, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
         self.writer = BackgroundWriter()
+        # Pods handed to the binder and not yet seen bound by the watch. A pending explanation
+        # decided a cycle earlier must never land on them: PodScheduled=False on a bound pod
+        # is a lie, and a kubelet may re-admit the pod on that update. The lock makes a
+        # status write in flight finish before the binds start.
+        self._explain_lock = threading.Lock()
+        self._binding: set[str] = set()
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evicted = self._evict(plan)
@@ -143,8 +149,15 @@ class KubeActuator:
     def _bind(self, plan: CyclePlan, now: float) -> tuple[list[str], dict[str, str]]:
         if not plan.binds:
             return [], {}
+        claimed = {ref.uid for b in plan.binds for ref, _ in b.pod_nodes}
+        with self._explain_lock:
+            self._binding = {u for u in self._binding if self._unconfirmed(u)} | claimed
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in plan.binds],
                                           self.config.scheduler_name)
+        released = {ref.uid for b, out in zip(plan.binds, outcomes, strict=True) if not out.ok
+                    for ref, _ in b.pod_nodes}
+        with self._explain_lock:
+            self._binding -= released
         bound: list[str] = []
         failed: dict[str, str] = {}
         for b, out in zip(plan.binds, outcomes, strict=True):
@@ -204,8 +217,16 @@ class KubeActuator:
 
         def task() -> None:
             pods = [p for p in self.cache.gang_pods(gang_id) if not p.node_name]
+            written = []
             for p in pods:
-                self.statuses.set_unschedulable(PodRef(p.namespace, p.name, p.uid), text)
+                with self._explain_lock:
+                    if p.uid in self._binding:
+                        continue  # bound since this reason was decided
+                    self.statuses.set_unschedulable(PodRef(p.namespace, p.name, p.uid), text)
+                written.append(p)
+            if pods and not written:
+                return
+            pods = written
             group = self.cache.group(gang_id)
             if group is not None:
                 self.statuses.set_podgroup_status(ns, name, PodGroupStatus(
@@ -214,6 +235,10 @@ class KubeActuator:
             self._emit_gang(ns, name, first, EventReason.FAILED_SCHEDULING, text,
                             EventType.WARNING)
         return task
+
+    def _unconfirmed(self, uid: str) -> bool:
+        pod = self.cache.pod(uid)
+        return pod is not None and not pod.node_name
 
     def close(self) -> None:
         self.writer.flush()
