@@ -11,13 +11,15 @@ Set ``GANG_SCHEDULER_E2E=0`` to skip every e2e test (CI runs them).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from scheduler.devcluster import build
 from scheduler.devcluster.cluster import DevCluster
 from tests.e2e.cluster_api import ControlPlane
+from tests.e2e.live import InProcessScheduler, Tenant, tenant_config
 
 E2E_ENV = "GANG_SCHEDULER_E2E"
 SKIP_REASON = f"{E2E_ENV}=0: end-to-end tests against a real kube-apiserver are disabled"
@@ -54,3 +56,33 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 def namespace(control_plane: ControlPlane) -> str:
     """A fresh namespace for one test (never deleted: see ControlPlane.new_namespace)."""
     return control_plane.new_namespace()
+
+
+# The live scheduler (tests/e2e/live.py) -------------------------------------------------------
+@pytest.fixture
+def tenant(control_plane: ControlPlane) -> Tenant:
+    """A fresh namespace, node pool, Queue and schedulerName for one live-scheduler test."""
+    return Tenant.create(control_plane)
+
+
+@pytest.fixture
+def start_scheduler(control_plane: ControlPlane,
+                    tenant: Tenant) -> Iterator[Callable[..., InProcessScheduler]]:
+    """Start an in-process scheduler serving only `tenant` (config overrides as keywords);
+    every one started is stopped at teardown."""
+    started: list[InProcessScheduler] = []
+
+    def start(**overrides: Any) -> InProcessScheduler:
+        runner = InProcessScheduler.start(control_plane, tenant_config(tenant, **overrides))
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        runner.stop()
+
+
+@pytest.fixture
+def live_scheduler(start_scheduler: Callable[..., InProcessScheduler]) -> InProcessScheduler:
+    """An in-process scheduler serving only `tenant`, with the test defaults."""
+    return start_scheduler()

@@ -1,0 +1,318 @@
+"""Running the live scheduler in e2e tests: isolated tenants, in-process and subprocess runs,
+and a pod watch that proves no pod was ever re-bound.
+
+Why tenants: the session control plane is shared, and nodes and Queues are cluster-scoped. A
+``Tenant`` gives one test its own namespace, node pool (``gangscheduler.io/pool``), Queue (quota
+only in that pool, only that namespace) and ``schedulerName``. Its pods carry all of them plus a
+nodeSelector on the pool, so a test's scheduler neither takes another test's pods for its own nor
+places on another test's nodes.
+
+Why two ways to run the scheduler: in process (a thread) lets a test wrap the binder to make a
+race deterministic; a subprocess is the only honest way to SIGKILL it in the middle of a bind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from scheduler.config import SchedulerConfig
+from scheduler.devcluster import rest
+from scheduler.kube import informer
+from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.runner import LiveScheduler
+from tests.e2e.cluster_api import (
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    SIMULATED_RUNTIME,
+    ControlPlane,
+    wait_for,
+)
+
+POOL_LABEL = "gangscheduler.io/pool"
+QUEUE_LABEL = "gangscheduler.io/queue"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GPU = "nvidia.com/gpu"
+QUEUES = ("gangscheduler.io", "v1alpha1", "queues")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLI = REPO_ROOT / ".venv" / "bin" / "gang-scheduler"
+
+
+@dataclass
+class Tenant:
+    """One test's namespace, node pool, Queue and schedulerName (see the module docstring)."""
+
+    cp: ControlPlane
+    namespace: str
+    pool: str
+    queue: str
+    scheduler_name: str
+
+    @classmethod
+    def create(cls, cp: ControlPlane, gpu_quota: int = 1000) -> Tenant:
+        tag = uuid.uuid4().hex[:8]
+        tenant = cls(cp, cp.new_namespace("live"), f"pool-{tag}", f"q-{tag}", f"gs-{tag}")
+        tenant.create_queue(gpu_quota)
+        return tenant
+
+    # Cluster-scoped objects --------------------------------------------------------------
+    def create_queue(self, gpus: int) -> None:
+        """A Queue admitting only this namespace, with quota only in this tenant's pool."""
+        body = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
+                "metadata": {"name": self.queue},
+                "spec": {"namespaces": [self.namespace],
+                         "quotas": [{"pool": self.pool, "nominal": {GPU: gpus}}]}}
+        rest.call(self.cp.custom.create_cluster_custom_object, *QUEUES, body)
+
+    def create_nodes(self, count: int, gpus: int = 8) -> list[str]:
+        return [self.cp.create_node(f"{self.pool}-n{i}", gpus=gpus, labels={POOL_LABEL: self.pool})
+                for i in range(count)]
+
+    # Workloads ---------------------------------------------------------------------------
+    def create_pod(self, name: str, gpus: int = 1, group: str | None = None,
+                   runtime_s: float | None = None, scheduler_name: str | None = None,
+                   owner: Mapping[str, Any] | None = None,
+                   labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """A pod of this tenant (its scheduler, queue and pool unless told otherwise)."""
+        meta: dict[str, Any] = {"name": name, "labels": {QUEUE_LABEL: self.queue, **(labels or {})},
+                                "annotations": {}}
+        if group:
+            meta["labels"][GROUP_LABEL] = group
+        if runtime_s is not None:
+            meta["annotations"][SIMULATED_RUNTIME] = str(runtime_s)
+        if owner:
+            meta["ownerReferences"] = [dict(owner)]
+        resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+        if gpus:
+            resources["requests"][GPU] = str(gpus)
+            resources["limits"] = {GPU: str(gpus)}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+            "schedulerName": scheduler_name or self.scheduler_name, "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0, "nodeSelector": {POOL_LABEL: self.pool},
+            "containers": [{"name": "main", "image": "registry.invalid/train:latest",
+                            "resources": resources}]}}
+        return rest.call(self.cp.core.create_namespaced_pod, self.namespace, body)
+
+    def create_group(self, name: str, min_member: int) -> dict[str, Any]:
+        body = {"apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}", "kind": "PodGroup",
+                "metadata": {"name": name, "labels": {QUEUE_LABEL: self.queue}},
+                "spec": {"minMember": min_member}}
+        return rest.call(self.cp.custom.create_namespaced_custom_object, PODGROUP_GROUP,
+                         PODGROUP_VERSION, self.namespace, PODGROUP_PLURAL, body)
+
+    def create_gang(self, name: str, size: int, gpus: int = 1, min_member: int | None = None,
+                    runtime_s: float | None = None) -> list[str]:
+        """A PodGroup (minMember = size unless told) and its pods ``name-0`` ... ``name-N``."""
+        self.create_group(name, min_member if min_member is not None else size)
+        names = [f"{name}-{i}" for i in range(size)]
+        for pod in names:
+            self.create_pod(pod, gpus=gpus, group=name, runtime_s=runtime_s)
+        return names
+
+    def delete_pod(self, name: str) -> None:
+        self.cp.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0,
+                                           _preload_content=False)
+
+    # Reading -----------------------------------------------------------------------------
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """Every pod of the namespace by name."""
+        items = rest.call(self.cp.core.list_namespaced_pod, self.namespace)["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    def nodes_of(self, names: list[str]) -> dict[str, str]:
+        """name -> nodeName ("" when pending) for the named pods that exist."""
+        pods = self.pods()
+        return {n: str(pods[n]["spec"].get("nodeName") or "") for n in names if n in pods}
+
+    def bound(self, names: list[str]) -> list[str]:
+        return sorted(n for n, node in self.nodes_of(names).items() if node)
+
+    def all_bound(self, names: list[str]) -> bool:
+        return len(self.bound(names)) == len(names)
+
+    def phases(self, names: list[str]) -> dict[str, str]:
+        pods = self.pods()
+        return {n: str(pods[n].get("status", {}).get("phase")) for n in names if n in pods}
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        """``events.k8s.io/v1`` events of the namespace (optionally of one reason)."""
+        items = rest.call(client.EventsV1Api(self.cp.api).list_namespaced_event,
+                          self.namespace)["items"]
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+    def group_status(self, name: str) -> dict[str, Any]:
+        return self.cp.get_pod_group(self.namespace, name).get("status") or {}
+
+
+def unschedulable_message(pod: Mapping[str, Any]) -> str:
+    """The ``PodScheduled=False`` message of a pod ("" when it has none)."""
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or c.get("reason") or "?")
+    return ""
+
+
+# The scheduler, in process ----------------------------------------------------------------
+def tenant_config(tenant: Tenant, **overrides: Any) -> SchedulerConfig:
+    """A config serving only *tenant*: its schedulerName, its queue as default, no Lease, fast
+    retries (a test waits seconds, not the production minutes)."""
+    base = SchedulerConfig(scheduler_name=tenant.scheduler_name, default_queue=tenant.queue,
+                           cycle_interval_seconds=0.5, bind_backoff_initial_seconds=1.0,
+                           bind_backoff_max_seconds=5.0, event_min_interval_seconds=1.0)
+    base = dataclasses.replace(base, leader_election=dataclasses.replace(
+        base.leader_election, enabled=False))
+    return dataclasses.replace(base, **overrides)
+
+
+@dataclass
+class InProcessScheduler:
+    """``LiveScheduler`` running in a background thread; ``stop()`` joins it."""
+
+    live: LiveScheduler
+    thread: threading.Thread | None = None
+    errors: list[BaseException] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, cp: ControlPlane, config: SchedulerConfig) -> InProcessScheduler:
+        client = connect(str(cp.kubeconfig), pool_maxsize=max(64, config.bind_concurrency * 2))
+        runner = cls(LiveScheduler(config, client, poll_interval=0.02))
+        runner.live.start(sync_timeout=60)
+        runner.thread = threading.Thread(target=runner._run, name="live-scheduler", daemon=True)
+        runner.thread.start()
+        return runner
+
+    def _run(self) -> None:
+        try:
+            self.live.run()
+        except BaseException as exc:  # surfaced by stop(): a dead loop must fail the test
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self.live.stop()
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+        client = self.live.client
+        if isinstance(client, KubeClient):
+            client.close()
+        assert not self.errors, f"the scheduling loop died: {self.errors[0]!r}"
+
+
+# The scheduler, as a process ---------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class SchedulerProcess:
+    """``gang-scheduler run`` as a child process, for tests that must SIGKILL it."""
+
+    cp: ControlPlane
+    tenant: Tenant
+    workdir: Path
+    config_yaml: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    port: int = 0
+    runs: int = 0
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.runs += 1
+        config = self.workdir / "config.yaml"
+        config.write_text(self.config_yaml or "{}\n")
+        self.port = _free_port()
+        log = (self.workdir / f"scheduler-{self.runs}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [str(CLI), "run", "--kubeconfig", str(self.cp.kubeconfig), "--config", str(config),
+             "--scheduler-name", self.tenant.scheduler_name, "--no-leader-election",
+             "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        log.close()
+        wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "
+                 f"(log: {self.workdir}/scheduler-{self.runs}.log)")
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"scheduler exited with {self.proc.returncode}; see "
+                                 f"{self.workdir}/scheduler-{self.runs}.log")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup of any kind runs in the scheduler."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        return (self.workdir / f"scheduler-{self.runs}.log").read_text(errors="replace")
+
+
+# Watching pods --------------------------------------------------------------------------------
+class PodWatch:
+    """Every nodeName each pod of a namespace was seen with, from a watch (not polling), so a
+    re-bind cannot slip between two reads."""
+
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
+        self.client = connect(str(cp.kubeconfig))
+        self._lock = threading.Lock()
+        self.nodes: dict[str, list[str]] = {}  # uid -> distinct non-empty nodeNames, in order
+        self.names: dict[str, str] = {}  # uid -> name
+        self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
+        self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
+        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
+        self.informer = informer.Informer(self.client, kind, self._handle)
+
+    def __enter__(self) -> PodWatch:
+        self.informer.start()
+        assert self.informer.wait_for_sync(30), "pod watch did not sync"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.informer.stop()
+        self.client.close()
+
+    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
+        with self._lock:
+            seen = self.nodes.setdefault(meta["uid"], [])
+            self.names[meta["uid"]] = meta["name"]
+            if node and (not seen or seen[-1] != node):
+                seen.append(node)
+                self.first_bound.setdefault(meta["name"], time.monotonic())
+            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                self.finished.setdefault(meta["name"], time.monotonic())
+
+    def bound_names(self) -> set[str]:
+        with self._lock:
+            return {self.names[u] for u, nodes in self.nodes.items() if nodes}
+
+    def rebinds(self) -> dict[str, list[str]]:
+        """Pods (by name) whose nodeName changed once set: must always be empty."""
+        with self._lock:
+            return {self.names[u]: list(n) for u, n in self.nodes.items() if len(n) > 1}

@@ -1,0 +1,118 @@
+"""The live scheduler places whole gangs on a real control plane, and says why it does not.
+
+Each test gets its own tenant (namespace, pool, Queue, schedulerName) and an in-process
+scheduler serving only that tenant; the fake kubelet runs what is bound and, with
+``runtime_s``, completes it, which is how a gang "finishes" here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from scheduler.devcluster import rest
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import InProcessScheduler, PodWatch, Tenant, unschedulable_message
+
+pytestmark = pytest.mark.e2e
+
+
+def pending_messages(tenant: Tenant, names: list[str]) -> dict[str, str]:
+    """name -> PodScheduled=False message, only once every named pod has one."""
+    pods = tenant.pods()
+    messages = {n: unschedulable_message(pods[n]) for n in names if n in pods}
+    return messages if len(messages) == len(names) and all(messages.values()) else {}
+
+
+def group_status(tenant: Tenant, group: str) -> str:
+    """The PodGroup's phase, and its condition's message where the CRD keeps conditions
+    (the scheduler-plugins schema has none, so the apiserver prunes them)."""
+    status = tenant.group_status(group)
+    conditions = status.get("conditions") or [{}]
+    return f"{status.get('phase') or ''}: {conditions[-1].get('message') or ''}".strip(": ")
+
+
+def test_two_gangs_on_room_for_one_run_one_after_the_other(
+        control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """The partial-placement deadlock cannot happen: 16 one-GPU pods on 12 GPUs."""
+    tenant.create_nodes(3, gpus=4)
+    with PodWatch(control_plane, tenant.namespace) as watch:
+        gangs = {"a": tenant.create_gang("a", 8, runtime_s=3),
+                 "b": tenant.create_gang("b", 8, runtime_s=3)}
+        first = wait_for(lambda: next((g for g, pods in gangs.items()
+                                       if tenant.all_bound(pods)), ""),
+                         60, what="one gang bound whole")
+        second = "b" if first == "a" else "a"
+
+        # The other gang has no pod bound, and its pods, PodGroup and events say why.
+        messages = wait_for(lambda: pending_messages(tenant, gangs[second]), 30,
+                            what=f"PodScheduled=False on every pod of {second}")
+        assert tenant.bound(gangs[second]) == [], "a partly placed gang: the deadlock"
+        why = next(iter(messages.values()))
+        assert "Placement" in why or "Reserved" in why, why
+        wait_for(lambda: group_status(tenant, second).startswith("Pending"), 30,
+                 what=f"PodGroup {second} Pending")
+        wait_for(lambda: group_status(tenant, first).startswith("Scheduled"), 30,
+                 what=f"PodGroup {first} Scheduled")
+        wait_for(lambda: any(e["regarding"]["name"] == second
+                             for e in tenant.events("FailedScheduling")),
+                 30, what=f"a FailedScheduling event about {second}")
+        assert any(e["regarding"]["name"] == first for e in tenant.events("Scheduled"))
+
+        # When the first gang finishes, the second runs whole.
+        wait_for(lambda: set(tenant.phases(gangs[first]).values()) == {"Succeeded"}, 60,
+                 what=f"gang {first} finished")
+        wait_for(lambda: tenant.all_bound(gangs[second]), 60, what=f"gang {second} bound")
+        phases = tenant.phases(gangs[first] + gangs[second])
+        assert "Failed" not in phases.values(), f"the kubelet refused an over-commit: {phases}"
+        # No member of the second gang was bound before 4 of the first had finished: until
+        # then the 4 free GPUs could only have held half of it.
+        earliest = min(watch.first_bound[n] for n in gangs[second])
+        done = sorted(watch.finished[n] for n in gangs[first] if n in watch.finished)
+        assert len(done) >= 4 and done[3] <= earliest, (done, earliest)
+        assert watch.rebinds() == {}
+
+
+def test_a_pod_group_waits_for_min_member(tenant: Tenant,
+                                          live_scheduler: InProcessScheduler) -> None:
+    tenant.create_nodes(1, gpus=8)
+    names = tenant.create_gang("g", 3, min_member=4)
+    messages = wait_for(lambda: pending_messages(tenant, names), 30,
+                        what="WaitingForMembers on the 3 pods")
+    assert all("WaitingForMembers" in m and "3 of 4" in m for m in messages.values()), messages
+    assert tenant.bound(names) == []
+    wait_for(lambda: group_status(tenant, "g").startswith("Pending"), 30,
+             what="PodGroup Pending")
+    tenant.create_pod("g-3", group="g")
+    names.append("g-3")
+    wait_for(lambda: tenant.all_bound(names), 30, what="all 4 members bound")
+
+
+def create_job(tenant: Tenant, name: str, parallelism: int) -> dict[str, str]:
+    """A batch/v1 Job (nothing runs it here: no Job controller); returns its owner reference."""
+    body = {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"gangscheduler.io/queue": tenant.queue}},
+            "spec": {"parallelism": parallelism, "completions": parallelism,
+                     "template": {"spec": {
+                         "schedulerName": tenant.scheduler_name, "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "registry.invalid/x"}]}}}}
+    job = rest.call(client.BatchV1Api(tenant.cp.api).create_namespaced_job, tenant.namespace, body)
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": name,
+            "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def test_a_jobs_pods_are_one_gang_of_its_parallelism(tenant: Tenant,
+                                                     live_scheduler: InProcessScheduler) -> None:
+    """Pods of a Job, as its controller would create them, bind only all together."""
+    tenant.create_nodes(1, gpus=8)
+    owner = create_job(tenant, "train", parallelism=4)
+    names = [f"train-{i}" for i in range(3)]
+    for name in names:
+        tenant.create_pod(name, owner=owner)
+    messages = wait_for(lambda: pending_messages(tenant, names), 30,
+                        what="WaitingForMembers on the Job's 3 pods")
+    assert all("WaitingForMembers" in m for m in messages.values()), messages
+    assert tenant.bound(names) == []
+    tenant.create_pod("train-3", owner=owner)
+    names.append("train-3")
+    wait_for(lambda: tenant.all_bound(names), 30, what="the Job's 4 pods bound")
