@@ -137,13 +137,13 @@ class ClusterCache:
     def upsert_job(self, job: JobInfo) -> None:
         with self._lock:
             self._jobs[job.key] = job
-            self._rebuild_all = True  # pods may now belong to the Job's gang
+            self._dirty.add(job.key)  # its pods are its gang already (grouping.group_id)
             self._touch()
 
     def delete_job(self, key: str) -> None:
         with self._lock:
             if self._jobs.pop(key, None) is not None:
-                self._rebuild_all = True
+                self._dirty.add(key)
                 self._touch()
 
     def replace_all(self, kind: str, items: Iterable[object]) -> None:

@@ -5,7 +5,8 @@ A pod belongs to, in order of precedence:
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
 2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
-3. its controlling ``batch/v1`` Job, whose parallelism is the gang size;
+3. its controlling ``batch/v1`` Job, whose parallelism is the gang size (its pods wait
+   until the Job itself is seen, so they are never placed one by one meanwhile);
 4. otherwise, itself: a lone pod is a gang of one.
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
@@ -89,7 +90,8 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) 
     if name:
         return f"{pod.namespace}/{name}"
     owner = pod.owner
-    if owner is not None and owner.kind == "Job" and f"{pod.namespace}/{owner.name}" in jobs:
+    if owner is not None and owner.kind == "Job":
+        # Even before the Job itself is seen (another watch): never a lone pod meanwhile.
         return f"{pod.namespace}/{owner.name}"
     return f"{pod.namespace}/{pod.name}"
 
@@ -236,6 +238,9 @@ def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: 
                    f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
     if job is not None:
         return max(1, job.parallelism), None
+    if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
+        return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
+                   "size (parallelism) is known")
     return 1, None
 
 

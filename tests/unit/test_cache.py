@@ -6,7 +6,7 @@ import dataclasses
 
 from scheduler.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
-from scheduler.model.workloads import PodInfo, PodPhase
+from scheduler.model.workloads import JobInfo, OwnerRef, PodInfo, PodPhase
 
 NODE = Node.build("n1", Resources.of(gpu=8, cpu=64000, pods=110))
 
@@ -71,3 +71,19 @@ def test_delete_pod_frees_capacity() -> None:
     assert cache.cycle_input(0).snapshot.free("n1").gpus == 4
     cache.delete_pod(p.uid)
     assert cache.cycle_input(0).snapshot.free("n1").gpus == 8
+
+
+def test_job_pods_seen_before_their_job_wait_then_form_one_gang() -> None:
+    """The pod and Job watches are separate streams: pods may arrive first."""
+    cache = ClusterCache()
+    cache.upsert_node(NODE)
+    for i in range(2):
+        cache.upsert_pod(dataclasses.replace(gpu_pod(f"j-{i}", 1),
+                                             owner=OwnerRef("Job", "j", "juid")))
+    gangs = cache.cycle_input(0).gangs
+    assert gangs.pending == () and set(gangs.problems) == {"ns/j"}
+    cache.upsert_job(JobInfo("ns", "j", "juid", parallelism=2))
+    (gang,) = cache.cycle_input(1).gangs.pending
+    assert (gang.id, gang.min_member, gang.is_complete) == ("ns/j", 2, True)
+    cache.delete_job("ns/j")
+    assert cache.cycle_input(2).gangs.pending == ()
