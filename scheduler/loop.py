@@ -10,7 +10,13 @@ What the loop adds around the pure ``decide``:
   backoff before it is tried again (a pod deleted under us is not retried every cycle);
 - successful binds are assumed in the cache until the watch confirms them;
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
-- metrics and one summary log line per cycle.
+- metrics and one summary log line per cycle (info when the cycle did something, debug when
+  idle), every line of the cycle carrying its number.
+
+Gang scheduling latency runs from the first cycle that saw a gang complete (all required
+members present) to the cycle that bound all of it; a gang that stops being complete or
+pending (a member deleted, the gang withdrawn) starts over. With metrics, ``decide`` gets a
+solver that times each placement solve: the same ``placement.solve``, so plans are unchanged.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ from typing import Protocol
 
 import structlog
 
-from scheduler import cycle
-from scheduler.cache import ClusterCache
+from scheduler import cycle, placement
+from scheduler.cache import ClusterCache, CycleInput
 from scheduler.metrics import SchedulerMetrics
+from scheduler.model import Gang
+from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
+from scheduler.queue_report import QueueReport, queue_reports
+from scheduler.snapshot import Snapshot
 
 log = structlog.get_logger("gang_scheduler.loop")
 
@@ -38,6 +48,7 @@ class ApplyResult:
     bound: tuple[str, ...] = ()  # gang ids whose every member is now bound
     failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why (rolled back)
     evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
+    blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
 
 
 class Actuator(Protocol):
@@ -79,18 +90,28 @@ class Scheduler:
         self.backoff_max = backoff_max
         self._backoff: dict[str, _Backoff] = {}
         self._previous: CyclePlan | None = None
+        self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
+        self._solve_s = 0.0  # placement time within the current decide
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
+        self.last_queues: tuple[QueueReport, ...] = ()
 
     def run_once(self) -> CyclePlan:
         """One cycle: decide on a snapshot, apply the plan, remember what happened."""
-        now = self.clock()
         self.cycles += 1
+        with structlog.contextvars.bound_contextvars(cycle=self.cycles):
+            return self._cycle()
+
+    def _cycle(self) -> CyclePlan:
+        now = self.clock()
         inp = self.cache.cycle_input(now)
+        self._track_complete(inp, now)
         pending = [g for g in inp.gangs.pending if self._ready(g.id, now)]
+        policies = self.policies.current()
+        self._solve_s = 0.0
         started = time.perf_counter()
-        plan = cycle.decide(inp.snapshot, pending, self.policies.current(), now,
-                            previous=self._previous)
+        plan = cycle.decide(inp.snapshot, pending, policies, now, previous=self._previous,
+                            solver=self._timed_solve if self.metrics is not None else None)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -107,8 +128,20 @@ class Scheduler:
                 self._backoff.pop(b.gang_id, None)
         self._previous = plan
         self.last_plan = plan
-        self._observe(plan, result, decided - started, applied - decided)
+        self.last_queues = queue_reports(plan.queues, policies)
+        self._observe(plan, result, inp, decided - started, applied - decided)
         return plan
+
+    def _timed_solve(self, gang: Gang, snapshot: Snapshot,
+                     params: PlacementParams) -> PlacementResult:
+        started = time.perf_counter()
+        result = placement.solve(gang, snapshot, params)
+        elapsed = time.perf_counter() - started
+        self._solve_s += elapsed
+        if self.metrics is not None:
+            solver = result.solved_by if isinstance(result, Placement) else "unplaceable"
+            self.metrics.solver_duration.labels(solver).observe(elapsed)
+        return result
 
     # Backoff --------------------------------------------------------------------------------
     def _ready(self, gang_id: str, now: float) -> bool:
@@ -125,22 +158,73 @@ class Scheduler:
         return {gid: b.until for gid, b in self._backoff.items() if b.until > now}
 
     # Observability ----------------------------------------------------------------------------
-    def _observe(self, plan: CyclePlan, result: ApplyResult, decide_s: float,
+    def _track_complete(self, inp: CycleInput, now: float) -> None:
+        """Remember when each pending gang was first seen complete; forget the others."""
+        complete = {g.id for g in inp.gangs.pending if g.is_complete}
+        for gid in [gid for gid in self._complete_since if gid not in complete]:
+            del self._complete_since[gid]
+        for gid in sorted(complete):
+            self._complete_since.setdefault(gid, now)
+
+    def _observe(self, plan: CyclePlan, result: ApplyResult, inp: CycleInput, decide_s: float,
                  apply_s: float) -> None:
+        queue_of = {g.id: g.queue for g in inp.gangs.pending}
+        bound_at = self.clock()
+        latencies: dict[str, float] = {}
+        for b in plan.binds:
+            if b.gang_id in result.bound:
+                since = self._complete_since.pop(b.gang_id, None)
+                latencies[b.gang_id] = max(0.0, bound_at - since) if since is not None else 0.0
+                ns = b.gang_id.split("/", 1)[0]
+                log.info("gang_bound", gang=b.gang_id, namespace=ns, queue=b.queue,
+                         pods=len(b.pod_nodes), nodes=len(b.placement.nodes),
+                         latency_s=round(latencies[b.gang_id], 3))
+        pending = Counter((queue_of.get(gid, ""), r.category.value)
+                          for gid, r in plan.pending.items())
+        for gid in self.backing_off(plan.now):
+            if gid in queue_of and gid not in plan.pending:
+                pending[(queue_of[gid], "Backoff")] += 1
         reasons = Counter(r.category.value for r in plan.pending.values())
-        log.info("cycle", cycle=self.cycles, binds=len(result.bound), failed=len(result.failed),
-                 evictions=len(plan.evictions), pending=len(plan.pending),
-                 reasons=dict(sorted(reasons.items())), decide_ms=round(decide_s * 1000, 1),
-                 apply_ms=round(apply_s * 1000, 1)) if (plan.binds or plan.evictions) else None
+        busy = plan.binds or plan.evictions or result.failed or result.blocked
+        (log.info if busy else log.debug)(
+            "cycle_summary", binds=len(result.bound), failed=len(result.failed),
+            evictions=len(result.evicted), blocked=len(result.blocked),
+            nominations=len(plan.nominations), pending=len(plan.pending),
+            reasons=dict(sorted(reasons.items())), decide_ms=round(decide_s * 1000, 1),
+            solve_ms=round(self._solve_s * 1000, 1), apply_ms=round(apply_s * 1000, 1))
         m = self.metrics
         if m is None:
             return
         m.cycles.inc()
         m.cycle_duration.observe(decide_s)
         m.apply_duration.observe(apply_s)
+        m.set_pending(pending)
+        m.set_queues(self.last_queues)
+        for b in plan.binds:
+            if b.gang_id in latencies:
+                m.scheduling_latency.labels(b.queue).observe(latencies[b.gang_id])
         if result.bound:
             m.binds.labels("success").inc(len(result.bound))
         if result.failed:
             m.binds.labels("failure").inc(len(result.failed))
             for why in result.failed.values():
-                m.rollbacks.labels(why.split(":", 1)[0][:40]).inc()
+                m.rollbacks.labels(rollback_reason(why)).inc()
+        if result.blocked:
+            m.evictions_blocked.inc(len(result.blocked))
+        running = inp.snapshot.running
+        for victim in result.evicted:
+            rg = running.get(victim)
+            m.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
+            m.evictions.inc(rg.gang.size if rg is not None else 0)
+
+
+#: Rollback reason label by what the bind failure says (a bounded set: never a pod name).
+_ROLLBACK_REASONS = (("pod deleted", "PodDeleted"), ("conflict", "Conflict"),
+                     ("forbidden", "Forbidden"), ("no reply", "NoReply"),
+                     ("http 5", "ServerError"), ("http 4", "Refused"))
+
+
+def rollback_reason(why: str) -> str:
+    """A short, bounded label for the ``rollbacks_total`` metric from a failure description."""
+    text = why.lower()
+    return next((label for key, label in _ROLLBACK_REASONS if key in text), "Other")

@@ -7,9 +7,11 @@ Names follow Prometheus conventions: ``gang_scheduler_`` prefix, base units, ``_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from scheduler.queue_report import QueueReport
 
 _LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 _CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
@@ -46,6 +48,10 @@ class SchedulerMetrics:
             ["reason"], registry=r)
         self.evictions = Counter(
             "gang_scheduler_evictions_total", "Pods evicted to make room for a preemptor.",
+            registry=r)
+        self.evictions_blocked = Counter(
+            "gang_scheduler_evictions_blocked_total",
+            "Victim gangs whose eviction the apiserver refused (a PodDisruptionBudget, mostly).",
             registry=r)
         self.preemptions = Counter(
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
@@ -85,3 +91,12 @@ class SchedulerMetrics:
     def set_shares(self, fair: Mapping[str, float], usage: Mapping[str, float]) -> None:
         self._replace(self.fair_share, {(q,): v for q, v in fair.items()})
         self._replace(self.usage_share, {(q,): v for q, v in usage.items()})
+
+    def set_queues(self, reports: Iterable[QueueReport]) -> None:
+        """Allocated and nominal GPUs per (queue, pool), shares per queue, from one cycle."""
+        reports = list(reports)
+        self.set_allocation(
+            {(q.name, p.pool): p.allocated.gpus for q in reports for p in q.pools},
+            {(q.name, p.pool): p.nominal.gpus for q in reports for p in q.pools})
+        self.set_shares({q.name: q.fair_share for q in reports},
+                        {q.name: q.usage_share for q in reports})
