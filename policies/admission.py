@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from policies.queues import Queue
 from policies.quota import QuotaLedger
-from scheduler.model import Gang
+from scheduler.model import Gang, PodRequirements
 from scheduler.placement.types import Placement
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
@@ -32,15 +32,43 @@ class QuotaVerdict:
         return bool(self.pools)
 
 
+_POOLS_CACHE = "policies.admission.pools"
+
+
+def eligible_pools(snapshot: Snapshot, requirements: PodRequirements) -> tuple[str, ...]:
+    """Pools with a node a pod may use; memoised with the snapshot's node-derived caches."""
+    cache = snapshot.solver_cache.setdefault(_POOLS_CACHE, {})
+    hit = cache.get(requirements)
+    if hit is None:
+        nodes = snapshot.nodes
+        hit = cache[requirements] = tuple(sorted({nodes[n].pool for n in
+                                                  snapshot.eligible_nodes(requirements)}))
+    return hit  # type: ignore[no-any-return]
+
+
+_BOUNDS_CACHE = "policies.admission.bounds"
+
+
 def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
-    """Per pool, the most the gang could be charged there: each role in every pool it may use."""
-    nodes = snapshot.nodes
+    """Per pool, the most the gang could be charged there: each role in every pool it may use.
+
+    Memoised by the roles' requirements and counts with the snapshot's node-derived caches:
+    a gang pending for many cycles is worked out once.
+    """
+    key = tuple((r.requirements, r.required) for r in gang.roles)
+    cache = snapshot.solver_cache.setdefault(_BOUNDS_CACHE, {})
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _pool_bounds(gang, snapshot)
+    return dict(hit)
+
+
+def _pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
     per_pool: dict[str, list[Resources]] = {}
     for role in gang.roles:
         if role.required <= 0:
             continue
-        pools = {nodes[n].pool for n in snapshot.eligible_nodes(role.requirements)}
-        for pool in pools:
+        for pool in eligible_pools(snapshot, role.requirements):
             per_pool.setdefault(pool, []).append(role.requests * role.required)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 
@@ -55,8 +83,11 @@ def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot) -> d
 
 
 def admissible_pools(gang: Gang, queue: Queue, ledger: QuotaLedger,
-                     bounds: Mapping[str, Resources]) -> QuotaVerdict:
-    """Pools where the queue's quota holds the gang's upper-bound charge in full."""
+                     bounds: Mapping[str, Resources], explain: bool = True) -> QuotaVerdict:
+    """Pools where the queue's quota holds the gang's upper-bound charge in full.
+
+    ``explain=False`` skips writing the message (for searches that only need the pools).
+    """
     if not bounds:
         return QuotaVerdict((), "no node pool has nodes this gang's pods may use")
     open_pools = set(ledger.tree.pools_of(queue.name))
@@ -64,13 +95,14 @@ def admissible_pools(gang: Gang, queue: Queue, ledger: QuotaLedger,
     problems: list[str] = []
     for pool, request in bounds.items():
         if pool not in open_pools:
-            problems.append(f"queue {queue.name} has no quota in pool {pool}")
+            if explain:
+                problems.append(f"queue {queue.name} has no quota in pool {pool}")
             continue
         missing = ledger.shortfall(queue.name, pool, request)
-        if missing:
-            problems.append(describe_shortfall(queue.name, pool, request, missing, ledger))
-        else:
+        if not missing:
             admitted.append(pool)
+        elif explain:
+            problems.append(describe_shortfall(queue.name, pool, request, missing, ledger))
     return QuotaVerdict(tuple(admitted), "; ".join(problems))
 
 

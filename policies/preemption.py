@@ -113,22 +113,68 @@ def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue
     return None
 
 
+def running_by_queue(snapshot: Snapshot) -> dict[str, list[RunningGang]]:
+    """Running gangs grouped by queue, each group sorted by id (an index for ``candidates``)."""
+    out: dict[str, list[RunningGang]] = {}
+    for rg in snapshot.running.values():
+        out.setdefault(rg.gang.queue, []).append(rg)
+    return out
+
+
 def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
                queues: QueueSet, bounds: Mapping[str, Resources], now: float,
                terminating: frozenset[str],
-               cache: dict[str, dict[str, Resources]] | None = None) -> list[Candidate]:
-    """Every running gang the policy lets *gang* preempt, sorted by id."""
+               cache: dict[str, dict[str, Resources]] | None = None,
+               by_queue: Mapping[str, list[RunningGang]] | None = None,
+               memo: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] | None = None,
+               ) -> list[Candidate]:
+    """Every running gang the policy lets *gang* preempt, sorted by id.
+
+    Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
+    when it may reclaim at all, the other queues of its tree. *memo* shares the answer
+    between gangs of one queue and priority while the ledger (the same object) and the
+    gangs being evicted are unchanged, which is most of a cycle.
+    """
     reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
+    key = (id(ledger), queue.name, gang.priority, reclaim_pools, len(terminating))
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None and hit[0] is ledger:
+            return [c for c in hit[1] if c.id != gang.id]
+    found = _scan(gang, queue, snapshot, ledger, queues, reclaim_pools, now, terminating,
+                  cache, by_queue)
+    if memo is not None:
+        memo[key] = (ledger, found)
+    return [c for c in found if c.id != gang.id]
+
+
+def _scan(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
+          queues: QueueSet, reclaim_pools: frozenset[str], now: float,
+          terminating: frozenset[str], cache: dict[str, dict[str, Resources]] | None,
+          by_queue: Mapping[str, list[RunningGang]] | None) -> list[Candidate]:
+    scan: list[str] = []
+    if queue.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY:
+        scan.append(queue.name)
+    if queue.preemption.reclaim_from_others is not ReclaimPolicy.NEVER and reclaim_pools:
+        paths = ledger.tree.paths
+        root = paths[queue.name][0]
+        scan.extend(n for n in paths if n != queue.name and paths[n][0] == root)
+    if not scan:
+        return []
+    if by_queue is None:
+        by_queue = running_by_queue(snapshot)
     out: list[Candidate] = []
-    for gid, rg in snapshot.running.items():
-        if gid == gang.id or gid in terminating:
-            continue
-        vq = queues.queues.get(rg.gang.queue)
-        if vq is None or now - rg.start_time < vq.preemption.min_runtime_seconds:
-            continue
-        why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, cache)
-        if why is not None:
-            out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
+    for name in scan:
+        vq = queues.queues[name]
+        for rg in by_queue.get(name, ()):
+            if rg.id in terminating or rg.id not in snapshot.running:
+                continue
+            if now - rg.start_time < vq.preemption.min_runtime_seconds:
+                continue
+            why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, cache)
+            if why is not None:
+                out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
+    out.sort(key=lambda c: c.id)
     return out
 
 

@@ -26,7 +26,7 @@ from policies.admission import (
 from policies.preemption import ledger_without
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
@@ -94,25 +94,27 @@ def reserve(req: ReservationRequest, queues: QueueSet, now: float,
     events = release_events(snapshot, queues, now)
     if not events:
         return None
-    usable = _usable_nodes(gang, snapshot, req.params)
-    free = sum(max(0, snapshot.free(n).gpus) for n in usable)
+    slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, req.params))
+    # The quota state after each event (quota only frees up as gangs leave).
+    ledgers: list[QuotaLedger] = []
     ledger = req.ledger
     start = len(events)
     for i, (_, ids) in enumerate(events):
         released = [snapshot.running[gid] for gid in ids]
         ledger = ledger_without(ledger, released, snapshot)
-        free += sum(res.gpus for rg in released for node, res in rg.allocations
-                    if node in usable)
-        if free >= gang.gpus and admissible_pools(gang, req.queue, ledger, req.bounds).admitted:
+        ledgers.append(ledger)
+        for rg in released:
+            slots.release(rg.allocations)
+        if start == len(events) and slots.enough() and admissible_pools(
+                gang, req.queue, ledger, req.bounds, explain=False).admitted:
             start = i
-            break
     if start == len(events):
         return None
     cache: dict[int, Reservation | None] = {}
 
     def fits_after(i: int) -> Reservation | None:
         if i not in cache:
-            cache[i] = _try(req, events, i, solve)
+            cache[i] = _try(req, events, i, ledgers[i], solve)
         return cache[i]
 
     lo, step, hi = start, 1, None  # lo: first index not known to fail
@@ -134,12 +136,10 @@ def reserve(req: ReservationRequest, queues: QueueSet, now: float,
 
 
 def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i: int,
-         solve: Solver) -> Reservation | None:
-    """Admission and placement once the gangs of events[0..i] have ended."""
+         ledger: QuotaLedger, solve: Solver) -> Reservation | None:
+    """Admission (on *ledger*) and placement once the gangs of events[0..i] have ended."""
     ids = [gid for _, group in events[: i + 1] for gid in group]
-    released = [req.snapshot.running[gid] for gid in ids]
-    ledger = ledger_without(req.ledger, released, req.snapshot)
-    verdict = admissible_pools(req.gang, req.queue, ledger, req.bounds)
+    verdict = admissible_pools(req.gang, req.queue, ledger, req.bounds, explain=False)
     if not verdict.admitted:
         return None
     future = req.snapshot.without_gangs(ids)
@@ -167,6 +167,47 @@ def backfill_params(reservation: Reservation | None, runtime: float | None, now:
     if runtime is not None and now + runtime <= reservation.estimated_start:
         return params  # it is gone before the reserved gang needs the nodes
     return replace(params, excluded_nodes=params.excluded_nodes | frozenset(reservation.nodes))
+
+
+class _Slots:
+    """How many pods of each GPU role fit on the usable nodes' free GPUs, per topology domain.
+
+    A necessary condition for a placement, kept up to date as gangs are released, so that
+    ``solve`` only runs where it could succeed.
+    """
+
+    __slots__ = ("domain", "free", "roles", "slots")
+
+    def __init__(self, gang: Gang, snapshot: Snapshot, usable: frozenset[str]) -> None:
+        topo = gang.topology
+        level = topo.level if topo is not None and topo.mode is TopologyMode.REQUIRED else None
+        nodes = snapshot.nodes
+        self.roles = [(r.required, r.requests.gpus) for r in gang.roles
+                      if r.required > 0 and r.requests.gpus > 0]
+        self.domain = {n: (nodes[n].labels.get(level) or f"<none:{n}>") if level else ""
+                       for n in usable}
+        self.free = {n: max(0, snapshot.free(n).gpus) for n in usable}
+        self.slots: dict[str, list[int]] = {}
+        for n, free in self.free.items():
+            per = self.slots.setdefault(self.domain[n], [0] * len(self.roles))
+            for i, (_, g) in enumerate(self.roles):
+                per[i] += free // g
+
+    def release(self, allocations: tuple[tuple[str, Resources], ...]) -> None:
+        for node, res in allocations:
+            old = self.free.get(node)
+            if old is None or res.gpus <= 0:
+                continue
+            new = self.free[node] = old + res.gpus
+            per = self.slots[self.domain[node]]
+            for i, (_, g) in enumerate(self.roles):
+                per[i] += new // g - old // g
+
+    def enough(self) -> bool:
+        if not self.roles:
+            return True
+        return any(all(have >= need for have, (need, _) in zip(per, self.roles, strict=True))
+                   for per in self.slots.values())
 
 
 def _usable_nodes(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> frozenset[str]:

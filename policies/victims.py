@@ -25,7 +25,7 @@ from policies.admission import (
 from policies.preemption import Candidate, candidates, could_preempt_back, ledger_without
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger
-from scheduler.model import Gang, TopologyMode
+from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
@@ -65,6 +65,10 @@ class VictimSearch:
     terminating: frozenset[str] = frozenset()
     #: Per-cycle memo of running gangs' per-pool charges, shared between searches.
     charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
+    #: Running gangs by queue (``preemption.running_by_queue``), shared between searches.
+    by_queue: Mapping[str, list[RunningGang]] | None = None
+    #: ``preemption.candidates`` answers, shared between searches of one cycle.
+    memo: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] | None = None
     max_solves: int = 12
     max_candidates: int = 200
     solves: int = 0
@@ -78,7 +82,8 @@ class VictimSearch:
 
     def run(self) -> Preemption | None:
         found = candidates(self.gang, self.queue, self.snapshot, self.ledger, self.queues,
-                           self.bounds, self.now, self.terminating, self.charges)
+                           self.bounds, self.now, self.terminating, self.charges,
+                           self.by_queue, self.memo)
         if not found:
             return None
         usable = self._usable = self._usable_nodes()
@@ -199,7 +204,7 @@ class VictimSearch:
         self._proofs[key] = None
         victims = [c.running for c in chosen]
         ledger = ledger_without(self.ledger, victims, self.snapshot, self.charges)
-        verdict = admissible_pools(self.gang, self.queue, ledger, self.bounds)
+        verdict = admissible_pools(self.gang, self.queue, ledger, self.bounds, explain=False)
         if not verdict.admitted:
             return None
         self.solves += 1

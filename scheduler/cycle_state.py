@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from policies.admission import (
+    QuotaVerdict,
     admissible_pools,
     charge_all,
     check_charges,
@@ -19,6 +20,7 @@ from policies.admission import (
     pool_bounds,
     pool_nodes,
 )
+from policies.preemption import Candidate, running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, ReservationRequest, backfill_params, reserve
@@ -59,6 +61,40 @@ class CycleState:
     _all_pools: frozenset[str] | None = None
     _bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)
     _charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
+    _by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
+    _candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
+        default_factory=dict)
+    _held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None
+    _ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
+    _base: tuple[int, PlacementParams] | None = None
+
+    def _base_params(self) -> PlacementParams:
+        """The policy's placement knobs with the nominated nodes excluded (reused while the
+        held set, which only grows within a cycle, keeps its size)."""
+        if self._base is None or self._base[0] != len(self.held):
+            policy = self.policies.scheduler.placement
+            self._base = (len(self.held), replace(
+                policy, excluded_nodes=policy.excluded_nodes | frozenset(self.held)))
+        return self._base[1]
+
+    def _held_ledger(self) -> QuotaLedger:
+        """The ledger with the reservation's quota set aside (one object while unchanged)."""
+        r = self.reservation
+        if r is None:
+            return self.ledger
+        if self._held is None or self._held[0] is not self.ledger or self._held[1] is not r:
+            self._held = (self.ledger, r, r.hold(self.ledger))
+        return self._held[2]
+
+    def _ever_admissible(self, gang: Gang, queue: Queue,
+                         bounds: Mapping[str, Resources]) -> QuotaVerdict:
+        """Would quota admit the gang with every queue idle? (memoised per queue and size)"""
+        key = (queue.name, tuple(sorted(bounds.items())))
+        hit = self._ever.get(key)
+        if hit is None:
+            empty = QuotaLedger.empty(self.ledger.tree)
+            hit = self._ever[key] = admissible_pools(gang, queue, empty, bounds)
+        return hit
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
         """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
@@ -103,14 +139,13 @@ class CycleState:
         sp = self.policies.scheduler
         if self._held_back(gang, queue):
             return
-        base = replace(sp.placement, excluded_nodes=frozenset(self.held))
+        base = self._base_params()
         # Backfill: unless it ends before the reservation starts, a gang may use neither the
         # reserved nodes nor the reserved quota.
         runtime = queue.runtime_of(gang.runtime_estimate)
         params = backfill_params(self.reservation, runtime, self.now, base)
         restricted = params is not base
-        ledger = self.reservation.hold(self.ledger) if restricted and self.reservation \
-            else self.ledger
+        ledger = self._held_ledger() if restricted else self.ledger
         bounds = self.bounds_of(gang)
         verdict = admissible_pools(gang, queue, ledger, bounds)
         quota_problem: str | None = None
@@ -132,9 +167,11 @@ class CycleState:
                               or (failure is not None and failure.preemption_may_help)):
             # Gangs being evicted or bound this cycle are not candidates.
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
+            if self._by_queue is None:
+                self._by_queue = running_by_queue(self.snapshot)
             search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
                                   bounds, params, self.now, self.solve, untouchable,
-                                  self._charges)
+                                  self._charges, self._by_queue, self._candidates)
             pre = search.run()
             if pre is not None:
                 self.nominate(gang, queue, pre)
@@ -150,7 +187,7 @@ class CycleState:
         bounds = self.bounds_of(gang)
         if quota_problem is not None or failure is None:
             category, message = ReasonCategory.QUOTA, quota_problem or "quota"
-            ever = admissible_pools(gang, queue, QuotaLedger.empty(self.ledger.tree), bounds)
+            ever = self._ever_admissible(gang, queue, bounds)
             if not ever.admitted:
                 self.wait(gang, category, "can never be admitted, even with every queue idle: "
                           + ever.message)

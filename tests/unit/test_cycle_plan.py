@@ -110,3 +110,18 @@ def test_same_input_same_plan() -> None:
     first = decide(snap, gangs, TEAMS, 50.0, solver=SOLVE)
     again = decide(snap, list(reversed(gangs)), TEAMS, 50.0, solver=SOLVE)
     assert first == again
+
+
+def test_no_preemption_loop_after_a_reclaim() -> None:
+    plan, snap = _preempt()
+    gone = snap.without_gangs(["ns/b0", "ns/b1"])
+    a0 = gang("a0", "a", pods=2)
+    plan2 = decide(gone, [a0], TEAMS, 1010.0, previous=plan, solver=SOLVE)
+    (bind,) = plan2.binds
+    after = gone.with_running(bind.placement.as_running(a0, 1010.0))
+    # The victims come back, even with a higher priority: a is within its own quota now.
+    back = [gang("b0", "b", priority=9), gang("b1", "b", priority=9)]
+    plan3 = decide(after, back, TEAMS, 1020.0, previous=plan2, solver=SOLVE)
+    assert "ns/a0" not in {e.victim for e in plan3.evictions}
+    # (they may still preempt lower-priority gangs of their own queue)
+    assert {e.victim for e in plan3.evictions} <= {"ns/b2", "ns/b3"}
