@@ -115,21 +115,26 @@ class LiveScheduler:
             if generation != last_generation or due or not was_leader:
                 last_generation, last_cycle = generation, now
                 try:
+                    # Read before the cycle: once its binds are assumed, a gang it completed
+                    # no longer looks partly bound.
+                    partial = dict(self.cache.cycle_input(time.time()).gangs.partially_bound)
                     plan = self.scheduler.run_once()
-                    self._repair_partial(plan, startup=not was_leader)
+                    self._repair_partial(plan, partial, startup=not was_leader)
                 except Exception:  # keep scheduling on the last good state
                     log.exception("cycle_failed")
                 was_leader = True
             self.stop_event.wait(self.poll_interval)
 
-    def _repair_partial(self, plan: CyclePlan, startup: bool) -> None:
-        """Roll back gangs left partly bound that this cycle could not complete."""
-        gangs = self.cache.cycle_input(time.time()).gangs
-        bound_now = {b.gang_id for b in plan.binds}
-        for gang_id, refs in gangs.partially_bound.items():
-            if gang_id in bound_now:
-                log.info("partial_gang_completed", gang=gang_id, bound=len(refs))
+    def _repair_partial(self, plan: CyclePlan, partial: dict[str, tuple[PodRef, ...]],
+                        startup: bool) -> None:
+        """Roll back gangs left partly bound (before the cycle) that it did not complete."""
+        after = self.cache.cycle_input(time.time()).gangs.partially_bound
+        for gang_id, refs in partial.items():
+            if gang_id not in after:
+                if plan.bind_of(gang_id) is not None:
+                    log.info("partial_gang_completed", gang=gang_id, bound=len(refs))
                 continue
+            refs = after[gang_id]
             pods = {p.uid: p for p in self.cache.gang_pods(gang_id)}
             never_started = all(pods.get(r.uid) is None or pods[r.uid].phase == "Pending"
                                 for r in refs)
