@@ -116,3 +116,30 @@ def test_a_jobs_pods_are_one_gang_of_its_parallelism(tenant: Tenant,
     tenant.create_pod("train-3", owner=owner)
     names.append("train-3")
     wait_for(lambda: tenant.all_bound(names), 30, what="the Job's 4 pods bound")
+
+
+def test_default_scheduler_pods_are_left_alone_and_their_capacity_respected(
+        control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    taken, free = tenant.create_nodes(2, gpus=8)
+    tenant.create_pod("theirs-bound", gpus=8, scheduler_name="default-scheduler")
+    assert control_plane.bind(tenant.namespace, "theirs-bound", taken) == 201
+    control_plane.wait_pod_phase(tenant.namespace, "theirs-bound", "Running")
+    tenant.create_pod("theirs-pending", gpus=1, scheduler_name="default-scheduler")
+
+    a = tenant.create_gang("a", 8)
+    wait_for(lambda: tenant.all_bound(a), 30, what="gang a bound")
+    assert set(tenant.nodes_of(a).values()) == {free}, "placed on GPUs the other pod holds"
+    b = tenant.create_gang("b", 8)
+    messages = wait_for(lambda: pending_messages(tenant, b), 30, what="gang b explained")
+    assert all("Placement" in m for m in messages.values()), messages
+    assert tenant.bound(b) == []
+
+    # Many cycles later, the other scheduler's pods are exactly as that scheduler left them.
+    pods = tenant.pods()
+    assert pods["theirs-bound"]["spec"]["nodeName"] == taken
+    assert pods["theirs-bound"]["status"]["phase"] == "Running"
+    assert not pods["theirs-pending"]["spec"].get("nodeName")
+    assert unschedulable_message(pods["theirs-pending"]) == ""
+    assert not [e for e in tenant.events() if e["regarding"]["name"].startswith("theirs")]
+    phases = tenant.phases(a)
+    assert set(phases.values()) == {"Running"}, phases

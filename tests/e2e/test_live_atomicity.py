@@ -1,0 +1,125 @@
+"""No gang is ever left partly bound: a member vanishing mid-bind, and the scheduler SIGKILLed
+mid-bind, on a real control plane.
+
+The races are made deterministic rather than hoped for: the in-process test wraps the binder
+to delete a member between the decision and the bind; the SIGKILL test binds one pod at a time
+(``bindConcurrency: 1``) and kills the scheduler process as soon as the watch shows the first
+member bound, then checks that the gang really was cut in half before restarting it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from scheduler.devcluster import rest
+from scheduler.kube.binder import BindOutcome, PodNode
+from scheduler.model import PodRef
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import InProcessScheduler, PodWatch, SchedulerProcess, Tenant
+
+pytestmark = pytest.mark.e2e
+
+BACKOFF_S = 2.0
+
+
+def test_a_member_deleted_between_decision_and_bind_rolls_the_gang_back(
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(bind_concurrency=1, bind_backoff_initial_seconds=BACKOFF_S)
+    binder = runner.live.binder
+    original = binder.bind_gangs
+    gang_id = f"{tenant.namespace}/g"
+    calls: list[tuple[float, BindOutcome]] = []
+    victim: list[PodRef] = []
+
+    def bind_gangs(gangs: Sequence[tuple[str, Sequence[PodNode]]],
+                   scheduler_name: str) -> list[BindOutcome]:
+        for gid, pod_nodes in gangs:
+            if gid == gang_id and not victim:  # the first attempt loses its last member
+                victim.append(pod_nodes[-1][0])
+                tenant.delete_pod(victim[0].name)
+        outcomes = original(gangs, scheduler_name)
+        calls.extend((time.monotonic(), o) for o in outcomes if o.gang == gang_id)
+        return outcomes
+
+    binder.bind_gangs = bind_gangs  # type: ignore[method-assign]
+    names = tenant.create_gang("g", 8)
+    wait_for(lambda: calls, 30, what="the first bind attempt")
+    failed_at, first = calls[0]
+    assert not first.ok
+    assert [(f.pod.name, f.status) for f in first.failed] == [(victim[0].name, 404)]
+    assert len(first.rolled_back) == 7 and not first.rollback_failed, first.describe()
+    assert tenant.bound(names) == [], "a member of the rolled-back gang is still bound"
+    assert gang_id in runner.live.scheduler.backing_off(time.time())
+    event = wait_for(lambda: tenant.events("GangRolledBack"), 30, what="GangRolledBack event")
+    assert victim[0].name in event[0]["note"], event[0]["note"]
+
+    # The test is the gang's controller: it recreates the deleted members.
+    existing = tenant.pods()
+    for name in names:
+        if name not in existing:
+            tenant.create_pod(name, group="g")
+    wait_for(lambda: tenant.all_bound(names), 30, what="the retried gang bound")
+    retried_at, second = calls[-1]
+    assert second.ok and len(calls) == 2
+    assert retried_at - failed_at >= BACKOFF_S * 0.9, "retried before the backoff ran out"
+
+
+def start_killable(cp: ControlPlane, tenant: Tenant, workdir: Path) -> SchedulerProcess:
+    proc = SchedulerProcess(cp, tenant, workdir, config_yaml=(
+        f"defaultQueue: {tenant.queue}\nbindConcurrency: 1\ncycleIntervalSeconds: 0.5\n"
+        "logLevel: info\n"))
+    proc.start()
+    return proc
+
+
+def kill_mid_bind(proc: SchedulerProcess, watch: PodWatch, tenant: Tenant,
+                  names: list[str]) -> list[str]:
+    """SIGKILL the scheduler once the first member is bound; the members bound at that point
+    (checked to be some but not all, or the test would prove nothing)."""
+    wait_for(watch.bound_names, 60, 0.002, what="the first member bound")
+    proc.kill()
+    bound = tenant.bound(names)
+    assert 0 < len(bound) < len(names), f"the kill did not land mid-gang: {len(bound)} bound"
+    return bound
+
+
+def test_sigkill_mid_bind_then_restart_completes_the_gang(
+        control_plane: ControlPlane, tenant: Tenant, tmp_path: Path) -> None:
+    tenant.create_nodes(10, gpus=8)
+    proc = start_killable(control_plane, tenant, tmp_path)
+    try:
+        with PodWatch(control_plane, tenant.namespace) as watch:
+            names = tenant.create_gang("big", 80)
+            kill_mid_bind(proc, watch, tenant, names)
+            proc.start()
+            wait_for(lambda: tenant.all_bound(names), 60, what="the gang completed")
+            assert watch.rebinds() == {}, "a pod was bound twice"
+        assert "partial_gang_completed" in proc.log()
+        assert "Failed" not in tenant.phases(names).values()
+    finally:
+        proc.stop()
+
+
+def test_sigkill_mid_bind_then_restart_rolls_back_what_cannot_complete(
+        control_plane: ControlPlane, tenant: Tenant, tmp_path: Path) -> None:
+    nodes = tenant.create_nodes(10, gpus=8)
+    proc = start_killable(control_plane, tenant, tmp_path)
+    try:
+        with PodWatch(control_plane, tenant.namespace) as watch:
+            names = tenant.create_gang("big", 80)
+            bound = kill_mid_bind(proc, watch, tenant, names)
+            for node in nodes:  # nothing more fits: the restart cannot complete the gang
+                rest.call(control_plane.core.patch_node, node, {"spec": {"unschedulable": True}})
+            proc.start()
+            wait_for(lambda: all(n not in tenant.pods() for n in bound), 60,
+                     what="the bound members deleted")
+            assert tenant.bound(names) == []
+            assert watch.rebinds() == {}
+        assert "partial_gang_rolled_back" in proc.log()
+    finally:
+        proc.stop()
