@@ -20,6 +20,7 @@ from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.evictor import Evictor
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
@@ -88,6 +89,8 @@ class KubeActuator:
         self.client, self.cache, self.binder = client, cache, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
         self.writer = BackgroundWriter()
+        self.evictor = Evictor(cache, binder, statuses, events, self.writer,
+                               config.eviction_grace_period_seconds)
         # Pods handed to the binder and not yet seen bound by the watch. A pending explanation
         # decided a cycle earlier must never land on them: PodScheduled=False on a bound pod
         # is a lie, and a kubelet may re-admit the pod on that update. The lock makes a
@@ -96,42 +99,14 @@ class KubeActuator:
         self._binding: set[str] = set()
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
-        evicted = self._evict(plan)
+        evictions = self.evictor.evict(plan, now)
         self._nominate(plan, now)
         bound, failed = self._bind(plan, now)
         self._explain_pending(plan, now)
-        return ApplyResult(bound=tuple(bound), failed=failed, evicted=tuple(evicted))
+        return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
+                           blocked=evictions.blocked)
 
     # Preemption ---------------------------------------------------------------------------
-    def _evict(self, plan: CyclePlan) -> list[str]:
-        evicted: list[str] = []
-        for ev in plan.evictions:
-            pods = [p for p in self.cache.gang_pods(ev.victim) if p.node_name and not p.terminating]
-            refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
-            message = f"preempted by gang {ev.preemptor}: {ev.message}"
-            for ref in refs:
-                self.statuses.set_disruption_target(ref, message)
-            outcomes = self.binder.evict_pods(refs, self.config.eviction_grace_period_seconds)
-            blocked = [o for o in outcomes if not o.ok]
-            for ref in refs:
-                self.writer.submit(f"event/{ref.uid}/preempted",
-                                   self._preempted_event(ref, message))
-            if blocked:
-                log.warning("eviction_blocked", gang=ev.victim, preemptor=ev.preemptor,
-                            pods=len(blocked), reason=blocked[0].reason)
-            else:
-                evicted.append(ev.victim)
-            if self.metrics is not None:
-                self.metrics.evictions.inc(len(refs) - len(blocked))
-                queue_name = pods[0].labels.get("gangscheduler.io/queue", "") if pods else ""
-                self.metrics.preemptions.labels(queue_name or "default").inc()
-            log.info("gang_preempted", gang=ev.victim, preemptor=ev.preemptor, pods=len(refs))
-        return evicted
-
-    def _preempted_event(self, ref: PodRef, message: str) -> Task:
-        return lambda: self.events.emit(ObjectRef.pod(ref), EventReason.PREEMPTED, message,
-                                        EventType.WARNING, action="Preempting") and None
-
     def _nominate(self, plan: CyclePlan, now: float) -> None:
         """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
         if not plan.nominations:

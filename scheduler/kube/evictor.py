@@ -1,0 +1,143 @@
+"""Carry out a plan's preemptions: mark, evict through the Eviction API, report, retry.
+
+Each victim pod first gets a ``DisruptionTarget`` condition naming the preemptor (so the
+workload and its controller can tell a preemption from a node failure), then an Eviction with
+the configured grace period, so a trainer can checkpoint on SIGTERM. Evictions honour
+PodDisruptionBudgets: one the apiserver refuses (429) is reported on the pod as an
+``EvictionBlocked`` event and in the result, never forced by a delete. Every pod of a victim
+is first evicted with ``dryRun``, so a budget that refuses any of them leaves the whole gang
+running rather than half of it (a budget allowing fewer disruptions than the gang has pods
+can still split it; the rest is then retried).
+
+A refused victim keeps its preemptor's nomination (``decide`` carries it over while the
+victim runs), so the eviction is retried here every ``retry_seconds`` for as long as the plan
+still nominates that preemptor: once the budget allows it, the preemption completes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.binder import Binder, EvictOutcome
+from scheduler.kube.client import TransportError
+from scheduler.kube.client import path_segment as seg
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.status import StatusWriter
+from scheduler.model import PodRef
+from scheduler.plan import CyclePlan
+
+log = structlog.get_logger("gang_scheduler.evictor")
+
+EVICTION_BLOCKED = "EvictionBlocked"
+
+
+class Submitter(Protocol):
+    """Where background writes go (the actuator's ``BackgroundWriter``)."""
+
+    def submit(self, key: str, task: Callable[[], None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    gang: str
+    preemptor: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionReport:
+    evicted: tuple[str, ...]  # victim gangs whose every bound pod is now being evicted
+    blocked: dict[str, str]  # victim gang -> why not (the apiserver's words)
+
+
+class Evictor:
+    def __init__(self, cache: ClusterCache, binder: Binder, statuses: StatusWriter,
+                 events: EventRecorder, writer: Submitter, grace_period_seconds: int,
+                 retry_seconds: float = 5.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.cache, self.binder, self.statuses, self.events = cache, binder, statuses, events
+        self.writer, self.grace, self.retry_seconds = writer, grace_period_seconds, retry_seconds
+        self._monotonic = monotonic
+        self._blocked: dict[str, float] = {}  # victim gang -> when its eviction was refused
+
+    def evict(self, plan: CyclePlan, now: float) -> EvictionReport:
+        victims = [Victim(e.victim, e.preemptor, e.message) for e in plan.evictions]
+        fresh = {v.gang for v in victims}
+        tick = self._monotonic()
+        retries = [Victim(v, n.gang_id, "retrying an eviction the apiserver refused")
+                   for n in plan.nominations for v in n.victims
+                   if v in self._blocked and v not in fresh
+                   and tick - self._blocked[v] >= self.retry_seconds]
+        nominated = {v for n in plan.nominations for v in n.victims}
+        self._blocked = {v: t for v, t in self._blocked.items() if v in nominated}
+        evicted: list[str] = []
+        blocked: dict[str, str] = {}
+        running = self.cache.cycle_input(now).snapshot.running
+        todo = [(v, False) for v in victims] + [(v, True) for v in retries]
+        for victim, retry in todo:
+            rg = running.get(victim.gang)
+            why = self._evict_one(victim, rg.gang.queue if rg is not None else "", retry)
+            if why is None:
+                evicted.append(victim.gang)
+                self._blocked.pop(victim.gang, None)
+            else:
+                blocked[victim.gang] = why
+                self._blocked[victim.gang] = tick
+        return EvictionReport(tuple(evicted), blocked)
+
+    def _evict_one(self, victim: Victim, queue: str, retry: bool) -> str | None:
+        """Evict every bound, not yet terminating pod of the victim; None when all went."""
+        pods = [p for p in self.cache.gang_pods(victim.gang) if p.node_name and not p.terminating]
+        refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
+        ns = victim.gang.split("/", 1)[0]
+        message = f"preempted by gang {victim.preemptor}: {victim.message}"
+        refused = [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok]
+        if not refused:
+            if not retry:
+                for ref in refs:
+                    self.statuses.set_disruption_target(ref, message)
+            outcomes = self.binder.evict_pods(refs, self.grace)
+            refused = [o for o in outcomes if not o.ok]
+        else:
+            outcomes = refused
+        for o in outcomes:
+            if o.ok:
+                self._event(o.pod, EventReason.PREEMPTED, message, "Preempting")
+            else:
+                self._event(o.pod, EVICTION_BLOCKED, f"eviction for gang {victim.preemptor} "
+                            f"refused, will retry: {o.reason}", "Evicting")
+        if refused:
+            log.warning("eviction_blocked", gang=victim.gang, namespace=ns, queue=queue,
+                        preemptor=victim.preemptor, pods=len(refused), status=refused[0].status,
+                        reason=refused[0].reason)
+            return refused[0].reason
+        log.info("gang_preempted", gang=victim.gang, namespace=ns, queue=queue,
+                 preemptor=victim.preemptor, pods=len(refs), grace_period_seconds=self.grace,
+                 retry=retry)
+        return None
+
+    def _dry_run(self, pod: PodRef) -> EvictOutcome:
+        """Would the apiserver evict *pod* now (PodDisruptionBudgets)? Nothing is changed."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod.name, "namespace": pod.namespace},
+                "deleteOptions": {"dryRun": ["All"], "preconditions": {"uid": pod.uid}}}
+        path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}/eviction"
+        try:
+            resp = self.binder.client.request("POST", path, query={"dryRun": "All"}, body=body,
+                                              timeout=self.binder.timeout)
+        except TransportError as exc:
+            return EvictOutcome(pod, False, 0, f"no reply from the apiserver: {exc}")
+        if resp.ok or resp.status in (404, 409):
+            return EvictOutcome(pod, True, resp.status)
+        why = "blocked by PodDisruptionBudget: " if resp.status == 429 else ""
+        return EvictOutcome(pod, False, resp.status, why + resp.message())
+
+    def _event(self, pod: PodRef, reason: str, message: str, action: str) -> None:
+        self.writer.submit(f"event/{pod.uid}/{reason}", lambda: self.events.emit(
+            ObjectRef.pod(pod), reason, message, EventType.WARNING, action=action) and None)

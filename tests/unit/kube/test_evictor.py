@@ -1,0 +1,153 @@
+"""Preemptions carried out: whole gangs, the Eviction API with the grace period, budgets obeyed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.binder import Binder
+from scheduler.kube.client import Response
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor
+from scheduler.kube.status import StatusWriter
+from scheduler.model import PodRequirements, Resources
+from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
+from scheduler.plan import CyclePlan, Eviction, Nomination
+
+PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@dataclass
+class Api:
+    """Evictions (dry-run or real), pod status patches and events, as the apiserver answers."""
+
+    protected: set[str] = field(default_factory=set)  # pod names a budget protects
+    evicted: dict[str, Any] = field(default_factory=dict)  # pod name -> deleteOptions
+    dry_runs: list[str] = field(default_factory=list)
+    conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        if path.endswith("/eviction"):
+            name = path.split("/")[6]
+            dry = (query or {}).get("dryRun") == "All"
+            if dry:
+                self.dry_runs.append(name)
+            if name in self.protected:
+                return Response(429, json.dumps({"message": PDB_REFUSAL}).encode())
+            if not dry:
+                self.evicted[name] = body["deleteOptions"]
+            return Response(201, b"{}")
+        if path.endswith("/status"):
+            self.conditions.setdefault(path.split("/")[6], []).extend(
+                body["status"].get("conditions", []))
+            return Response(200, b"{}")
+        if "/events" in path:
+            self.events.append(body)
+            return Response(201, b"{}")
+        raise AssertionError(f"unexpected {method} {path}")
+
+
+class Inline:
+    def submit(self, key: str, task: Callable[[], None]) -> None:
+        task()
+
+
+def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1") -> None:
+    for i in range(size):
+        cache.upsert_pod(PodInfo(
+            uid=f"uid-{name}-{i}", namespace="ns", name=f"{name}-{i}",
+            requirements=PodRequirements(Resources.of(gpu=4)), scheduler_name="gang-scheduler",
+            node_name=node, phase=PodPhase.RUNNING,
+            labels={POD_GROUP_LABEL: name, QUEUE_LABEL: "team"},
+            annotations={"gangscheduler.io/min-member": str(size)}))
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def setup() -> Any:
+    api, cache, clock = Api(), ClusterCache(), Clock()
+    bound_gang(cache, "low", 2)
+    binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
+    evictor = Evictor(cache, binder, StatusWriter(api), EventRecorder(api), Inline(),
+                      grace_period_seconds=17, retry_seconds=5, monotonic=clock)
+    yield api, cache, clock, evictor
+    binder.close()
+
+
+def plan(evict: bool) -> CyclePlan:
+    nom = Nomination("ns/high", ("n1",), ("ns/low",), since=0.0)
+    ev = (Eviction("ns/low", "ns/high", "priority 100 > 0"),) if evict else ()
+    return CyclePlan(now=0.0, evictions=ev, nominations=(nom,))
+
+
+def test_every_pod_of_the_victim_is_marked_and_evicted_with_the_grace_period(setup: Any) -> None:
+    api, _, _, evictor = setup
+    report = evictor.evict(plan(True), 0.0)
+    assert report.evicted == ("ns/low",) and report.blocked == {}
+    assert sorted(api.evicted) == ["low-0", "low-1"]
+    assert all(o["gracePeriodSeconds"] == 17 for o in api.evicted.values())
+    for pod in ("low-0", "low-1"):
+        (cond,) = api.conditions[pod]
+        assert cond["type"] == "DisruptionTarget" and cond["status"] == "True"
+        assert "ns/high" in cond["message"]
+    preempted = [e for e in api.events if e["reason"] == "Preempted"]
+    assert sorted(e["regarding"]["name"] for e in preempted) == ["low-0", "low-1"]
+    assert all("ns/high" in e["note"] for e in preempted)
+
+
+def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> None:
+    api, _, _, evictor = setup
+    api.protected = {"low-1"}
+    report = evictor.evict(plan(True), 0.0)
+    assert report.evicted == ()
+    assert "disruption budget" in report.blocked["ns/low"]
+    assert api.evicted == {}  # low-0 was allowed, but half a gang is never evicted
+    assert api.conditions == {}  # not marked either: it is not being disrupted
+    blocked = [e for e in api.events if e["reason"] == EVICTION_BLOCKED]
+    assert [e["regarding"]["name"] for e in blocked] == ["low-1"]
+
+
+def test_a_refused_eviction_is_retried_while_the_preemptor_stays_nominated(setup: Any) -> None:
+    api, _, clock, evictor = setup
+    api.protected = {"low-0", "low-1"}
+    assert evictor.evict(plan(True), 0.0).blocked
+    clock.now = 2.0
+    assert evictor.evict(plan(False), 2.0).blocked == {}  # too soon to retry
+    assert api.dry_runs.count("low-0") == 1
+    api.protected = set()  # the budget now allows it
+    clock.now = 6.0
+    report = evictor.evict(plan(False), 6.0)
+    assert report.evicted == ("ns/low",)
+    assert sorted(api.evicted) == ["low-0", "low-1"]
+
+
+def test_no_retry_once_the_preemptor_is_no_longer_nominated(setup: Any) -> None:
+    api, _, clock, evictor = setup
+    api.protected = {"low-0"}
+    evictor.evict(plan(True), 0.0)
+    api.protected = set()
+    clock.now = 10.0
+    assert evictor.evict(CyclePlan(now=10.0), 10.0).evicted == ()
+    assert api.evicted == {}
+
+
+def test_pods_already_terminating_are_not_evicted_again(setup: Any) -> None:
+    api, cache, _, evictor = setup
+    for p in cache.gang_pods("ns/low"):
+        cache.upsert_pod(dataclasses.replace(p, terminating=True))
+    report = evictor.evict(plan(True), 0.0)
+    assert report.evicted == ("ns/low",) and api.evicted == {}
