@@ -69,6 +69,8 @@ class VictimSearch:
     by_queue: Mapping[str, list[RunningGang]] | None = None
     #: ``preemption.candidates`` answers, shared between searches of one cycle.
     memo: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] | None = None
+    #: Usable nodes and their free GPUs per gang shape, shared between searches of one cycle.
+    usable_memo: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] | None = None
     max_solves: int = 12
     max_candidates: int = 200
     solves: int = 0
@@ -86,10 +88,9 @@ class VictimSearch:
                            self.by_queue, self.memo)
         if not found:
             return None
-        usable = self._usable = self._usable_nodes()
+        usable, self._free = self._usable_and_free()
+        self._usable = usable
         self._need = self.gang.gpus
-        free = self.snapshot.free
-        self._free = sum(max(0, free(n).gpus) for n in usable)
         gain = self._gain = {c.id: sum(r.gpus for n, r in c.running.allocations if n in usable)
                              for c in found}
         if self._free + sum(gain.values()) < self._need:
@@ -180,6 +181,22 @@ class VictimSearch:
         return [p[3] for p in plans[:3]]
 
     # Checks -------------------------------------------------------------------------------
+    def _usable_and_free(self) -> tuple[frozenset[str], int]:
+        """The nodes the gang may use and their free GPUs, shared by gangs of one shape."""
+        params = self.params
+        key = (tuple(r.requirements for r in self.gang.roles),
+               self.ledger.tree.pools_of(self.queue.name), params.allowed_nodes,
+               params.excluded_nodes)
+        hit = self.usable_memo.get(key) if self.usable_memo is not None else None
+        if hit is not None and hit[0] is self.snapshot:
+            return hit[1], hit[2]
+        usable = hit[1] if hit is not None else self._usable_nodes()
+        free = self.snapshot.free
+        gpus = sum(max(0, free(n).gpus) for n in usable)
+        if self.usable_memo is not None:
+            self.usable_memo[key] = (self.snapshot, usable, gpus)
+        return usable, gpus
+
     def _usable_nodes(self) -> frozenset[str]:
         nodes: set[str] = set()
         for role in self.gang.roles:

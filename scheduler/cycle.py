@@ -57,7 +57,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         nominations=tuple(sorted(state.nominations, key=lambda n: n.gang_id)),
         reservations=(state.reservation,) if state.reservation else (),
         pending=dict(sorted(state.pending.items())),
-        queues=_statuses(state, admissible), order=tuple(state.order),
+        queues=_statuses(state, gangs), order=tuple(state.order),
     )
 
 
@@ -168,7 +168,7 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
             heapq.heappush(heap, entry(q))
 
 
-def _statuses(state: CycleState, admissible: Mapping[str, list[Gang]]) -> tuple[QueueStatus, ...]:
+def _statuses(state: CycleState, gangs: list[Gang]) -> tuple[QueueStatus, ...]:
     nodes = state.snapshot.nodes
     usage: dict[str, dict[str, list[Resources]]] = {}
     running: dict[str, int] = {}
@@ -181,6 +181,10 @@ def _statuses(state: CycleState, admissible: Mapping[str, list[Gang]]) -> tuple[
     admitted: dict[str, int] = {}
     for b in state.binds:
         admitted[b.queue] = admitted.get(b.queue, 0) + 1
+    waiting: dict[str, int] = {}
+    for g in gangs:
+        if g.id in state.pending:
+            waiting[g.queue] = waiting.get(g.queue, 0) + 1
     out = []
     for name in state.policies.queues.queues:
         pools = usage.get(name, {})
@@ -188,7 +192,7 @@ def _statuses(state: CycleState, admissible: Mapping[str, list[Gang]]) -> tuple[
             name=name,
             usage=tuple((pool, total(parts)) for pool, parts in sorted(pools.items())),
             running=running.get(name, 0), admitted=admitted.get(name, 0),
-            pending=sum(1 for g in admissible.get(name, ()) if g.id in state.pending),
+            pending=waiting.get(name, 0),
             fair_share=fairshare.dominant_share(state.ledger, name),
         ))
     return tuple(out)

@@ -67,6 +67,8 @@ class CycleState:
     _held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None
     _ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
     _base: tuple[int, PlacementParams] | None = None
+    _usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
+        default_factory=dict)
 
     def _base_params(self) -> PlacementParams:
         """The policy's placement knobs with the nominated nodes excluded (reused while the
@@ -171,7 +173,8 @@ class CycleState:
                 self._by_queue = running_by_queue(self.snapshot)
             search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
                                   bounds, params, self.now, self.solve, untouchable,
-                                  self._charges, self._by_queue, self._candidates)
+                                  self._charges, self._by_queue, self._candidates,
+                                  self._usable)
             pre = search.run()
             if pre is not None:
                 self.nominate(gang, queue, pre)

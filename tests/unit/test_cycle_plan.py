@@ -89,7 +89,8 @@ def test_queue_status() -> None:
     snap = Snapshot(A100, B_FULL[:2])
     plan = decide(snap, [gang("a0", "a"), gang("x", "a", present=0)], TEAMS, 0.0, solver=SOLVE)
     status = {q.name: q for q in plan.queues}
-    assert status["a"].admitted == 1 and status["a"].running == 1 and status["a"].pending == 0
+    assert status["a"].admitted == 1 and status["a"].running == 1
+    assert status["a"].pending == 1  # the gang still waiting for its members
     assert status["b"].running == 2 and status["b"].usage[0][0] == "a100"
     assert status["b"].usage[0][1].gpus == 16
     assert status["b"].fair_share == 0.0  # within its nominal quota
