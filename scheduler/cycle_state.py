@@ -41,6 +41,24 @@ Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 
 @dataclass(slots=True)
+class _Memo:
+    """Caches that live for one cycle; each entry says what it is keyed by."""
+
+    pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    all_pools: frozenset[str] | None = None
+    bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by gang id
+    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by running gang
+    by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
+    candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
+        default_factory=dict)
+    usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
+        default_factory=dict)
+    ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
+    held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
+    base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
+
+
+@dataclass(slots=True)
 class CycleState:
     snapshot: Snapshot
     ledger: QuotaLedger
@@ -57,52 +75,43 @@ class CycleState:
     nominations: list[Nomination] = field(default_factory=list)
     pending: dict[str, PendingReason] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
-    _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
-    _all_pools: frozenset[str] | None = None
-    _bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)
-    _charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
-    _by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
-    _candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
-        default_factory=dict)
-    _held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None
-    _ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
-    _base: tuple[int, PlacementParams] | None = None
-    _usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
-        default_factory=dict)
+    memo: _Memo = field(default_factory=lambda: _Memo())
 
     def _base_params(self) -> PlacementParams:
         """The policy's placement knobs with the nominated nodes excluded (reused while the
         held set, which only grows within a cycle, keeps its size)."""
-        if self._base is None or self._base[0] != len(self.held):
+        memo = self.memo
+        if memo.base is None or memo.base[0] != len(self.held):
             policy = self.policies.scheduler.placement
-            self._base = (len(self.held), replace(
+            memo.base = (len(self.held), replace(
                 policy, excluded_nodes=policy.excluded_nodes | frozenset(self.held)))
-        return self._base[1]
+        return memo.base[1]
 
     def _held_ledger(self) -> QuotaLedger:
         """The ledger with the reservation's quota set aside (one object while unchanged)."""
         r = self.reservation
         if r is None:
             return self.ledger
-        if self._held is None or self._held[0] is not self.ledger or self._held[1] is not r:
-            self._held = (self.ledger, r, r.hold(self.ledger))
-        return self._held[2]
+        held = self.memo.held
+        if held is None or held[0] is not self.ledger or held[1] is not r:
+            held = self.memo.held = (self.ledger, r, r.hold(self.ledger))
+        return held[2]
 
     def _ever_admissible(self, gang: Gang, queue: Queue,
                          bounds: Mapping[str, Resources]) -> QuotaVerdict:
         """Would quota admit the gang with every queue idle? (memoised per queue and size)"""
         key = (queue.name, tuple(sorted(bounds.items())))
-        hit = self._ever.get(key)
+        hit = self.memo.ever.get(key)
         if hit is None:
             empty = QuotaLedger.empty(self.ledger.tree)
-            hit = self._ever[key] = admissible_pools(gang, queue, empty, bounds)
+            hit = self.memo.ever[key] = admissible_pools(gang, queue, empty, bounds)
         return hit
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
         """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
-        hit = self._bounds.get(gang.id)
+        hit = self.memo.bounds.get(gang.id)
         if hit is None:
-            hit = self._bounds[gang.id] = pool_bounds(gang, self.snapshot)
+            hit = self.memo.bounds[gang.id] = pool_bounds(gang, self.snapshot)
         return hit
 
     # Outcomes ----------------------------------------------------------------------------
@@ -169,12 +178,12 @@ class CycleState:
                               or (failure is not None and failure.preemption_may_help)):
             # Gangs being evicted or bound this cycle are not candidates.
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
-            if self._by_queue is None:
-                self._by_queue = running_by_queue(self.snapshot)
+            memo = self.memo
+            if memo.by_queue is None:
+                memo.by_queue = running_by_queue(self.snapshot)
             search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
                                   bounds, params, self.now, self.solve, untouchable,
-                                  self._charges, self._by_queue, self._candidates,
-                                  self._usable)
+                                  memo.charges, memo.by_queue, memo.candidates, memo.usable)
             pre = search.run()
             if pre is not None:
                 self.nominate(gang, queue, pre)
@@ -244,13 +253,14 @@ class CycleState:
 
     def _restrict(self, params: PlacementParams, pools: tuple[str, ...]) -> PlacementParams:
         """Limit placement to nodes of the pools quota admits (no limit if that is all)."""
-        if self._all_pools is None:
-            self._all_pools = frozenset(self.snapshot.pools())
-        if frozenset(pools) == self._all_pools:
+        memo = self.memo
+        if memo.all_pools is None:
+            memo.all_pools = frozenset(self.snapshot.pools())
+        if frozenset(pools) == memo.all_pools:
             return params
-        if pools not in self._pool_nodes:
-            self._pool_nodes[pools] = pool_nodes(self.snapshot, pools)
-        allowed = self._pool_nodes[pools]
+        if pools not in memo.pool_nodes:
+            memo.pool_nodes[pools] = pool_nodes(self.snapshot, pools)
+        allowed = memo.pool_nodes[pools]
         if params.allowed_nodes is not None:
             allowed = allowed & params.allowed_nodes
         return replace(params, allowed_nodes=allowed)
