@@ -20,6 +20,7 @@ from policies.admission import charge_all, placement_charges
 from policies.preemption import running_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
+from scheduler import placement
 from scheduler.cycle_state import CycleState, Solver
 from scheduler.model import Gang
 from scheduler.plan import CyclePlan, Nomination, QueueStatus, ReasonCategory
@@ -36,7 +37,7 @@ NOMINATION_TIMEOUT_SECONDS = 900.0
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None) -> CyclePlan:
     """Decide binds, evictions, nominations, a reservation and reasons for one cycle."""
-    solve = solver or _default_solver()
+    solve = solver or placement.solve
     queues = policies.queues
     tree = QuotaTree.build(queues)
     state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
@@ -59,12 +60,6 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         pending=dict(sorted(state.pending.items())),
         queues=_statuses(state, gangs), order=tuple(state.order),
     )
-
-
-def _default_solver() -> Solver:
-    from scheduler import placement
-
-    return placement.solve
 
 
 def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
