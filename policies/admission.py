@@ -10,12 +10,12 @@ its required members or not at all.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, PodRequirements
-from scheduler.placement.types import Placement
+from scheduler.placement.types import Assignment, Placement
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
@@ -71,6 +71,25 @@ def _pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
         for pool in eligible_pools(snapshot, role.requirements):
             per_pool.setdefault(pool, []).append(role.requests * role.required)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+
+
+def required_only(gang: Gang, placement: Placement) -> Placement:
+    """*placement* without the members beyond each role's required count.
+
+    The solver adds an elastic gang's optional members where capacity allows, but quota may
+    not; dropping them (the last in node order) keeps the placement feasible.
+    """
+    keep = {r.name: r.required for r in gang.roles}
+    out: list[Assignment] = []
+    for a in placement.assignments:
+        count = min(a.count, keep.get(a.role, 0))
+        if count > 0:
+            out.append(a if count == a.count else replace(a, count=count))
+            keep[a.role] -= count
+    if len(out) == len(placement.assignments) and all(
+            x is y for x, y in zip(out, placement.assignments, strict=True)):
+        return placement
+    return replace(placement, assignments=tuple(out))
 
 
 def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot) -> dict[str, Resources]:

@@ -22,6 +22,7 @@ from policies.admission import (
     check_charges,
     placement_charges,
     pool_nodes,
+    required_only,
 )
 from policies.preemption import ledger_without
 from policies.queues import Queue, QueueSet
@@ -152,6 +153,7 @@ def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i
     result = solve(req.gang, future, params)
     if not isinstance(result, Placement):
         return None
+    result = required_only(req.gang, result)  # reserve for the required members only
     charges = placement_charges(req.gang, result, future)
     if check_charges(req.queue, ledger, charges) is not None:
         return None

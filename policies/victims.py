@@ -21,6 +21,7 @@ from policies.admission import (
     check_charges,
     placement_charges,
     pool_nodes,
+    required_only,
 )
 from policies.preemption import Candidate, candidates, could_preempt_back, ledger_without
 from policies.queues import Queue, QueueSet
@@ -234,6 +235,7 @@ class VictimSearch:
         result = self.solve(self.gang, self.snapshot.without_gangs(key), params)
         if not isinstance(result, Placement):
             return None
+        result = required_only(self.gang, result)  # evict for the required members only
         charges = placement_charges(self.gang, result, self.snapshot)
         if check_charges(self.queue, ledger, charges) is not None:
             return None

@@ -19,6 +19,7 @@ from policies.admission import (
     placement_charges,
     pool_bounds,
     pool_nodes,
+    required_only,
 )
 from policies.preemption import Candidate, running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
@@ -167,6 +168,10 @@ class CycleState:
             if isinstance(result, Placement):
                 charges = placement_charges(gang, result, self.snapshot)
                 quota_problem = check_charges(queue, ledger, charges)
+                if quota_problem is not None:  # optional members beyond the quota: drop them
+                    result = required_only(gang, result)
+                    charges = placement_charges(gang, result, self.snapshot)
+                    quota_problem = check_charges(queue, ledger, charges)
                 if quota_problem is None:
                     self.bind(gang, queue, result, charges)
                     return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.cycle import NOMINATION_TIMEOUT_SECONDS, decide
 from scheduler.plan import CyclePlan, ReasonCategory, explain
 from scheduler.snapshot import Snapshot
@@ -126,3 +128,14 @@ def test_no_preemption_loop_after_a_reclaim() -> None:
     assert "ns/a0" not in {e.victim for e in plan3.evictions}
     # (they may still preempt lower-priority gangs of their own queue)
     assert {e.victim for e in plan3.evictions} <= {"ns/b2", "ns/b3"}
+
+
+def test_elastic_gang_gets_optional_members_only_within_quota() -> None:
+    g = gang("el", "solo", pods=4, with_pods=True)
+    g = replace(g, roles=(replace(g.roles[0], min_count=2),))
+    pol = policies(queue("solo", quota={"a100": 16}))
+    (bind,) = decide(Snapshot(A100), [g], pol, 0.0, solver=SOLVE).binds
+    assert bind.placement.pods_placed() == 2 and len(bind.pod_nodes) == 2
+    roomy = policies(queue("solo", quota={"a100": 32}))
+    (bind,) = decide(Snapshot(A100), [g], roomy, 0.0, solver=SOLVE).binds
+    assert bind.placement.pods_placed() == 4
