@@ -139,5 +139,7 @@ class Evictor:
         return EvictOutcome(pod, False, resp.status, why + resp.message())
 
     def _event(self, pod: PodRef, reason: str, message: str, action: str) -> None:
-        self.writer.submit(f"event/{pod.uid}/{reason}", lambda: self.events.emit(
-            ObjectRef.pod(pod), reason, message, EventType.WARNING, action=action) and None)
+        def task() -> None:
+            self.events.emit(ObjectRef.pod(pod), reason, message, EventType.WARNING,
+                             action=action)
+        self.writer.submit(f"event/{pod.uid}/{reason}", task)

@@ -35,6 +35,7 @@ class LivePolicies:
         self._store = initial or PolicyStore()
         self._lock = threading.Lock()
         self._invalid: dict[str, str] = {}  # queue name -> errors, for metrics and status
+        self._generation: dict[str, Any] = {}  # queue name -> metadata.generation last seen
         self._write_status = write_status or self._patch_status
 
     def current(self) -> PolicySet:
@@ -52,16 +53,34 @@ class LivePolicies:
             with self._lock:
                 self._store = self._store.delete(name)
                 self._invalid.pop(name, None)
+                self._generation.pop(name, None)
             log.info("queue_deleted", queue=name)
             return
+        generation = (obj.get("metadata") or {}).get("generation")
         with self._lock:
+            waiting_before = set(self._store.waiting)
             update = self._store.apply(obj)
+            self._generation[name] = generation
+            resolved: list[tuple[str, Any]] = []
+            # Kept even when refused: a queue whose parent is not known yet waits in the
+            # store (the policies in force are unchanged) and applies once the parent does.
+            self._store = update.store
             if update.accepted:
-                self._store = update.store
                 self._invalid.pop(name, None)
+                # Queues that waited for a parent (this one, or one it let in) now apply.
+                for other in sorted(waiting_before - set(update.store.waiting) - {name}):
+                    if other in update.store.policies.queues.queues:
+                        self._invalid.pop(other, None)
+                        resolved.append((other, self._generation.get(other)))
             else:
                 self._invalid[name] = "; ".join(str(e) for e in update.errors)
-        generation = (obj.get("metadata") or {}).get("generation")
+        for other, gen in resolved:
+            log.info("queue_applied", queue=other, generation=gen, reason="parent now known")
+            status: dict[str, Any] = {"conditions": [
+                _condition("True", "Valid", "queue accepted and in force")]}
+            if gen is not None:
+                status["observedGeneration"] = gen
+            self._write_status(other, status)
         if update.accepted:
             log.info("queue_applied", queue=name, generation=generation)
             condition = _condition("True", "Valid", "queue accepted and in force")
@@ -70,7 +89,7 @@ class LivePolicies:
             log.warning("queue_rejected", queue=name, generation=generation, errors=errors)
             condition = _condition("False", "InvalidSpec", f"refused, the last valid version "
                                    f"stays in force: {errors}")
-        status: dict[str, Any] = {"conditions": [condition]}
+        status = {"conditions": [condition]}
         if generation is not None:
             status["observedGeneration"] = generation
         self._write_status(name, status)

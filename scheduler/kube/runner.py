@@ -29,6 +29,7 @@ from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
+from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.status import StatusWriter
 from scheduler.loop import Scheduler
 from scheduler.metrics import SchedulerMetrics
@@ -42,7 +43,8 @@ log = structlog.get_logger("gang_scheduler.runner")
 class LiveScheduler:
     def __init__(self, config: SchedulerConfig, client: KubeClient,
                  metrics: SchedulerMetrics | None = None, health: Health | None = None,
-                 identity: str | None = None, poll_interval: float = 0.05) -> None:
+                 identity: str | None = None, poll_interval: float = 0.05,
+                 queue_status_interval: float = 3.0) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics or SchedulerMetrics()
@@ -51,7 +53,10 @@ class LiveScheduler:
         self.poll_interval = poll_interval
         self.cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                                  default_queue=config.default_queue))
-        self.policies = LivePolicies(client)
+        # Queue status (figures and the Valid condition) is written by the leader only.
+        self.queue_status = QueueStatusPublisher(client, lambda: self.is_leader,
+                                                 min_interval=queue_status_interval)
+        self.policies = LivePolicies(client, write_status=self.queue_status.set_validity)
         self.informers = feed.cache_informers(client, self.cache, config.node_labels)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
         self.binder = Binder(client, concurrency=config.bind_concurrency)
@@ -72,6 +77,7 @@ class LiveScheduler:
                         if le.enabled else None)
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
 
     @classmethod
     def from_kubeconfig(cls, config: SchedulerConfig, kubeconfig: str | None,
@@ -92,7 +98,7 @@ class LiveScheduler:
         log.info("caches_synced", identity=self.identity, nodes=len(self.cache.nodes()),
                  pods=len(self.cache.pods()))
         if self.elector is not None:
-            t = threading.Thread(target=self.elector.run, args=(self.stop_event,),
+            t = threading.Thread(target=self.elector.run, args=(self.stop_event, self._quiesce),
                                  name="leader-election", daemon=True)
             t.start()
             self._threads.append(t)
@@ -105,6 +111,7 @@ class LiveScheduler:
             self.health.heartbeat()
             leader = self.is_leader
             self.metrics.is_leader.set(1 if leader else 0)
+            self.metrics.invalid_queues.set(len(self.policies.invalid))
             if not leader:
                 was_leader = False
                 self.stop_event.wait(self.poll_interval * 4)
@@ -114,16 +121,35 @@ class LiveScheduler:
             due = now - last_cycle >= self.config.cycle_interval_seconds
             if generation != last_generation or due or not was_leader:
                 last_generation, last_cycle = generation, now
-                try:
-                    # Read before the cycle: once its binds are assumed, a gang it completed
-                    # no longer looks partly bound.
-                    partial = dict(self.cache.cycle_input(time.time()).gangs.partially_bound)
-                    plan = self.scheduler.run_once()
-                    self._repair_partial(plan, partial, startup=not was_leader)
-                except Exception:  # keep scheduling on the last good state
-                    log.exception("cycle_failed")
-                was_leader = True
+                with self._cycle_lock:
+                    if not self.is_leader:  # stepped down (or shutting down) meanwhile
+                        continue
+                    if not was_leader:
+                        log.info("leading", identity=self.identity)
+                        self.queue_status.took_over()
+                    try:
+                        # Read before the cycle: once its binds are assumed, a gang it
+                        # completed no longer looks partly bound.
+                        partial = dict(self.cache.cycle_input(time.time()).gangs.partially_bound)
+                        plan = self.scheduler.run_once()
+                        self._repair_partial(plan, partial, startup=not was_leader)
+                        self.queue_status.publish(self.scheduler.last_queues)
+                    except Exception:  # keep scheduling on the last good state
+                        log.exception("cycle_failed")
+                    was_leader = True
             self.stop_event.wait(self.poll_interval)
+
+    def _quiesce(self) -> None:
+        """Called by the elector before it gives the Lease up: let the current cycle end."""
+        with self._cycle_lock:
+            pass
+
+    def _gang_keys(self, gang_id: str) -> dict[str, str]:
+        """``namespace`` and ``queue`` for log lines about a gang."""
+        gangs = self.cache.cycle_input(time.time()).gangs
+        queue = next((g.queue for g in (*gangs.pending, *(r.gang for r in gangs.running))
+                      if g.id == gang_id), "")
+        return {"namespace": gang_id.split("/", 1)[0], "queue": queue}
 
     def _repair_partial(self, plan: CyclePlan, partial: dict[str, tuple[PodRef, ...]],
                         startup: bool) -> None:
@@ -132,7 +158,8 @@ class LiveScheduler:
         for gang_id, refs in partial.items():
             if gang_id not in after:
                 if plan.bind_of(gang_id) is not None:
-                    log.info("partial_gang_completed", gang=gang_id, bound=len(refs))
+                    log.info("partial_gang_completed", gang=gang_id, bound=len(refs),
+                             **self._gang_keys(gang_id))
                 continue
             refs = after[gang_id]
             pods = {p.uid: p for p in self.cache.gang_pods(gang_id)}
@@ -140,12 +167,14 @@ class LiveScheduler:
                                 for r in refs)
             if not (startup or never_started):
                 continue
-            log.warning("partial_gang_rolled_back", gang=gang_id, bound=len(refs),
+            keys = self._gang_keys(gang_id)
+            log.warning("partial_gang_rolled_back", gang=gang_id, bound=len(refs), **keys,
                         reason=str(plan.pending.get(gang_id, "not placeable this cycle")))
             failures = self.binder.delete_pods([PodRef(r.namespace, r.name, r.uid) for r in refs])
             self.metrics.rollbacks.labels("partial_at_startup" if startup else "partial").inc()
             for f in failures:
-                log.error("rollback_failed", gang=gang_id, pod=str(f.pod), reason=f.reason)
+                log.error("rollback_failed", gang=gang_id, pod=str(f.pod), reason=f.reason,
+                          **keys)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -154,4 +183,5 @@ class LiveScheduler:
         for t in self._threads:
             t.join(timeout=5)
         self.actuator.close()
+        self.queue_status.close()
         self.binder.close()
