@@ -73,7 +73,11 @@ def bin_cache_root() -> Path:
 
 def pinned_version(go_mod: Path, module: str) -> str:
     """The version `module` is required at in `go_mod` (``module vX.Y.Z`` in a require)."""
-    text = go_mod.read_text(encoding="utf-8")
+    try:
+        text = go_mod.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BuildError(f"{go_mod} not found: the dev cluster needs a source checkout of "
+                         "gang-scheduler (hack/controlplane pins the versions)") from None
     match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
     if not match:
         raise BuildError(f"{go_mod}: no require line for {module}")
