@@ -69,6 +69,8 @@ class SimulatedCluster:
         self.busy = 0
         self.stranded = 0  # free GPUs on nodes that are partly used
         self.allocated_by_queue: dict[str, int] = defaultdict(int)
+        self.pool_of = {n.name: n.pool for n in nodes}
+        self.allocated_by_queue_pool: dict[tuple[str, str], int] = defaultdict(int)
         self.partial: set[str] = set()  # jobs with some, not all, pods bound
         self.running_jobs = 0
         #: (checkpoint write seconds, node MTBF seconds) for Young/Daly intervals, if enabled.
@@ -134,6 +136,7 @@ class SimulatedCluster:
         self._use(node, gpus)
         self.allocated += gpus
         self.allocated_by_queue[st.job.queue] += gpus
+        self.allocated_by_queue_pool[(st.job.queue, self.pool_of[node])] += gpus
         if not st.bound:
             st.partial_since = now
         st.bound.add(uid)
@@ -173,6 +176,8 @@ class SimulatedCluster:
             if pod is not None:
                 self._use(pod.node_name, -st.gpus_by_pod[uid])
                 self.pods_on_node[pod.node_name].discard(uid)
+                self.allocated_by_queue_pool[(st.job.queue, self.pool_of[pod.node_name])] -= \
+                    st.gpus_by_pod[uid]
                 self.cache.upsert_pod(dataclasses.replace(
                     pod, node_name="", phase=PodPhase.PENDING, started_at=None))
             self.allocated -= st.gpus_by_pod[uid]
@@ -215,6 +220,8 @@ class SimulatedCluster:
             if pod is not None and pod.node_name:
                 self._use(pod.node_name, -st.gpus_by_pod[uid])
                 self.pods_on_node[pod.node_name].discard(uid)
+                self.allocated_by_queue_pool[(st.job.queue, self.pool_of[pod.node_name])] -= \
+                    st.gpus_by_pod[uid]
             self.cache.delete_pod(uid)
         self.allocated -= st.bound_gpus()
         self.allocated_by_queue[st.job.queue] -= st.bound_gpus()

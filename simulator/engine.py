@@ -120,7 +120,8 @@ class Simulation:
         sample = UtilizationSample(
             time=now, total_gpus=c.total_gpus, allocated_gpus=c.allocated, busy_gpus=c.busy,
             stranded_gpus=c.stranded,
-            allocated_by_queue={q: v for q, v in sorted(c.allocated_by_queue.items()) if v})
+            allocated_by_queue={q: v for q, v in sorted(c.allocated_by_queue.items()) if v},
+            allocated_by_queue_pool=_by_queue_pool(c.allocated_by_queue_pool))
         if self.samples and self.samples[-1].time == now:
             self.samples[-1] = sample
         elif not self.samples or _differs(self.samples[-1], sample):
@@ -215,6 +216,14 @@ class Simulation:
                 gpu_seconds_idle_partial=st.idle_partial_gpu_seconds))
         # Jobs that never arrived (max_time) are not in cluster.jobs and are not reported.
         return tuple(out)
+
+
+def _by_queue_pool(flat: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (queue, pool), gpus in sorted(flat.items()):
+        if gpus:
+            out.setdefault(queue, {})[pool] = gpus
+    return out
 
 
 def _differs(a: UtilizationSample, b: UtilizationSample) -> bool:
