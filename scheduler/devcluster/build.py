@@ -1,4 +1,4 @@
-"""Build (or reuse) the etcd and kube-apiserver binaries the dev cluster runs.
+"""Build (or reuse) the etcd, kube-apiserver and kubectl binaries the dev cluster uses.
 
 Why build from source: Docker is not available where the tests run and distribution packages
 are too old (Debian's etcd 3.4 lacks the watch progress requests a current kube-apiserver
@@ -7,6 +7,10 @@ versions (their ``go.mod``/``go.sum`` are the single source of truth) and ``go b
 static binaries. A binary is cached per component and version under
 ``${XDG_CACHE_HOME:-~/.cache}/gang-scheduler/bin/<component>-<version>/`` and reused, so only
 the first build is slow; a cached lookup reads ``go.mod`` and never runs Go.
+
+kubectl is built from the same pinned ``k8s.io/kubernetes`` module as kube-apiserver, so the
+deploy tests apply ``deploy/`` with the real ``kubectl apply -k`` (and its bundled kustomize)
+at exactly the server's version instead of a re-implementation of kustomize in Python.
 """
 
 from __future__ import annotations
@@ -63,7 +67,10 @@ ETCD = Component(
 KUBE_APISERVER = Component(
     "kube-apiserver", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"
 )
-COMPONENTS: tuple[Component, ...] = (ETCD, KUBE_APISERVER)
+KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl")
+COMPONENTS: tuple[Component, ...] = (ETCD, KUBE_APISERVER, KUBECTL)
+# Kubernetes binaries: their version is stamped into component-base and client-go.
+_KUBE_STAMPED = (KUBE_APISERVER, KUBECTL)
 
 
 def bin_cache_root() -> Path:
@@ -91,7 +98,7 @@ def ldflags(component: Component, version: str, build_date: str) -> str:
     that negotiate on the server version; etcd otherwise says "Git SHA: Not provided".
     """
     flags = ["-s", "-w"]
-    if component is KUBE_APISERVER:
+    if component in _KUBE_STAMPED:
         major, minor = version.lstrip("v").split(".")[:2]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
             flags += [
@@ -175,6 +182,11 @@ def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str]
     if proc.returncode != 0:
         raise BuildError(f"{component.name}: `{' '.join(cmd)}` failed "
                          f"(exit {proc.returncode}):\n{proc.stdout[-4000:]}")
+
+
+def kubectl_path() -> Path:
+    """Where the pinned kubectl is cached (it may not be built yet: see `ensure`)."""
+    return KUBECTL.binary()
 
 
 def ensure_all(log: Callable[[str], None] = say) -> dict[str, Path]:
