@@ -89,7 +89,7 @@ class KubeActuator:
         self.client, self.cache, self.binder = client, cache, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
         self.writer = BackgroundWriter()
-        self.evictor = Evictor(cache, binder, statuses, events, self.writer,
+        self.evictor = Evictor(cache, binder, events, self.writer,
                                config.eviction_grace_period_seconds)
         # Pods handed to the binder and not yet seen bound by the watch. A pending explanation
         # decided a cycle earlier must never land on them: PodScheduled=False on a bound pod

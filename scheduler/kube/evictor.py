@@ -2,12 +2,15 @@
 
 Each victim pod first gets a ``DisruptionTarget`` condition naming the preemptor (so the
 workload and its controller can tell a preemption from a node failure), then an Eviction with
-the configured grace period, so a trainer can checkpoint on SIGTERM. Evictions honour
-PodDisruptionBudgets: one the apiserver refuses (429) is reported on the pod as an
-``EvictionBlocked`` event and in the result, never forced by a delete. Every pod of a victim
-is first evicted with ``dryRun``, so a budget that refuses any of them leaves the whole gang
-running rather than half of it (a budget allowing fewer disruptions than the gang has pods
-can still split it; the rest is then retried).
+the configured grace period, so a trainer can checkpoint on SIGTERM. The Eviction API writes
+its own ``DisruptionTarget`` ("EvictionByEvictionAPI"), so the condition is written again
+once the eviction is accepted: who preempted the pod is what its owner needs to know.
+
+Evictions honour PodDisruptionBudgets: one the apiserver refuses (429) is reported on the
+pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. Every pod
+of a victim is first evicted with ``dryRun``, so a budget that refuses any of them leaves the
+whole gang running rather than half of it (a budget allowing fewer disruptions than the
+gang has pods can still split it; the rest is then retried).
 
 A refused victim keeps its preemptor's nomination (``decide`` carries it over while the
 victim runs), so the eviction is retried here every ``retry_seconds`` for as long as the plan
@@ -25,10 +28,10 @@ import structlog
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder, EvictOutcome
-from scheduler.kube.client import TransportError
+from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
-from scheduler.kube.status import StatusWriter
+from scheduler.kube.status import format_time
 from scheduler.model import PodRef
 from scheduler.plan import CyclePlan
 
@@ -57,11 +60,10 @@ class EvictionReport:
 
 
 class Evictor:
-    def __init__(self, cache: ClusterCache, binder: Binder, statuses: StatusWriter,
-                 events: EventRecorder, writer: Submitter, grace_period_seconds: int,
-                 retry_seconds: float = 5.0,
+    def __init__(self, cache: ClusterCache, binder: Binder, events: EventRecorder,
+                 writer: Submitter, grace_period_seconds: int, retry_seconds: float = 5.0,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.cache, self.binder, self.statuses, self.events = cache, binder, statuses, events
+        self.cache, self.binder, self.events = cache, binder, events
         self.writer, self.grace, self.retry_seconds = writer, grace_period_seconds, retry_seconds
         self._monotonic = monotonic
         self._blocked: dict[str, float] = {}  # victim gang -> when its eviction was refused
@@ -101,13 +103,14 @@ class Evictor:
         if not refused:
             if not retry:
                 for ref in refs:
-                    self.statuses.set_disruption_target(ref, message)
+                    self._mark(ref, message)
             outcomes = self.binder.evict_pods(refs, self.grace)
             refused = [o for o in outcomes if not o.ok]
         else:
             outcomes = refused
         for o in outcomes:
             if o.ok:
+                self.writer.submit(f"mark/{o.pod.uid}", lambda r=o.pod: self._mark(r, message))
                 self._event(o.pod, EventReason.PREEMPTED, message, "Preempting")
             else:
                 self._event(o.pod, EVICTION_BLOCKED, f"eviction for gang {victim.preemptor} "
@@ -121,6 +124,24 @@ class Evictor:
                  preemptor=victim.preemptor, pods=len(refs), grace_period_seconds=self.grace,
                  retry=retry)
         return None
+
+    def _mark(self, pod: PodRef, message: str) -> None:
+        """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor."""
+        condition = {"type": "DisruptionTarget", "status": "True",
+                     "reason": "PreemptionByScheduler", "message": message,
+                     "lastTransitionTime": format_time(time.time())}
+        path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}/status"
+        try:
+            resp = self.binder.client.request(
+                "PATCH", path, body={"metadata": {"uid": pod.uid},
+                                     "status": {"conditions": [condition]}},
+                content_type=STRATEGIC_MERGE_PATCH, timeout=self.binder.timeout)
+        except TransportError as exc:
+            log.warning("disruption_target_failed", pod=str(pod), reason=str(exc))
+            return
+        if not resp.ok and resp.status not in (404, 409):  # gone already: nothing to say
+            log.warning("disruption_target_failed", pod=str(pod), status=resp.status,
+                        reason=resp.message())
 
     def _dry_run(self, pod: PodRef) -> EvictOutcome:
         """Would the apiserver evict *pod* now (PodDisruptionBudgets)? Nothing is changed."""

@@ -1,8 +1,9 @@
 """Queue objects from the apiserver into the policies in force, with a status condition.
 
-Every Queue event is offered to the pure ``PolicyStore``: a valid change takes effect at the
-next cycle; an invalid one is refused, its errors (field path and reason) are written to the
-Queue's ``Valid`` condition, and the last good version stays in force. A bad edit by an
+Every Queue event whose ``metadata.generation`` is new (a spec change) is offered to the
+pure ``PolicyStore``: a valid change takes effect at the next cycle; an invalid one is
+refused, its errors (field path and reason) are written to the Queue's ``Valid`` condition,
+and the last good version stays in force. A bad edit by an
 admin therefore never takes the scheduler down, nor silently changes nothing.
 """
 
@@ -58,6 +59,10 @@ class LivePolicies:
             return
         generation = (obj.get("metadata") or {}).get("generation")
         with self._lock:
+            if generation is not None and self._generation.get(name) == generation:
+                # A status-only change (the Valid condition or the figures the leader writes):
+                # the spec was judged already. Reacting would write status again, forever.
+                return
             waiting_before = set(self._store.waiting)
             update = self._store.apply(obj)
             self._generation[name] = generation

@@ -15,7 +15,6 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor
-from scheduler.kube.status import StatusWriter
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.plan import CyclePlan, Eviction, Nomination
@@ -82,7 +81,7 @@ def setup() -> Any:
     api, cache, clock = Api(), ClusterCache(), Clock()
     bound_gang(cache, "low", 2)
     binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
-    evictor = Evictor(cache, binder, StatusWriter(api), EventRecorder(api), Inline(),
+    evictor = Evictor(cache, binder, EventRecorder(api), Inline(),
                       grace_period_seconds=17, retry_seconds=5, monotonic=clock)
     yield api, cache, clock, evictor
     binder.close()
@@ -100,10 +99,11 @@ def test_every_pod_of_the_victim_is_marked_and_evicted_with_the_grace_period(set
     assert report.evicted == ("ns/low",) and report.blocked == {}
     assert sorted(api.evicted) == ["low-0", "low-1"]
     assert all(o["gracePeriodSeconds"] == 17 for o in api.evicted.values())
-    for pod in ("low-0", "low-1"):
-        (cond,) = api.conditions[pod]
-        assert cond["type"] == "DisruptionTarget" and cond["status"] == "True"
-        assert "ns/high" in cond["message"]
+    for pod in ("low-0", "low-1"):  # before the eviction, and again after the API's own
+        assert len(api.conditions[pod]) == 2
+        for cond in api.conditions[pod]:
+            assert (cond["type"], cond["status"]) == ("DisruptionTarget", "True")
+            assert cond["reason"] == "PreemptionByScheduler" and "ns/high" in cond["message"]
     preempted = [e for e in api.events if e["reason"] == "Preempted"]
     assert sorted(e["regarding"]["name"] for e in preempted) == ["low-0", "low-1"]
     assert all("ns/high" in e["note"] for e in preempted)

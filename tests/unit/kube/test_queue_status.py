@@ -172,3 +172,16 @@ def test_an_invalid_update_keeps_the_last_good_version_and_says_why() -> None:
     # Another queue arriving does not make the refused edit look valid.
     live.handle(informer.EventType.ADDED, queue_obj("other"))
     assert set(live.invalid) == {"team"}
+
+
+def test_a_status_only_change_is_not_judged_again() -> None:
+    """Our own status writes come back as MODIFIED events with the same generation."""
+    written: list[tuple[str, dict[str, Any]]] = []
+    live = LivePolicies(write_status=lambda n, s: written.append((n, s)))
+    obj = queue_obj("team")
+    live.handle(informer.EventType.ADDED, obj)
+    live.handle(informer.EventType.MODIFIED, {**obj, "status": {"allocatedGPUs": 3}})
+    assert len(written) == 1
+    live.handle(informer.EventType.MODIFIED, queue_obj("team", generation=2, gpus=4))
+    assert len(written) == 2
+    assert live.current().queues.queues["team"].quotas[0].nominal.gpus == 4

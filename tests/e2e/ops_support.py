@@ -1,0 +1,210 @@
+"""What the operations e2e tests (``test_ops_*``) add to ``tests/e2e/live.py``: Queue trees,
+PriorityClasses, pods that linger while terminating, a scheduler with its metrics served, and
+a pod watch that also records how each pod was deleted.
+
+Isolation is live.py's: every test has its own namespace, pool, schedulerName and here its own
+Queues (named after the test's tag), since Queues and PriorityClasses are cluster-scoped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.devcluster import rest
+from scheduler.kube import informer
+from scheduler.kube.client import connect
+from scheduler.kube.runner import LiveScheduler
+from scheduler.serve import serve
+from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, ControlPlane
+from tests.e2e.live import (
+    GPU,
+    POOL_LABEL,
+    QUEUE_LABEL,
+    QUEUES,
+    InProcessScheduler,
+    PodWatch,
+    Tenant,
+    tenant_config,
+)
+
+HOLD = "e2e.gangscheduler.io/hold"  # a finalizer: the pod lingers while terminating
+
+
+@dataclass
+class Ops:
+    """A test's tenant plus helpers for cluster-scoped objects named after its tag."""
+
+    cp: ControlPlane
+    tenant: Tenant
+    tag: str
+    cleanup: list[Any] = field(default_factory=list)
+
+    @property
+    def ns(self) -> str:
+        return self.tenant.namespace
+
+    def name(self, suffix: str) -> str:
+        return f"{self.tag}-{suffix}"
+
+    # Queues ----------------------------------------------------------------------------------
+    def queue(self, suffix: str, gpus: int | None = None, parent: str | None = None,
+              **spec: Any) -> str:
+        """A Queue admitting this namespace; ``gpus`` of nominal quota in this pool."""
+        body: dict[str, Any] = {"namespaces": [self.ns], **spec}
+        if gpus is not None:
+            body["quotas"] = [{"pool": self.tenant.pool, "nominal": {GPU: gpus}}]
+        if parent:
+            body["parent"] = self.name(parent)
+        name = self.name(suffix)
+        rest.call(self.cp.custom.create_cluster_custom_object, *QUEUES, {
+            "apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
+            "metadata": {"name": name}, "spec": body})
+        return name
+
+    def patch_queue(self, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        return rest.call(self.cp.custom.patch_cluster_custom_object, *QUEUES, name,
+                         {"spec": dict(spec)})
+
+    def get_queue(self, name: str) -> dict[str, Any]:
+        return rest.call(self.cp.custom.get_cluster_custom_object, *QUEUES, name)
+
+    def queue_status(self, name: str) -> dict[str, Any]:
+        return self.get_queue(name).get("status") or {}
+
+    def valid_condition(self, name: str) -> dict[str, Any]:
+        conditions = self.queue_status(name).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == "Valid"), {})
+
+    def queue_table(self) -> dict[str, dict[str, Any]]:
+        """``kubectl get queues``: the server-side Table (printer columns) by queue name."""
+        resp = self.cp.api.call_api(
+            "/apis/gangscheduler.io/v1alpha1/queues", "GET", _preload_content=False,
+            _return_http_data_only=True,
+            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        table = json.loads(resp.data)
+        names = [c["name"] for c in table["columnDefinitions"]]
+        return {row["cells"][0]: dict(zip(names, row["cells"], strict=True))
+                for row in table["rows"]}
+
+    # Priorities and pods ---------------------------------------------------------------------
+    def priority_class(self, suffix: str, value: int) -> str:
+        name = self.name(suffix)
+        rest.call(client.SchedulingV1Api(self.cp.api).create_priority_class,
+                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": name}, "value": value})
+        return name
+
+    def pod(self, name: str, gpus: int, queue: str, group: str | None = None,
+            priority_class: str | None = None, hold: bool = False,
+            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "labels": {QUEUE_LABEL: queue, **(labels or {})}}
+        if group:
+            meta["labels"]["scheduling.x-k8s.io/pod-group"] = group
+        if hold:
+            meta["finalizers"] = [HOLD]
+        spec: dict[str, Any] = {
+            "schedulerName": self.tenant.scheduler_name, "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30, "nodeSelector": {POOL_LABEL: self.tenant.pool},
+            "containers": [{"name": "main", "image": "registry.invalid/train:latest",
+                            "resources": {"requests": {"cpu": "100m", GPU: str(gpus)},
+                                          "limits": {GPU: str(gpus)}}}]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return rest.call(self.cp.core.create_namespaced_pod, self.ns,
+                         {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+    def gang(self, name: str, size: int, gpus: int, queue: str,
+             priority_class: str | None = None, hold: bool = False) -> list[str]:
+        """A PodGroup (minMember = size) in *queue* and its pods ``name-0`` ..."""
+        rest.call(self.cp.custom.create_namespaced_custom_object, PODGROUP_GROUP,
+                  PODGROUP_VERSION, self.ns, PODGROUP_PLURAL,
+                  {"apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}", "kind": "PodGroup",
+                   "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
+                   "spec": {"minMember": size}})
+        names = [f"{name}-{i}" for i in range(size)]
+        for pod in names:
+            self.pod(pod, gpus, queue, group=name, priority_class=priority_class, hold=hold,
+                     labels={"gang": name})
+        return names
+
+    def release(self, pod: str) -> None:
+        """Drop the hold finalizer: a terminating pod is then really gone."""
+        rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
+                  [{"op": "remove", "path": "/metadata/finalizers"}],
+                  _content_type="application/json-patch+json")
+
+    def release_all(self) -> None:
+        for name, pod in self.tenant.pods().items():
+            if pod["metadata"].get("finalizers"):
+                self.release(name)
+
+    # The scheduler ---------------------------------------------------------------------------
+    def start_scheduler(self, metrics_port: bool = False, **overrides: Any) -> InProcessScheduler:
+        """An in-process scheduler for this tenant; Queue status every second, not every 3."""
+        config = tenant_config(self.tenant, **overrides)
+        kube = connect(str(self.cp.kubeconfig), pool_maxsize=max(64, config.bind_concurrency * 2))
+        runner = InProcessScheduler(LiveScheduler(config, kube, poll_interval=0.02,
+                                                  queue_status_interval=1.0))
+        self.cleanup.append(runner.stop)
+        runner.live.start(sync_timeout=60)
+        runner.thread = threading.Thread(target=runner._run, name="ops-scheduler", daemon=True)
+        runner.thread.start()
+        if metrics_port:
+            server = serve(runner.live.metrics.registry, runner.live.health, "127.0.0.1", 0)
+            self.cleanup.append(server.shutdown)
+            runner.metrics_port = server.server_address[1]  # type: ignore[attr-defined]
+        return runner
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """GET /metrics and parse it: (sample name, sorted labels) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
+          **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+class DeletionWatch(PodWatch):
+    """``PodWatch`` that also keeps, per pod name, the first deletion it saw (grace period)
+    and every pod's conditions of one type."""
+
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
+        super().__init__(cp, namespace)
+        self.deleting: dict[str, int | None] = {}  # name -> deletionGracePeriodSeconds
+        self.deleted: dict[str, float] = {}
+
+    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        super()._handle(event, obj)
+        meta = obj["metadata"]
+        with self._lock:
+            if meta.get("deletionTimestamp") and meta["name"] not in self.deleting:
+                self.deleting[meta["name"]] = meta.get("deletionGracePeriodSeconds")
+            if event is informer.EventType.DELETED:
+                self.deleted.setdefault(meta["name"], time.monotonic())
+
+
+def ops_for(control_plane: ControlPlane) -> Iterator[Ops]:
+    """The body of each ``test_ops_*`` module's ``ops`` fixture: a tenant (its own Queues come
+    later, from the test) and cleanup of whatever the test started."""
+    tenant = Tenant.create(control_plane)
+    tag = tenant.pool.removeprefix("pool-")
+    o = Ops(control_plane, dataclasses.replace(tenant), f"ops-{tag}")
+    yield o
+    for stop in reversed(o.cleanup):
+        stop()
+    o.release_all()

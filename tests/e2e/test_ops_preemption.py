@@ -1,0 +1,114 @@
+"""Live preemption on a real control plane: whole victim gangs, the Eviction API with the
+configured grace period, nominated nodes held until the victims are gone, budgets obeyed.
+
+Victim pods carry a finalizer so that they linger while terminating, as real trainers do
+while they checkpoint: that opens the window in which the freed capacity must stay held for
+the preemptor, and lets the test see each step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.devcluster import rest
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.ops_support import DeletionWatch, Ops, ops_for, scrape, value
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def ops(control_plane: ControlPlane) -> Iterator[Ops]:
+    yield from ops_for(control_plane)
+
+GRACE_S = 7
+
+
+def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in pod.get("status", {}).get("conditions") or ()
+                 if c.get("type") == kind), {})
+
+
+def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> None:
+    ops.tenant.create_nodes(2, gpus=8)
+    queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
+    low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
+    with DeletionWatch(ops.cp, ops.ns) as watch:
+        runner = ops.start_scheduler(eviction_grace_period_seconds=GRACE_S)
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
+        # A low-priority pod that would fit in half of what the victim frees: it must wait.
+        ops.pod("rival", 4, queue, priority_class=low)
+        wait_for(lambda: ops.tenant.events("FailedScheduling"), 30, what="rival pending")
+        preemptor = ops.gang("preemptor", 2, 4, queue, priority_class=high)
+        pods = ops.tenant.pods
+        # The whole victim is evicted (half of it would have made room): marked, then deleted
+        # through the Eviction API with the configured grace period.
+        wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
+        assert {n: watch.deleting[n] for n in victim} == {n: GRACE_S for n in victim}
+        for name in victim:
+            target = condition(pods()[name], "DisruptionTarget")
+            assert target.get("status") == "True", pods()[name]["status"]
+            assert f"{ops.ns}/preemptor" in target["message"]
+        events = wait_for(lambda: [e for e in ops.tenant.events("Preempted")
+                                   if e["regarding"]["name"] in victim]
+                          if len(ops.tenant.events("Preempted")) >= 2 else [], 30,
+                          what="Preempted events")
+        assert {e["regarding"]["name"] for e in events} == set(victim)
+        assert all(f"{ops.ns}/preemptor" in e["note"] for e in events)
+        # The preemptor is nominated where it will go; nothing binds while victims linger.
+        nominated = wait_for(lambda: {n: pods()[n]["status"].get("nominatedNodeName")
+                                      for n in preemptor}
+                             if all(pods()[n]["status"].get("nominatedNodeName")
+                                    for n in preemptor) else {}, 30, what="nominations")
+        held = set(nominated.values())
+        first = next(n for n in victim if pods()[n]["spec"]["nodeName"] in held)
+        ops.release(first)  # one victim pod gone: its node is free, but held
+        wait_for(lambda: first not in pods(), 30, what=f"{first} gone")
+        time.sleep(3)  # several cycles
+        assert ops.tenant.bound(["rival", *preemptor]) == [], "held capacity was taken"
+        ops.release(next(n for n in victim if n != first))
+        wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
+        assert ops.tenant.nodes_of(preemptor) == nominated
+        if "rival" in watch.first_bound:  # it may start in what is left, but only after
+            assert watch.first_bound["rival"] >= max(watch.first_bound[n] for n in preemptor)
+        assert watch.rebinds() == {}
+        metrics = runner.live.metrics.registry
+        assert metrics.get_sample_value("gang_scheduler_preemptions_total", {"queue": queue}) == 1
+        assert metrics.get_sample_value("gang_scheduler_evictions_total") == 2
+
+
+def test_an_eviction_refused_by_a_disruption_budget_is_reported_not_forced(ops: Ops) -> None:
+    ops.tenant.create_nodes(1, gpus=8)
+    queue = ops.queue("q", gpus=8, preemption={"withinQueue": "LowerPriority"})
+    low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
+    pdbs = client.PolicyV1Api(ops.cp.api)
+    rest.call(pdbs.create_namespaced_pod_disruption_budget, ops.ns, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-victim"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"gang": "victim"}}}})
+    with DeletionWatch(ops.cp, ops.ns) as watch:
+        runner = ops.start_scheduler(metrics_port=True, eviction_grace_period_seconds=GRACE_S)
+        victim = ops.gang("victim", 2, 4, queue, priority_class=low)
+        wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
+        preemptor = ops.gang("preemptor", 1, 8, queue, priority_class=high)
+        blocked = wait_for(lambda: ops.tenant.events("EvictionBlocked"), 30,
+                           what="EvictionBlocked event")
+        assert "disruption budget" in blocked[0]["note"], blocked[0]["note"]
+        assert f"{ops.ns}/preemptor" in blocked[0]["note"]
+        samples = scrape(runner.metrics_port)  # type: ignore[attr-defined]
+        assert value(samples, "gang_scheduler_evictions_blocked_total") >= 1
+        assert value(samples, "gang_scheduler_pending_gangs", queue=queue,
+                     reason="PreemptionPending") == 1
+        time.sleep(2)
+        assert watch.deleting == {}, "an eviction was forced past the budget"
+        assert ops.tenant.bound(victim) == victim and ops.tenant.bound(preemptor) == []
+        rest.call(pdbs.delete_namespaced_pod_disruption_budget, "keep-victim", ops.ns)
+        wait_for(lambda: ops.tenant.all_bound(preemptor), 40, what="preemptor bound after retry")
+        assert set(watch.deleting) == set(victim)
+        assert watch.rebinds() == {}
