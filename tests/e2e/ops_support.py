@@ -87,10 +87,10 @@ class Ops:
 
     def queue_table(self) -> dict[str, dict[str, Any]]:
         """``kubectl get queues``: the server-side Table (printer columns) by queue name."""
-        resp = self.cp.api.call_api(
-            "/apis/gangscheduler.io/v1alpha1/queues", "GET", _preload_content=False,
-            _return_http_data_only=True,
-            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        resp = self.cp.api.rest_client.request(  # the admin authenticates by client cert
+            "GET", f"{self.cp.server}/apis/gangscheduler.io/v1alpha1/queues",
+            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        resp.read()
         table = json.loads(resp.data)
         names = [c["name"] for c in table["columnDefinitions"]]
         return {row["cells"][0]: dict(zip(names, row["cells"], strict=True))
