@@ -124,14 +124,16 @@ class Ops:
                          {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
     def gang(self, name: str, size: int, gpus: int, queue: str,
-             priority_class: str | None = None, hold: bool = False) -> list[str]:
-        """A PodGroup (minMember = size) in *queue* and its pods ``name-0`` ..."""
+             priority_class: str | None = None, hold: bool = False,
+             present: int | None = None) -> list[str]:
+        """A PodGroup (minMember = size) in *queue* and its pods ``name-0`` ... (only
+        *present* of them when given)."""
         rest.call(self.cp.custom.create_namespaced_custom_object, PODGROUP_GROUP,
                   PODGROUP_VERSION, self.ns, PODGROUP_PLURAL,
                   {"apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}", "kind": "PodGroup",
                    "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
                    "spec": {"minMember": size}})
-        names = [f"{name}-{i}" for i in range(size)]
+        names = [f"{name}-{i}" for i in range(size if present is None else present)]
         for pod in names:
             self.pod(pod, gpus, queue, group=name, priority_class=priority_class, hold=hold,
                      labels={"gang": name})
