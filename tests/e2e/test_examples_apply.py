@@ -1,0 +1,202 @@
+"""The three ``examples/`` on a real control plane with the scheduler installed from deploy/.
+
+There are no controllers here (no Job controller, no Kubeflow Trainer), so each test creates
+what the missing controller would, from the example itself:
+
+- the Indexed Job: ``kubectl apply`` creates the Job; its pods are made from the Job's pod
+  template as the Job controller makes them (owner reference with ``controller: true``, the
+  ``batch.kubernetes.io/job-name`` and completion-index labels, hostname and subdomain);
+- the PodGroup with launcher and workers: applied as is;
+- the Trainer runtime: the PodGroup Trainer creates (named after the TrainJob, minMember =
+  numNodes, minResources = the summed requests, scheduleTimeoutSeconds from the runtime) and
+  the pods from the runtime's pod template with the TrainJob's per-node resources, labelled
+  with the PodGroup.
+
+Each gang must bind whole. Setup: module fixture ``deployed`` (tests/e2e/test_deploy_support.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.utils import parse_quantity
+
+from tests.e2e.cluster_api import wait_for
+from tests.e2e.test_deploy_support import (
+    REPO,
+    Deployed,
+    deployed,  # noqa: F401  (module fixture)
+    kubectl_json,
+)
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = REPO / "examples"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+@pytest.fixture
+def env(deployed: Deployed) -> Iterator[Deployed]:  # noqa: F811
+    """The installed cluster, with the examples' workloads removed after each test."""
+    yield deployed
+    deployed.delete_workloads("team-a", "team-b")
+
+
+def pods_of(env: Deployed, ns: str, selector: str) -> dict[str, dict[str, Any]]:
+    items = kubectl_json(env.admin, "-n", ns, "get", "pods", "-l", selector)["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def bound(pods: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {n: p["spec"]["nodeName"] for n, p in pods.items() if p["spec"].get("nodeName")}
+
+
+def wait_whole(env: Deployed, ns: str, selector: str, size: int) -> dict[str, str]:
+    """Wait until all `size` pods are bound; fail if a poll ever sees some but not all bound
+    for longer than a bind takes (the binder binds a gang's members in parallel)."""
+    partial_since: float | None = None
+
+    def check() -> dict[str, str]:
+        nonlocal partial_since
+        nodes = bound(pods_of(env, ns, selector))
+        if 0 < len(nodes) < size:
+            partial_since = partial_since or time.monotonic()
+            assert time.monotonic() - partial_since < 5, f"gang left partly bound: {nodes}"
+        return nodes if len(nodes) == size else {}
+
+    return wait_for(check, 60, 0.1, what=f"{size} pods of {selector} bound")
+
+
+def pending_reason(env: Deployed, ns: str, selector: str) -> str:
+    """The PodScheduled=False message of a member, once all members exist (before that the
+    scheduler says WaitingForMembers)."""
+    messages = [c.get("message") or "" for p in pods_of(env, ns, selector).values()
+                for c in p["status"].get("conditions") or ()
+                if c["type"] == "PodScheduled" and c["status"] == "False"]
+    return next((m for m in messages if not m.startswith("WaitingForMembers")), "")
+
+
+# The Indexed Job ------------------------------------------------------------------------------
+def job_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
+    """Pod `index` of an Indexed Job as the Job controller creates it."""
+    template = copy.deepcopy(job["spec"]["template"])
+    meta, spec = template.setdefault("metadata", {}), template["spec"]
+    name = job["metadata"]["name"]
+    meta["name"] = f"{name}-{index}-{job['metadata']['uid'][:5]}"
+    meta["namespace"] = job["metadata"]["namespace"]
+    meta.setdefault("labels", {}).update({
+        "batch.kubernetes.io/job-name": name, "job-name": name,
+        "batch.kubernetes.io/job-completion-index": str(index)})
+    meta.setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(index)
+    meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                "uid": job["metadata"]["uid"], "controller": True,
+                                "blockOwnerDeletion": True}]
+    spec["hostname"] = f"{name}-{index}"  # with subdomain: ddp-train-<index>.ddp-train
+    for container in spec["containers"]:
+        container.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX",
+                                                "value": str(index)})
+    return {"apiVersion": "v1", "kind": "Pod", **template}
+
+
+def test_indexed_job_is_one_gang_of_its_parallelism(env: Deployed) -> None:
+    env.kubectl("apply", "-f", str(EXAMPLES / "pytorch-ddp-indexed-job.yaml"))
+    job = kubectl_json(env.admin, "-n", "team-a", "get", "job", "ddp-train")
+    parallelism = job["spec"]["parallelism"]
+    assert parallelism == 4
+    pods = [job_pod(job, i) for i in range(parallelism)]
+    selector = "batch.kubernetes.io/job-name=ddp-train"
+    # Three of four ranks: not a gang yet, nothing binds.
+    env.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                       "items": pods[:3]}))
+    time.sleep(3)  # several scheduling cycles
+    assert bound(pods_of(env, "team-a", selector)) == {}
+    env.kubectl("create", "-f", "-", stdin=json.dumps(pods[3]))
+    nodes = wait_whole(env, "team-a", selector, 4)
+    assert all(node.startswith(("a100-", "h100-")) for node in nodes.values())
+    for pod in pods_of(env, "team-a", selector).values():
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("Job", "ddp-train", True)
+
+
+# The PodGroup with two roles ------------------------------------------------------------------
+def test_podgroup_with_launcher_and_workers_binds_whole(env: Deployed) -> None:
+    env.kubectl("apply", "-f", str(EXAMPLES / "podgroup-launcher-workers.yaml"))
+    nodes = wait_whole(env, "team-b", f"{GROUP_LABEL}=mpi-train", 5)
+    workers = {n: node for n, node in nodes.items() if "worker" in n}
+    assert len(set(workers.values())) == 4, "8-GPU workers need a node each"
+
+    def group_status() -> dict[str, Any]:
+        group = kubectl_json(env.admin, "-n", "team-b", "get", "podgroup", "mpi-train")
+        status = group.get("status") or {}
+        return status if status.get("scheduled") == 5 else {}
+
+    status = wait_for(group_status, 30, what="PodGroup status scheduled=5")
+    assert status["phase"] in ("Scheduled", "Running")
+
+
+# The Kubeflow Trainer runtime -----------------------------------------------------------------
+def trainer_objects(path: str = "trainer-runtime-coscheduling.yaml") -> list[dict[str, Any]]:
+    """What Kubeflow Trainer creates from the example's TrainJob with its runtime (plus the
+    example's Namespace)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / path).read_text()) if d]
+    runtime = next(d for d in docs if d["kind"] == "ClusterTrainingRuntime")
+    trainjob = next(d for d in docs if d["kind"] == "TrainJob")
+    name, ns = trainjob["metadata"]["name"], trainjob["metadata"]["namespace"]
+    nodes = trainjob["spec"]["trainer"]["numNodes"]
+    resources = trainjob["spec"]["trainer"]["resourcesPerNode"]
+    timeout = runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"]
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    pod_spec = job["template"]["spec"]["template"]["spec"]
+    total = {r: str(parse_quantity(v) * nodes) for r, v in resources["requests"].items()}
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": ns},
+             "spec": {"minMember": nodes, "scheduleTimeoutSeconds": timeout,
+                      "minResources": total}}
+    pods = []
+    for i in range(nodes):
+        spec = copy.deepcopy(pod_spec)
+        spec["restartPolicy"] = "Never"
+        for c in spec["containers"]:
+            c["resources"] = copy.deepcopy(resources)
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"{name}-{job['name']}-0-{i}", "namespace": ns,
+            "labels": {GROUP_LABEL: name, "jobset.sigs.k8s.io/jobset-name": name,
+                       "jobset.sigs.k8s.io/replicatedjob-name": job["name"]}}, "spec": spec})
+    namespaces = [d for d in docs if d["kind"] == "Namespace"]
+    return [*namespaces, group, *pods]
+
+
+def test_trainer_gang_binds_whole_once_its_queue_can_hold_it(env: Deployed) -> None:
+    objects = trainer_objects()
+    group = next(o for o in objects if o["kind"] == "PodGroup")
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert group["spec"]["minMember"] == 4 and len(pods) == 4
+    assert all(p["spec"]["schedulerName"] == "gang-scheduler" for p in pods)
+    env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                      "items": objects}))
+    selector = f"{GROUP_LABEL}=llm-finetune"
+    # Trainer copies no queue label, so the gang goes to `default` (examples/README.md), and
+    # deploy/queues gives `default` 8 a100 GPUs and no h100: 32 GPUs wait, none bound.
+    message = wait_for(lambda: pending_reason(env, "team-a", selector), 30,
+                       what="pending reason")
+    print(f"pending reason: {message}")
+    assert "default" in message, message
+    assert bound(pods_of(env, "team-a", selector)) == {}
+    # The admin gives the default queue room in the h100 pool: the gang binds whole.
+    original = kubectl_json(env.admin, "get", "queue", "default")["spec"]["quotas"]
+    quotas = [{"pool": "a100", "nominal": {"nvidia.com/gpu": 8}},
+              {"pool": "h100", "nominal": {"nvidia.com/gpu": 32}}]
+    env.kubectl("patch", "queue", "default", "--type=merge", "-p",
+                json.dumps({"spec": {"quotas": quotas}}))
+    try:
+        nodes = wait_whole(env, "team-a", selector, 4)
+        assert len(set(nodes.values())) == 4 and all(n.startswith("h100-") for n in nodes.values())
+    finally:
+        env.kubectl("patch", "queue", "default", "--type=merge", "-p",
+                    json.dumps({"spec": {"quotas": original}}))
