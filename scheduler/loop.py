@@ -128,8 +128,12 @@ class Scheduler:
                 self._backoff.pop(b.gang_id, None)
         self._previous = plan
         self.last_plan = plan
-        self.last_queues = queue_reports(plan.queues, policies)
-        self._observe(plan, result, inp, decided - started, applied - decided)
+        waiting = self._waiting(plan, inp)
+        per_queue: Counter[str] = Counter()
+        for (queue, _), n in waiting.items():
+            per_queue[queue] += n
+        self.last_queues = queue_reports(plan.queues, policies, per_queue)
+        self._observe(plan, result, waiting, decided - started, applied - decided, inp)
         return plan
 
     def _timed_solve(self, gang: Gang, snapshot: Snapshot,
@@ -166,9 +170,18 @@ class Scheduler:
         for gid in sorted(complete):
             self._complete_since.setdefault(gid, now)
 
-    def _observe(self, plan: CyclePlan, result: ApplyResult, inp: CycleInput, decide_s: float,
-                 apply_s: float) -> None:
+    def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
+        """Pending gangs by (queue, reason category); gangs backing off have reason Backoff."""
         queue_of = {g.id: g.queue for g in inp.gangs.pending}
+        pending = Counter((queue_of.get(gid, ""), r.category.value)
+                          for gid, r in plan.pending.items())
+        for gid in self.backing_off(plan.now):
+            if gid in queue_of and gid not in plan.pending:
+                pending[(queue_of[gid], "Backoff")] += 1
+        return pending
+
+    def _observe(self, plan: CyclePlan, result: ApplyResult, pending: Counter[tuple[str, str]],
+                 decide_s: float, apply_s: float, inp: CycleInput) -> None:
         bound_at = self.clock()
         latencies: dict[str, float] = {}
         for b in plan.binds:
@@ -179,11 +192,6 @@ class Scheduler:
                 log.info("gang_bound", gang=b.gang_id, namespace=ns, queue=b.queue,
                          pods=len(b.pod_nodes), nodes=len(b.placement.nodes),
                          latency_s=round(latencies[b.gang_id], 3))
-        pending = Counter((queue_of.get(gid, ""), r.category.value)
-                          for gid, r in plan.pending.items())
-        for gid in self.backing_off(plan.now):
-            if gid in queue_of and gid not in plan.pending:
-                pending[(queue_of[gid], "Backoff")] += 1
         reasons = Counter(r.category.value for r in plan.pending.values())
         busy = plan.binds or plan.evictions or result.failed or result.blocked
         (log.info if busy else log.debug)(

@@ -18,7 +18,7 @@ they hold 4 and 12 GPUs, the same usage shares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.queues import PolicySet
@@ -47,7 +47,7 @@ class QueueReport:
     pools: tuple[PoolUsage, ...]  # sorted by pool
     running: int  # gangs running in the subtree (admitted), this cycle's binds included
     admitted: int  # gangs bound by this cycle
-    pending: int  # gangs considered and left waiting
+    pending: int  # gangs waiting, whatever the reason (members missing and backoff too)
     fair_share: float
     usage_share: float
     borrowed_share: float  # decide's weighted dominant share of what the queue borrows
@@ -61,8 +61,13 @@ class QueueReport:
         return sum(p.nominal.gpus for p in self.pools)
 
 
-def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet) -> tuple[QueueReport, ...]:
-    """One report per queue of *policies* (sorted by name), from a plan's queue statuses."""
+def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
+                  pending: Mapping[str, int] | None = None) -> tuple[QueueReport, ...]:
+    """One report per queue of *policies* (sorted by name), from a plan's queue statuses.
+
+    *pending* counts every waiting gang per queue (the loop knows gangs the plan never
+    considered: members missing, bind backoff); without it the plan's own counts are used.
+    """
     queues = policies.queues
     tree = QuotaTree.build(queues)
     by_name = {s.name: s for s in statuses}
@@ -86,7 +91,8 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet) -> tuple
         out.append(QueueReport(
             name=name, parent=queues.parent_of(name), pools=pools,
             running=sum(s.running for s in members), admitted=sum(s.admitted for s in members),
-            pending=sum(s.pending for s in members),
+            pending=sum(s.pending if pending is None else pending.get(s.name, 0)
+                        for s in members),
             fair_share=_fair_share(policies, name),
             usage_share=_usage_share(tree, policies, name, pools),
             borrowed_share=own.fair_share if own is not None else 0.0))

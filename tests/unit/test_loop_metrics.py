@@ -300,3 +300,14 @@ def test_without_metrics_the_loop_still_runs() -> None:
 ])
 def test_rollback_reasons_are_a_bounded_set(why: str, label: str) -> None:
     assert rollback_reason(why) == label
+
+
+def test_queue_reports_count_every_waiting_gang_of_the_queue() -> None:
+    """Missing members and backoff too, not only the gangs the plan considered."""
+    actuator = FakeActuator(fail={"ns/g2": "binding ns/g2-0: conflict: already bound"})
+    sched, _, clock = make([*gang_pods("g1", 3, 1, present=2), *gang_pods("g2", 1, 1)],
+                           [node("n1")], TEAM, actuator)
+    sched.run_once()
+    clock.now += 1
+    sched.run_once()
+    assert [(q.name, q.pending) for q in sched.last_queues] == [("team", 2)]
