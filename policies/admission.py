@@ -52,15 +52,17 @@ _BOUNDS_CACHE = "policies.admission.bounds"
 def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
     """Per pool, the most the gang could be charged there: each role in every pool it may use.
 
-    Memoised by the roles' requirements and counts with the snapshot's node-derived caches:
+    Memoised with the snapshot's node-derived caches by the identity of the gang's roles
+    (the cluster cache hands the same objects to every cycle while a gang is unchanged), so
     a gang pending for many cycles is worked out once.
     """
-    key = tuple((r.requirements, r.required) for r in gang.roles)
     cache = snapshot.solver_cache.setdefault(_BOUNDS_CACHE, {})
-    hit = cache.get(key)
-    if hit is None:
-        hit = cache[key] = _pool_bounds(gang, snapshot)
-    return dict(hit)
+    hit = cache.get(id(gang.roles))
+    if hit is None or hit[0] is not gang.roles:
+        if len(cache) > 100_000:
+            cache.clear()  # gangs come and go; keep the memo bounded
+        hit = cache[id(gang.roles)] = (gang.roles, _pool_bounds(gang, snapshot))
+    return dict(hit[1])
 
 
 def _pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:

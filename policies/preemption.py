@@ -135,12 +135,12 @@ def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger
     between gangs of one queue and priority while the ledger (the same object) and the
     gangs being evicted are unchanged, which is most of a cycle.
     """
-    reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
-    key = (id(ledger), queue.name, gang.priority, reclaim_pools, len(terminating))
+    key = (id(ledger), queue.name, gang.priority, tuple(bounds.items()), len(terminating))
     if memo is not None:
         hit = memo.get(key)
         if hit is not None and hit[0] is ledger:
             return [c for c in hit[1] if c.id != gang.id]
+    reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
     found = _scan(gang, queue, snapshot, ledger, queues, reclaim_pools, now, terminating,
                   cache, by_queue)
     if memo is not None:

@@ -161,13 +161,16 @@ def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i
                        tuple(sorted(charges.items())))
 
 
+def ends_before(reservation: Reservation, runtime: float | None, now: float) -> bool:
+    """Would a gang started now be gone before the reserved gang needs its nodes?"""
+    return runtime is not None and now + runtime <= reservation.estimated_start
+
+
 def backfill_params(reservation: Reservation | None, runtime: float | None, now: float,
                     params: PlacementParams) -> PlacementParams:
     """Where a later gang may start without delaying *reservation* (EASY backfill)."""
-    if reservation is None:
+    if reservation is None or ends_before(reservation, runtime, now):
         return params
-    if runtime is not None and now + runtime <= reservation.estimated_start:
-        return params  # it is gone before the reserved gang needs the nodes
     return replace(params, excluded_nodes=params.excluded_nodes | frozenset(reservation.nodes))
 
 

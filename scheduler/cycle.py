@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 
 from policies import fairshare
 from policies.admission import charge_all, placement_charges
-from policies.preemption import running_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler import placement
@@ -63,19 +62,27 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
 
 
 def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
-    ledger = QuotaLedger.empty(tree)
+    """Running gangs charged to their queues (summed per queue and pool, charged once)."""
+    nodes = snapshot.nodes
+    usage: dict[tuple[str, str], list[Resources]] = {}
     for rg in snapshot.running.values():
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot))
+        for node, res in rg.allocations:
+            if node in nodes:
+                usage.setdefault((rg.gang.queue, nodes[node].pool), []).append(res)
+    ledger = QuotaLedger.empty(tree)
+    for (queue, pool), parts in sorted(usage.items()):
+        ledger = ledger.charge(queue, pool, total(parts))
     return ledger
 
 
 def _admissible_queue(state: CycleState, gang: Gang) -> Queue | None:
     """The gang's queue, or None after recording why the gang cannot be considered."""
     queues = state.policies.queues
-    if not gang.is_complete:
+    present, needed = gang.members_present, gang.min_member
+    if present < needed:
         state.wait(gang, ReasonCategory.WAITING_FOR_MEMBERS,
-                   f"{gang.members_present} of {gang.min_member} required members exist; the "
-                   "gang is considered once all of them do", ordered=False)
+                   f"{present} of {needed} required members exist; the gang is considered "
+                   "once all of them do", ordered=False)
         return None
     queue = queues.get(gang.queue)
     if queue is None:
@@ -84,8 +91,8 @@ def _admissible_queue(state: CycleState, gang: Gang) -> Queue | None:
                    f"queue {gang.queue!r} does not exist; set label gangscheduler.io/queue to "
                    f"one of: {known}", ordered=False)
         return None
-    children = queues.children_of(queue.name)
-    if children:
+    if not _is_leaf(state, queue.name):
+        children = queues.children_of(queue.name)
         state.wait(gang, ReasonCategory.NOT_ALLOWED,
                    f"queue {queue.name} is a parent queue and holds no gangs; submit to one of: "
                    f"{', '.join(children)}", ordered=False)
@@ -97,6 +104,14 @@ def _admissible_queue(state: CycleState, gang: Gang) -> Queue | None:
                    f"{allowed}); pick another queue or extend spec.namespaces", ordered=False)
         return None
     return queue
+
+
+def _is_leaf(state: CycleState, name: str) -> bool:
+    parents = state.memo.parents
+    if parents is None:
+        parents = state.memo.parents = frozenset(
+            p[-2] for p in state.ledger.tree.paths.values() if len(p) > 1)
+    return name not in parents
 
 
 def _carry_over(state: CycleState, previous: CyclePlan | None,
@@ -144,8 +159,7 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
 
     def entry(q: str) -> tuple[object, ...]:
         head = lists[q][-1]
-        key = () if mode is OrderingMode.FIFO else \
-            fairshare.queue_key(state.ledger, q, state.bounds_of(head))
+        key = () if mode is OrderingMode.FIFO else state.queue_key(q, head)
         return (key, fairshare.gang_key(head, mode), q)
 
     heap = [entry(q) for q in sorted(lists)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from policies import fairshare
 from policies.admission import (
     QuotaVerdict,
     admissible_pools,
@@ -24,7 +25,13 @@ from policies.admission import (
 from policies.preemption import Candidate, running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
-from policies.reservation import Reservation, ReservationRequest, backfill_params, reserve
+from policies.reservation import (
+    Reservation,
+    ReservationRequest,
+    backfill_params,
+    ends_before,
+    reserve,
+)
 from policies.victims import Preemption, VictimSearch
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import (
@@ -39,6 +46,8 @@ from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
+BoundsKey = tuple[tuple[str, Resources], ...]
+QueueKey = fairshare.QueueKey
 
 
 @dataclass(slots=True)
@@ -47,7 +56,13 @@ class _Memo:
 
     pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     all_pools: frozenset[str] | None = None
-    bounds: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by gang id
+    parents: frozenset[str] | None = None  # queues with children
+    bounds: dict[str, tuple[dict[str, Resources], BoundsKey]] = field(
+        default_factory=dict)  # by gang id
+    verdicts: dict[tuple[object, ...], tuple[QuotaLedger, QuotaVerdict]] = field(
+        default_factory=dict)  # by ledger, queue and bounds
+    queue_keys: dict[tuple[object, ...], tuple[QuotaLedger, QueueKey]] = field(
+        default_factory=dict)  # by ledger, queue and the head's bounds
     charges: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by running gang
     by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
     candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
@@ -57,6 +72,7 @@ class _Memo:
     ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
     held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
     base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
+    restricted: tuple[PlacementParams, Reservation, PlacementParams] | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +104,16 @@ class CycleState:
                 policy, excluded_nodes=policy.excluded_nodes | frozenset(self.held)))
         return memo.base[1]
 
+    def _backfill_params(self, runtime: float | None, base: PlacementParams) -> PlacementParams:
+        """``backfill_params``, building the restricted params once per reservation."""
+        r = self.reservation
+        if r is None or ends_before(r, runtime, self.now):
+            return base
+        hit = self.memo.restricted
+        if hit is None or hit[0] is not base or hit[1] is not r:
+            hit = self.memo.restricted = (base, r, backfill_params(r, runtime, self.now, base))
+        return hit[2]
+
     def _held_ledger(self) -> QuotaLedger:
         """The ledger with the reservation's quota set aside (one object while unchanged)."""
         r = self.reservation
@@ -98,10 +124,10 @@ class CycleState:
             held = self.memo.held = (self.ledger, r, r.hold(self.ledger))
         return held[2]
 
-    def _ever_admissible(self, gang: Gang, queue: Queue,
-                         bounds: Mapping[str, Resources]) -> QuotaVerdict:
+    def _ever_admissible(self, gang: Gang, queue: Queue) -> QuotaVerdict:
         """Would quota admit the gang with every queue idle? (memoised per queue and size)"""
-        key = (queue.name, tuple(sorted(bounds.items())))
+        bounds, bkey = self._bounds(gang)
+        key = (queue.name, bkey)
         hit = self.memo.ever.get(key)
         if hit is None:
             empty = QuotaLedger.empty(self.ledger.tree)
@@ -110,10 +136,35 @@ class CycleState:
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
         """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
+        return self._bounds(gang)[0]
+
+    def _bounds(self, gang: Gang) -> tuple[dict[str, Resources], BoundsKey]:
         hit = self.memo.bounds.get(gang.id)
         if hit is None:
-            hit = self.memo.bounds[gang.id] = pool_bounds(gang, self.snapshot)
+            bounds = pool_bounds(gang, self.snapshot)
+            hit = self.memo.bounds[gang.id] = (bounds, tuple(sorted(bounds.items())))
         return hit
+
+    def admission(self, gang: Gang, queue: Queue, ledger: QuotaLedger) -> QuotaVerdict:
+        """``admissible_pools``, shared by gangs of one queue and size while the ledger is
+        unchanged (a backlog of similar gangs is checked, and explained, once)."""
+        bounds, bkey = self._bounds(gang)
+        key = (id(ledger), queue.name, bkey)
+        hit = self.memo.verdicts.get(key)
+        if hit is None or hit[0] is not ledger:
+            hit = self.memo.verdicts[key] = (ledger, admissible_pools(gang, queue, ledger,
+                                                                      bounds))
+        return hit[1]
+
+    def queue_key(self, queue: str, head: Gang) -> QueueKey:
+        """The fair-share rank of *queue* with *head* next (memoised like ``admission``)."""
+        bounds, bkey = self._bounds(head)
+        key = (id(self.ledger), queue, bkey)
+        hit = self.memo.queue_keys.get(key)
+        if hit is None or hit[0] is not self.ledger:
+            hit = self.memo.queue_keys[key] = (self.ledger, fairshare.queue_key(
+                self.ledger, queue, bounds))
+        return hit[1]
 
     # Outcomes ----------------------------------------------------------------------------
     def wait(self, gang: Gang, category: ReasonCategory, message: str,
@@ -155,11 +206,11 @@ class CycleState:
         # Backfill: unless it ends before the reservation starts, a gang may use neither the
         # reserved nodes nor the reserved quota.
         runtime = queue.runtime_of(gang.runtime_estimate)
-        params = backfill_params(self.reservation, runtime, self.now, base)
+        params = self._backfill_params(runtime, base)
         restricted = params is not base
         ledger = self._held_ledger() if restricted else self.ledger
         bounds = self.bounds_of(gang)
-        verdict = admissible_pools(gang, queue, ledger, bounds)
+        verdict = self.admission(gang, queue, ledger)
         quota_problem: str | None = None
         failure: Unplaceable | None = None
         if verdict.admitted:
@@ -204,7 +255,7 @@ class CycleState:
         bounds = self.bounds_of(gang)
         if quota_problem is not None or failure is None:
             category, message = ReasonCategory.QUOTA, quota_problem or "quota"
-            ever = self._ever_admissible(gang, queue, bounds)
+            ever = self._ever_admissible(gang, queue)
             if not ever.admitted:
                 self.wait(gang, category, "can never be admitted, even with every queue idle: "
                           + ever.message)
