@@ -19,6 +19,7 @@ still nominates that preemptor: once the budget allows it, the preemption comple
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,7 +111,8 @@ class Evictor:
             outcomes = refused
         for o in outcomes:
             if o.ok:
-                self.writer.submit(f"mark/{o.pod.uid}", lambda r=o.pod: self._mark(r, message))
+                self.writer.submit(f"mark/{o.pod.uid}", functools.partial(self._mark, o.pod,
+                                                                          message))
                 self._event(o.pod, EventReason.PREEMPTED, message, "Preempting")
             else:
                 self._event(o.pod, EVICTION_BLOCKED, f"eviction for gang {victim.preemptor} "

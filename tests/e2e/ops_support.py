@@ -190,6 +190,10 @@ class DeletionWatch(PodWatch):
         self.deleting: dict[str, int | None] = {}  # name -> deletionGracePeriodSeconds
         self.deleted: dict[str, float] = {}
 
+    def __enter__(self) -> DeletionWatch:
+        super().__enter__()
+        return self
+
     def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
         super()._handle(event, obj)
         meta = obj["metadata"]
