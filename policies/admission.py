@@ -168,6 +168,23 @@ def describe_shortfall(queue: str, pool: str, request: Resources, missing: Resou
     return f"queue {queue} in pool {pool}: " + ", ".join(parts) + "; " + hint
 
 
+def describe_never(queue: str, bounds: Mapping[str, Resources], ledger: QuotaLedger) -> str:
+    """Why no amount of waiting admits the gang (*ledger*: every queue idle)."""
+    parts = []
+    for pool, request in bounds.items():
+        if pool not in ledger.tree.pools_of(queue):
+            parts.append(f"queue {queue} has no quota in pool {pool}")
+            continue
+        most = ledger.available(queue, pool)
+        over = [f"{request[r]} {r} needed, at most {most[r]} ever available"
+                for r in sorted(most) if request[r] > most[r]]
+        if over:
+            parts.append(f"pool {pool}: " + ", ".join(over))
+    return (f"can never be admitted to queue {queue}, even with every queue idle ("
+            + "; ".join(parts) + "): raise the queue's quota or borrowing limit, or make the "
+            "gang smaller")
+
+
 def pool_nodes(snapshot: Snapshot, pools: Iterable[str]) -> frozenset[str]:
     wanted = set(pools)
     return frozenset(name for name, node in snapshot.nodes.items() if node.pool in wanted)

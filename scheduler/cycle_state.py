@@ -17,6 +17,7 @@ from policies.admission import (
     admissible_pools,
     charge_all,
     check_charges,
+    describe_never,
     placement_charges,
     pool_bounds,
     pool_nodes,
@@ -131,7 +132,8 @@ class CycleState:
         hit = self.memo.ever.get(key)
         if hit is None:
             empty = QuotaLedger.empty(self.ledger.tree)
-            hit = self.memo.ever[key] = admissible_pools(gang, queue, empty, bounds)
+            hit = self.memo.ever[key] = admissible_pools(gang, queue, empty, bounds,
+                                                         explain=False)
         return hit
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
@@ -213,8 +215,8 @@ class CycleState:
         verdict = self.admission(gang, queue, ledger)
         quota_problem: str | None = None
         failure: Unplaceable | None = None
-        if verdict.admitted:
-            params = self._restrict(params, verdict.pools)
+        if verdict.admitted or not bounds:  # no usable pool at all: placement says why
+            params = self._restrict(params, verdict.pools) if bounds else params
             result = self.solve(gang, self.snapshot, params)
             if isinstance(result, Placement):
                 charges = placement_charges(gang, result, self.snapshot)
@@ -255,10 +257,9 @@ class CycleState:
         bounds = self.bounds_of(gang)
         if quota_problem is not None or failure is None:
             category, message = ReasonCategory.QUOTA, quota_problem or "quota"
-            ever = self._ever_admissible(gang, queue)
-            if not ever.admitted:
-                self.wait(gang, category, "can never be admitted, even with every queue idle: "
-                          + ever.message)
+            if not self._ever_admissible(gang, queue).admitted:
+                empty = QuotaLedger.empty(self.ledger.tree)
+                self.wait(gang, category, describe_never(queue.name, bounds, empty))
                 return
         else:
             category = (ReasonCategory.TOPOLOGY if failure.reason is UnplaceableReason.TOPOLOGY
