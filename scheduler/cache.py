@@ -62,6 +62,10 @@ class ClusterCache:
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
         self._members: dict[str, set[str]] = {}  # gang id -> uids
         self._other: dict[str, dict[str, Resources]] = {}  # node -> uid -> usage (not ours)
+        # Per-node totals of _other, recomputed only for nodes whose usage changed: summing
+        # every node's other pods each cycle cost more than the decision on a large cluster.
+        self._other_totals: dict[str, Resources] = {}
+        self._other_dirty: set[str] = set()
         self._entries: dict[str, GangEntry] = {}
         self._dirty: set[str] = set()
         self._rebuild_all = True
@@ -91,6 +95,7 @@ class ClusterCache:
             self._members[gid].discard(pod.uid)
             self._dirty.add(gid)
         elif pod.node_name in self._other and self._other[pod.node_name].pop(pod.uid, None):
+            self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
     def _index(self, pod: PodInfo) -> None:
@@ -101,6 +106,7 @@ class ClusterCache:
             self._dirty.add(gid)
         elif pod.holds_resources:
             self._other.setdefault(pod.node_name, {})[pod.uid] = pod.requests
+            self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
     def upsert_pod(self, pod: PodInfo) -> None:
@@ -230,6 +236,7 @@ class ClusterCache:
         old_ids = set(self._entries) | set(self._members)
         self._gid_of.clear()
         self._members.clear()
+        self._other_dirty |= set(self._other) | set(self._other_totals)
         self._other.clear()
         for pod in self._pods.values():
             self._index(pod)
@@ -262,10 +269,25 @@ class ClusterCache:
                 if old_running != entry.running:
                     changed_running[gid] = entry
             self._dirty.clear()
-            other = {n: total(u.values()) for n, u in sorted(self._other.items()) if u}
+            other = self._other_usage()
             snapshot = self._next_snapshot(memo, changed_running, other)
             self._memo = CycleInput(snapshot, gang_set(self._entries, other), self._generation)
             return self._memo
+
+    def _other_usage(self) -> dict[str, Resources]:
+        """Per-node usage of other schedulers' pods; a new dict only when some node changed
+        (snapshots keep the one they were built with)."""
+        if self._other_dirty:
+            totals = dict(self._other_totals)
+            for node in self._other_dirty:
+                usage = self._other.get(node)
+                if usage:
+                    totals[node] = total(usage.values())
+                else:
+                    totals.pop(node, None)
+            self._other_totals = dict(sorted(totals.items()))
+            self._other_dirty.clear()
+        return self._other_totals
 
     def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
                        other: dict[str, Resources]) -> Snapshot:

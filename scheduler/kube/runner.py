@@ -154,6 +154,8 @@ class LiveScheduler:
     def _repair_partial(self, plan: CyclePlan, partial: dict[str, tuple[PodRef, ...]],
                         startup: bool) -> None:
         """Roll back gangs left partly bound (before the cycle) that it did not complete."""
+        if not partial:
+            return  # the usual case: no second look at the cache
         after = self.cache.cycle_input(time.time()).gangs.partially_bound
         for gang_id, refs in partial.items():
             if gang_id not in after:

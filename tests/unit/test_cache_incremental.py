@@ -42,6 +42,7 @@ def _view(cache: ClusterCache, now: float) -> tuple[object, ...]:
         sorted(snap.running),
         [(g.id, g.min_member, g.size) for g in inp.gangs.pending],
         dict(inp.gangs.partially_bound), dict(inp.gangs.problems),
+        dict(inp.gangs.other_usage),
     )
 
 
