@@ -9,31 +9,22 @@ The order in which gangs come here is ``cycle``'s business.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from policies import fairshare
 from policies.admission import (
-    QuotaVerdict,
-    admissible_pools,
     charge_all,
     check_charges,
     describe_never,
     placement_charges,
-    pool_bounds,
-    pool_nodes,
     required_only,
 )
-from policies.preemption import Candidate, running_by_queue
+from policies.preemption import running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
-from policies.reservation import (
-    Reservation,
-    ReservationRequest,
-    backfill_params,
-    ends_before,
-    reserve,
-)
+from policies.reservation import Reservation, ReservationRequest, reserve
 from policies.victims import Preemption, VictimSearch
+from scheduler.cycle_memo import CycleMemo
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import (
     Placement,
@@ -47,33 +38,6 @@ from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
-BoundsKey = tuple[tuple[str, Resources], ...]
-QueueKey = fairshare.QueueKey
-
-
-@dataclass(slots=True)
-class _Memo:
-    """Caches that live for one cycle; each entry says what it is keyed by."""
-
-    pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
-    all_pools: frozenset[str] | None = None
-    parents: frozenset[str] | None = None  # queues with children
-    bounds: dict[str, tuple[dict[str, Resources], BoundsKey]] = field(
-        default_factory=dict)  # by gang id
-    verdicts: dict[tuple[object, ...], tuple[QuotaLedger, QuotaVerdict]] = field(
-        default_factory=dict)  # by ledger, queue and bounds
-    queue_keys: dict[tuple[object, ...], tuple[QuotaLedger, QueueKey]] = field(
-        default_factory=dict)  # by ledger, queue and the head's bounds
-    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by running gang
-    by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
-    candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
-        default_factory=dict)
-    usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
-        default_factory=dict)
-    ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)
-    held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
-    base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
-    restricted: tuple[PlacementParams, Reservation, PlacementParams] | None = None
 
 
 @dataclass(slots=True)
@@ -93,80 +57,14 @@ class CycleState:
     nominations: list[Nomination] = field(default_factory=list)
     pending: dict[str, PendingReason] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
-    memo: _Memo = field(default_factory=lambda: _Memo())
-
-    def _base_params(self) -> PlacementParams:
-        """The policy's placement knobs with the nominated nodes excluded (reused while the
-        held set, which only grows within a cycle, keeps its size)."""
-        memo = self.memo
-        if memo.base is None or memo.base[0] != len(self.held):
-            policy = self.policies.scheduler.placement
-            memo.base = (len(self.held), replace(
-                policy, excluded_nodes=policy.excluded_nodes | frozenset(self.held)))
-        return memo.base[1]
-
-    def _backfill_params(self, runtime: float | None, base: PlacementParams) -> PlacementParams:
-        """``backfill_params``, building the restricted params once per reservation."""
-        r = self.reservation
-        if r is None or ends_before(r, runtime, self.now):
-            return base
-        hit = self.memo.restricted
-        if hit is None or hit[0] is not base or hit[1] is not r:
-            hit = self.memo.restricted = (base, r, backfill_params(r, runtime, self.now, base))
-        return hit[2]
-
-    def _held_ledger(self) -> QuotaLedger:
-        """The ledger with the reservation's quota set aside (one object while unchanged)."""
-        r = self.reservation
-        if r is None:
-            return self.ledger
-        held = self.memo.held
-        if held is None or held[0] is not self.ledger or held[1] is not r:
-            held = self.memo.held = (self.ledger, r, r.hold(self.ledger))
-        return held[2]
-
-    def _ever_admissible(self, gang: Gang, queue: Queue) -> QuotaVerdict:
-        """Would quota admit the gang with every queue idle? (memoised per queue and size)"""
-        bounds, bkey = self._bounds(gang)
-        key = (queue.name, bkey)
-        hit = self.memo.ever.get(key)
-        if hit is None:
-            empty = QuotaLedger.empty(self.ledger.tree)
-            hit = self.memo.ever[key] = admissible_pools(gang, queue, empty, bounds,
-                                                         explain=False)
-        return hit
+    memo: CycleMemo = field(default_factory=CycleMemo)
 
     def bounds_of(self, gang: Gang) -> dict[str, Resources]:
-        """The gang's upper-bound quota charge per pool (cached: eligibility is static)."""
-        return self._bounds(gang)[0]
+        """The gang's upper-bound quota charge per pool."""
+        return self.memo.bounds_of(gang, self.snapshot)[0]
 
-    def _bounds(self, gang: Gang) -> tuple[dict[str, Resources], BoundsKey]:
-        hit = self.memo.bounds.get(gang.id)
-        if hit is None:
-            bounds = pool_bounds(gang, self.snapshot)
-            hit = self.memo.bounds[gang.id] = (bounds, tuple(sorted(bounds.items())))
-        return hit
-
-    def admission(self, gang: Gang, queue: Queue, ledger: QuotaLedger) -> QuotaVerdict:
-        """``admissible_pools``, shared by gangs of one queue and size while the ledger is
-        unchanged (a backlog of similar gangs is checked, and explained, once)."""
-        bounds, bkey = self._bounds(gang)
-        key = (id(ledger), queue.name, bkey)
-        hit = self.memo.verdicts.get(key)
-        if hit is None or hit[0] is not ledger:
-            hit = self.memo.verdicts[key] = (ledger, admissible_pools(gang, queue, ledger,
-                                                                      bounds))
-        return hit[1]
-
-    def queue_key(self, queue: str, head: Gang) -> QueueKey:
-        """The fair-share rank of *queue* with *head* next (memoised like ``admission``)."""
-        bounds, bkey = self._bounds(head)
-        key = (id(self.ledger), queue, bkey)
-        hit = self.memo.queue_keys.get(key)
-        if hit is None or hit[0] is not self.ledger:
-            hit = self.memo.queue_keys[key] = (self.ledger, fairshare.queue_key(
-                self.ledger, queue, bounds))
-        return hit[1]
+    def queue_key(self, queue: str, head: Gang) -> fairshare.QueueKey:
+        return self.memo.queue_key(self.ledger, queue, head, self.snapshot)
 
     # Outcomes ----------------------------------------------------------------------------
     def wait(self, gang: Gang, category: ReasonCategory, message: str,
@@ -204,19 +102,20 @@ class CycleState:
         sp = self.policies.scheduler
         if self._held_back(gang, queue):
             return
-        base = self._base_params()
+        memo = self.memo
+        base = memo.base_params(self.policies.scheduler.placement, self.held)
         # Backfill: unless it ends before the reservation starts, a gang may use neither the
         # reserved nodes nor the reserved quota.
         runtime = queue.runtime_of(gang.runtime_estimate)
-        params = self._backfill_params(runtime, base)
+        params = memo.backfill_params(self.reservation, runtime, self.now, base)
         restricted = params is not base
-        ledger = self._held_ledger() if restricted else self.ledger
+        ledger = memo.held_ledger(self.ledger, self.reservation) if restricted else self.ledger
         bounds = self.bounds_of(gang)
-        verdict = self.admission(gang, queue, ledger)
+        verdict = memo.admission(gang, queue, ledger, self.snapshot)
         quota_problem: str | None = None
         failure: Unplaceable | None = None
         if verdict.admitted or not bounds:  # no usable pool at all: placement says why
-            params = self._restrict(params, verdict.pools) if bounds else params
+            params = memo.restrict(params, verdict.pools, self.snapshot) if bounds else params
             result = self.solve(gang, self.snapshot, params)
             if isinstance(result, Placement):
                 charges = placement_charges(gang, result, self.snapshot)
@@ -236,7 +135,6 @@ class CycleState:
                               or (failure is not None and failure.preemption_may_help)):
             # Gangs being evicted or bound this cycle are not candidates.
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
-            memo = self.memo
             if memo.by_queue is None:
                 memo.by_queue = running_by_queue(self.snapshot)
             search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
@@ -257,7 +155,7 @@ class CycleState:
         bounds = self.bounds_of(gang)
         if quota_problem is not None or failure is None:
             category, message = ReasonCategory.QUOTA, quota_problem or "quota"
-            if not self._ever_admissible(gang, queue).admitted:
+            if not self.memo.ever_admissible(gang, queue, self.ledger, self.snapshot):
                 empty = QuotaLedger.empty(self.ledger.tree)
                 self.wait(gang, category, describe_never(queue.name, bounds, empty))
                 return
@@ -307,17 +205,3 @@ class CycleState:
                       f"of {self.reservation.gang_id}")
             return True
         return False
-
-    def _restrict(self, params: PlacementParams, pools: tuple[str, ...]) -> PlacementParams:
-        """Limit placement to nodes of the pools quota admits (no limit if that is all)."""
-        memo = self.memo
-        if memo.all_pools is None:
-            memo.all_pools = frozenset(self.snapshot.pools())
-        if frozenset(pools) == memo.all_pools:
-            return params
-        if pools not in memo.pool_nodes:
-            memo.pool_nodes[pools] = pool_nodes(self.snapshot, pools)
-        allowed = memo.pool_nodes[pools]
-        if params.allowed_nodes is not None:
-            allowed = allowed & params.allowed_nodes
-        return replace(params, allowed_nodes=allowed)

@@ -1,0 +1,132 @@
+"""Caches that live for one ``decide`` call, so a backlog of similar gangs costs little.
+
+Within a cycle most gangs are tried against the same quota ledger (it only changes when a
+gang is admitted), and many share a queue and a shape. Answers keyed by the ledger's
+identity (the memo holds the ledger, so the identity cannot be reused) are therefore shared:
+admission verdicts, fair-share ranks, preemption candidates. Nothing here outlives the call,
+so ``decide`` stays pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from policies import fairshare
+from policies.admission import QuotaVerdict, admissible_pools, pool_bounds, pool_nodes
+from policies.preemption import Candidate
+from policies.queues import Queue
+from policies.quota import QuotaLedger
+from policies.reservation import Reservation, backfill_params, ends_before
+from scheduler.model import Gang, RunningGang
+from scheduler.placement.types import PlacementParams
+from scheduler.resources import Resources
+from scheduler.snapshot import Snapshot
+
+BoundsKey = tuple[tuple[str, Resources], ...]
+
+
+@dataclass(slots=True)
+class CycleMemo:
+    """Each cache says what it is keyed by."""
+
+    pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    all_pools: frozenset[str] | None = None
+    parents: frozenset[str] | None = None  # queues with children
+    bounds: dict[str, tuple[dict[str, Resources], BoundsKey]] = field(
+        default_factory=dict)  # by gang id
+    verdicts: dict[tuple[object, ...], tuple[QuotaLedger, QuotaVerdict]] = field(
+        default_factory=dict)  # by ledger, queue and bounds
+    ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)  # queue, bounds
+    queue_keys: dict[tuple[object, ...], tuple[QuotaLedger, fairshare.QueueKey]] = field(
+        default_factory=dict)  # by ledger, queue and the head's bounds
+    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by running gang
+    by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
+    candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
+        default_factory=dict)  # see preemption.candidates
+    usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
+        default_factory=dict)  # see victims.VictimSearch
+    held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
+    base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
+    restricted: tuple[PlacementParams, Reservation, PlacementParams] | None = None
+
+    def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
+                                                                  BoundsKey]:
+        """The gang's upper-bound quota charge per pool, and a hashable key of it."""
+        hit = self.bounds.get(gang.id)
+        if hit is None:
+            b = pool_bounds(gang, snapshot)
+            hit = self.bounds[gang.id] = (b, tuple(sorted(b.items())))
+        return hit
+
+    def admission(self, gang: Gang, queue: Queue, ledger: QuotaLedger,
+                  snapshot: Snapshot) -> QuotaVerdict:
+        """``admissible_pools``, checked (and explained) once per queue, size and ledger."""
+        b, bkey = self.bounds_of(gang, snapshot)
+        key = (id(ledger), queue.name, bkey)
+        hit = self.verdicts.get(key)
+        if hit is None or hit[0] is not ledger:
+            hit = self.verdicts[key] = (ledger, admissible_pools(gang, queue, ledger, b))
+        return hit[1]
+
+    def ever_admissible(self, gang: Gang, queue: Queue, ledger: QuotaLedger,
+                        snapshot: Snapshot) -> bool:
+        """Would quota admit the gang with every queue idle?"""
+        b, bkey = self.bounds_of(gang, snapshot)
+        key = (queue.name, bkey)
+        hit = self.ever.get(key)
+        if hit is None:
+            empty = QuotaLedger.empty(ledger.tree)
+            hit = self.ever[key] = admissible_pools(gang, queue, empty, b, explain=False)
+        return hit.admitted
+
+    def queue_key(self, ledger: QuotaLedger, queue: str, head: Gang,
+                  snapshot: Snapshot) -> fairshare.QueueKey:
+        """The fair-share rank of *queue* with *head* next."""
+        b, bkey = self.bounds_of(head, snapshot)
+        key = (id(ledger), queue, bkey)
+        hit = self.queue_keys.get(key)
+        if hit is None or hit[0] is not ledger:
+            hit = self.queue_keys[key] = (ledger, fairshare.queue_key(ledger, queue, b))
+        return hit[1]
+
+    def base_params(self, policy: PlacementParams, held: set[str]) -> PlacementParams:
+        """The policy's placement knobs with the nominated nodes excluded (reused while the
+        held set, which only grows within a cycle, keeps its size)."""
+        if self.base is None or self.base[0] != len(held):
+            self.base = (len(held), replace(
+                policy, excluded_nodes=policy.excluded_nodes | frozenset(held)))
+        return self.base[1]
+
+    def backfill_params(self, reservation: Reservation | None, runtime: float | None,
+                        now: float, base: PlacementParams) -> PlacementParams:
+        """``reservation.backfill_params``, built once per reservation."""
+        if reservation is None or ends_before(reservation, runtime, now):
+            return base
+        hit = self.restricted
+        if hit is None or hit[0] is not base or hit[1] is not reservation:
+            hit = self.restricted = (base, reservation,
+                                     backfill_params(reservation, runtime, now, base))
+        return hit[2]
+
+    def held_ledger(self, ledger: QuotaLedger, reservation: Reservation | None) -> QuotaLedger:
+        """*ledger* with the reservation's quota set aside (one object while unchanged)."""
+        if reservation is None:
+            return ledger
+        hit = self.held
+        if hit is None or hit[0] is not ledger or hit[1] is not reservation:
+            hit = self.held = (ledger, reservation, reservation.hold(ledger))
+        return hit[2]
+
+    def restrict(self, params: PlacementParams, pools: tuple[str, ...],
+                 snapshot: Snapshot) -> PlacementParams:
+        """Limit placement to nodes of the pools quota admits (no limit if that is all)."""
+        if self.all_pools is None:
+            self.all_pools = frozenset(snapshot.pools())
+        if frozenset(pools) == self.all_pools:
+            return params
+        if pools not in self.pool_nodes:
+            self.pool_nodes[pools] = pool_nodes(snapshot, pools)
+        allowed = self.pool_nodes[pools]
+        if params.allowed_nodes is not None:
+            allowed = allowed & params.allowed_nodes
+        return replace(params, allowed_nodes=allowed)
