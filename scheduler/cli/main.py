@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 # (module under scheduler.cli, one-line summary shown before the module is imported)
-SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "dev_cluster", "policy", "simulate")
+SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "dev_cluster", "policy", "simulate", "demo")
 
 DESCRIPTION = """\
 gang-scheduler: all-or-nothing scheduling of GPU training gangs on Kubernetes.
