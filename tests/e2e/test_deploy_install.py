@@ -164,10 +164,12 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
     cond = next(c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable" and cond["message"]
     assert _bound(env, "team-a", too_big) == []
+    # Queue status is written at most every few seconds: wait for both figures together.
     team_a = wait_for(lambda: (q := rest.call(cp.custom.get_cluster_custom_object, *QUEUES,
                                               "team-a")).get("status", {}).get("allocatedGPUs")
-                      == 8 and q, 30, what="team-a Queue status")
-    assert team_a["status"]["pendingGangs"] == 1
+                      == 8 and q["status"].get("pendingGangs") == 1 and q, 30,
+                      what="team-a Queue status: 8 GPUs allocated, 1 gang pending")
+    assert team_a["status"]["admittedGangs"] == 1
     # Leader election used the namespaced Role: the Lease exists and names this scheduler.
     lease = kubectl_json(env.admin, "-n", SYSTEM_NS, "get", "lease", "gang-scheduler")
     assert lease["spec"]["holderIdentity"] == "e2e-deploy"
