@@ -243,3 +243,13 @@ def test_the_scheduler_runs_as_a_non_admin(deployed: Deployed) -> None:  # noqa:
     out = kubectl(deployed.sa_kubeconfig, "auth", "can-i", "*", "*", "--all-namespaces",
                   check=False)
     assert out.stdout.strip() == "no"
+
+
+def test_kubectl_is_built_from_the_pinned_module(deployed: Deployed) -> None:  # noqa: F811
+    """The kubectl these tests apply with is the apiserver's own release (version-stamped)."""
+    from scheduler.devcluster import build
+
+    version = kubectl_json(deployed.admin, "version")
+    assert version["clientVersion"]["gitVersion"] == build.KUBECTL.version
+    assert version["serverVersion"]["gitVersion"] == build.KUBE_APISERVER.version
+    assert build.kubectl_path().parent.name == f"kubectl-{build.KUBECTL.version}"
