@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
@@ -98,6 +98,19 @@ class Resources(Mapping[str, int]):
         self._hash: int | None = None
 
     @classmethod
+    def _of_ints(cls, amounts: dict[str, int]) -> Resources:
+        """Take ownership of *amounts* (int values) without copying; zeros are dropped.
+
+        The hot-path constructor for arithmetic inside this module, which already has ints.
+        """
+        res = cls.__new__(cls)
+        if 0 in amounts.values():
+            amounts = {k: v for k, v in amounts.items() if v}
+        res._amounts = amounts
+        res._hash = None
+        return res
+
+    @classmethod
     def of(cls, **amounts: int) -> Resources:
         """Build from keyword arguments; ``gpu=`` is shorthand for ``nvidia.com/gpu``."""
         return cls({(GPU if k == "gpu" else k.replace("_", "-")): v for k, v in amounts.items()})
@@ -123,7 +136,19 @@ class Resources(Mapping[str, int]):
     def get(self, name: str, default: int = 0) -> int:  # type: ignore[override]
         return self._amounts.get(name, default)
 
+    # The dict's own views: much cheaper than ``Mapping``'s generic ones on hot paths.
+    def items(self) -> ItemsView[str, int]:
+        return self._amounts.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._amounts.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._amounts.values()
+
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if isinstance(other, Resources):
             return self._amounts == other._amounts
         if isinstance(other, Mapping):
@@ -142,18 +167,24 @@ class Resources(Mapping[str, int]):
     # Arithmetic ---------------------------------------------------------------------------
     def __add__(self, other: Mapping[str, int]) -> Resources:
         out = dict(self._amounts)
+        get = out.get
         for k, v in other.items():
-            out[k] = out.get(k, 0) + v
-        return Resources(out)
+            out[k] = get(k, 0) + v
+        return Resources._of_ints(out) if isinstance(other, Resources) else Resources(out)
 
     def __sub__(self, other: Mapping[str, int]) -> Resources:
         out = dict(self._amounts)
+        get = out.get
         for k, v in other.items():
-            out[k] = out.get(k, 0) - v
-        return Resources(out)
+            out[k] = get(k, 0) - v
+        return Resources._of_ints(out) if isinstance(other, Resources) else Resources(out)
 
     def __mul__(self, factor: int) -> Resources:
-        return Resources({k: v * factor for k, v in self._amounts.items()})
+        if factor == 1:
+            return self
+        if type(factor) is not int:
+            return Resources({k: v * factor for k, v in self._amounts.items()})
+        return Resources._of_ints({k: v * factor for k, v in self._amounts.items()})
 
     __rmul__ = __mul__
 
@@ -182,7 +213,9 @@ class Resources(Mapping[str, int]):
         return Resources(out)
 
     def clamp_nonnegative(self) -> Resources:
-        return Resources({k: v for k, v in self._amounts.items() if v > 0})
+        if all(v > 0 for v in self._amounts.values()):
+            return self
+        return Resources._of_ints({k: v for k, v in self._amounts.items() if v > 0})
 
     def is_nonnegative(self) -> bool:
         return all(v >= 0 for v in self._amounts.values())
@@ -190,7 +223,8 @@ class Resources(Mapping[str, int]):
     def shortfall(self, capacity: Mapping[str, int]) -> Resources:
         """The amounts by which this request exceeds *capacity* (empty when it fits)."""
         get = capacity.get
-        return Resources({k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)})
+        return Resources._of_ints(
+            {k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)})
 
     @property
     def gpus(self) -> int:
@@ -211,7 +245,11 @@ EMPTY = Resources()
 def total(vectors: Iterable[Mapping[str, int]]) -> Resources:
     """Sum of many vectors in one pass (cheaper than chained ``+``)."""
     out: dict[str, int] = {}
+    get = out.get
+    exact = True
     for vec in vectors:
+        if type(vec) is not Resources:
+            exact = False
         for k, v in vec.items():
-            out[k] = out.get(k, 0) + v
-    return Resources(out)
+            out[k] = get(k, 0) + v
+    return Resources._of_ints(out) if exact else Resources(out)
