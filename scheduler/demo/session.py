@@ -29,7 +29,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.demo import scenario, view
 from scheduler.demo.driver import Driver
 from scheduler.devcluster import build, state
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.devcluster.cluster import AlreadyRunning, DevCluster
 from scheduler.kube.client import ApiError, KubeClient, connect
 from scheduler.kube.runner import LiveScheduler
 
@@ -127,10 +127,15 @@ def run(opts: Options, console: Console) -> int:
     say = (lambda line: console.print(f"[dim]{line}[/dim]", highlight=False))  # noqa: E731
     sched: SchedulerThread | None = None
     client: KubeClient | None = None
-    ok, started = False, time.monotonic()
+    ok, up, started = False, False, time.monotonic()
     try:
         say("starting a local control plane (etcd, kube-apiserver, fake kubelet)...")
-        cluster.up(spec=spec, spec_path=opts.cluster, log=say)
+        try:
+            cluster.up(spec=spec, spec_path=opts.cluster, log=say)
+        except AlreadyRunning as exc:  # --keep or --state-dir pointing at a live cluster
+            console.print(f"[bold red]{exc}[/bold red]", highlight=False)
+            return 1
+        up = True
         client = connect(str(cluster.kubeconfig))
         set_up(client, opts, {j.team for j in jobs})
         # Left open: the scheduler's background writers may log until the process ends.
@@ -149,10 +154,15 @@ def run(opts: Options, console: Console) -> int:
             sched.stop()
         if client is not None:
             client.close()
-        if opts.keep and cluster.running():
+        if not up:
+            pass  # up() stops whatever it started when it fails
+        elif opts.keep and cluster.running():
+            where = f" --state-dir {state_dir}" if opts.state_dir else ""
             console.print(f"cluster left running (state in {state_dir}):\n"
-                          '  eval "$(gang-scheduler dev-cluster env)"; kubectl get queues\n'
-                          "  gang-scheduler dev-cluster down      # when done")
+                          f'  eval "$(gang-scheduler dev-cluster{where} env)"\n'
+                          f"  {build.kubectl_path()} get queues,podgroups -A\n"
+                          f"  gang-scheduler dev-cluster{where} down      # when done",
+                          highlight=False, markup=False)
         else:
             cluster.down(log=lambda _: None)
             if own_dir and ok:
