@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -17,6 +18,7 @@ from scheduler.demo.frame import Frame, GangRow, NodeRow, QueueRow
 from scheduler.demo.track import Tracker
 
 TEAM_STYLES = {"team-a": "cyan", "team-b": "magenta"}
+BOX = box.SIMPLE_HEAD  # no outer border: the whole view fits a 40-line terminal
 STATE_STYLES = {"Running": "bold green", "Done": "dim", "Waiting": "yellow",
                 "Requeued": "bold red", "Failed": "bold red", "Not yet": "dim"}
 
@@ -41,7 +43,8 @@ def render(frame: Frame) -> RenderableType:
 def queues_table(rows: Iterable[QueueRow]) -> Table:
     rows = list(rows)
     pools = sorted({p.pool for r in rows for p in r.pools})
-    table = Table(title="Queues (GPUs allocated / nominal)", title_justify="left", expand=False)
+    table = Table(title="Queues (GPUs allocated / nominal)", title_justify="left", box=BOX,
+                  show_edge=False)
     table.add_column("queue")
     table.add_column("weight", justify="right")
     for pool in pools:
@@ -66,7 +69,7 @@ def queues_table(rows: Iterable[QueueRow]) -> Table:
 
 
 def gangs_table(rows: Iterable[GangRow]) -> Table:
-    table = Table(title="Gangs", title_justify="left")
+    table = Table(title="Gangs", title_justify="left", box=BOX, show_edge=False)
     for col, justify in (("gang", "left"), ("team", "left"), ("pool", "left"),
                          ("GPUs", "right"), ("priority", "left"), ("state", "left"),
                          ("bound", "right"), ("waited", "right"), ("why waiting", "left")):
@@ -90,7 +93,7 @@ def gpu_bar(row: NodeRow) -> Text:
 
 
 def nodes_panel(rows: Iterable[NodeRow]) -> Table:
-    table = Table(title="Nodes (one cell per GPU)", title_justify="left", show_header=True)
+    table = Table(title="Nodes (one cell per GPU)", title_justify="left", box=BOX, show_edge=False)
     table.add_column("pool / rack")
     table.add_column("nodes")
     groups: dict[tuple[str, str], list[NodeRow]] = {}
