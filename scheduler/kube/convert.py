@@ -203,6 +203,12 @@ def _requirements(spec: Mapping[str, Any]) -> model.PodRequirements:
     building requirements costs several times what serialising the shape does.
     """
     shape = {k: spec[k] for k in _REQUIREMENT_FIELDS if k in spec}
+    for key in ("containers", "initContainers"):
+        if isinstance(shape.get(key), list):
+            # Only what requests come from: the ServiceAccount admission plugin gives every
+            # pod's containers a volumeMount of its own name, which would defeat the memo.
+            shape[key] = [{"resources": c.get("resources"), "restartPolicy": c.get("restartPolicy")}
+                          if isinstance(c, Mapping) else c for c in shape[key]]
     return _requirements_of(json.dumps(shape, separators=(",", ":"), sort_keys=True))
 
 

@@ -161,6 +161,14 @@ def test_pod_errors(path: str, value: Any, message: str) -> None:
     assert err.value.kind == "pod" and err.value.key == "team-a/train-0"
 
 
+def test_pod_requirements_are_shared_across_per_pod_container_fields() -> None:
+    """Admission gives each pod a volumeMount of its own name; the memo must not see it."""
+    a = patched(fixture("pod.json"), "spec.containers[0].volumeMounts",
+                [{"name": "kube-api-access-aaaaa", "mountPath": "/var/run/secrets"}])
+    b = patched(a, "spec.containers[0].volumeMounts[0].name", "kube-api-access-bbbbb")
+    assert convert.pod_from_json(a).requirements is convert.pod_from_json(b).requirements
+
+
 def test_not_an_object() -> None:
     with pytest.raises(convert.ConversionError, match=r"pod \?: expected an object, got list"):
         convert.pod_from_json([])  # type: ignore[arg-type]
