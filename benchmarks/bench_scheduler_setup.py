@@ -1,5 +1,5 @@
 """The cluster side of ``bench_scheduler.py``: nodes, pods, PodGroups, a Queue, the scheduler
-process, a bind counter and per-process CPU accounting.
+process and what it logs and counts, and per-process CPU accounting.
 
 Why apart: the benchmark script then reads as the experiment it runs.
 """
@@ -12,16 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from scheduler.devcluster import procs
 from scheduler.devcluster.nodes import status_body
-from scheduler.kube import informer
 from scheduler.kube.client import KubeClient
 from scheduler.model import PodRef
 
@@ -103,30 +101,45 @@ def create_groups(client: KubeClient, namespace: str, count: int, size: int,
     list(pool.map(create, range(count)))
 
 
-class BindCounter:
-    """Watches a namespace's pods and notes when each was first seen bound."""
+def metric(port: int, name: str) -> float:
+    """One unlabelled sample from the scheduler's /metrics (0 when absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
 
-    def __init__(self, client: KubeClient, namespace: str, target: int) -> None:
-        self.target, self.done = target, threading.Event()
-        self.bound: dict[str, float] = {}
-        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
-        self.informer = informer.Informer(client, kind, self._handle)
 
-    def wait(self, stall_s: float) -> bool:
-        """Until every pod is bound (True), or none was bound for *stall_s* seconds."""
-        seen, since = -1, time.monotonic()
-        while not self.done.wait(1.0):
-            if len(self.bound) != seen:
-                seen, since = len(self.bound), time.monotonic()
-            elif time.monotonic() - since > stall_s:
-                return False
-        return True
+def unbound(client: KubeClient, namespace: str) -> int:
+    """Pods of *namespace* without a node, by a paged list."""
+    count, cont = 0, None
+    while True:
+        page = client.get_json(f"/api/v1/namespaces/{namespace}/pods",
+                               {"limit": 2000, "continue": cont})
+        count += sum(1 for p in page["items"] if not p["spec"].get("nodeName"))
+        cont = page["metadata"].get("continue")
+        if not cont:
+            return count
 
-    def _handle(self, _event: informer.EventType, obj: dict[str, Any]) -> None:
-        if obj.get("spec", {}).get("nodeName"):
-            self.bound.setdefault(obj["metadata"]["uid"], time.perf_counter())
-            if len(self.bound) >= self.target:
-                self.done.set()
+
+def log_times(log: Path) -> tuple[float | None, float | None]:
+    """From the scheduler's own log: when its caches were synced, and when the last cycle
+    that bound something finished (epoch seconds)."""
+    synced = last = None
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        when = rec.get("timestamp")
+        if not when:
+            continue
+        ts = datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+        if rec.get("event") == "caches_synced":
+            synced = ts
+        elif rec.get("event") in ("cycle_summary", "cycle") and rec.get("binds"):
+            last = ts
+    return synced, last
 
 
 def die_with_parent() -> None:
@@ -165,7 +178,7 @@ def print_cpu(label: str, before: dict[str, float], after: dict[str, float], cou
 
 
 def start_scheduler(kubeconfig: str, workdir: Path, queue: str,
-                    concurrency: int) -> tuple[subprocess.Popen[bytes], Path]:
+                    concurrency: int) -> tuple[subprocess.Popen[bytes], Path, int]:
     """``gang-scheduler run`` as a child process (as deployed: its own interpreter), ready."""
     config = workdir / "config.yaml"
     config.write_text(f"defaultQueue: {queue}\nbindConcurrency: {concurrency}\nlogLevel: info\n")
@@ -183,7 +196,7 @@ def start_scheduler(kubeconfig: str, workdir: Path, queue: str,
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
                 if r.status == 200:
-                    return proc, log
+                    return proc, log, port
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"scheduler not ready after 300s: see {log}")
