@@ -13,9 +13,9 @@ race deterministic; a subprocess is the only honest way to SIGKILL it in the mid
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes import client
 
 from scheduler.config import SchedulerConfig
-from scheduler.devcluster import rest
+from scheduler.devcluster import procs, rest
 from scheduler.kube import informer
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.runner import LiveScheduler
@@ -211,10 +211,10 @@ class InProcessScheduler:
 
 
 # The scheduler, as a process ---------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies (the control plane dies with it too,
+    and a scheduler left behind would retry against nothing forever)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -233,13 +233,13 @@ class SchedulerProcess:
         self.runs += 1
         config = self.workdir / "config.yaml"
         config.write_text(self.config_yaml or "{}\n")
-        self.port = _free_port()
+        self.port = procs.free_port()
         log = (self.workdir / f"scheduler-{self.runs}.log").open("wb")
         self.proc = subprocess.Popen(
             [str(CLI), "run", "--kubeconfig", str(self.cp.kubeconfig), "--config", str(config),
              "--scheduler-name", self.tenant.scheduler_name, "--no-leader-election",
              "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, preexec_fn=_die_with_parent)
         log.close()
         wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "
                  f"(log: {self.workdir}/scheduler-{self.runs}.log)")
