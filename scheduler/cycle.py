@@ -23,7 +23,7 @@ from scheduler import placement
 from scheduler.cycle_state import CycleState, Solver
 from scheduler.model import Gang
 from scheduler.plan import CyclePlan, Nomination, QueueStatus, ReasonCategory
-from scheduler.resources import Resources, total
+from scheduler.resources import EMPTY, Resources
 from scheduler.snapshot import Snapshot
 
 #: What ``decide`` takes as policies (the name the scheduler loop uses).
@@ -38,7 +38,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     """Decide binds, evictions, nominations, a reservation and reasons for one cycle."""
     solve = solver or placement.solve
     queues = policies.queues
-    tree = QuotaTree.build(queues)
+    tree = QuotaTree.of(queues)
     state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
     gangs = sorted(pending_gangs, key=lambda g: (g.id, g.uid))
     admissible: dict[str, list[Gang]] = {}
@@ -61,17 +61,33 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     )
 
 
+_LEDGER_CACHE = "cycle.ledger"
+
+
 def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
-    """Running gangs charged to their queues (summed per queue and pool, charged once)."""
-    nodes = snapshot.nodes
-    usage: dict[tuple[str, str], list[Resources]] = {}
-    for rg in snapshot.running.values():
-        for node, res in rg.allocations:
-            if node in nodes:
-                usage.setdefault((rg.gang.queue, nodes[node].pool), []).append(res)
-    ledger = QuotaLedger.empty(tree)
-    for (queue, pool), parts in sorted(usage.items()):
-        ledger = ledger.charge(queue, pool, total(parts))
+    """Running gangs charged to their queues (the snapshot's per queue and pool usage).
+
+    A ledger depends only on the tree and the usage per (queue, pool) — charges commute, and
+    a parent's stored usage is a function of its children's — so the ledger of the previous
+    cycle (kept with the snapshot's node-derived caches) is brought up to date by charging
+    just the usage that changed since, instead of every queue's usage every cycle.
+    """
+    usage = snapshot.queue_usage
+    cache = snapshot.solver_cache
+    hit = cache.get(_LEDGER_CACHE)
+    if hit is not None and hit[0] is tree:
+        _, before, ledger = hit
+        if before is usage:
+            return ledger  # type: ignore[no-any-return]
+        for key in sorted(before.keys() | usage.keys()):
+            old, new = before.get(key, EMPTY), usage.get(key, EMPTY)
+            if old != new:
+                ledger = ledger.charge(key[0], key[1], new - old)
+    else:
+        ledger = QuotaLedger.empty(tree)
+        for (queue, pool), res in sorted(usage.items()):
+            ledger = ledger.charge(queue, pool, res)
+    cache[_LEDGER_CACHE] = (tree, usage, ledger)
     return ledger
 
 
@@ -178,15 +194,10 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
 
 
 def _statuses(state: CycleState, gangs: list[Gang]) -> tuple[QueueStatus, ...]:
-    nodes = state.snapshot.nodes
-    usage: dict[str, dict[str, list[Resources]]] = {}
-    running: dict[str, int] = {}
-    for rg in state.snapshot.running.values():
-        running[rg.gang.queue] = running.get(rg.gang.queue, 0) + 1
-        per_pool = usage.setdefault(rg.gang.queue, {})
-        for node, res in rg.allocations:
-            if node in nodes:
-                per_pool.setdefault(nodes[node].pool, []).append(res)
+    usage: dict[str, list[tuple[str, Resources]]] = {}
+    for (queue, pool), res in sorted(state.snapshot.queue_usage.items()):
+        usage.setdefault(queue, []).append((pool, res))
+    running = state.snapshot.running_per_queue
     admitted: dict[str, int] = {}
     for b in state.binds:
         admitted[b.queue] = admitted.get(b.queue, 0) + 1
@@ -196,10 +207,9 @@ def _statuses(state: CycleState, gangs: list[Gang]) -> tuple[QueueStatus, ...]:
             waiting[g.queue] = waiting.get(g.queue, 0) + 1
     out = []
     for name in state.policies.queues.queues:
-        pools = usage.get(name, {})
         out.append(QueueStatus(
             name=name,
-            usage=tuple((pool, total(parts)) for pool, parts in sorted(pools.items())),
+            usage=tuple(usage.get(name, ())),
             running=running.get(name, 0), admitted=admitted.get(name, 0),
             pending=waiting.get(name, 0),
             fair_share=fairshare.dominant_share(state.ledger, name),

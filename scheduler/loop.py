@@ -94,7 +94,10 @@ class Scheduler:
         self._solve_s = 0.0  # placement time within the current decide
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
-        self.last_queues: tuple[QueueReport, ...] = ()
+        #: The last cycle's plan, input and policies, and its queue reports once worked out.
+        self._reported: tuple[CyclePlan, CycleInput, cycle.Policies,
+                              tuple[QueueReport, ...] | None] | None = None
+        self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
 
     def run_once(self) -> CyclePlan:
         """One cycle: decide on a snapshot, apply the plan, remember what happened."""
@@ -128,13 +131,30 @@ class Scheduler:
                 self._backoff.pop(b.gang_id, None)
         self._previous = plan
         self.last_plan = plan
-        waiting = self._waiting(plan, inp)
-        per_queue: Counter[str] = Counter()
-        for (queue, _), n in waiting.items():
-            per_queue[queue] += n
-        self.last_queues = queue_reports(plan.queues, policies, per_queue)
-        self._observe(plan, result, waiting, decided - started, applied - decided, inp)
+        self._reported = (plan, inp, policies, None)
+        self._observe(plan, result, decided - started, applied - decided, inp)
         return plan
+
+    @property
+    def last_queues(self) -> tuple[QueueReport, ...]:
+        """Per-queue figures of the last cycle (worked out on first use: a simulation never
+        reads them, the live scheduler's status writer reads them at most every few seconds)."""
+        if self._reported is None:
+            return ()
+        plan, inp, policies, reports = self._reported
+        if reports is None:
+            per_queue: Counter[str] = Counter()
+            for (queue, _), n in self._waiting_of(plan, inp).items():
+                per_queue[queue] += n
+            reports = queue_reports(plan.queues, policies, per_queue)
+            self._reported = (plan, inp, policies, reports)
+        return reports
+
+    def _waiting_of(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
+        """``_waiting`` of the last cycle, worked out once."""
+        if self._waiting_memo is None or self._waiting_memo[0] is not plan:
+            self._waiting_memo = (plan, self._waiting(plan, inp))
+        return self._waiting_memo[1]
 
     def _timed_solve(self, gang: Gang, snapshot: Snapshot,
                      params: PlacementParams) -> PlacementResult:
@@ -180,8 +200,8 @@ class Scheduler:
                 pending[(queue_of[gid], "Backoff")] += 1
         return pending
 
-    def _observe(self, plan: CyclePlan, result: ApplyResult, pending: Counter[tuple[str, str]],
-                 decide_s: float, apply_s: float, inp: CycleInput) -> None:
+    def _observe(self, plan: CyclePlan, result: ApplyResult, decide_s: float, apply_s: float,
+                 inp: CycleInput) -> None:
         bound_at = self.clock()
         latencies: dict[str, float] = {}
         for b in plan.binds:
@@ -206,7 +226,7 @@ class Scheduler:
         m.cycles.inc()
         m.cycle_duration.observe(decide_s)
         m.apply_duration.observe(apply_s)
-        m.set_pending(pending)
+        m.set_pending(self._waiting_of(plan, inp))
         m.set_queues(self.last_queues)
         for b in plan.binds:
             if b.gang_id in latencies:

@@ -54,7 +54,7 @@ _NOTHING: frozenset[str] = frozenset()
 class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
-    __slots__ = ("_free", "_lineage", "_running", "_static", "_version")
+    __slots__ = ("_count", "_free", "_lineage", "_running", "_static", "_usage", "_version")
 
     def __init__(
         self,
@@ -88,14 +88,22 @@ class Snapshot:
         self._free: dict[str, Resources] = {
             name: nodes_by_name[name].allocatable - u for name, u in used.items()
         }
+        self._usage: dict[tuple[str, str], Resources] = {}
+        self._count: dict[str, int] = {}
+        for rg in self._running.values():
+            _charge(self._usage, self._count, rg, nodes_by_name, 1)
 
     @classmethod
     def _derive(cls, parent: Snapshot, free: dict[str, Resources],
-                running: dict[str, RunningGang], changed: Iterable[str]) -> Snapshot:
+                running: dict[str, RunningGang], changed: Iterable[str],
+                usage: dict[tuple[str, str], Resources] | None = None,
+                count: dict[str, int] | None = None) -> Snapshot:
         snap = cls.__new__(cls)
         snap._static = parent._static
         snap._free = free
         snap._running = running
+        snap._usage = parent._usage if usage is None else usage
+        snap._count = parent._count if count is None else count
         snap._version = next(parent._static.versions)
         delta = frozenset(changed)
         lineage = {snap._version: _NOTHING}
@@ -121,6 +129,20 @@ class Snapshot:
     @property
     def free_by_node(self) -> Mapping[str, Resources]:
         return self._free
+
+    @property
+    def queue_usage(self) -> Mapping[tuple[str, str], Resources]:
+        """(queue, pool) -> what the running gangs of the queue use on nodes of the pool.
+
+        Kept up to date as snapshots are derived (a gang's own nodes only), so the quota
+        ledger and the per-queue status never sum every running gang. Zero usage is absent.
+        """
+        return self._usage
+
+    @property
+    def running_per_queue(self) -> Mapping[str, int]:
+        """Queue -> how many of the running gangs are its (queues with none are absent)."""
+        return self._count
 
     def free(self, node: str) -> Resources:
         return self._free.get(node, EMPTY)
@@ -185,8 +207,15 @@ class Snapshot:
         for name, res in gang.allocations:
             free[name] = free[name] - res
         running = dict(self._running)
+        usage, count = dict(self._usage), dict(self._count)
+        nodes = self._static.nodes
+        old = running.get(gang.id)
+        if old is not None:
+            _charge(usage, count, old, nodes, -1)
+        _charge(usage, count, gang, nodes, 1)
         running[gang.id] = gang
-        return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations))
+        return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations),
+                                usage, count)
 
     def with_usage(self, node: str, res: Resources) -> Snapshot:
         """A snapshot in which *res* more is used on *node* by something that is not a gang."""
@@ -204,6 +233,8 @@ class Snapshot:
             return self
         free = dict(self._free)
         running = dict(self._running)
+        usage, count = dict(self._usage), dict(self._count)
+        nodes = self._static.nodes
         changed: set[str] = set()
         for gid in sorted(ids):
             rg = running.pop(gid, None)
@@ -213,7 +244,31 @@ class Snapshot:
                 if name in free:
                     free[name] = free[name] + res
                     changed.add(name)
-        return Snapshot._derive(self, free, running, changed)
+            _charge(usage, count, rg, nodes, -1)
+        return Snapshot._derive(self, free, running, changed, usage, count)
+
+
+def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,
+            nodes: Mapping[str, Node], sign: int) -> None:
+    """Add (sign 1) or remove (-1) *rg* to the per-(queue, pool) usage and per-queue count."""
+    queue = rg.gang.queue
+    n = count.get(queue, 0) + sign
+    if n:
+        count[queue] = n
+    else:
+        count.pop(queue, None)
+    for name, res in rg.allocations:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        key = (queue, node.pool)
+        now = usage.get(key)
+        new = (res if sign > 0 else EMPTY - res) if now is None else (
+            now + res if sign > 0 else now - res)
+        if new:
+            usage[key] = new
+        else:
+            usage.pop(key, None)
 
 
 def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:

@@ -1,0 +1,89 @@
+"""Usage kept incrementally (snapshot per queue and pool, the cycle's ledger) equals a recount.
+
+The snapshot updates ``queue_usage`` and ``running_per_queue`` as gangs are added and
+removed, and ``cycle._ledger`` brings the previous cycle's ledger up to date by charging
+only what changed. Both must answer exactly what a count from scratch answers.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.quota import QuotaLedger, QuotaTree
+from scheduler.cycle import _ledger
+from scheduler.model import RunningGang
+from scheduler.resources import Resources, total
+from scheduler.snapshot import Snapshot
+from tests.unit.policies.builders import gang, nodes, policies, queue, running
+
+NODES = nodes("a100", 4) + nodes("h100", 3)
+QUEUES = ("a", "b", "c")
+POLICIES = policies(
+    queue("p", quota={"a100": 8}),
+    queue("a", "p", quota={"a100": 8, "h100": 8}, lend={"a100": 0}),
+    queue("b", "p", weight=2.0, quota={"a100": 8}, borrow={"a100": 8}),
+    queue("c", "p", quota={"h100": 16}),
+)
+
+
+def _recount(snapshot: Snapshot) -> tuple[dict[tuple[str, str], Resources], dict[str, int]]:
+    parts: dict[tuple[str, str], list[Resources]] = {}
+    count: dict[str, int] = {}
+    for rg in snapshot.running.values():
+        count[rg.gang.queue] = count.get(rg.gang.queue, 0) + 1
+        for node, res in rg.allocations:
+            if node in snapshot.nodes:
+                parts.setdefault((rg.gang.queue, snapshot.nodes[node].pool), []).append(res)
+    return {k: total(v) for k, v in parts.items()}, count
+
+
+def _fresh_ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
+    ledger = QuotaLedger.empty(tree)
+    for (queue_name, pool), res in sorted(_recount(snapshot)[0].items()):
+        ledger = ledger.charge(queue_name, pool, res)
+    return ledger
+
+
+def _answers(ledger: QuotaLedger) -> dict[tuple[str, str], object]:
+    out: dict[tuple[str, str], object] = {}
+    for name in ("p", *QUEUES):
+        for pool in ("a100", "h100"):
+            out[(name, pool)] = (ledger.available(name, pool), ledger.usage(name, pool),
+                                 ledger.borrowing(name, pool))
+    return out
+
+
+step = st.tuples(st.booleans(), st.integers(0, 11), st.sampled_from(QUEUES),
+                 st.lists(st.tuples(st.integers(0, len(NODES) - 1), st.integers(1, 4)),
+                          min_size=1, max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(step, max_size=25))
+def test_usage_and_ledger_follow_every_derivation(steps: list[tuple[bool, int, str,
+                                                                   list[tuple[int, int]]]]) -> None:
+    tree = QuotaTree.of(POLICIES.queues)
+    snapshot = Snapshot(NODES)
+    for add, i, queue_name, where in steps:
+        gid = f"ns/g{i}"
+        if add:
+            pods: dict[str, int] = {}
+            for node, n in where:
+                pods[NODES[node].name] = pods.get(NODES[node].name, 0) + n
+            rg: RunningGang = running(gang(f"g{i}", queue_name, gpus=1), pods)
+            snapshot = snapshot.with_running(rg)  # replaces a running gang of the same id
+        elif gid in snapshot.running:
+            snapshot = snapshot.without_gangs([gid])
+        usage, count = _recount(snapshot)
+        assert dict(snapshot.queue_usage) == usage
+        assert dict(snapshot.running_per_queue) == count
+        assert _answers(_ledger(tree, snapshot)) == _answers(_fresh_ledger(tree, snapshot))
+    rebuilt = Snapshot(NODES, snapshot.running.values())
+    assert dict(rebuilt.queue_usage) == dict(snapshot.queue_usage)
+
+
+def test_quota_tree_is_built_once_per_queue_set() -> None:
+    assert QuotaTree.of(POLICIES.queues) is QuotaTree.of(POLICIES.queues)
+    other = policies(queue("p", quota={"a100": 8}))
+    assert QuotaTree.of(other.queues) is not QuotaTree.of(POLICIES.queues)
