@@ -8,7 +8,6 @@ Queues (named after the test's tag), since Queues and PriorityClasses are cluste
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
@@ -209,7 +208,7 @@ def ops_for(control_plane: ControlPlane) -> Iterator[Ops]:
     later, from the test) and cleanup of whatever the test started."""
     tenant = Tenant.create(control_plane)
     tag = tenant.pool.removeprefix("pool-")
-    o = Ops(control_plane, dataclasses.replace(tenant), f"ops-{tag}")
+    o = Ops(control_plane, tenant, f"ops-{tag}")
     yield o
     for stop in reversed(o.cleanup):
         stop()
