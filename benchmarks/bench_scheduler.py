@@ -89,6 +89,7 @@ def scheduler_phase(client: KubeClient, kubeconfig: str, namespace: str, queue: 
         gpus=args.pod_gpus, gang_size=args.gang_size, queue=queue))
     timed("create podgroups", groups,
           lambda: create_groups(client, namespace, groups, args.gang_size, pool))
+    launched = time.time()
     proc, log, port = start_scheduler(kubeconfig, workdir, queue, args.concurrency)
     cpu = cluster_cpu(marker)  # from readiness on: start-up (imports, lists) not counted
     print(f"scheduler pid {proc.pid}, log {log}")
@@ -115,6 +116,8 @@ def scheduler_phase(client: KubeClient, kubeconfig: str, namespace: str, queue: 
     print(f"{'scheduled':<22} {bound:>7} in {last - synced:7.2f}s  {rate:8.1f}/s  "
           f"(caches synced -> last bind; {missing} left unbound)")
     print_cpu("scheduled", cpu, after, max(1, bound))
+    print(f"  start-up before that (process start -> caches synced): {synced - launched:.2f}s; "
+          f"with it {bound / (last - launched):.1f} pods/s")
     summarize_log(log)
     return rate
 
