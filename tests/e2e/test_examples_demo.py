@@ -62,18 +62,26 @@ def test_the_demo_runs_every_job_and_cleans_up(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_the_cluster(tmp_path: Path) -> None:
     state = tmp_path / "demo-cluster"
+    # SIGINT back to its default in the child: a shell starts background jobs (e.g. a nohup'ed
+    # test run) with SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
     proc = subprocess.Popen([str(CLI), "demo", "--no-live", "--state-dir", str(state)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     lines = []
-    for line in proc.stdout:  # until the story is under way
-        lines.append(line)
-        if "started b-warmup" in line:
-            break
-    assert processes_under(state), "the cluster should be running now"
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
+    try:
+        for line in proc.stdout:  # until the story is under way
+            lines.append(line)
+            if "started b-warmup" in line:
+                break
+        assert processes_under(state), "the cluster should be running now"
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave a demo running behind a failed test
+            proc.terminate()
+            proc.wait(timeout=30)
     out = "".join(lines) + rest
     assert proc.returncode == 1, out
     assert "interrupted: cleaning up" in out
