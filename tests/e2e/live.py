@@ -1,5 +1,4 @@
-"""Running the live scheduler in e2e tests: isolated tenants, in-process and subprocess runs,
-and a pod watch that proves no pod was ever re-bound.
+"""Running the live scheduler in e2e tests: isolated tenants and an in-process scheduler.
 
 Why tenants: the session control plane is shared, and nodes and Queues are cluster-scoped. A
 ``Tenant`` gives one test its own namespace, node pool (``gangscheduler.io/pool``), Queue (quota
@@ -7,30 +6,24 @@ only in that pool, only that namespace) and ``schedulerName``. Its pods carry al
 nodeSelector on the pool, so a test's scheduler neither takes another test's pods for its own nor
 places on another test's nodes.
 
-Why two ways to run the scheduler: in process (a thread) lets a test wrap the binder to make a
-race deterministic; a subprocess is the only honest way to SIGKILL it in the middle of a bind.
+Here the scheduler runs in process (a thread), which lets a test wrap the binder to make a race
+deterministic; ``live_process`` runs it as a child process, the only honest way to SIGKILL it
+in the middle of a bind.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import signal
-import subprocess
 import threading
-import time
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from scheduler.config import SchedulerConfig
-from scheduler.devcluster import procs, rest
-from scheduler.kube import informer
+from scheduler.devcluster import rest
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.runner import LiveScheduler
 from tests.e2e.cluster_api import (
@@ -39,7 +32,6 @@ from tests.e2e.cluster_api import (
     PODGROUP_VERSION,
     SIMULATED_RUNTIME,
     ControlPlane,
-    wait_for,
 )
 
 POOL_LABEL = "gangscheduler.io/pool"
@@ -47,8 +39,6 @@ QUEUE_LABEL = "gangscheduler.io/queue"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GPU = "nvidia.com/gpu"
 QUEUES = ("gangscheduler.io", "v1alpha1", "queues")
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CLI = REPO_ROOT / ".venv" / "bin" / "gang-scheduler"
 
 
 @dataclass
@@ -208,111 +198,3 @@ class InProcessScheduler:
         if isinstance(client, KubeClient):
             client.close()
         assert not self.errors, f"the scheduling loop died: {self.errors[0]!r}"
-
-
-# The scheduler, as a process ---------------------------------------------------------------
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the test process dies (the control plane dies with it too,
-    and a scheduler left behind would retry against nothing forever)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class SchedulerProcess:
-    """``gang-scheduler run`` as a child process, for tests that must SIGKILL it."""
-
-    cp: ControlPlane
-    tenant: Tenant
-    workdir: Path
-    config_yaml: str = ""
-    proc: subprocess.Popen[bytes] | None = None
-    port: int = 0
-    runs: int = 0
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        self.runs += 1
-        config = self.workdir / "config.yaml"
-        config.write_text(self.config_yaml or "{}\n")
-        self.port = procs.free_port()
-        log = (self.workdir / f"scheduler-{self.runs}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [str(CLI), "run", "--kubeconfig", str(self.cp.kubeconfig), "--config", str(config),
-             "--scheduler-name", self.tenant.scheduler_name, "--no-leader-election",
-             "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, preexec_fn=_die_with_parent)
-        log.close()
-        wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "
-                 f"(log: {self.workdir}/scheduler-{self.runs}.log)")
-
-    def _ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"scheduler exited with {self.proc.returncode}; see "
-                                 f"{self.workdir}/scheduler-{self.runs}.log")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup of any kind runs in the scheduler."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log(self) -> str:
-        return (self.workdir / f"scheduler-{self.runs}.log").read_text(errors="replace")
-
-
-# Watching pods --------------------------------------------------------------------------------
-class PodWatch:
-    """Every nodeName each pod of a namespace was seen with, from a watch (not polling), so a
-    re-bind cannot slip between two reads."""
-
-    def __init__(self, cp: ControlPlane, namespace: str) -> None:
-        self.client = connect(str(cp.kubeconfig))
-        self._lock = threading.Lock()
-        self.nodes: dict[str, list[str]] = {}  # uid -> distinct non-empty nodeNames, in order
-        self.names: dict[str, str] = {}  # uid -> name
-        self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
-        self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
-        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
-        self.informer = informer.Informer(self.client, kind, self._handle)
-
-    def __enter__(self) -> PodWatch:
-        self.informer.start()
-        assert self.informer.wait_for_sync(30), "pod watch did not sync"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.informer.stop()
-        self.client.close()
-
-    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
-        meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
-        with self._lock:
-            seen = self.nodes.setdefault(meta["uid"], [])
-            self.names[meta["uid"]] = meta["name"]
-            if node and (not seen or seen[-1] != node):
-                seen.append(node)
-                self.first_bound.setdefault(meta["name"], time.monotonic())
-            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-                self.finished.setdefault(meta["name"], time.monotonic())
-
-    def bound_names(self) -> set[str]:
-        with self._lock:
-            return {self.names[u] for u, nodes in self.nodes.items() if nodes}
-
-    def rebinds(self) -> dict[str, list[str]]:
-        """Pods (by name) whose nodeName changed once set: must always be empty."""
-        with self._lock:
-            return {self.names[u]: list(n) for u, n in self.nodes.items() if len(n) > 1}

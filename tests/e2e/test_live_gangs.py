@@ -12,7 +12,8 @@ from kubernetes import client
 
 from scheduler.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import InProcessScheduler, PodWatch, Tenant, unschedulable_message
+from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
+from tests.e2e.live_process import PodWatch
 
 pytestmark = pytest.mark.e2e
 

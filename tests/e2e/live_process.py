@@ -1,0 +1,135 @@
+"""The scheduler as a child process, and a pod watch: for the e2e tests that SIGKILL it.
+
+Why a process: only then does a kill leave exactly what a crash leaves (no ``finally``, no
+thread still binding). Why a watch: a pod bound twice could slip between two polling reads;
+every nodeName a pod ever had is recorded here as the apiserver announced it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.devcluster import procs
+from scheduler.kube import informer
+from scheduler.kube.client import connect
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import Tenant
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLI = REPO_ROOT / ".venv" / "bin" / "gang-scheduler"
+
+
+# The scheduler, as a process ---------------------------------------------------------------
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies (the control plane dies with it too,
+    and a scheduler left behind would retry against nothing forever)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class SchedulerProcess:
+    """``gang-scheduler run`` as a child process, for tests that must SIGKILL it."""
+
+    cp: ControlPlane
+    tenant: Tenant
+    workdir: Path
+    config_yaml: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    port: int = 0
+    runs: int = 0
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.runs += 1
+        config = self.workdir / "config.yaml"
+        config.write_text(self.config_yaml or "{}\n")
+        self.port = procs.free_port()
+        log = (self.workdir / f"scheduler-{self.runs}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [str(CLI), "run", "--kubeconfig", str(self.cp.kubeconfig), "--config", str(config),
+             "--scheduler-name", self.tenant.scheduler_name, "--no-leader-election",
+             "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, preexec_fn=_die_with_parent)
+        log.close()
+        wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "
+                 f"(log: {self.workdir}/scheduler-{self.runs}.log)")
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"scheduler exited with {self.proc.returncode}; see "
+                                 f"{self.workdir}/scheduler-{self.runs}.log")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup of any kind runs in the scheduler."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        return (self.workdir / f"scheduler-{self.runs}.log").read_text(errors="replace")
+
+
+# Watching pods --------------------------------------------------------------------------------
+class PodWatch:
+    """Every nodeName each pod of a namespace was seen with, from a watch (not polling), so a
+    re-bind cannot slip between two reads."""
+
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
+        self.client = connect(str(cp.kubeconfig))
+        self._lock = threading.Lock()
+        self.nodes: dict[str, list[str]] = {}  # uid -> distinct non-empty nodeNames, in order
+        self.names: dict[str, str] = {}  # uid -> name
+        self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
+        self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
+        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
+        self.informer = informer.Informer(self.client, kind, self._handle)
+
+    def __enter__(self) -> PodWatch:
+        self.informer.start()
+        assert self.informer.wait_for_sync(30), "pod watch did not sync"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.informer.stop()
+        self.client.close()
+
+    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
+        with self._lock:
+            seen = self.nodes.setdefault(meta["uid"], [])
+            self.names[meta["uid"]] = meta["name"]
+            if node and (not seen or seen[-1] != node):
+                seen.append(node)
+                self.first_bound.setdefault(meta["name"], time.monotonic())
+            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                self.finished.setdefault(meta["name"], time.monotonic())
+
+    def bound_names(self) -> set[str]:
+        with self._lock:
+            return {self.names[u] for u, nodes in self.nodes.items() if nodes}
+
+    def rebinds(self) -> dict[str, list[str]]:
+        """Pods (by name) whose nodeName changed once set: must always be empty."""
+        with self._lock:
+            return {self.names[u]: list(n) for u, n in self.nodes.items() if len(n) > 1}
