@@ -8,13 +8,15 @@ places on another test's nodes.
 
 Here the scheduler runs in process (a thread), which lets a test wrap the binder to make a race
 deterministic; ``live_process`` runs it as a child process, the only honest way to SIGKILL it
-in the middle of a bind.
+in the middle of a bind. ``PodWatch`` records every nodeName each pod was announced with, so a
+pod bound twice cannot slip between two polling reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from kubernetes import client
 
 from scheduler.config import SchedulerConfig
 from scheduler.devcluster import rest
+from scheduler.kube import informer
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.runner import LiveScheduler
 from tests.e2e.cluster_api import (
@@ -198,3 +201,48 @@ class InProcessScheduler:
         if isinstance(client, KubeClient):
             client.close()
         assert not self.errors, f"the scheduling loop died: {self.errors[0]!r}"
+
+
+# Watching pods --------------------------------------------------------------------------------
+class PodWatch:
+    """Every nodeName each pod of a namespace was seen with, from a watch (not polling), so a
+    re-bind cannot slip between two reads."""
+
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
+        self.client = connect(str(cp.kubeconfig))
+        self._lock = threading.Lock()
+        self.nodes: dict[str, list[str]] = {}  # uid -> distinct non-empty nodeNames, in order
+        self.names: dict[str, str] = {}  # uid -> name
+        self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
+        self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
+        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
+        self.informer = informer.Informer(self.client, kind, self._handle)
+
+    def __enter__(self) -> PodWatch:
+        self.informer.start()
+        assert self.informer.wait_for_sync(30), "pod watch did not sync"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.informer.stop()
+        self.client.close()
+
+    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
+        with self._lock:
+            seen = self.nodes.setdefault(meta["uid"], [])
+            self.names[meta["uid"]] = meta["name"]
+            if node and (not seen or seen[-1] != node):
+                seen.append(node)
+                self.first_bound.setdefault(meta["name"], time.monotonic())
+            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                self.finished.setdefault(meta["name"], time.monotonic())
+
+    def bound_names(self) -> set[str]:
+        with self._lock:
+            return {self.names[u] for u, nodes in self.nodes.items() if nodes}
+
+    def rebinds(self) -> dict[str, list[str]]:
+        """Pods (by name) whose nodeName changed once set: must always be empty."""
+        with self._lock:
+            return {self.names[u]: list(n) for u, n in self.nodes.items() if len(n) > 1}

@@ -1,8 +1,7 @@
-"""The scheduler as a child process, and a pod watch: for the e2e tests that SIGKILL it.
+"""The scheduler as a child process, for the e2e tests that SIGKILL it.
 
 Why a process: only then does a kill leave exactly what a crash leaves (no ``finally``, no
-thread still binding). Why a watch: a pod bound twice could slip between two polling reads;
-every nodeName a pod ever had is recorded here as the apiserver announced it.
+thread still binding, no status flushed).
 """
 
 from __future__ import annotations
@@ -10,16 +9,11 @@ from __future__ import annotations
 import ctypes
 import signal
 import subprocess
-import threading
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from scheduler.devcluster import procs
-from scheduler.kube import informer
-from scheduler.kube.client import connect
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import Tenant
 
@@ -88,48 +82,3 @@ class SchedulerProcess:
 
     def log(self) -> str:
         return (self.workdir / f"scheduler-{self.runs}.log").read_text(errors="replace")
-
-
-# Watching pods --------------------------------------------------------------------------------
-class PodWatch:
-    """Every nodeName each pod of a namespace was seen with, from a watch (not polling), so a
-    re-bind cannot slip between two reads."""
-
-    def __init__(self, cp: ControlPlane, namespace: str) -> None:
-        self.client = connect(str(cp.kubeconfig))
-        self._lock = threading.Lock()
-        self.nodes: dict[str, list[str]] = {}  # uid -> distinct non-empty nodeNames, in order
-        self.names: dict[str, str] = {}  # uid -> name
-        self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
-        self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
-        kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
-        self.informer = informer.Informer(self.client, kind, self._handle)
-
-    def __enter__(self) -> PodWatch:
-        self.informer.start()
-        assert self.informer.wait_for_sync(30), "pod watch did not sync"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.informer.stop()
-        self.client.close()
-
-    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
-        meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
-        with self._lock:
-            seen = self.nodes.setdefault(meta["uid"], [])
-            self.names[meta["uid"]] = meta["name"]
-            if node and (not seen or seen[-1] != node):
-                seen.append(node)
-                self.first_bound.setdefault(meta["name"], time.monotonic())
-            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-                self.finished.setdefault(meta["name"], time.monotonic())
-
-    def bound_names(self) -> set[str]:
-        with self._lock:
-            return {self.names[u] for u, nodes in self.nodes.items() if nodes}
-
-    def rebinds(self) -> dict[str, list[str]]:
-        """Pods (by name) whose nodeName changed once set: must always be empty."""
-        with self._lock:
-            return {self.names[u]: list(n) for u, n in self.nodes.items() if len(n) > 1}

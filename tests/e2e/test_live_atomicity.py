@@ -19,8 +19,8 @@ from scheduler.devcluster import rest
 from scheduler.kube.binder import BindOutcome, PodNode
 from scheduler.model import PodRef
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import InProcessScheduler, Tenant
-from tests.e2e.live_process import PodWatch, SchedulerProcess
+from tests.e2e.live import InProcessScheduler, PodWatch, Tenant
+from tests.e2e.live_process import SchedulerProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,7 @@ from kubernetes import client
 
 from scheduler.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
-from tests.e2e.live_process import PodWatch
+from tests.e2e.live import InProcessScheduler, PodWatch, Tenant, unschedulable_message
 
 pytestmark = pytest.mark.e2e
 
@@ -53,8 +52,8 @@ def test_two_gangs_on_room_for_one_run_one_after_the_other(
         assert "Placement" in why or "Reserved" in why, why
         wait_for(lambda: group_status(tenant, second).startswith("Pending"), 30,
                  what=f"PodGroup {second} Pending")
-        wait_for(lambda: group_status(tenant, first).startswith("Scheduled"), 30,
-                 what=f"PodGroup {first} Scheduled")
+        wait_for(lambda: group_status(tenant, first).startswith(("Scheduled", "Running")), 30,
+                 what=f"PodGroup {first} Scheduled or Running")
         wait_for(lambda: any(e["regarding"]["name"] == second
                              for e in tenant.events("FailedScheduling")),
                  30, what=f"a FailedScheduling event about {second}")
