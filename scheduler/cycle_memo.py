@@ -17,8 +17,9 @@ from policies.preemption import Candidate
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params, ends_before
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang, Role, RunningGang
 from scheduler.placement.types import PlacementParams
+from scheduler.plan import ReasonCategory
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
@@ -48,6 +49,34 @@ class CycleMemo:
     held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
     base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
     restricted: tuple[PlacementParams, Reservation, PlacementParams] | None = None
+    #: Reasons of gangs that failed, by queue and gang shape, valid for one state epoch.
+    failures: dict[tuple[object, ...], tuple[ReasonCategory, str]] = field(
+        default_factory=dict)
+    epoch: tuple[object, ...] = ()
+    shapes: dict[int, tuple[tuple[Role, ...], tuple[object, ...]]] = field(
+        default_factory=dict)  # by the identity of a gang's roles
+
+    def same_epoch(self, epoch: tuple[object, ...]) -> bool:
+        """Is *epoch* (``CycleState._epoch``) the one the failure memo holds answers for?"""
+        mine = self.epoch
+        return bool(mine) and all(a is b or (type(a) is int and a == b)
+                                  for a, b in zip(mine, epoch, strict=True))
+
+    def failure_key(self, gang: Gang, queue: Queue, restricted: bool,
+                    epoch: tuple[object, ...], snapshot: Snapshot) -> tuple[object, ...] | None:
+        """The failure memo's key for *gang* (starting a new epoch if the state changed), or
+        None when the gang's outcome may depend on more than its shape: a gang with members
+        already running is not a candidate victim of itself, unlike one of the same shape."""
+        if gang.id in snapshot.running:
+            return None
+        if not self.same_epoch(epoch):
+            self.failures.clear()
+            self.epoch = epoch
+        hit = self.shapes.get(id(gang.roles))
+        if hit is None or hit[0] is not gang.roles:
+            shape = tuple((r.name, r.count, r.min_count, r.requirements) for r in gang.roles)
+            hit = self.shapes[id(gang.roles)] = (gang.roles, shape)
+        return (queue.name, gang.priority, gang.topology, restricted, hit[1])
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:

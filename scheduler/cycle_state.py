@@ -99,7 +99,6 @@ class CycleState:
     # The decision for one gang -----------------------------------------------------------
     def consider(self, gang: Gang, queue: Queue) -> None:
         self.order.append(gang.id)
-        sp = self.policies.scheduler
         if self._held_back(gang, queue):
             return
         memo = self.memo
@@ -109,6 +108,32 @@ class CycleState:
         runtime = queue.runtime_of(gang.runtime_estimate)
         params = memo.backfill_params(self.reservation, runtime, self.now, base)
         restricted = params is not base
+        # A gang shaped exactly like one that already failed against this very state (same
+        # snapshot, ledger, reservation, held nodes...) fails the same way, with the same
+        # reason: every step below depends on the gang only through its shape.
+        epoch = self._epoch()
+        key = memo.failure_key(gang, queue, restricted, epoch, self.snapshot)
+        if key is not None:
+            hit = memo.failures.get(key)
+            if hit is not None:
+                self.wait(gang, *hit)
+                return
+        self._decide(gang, queue, base, params, restricted)
+        if key is not None and memo.same_epoch(self._epoch()):
+            reason = self.pending.get(gang.id)
+            if reason is not None:
+                memo.failures[key] = (reason.category, reason.message)
+
+    def _epoch(self) -> tuple[object, ...]:
+        """What the decision for a gang depends on besides the gang (identities and sizes:
+        each of these only changes by replacement or growth within a cycle)."""
+        return (self.snapshot, self.ledger, self.reservation, self.blocked_by,
+                len(self.blocked_queues), len(self.held), len(self.terminating))
+
+    def _decide(self, gang: Gang, queue: Queue, base: PlacementParams, params: PlacementParams,
+                restricted: bool) -> None:
+        sp = self.policies.scheduler
+        memo = self.memo
         ledger = memo.held_ledger(self.ledger, self.reservation) if restricted else self.ledger
         bounds = self.bounds_of(gang)
         verdict = memo.admission(gang, queue, ledger, self.snapshot)
