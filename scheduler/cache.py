@@ -23,11 +23,10 @@ from scheduler.grouping import (
     GangSet,
     GroupingConfig,
     build_gang,
-    gang_set,
     group_id,
     is_ours,
 )
-from scheduler.model import Node, PodRef
+from scheduler.model import Gang, Node, PodRef
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
@@ -67,6 +66,12 @@ class ClusterCache:
         self._other_totals: dict[str, Resources] = {}
         self._other_dirty: set[str] = set()
         self._entries: dict[str, GangEntry] = {}
+        # The entries' parts, kept as entries change, so that a cycle's ``GangSet`` costs what
+        # changed rather than a pass over every gang (most of them running, unchanged).
+        self._pending: dict[str, Gang] = {}
+        self._pending_sorted: tuple[Gang, ...] | None = ()
+        self._partial: dict[str, tuple[PodRef, ...]] = {}
+        self._problems: dict[str, str] = {}
         self._dirty: set[str] = set()
         self._rebuild_all = True
         self._rebuild_snapshot = True
@@ -220,6 +225,10 @@ class ClusterCache:
         with self._lock:
             return self._groups.get(key)
 
+    def groups(self) -> list[PodGroupInfo]:
+        with self._lock:
+            return list(self._groups.values())
+
     def gang_pods(self, gang_id: str) -> list[PodInfo]:
         """The pods of a gang as the cache sees them (assumed binds not applied)."""
         with self._lock:
@@ -234,6 +243,12 @@ class ClusterCache:
 
     def _reindex_all(self) -> None:
         old_ids = set(self._entries) | set(self._members)
+        # Every entry is rebuilt from scratch; so are the indexes of their parts.
+        self._entries.clear()
+        self._pending.clear()
+        self._pending_sorted = None
+        self._partial.clear()
+        self._problems.clear()
         self._gid_of.clear()
         self._members.clear()
         self._other_dirty |= set(self._other) | set(self._other_totals)
@@ -268,11 +283,42 @@ class ClusterCache:
                 old_running = before.running if before else None
                 if old_running != entry.running:
                     changed_running[gid] = entry
+                self._index_entry(gid, before, entry)
             self._dirty.clear()
             other = self._other_usage()
             snapshot = self._next_snapshot(memo, changed_running, other)
-            self._memo = CycleInput(snapshot, gang_set(self._entries, other), self._generation)
+            self._memo = CycleInput(snapshot, self._gang_set(snapshot, other), self._generation)
             return self._memo
+
+    def _index_entry(self, gid: str, before: GangEntry | None, entry: GangEntry) -> None:
+        """Bring the per-part indexes in step with *gid*'s new entry."""
+        if (before.pending if before else None) is not entry.pending:
+            self._pending_sorted = None
+            if entry.pending is None:
+                self._pending.pop(gid, None)
+            else:
+                self._pending[gid] = entry.pending
+        if entry.partially_bound:
+            self._partial[gid] = entry.partially_bound
+        else:
+            self._partial.pop(gid, None)
+        if entry.problem:
+            self._problems[gid] = entry.problem
+        else:
+            self._problems.pop(gid, None)
+
+    def _gang_set(self, snapshot: Snapshot, other: dict[str, Resources]) -> GangSet:
+        """The cycle's gangs (equal to ``grouping.gang_set`` of every entry)."""
+        if self._pending_sorted is None:
+            pending = self._pending
+            self._pending_sorted = tuple(pending[gid] for gid in sorted(pending))
+        return GangSet(
+            pending=self._pending_sorted,
+            running_by_id=snapshot.running,
+            other_usage=other,
+            partially_bound=dict(sorted(self._partial.items())),
+            problems=dict(sorted(self._problems.items())),
+        )
 
     def _other_usage(self) -> dict[str, Resources]:
         """Per-node usage of other schedulers' pods; a new dict only when some node changed

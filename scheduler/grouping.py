@@ -56,13 +56,20 @@ class GangSet:
     """Everything the cycle needs to know about gangs, built from one view of the pods."""
 
     pending: tuple[Gang, ...]
-    running: tuple[RunningGang, ...]
+    #: Running gangs by id (any order; ``running`` sorts them when asked).
+    running_by_id: Mapping[str, RunningGang]
     #: Per-node usage of pods that are not ours (other schedulers): capacity, never victims.
     other_usage: Mapping[str, Resources]
     #: Gangs with some members bound while fewer than minMember are: id -> bound pods.
     partially_bound: Mapping[str, tuple[PodRef, ...]] = field(default_factory=dict)
     #: Gangs that cannot even be formed (e.g. their PodGroup does not exist): id -> why.
     problems: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> tuple[RunningGang, ...]:
+        """Running gangs sorted by id (worked out on use: cycles only need the snapshot's)."""
+        by_id = self.running_by_id
+        return tuple(by_id[gid] for gid in sorted(by_id))
 
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -189,7 +196,7 @@ def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resourc
     ids = sorted(entries)
     return GangSet(
         pending=tuple(e.pending for gid in ids if (e := entries[gid]).pending is not None),
-        running=tuple(e.running for gid in ids if (e := entries[gid]).running is not None),
+        running_by_id={gid: e.running for gid in ids if (e := entries[gid]).running is not None},
         other_usage=other_usage,
         partially_bound={gid: e.partially_bound for gid in ids
                          if (e := entries[gid]).partially_bound},

@@ -41,6 +41,7 @@ def _view(cache: ClusterCache, now: float) -> tuple[object, ...]:
         {n: snap.free(n) for n in snap.node_names},
         sorted(snap.running),
         [(g.id, g.min_member, g.size) for g in inp.gangs.pending],
+        [(r.id, r.allocations) for r in inp.gangs.running],
         dict(inp.gangs.partially_bound), dict(inp.gangs.problems),
         dict(inp.gangs.other_usage),
     )
