@@ -22,7 +22,14 @@ from policies.quota import QuotaLedger, QuotaTree
 from scheduler import placement
 from scheduler.cycle_state import CycleState, Solver
 from scheduler.model import Gang
-from scheduler.plan import CyclePlan, Nomination, QueueStatus, ReasonCategory
+from scheduler.plan import (
+    Bind,
+    CyclePlan,
+    Nomination,
+    PendingReason,
+    QueueStatus,
+    ReasonCategory,
+)
 from scheduler.resources import EMPTY, Resources
 from scheduler.snapshot import Snapshot
 
@@ -52,12 +59,16 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         state.consider(gang, queues.queues[gang.queue])
     done = {g.id for g in first} | {n.gang_id for n in state.nominations}
     _in_order(state, {q: [g for g in gs if g.id not in done] for q, gs in admissible.items()})
+    binds = tuple(state.binds)
+    pending = dict(sorted(state.pending.items()))
+    snapshot, ledger = state.snapshot, state.ledger
     return CyclePlan(
-        now=now, binds=tuple(state.binds), evictions=tuple(state.evictions),
+        now=now, binds=binds, evictions=tuple(state.evictions),
         nominations=tuple(sorted(state.nominations, key=lambda n: n.gang_id)),
         reservations=(state.reservation,) if state.reservation else (),
-        pending=dict(sorted(state.pending.items())),
-        queues=_statuses(state, gangs), order=tuple(state.order),
+        pending=pending,
+        statuses=lambda: _statuses(snapshot, ledger, policies, binds, pending, gangs),
+        order=tuple(state.order),
     )
 
 
@@ -193,28 +204,53 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
             heapq.heappush(heap, entry(q))
 
 
-def _statuses(state: CycleState, gangs: list[Gang]) -> tuple[QueueStatus, ...]:
+def _statuses(snapshot: Snapshot, ledger: QuotaLedger, policies: PolicySet,
+              binds: tuple[Bind, ...], pending: Mapping[str, PendingReason],
+              gangs: list[Gang]) -> tuple[QueueStatus, ...]:
+    """Per-queue status at the end of the cycle (*snapshot* and *ledger* after its binds)."""
     usage: dict[str, list[tuple[str, Resources]]] = {}
-    for (queue, pool), res in sorted(state.snapshot.queue_usage.items()):
+    for (queue, pool), res in sorted(snapshot.queue_usage.items()):
         usage.setdefault(queue, []).append((pool, res))
-    running = state.snapshot.running_per_queue
+    running = snapshot.running_per_queue
     admitted: dict[str, int] = {}
-    for b in state.binds:
+    for b in binds:
         admitted[b.queue] = admitted.get(b.queue, 0) + 1
     waiting: dict[str, int] = {}
     for g in gangs:
-        if g.id in state.pending:
+        if g.id in pending:
             waiting[g.queue] = waiting.get(g.queue, 0) + 1
+    shares = snapshot.solver_cache.setdefault(_SHARES_CACHE, {})
     out = []
-    for name in state.policies.queues.queues:
+    for name in policies.queues.queues:
         out.append(QueueStatus(
             name=name,
             usage=tuple(usage.get(name, ())),
             running=running.get(name, 0), admitted=admitted.get(name, 0),
             pending=waiting.get(name, 0),
-            fair_share=fairshare.dominant_share(state.ledger, name),
+            fair_share=_fair_share(ledger, name, shares),
         ))
     return tuple(out)
+
+
+_SHARES_CACHE = "cycle.shares"
+
+
+def _fair_share(ledger: QuotaLedger, name: str,
+                memo: dict[str, tuple[QuotaTree, tuple[object, ...], float]]) -> float:
+    """``dominant_share(ledger, name)``, recomputed only when the queue's own usage changed.
+
+    The share reads nothing of the ledger but the queue's subtree usage per pool, and a
+    charge replaces those entries (never mutates them) only on the charged queue's path, so
+    the same entry objects mean the same share.
+    """
+    tree = ledger.tree
+    total = ledger.total
+    used = tuple(total.get((name, pool)) for pool in tree.pools_of(name))
+    hit = memo.get(name)
+    if hit is None or hit[0] is not tree or any(
+            a is not b for a, b in zip(hit[1], used, strict=True)):
+        hit = memo[name] = (tree, used, fairshare.dominant_share(ledger, name))
+    return hit[2]
 
 
 __all__ = ["NOMINATION_TIMEOUT_SECONDS", "Policies", "Solver", "decide"]

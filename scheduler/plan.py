@@ -8,7 +8,7 @@ gets the plan back as ``previous`` so held capacity survives between cycles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -79,7 +79,11 @@ class QueueStatus:
     fair_share: float  # weighted dominant share of what the queue borrows (0: within quota)
 
 
-@dataclass(frozen=True, slots=True)
+#: Per-queue status, or a pure function of the cycle that works it out when first read.
+Statuses = tuple[QueueStatus, ...] | Callable[[], tuple[QueueStatus, ...]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class CyclePlan:
     now: float
     binds: tuple[Bind, ...] = ()
@@ -87,9 +91,31 @@ class CyclePlan:
     nominations: tuple[Nomination, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
-    queues: tuple[QueueStatus, ...] = ()
+    #: See ``queues``; ``decide`` passes a function so a cycle nobody reports on (most of a
+    #: simulation) does not pay for the status of every queue.
+    statuses: Statuses = ()
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()
+
+    @property
+    def queues(self) -> tuple[QueueStatus, ...]:
+        """Per-queue status after this plan's binds (worked out once, when first read)."""
+        statuses = self.statuses
+        if callable(statuses):
+            statuses = statuses()
+            object.__setattr__(self, "statuses", statuses)
+        return statuses
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.now, self.binds, self.evictions, self.nominations, self.reservations,
+                dict(self.pending), self.queues, self.order)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CyclePlan):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # holds a mapping, as before
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)
