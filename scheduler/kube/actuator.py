@@ -25,6 +25,7 @@ from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
+from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.plan import CyclePlan, PendingReason, map_pods
 
 log = structlog.get_logger("gang_scheduler.actuator")
@@ -77,6 +78,30 @@ class BackgroundWriter:
 class ActuatorConfig:
     scheduler_name: str = "gang-scheduler"
     eviction_grace_period_seconds: int = 30
+
+
+def group_status(min_member: int, pods: list[PodInfo]) -> PodGroupStatus | None:
+    """The PodGroup status its pods imply, or None while nothing was ever bound (pending)."""
+    scheduled = sum(1 for p in pods if p.node_name)
+    running = sum(1 for p in pods if p.phase is PodPhase.RUNNING)
+    succeeded = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
+    failed = sum(1 for p in pods if p.phase is PodPhase.FAILED)
+    if not scheduled:
+        return None
+    started = min((p.started_at for p in pods if p.started_at is not None), default=None)
+    if failed and running + succeeded < min_member:
+        phase, reason = PodGroupPhase.FAILED, "MembersFailed"
+        message = f"{failed} member(s) failed; {running} running, {succeeded} succeeded"
+    elif succeeded >= min_member and not running:
+        phase, reason, message = PodGroupPhase.FINISHED, "Finished", f"{succeeded} succeeded"
+    elif running + succeeded >= min_member:
+        phase, reason, message = PodGroupPhase.RUNNING, "Running", f"{running} running"
+    else:
+        phase, reason = PodGroupPhase.SCHEDULED, "Scheduled"
+        message = f"{scheduled} bound, {running} running"
+    return PodGroupStatus(phase, scheduled=scheduled, running=running, succeeded=succeeded,
+                          failed=failed, schedule_start_time=started, reason=reason,
+                          message=message)
 
 
 class KubeActuator:
@@ -214,6 +239,21 @@ class KubeActuator:
     def _unconfirmed(self, uid: str) -> bool:
         pod = self.cache.pod(uid)
         return pod is not None and not pod.node_name
+
+    # PodGroup lifecycle ----------------------------------------------------------------------
+    def sync_group_statuses(self) -> None:
+        """Phase and counts of every PodGroup with a member bound or finished.
+
+        Pending groups are left to ``_explain_pending`` (it writes the reason); this keeps
+        ``Scheduled`` moving on to ``Running`` and ``Finished`` (or ``Failed``) as the pods do,
+        like the coscheduling plugin's PodGroup controller. The status writer skips unchanged
+        statuses, so calling this every cycle costs no API traffic when nothing moved.
+        """
+        for group in self.cache.groups():
+            status = group_status(group.min_member, self.cache.gang_pods(group.key))
+            if status is not None:
+                self.writer.submit(f"group/{group.key}", self._group_status_task(
+                    group.namespace, group.name, status))
 
     def close(self) -> None:
         self.writer.flush()

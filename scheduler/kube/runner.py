@@ -134,6 +134,7 @@ class LiveScheduler:
                         plan = self.scheduler.run_once()
                         self._repair_partial(plan, partial, startup=not was_leader)
                         self.queue_status.publish(self.scheduler.last_queues)
+                        self.actuator.sync_group_statuses()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
                     was_leader = True
