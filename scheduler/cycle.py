@@ -13,6 +13,7 @@ per-queue status. No I/O, no clock, no randomness: the same input gives the same
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Iterable, Mapping
 
 from policies import fairshare
@@ -39,6 +40,8 @@ Policies = PolicySet
 #: A nomination whose victims have not gone after this long is dropped (stuck pods).
 NOMINATION_TIMEOUT_SECONDS = 900.0
 
+_ID_UID = operator.attrgetter("id", "uid")
+
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None) -> CyclePlan:
@@ -47,12 +50,23 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     queues = policies.queues
     tree = QuotaTree.of(queues)
     state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
-    gangs = sorted(pending_gangs, key=lambda g: (g.id, g.uid))
+    gangs = sorted(pending_gangs, key=_ID_UID)
     admissible: dict[str, list[Gang]] = {}
+    before = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
+    if before is None or before[0] is not queues:
+        before = (queues, {})
+    known: dict[str, tuple[Gang, Queue | tuple[ReasonCategory, str]]] = {}
     for gang in gangs:
-        queue = _admissible_queue(state, gang)
-        if queue is not None:
-            admissible.setdefault(queue.name, []).append(gang)
+        hit = before[1].get(gang.id)
+        if hit is None or hit[0] is not gang:
+            hit = (gang, _admissible_queue(state, gang))
+        known[gang.id] = hit
+        verdict = hit[1]
+        if isinstance(verdict, Queue):
+            admissible.setdefault(verdict.name, []).append(gang)
+        else:
+            state.wait(gang, *verdict, ordered=False)
+    snapshot.solver_cache[_ADMISSIBLE_CACHE] = (queues, known)
     by_id = {g.id: g for gs in admissible.values() for g in gs}
     first = _carry_over(state, previous, by_id)
     for gang in first:
@@ -102,34 +116,36 @@ def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
     return ledger
 
 
-def _admissible_queue(state: CycleState, gang: Gang) -> Queue | None:
-    """The gang's queue, or None after recording why the gang cannot be considered."""
+#: The previous cycle's ``_admissible_queue`` answers: (queue set, gang id -> (gang, answer)).
+#: A gang and the queues are immutable and the cache hands the same gang object to every
+#: cycle while it is unchanged, so its answer is reused; gangs no longer pending drop out.
+_ADMISSIBLE_CACHE = "cycle.admissible"
+
+
+def _admissible_queue(state: CycleState, gang: Gang) -> Queue | tuple[ReasonCategory, str]:
+    """The gang's queue, or why the gang cannot be considered (a reason, not ordered)."""
     queues = state.policies.queues
     present, needed = gang.members_present, gang.min_member
     if present < needed:
-        state.wait(gang, ReasonCategory.WAITING_FOR_MEMBERS,
-                   f"{present} of {needed} required members exist; the gang is considered "
-                   "once all of them do", ordered=False)
-        return None
+        return (ReasonCategory.WAITING_FOR_MEMBERS,
+                f"{present} of {needed} required members exist; the gang is considered "
+                "once all of them do")
     queue = queues.get(gang.queue)
     if queue is None:
         known = ", ".join(queues.queues) or "none defined"
-        state.wait(gang, ReasonCategory.NOT_ALLOWED,
-                   f"queue {gang.queue!r} does not exist; set label gangscheduler.io/queue to "
-                   f"one of: {known}", ordered=False)
-        return None
+        return (ReasonCategory.NOT_ALLOWED,
+                f"queue {gang.queue!r} does not exist; set label gangscheduler.io/queue to "
+                f"one of: {known}")
     if not _is_leaf(state, queue.name):
         children = queues.children_of(queue.name)
-        state.wait(gang, ReasonCategory.NOT_ALLOWED,
-                   f"queue {queue.name} is a parent queue and holds no gangs; submit to one of: "
-                   f"{', '.join(children)}", ordered=False)
-        return None
+        return (ReasonCategory.NOT_ALLOWED,
+                f"queue {queue.name} is a parent queue and holds no gangs; submit to one of: "
+                f"{', '.join(children)}")
     if not queue.admits_namespace(gang.namespace):
         allowed = ", ".join(queue.namespaces) or "none"
-        state.wait(gang, ReasonCategory.NOT_ALLOWED,
-                   f"namespace {gang.namespace} may not submit to queue {queue.name} (allowed: "
-                   f"{allowed}); pick another queue or extend spec.namespaces", ordered=False)
-        return None
+        return (ReasonCategory.NOT_ALLOWED,
+                f"namespace {gang.namespace} may not submit to queue {queue.name} (allowed: "
+                f"{allowed}); pick another queue or extend spec.namespaces")
     return queue
 
 
@@ -181,6 +197,16 @@ def _keep_nomination(state: CycleState, gang: Gang, nom: Nomination,
 def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
     """Consider gangs lowest fair-share queue first; re-rank queues after each admission."""
     mode = state.policies.scheduler.ordering
+    if mode is OrderingMode.FIFO:
+        # Queue keys play no part: the heap below would merge the queues by (gang key,
+        # queue), each queue in the order of its list (equal gang keys last-in first); one
+        # sort gives that merge at once.
+        merged = sorted((fairshare.gang_key(g, mode), q, -i, g)
+                        for q, gs in by_queue.items() for i, g in enumerate(gs))
+        queues = state.policies.queues.queues
+        for _, q, _, gang in merged:
+            state.consider(gang, queues[q])
+        return
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
 

@@ -91,6 +91,8 @@ class Scheduler:
         self._backoff: dict[str, _Backoff] = {}
         self._previous: CyclePlan | None = None
         self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
+        self._tracked: tuple[Gang, ...] | None = None  # the pending gangs last tracked
+        self._complete_of: dict[str, tuple[Gang, bool]] = {}  # gang id -> (gang, complete?)
         self._solve_s = 0.0  # placement time within the current decide
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
@@ -109,7 +111,8 @@ class Scheduler:
         now = self.clock()
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
-        pending = [g for g in inp.gangs.pending if self._ready(g.id, now)]
+        pending = ([g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
+                   else inp.gangs.pending)
         policies = self.policies.current()
         self._solve_s = 0.0
         started = time.perf_counter()
@@ -184,10 +187,25 @@ class Scheduler:
     # Observability ----------------------------------------------------------------------------
     def _track_complete(self, inp: CycleInput, now: float) -> None:
         """Remember when each pending gang was first seen complete; forget the others."""
-        complete = {g.id for g in inp.gangs.pending if g.is_complete}
+        pending = inp.gangs.pending
+        if pending is self._tracked:
+            return  # the same gangs as last cycle: nothing to add or forget
+        self._tracked = pending
+        # Completeness of a gang object never changes: reuse last cycle's for the same objects.
+        before = self._complete_of
+        known: dict[str, tuple[Gang, bool]] = {}
+        complete: set[str] = set()
+        for g in pending:
+            hit = before.get(g.id)
+            if hit is None or hit[0] is not g:
+                hit = (g, g.is_complete)
+            known[g.id] = hit
+            if hit[1]:
+                complete.add(g.id)
+        self._complete_of = known
         for gid in [gid for gid in self._complete_since if gid not in complete]:
             del self._complete_since[gid]
-        for gid in sorted(complete):
+        for gid in complete:
             self._complete_since.setdefault(gid, now)
 
     def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
@@ -212,7 +230,8 @@ class Scheduler:
                 log.info("gang_bound", gang=b.gang_id, namespace=ns, queue=b.queue,
                          pods=len(b.pod_nodes), nodes=len(b.placement.nodes),
                          latency_s=round(latencies[b.gang_id], 3))
-        reasons = Counter(r.category.value for r in plan.pending.values())
+        categories = Counter(r.category for r in plan.pending.values())
+        reasons = {c.value: n for c, n in categories.items()}
         busy = plan.binds or plan.evictions or result.failed or result.blocked
         (log.info if busy else log.debug)(
             "cycle_summary", binds=len(result.bound), failed=len(result.failed),

@@ -1,0 +1,100 @@
+"""The cycle's shortcuts change no decision: the same plan as the long way round.
+
+- a gang shaped like one that already failed against the same state reuses its reason
+  (``CycleMemo.failure_key``); turned off here, every gang is decided in full;
+- under FIFO ordering one sort replaces the merge of the per-queue lists.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policies import fairshare
+from policies.queues import OrderingMode
+from scheduler.cycle import decide
+from scheduler.cycle_memo import CycleMemo
+from scheduler.model import Gang
+from scheduler.plan import CyclePlan
+from tests.unit.policies.builders import SOLVE
+from tests.unit.test_cycle_properties import NOW, PROPERTY, World, worlds
+
+
+def _with_lookalikes(world: World, data: st.DataObject) -> World:
+    """Each pending gang plus copies of the same shape under other names and ages."""
+    extra: list[Gang] = []
+    for g in world.pending:
+        for k in range(data.draw(st.integers(0, 3))):
+            name = f"{g.name}-copy{k}"
+            extra.append(replace(g, id=f"{g.namespace}/{name}", uid=f"uid-{name}", name=name,
+                                 creation_time=g.creation_time + data.draw(st.integers(-5, 5)),
+                                 runtime_estimate=data.draw(
+                                     st.sampled_from([None, 300.0, 30_000.0]))))
+    return replace(world, pending=world.pending + tuple(extra))
+
+
+def _plans(world: World, preset: str) -> tuple[CyclePlan, CyclePlan]:
+    policies = replace(world.policies, scheduler=replace(
+        world.policies.scheduler, **_PRESETS[preset]))
+    first = decide(world.snapshot, world.pending, policies, NOW, solver=SOLVE)
+    second = decide(world.snapshot, world.pending, policies, NOW + 60.0, previous=first,
+                    solver=SOLVE)
+    return first, second
+
+
+_PRESETS = {
+    "gang-scheduler": {},
+    "fifo-gang": {"ordering": OrderingMode.FIFO, "preemption": False, "reservation": False,
+                  "backfill": False},
+    "greedy-gang": {"ordering": OrderingMode.FIFO, "preemption": False, "reservation": False},
+}
+
+
+def _as_text(plan: CyclePlan) -> tuple[object, ...]:
+    return (plan.binds, plan.evictions, plan.nominations, plan.reservations,
+            {g: str(r) for g, r in plan.pending.items()}, plan.order, plan.queues)
+
+
+@pytest.mark.parametrize("preset", sorted(_PRESETS))
+@PROPERTY
+@given(world=worlds(), data=st.data())
+def test_failure_memo_changes_no_plan(preset: str, world: World, data: st.DataObject) -> None:
+    world = _with_lookalikes(world, data)
+    fast = _plans(world, preset)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(CycleMemo, "failure_key", lambda *args, **kwargs: None)
+        slow = _plans(world, preset)
+    for a, b in zip(fast, slow, strict=True):
+        assert _as_text(a) == _as_text(b)
+        assert a == b
+
+
+def _heap_order(gangs: list[Gang]) -> list[str]:
+    """The per-queue lists merged through a heap, as ``_in_order`` does for fair share."""
+    mode = OrderingMode.FIFO
+    lists: dict[str, list[Gang]] = {}
+    for g in sorted(gangs, key=lambda g: (g.id, g.uid)):
+        lists.setdefault(g.queue, []).append(g)
+    lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
+             for q, gs in lists.items()}
+    heap = [(fairshare.gang_key(gs[-1], mode), q) for q, gs in lists.items()]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, q = heapq.heappop(heap)
+        out.append(lists[q].pop().id)
+        if lists[q]:
+            heapq.heappush(heap, (fairshare.gang_key(lists[q][-1], mode), q))
+    return out
+
+
+@PROPERTY
+@given(world=worlds(), data=st.data())
+def test_fifo_order_is_the_merge_of_the_queues(world: World, data: st.DataObject) -> None:
+    world = _with_lookalikes(world, data)
+    plan, _ = _plans(world, "greedy-gang")
+    assert list(plan.order) == _heap_order(list(world.pending))
