@@ -52,12 +52,12 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
     gangs = sorted(pending_gangs, key=_ID_UID)
     admissible: dict[str, list[Gang]] = {}
-    before = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
-    if before is None or before[0] is not queues:
-        before = (queues, {})
-    known: dict[str, tuple[Gang, Queue | tuple[ReasonCategory, str]]] = {}
+    cached = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
+    before: dict[str, tuple[Gang, Admissible]] = (
+        cached[1] if cached is not None and cached[0] is queues else {})
+    known: dict[str, tuple[Gang, Admissible]] = {}
     for gang in gangs:
-        hit = before[1].get(gang.id)
+        hit = before.get(gang.id)
         if hit is None or hit[0] is not gang:
             hit = (gang, _admissible_queue(state, gang))
         known[gang.id] = hit
@@ -65,7 +65,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         if isinstance(verdict, Queue):
             admissible.setdefault(verdict.name, []).append(gang)
         else:
-            state.wait(gang, *verdict, ordered=False)
+            category, message = verdict
+            state.wait(gang, category, message, ordered=False)
     snapshot.solver_cache[_ADMISSIBLE_CACHE] = (queues, known)
     by_id = {g.id: g for gs in admissible.values() for g in gs}
     first = _carry_over(state, previous, by_id)
@@ -121,8 +122,11 @@ def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
 #: cycle while it is unchanged, so its answer is reused; gangs no longer pending drop out.
 _ADMISSIBLE_CACHE = "cycle.admissible"
 
+#: A gang's queue, or why it cannot be considered.
+Admissible = Queue | tuple[ReasonCategory, str]
 
-def _admissible_queue(state: CycleState, gang: Gang) -> Queue | tuple[ReasonCategory, str]:
+
+def _admissible_queue(state: CycleState, gang: Gang) -> Admissible:
     """The gang's queue, or why the gang cannot be considered (a reason, not ordered)."""
     queues = state.policies.queues
     present, needed = gang.members_present, gang.min_member
@@ -204,8 +208,8 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
         merged = sorted((fairshare.gang_key(g, mode), q, -i, g)
                         for q, gs in by_queue.items() for i, g in enumerate(gs))
         queues = state.policies.queues.queues
-        for _, q, _, gang in merged:
-            state.consider(gang, queues[q])
+        for _, name, _, gang in merged:
+            state.consider(gang, queues[name])
         return
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
