@@ -9,6 +9,7 @@ so ``decide`` stays pure.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 from policies import fairshare
@@ -17,13 +18,37 @@ from policies.preemption import Candidate
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params, ends_before
-from scheduler.model import Gang, Role, RunningGang
+from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 BoundsKey = tuple[tuple[str, Resources], ...]
+
+
+_SHAPES_CACHE = "cycle_memo.shapes"
+
+
+def shape_of(gang: Gang, snapshot: Snapshot) -> int:
+    """A small number standing for the gang's roles (names, counts, required counts and
+    requirements): equal roles, equal numbers. Kept with the snapshot's node-derived caches
+    by the identity of the roles, so a gang pending for many cycles is worked out once."""
+    shapes, by_roles, numbers = snapshot.solver_cache.setdefault(
+        _SHAPES_CACHE, ({}, {}, itertools.count()))
+    hit = by_roles.get(id(gang.roles))
+    if hit is None or hit[0] is not gang.roles:
+        if len(by_roles) > 100_000:
+            # Gangs come and go; keep the memo bounded. Numbers are never reused, so a
+            # number handed out before still means the same shape.
+            by_roles.clear()
+            shapes.clear()
+        shape = tuple((r.name, r.count, r.min_count, r.requirements) for r in gang.roles)
+        number = shapes.get(shape)
+        if number is None:
+            number = shapes[shape] = next(numbers)
+        hit = by_roles[id(gang.roles)] = (gang.roles, number)
+    return hit[1]  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)
@@ -53,14 +78,14 @@ class CycleMemo:
     failures: dict[tuple[object, ...], tuple[ReasonCategory, str]] = field(
         default_factory=dict)
     epoch: tuple[object, ...] = ()
-    shapes: dict[int, tuple[tuple[Role, ...], tuple[object, ...]]] = field(
-        default_factory=dict)  # by the identity of a gang's roles
 
     def same_epoch(self, epoch: tuple[object, ...]) -> bool:
-        """Is *epoch* (``CycleState._epoch``) the one the failure memo holds answers for?"""
-        mine = self.epoch
-        return bool(mine) and all(a is b or (type(a) is int and a == b)
-                                  for a, b in zip(mine, epoch, strict=True))
+        """Is *epoch* (``CycleState._epoch``) the one the failure memo holds answers for?
+        Objects by identity, the held-back gang's id and the sizes by value."""
+        m = self.epoch
+        return (bool(m) and m[0] is epoch[0] and m[1] is epoch[1] and m[2] is epoch[2]
+                and m[3] == epoch[3] and m[4] == epoch[4] and m[5] == epoch[5]
+                and m[6] == epoch[6])
 
     def failure_key(self, gang: Gang, queue: Queue, restricted: bool,
                     epoch: tuple[object, ...], snapshot: Snapshot) -> tuple[object, ...] | None:
@@ -72,11 +97,8 @@ class CycleMemo:
         if not self.same_epoch(epoch):
             self.failures.clear()
             self.epoch = epoch
-        hit = self.shapes.get(id(gang.roles))
-        if hit is None or hit[0] is not gang.roles:
-            shape = tuple((r.name, r.count, r.min_count, r.requirements) for r in gang.roles)
-            hit = self.shapes[id(gang.roles)] = (gang.roles, shape)
-        return (queue.name, gang.priority, gang.topology, restricted, hit[1])
+        return (queue.name, gang.priority, gang.topology, restricted,
+                shape_of(gang, snapshot))
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:
