@@ -13,6 +13,7 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -24,12 +25,12 @@ from policies.admission import (
     pool_nodes,
     required_only,
 )
-from policies.preemption import ledger_without
+from policies.preemption import running_charges
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
-from scheduler.resources import Resources
+from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
 Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
@@ -96,26 +97,22 @@ def reserve(req: ReservationRequest, queues: QueueSet, now: float,
     if not events:
         return None
     slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, req.params))
-    # The quota state after each event (quota only frees up as gangs leave).
-    ledgers: list[QuotaLedger] = []
-    ledger = req.ledger
+    ledgers = _Ledgers(req.ledger, events, snapshot)
     start = len(events)
     for i, (_, ids) in enumerate(events):
-        released = [snapshot.running[gid] for gid in ids]
-        ledger = ledger_without(ledger, released, snapshot)
-        ledgers.append(ledger)
-        for rg in released:
-            slots.release(rg.allocations)
-        if start == len(events) and slots.enough() and admissible_pools(
-                gang, req.queue, ledger, req.bounds, explain=False).admitted:
+        for gid in ids:
+            slots.release(snapshot.running[gid].allocations)
+        if slots.enough() and admissible_pools(gang, req.queue, ledgers.at(i), req.bounds,
+                                               explain=False).admitted:
             start = i
+            break
     if start == len(events):
         return None
     cache: dict[int, Reservation | None] = {}
 
     def fits_after(i: int) -> Reservation | None:
         if i not in cache:
-            cache[i] = _try(req, events, i, ledgers[i], solve)
+            cache[i] = _try(req, events, i, ledgers.at(i), solve)
         return cache[i]
 
     lo, step, hi = start, 1, None  # lo: first index not known to fail
@@ -134,6 +131,45 @@ def reserve(req: ReservationRequest, queues: QueueSet, now: float,
         else:
             lo = mid + 1
     return fits_after(hi)
+
+
+class _Ledgers:
+    """The quota state after each release event, worked out only for the events asked about.
+
+    A ledger depends only on the usage per (queue, pool) (see ``cycle._ledger``), so the
+    ledger after event *i* is the nearest one worked out before it with the usage released
+    in between taken off, summed per (queue, pool): quota only frees up as gangs leave.
+    """
+
+    __slots__ = ("_charges", "_done", "_events", "_ledgers", "_snapshot")
+
+    def __init__(self, ledger: QuotaLedger, events: list[tuple[float, tuple[str, ...]]],
+                 snapshot: Snapshot) -> None:
+        self._events = events
+        self._snapshot = snapshot
+        self._ledgers: dict[int, QuotaLedger] = {-1: ledger}
+        self._done = [-1]  # indexes worked out, sorted
+        self._charges: dict[str, dict[str, Resources]] = {}
+
+    def at(self, i: int) -> QuotaLedger:
+        hit = self._ledgers.get(i)
+        if hit is not None:
+            return hit
+        k = bisect.bisect_left(self._done, i)
+        before = self._done[k - 1]
+        released: dict[tuple[str, str], list[Resources]] = {}
+        running = self._snapshot.running
+        for _, ids in self._events[before + 1: i + 1]:
+            for gid in ids:
+                rg = running[gid]
+                for pool, res in running_charges(rg, self._snapshot, self._charges).items():
+                    released.setdefault((rg.gang.queue, pool), []).append(res)
+        ledger = self._ledgers[before]
+        for (queue, pool), parts in sorted(released.items()):
+            ledger = ledger.charge(queue, pool, total(parts), sign=-1)
+        self._ledgers[i] = ledger
+        self._done.insert(k, i)
+        return ledger
 
 
 def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i: int,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.preemption import ledger_without
 from policies.quota import QuotaLedger, QuotaTree
+from policies.reservation import _Ledgers
 from scheduler.cycle import _ledger
 from scheduler.model import RunningGang
 from scheduler.resources import Resources, total
@@ -87,3 +89,27 @@ def test_quota_tree_is_built_once_per_queue_set() -> None:
     assert QuotaTree.of(POLICIES.queues) is QuotaTree.of(POLICIES.queues)
     other = policies(queue("p", quota={"a100": 8}))
     assert QuotaTree.of(other.queues) is not QuotaTree.of(POLICIES.queues)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(QUEUES), st.integers(0, len(NODES) - 1),
+                          st.integers(1, 4), st.integers(0, 5)), min_size=1, max_size=12),
+       st.lists(st.integers(-1, 5), min_size=1, max_size=8))
+def test_reservation_ledgers_equal_releasing_gang_by_gang(
+        gangs: list[tuple[str, int, int, int]], probes: list[int]) -> None:
+    tree = QuotaTree.of(POLICIES.queues)
+    snapshot = Snapshot(NODES)
+    for i, (queue_name, node, gpus, _) in enumerate(gangs):
+        rg = running(gang(f"g{i}", queue_name, gpus=1), {NODES[node].name: gpus})
+        snapshot = snapshot.with_running(rg)
+    by_end: dict[int, list[str]] = {}
+    for i, (_, _, _, end) in enumerate(gangs):
+        by_end.setdefault(end, []).append(f"ns/g{i}")
+    events = [(float(t), tuple(sorted(ids))) for t, ids in sorted(by_end.items())]
+    start = _ledger(tree, snapshot)
+    lazy = _Ledgers(start, events, snapshot)
+    for probe in probes:  # any order, as the galloping and binary searches ask
+        i = min(probe, len(events) - 1)
+        released = [snapshot.running[gid] for _, ids in events[: i + 1] for gid in ids]
+        expected = ledger_without(start, released, snapshot)
+        assert _answers(lazy.at(i)) == _answers(expected)
