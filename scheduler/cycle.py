@@ -49,8 +49,13 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     solve = solver or placement.solve
     queues = policies.queues
     tree = QuotaTree.of(queues)
-    state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
     gangs = sorted(pending_gangs, key=_ID_UID)
+    if not gangs:
+        # Nothing to decide: the previous plan's nominations and reservation lapse (they are
+        # carried over only for gangs still pending); what is left is the queues' status.
+        return CyclePlan(now=now, statuses=lambda: _statuses(
+            snapshot, _ledger(tree, snapshot), policies, (), {}, []))
+    state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
     admissible: dict[str, list[Gang]] = {}
     cached = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
     before: dict[str, tuple[Gang, Admissible]] = (

@@ -98,3 +98,20 @@ def test_fifo_order_is_the_merge_of_the_queues(world: World, data: st.DataObject
     world = _with_lookalikes(world, data)
     plan, _ = _plans(world, "greedy-gang")
     assert list(plan.order) == _heap_order(list(world.pending))
+
+
+@PROPERTY
+@given(world=worlds())
+def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
+        world: World) -> None:
+    first, _ = _plans(world, "gang-scheduler")
+    # A gang of an unknown queue is never considered and counts in no queue: the long way.
+    alien = replace(world.pending[0], id="ns/alien", uid="uid-alien", queue="nowhere")
+    long = decide(world.snapshot, [alien], world.policies, NOW + 60.0, previous=first,
+                  solver=SOLVE)
+    fast = decide(world.snapshot, [], world.policies, NOW + 60.0, previous=first,
+                  solver=SOLVE)
+    assert (fast.binds, fast.evictions, fast.nominations, fast.reservations, fast.order) == \
+        (long.binds, long.evictions, long.nominations, long.reservations, long.order)
+    assert fast.pending == {} and list(long.pending) == ["ns/alien"]
+    assert fast.queues == long.queues
