@@ -187,6 +187,9 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             topology=_topology(*meta), runtime_estimate=runtime,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
+            schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
+                               if group and group.schedule_timeout_seconds and not bound
+                               else None),
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -113,6 +113,7 @@ class Scheduler:
         self._track_complete(inp, now)
         pending = ([g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
                    else inp.gangs.pending)
+        pending = self._drop_timed_out(pending, now)
         policies = self.policies.current()
         self._solve_s = 0.0
         started = time.perf_counter()
@@ -171,6 +172,25 @@ class Scheduler:
         return result
 
     # Backoff --------------------------------------------------------------------------------
+    def _drop_timed_out(self, pending: Sequence[Gang], now: float) -> Sequence[Gang]:
+        """Gangs past their PodGroup's scheduleTimeoutSeconds are given up, not retried.
+
+        They leave the cycle (so they cost nothing and hold nothing), and the actuator, if it
+        can, marks them terminally (PodGroup ``Failed``, reason ``ScheduleTimeout``) once.
+        Recreating or editing the PodGroup starts a new deadline.
+        """
+        expired = [g for g in pending
+                   if g.schedule_deadline is not None and now > g.schedule_deadline]
+        if not expired:
+            return pending
+        report = getattr(self.actuator, "give_up", None)
+        if report is not None:
+            report({g.id: f"not scheduled within the PodGroup's scheduleTimeoutSeconds "
+                          f"({g.schedule_deadline - g.creation_time:.0f}s); recreate the "
+                          "PodGroup to try again" for g in expired if g.schedule_deadline})
+        gone = {g.id for g in expired}
+        return [g for g in pending if g.id not in gone]
+
     def _ready(self, gang_id: str, now: float) -> bool:
         b = self._backoff.get(gang_id)
         return b is None or b.until <= now

@@ -240,6 +240,27 @@ class KubeActuator:
         pod = self.cache.pod(uid)
         return pod is not None and not pod.node_name
 
+    def give_up(self, expired: dict[str, str]) -> None:
+        """Terminal status for gangs past their scheduleTimeoutSeconds (written once)."""
+        for gang_id, message in expired.items():
+            self.writer.submit(f"pending/{gang_id}", self._give_up_task(gang_id, message))
+
+    def _give_up_task(self, gang_id: str, message: str) -> Task:
+        ns, name = gang_id.split("/", 1)
+        text = f"ScheduleTimeout: {message}"
+
+        def task() -> None:
+            pods = [p for p in self.cache.gang_pods(gang_id) if not p.node_name]
+            for p in pods:
+                self.statuses.set_unschedulable(PodRef(p.namespace, p.name, p.uid), text)
+            if self.cache.group(gang_id) is not None:
+                self.statuses.set_podgroup_status(ns, name, PodGroupStatus(
+                    PodGroupPhase.FAILED, reason="ScheduleTimeout", message=message))
+            first = PodRef(pods[0].namespace, pods[0].name, pods[0].uid) if pods else None
+            self._emit_gang(ns, name, first, EventReason.FAILED_SCHEDULING, text,
+                            EventType.WARNING)
+        return task
+
     # PodGroup lifecycle ----------------------------------------------------------------------
     def sync_group_statuses(self) -> None:
         """Phase and counts of every PodGroup with a member bound or finished.

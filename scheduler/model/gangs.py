@@ -76,6 +76,8 @@ class Gang:
     present_members: int | None = None  # None: all roles' pods are present
     #: minMember as declared (PodGroup), when more members are required than exist yet.
     declared_min_member: int | None = None
+    #: PodGroup creation + scheduleTimeoutSeconds: past it the gang is given up (terminal).
+    schedule_deadline: float | None = None
 
     @property
     def min_member(self) -> int:
