@@ -41,7 +41,7 @@ def create_nodes(client: KubeClient, names: list[str], gpus: int, pool: ThreadPo
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
         status = status_body(allocatable, f"10.9.{index // 250}.{index % 250 + 1}", name)
         for method, path, payload, ctype in (
-                ("POST", "/api/v1/nodes", body, None),
+                ("POST", "/api/v1/nodes", body, "application/json"),
                 ("PATCH", f"/api/v1/nodes/{name}/status", status, MERGE),
                 ("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, MERGE)):
             reply = client.request(method, path, body=payload, content_type=ctype)
