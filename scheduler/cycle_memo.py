@@ -10,6 +10,7 @@ so ``decide`` stays pure.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from policies import fairshare
@@ -18,7 +19,7 @@ from policies.preemption import Candidate
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params, ends_before
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang, Role, RunningGang
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
 from scheduler.resources import Resources
@@ -28,14 +29,19 @@ BoundsKey = tuple[tuple[str, Resources], ...]
 
 
 _SHAPES_CACHE = "cycle_memo.shapes"
+#: (shape -> number, id of roles -> (roles, number), the next numbers).
+_Shapes = tuple[dict[tuple[object, ...], int], dict[int, tuple[tuple[Role, ...], int]],
+                Iterator[int]]
 
 
 def shape_of(gang: Gang, snapshot: Snapshot) -> int:
     """A small number standing for the gang's roles (names, counts, required counts and
     requirements): equal roles, equal numbers. Kept with the snapshot's node-derived caches
     by the identity of the roles, so a gang pending for many cycles is worked out once."""
-    shapes, by_roles, numbers = snapshot.solver_cache.setdefault(
-        _SHAPES_CACHE, ({}, {}, itertools.count()))
+    cache: _Shapes | None = snapshot.solver_cache.get(_SHAPES_CACHE)
+    if cache is None:
+        cache = snapshot.solver_cache[_SHAPES_CACHE] = ({}, {}, itertools.count())
+    shapes, by_roles, numbers = cache
     hit = by_roles.get(id(gang.roles))
     if hit is None or hit[0] is not gang.roles:
         if len(by_roles) > 100_000:
@@ -48,7 +54,7 @@ def shape_of(gang: Gang, snapshot: Snapshot) -> int:
         if number is None:
             number = shapes[shape] = next(numbers)
         hit = by_roles[id(gang.roles)] = (gang.roles, number)
-    return hit[1]  # type: ignore[no-any-return]
+    return hit[1]
 
 
 @dataclass(slots=True)

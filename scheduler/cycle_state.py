@@ -111,12 +111,11 @@ class CycleState:
         # A gang shaped exactly like one that already failed against this very state (same
         # snapshot, ledger, reservation, held nodes...) fails the same way, with the same
         # reason: every step below depends on the gang only through its shape.
-        epoch = self._epoch()
-        key = memo.failure_key(gang, queue, restricted, epoch, self.snapshot)
+        key = memo.failure_key(gang, queue, restricted, self._epoch(), self.snapshot)
         if key is not None:
             hit = memo.failures.get(key)
             if hit is not None:
-                self.wait(gang, *hit)
+                self.pending[gang.id] = PendingReason(hit[0], hit[1], len(self.order))
                 return
         self._decide(gang, queue, base, params, restricted)
         if key is not None and memo.same_epoch(self._epoch()):
