@@ -26,7 +26,7 @@ from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
 from scheduler.model.workloads import PodInfo, PodPhase
-from scheduler.plan import CyclePlan, PendingReason, map_pods
+from scheduler.plan import CyclePlan, PendingReason, ReasonCategory, map_pods
 
 log = structlog.get_logger("gang_scheduler.actuator")
 
@@ -128,6 +128,7 @@ class KubeActuator:
         self._nominate(plan, now)
         bound, failed = self._bind(plan, now)
         self._explain_pending(plan, now)
+        self._explain_problems(now)
         return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
                            blocked=evictions.blocked)
 
@@ -209,6 +210,12 @@ class KubeActuator:
     # Explaining -------------------------------------------------------------------------------
     def _explain_pending(self, plan: CyclePlan, now: float) -> None:
         for gang_id, reason in plan.pending.items():
+            self.writer.submit(f"pending/{gang_id}", self._pending_task(gang_id, reason, now))
+
+    def _explain_problems(self, now: float) -> None:
+        """Gangs that cannot even be formed (PodGroup missing, bad annotation) say so too."""
+        for gang_id, problem in self.cache.cycle_input(now).gangs.problems.items():
+            reason = PendingReason(ReasonCategory.WAITING_FOR_MEMBERS, problem)
             self.writer.submit(f"pending/{gang_id}", self._pending_task(gang_id, reason, now))
 
     def _pending_task(self, gang_id: str, reason: PendingReason, now: float) -> Task:
