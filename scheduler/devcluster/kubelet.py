@@ -136,6 +136,8 @@ class FakeKubelet:
             self.running[node][uid] = pod_requests(pod)
             self._arm_timer(pod)
             return
+        if uid in self.running[node]:
+            return  # already admitted and started; this event predates our Running status
         misfit = self._misfit(node, pod_requests(pod))
         if misfit:
             self._reject(pod, *misfit)
