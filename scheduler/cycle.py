@@ -219,24 +219,29 @@ def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
 
-    def entry(q: str) -> tuple[object, ...]:
+    def entry(q: str, alone: bool) -> tuple[object, ...]:
+        # A queue alone in the heap is compared with nothing: its rank is not worked out.
         head = lists[q][-1]
-        key = () if mode is OrderingMode.FIFO else state.queue_key(q, head)
+        key = () if alone else state.queue_key(q, head)
         return (key, fairshare.gang_key(head, mode), q)
 
-    heap = [entry(q) for q in sorted(lists)]
-    heapq.heapify(heap)
+    def ranked() -> list[tuple[object, ...]]:
+        names = [name for name in sorted(lists) if lists[name]]
+        heap = [entry(name, len(names) == 1) for name in names]
+        heapq.heapify(heap)
+        return heap
+
+    heap = ranked()
     while heap:
         q = heapq.heappop(heap)[-1]
         assert isinstance(q, str)
         gang = lists[q].pop()
         before = state.ledger
         state.consider(gang, state.policies.queues.queues[q])
-        if state.ledger is not before and mode is OrderingMode.FAIR_SHARE:
-            heap = [entry(name) for name in sorted(lists) if lists[name]]
-            heapq.heapify(heap)
+        if state.ledger is not before:
+            heap = ranked()
         elif lists[q]:
-            heapq.heappush(heap, entry(q))
+            heapq.heappush(heap, entry(q, not heap))
 
 
 def _statuses(snapshot: Snapshot, ledger: QuotaLedger, policies: PolicySet,

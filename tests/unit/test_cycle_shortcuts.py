@@ -2,7 +2,8 @@
 
 - a gang shaped like one that already failed against the same state reuses its reason
   (``CycleMemo.failure_key``); turned off here, every gang is decided in full;
-- under FIFO ordering one sort replaces the merge of the per-queue lists.
+- under FIFO ordering one sort replaces the merge of the per-queue lists;
+- under fair share, a queue alone in the heap is not ranked.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from hypothesis import strategies as st
 
 from policies import fairshare
 from policies.queues import OrderingMode
+from scheduler import cycle
 from scheduler.cycle import decide
 from scheduler.cycle_memo import CycleMemo
+from scheduler.cycle_state import CycleState
 from scheduler.model import Gang
 from scheduler.plan import CyclePlan
 from tests.unit.policies.builders import SOLVE
@@ -115,3 +118,43 @@ def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
         (long.binds, long.evictions, long.nominations, long.reservations, long.order)
     assert fast.pending == {} and list(long.pending) == ["ns/alien"]
     assert fast.queues == long.queues
+
+
+def _in_order_reference(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
+    """``cycle._in_order`` as it was before its shortcuts: every queue always ranked."""
+    mode = state.policies.scheduler.ordering
+    lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
+             for q, gs in by_queue.items() if gs}
+
+    def entry(q: str) -> tuple[object, ...]:
+        head = lists[q][-1]
+        key = () if mode is OrderingMode.FIFO else state.queue_key(q, head)
+        return (key, fairshare.gang_key(head, mode), q)
+
+    heap = [entry(q) for q in sorted(lists)]
+    heapq.heapify(heap)
+    while heap:
+        q = heapq.heappop(heap)[-1]
+        assert isinstance(q, str)
+        gang = lists[q].pop()
+        before = state.ledger
+        state.consider(gang, state.policies.queues.queues[q])
+        if state.ledger is not before and mode is OrderingMode.FAIR_SHARE:
+            heap = [entry(name) for name in sorted(lists) if lists[name]]
+            heapq.heapify(heap)
+        elif lists[q]:
+            heapq.heappush(heap, entry(q))
+
+
+@pytest.mark.parametrize("preset", sorted(_PRESETS))
+@PROPERTY
+@given(world=worlds(), data=st.data())
+def test_ordering_shortcuts_change_no_plan(preset: str, world: World,
+                                           data: st.DataObject) -> None:
+    world = _with_lookalikes(world, data)
+    fast = _plans(world, preset)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(cycle, "_in_order", _in_order_reference)
+        slow = _plans(world, preset)
+    for a, b in zip(fast, slow, strict=True):
+        assert _as_text(a) == _as_text(b)
