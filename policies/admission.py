@@ -94,11 +94,14 @@ def required_only(gang: Gang, placement: Placement) -> Placement:
     return replace(placement, assignments=tuple(out))
 
 
-def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot) -> dict[str, Resources]:
-    """What the placement charges to each pool."""
+def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot,
+                      allocations: Iterable[tuple[str, Resources]] | None = None,
+                      ) -> dict[str, Resources]:
+    """What the placement charges to each pool (*allocations*: ``placement.allocations(gang)``
+    when the caller has it already)."""
     nodes = snapshot.nodes
     per_pool: dict[str, list[Resources]] = {}
-    for node, res in placement.allocations(gang):
+    for node, res in placement.allocations(gang) if allocations is None else allocations:
         per_pool.setdefault(nodes[node].pool, []).append(res)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 

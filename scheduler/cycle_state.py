@@ -73,9 +73,11 @@ class CycleState:
                                               len(self.order) if ordered else 0)
 
     def bind(self, gang: Gang, queue: Queue, placement: Placement,
-             charges: Mapping[str, Resources]) -> None:
+             charges: Mapping[str, Resources],
+             allocations: tuple[tuple[str, Resources], ...] | None = None) -> None:
         runtime = queue.runtime_of(gang.runtime_estimate)
-        running = RunningGang(gang=gang, allocations=placement.allocations(gang),
+        running = RunningGang(gang=gang, allocations=placement.allocations(gang)
+                              if allocations is None else allocations,
                               start_time=self.now,
                               expected_end=None if runtime is None else self.now + runtime)
         self.snapshot = self.snapshot.with_running(running)
@@ -142,14 +144,16 @@ class CycleState:
             params = memo.restrict(params, verdict.pools, self.snapshot) if bounds else params
             result = self.solve(gang, self.snapshot, params)
             if isinstance(result, Placement):
-                charges = placement_charges(gang, result, self.snapshot)
+                allocations = result.allocations(gang)
+                charges = placement_charges(gang, result, self.snapshot, allocations)
                 quota_problem = check_charges(queue, ledger, charges)
                 if quota_problem is not None:  # optional members beyond the quota: drop them
                     result = required_only(gang, result)
-                    charges = placement_charges(gang, result, self.snapshot)
+                    allocations = result.allocations(gang)
+                    charges = placement_charges(gang, result, self.snapshot, allocations)
                     quota_problem = check_charges(queue, ledger, charges)
                 if quota_problem is None:
-                    self.bind(gang, queue, result, charges)
+                    self.bind(gang, queue, result, charges, allocations)
                     return
             else:
                 failure = result

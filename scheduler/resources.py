@@ -93,7 +93,8 @@ class Resources(Mapping[str, int]):
     __slots__ = ("_amounts", "_hash")
 
     def __init__(self, amounts: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
-        items = amounts.items() if isinstance(amounts, Mapping) else amounts
+        items = (amounts.items() if type(amounts) is dict or isinstance(amounts, Mapping)
+                 else amounts)
         self._amounts: dict[str, int] = {k: int(v) for k, v in items if v}
         self._hash: int | None = None
 
@@ -190,13 +191,16 @@ class Resources(Mapping[str, int]):
 
     def fits_in(self, capacity: Mapping[str, int]) -> bool:
         """True when every amount here is at most the same amount in *capacity*."""
-        get = capacity.get
-        return all(v <= get(k, 0) for k, v in self._amounts.items())
+        get = capacity._amounts.get if type(capacity) is Resources else capacity.get
+        for k, v in self._amounts.items():  # noqa: SIM110 (a loop: no generator per call)
+            if v > get(k, 0):
+                return False
+        return True
 
     def copies_in(self, capacity: Mapping[str, int]) -> int:
         """How many copies of this request fit in *capacity* (a large number if it asks nothing)."""
         best = 1 << 30
-        get = capacity.get
+        get = capacity._amounts.get if type(capacity) is Resources else capacity.get
         for k, v in self._amounts.items():
             if v > 0:
                 have = get(k, 0)
@@ -222,7 +226,7 @@ class Resources(Mapping[str, int]):
 
     def shortfall(self, capacity: Mapping[str, int]) -> Resources:
         """The amounts by which this request exceeds *capacity* (empty when it fits)."""
-        get = capacity.get
+        get = capacity._amounts.get if type(capacity) is Resources else capacity.get
         return Resources._of_ints(
             {k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)})
 

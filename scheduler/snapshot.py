@@ -31,12 +31,13 @@ if TYPE_CHECKING:
 class _Static:
     """What does not change within a cycle: nodes and caches derived from them alone."""
 
-    __slots__ = ("eligible", "extras", "node_names", "nodes", "topology", "topology_labels",
-                 "versions")
+    __slots__ = ("eligible", "extras", "node_names", "nodes", "pools", "topology",
+                 "topology_labels", "versions")
 
     def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...]) -> None:
         self.nodes: dict[str, Node] = {n.name: n for n in sorted(nodes, key=lambda n: n.name)}
         self.node_names: tuple[str, ...] = tuple(self.nodes)
+        self.pools: tuple[str, ...] = tuple(sorted({n.pool for n in self.nodes.values()}))
         self.eligible: dict[PodRequirements, tuple[str, ...]] = {}
         self.topology: Topology | None = None
         #: Free-form per-static caches for the solver (keyed by the solver's own names).
@@ -159,7 +160,7 @@ class Snapshot:
                      if pool in (None, nodes[name].pool))
 
     def pools(self) -> tuple[str, ...]:
-        return tuple(sorted({n.pool for n in self._static.nodes.values()}))
+        return self._static.pools
 
     def eligible_nodes(self, requirements: PodRequirements) -> tuple[str, ...]:
         """Nodes a pod with *requirements* may use, capacity aside (cached per requirements)."""
