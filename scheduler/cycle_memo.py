@@ -29,21 +29,34 @@ BoundsKey = tuple[tuple[str, Resources], ...]
 
 
 _SHAPES_CACHE = "cycle_memo.shapes"
-#: (shape -> number, id of roles -> (roles, number), the next numbers).
-_Shapes = tuple[dict[tuple[object, ...], int], dict[int, tuple[tuple[Role, ...], int]],
-                Iterator[int]]
 
 
-def shape_of(gang: Gang, snapshot: Snapshot) -> int:
-    """A small number standing for the gang's roles (names, counts, required counts and
-    requirements): equal roles, equal numbers. Kept with the snapshot's node-derived caches
-    by the identity of the roles, so a gang pending for many cycles is worked out once."""
+class _Roles:
+    """What is worked out once per roles object: its shape number, its per-pool bounds."""
+
+    __slots__ = ("bkey", "bounds", "roles", "shape")
+
+    def __init__(self, roles: tuple[Role, ...], shape: int) -> None:
+        self.roles = roles
+        self.shape = shape
+        self.bounds: dict[str, Resources] | None = None
+        self.bkey: BoundsKey = ()
+
+
+#: (shape -> number, id of roles -> its _Roles, the next numbers).
+_Shapes = tuple[dict[tuple[object, ...], int], dict[int, _Roles], Iterator[int]]
+
+
+def _roles_of(gang: Gang, snapshot: Snapshot) -> _Roles:
+    """Kept with the snapshot's node-derived caches by the identity of the gang's roles (the
+    cluster cache hands the same objects to every cycle while a gang is unchanged), so a gang
+    pending for many cycles is worked out once."""
     cache: _Shapes | None = snapshot.solver_cache.get(_SHAPES_CACHE)
     if cache is None:
         cache = snapshot.solver_cache[_SHAPES_CACHE] = ({}, {}, itertools.count())
     shapes, by_roles, numbers = cache
     hit = by_roles.get(id(gang.roles))
-    if hit is None or hit[0] is not gang.roles:
+    if hit is None or hit.roles is not gang.roles:
         if len(by_roles) > 100_000:
             # Gangs come and go; keep the memo bounded. Numbers are never reused, so a
             # number handed out before still means the same shape.
@@ -53,8 +66,14 @@ def shape_of(gang: Gang, snapshot: Snapshot) -> int:
         number = shapes.get(shape)
         if number is None:
             number = shapes[shape] = next(numbers)
-        hit = by_roles[id(gang.roles)] = (gang.roles, number)
-    return hit[1]
+        hit = by_roles[id(gang.roles)] = _Roles(gang.roles, number)
+    return hit
+
+
+def shape_of(gang: Gang, snapshot: Snapshot) -> int:
+    """A small number standing for the gang's roles (names, counts, required counts and
+    requirements): equal roles, equal numbers."""
+    return _roles_of(gang, snapshot).shape
 
 
 @dataclass(slots=True)
@@ -64,8 +83,6 @@ class CycleMemo:
     pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     all_pools: frozenset[str] | None = None
     parents: frozenset[str] | None = None  # queues with children
-    bounds: dict[str, tuple[dict[str, Resources], BoundsKey]] = field(
-        default_factory=dict)  # by gang id
     verdicts: dict[tuple[object, ...], tuple[QuotaLedger, QuotaVerdict]] = field(
         default_factory=dict)  # by ledger, queue and bounds
     ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)  # queue, bounds
@@ -108,12 +125,13 @@ class CycleMemo:
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:
-        """The gang's upper-bound quota charge per pool, and a hashable key of it."""
-        hit = self.bounds.get(gang.id)
-        if hit is None:
-            b = pool_bounds(gang, snapshot)
-            hit = self.bounds[gang.id] = (b, tuple(sorted(b.items())))
-        return hit
+        """The gang's upper-bound quota charge per pool (shared: not to be changed), and a
+        hashable key of it."""
+        info = _roles_of(gang, snapshot)
+        if info.bounds is None:
+            info.bounds = pool_bounds(gang, snapshot)
+            info.bkey = tuple(sorted(info.bounds.items()))
+        return info.bounds, info.bkey
 
     def admission(self, gang: Gang, queue: Queue, ledger: QuotaLedger,
                   snapshot: Snapshot) -> QuotaVerdict:
