@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from policies import fairshare
 from policies.admission import QuotaVerdict, admissible_pools, pool_bounds, pool_nodes
@@ -76,6 +77,20 @@ def shape_of(gang: Gang, snapshot: Snapshot) -> int:
     return _roles_of(gang, snapshot).shape
 
 
+class Epochal(Protocol):
+    """What the failure memo reads of ``CycleState``."""
+
+    snapshot: Snapshot
+    ledger: QuotaLedger
+    reservation: Reservation | None
+    blocked_by: str | None
+    blocked_queues: dict[str, str]
+    held: set[str]
+    terminating: set[str]
+
+    def _epoch(self) -> tuple[object, ...]: ...
+
+
 @dataclass(slots=True)
 class CycleMemo:
     """Each cache says what it is keyed by."""
@@ -102,26 +117,28 @@ class CycleMemo:
         default_factory=dict)
     epoch: tuple[object, ...] = ()
 
-    def same_epoch(self, epoch: tuple[object, ...]) -> bool:
-        """Is *epoch* (``CycleState._epoch``) the one the failure memo holds answers for?
+    def same_epoch(self, state: Epochal) -> bool:
+        """Is the state (``CycleState._epoch``) the one the failure memo holds answers for?
         Objects by identity, the held-back gang's id and the sizes by value."""
         m = self.epoch
-        return (bool(m) and m[0] is epoch[0] and m[1] is epoch[1] and m[2] is epoch[2]
-                and m[3] == epoch[3] and m[4] == epoch[4] and m[5] == epoch[5]
-                and m[6] == epoch[6])
+        return (bool(m) and m[0] is state.snapshot and m[1] is state.ledger
+                and m[2] is state.reservation and m[3] == state.blocked_by
+                and m[4] == len(state.blocked_queues) and m[5] == len(state.held)
+                and m[6] == len(state.terminating))
 
-    def failure_key(self, gang: Gang, queue: Queue, restricted: bool,
-                    epoch: tuple[object, ...], snapshot: Snapshot) -> tuple[object, ...] | None:
+    def failure_key(self, state: Epochal, gang: Gang, queue: Queue,
+                    restricted: bool) -> tuple[object, ...] | None:
         """The failure memo's key for *gang* (starting a new epoch if the state changed), or
         None when the gang's outcome may depend on more than its shape: a gang with members
         already running is not a candidate victim of itself, unlike one of the same shape."""
+        snapshot = state.snapshot
         if gang.id in snapshot.running:
             return None
-        if not self.same_epoch(epoch):
+        if not self.same_epoch(state):
             self.failures.clear()
-            self.epoch = epoch
+            self.epoch = state._epoch()
         return (queue.name, gang.priority, gang.topology, restricted,
-                shape_of(gang, snapshot))
+                _roles_of(gang, snapshot).shape)
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:

@@ -101,26 +101,28 @@ class CycleState:
     # The decision for one gang -----------------------------------------------------------
     def consider(self, gang: Gang, queue: Queue) -> None:
         self.order.append(gang.id)
-        if self._held_back(gang, queue):
+        reservation = self.reservation
+        if ((self.blocked_by is not None or self.blocked_queues or reservation is not None)
+                and self._held_back(gang, queue)):
             return
         memo = self.memo
         base = memo.base_params(self.policies.scheduler.placement, self.held)
         # Backfill: unless it ends before the reservation starts, a gang may use neither the
         # reserved nodes nor the reserved quota.
-        runtime = queue.runtime_of(gang.runtime_estimate)
-        params = memo.backfill_params(self.reservation, runtime, self.now, base)
+        params = base if reservation is None else memo.backfill_params(
+            reservation, queue.runtime_of(gang.runtime_estimate), self.now, base)
         restricted = params is not base
         # A gang shaped exactly like one that already failed against this very state (same
         # snapshot, ledger, reservation, held nodes...) fails the same way, with the same
         # reason: every step below depends on the gang only through its shape.
-        key = memo.failure_key(gang, queue, restricted, self._epoch(), self.snapshot)
+        key = memo.failure_key(self, gang, queue, restricted)
         if key is not None:
             hit = memo.failures.get(key)
             if hit is not None:
                 self.pending[gang.id] = PendingReason(hit[0], hit[1], len(self.order))
                 return
         self._decide(gang, queue, base, params, restricted)
-        if key is not None and memo.same_epoch(self._epoch()):
+        if key is not None and memo.same_epoch(self):
             reason = self.pending.get(gang.id)
             if reason is not None:
                 memo.failures[key] = (reason.category, reason.message)
