@@ -49,12 +49,26 @@ def running_charges(rg: RunningGang, snapshot: Snapshot,
         if hit is None:
             hit = cache[rg.id] = running_charges(rg, snapshot)
         return hit
+    # Kept with the snapshot's node-derived caches by the identity of the running gang: the
+    # same object stays in every snapshot while the gang runs.
+    memo: dict[int, tuple[RunningGang, dict[str, Resources]]] = \
+        snapshot.solver_cache.setdefault(_CHARGES_CACHE, {})
+    known = memo.get(id(rg))
+    if known is not None and known[0] is rg:
+        return known[1]
+    if len(memo) > 100_000:
+        memo.clear()  # gangs come and go; keep the memo bounded
     nodes = snapshot.nodes
     per_pool: dict[str, list[Resources]] = {}
     for node, res in rg.allocations:
         if node in nodes:
             per_pool.setdefault(nodes[node].pool, []).append(res)
-    return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+    charges = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+    memo[id(rg)] = (rg, charges)
+    return charges
+
+
+_CHARGES_CACHE = "policies.preemption.charges"
 
 
 def ledger_without(ledger: QuotaLedger, victims: list[RunningGang], snapshot: Snapshot,
