@@ -1,10 +1,17 @@
-"""Caches that live for one ``decide`` call, so a backlog of similar gangs costs little.
+"""Caches for ``decide``, so a backlog of similar gangs costs little.
 
 Within a cycle most gangs are tried against the same quota ledger (it only changes when a
 gang is admitted), and many share a queue and a shape. Answers keyed by the ledger's
 identity (the memo holds the ledger, so the identity cannot be reused) are therefore shared:
-admission verdicts, fair-share ranks, preemption candidates. Nothing here outlives the call,
-so ``decide`` stays pure.
+admission verdicts, fair-share ranks, preemption candidates; and a gang shaped exactly like
+one that already failed against the very same state gets that gang's reason
+(``failure_key``). ``CycleMemo`` lives for one ``decide`` call.
+
+What depends only on a gang's (immutable) roles and the nodes, its shape number and per-pool
+bounds, is kept with the snapshot's node-derived caches (``Snapshot.solver_cache``, as the
+solver keeps its indexes) by the identity of the roles, which the cluster cache hands to
+every cycle unchanged while the gang is. Memoising a pure function keeps ``decide`` pure: the
+same inputs still give the same plan.
 """
 
 from __future__ import annotations

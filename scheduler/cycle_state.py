@@ -37,6 +37,9 @@ from scheduler.plan import Bind, Eviction, Nomination, PendingReason, ReasonCate
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
+#: ``placement.solve`` or a stand-in. Its answer may depend on a gang's roles and topology,
+#: never on its name or id (beyond naming the result): a gang shaped like one that already
+#: failed against the same state is given that gang's reason without another solve.
 Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 
