@@ -99,7 +99,8 @@ class ClusterCache:
         if gid is not None:
             self._members[gid].discard(pod.uid)
             self._dirty.add(gid)
-        elif pod.node_name in self._other and self._other[pod.node_name].pop(pod.uid, None):
+        elif (pod.node_name in self._other
+              and self._other[pod.node_name].pop(pod.uid, None) is not None):
             self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 

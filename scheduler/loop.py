@@ -111,8 +111,9 @@ class Scheduler:
         now = self.clock()
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
-        pending = ([g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
-                   else inp.gangs.pending)
+        pending: Sequence[Gang] = (
+            [g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
+            else inp.gangs.pending)
         pending = self._drop_timed_out(pending, now)
         policies = self.policies.current()
         self._solve_s = 0.0
