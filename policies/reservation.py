@@ -14,7 +14,7 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from policies.admission import (
@@ -29,11 +29,9 @@ from policies.preemption import running_charges
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
-from scheduler.placement.types import Placement, PlacementParams, PlacementResult
+from scheduler.placement.types import Placement, PlacementParams, Solver
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
-
-Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 
 @dataclass(frozen=True, slots=True)

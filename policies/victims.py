@@ -12,7 +12,7 @@ removed. Cheap GPU counts skip the solves that cannot succeed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from policies.admission import (
@@ -27,11 +27,9 @@ from policies.preemption import Candidate, candidates, could_preempt_back, ledge
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
-from scheduler.placement.types import Placement, PlacementParams, PlacementResult
+from scheduler.placement.types import Placement, PlacementParams, Solver
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
-
-Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,9 @@ from policies.admission import charge_all, placement_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler import placement
-from scheduler.cycle_state import CycleState, Solver
+from scheduler.cycle_state import CycleState
 from scheduler.model import Gang
+from scheduler.placement.types import Solver
 from scheduler.plan import (
     Bind,
     CyclePlan,

@@ -8,7 +8,7 @@ The order in which gangs come here is ``cycle``'s business.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from policies import fairshare
@@ -29,7 +29,7 @@ from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import (
     Placement,
     PlacementParams,
-    PlacementResult,
+    Solver,
     Unplaceable,
     UnplaceableReason,
 )
@@ -40,7 +40,6 @@ from scheduler.snapshot import Snapshot
 #: ``placement.solve`` or a stand-in. Its answer may depend on a gang's roles and topology,
 #: never on its name or id (beyond naming the result): a gang shaped like one that already
 #: failed against the same state is given that gang's reason without another solve.
-Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 
 @dataclass(slots=True)

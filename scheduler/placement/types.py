@@ -7,11 +7,16 @@ partial outcome: that is the all-or-nothing contract the rest of the scheduler r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from scheduler.model import Gang, RunningGang
 from scheduler.resources import Resources, total
+
+if TYPE_CHECKING:
+    from scheduler.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +99,6 @@ class Unplaceable:
 
 
 PlacementResult = Placement | Unplaceable
+
+#: What the cycle calls to place one gang (``placement.solve``, or a test double / timing wrapper).
+Solver = Callable[[Gang, "Snapshot", PlacementParams], PlacementResult]
