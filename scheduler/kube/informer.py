@@ -60,8 +60,37 @@ class _Gone(Exception):
     """The resourceVersion is too old (HTTP 410 or an ERROR event with code 410): re-list."""
 
 
-class _Absent(Exception):
+class ResourceAbsent(Exception):
     """An optional resource's API is not served (CRD not installed)."""
+
+
+def list_all(client: KubeClient, kind: ResourceKind,
+             page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+    """Every object of *kind* in pages, and the list's resourceVersion.
+
+    A continue token that expires mid-list restarts the list; an absent optional CRD raises
+    ``ResourceAbsent``; any other failure raises ``ApiError``.
+    """
+    items: list[dict[str, Any]] = []
+    cont: str | None = None
+    while True:
+        query = {"limit": page_size, "continue": cont}
+        resp = client.request("GET", kind.path, query=query, timeout=(5.0, 120.0))
+        if resp.status == 410 and cont:  # continue token expired mid-list: start over
+            items, cont = [], None
+            continue
+        if resp.status == 410:
+            raise _Gone
+        if resp.status == 404 and kind.optional:
+            raise ResourceAbsent(kind.path)
+        if not resp.ok:
+            raise ApiError("GET", f"{kind.path} (list)", resp)
+        body = json.loads(resp.data)
+        items.extend(body.get("items") or ())
+        meta = body.get("metadata") or {}
+        cont = meta.get("continue") or None
+        if not cont:
+            return items, str(meta.get("resourceVersion") or "")
 
 
 @dataclass(slots=True)
@@ -182,7 +211,7 @@ class Informer:
             except _Gone:
                 self._log.info("watch_expired", resource_version=self._rv)
                 self._rv = ""
-            except _Absent:
+            except ResourceAbsent:
                 self._log.info("resource_absent", path=self.kind.path, retry_s=self.absent_retry)
                 self._replace([], "0")
                 self._rv = ""
@@ -200,27 +229,12 @@ class Informer:
         if resp.status == 410:
             raise _Gone
         if resp.status == 404 and self.kind.optional:
-            raise _Absent
+            raise ResourceAbsent
         if not resp.ok:
             raise ApiError("GET", f"{self.kind.path} ({what})", resp)
 
     def _list(self) -> None:
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        rv = ""
-        while True:
-            query = {"limit": self.page_size, "continue": cont}
-            resp = self.client.request("GET", self.kind.path, query=query, timeout=(5.0, 120.0))
-            if resp.status == 410 and cont:  # continue token expired mid-list: start over
-                items, cont = [], None
-                continue
-            self._check(resp, "list")
-            body = json.loads(resp.data)
-            items.extend(body.get("items") or ())
-            meta = body.get("metadata") or {}
-            rv, cont = str(meta.get("resourceVersion") or ""), meta.get("continue") or None
-            if not cont:
-                break
+        items, rv = list_all(self.client, self.kind, self.page_size)
         if self._synced.is_set():
             self.relists += 1
         self._replace(items, rv)

@@ -6,33 +6,12 @@ scheduler's view from the apiserver, then ask the same pure ``decide``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
 from scheduler.kube import feed, informer
 from scheduler.kube.client import KubeClient
 from scheduler.kube.policy_feed import LivePolicies
-
-
-def _list(client: KubeClient, kind: informer.ResourceKind) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cont = ""
-    while True:
-        query: dict[str, Any] = {"limit": 500}
-        if cont:
-            query["continue"] = cont
-        resp = client.request("GET", kind.path, query=query)
-        if resp.status == 404 and kind.optional:
-            return []
-        if not resp.ok:
-            raise RuntimeError(f"listing {kind.name}: HTTP {resp.status}: {resp.message()}")
-        body = resp.json()
-        items += body.get("items") or []
-        cont = (body.get("metadata") or {}).get("continue") or ""
-        if not cont:
-            return items
 
 
 def read_cluster(client: KubeClient, config: SchedulerConfig) -> tuple[ClusterCache, LivePolicies]:
@@ -44,6 +23,10 @@ def read_cluster(client: KubeClient, config: SchedulerConfig) -> tuple[ClusterCa
         (inf.kind, inf.handler) for inf in feed.cache_informers(client, cache, config.node_labels)]
     pairs.append((informer.QUEUES, policies.handle))
     for kind, handler in pairs:
-        for obj in _list(client, kind):
+        try:
+            items, _ = informer.list_all(client, kind)
+        except informer.ResourceAbsent:
+            continue  # an optional CRD that is not installed: no objects of that kind
+        for obj in items:
             handler(informer.EventType.ADDED, obj)
     return cache, policies
