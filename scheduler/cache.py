@@ -158,23 +158,6 @@ class ClusterCache:
                 self._dirty.add(key)
                 self._touch()
 
-    def replace_all(self, kind: str, items: Iterable[object]) -> None:
-        """Swap in a full re-list of one kind (after a watch expired)."""
-        with self._lock:
-            if kind == "nodes":
-                self._nodes = {n.name: n for n in items if isinstance(n, Node)}
-            elif kind == "pods":
-                self._pods = {p.uid: p for p in items if isinstance(p, PodInfo)}
-                self._assumed = {u: a for u, a in self._assumed.items() if u in self._pods}
-            elif kind == "podgroups":
-                self._groups = {g.key: g for g in items if isinstance(g, PodGroupInfo)}
-            elif kind == "jobs":
-                self._jobs = {j.key: j for j in items if isinstance(j, JobInfo)}
-            else:
-                raise ValueError(f"unknown kind {kind!r}")
-            self._rebuild_all = True
-            self._touch()
-
     # Assume / forget ----------------------------------------------------------------------
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float) -> None:
         with self._lock:
