@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -33,7 +34,7 @@ class SessionSpec:
     cluster: str
     trace: str
     queues: str | None = None
-    trace_options: Mapping[str, object] = field(default_factory=dict)
+    trace_options: Mapping[str, Any] = field(default_factory=dict)
     options: SimulationOptions = field(default_factory=SimulationOptions)
     price_per_gpu_hour: float = 0.0
     #: Override of one pool's node count (what the capacity sweep varies).

@@ -6,7 +6,12 @@ import argparse
 import shlex
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 EPILOG = """\
 examples:
@@ -156,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             run_ = session.run_policy(
                 inputs, policy, options,
-                progress=lambda done, total, t=task: bar.update(t, completed=done))
+                progress=partial(_advance, bar, task))
             bar.update(task, completed=len(inputs.jobs))
             runs.append(run_)
             console.log(f"{policy}: {time.perf_counter() - started:.1f}s")
@@ -167,3 +172,8 @@ def run(args: argparse.Namespace) -> int:
         files = report.write_report(Path(args.out), runs, info)
         console.print(f"wrote {len(files)} files to {args.out}/ (open report.html)")
     return 0
+
+
+def _advance(bar: Progress, task: TaskID, done: int, total: int) -> None:
+    """Progress callback for one policy's run (``total`` is already the bar's)."""
+    bar.update(task, completed=done)

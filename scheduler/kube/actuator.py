@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from functools import partial
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from scheduler.plan import CyclePlan, PendingReason, ReasonCategory, map_pods
 
 log = structlog.get_logger("gang_scheduler.actuator")
 
-Task = Callable[[], None]
+Task = Callable[[], object]  # the result, if any, is ignored
 
 
 class BackgroundWriter:
@@ -144,7 +145,7 @@ class KubeActuator:
                 continue
             for ref, node in map_pods(gang, nom.placement):
                 self.writer.submit(f"nominate/{ref.uid}",
-                                   lambda r=ref, n=node: self.statuses.set_nominated_node(r, n))
+                                   partial(self.statuses.set_nominated_node, ref, node))
 
     # Binding --------------------------------------------------------------------------------
     def _bind(self, plan: CyclePlan, now: float) -> tuple[list[str], dict[str, str]]:
@@ -176,9 +177,9 @@ class KubeActuator:
                                              schedule_start_time=now, reason="Scheduled",
                                              message=message)))
                 first = b.pod_nodes[0][0] if b.pod_nodes else None
-                self.writer.submit(f"event/{b.gang_id}/scheduled", lambda m=message, f=first,
-                                   n=ns, g=name: self._emit_gang(n, g, f, EventReason.SCHEDULED,
-                                                                 m, EventType.NORMAL))
+                self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
+                    self._emit_gang, ns, name, first, EventReason.SCHEDULED, message,
+                    EventType.NORMAL))
                 if self.metrics is not None:
                     self.metrics.pods_bound.inc(len(b.pod_nodes))
             else:
@@ -187,10 +188,9 @@ class KubeActuator:
                 log.warning("gang_bind_failed", gang=b.gang_id, namespace=ns, queue=b.queue,
                             reason=why)
                 first = b.pod_nodes[0][0] if b.pod_nodes else None
-                self.writer.submit(f"event/{b.gang_id}/rollback", lambda m=why, f=first, n=ns,
-                                   g=name: self._emit_gang(n, g, f, EventReason.GANG_ROLLED_BACK,
-                                                           f"gang rolled back: {m}",
-                                                           EventType.WARNING))
+                self.writer.submit(f"event/{b.gang_id}/rollback", partial(
+                    self._emit_gang, ns, name, first, EventReason.GANG_ROLLED_BACK,
+                    f"gang rolled back: {why}", EventType.WARNING))
         return bound, failed
 
     def _emit_gang(self, ns: str, name: str, first: PodRef | None, reason: str, message: str,

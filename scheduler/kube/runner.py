@@ -48,6 +48,9 @@ class LiveScheduler:
         self.config = config
         self.client = client
         self.metrics = metrics or SchedulerMetrics()
+        # Read at scrape time: a refused Queue shows in the gauge as soon as its Valid=False
+        # condition is written, not one loop iteration later.
+        self.metrics.invalid_queues.set_function(lambda: len(self.policies.invalid))
         self.health = health or Health()
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.poll_interval = poll_interval
@@ -111,7 +114,6 @@ class LiveScheduler:
             self.health.heartbeat()
             leader = self.is_leader
             self.metrics.is_leader.set(1 if leader else 0)
-            self.metrics.invalid_queues.set(len(self.policies.invalid))
             if not leader:
                 was_leader = False
                 self.stop_event.wait(self.poll_interval * 4)
