@@ -152,13 +152,29 @@ def charge_all(ledger: QuotaLedger, queue: str, charges: Mapping[str, Resources]
 def describe_shortfall(queue: str, pool: str, request: Resources, missing: Resources,
                        ledger: QuotaLedger) -> str:
     """``queue a in pool a100: needs 16 nvidia.com/gpu, 8 available (nominal 16, in use 8)``
-    followed by what will change it."""
+    followed by what will change it.
+
+    Quota held for reserved gangs is charged as usage but is not: "in use" leaves it out and
+    each hold that limits the queue is named ("16 held for reserved gang ns/big"), its own
+    or, for a hold in the queue's cohort, with the holder's queue. "Available" is never
+    below 0, even when the holds take the queue past its quota.
+    """
     tree = ledger.tree
     used = ledger.usage(queue, pool)
     nominal = tree.nominal(queue, pool)
     parent = tree.queues.parent_of(queue)
-    parts = [f"needs {request[r]} {r}, {request[r] - missing[r]} available "
-             f"(nominal {nominal[r]}, in use {used[r]})" for r in sorted(missing)]
+    own = ledger.held(queue, pool)
+    others = [h for h in ledger.held(tree.paths[queue][0], pool) if h not in own]
+    parts = []
+    for r in sorted(missing):
+        held_here = sum(h[2][r] for h in own)
+        figures = [f"nominal {nominal[r]}", f"in use {used[r] - held_here}"]
+        figures += [f"{amounts[r]} held for reserved gang {holder}" for holder, _, amounts in own
+                    if amounts[r]]
+        figures += [f"{amounts[r]} held for reserved gang {holder} of queue {q}"
+                    for holder, q, amounts in others if amounts[r]]
+        parts.append(f"needs {request[r]} {r}, {max(0, request[r] - missing[r])} available "
+                     f"({', '.join(figures)})")
     lent = all(used[r] + request[r] <= nominal[r] for r in missing)
     if parent is not None and lent:
         hint = (f"its idle nominal quota is lent to other queues under {parent}; it comes back "

@@ -12,12 +12,17 @@ The model follows Kueue's hierarchical cohorts, restated per (queue, pool, resou
 Only resources named in some ``nominal`` of the tree for the pool are governed ("covered");
 a tree without any quota for a pool may not use that pool. The ledger is immutable: charging
 returns a new ledger, so trying a set of preemption victims never needs undoing.
+
+Quota set aside for a reserved gang (``hold``) is charged like usage, so it limits everyone
+the same way, but the ledger remembers who holds it: a pending message can then say "16 held
+for reserved gang ns/big" instead of counting it as usage (or a negative availability).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from policies.queues import QueueSet
 from scheduler.resources import Resources
@@ -101,6 +106,11 @@ class QuotaTree:
         return pq.nominal if pq else Resources()
 
 
+#: Who holds quota without using it: (reserved gang, its queue, the covered amounts held).
+Hold = tuple[str, str, Resources]
+
+_NO_HOLDS: Mapping[Key, tuple[Hold, ...]] = MappingProxyType({})
+
 #: ``QuotaTree.of``'s memo: id of a queue set -> (that queue set, its tree).
 _TREES: dict[int, tuple[QueueSet, QuotaTree]] = {}
 
@@ -112,6 +122,9 @@ class QuotaLedger:
     tree: QuotaTree
     stored: Mapping[Key, Amounts]  # own usage + children's usage above their guarantee
     total: Mapping[Key, Amounts]  # all usage in the subtree (for fair share and status)
+    #: Holds recorded under every queue on the holder's path (see ``held``); they are part
+    #: of ``stored`` and ``total`` already.
+    holds: Mapping[Key, tuple[Hold, ...]] = field(default_factory=lambda: _NO_HOLDS)
 
     @classmethod
     def empty(cls, tree: QuotaTree) -> QuotaLedger:
@@ -151,10 +164,33 @@ class QuotaLedger:
             delta = {r: v for r, v in delta.items() if v}
             if not delta:
                 break
-        return QuotaLedger(self.tree, stored, total)
+        return QuotaLedger(self.tree, stored, total, self.holds)
+
+    def hold(self, queue: str, pool: str, amounts: Mapping[str, int],
+             holder: str) -> QuotaLedger:
+        """``charge``, remembering that *holder* (a reserved gang of *queue*) holds it."""
+        charged = self.charge(queue, pool, amounts)
+        if charged is self:
+            return self
+        covered = self.tree.covered[(self.tree.paths[queue][0], pool)]
+        record = (holder, queue, Resources({r: v for r, v in amounts.items()
+                                            if r in covered and v}))
+        holds = dict(self.holds)
+        for name in self.tree.paths[queue]:
+            holds[(name, pool)] = (*holds.get((name, pool), ()), record)
+        return replace(charged, holds=holds)
+
+    def held(self, queue: str, pool: str) -> tuple[Hold, ...]:
+        """Holds of gangs of the queue's subtree in *pool*, in the order they were made."""
+        return self.holds.get((queue, pool), ())
 
     def available(self, queue: str, pool: str) -> dict[str, int]:
-        """What the queue may still take in *pool*, per covered resource (may be < 0)."""
+        """What the queue may still take in *pool*, per covered resource.
+
+        Never below 0: quota held for a reservation, or a nomination's charge, may take a
+        queue (or its cohort) past what it may use, and then it may take nothing; how far
+        past is for ``usage`` and ``held`` to tell, not a negative availability.
+        """
         path = self.tree.paths[queue]
         covered = self.tree.covered.get((path[0], pool), frozenset())
         out: dict[str, int] = {}
@@ -174,7 +210,7 @@ class QuotaLedger:
                 if limit is not None:
                     from_parent = min(from_parent, (quota - g) - max(0, used - g) + limit)
                 avail = max(0, g - used) + from_parent
-            out[r] = avail
+            out[r] = max(0, avail)
         return out
 
     def shortfall(self, queue: str, pool: str, request: Mapping[str, int]) -> Resources:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 
 from policies.admission import (
     admissible_pools,
-    charge_all,
     check_charges,
     placement_charges,
     pool_nodes,
@@ -44,8 +43,12 @@ class Reservation:
     charges: tuple[tuple[str, Resources], ...] = ()
 
     def hold(self, ledger: QuotaLedger) -> QuotaLedger:
-        """*ledger* with the reserved gang's quota set aside."""
-        return charge_all(ledger, self.queue, dict(self.charges)) if self.queue else ledger
+        """*ledger* with the reserved gang's quota set aside (recorded as held, not used)."""
+        if not self.queue:
+            return ledger
+        for pool, res in self.charges:
+            ledger = ledger.hold(self.queue, pool, res, self.gang_id)
+        return ledger
 
 
 def expected_end(running: RunningGang, queues: QueueSet, now: float) -> float | None:
