@@ -146,9 +146,11 @@ class StatusWriter:
         base = f"{PODGROUP_API}/namespaces/{seg(namespace)}/podgroups/{seg(name)}"
         written = False
         if self.status_subresource:
-            written = self._patch(base + "/status", body, MERGE_PATCH, gone_ok=True,
-                                  namespace=namespace, podgroup=name)
-            if not written and self._missing_status_subresource(base):
+            code = self._patch_code(base + "/status", body, MERGE_PATCH, gone_ok=True,
+                                    namespace=namespace, podgroup=name)
+            written = 200 <= code < 300
+            # Only a 404 can mean a missing subresource; a transient 5xx must not flip it.
+            if code == 404 and self._missing_status_subresource(base):
                 log.warning("podgroup_status_subresource_missing", reason="patching the object")
                 self.status_subresource = False
         if not self.status_subresource:
@@ -157,6 +159,12 @@ class StatusWriter:
             with self._lock:
                 self._groups[key] = (status, since)
         return written
+
+    def podgroup_status(self, namespace: str, name: str) -> PodGroupStatus | None:
+        """What this writer last wrote on the PodGroup (None: nothing yet, or forgotten)."""
+        with self._lock:
+            last = self._groups.get(f"{namespace}/{name}")
+        return last[0] if last is not None else None
 
     def forget_podgroup(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -172,14 +180,18 @@ class StatusWriter:
     # Shared -------------------------------------------------------------------------------
     def _patch(self, path: str, body: dict[str, Any], content_type: str, gone_ok: bool = False,
                **keys: str) -> bool:
+        code = self._patch_code(path, body, content_type, gone_ok, **keys)
+        return 200 <= code < 300
+
+    def _patch_code(self, path: str, body: dict[str, Any], content_type: str,
+                    gone_ok: bool = False, **keys: str) -> int:
+        """The reply's HTTP status (0: no reply); failures other than an expected 404 logged."""
         try:
             resp = self.client.request("PATCH", path, body=body, content_type=content_type,
                                        timeout=self.timeout)
         except TransportError as exc:
             log.warning("status_write_failed", reason=str(exc), **keys)
-            return False
-        if resp.ok:
-            return True
-        if not (gone_ok and resp.status == 404):
+            return 0
+        if not resp.ok and not (gone_ok and resp.status == 404):
             log.warning("status_write_failed", status=resp.status, reason=resp.message(), **keys)
-        return False
+        return resp.status

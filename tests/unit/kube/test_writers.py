@@ -116,6 +116,18 @@ def test_podgroup_without_status_subresource_falls_back_to_the_object() -> None:
     assert not writer.status_subresource
 
 
+def test_a_server_error_on_podgroup_status_keeps_the_subresource() -> None:
+    """A transient 500 is not a missing subresource: no fallback, and the next try uses it."""
+    codes = iter([500, 200])
+    api = Recorder(answer=lambda m, p: next(codes) if p.endswith("/status") else 200)
+    writer = StatusWriter(api, clock=Clock())
+    assert not writer.set_podgroup_status("ns", "pg", PENDING)
+    assert writer.status_subresource
+    assert writer.set_podgroup_status("ns", "pg", PENDING)
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _, _ in api.calls] == [
+        ("PATCH", "status"), ("PATCH", "status")]
+
+
 def test_a_deleted_podgroup_is_not_written() -> None:
     api = Recorder(answer=lambda m, p: 404)
     writer = StatusWriter(api, clock=Clock())
