@@ -213,10 +213,14 @@ class ClusterCache:
         with self._lock:
             return list(self._groups.values())
 
-    def gang_pods(self, gang_id: str) -> list[PodInfo]:
-        """The pods of a gang as the cache sees them (assumed binds not applied)."""
+    def gang_pods(self, gang_id: str, assumed: bool = False) -> list[PodInfo]:
+        """The pods of a gang as the watch last reported them, or with *assumed* binds applied
+        (what a cycle sees: a gang bound a moment ago is bound, before the watch confirms it)."""
         with self._lock:
-            return [self._pods[u] for u in sorted(self._members.get(gang_id, ()))]
+            uids = sorted(self._members.get(gang_id, ()))
+            if assumed:
+                return [self._effective(u) for u in uids]
+            return [self._pods[u] for u in uids]
 
     def _effective(self, uid: str) -> PodInfo:
         pod = self._pods[uid]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
@@ -123,6 +123,9 @@ class KubeActuator:
         # status write in flight finish before the binds start.
         self._explain_lock = threading.Lock()
         self._binding: set[str] = set()
+        # PodGroup statuses submitted to the writer and not yet run, by ns/name.
+        self._groups_lock = threading.Lock()
+        self._groups_queued: dict[str, PodGroupStatus] = {}
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evictions = self.evictor.evict(plan, now)
@@ -172,10 +175,9 @@ class KubeActuator:
                            f"{' ...' if len(nodes) > 8 else ''}")
                 for ref, _ in b.pod_nodes:
                     self.statuses.forget_pod(ref.uid)
-                self.writer.submit(f"group/{b.gang_id}", self._group_status_task(
-                    ns, name, PodGroupStatus(PodGroupPhase.SCHEDULED, scheduled=len(b.pod_nodes),
-                                             schedule_start_time=now, reason="Scheduled",
-                                             message=message)))
+                status = self._bound_status(b.gang_id, b.pod_nodes, now)
+                if status is not None:
+                    self._submit_group_status(ns, name, status)
                 first = b.pod_nodes[0][0] if b.pod_nodes else None
                 self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
                     self._emit_gang, ns, name, first, EventReason.SCHEDULED, message,
@@ -201,11 +203,40 @@ class KubeActuator:
         elif first is not None:
             self.events.emit(ObjectRef.pod(first), reason, message, type_)
 
-    def _group_status_task(self, ns: str, name: str, status: PodGroupStatus) -> Task:
+    # PodGroup status ---------------------------------------------------------------------
+    # One rule (``group_status`` over the pods with assumed binds applied) decides the status
+    # both at bind time and in the per-cycle sync, so a bind and the next sync agree and the
+    # PodGroup is written once, not twice with briefly different counts.
+    def _bound_status(self, gang_id: str, pod_nodes: Sequence[tuple[PodRef, str]],
+                      now: float) -> PodGroupStatus | None:
+        """The status the sync will compute once the loop assumes this bind (same ``now``)."""
+        group = self.cache.group(gang_id)
+        if group is None:
+            return None
+        nodes = {ref.uid: node for ref, node in pod_nodes}
+        pods = [replace(p, node_name=nodes[p.uid], started_at=now)
+                if p.uid in nodes and not p.node_name else p
+                for p in self.cache.gang_pods(gang_id, assumed=True)]
+        return group_status(group.min_member, pods)
+
+    def _known_group_status(self, ns: str, name: str) -> PodGroupStatus | None:
+        """The status queued for the PodGroup, else the one last written."""
+        with self._groups_lock:
+            queued = self._groups_queued.get(f"{ns}/{name}")
+        return queued if queued is not None else self.statuses.podgroup_status(ns, name)
+
+    def _submit_group_status(self, ns: str, name: str, status: PodGroupStatus) -> None:
+        key = f"{ns}/{name}"
+        with self._groups_lock:
+            self._groups_queued[key] = status
+
         def task() -> None:
-            if self.cache.group(f"{ns}/{name}") is not None:
+            with self._groups_lock:  # dequeued: from now on the writer's cache is the record
+                if self._groups_queued.get(key) is status:
+                    del self._groups_queued[key]
+            if self.cache.group(key) is not None:
                 self.statuses.set_podgroup_status(ns, name, status)
-        return task
+        self.writer.submit(f"group/{key}", task)
 
     # Explaining -------------------------------------------------------------------------------
     def _explain_pending(self, plan: CyclePlan, now: float) -> None:
@@ -274,14 +305,23 @@ class KubeActuator:
 
         Pending groups are left to ``_explain_pending`` (it writes the reason); this keeps
         ``Scheduled`` moving on to ``Running`` and ``Finished`` (or ``Failed``) as the pods do,
-        like the coscheduling plugin's PodGroup controller. The status writer skips unchanged
-        statuses, so calling this every cycle costs no API traffic when nothing moved.
+        like the coscheduling plugin's PodGroup controller. A status equal to the one queued
+        or last written is not submitted again, so calling this every cycle costs no API
+        traffic when nothing moved, and none right after the bind that already wrote it. A
+        failed write is not recorded, so the next cycle retries it.
         """
         for group in self.cache.groups():
-            status = group_status(group.min_member, self.cache.gang_pods(group.key))
-            if status is not None:
-                self.writer.submit(f"group/{group.key}", self._group_status_task(
-                    group.namespace, group.name, status))
+            status = group_status(group.min_member,
+                                  self.cache.gang_pods(group.key, assumed=True))
+            if status is None:
+                continue
+            known = self._known_group_status(group.namespace, group.name)
+            if known is not None and known.schedule_start_time is not None:
+                # Set once, at the first bind: the watch later reports the members' own start
+                # times, which would otherwise move it (and cost a write) for nothing.
+                status = replace(status, schedule_start_time=known.schedule_start_time)
+            if status != known:
+                self._submit_group_status(group.namespace, group.name, status)
 
     def close(self) -> None:
         self.writer.flush()

@@ -1,0 +1,130 @@
+"""A gang bind writes its PodGroup's status once: the next sync computes the same status.
+
+Before, the bind wrote ``Scheduled`` with its own counts and start time and the per-cycle sync
+wrote it again with others (two PATCHes, and briefly inconsistent counts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.actuator import KubeActuator
+from scheduler.kube.binder import Binder
+from scheduler.kube.client import Response
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.status import StatusWriter
+from scheduler.model import PodRef, PodRequirements, Resources
+from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
+from scheduler.placement.types import Assignment, Placement
+from scheduler.plan import Bind, CyclePlan
+
+GROUP_STATUS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g/status"
+NOW = 1_714_564_800.0
+
+
+@dataclass
+class Api:
+    """Answers binds, status patches and events; ``fail_group_patches`` first ones get 500."""
+
+    fail_group_patches: int = 0
+    group_patches: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        with self.lock:
+            if method == "PATCH" and path == GROUP_STATUS:
+                if self.fail_group_patches:
+                    self.fail_group_patches -= 1
+                    return Response(500, b'{"message": "etcd timeout"}')
+                self.group_patches.append(body["status"])
+        return Response(201 if method == "POST" else 200, b"{}")
+
+
+def member(i: int, **changes: Any) -> PodInfo:
+    pod = PodInfo(uid=f"u{i}", namespace="ns", name=f"g-{i}",
+                  requirements=PodRequirements(Resources.of(gpu=8)),
+                  scheduler_name="gang-scheduler", labels={POD_GROUP_LABEL: "g"})
+    return dataclasses.replace(pod, **changes)
+
+
+PODS = [member(0), member(1)]
+POD_NODES = tuple((PodRef("ns", p.name, p.uid), f"n{i}") for i, p in enumerate(PODS))
+PLAN = CyclePlan(now=NOW, binds=(Bind("ns/g", "team-a", Placement(
+    "ns/g", (Assignment("", "n0", 1), Assignment("", "n1", 1))), POD_NODES),))
+
+
+@pytest.fixture
+def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
+    api, cache = Api(), ClusterCache()
+    cache.upsert_group(PodGroupInfo("ns", "g", uid="g-uid", min_member=2))
+    for p in PODS:
+        cache.upsert_pod(p)
+    binder = Binder(api, concurrency=2)
+    actuator = KubeActuator(api, cache, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
+    yield api, cache, actuator
+    actuator.close()
+    binder.close()
+
+
+def bind_then_sync(cache: ClusterCache, actuator: KubeActuator, flush_between: bool) -> None:
+    """What ``Scheduler.run_once`` and the runner do: apply, assume (same now), then sync."""
+    result = actuator.apply(PLAN, NOW)
+    assert result.bound == ("ns/g",)
+    cache.assume(POD_NODES, NOW)
+    if flush_between:
+        assert actuator.writer.flush()
+    actuator.sync_group_statuses()
+    assert actuator.writer.flush()
+
+
+@pytest.mark.parametrize("flush_between", [True, False], ids=["bind-written", "bind-queued"])
+def test_bind_and_next_sync_patch_the_podgroup_status_once(
+        setup: tuple[Api, ClusterCache, KubeActuator], flush_between: bool) -> None:
+    api, cache, actuator = setup
+    bind_then_sync(cache, actuator, flush_between)
+    assert len(api.group_patches) == 1
+    status = api.group_patches[0]
+    assert (status["phase"], status["scheduled"], status["running"]) == ("Scheduled", 2, 0)
+    assert status["scheduleStartTime"] == "2024-05-01T12:00:00Z"
+
+
+def test_watch_confirming_the_bind_costs_no_write_and_keeps_the_start_time(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    bind_then_sync(cache, actuator, flush_between=True)
+    # One member confirmed, then both (PodScheduled times a little after the bind): same
+    # status every time, so nothing is written; partial confirmation never shows 1 of 2.
+    cache.upsert_pod(member(0, node_name="n0", started_at=NOW + 0.7))
+    actuator.sync_group_statuses()
+    cache.upsert_pod(member(1, node_name="n1", started_at=NOW + 1.2))
+    actuator.sync_group_statuses()
+    assert actuator.writer.flush()
+    assert len(api.group_patches) == 1
+    # The pods start: a real change, written once, still with the bind's start time.
+    for i, p in enumerate(PODS):
+        cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}", phase=PodPhase.RUNNING,
+                                             started_at=NOW + 5))
+    actuator.sync_group_statuses()
+    actuator.sync_group_statuses()
+    assert actuator.writer.flush()
+    assert [s["phase"] for s in api.group_patches] == ["Scheduled", "Running"]
+    assert api.group_patches[1]["scheduleStartTime"] == "2024-05-01T12:00:00Z"
+
+
+def test_a_failed_status_write_is_retried_by_the_next_sync(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    api.fail_group_patches = 1
+    bind_then_sync(cache, actuator, flush_between=True)
+    assert len(api.group_patches) == 1  # the bind's write failed; the sync wrote it
+    actuator.sync_group_statuses()
+    assert actuator.writer.flush()
+    assert len(api.group_patches) == 1
