@@ -7,6 +7,11 @@ end before the estimated start, or they keep off the reserved nodes *and* fit in
 left with the reserved gang's share set aside. Without the quota part, a big gang waiting for
 quota (the usual case when quota matches capacity) would be overtaken for ever by small ones.
 
+Reservations are per node pool: a reservation covers the pools of its nodes, and only a gang
+that may use one of those pools (``relevant``) can delay it, since quota is kept per pool too;
+an h100 reservation neither holds back nor restricts a gang that can only run on a100 nodes.
+So a cycle holds at most one reservation per pool, and a starving gang in each pool at once.
+
 Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
 """
@@ -14,7 +19,7 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from policies.admission import (
@@ -41,6 +46,8 @@ class Reservation:
     queue: str = ""
     #: The quota set aside for the gang, per pool.
     charges: tuple[tuple[str, Resources], ...] = ()
+    #: The pools of the reserved nodes: only gangs that may use one of them are constrained.
+    pools: tuple[str, ...] = ()
 
     def hold(self, ledger: QuotaLedger) -> QuotaLedger:
         """*ledger* with the reserved gang's quota set aside (recorded as held, not used)."""
@@ -194,8 +201,20 @@ def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i
     charges = placement_charges(req.gang, result, future)
     if check_charges(req.queue, ledger, charges) is not None:
         return None
+    nodes = future.nodes
     return Reservation(req.gang.id, result.nodes, events[i][0], req.queue.name,
-                       tuple(sorted(charges.items())))
+                       tuple(sorted(charges.items())),
+                       tuple(sorted({nodes[n].pool for n in result.nodes})))
+
+
+def relevant(reservations: Iterable[Reservation],
+             pools: frozenset[str]) -> tuple[Reservation, ...]:
+    """The reservations a gang that may use *pools* could delay (those in one of them).
+
+    Another pool's reservation is out of its reach: it can take neither those nodes nor that
+    pool's quota, which is charged per pool.
+    """
+    return tuple(r for r in reservations if not pools.isdisjoint(r.pools))
 
 
 def ends_before(reservation: Reservation, runtime: float | None, now: float) -> bool:
@@ -203,12 +222,20 @@ def ends_before(reservation: Reservation, runtime: float | None, now: float) -> 
     return runtime is not None and now + runtime <= reservation.estimated_start
 
 
-def backfill_params(reservation: Reservation | None, runtime: float | None, now: float,
+def restricting(reservations: Iterable[Reservation], runtime: float | None,
+                now: float) -> tuple[Reservation, ...]:
+    """Of the *reservations* relevant to a gang, those it would still be running at."""
+    return tuple(r for r in reservations if not ends_before(r, runtime, now))
+
+
+def backfill_params(reservations: Sequence[Reservation],
                     params: PlacementParams) -> PlacementParams:
-    """Where a later gang may start without delaying *reservation* (EASY backfill)."""
-    if reservation is None or ends_before(reservation, runtime, now):
+    """Where a later gang may start without delaying the *reservations* it would still be
+    running at (see ``restricting``): off their nodes (EASY backfill)."""
+    if not reservations:
         return params
-    return replace(params, excluded_nodes=params.excluded_nodes | frozenset(reservation.nodes))
+    reserved = frozenset(n for r in reservations for n in r.nodes)
+    return replace(params, excluded_nodes=params.excluded_nodes | reserved)
 
 
 class _Slots:

@@ -4,7 +4,7 @@
 
 Phases: (1) gangs that cannot be considered get a reason at once (members missing, queue
 unknown or not theirs); (2) capacity promised by the previous plan is honoured first:
-nominated preemptors whose victims are gone, then the previously reserved gang; (3) the rest
+nominated preemptors whose victims are gone, then the previously reserved gangs; (3) the rest
 in fair-share order, one gang at a time (``CycleState.consider``), re-ranking queues after
 every admission so one cycle already splits freed capacity by weight; (4) the plan, with
 per-queue status. No I/O, no clock, no randomness: the same input gives the same plan.
@@ -46,7 +46,8 @@ _ID_UID = operator.attrgetter("id", "uid")
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None) -> CyclePlan:
-    """Decide binds, evictions, nominations, a reservation and reasons for one cycle."""
+    """Decide binds, evictions, nominations, reservations (at most one per node pool) and
+    reasons for one cycle."""
     solve = solver or placement.solve
     queues = policies.queues
     tree = QuotaTree.of(queues)
@@ -86,7 +87,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     return CyclePlan(
         now=now, binds=binds, evictions=tuple(state.evictions),
         nominations=tuple(sorted(state.nominations, key=lambda n: n.gang_id)),
-        reservations=(state.reservation,) if state.reservation else (),
+        reservations=state.reservations,
         pending=pending,
         statuses=lambda: _statuses(snapshot, ledger, policies, binds, pending, gangs),
         order=tuple(state.order),

@@ -22,11 +22,17 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from policies import fairshare
-from policies.admission import QuotaVerdict, admissible_pools, pool_bounds, pool_nodes
+from policies.admission import (
+    QuotaVerdict,
+    admissible_pools,
+    eligible_pools,
+    pool_bounds,
+    pool_nodes,
+)
 from policies.preemption import Candidate
 from policies.queues import Queue
 from policies.quota import QuotaLedger
-from policies.reservation import Reservation, backfill_params, ends_before
+from policies.reservation import Reservation, backfill_params
 from scheduler.model import Gang, Role, RunningGang
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
@@ -40,15 +46,17 @@ _SHAPES_CACHE = "cycle_memo.shapes"
 
 
 class _Roles:
-    """What is worked out once per roles object: its shape number, its per-pool bounds."""
+    """What is worked out once per roles object: its shape number, its per-pool bounds, the
+    pools any of its pods may use."""
 
-    __slots__ = ("bkey", "bounds", "roles", "shape")
+    __slots__ = ("bkey", "bounds", "pools", "roles", "shape")
 
     def __init__(self, roles: tuple[Role, ...], shape: int) -> None:
         self.roles = roles
         self.shape = shape
         self.bounds: dict[str, Resources] | None = None
         self.bkey: BoundsKey = ()
+        self.pools: frozenset[str] | None = None
 
 
 #: (shape -> number, id of roles -> its _Roles, the next numbers).
@@ -89,7 +97,7 @@ class Epochal(Protocol):
 
     snapshot: Snapshot
     ledger: QuotaLedger
-    reservation: Reservation | None
+    reservations: tuple[Reservation, ...]
     blocked_by: str | None
     blocked_queues: dict[str, str]
     held: set[str]
@@ -116,9 +124,14 @@ class CycleMemo:
         default_factory=dict)  # see preemption.candidates
     usable: dict[tuple[object, ...], tuple[Snapshot, frozenset[str], int]] = field(
         default_factory=dict)  # see victims.VictimSearch
-    held: tuple[QuotaLedger, Reservation, QuotaLedger] | None = None  # ledger, by, held
+    #: Ledgers with reservations' quota held, by the ledger and the reservations' ids.
+    held: dict[tuple[int, ...], tuple[QuotaLedger, tuple[Reservation, ...], QuotaLedger]] = \
+        field(default_factory=dict)
     base: tuple[int, PlacementParams] | None = None  # by the size of the held node set
-    restricted: tuple[PlacementParams, Reservation, PlacementParams] | None = None
+    #: Backfill params, by the reservations' ids, for the base params in ``restricted_for``.
+    restricted: dict[tuple[int, ...], tuple[tuple[Reservation, ...], PlacementParams]] = \
+        field(default_factory=dict)
+    restricted_for: PlacementParams | None = None
     #: Reasons of gangs that failed, by queue and gang shape, valid for one state epoch.
     failures: dict[tuple[object, ...], tuple[ReasonCategory, str]] = field(
         default_factory=dict)
@@ -129,23 +142,25 @@ class CycleMemo:
         Objects by identity, the held-back gang's id and the sizes by value."""
         m = self.epoch
         return (bool(m) and m[0] is state.snapshot and m[1] is state.ledger
-                and m[2] is state.reservation and m[3] == state.blocked_by
+                and m[2] is state.reservations and m[3] == state.blocked_by
                 and m[4] == len(state.blocked_queues) and m[5] == len(state.held)
                 and m[6] == len(state.terminating))
 
     def failure_key(self, state: Epochal, gang: Gang, queue: Queue,
-                    restricted: bool) -> tuple[object, ...] | None:
+                    restricting: tuple[Reservation, ...]) -> tuple[object, ...] | None:
         """The failure memo's key for *gang* (starting a new epoch if the state changed), or
         None when the gang's outcome may depend on more than its shape: a gang with members
-        already running is not a candidate victim of itself, unlike one of the same shape."""
+        already running is not a candidate victim of itself, unlike one of the same shape.
+        The reservations the gang must keep off (*restricting*) are part of the key: gangs of
+        one shape may differ in runtime, so in which reservations they end before."""
         snapshot = state.snapshot
         if gang.id in snapshot.running:
             return None
         if not self.same_epoch(state):
             self.failures.clear()
             self.epoch = state._epoch()
-        return (queue.name, gang.priority, gang.topology, restricted,
-                _roles_of(gang, snapshot).shape)
+        return (queue.name, gang.priority, gang.topology,
+                tuple(r.gang_id for r in restricting), _roles_of(gang, snapshot).shape)
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:
@@ -196,24 +211,42 @@ class CycleMemo:
                 policy, excluded_nodes=policy.excluded_nodes | frozenset(held)))
         return self.base[1]
 
-    def backfill_params(self, reservation: Reservation | None, runtime: float | None,
-                        now: float, base: PlacementParams) -> PlacementParams:
-        """``reservation.backfill_params``, built once per reservation."""
-        if reservation is None or ends_before(reservation, runtime, now):
-            return base
-        hit = self.restricted
-        if hit is None or hit[0] is not base or hit[1] is not reservation:
-            hit = self.restricted = (base, reservation,
-                                     backfill_params(reservation, runtime, now, base))
-        return hit[2]
+    def pools_of(self, gang: Gang, snapshot: Snapshot) -> frozenset[str]:
+        """Pools with a node some pod of the gang may use (which reservations concern it)."""
+        info = _roles_of(gang, snapshot)
+        if info.pools is None:
+            info.pools = frozenset(p for r in gang.roles
+                                   for p in eligible_pools(snapshot, r.requirements))
+        return info.pools
 
-    def held_ledger(self, ledger: QuotaLedger, reservation: Reservation | None) -> QuotaLedger:
-        """*ledger* with the reservation's quota set aside (one object while unchanged)."""
-        if reservation is None:
+    def backfill_params(self, restricting: tuple[Reservation, ...],
+                        base: PlacementParams) -> PlacementParams:
+        """``reservation.backfill_params``, built once per set of reservations (and base)."""
+        if not restricting:
+            return base
+        if self.restricted_for is not base:
+            self.restricted.clear()
+            self.restricted_for = base
+        key = tuple(id(r) for r in restricting)
+        hit = self.restricted.get(key)
+        if hit is None:  # the value keeps the reservations alive, so their ids stay theirs
+            hit = self.restricted[key] = (restricting, backfill_params(restricting, base))
+        return hit[1]
+
+    def held_ledger(self, ledger: QuotaLedger,
+                    restricting: tuple[Reservation, ...]) -> QuotaLedger:
+        """*ledger* with the reservations' quota set aside (one object while unchanged)."""
+        if not restricting:
             return ledger
-        hit = self.held
-        if hit is None or hit[0] is not ledger or hit[1] is not reservation:
-            hit = self.held = (ledger, reservation, reservation.hold(ledger))
+        key = (id(ledger), *(id(r) for r in restricting))
+        hit = self.held.get(key)
+        if hit is None or hit[0] is not ledger:
+            if len(self.held) > 64:
+                self.held.clear()  # the ledger changes with every admission
+            held = ledger
+            for r in restricting:
+                held = r.hold(held)
+            hit = self.held[key] = (ledger, restricting, held)
         return hit[2]
 
     def restrict(self, params: PlacementParams, pools: tuple[str, ...],

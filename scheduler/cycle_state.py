@@ -1,8 +1,9 @@
 """One gang at a time: admission -> placement -> preemption -> reservation -> a reason.
 
 ``CycleState`` is the working memory of a single ``decide`` call: the snapshot with this
-cycle's binds assumed, the quota ledger, nodes held by nominations and the reservation, and
-the plan being built. It is created and dropped inside ``decide``, so ``decide`` stays pure.
+cycle's binds assumed, the quota ledger, nodes held by nominations and the reservations (at
+most one per node pool), and the plan being built. It is created and dropped inside
+``decide``, so ``decide`` stays pure.
 The order in which gangs come here is ``cycle``'s business.
 """
 
@@ -22,7 +23,13 @@ from policies.admission import (
 from policies.preemption import running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
-from policies.reservation import Reservation, ReservationRequest, reserve
+from policies.reservation import (
+    Reservation,
+    ReservationRequest,
+    relevant,
+    reserve,
+    restricting,
+)
 from policies.victims import Preemption, VictimSearch
 from scheduler.cycle_memo import CycleMemo
 from scheduler.model import Gang, RunningGang
@@ -51,7 +58,8 @@ class CycleState:
     solve: Solver
     held: set[str] = field(default_factory=set)  # nodes held by nominations
     terminating: set[str] = field(default_factory=set)  # victims already being evicted
-    reservation: Reservation | None = None
+    #: Pools pairwise disjoint: a gang reserves only where no reservation concerns it.
+    reservations: tuple[Reservation, ...] = ()
     blocked_by: str | None = None  # with backfill off: the gang everything waits behind
     blocked_queues: dict[str, str] = field(default_factory=dict)  # StrictFIFO queue -> head
     binds: list[Bind] = field(default_factory=list)
@@ -103,19 +111,20 @@ class CycleState:
     # The decision for one gang -----------------------------------------------------------
     def consider(self, gang: Gang, queue: Queue) -> None:
         self.order.append(gang.id)
-        reservation = self.reservation
-        if ((self.blocked_by is not None or self.blocked_queues or reservation is not None)
-                and self._held_back(gang, queue)):
-            return
         memo = self.memo
+        # Only reservations in a pool the gang may use concern it (see policies.reservation).
+        concern = (relevant(self.reservations, memo.pools_of(gang, self.snapshot))
+                   if self.reservations else ())
+        if ((self.blocked_by is not None or self.blocked_queues or concern)
+                and self._held_back(gang, queue, concern)):
+            return
         base = memo.base_params(self.policies.scheduler.placement, self.held)
-        # Backfill: unless it ends before the reservation starts, a gang may use neither the
-        # reserved nodes nor the reserved quota.
-        params = base if reservation is None else memo.backfill_params(
-            reservation, queue.runtime_of(gang.runtime_estimate), self.now, base)
-        restricted = params is not base
+        # Backfill: a gang may use neither the nodes nor the quota of a reservation it would
+        # still be running at when the reserved gang is expected to start.
+        restricted = restricting(concern, queue.runtime_of(gang.runtime_estimate), self.now)
+        params = memo.backfill_params(restricted, base)
         # A gang shaped exactly like one that already failed against this very state (same
-        # snapshot, ledger, reservation, held nodes...) fails the same way, with the same
+        # snapshot, ledger, reservations, held nodes...) fails the same way, with the same
         # reason: every step below depends on the gang only through its shape.
         key = memo.failure_key(self, gang, queue, restricted)
         if key is not None:
@@ -123,7 +132,7 @@ class CycleState:
             if hit is not None:
                 self.pending[gang.id] = PendingReason(hit[0], hit[1], len(self.order))
                 return
-        self._decide(gang, queue, base, params, restricted)
+        self._decide(gang, queue, base, params, restricted, bool(concern))
         if key is not None and memo.same_epoch(self):
             reason = self.pending.get(gang.id)
             if reason is not None:
@@ -132,14 +141,16 @@ class CycleState:
     def _epoch(self) -> tuple[object, ...]:
         """What the decision for a gang depends on besides the gang (identities and sizes:
         each of these only changes by replacement or growth within a cycle)."""
-        return (self.snapshot, self.ledger, self.reservation, self.blocked_by,
+        return (self.snapshot, self.ledger, self.reservations, self.blocked_by,
                 len(self.blocked_queues), len(self.held), len(self.terminating))
 
     def _decide(self, gang: Gang, queue: Queue, base: PlacementParams, params: PlacementParams,
-                restricted: bool) -> None:
+                restricted: tuple[Reservation, ...], reserved_pool: bool) -> None:
+        """*restricted*: the reservations the gang must keep off; *reserved_pool*: some
+        reservation is in a pool the gang may use (then it may not reserve one itself)."""
         sp = self.policies.scheduler
         memo = self.memo
-        ledger = memo.held_ledger(self.ledger, self.reservation) if restricted else self.ledger
+        ledger = memo.held_ledger(self.ledger, restricted)
         bounds = self.bounds_of(gang)
         verdict = memo.admission(gang, queue, ledger, self.snapshot)
         quota_problem: str | None = None
@@ -178,11 +189,12 @@ class CycleState:
                 return
         if queue.queueing.strategy is QueueingStrategy.STRICT_FIFO:
             self.blocked_queues.setdefault(queue.name, gang.id)
-        self._fail(gang, queue, quota_problem, failure, base, restricted)
+        self._fail(gang, queue, quota_problem, failure, base, restricted, reserved_pool)
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
-              failure: Unplaceable | None, base: PlacementParams, restricted: bool) -> None:
-        """A reason for a gang that cannot start now; maybe the cycle's reservation."""
+              failure: Unplaceable | None, base: PlacementParams,
+              restricted: tuple[Reservation, ...], reserved_pool: bool) -> None:
+        """A reason for a gang that cannot start now; maybe a reservation in its pools."""
         sp = self.policies.scheduler
         bounds = self.bounds_of(gang)
         if quota_problem is not None or failure is None:
@@ -201,18 +213,20 @@ class CycleState:
                 return
         if not sp.backfill and self.blocked_by is None:
             self.blocked_by = gang.id
-        r = self.reservation
-        if r is not None and restricted:
+        if restricted:
+            held = " and for ".join(f"{r.gang_id} (estimated start in "
+                                    f"{r.estimated_start - self.now:.0f}s)" for r in restricted)
             self.wait(gang, ReasonCategory.QUEUED,
-                      f"{message}; the nodes and quota reserved for {r.gang_id} (estimated "
-                      f"start in {r.estimated_start - self.now:.0f}s) are not usable by a gang "
-                      "that would still run then")
+                      f"{message}; the nodes and quota reserved for {held} are not usable by "
+                      "a gang that would still run then")
             return
-        if r is None and sp.reservation:
+        if not reserved_pool and sp.reservation:
+            # No reservation in any pool the gang may use: the one it gets covers only pools
+            # it may use, so the cycle's reservations stay one per pool.
             request = ReservationRequest(gang, queue, self.snapshot, self.ledger, bounds, base)
             found = reserve(request, self.policies.queues, self.now, self.solve)
             if found is not None:
-                self.reservation = found
+                self.reservations = (*self.reservations, found)
                 self.wait(gang, ReasonCategory.RESERVED,
                           f"{message}; reserved {len(found.nodes)} node(s) and its quota, "
                           f"estimated start in {found.estimated_start - self.now:.0f}s when "
@@ -220,7 +234,7 @@ class CycleState:
                 return
         self.wait(gang, category, message)
 
-    def _held_back(self, gang: Gang, queue: Queue) -> bool:
+    def _held_back(self, gang: Gang, queue: Queue, concern: tuple[Reservation, ...]) -> bool:
         """Strict ordering rules that stop a gang before it is even tried."""
         if self.blocked_by is not None:
             self.wait(gang, ReasonCategory.QUEUED,
@@ -231,9 +245,9 @@ class CycleState:
             self.wait(gang, ReasonCategory.QUEUED,
                       f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet")
             return True
-        if self.reservation is not None and not queue.queueing.backfill:
+        if concern and not queue.queueing.backfill:
             self.wait(gang, ReasonCategory.QUEUED,
                       f"queue {queue.name} does not backfill; waits behind the reservation "
-                      f"of {self.reservation.gang_id}")
+                      f"of {' and '.join(r.gang_id for r in concern)}")
             return True
         return False

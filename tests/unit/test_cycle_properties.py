@@ -33,7 +33,8 @@ class World:
 
 @st.composite
 def worlds(draw: st.DrawFn, pools: tuple[str, ...] = ("a100", "h100"),
-           preemption: bool = True) -> World:
+           preemption: bool = True, any_pool: bool = False) -> World:
+    """*any_pool*: some pending gangs have no pool selector (they may use every pool)."""
     ns = [n for p in pools for n in nodes(p, draw(st.integers(2, 5)))]
     names = ["a", "b", "c"][: draw(st.integers(2, 3))]
     queues: list[Queue] = [queue("p")]
@@ -71,7 +72,8 @@ def worlds(draw: st.DrawFn, pools: tuple[str, ...] = ("a100", "h100"),
     pending = tuple(
         gang(f"g{i}", draw(st.sampled_from(names)), gpus=draw(st.sampled_from([2, 4, 8])),
              pods=draw(st.integers(1, 4)), priority=draw(st.integers(0, 3)),
-             created=float(draw(st.integers(0, 100))), pool=draw(st.sampled_from(pools)),
+             created=float(draw(st.integers(0, 100))),
+             pool=draw(st.sampled_from((*pools, None) if any_pool else pools)),
              runtime=draw(st.sampled_from([None, 300.0, 30_000.0])))
         for i in range(draw(st.integers(1, 10))))
     return World(snap, pol, pending)
@@ -137,20 +139,21 @@ def test_victims_are_whole_running_gangs_and_the_preemptor_is_proven(world: Worl
 
 
 @PROPERTY
-@given(worlds(pools=("a100",), preemption=False))
-def test_backfill_never_delays_the_reservation(world: World) -> None:
+@given(st.one_of(worlds(pools=("a100",), preemption=False),
+                 worlds(preemption=False, any_pool=True)))
+def test_backfill_never_delays_a_reservation(world: World) -> None:
     plan = run(world)
-    if not plan.reservations:
-        return
-    (res,) = plan.reservations
-    g = next(x for x in world.pending if x.id == res.gang_id)
-    # The reserved gang's start, recomputed with every gang bound this cycle running.
+    pools = [p for r in plan.reservations for p in r.pools]
+    assert len(pools) == len(set(pools)), plan.reservations  # one reservation per pool
     after = applied(world, plan)
-    request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
-                                 ledger_of(world, after), pool_bounds(g, after), PARAMS)
-    again = reserve(request, world.policies.queues, NOW, SOLVE)
-    assert again is not None
-    assert again.estimated_start <= res.estimated_start
+    for res in plan.reservations:
+        g = next(x for x in world.pending if x.id == res.gang_id)
+        # The reserved gang's start, recomputed with every gang bound this cycle running.
+        request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
+                                     ledger_of(world, after), pool_bounds(g, after), PARAMS)
+        again = reserve(request, world.policies.queues, NOW, SOLVE)
+        assert again is not None
+        assert again.estimated_start <= res.estimated_start
 
 
 @PROPERTY
