@@ -222,6 +222,17 @@ class ClusterCache:
                 return [self._effective(u) for u in uids]
             return [self._pods[u] for u in uids]
 
+    def queue_of(self, gang_id: str) -> str:
+        """The queue of a gang as the last cycle's input built it ("" if unknown): for log
+        lines about a gang, written outside the cycle that decided about it."""
+        with self._lock:
+            entry = self._entries.get(gang_id)
+        if entry is None:
+            return ""
+        if entry.pending is not None:
+            return entry.pending.queue
+        return entry.running.gang.queue if entry.running is not None else ""
+
     def _effective(self, uid: str) -> PodInfo:
         pod = self._pods[uid]
         assumed = self._assumed.get(uid)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -87,11 +87,15 @@ class Binder:
     """Binds, deletes and evicts pods concurrently over one shared thread pool.
 
     Do not call its methods from inside its own executor (they wait on that pool).
+    ``queue_of`` names a gang's queue for log lines: every line about a gang carries its
+    ``gang``, ``namespace`` and ``queue`` (the live scheduler passes the cache's lookup).
     """
 
     def __init__(self, client: Requester, *, concurrency: int = 32,
-                 timeout: tuple[float, float] = (5.0, 30.0), rollback_attempts: int = 3) -> None:
+                 timeout: tuple[float, float] = (5.0, 30.0), rollback_attempts: int = 3,
+                 queue_of: Callable[[str], str] | None = None) -> None:
         self.client = client
+        self.queue_of = queue_of
         self.timeout = timeout
         self.rollback_attempts = rollback_attempts
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bind")
@@ -103,6 +107,13 @@ class Binder:
 
     def close(self) -> None:
         self.executor.shutdown(wait=True)
+
+    def gang_keys(self, gang: str) -> dict[str, str]:
+        """``gang``, ``namespace`` and ``queue`` for log lines about *gang* ("ns/name")."""
+        if not gang:
+            return {}
+        queue = self.queue_of(gang) if self.queue_of is not None else ""
+        return {"gang": gang, "namespace": gang.split("/", 1)[0], "queue": queue}
 
     # Binding ------------------------------------------------------------------------------
     def bind_gang(self, pod_nodes: Sequence[PodNode], scheduler_name: str,
@@ -116,24 +127,25 @@ class Binder:
         started = []
         for gang, pods in gangs:
             gang_failed = threading.Event()  # lets queued members of a failed gang skip
-            started.append((gang, pods, [
-                self.executor.submit(self._bind_member, ref, node, gang, gang_failed)
+            keys = self.gang_keys(gang)
+            started.append((gang, keys, pods, [
+                self.executor.submit(self._bind_member, ref, node, keys, gang_failed)
                 for ref, node in pods]))
         outcomes = []
-        for gang, pods, futures in started:
+        for gang, keys, pods, futures in started:
             results = [f.result() for f in futures]
             failures = tuple(r for r in results if r is not None)
             if not failures:
-                log.debug("gang_bound", gang=gang, pods=len(pods), scheduler=scheduler_name)
+                log.debug("gang_bound", **keys, pods=len(pods), scheduler=scheduler_name)
                 outcomes.append(BindOutcome(gang, bound=tuple(pods)))
                 continue
             bound = [pn for pn, r in zip(pods, results, strict=True) if r is None]
             unknown = [pn for pn, r in zip(pods, results, strict=True)
                        if r is not None and r.status == UNKNOWN]
-            outcomes.append(self._roll_back(gang, failures, bound, unknown))
+            outcomes.append(self._roll_back(gang, keys, failures, bound, unknown))
         return outcomes
 
-    def _bind_member(self, ref: PodRef, node: str, gang: str,
+    def _bind_member(self, ref: PodRef, node: str, keys: dict[str, str],
                      gang_failed: threading.Event) -> PodFailure | None:
         if gang_failed.is_set():
             return PodFailure(ref, node, SKIPPED, "not attempted: another member failed")
@@ -152,24 +164,25 @@ class Binder:
             return None
         gang_failed.set()
         reason = _bind_reason(resp.status, resp.message())
-        log.info("bind_failed", gang=gang, namespace=ref.namespace, pod=ref.name, node=node,
+        log.info("bind_failed", **(keys or {"namespace": ref.namespace}), pod=ref.name, node=node,
                  status=resp.status, reason=reason)
         return PodFailure(ref, node, resp.status, reason)
 
-    def _roll_back(self, gang: str, failures: tuple[PodFailure, ...], bound: list[PodNode],
-                   unknown: list[PodNode]) -> BindOutcome:
+    def _roll_back(self, gang: str, keys: dict[str, str], failures: tuple[PodFailure, ...],
+                   bound: list[PodNode], unknown: list[PodNode]) -> BindOutcome:
         # A bind without a reply may have happened: read the pod back to find out.
         maybe = list(self.executor.map(lambda pn: self._is_bound(pn[0]), unknown))
         to_delete = [ref for ref, _ in bound] + [
             ref for (ref, _), yes in zip(unknown, maybe, strict=True) if yes]
-        not_deleted = tuple(self.delete_pods(to_delete, retries=self.rollback_attempts))
+        not_deleted = tuple(self.delete_pods(to_delete, retries=self.rollback_attempts,
+                                             gang=gang))
         undone = tuple(ref for ref in to_delete if all(f.pod != ref for f in not_deleted))
         outcome = BindOutcome(gang, failed=failures, rolled_back=undone,
                               rollback_failed=not_deleted)
         if not_deleted:
-            log.error("gang_partly_bound", gang=gang, reason=outcome.describe())
+            log.error("gang_partly_bound", **keys, reason=outcome.describe())
         else:
-            log.info("gang_rolled_back", gang=gang, reason=outcome.describe())
+            log.info("gang_rolled_back", **keys, reason=outcome.describe())
         return outcome
 
     def _is_bound(self, ref: PodRef) -> bool:
@@ -188,17 +201,20 @@ class Binder:
 
     # Deleting and evicting ----------------------------------------------------------------
     def delete_pods(self, pods: Sequence[PodRef], grace_period_seconds: int = 0,
-                    retries: int = 1) -> list[PodFailure]:
+                    retries: int = 1, gang: str = "") -> list[PodFailure]:
         """Delete pods (uid-preconditioned) concurrently; returns only the failures.
 
         A pod already gone (404) or replaced by a namesake (409 on the uid precondition) counts
         as deleted. Transport errors and 5xx are retried up to *retries* attempts in total.
+        *gang*, when the pods are one gang's, goes into the log lines.
         """
+        keys = self.gang_keys(gang)
         results = self.executor.map(
-            lambda ref: self._delete(ref, grace_period_seconds, retries), pods)
+            lambda ref: self._delete(ref, grace_period_seconds, retries, keys), pods)
         return [r for r in results if r is not None]
 
-    def _delete(self, ref: PodRef, grace: int, attempts: int) -> PodFailure | None:
+    def _delete(self, ref: PodRef, grace: int, attempts: int,
+                keys: dict[str, str]) -> PodFailure | None:
         body: dict[str, object] = {"apiVersion": "v1", "kind": "DeleteOptions",
                                    "gracePeriodSeconds": grace}
         if ref.uid:
@@ -218,7 +234,8 @@ class Binder:
             failure = PodFailure(ref, "", resp.status, f"delete: {resp.message()}")
             if resp.status < 500 and resp.status != 429:
                 break
-        log.warning("delete_failed", namespace=ref.namespace, pod=ref.name, reason=failure.reason)
+        log.warning("delete_failed", **(keys or {"namespace": ref.namespace}), pod=ref.name,
+                    reason=failure.reason)
         return failure
 
     def evict_pod(self, pod: PodRef, grace_period_seconds: int | None = None) -> EvictOutcome:

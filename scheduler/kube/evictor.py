@@ -99,12 +99,13 @@ class Evictor:
         pods = [p for p in self.cache.gang_pods(victim.gang) if p.node_name and not p.terminating]
         refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
         ns = victim.gang.split("/", 1)[0]
+        keys = {"gang": victim.gang, "namespace": ns, "queue": queue}
         message = f"preempted by gang {victim.preemptor}: {victim.message}"
         refused = [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok]
         if not refused:
             if not retry:
                 for ref in refs:
-                    self._mark(ref, message)
+                    self._mark(ref, message, keys)
             outcomes = self.binder.evict_pods(refs, self.grace)
             refused = [o for o in outcomes if not o.ok]
         else:
@@ -112,23 +113,22 @@ class Evictor:
         for o in outcomes:
             if o.ok:
                 self.writer.submit(f"mark/{o.pod.uid}", functools.partial(self._mark, o.pod,
-                                                                          message))
+                                                                          message, keys))
                 self._event(o.pod, EventReason.PREEMPTED, message, "Preempting")
             else:
                 self._event(o.pod, EVICTION_BLOCKED, f"eviction for gang {victim.preemptor} "
                             f"refused, will retry: {o.reason}", "Evicting")
         if refused:
-            log.warning("eviction_blocked", gang=victim.gang, namespace=ns, queue=queue,
-                        preemptor=victim.preemptor, pods=len(refused), status=refused[0].status,
-                        reason=refused[0].reason)
+            log.warning("eviction_blocked", **keys, preemptor=victim.preemptor,
+                        pods=len(refused), status=refused[0].status, reason=refused[0].reason)
             return refused[0].reason
-        log.info("gang_preempted", gang=victim.gang, namespace=ns, queue=queue,
-                 preemptor=victim.preemptor, pods=len(refs), grace_period_seconds=self.grace,
-                 retry=retry)
+        log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
+                 grace_period_seconds=self.grace, retry=retry)
         return None
 
-    def _mark(self, pod: PodRef, message: str) -> None:
-        """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor."""
+    def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
+        """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor;
+        *keys* (gang, namespace, queue of the victim) go into any log line."""
         condition = {"type": "DisruptionTarget", "status": "True",
                      "reason": "PreemptionByScheduler", "message": message,
                      "lastTransitionTime": format_time(time.time())}
@@ -139,10 +139,10 @@ class Evictor:
                                      "status": {"conditions": [condition]}},
                 content_type=STRATEGIC_MERGE_PATCH, timeout=self.binder.timeout)
         except TransportError as exc:
-            log.warning("disruption_target_failed", pod=str(pod), reason=str(exc))
+            log.warning("disruption_target_failed", **keys, pod=pod.name, reason=str(exc))
             return
         if not resp.ok and resp.status not in (404, 409):  # gone already: nothing to say
-            log.warning("disruption_target_failed", pod=str(pod), status=resp.status,
+            log.warning("disruption_target_failed", **keys, pod=pod.name, status=resp.status,
                         reason=resp.message())
 
     def _dry_run(self, pod: PodRef) -> EvictOutcome:

@@ -62,7 +62,8 @@ class LiveScheduler:
         self.policies = LivePolicies(client, write_status=self.queue_status.set_validity)
         self.informers = feed.cache_informers(client, self.cache, config.node_labels)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
-        self.binder = Binder(client, concurrency=config.bind_concurrency)
+        self.binder = Binder(client, concurrency=config.bind_concurrency,
+                             queue_of=self.cache.queue_of)
         self.actuator = KubeActuator(
             client, self.cache, self.binder, StatusWriter(client),
             EventRecorder(client, interval=config.event_min_interval_seconds),
@@ -149,10 +150,7 @@ class LiveScheduler:
 
     def _gang_keys(self, gang_id: str) -> dict[str, str]:
         """``namespace`` and ``queue`` for log lines about a gang."""
-        gangs = self.cache.cycle_input(time.time()).gangs
-        queue = next((g.queue for g in (*gangs.pending, *(r.gang for r in gangs.running))
-                      if g.id == gang_id), "")
-        return {"namespace": gang_id.split("/", 1)[0], "queue": queue}
+        return {"namespace": gang_id.split("/", 1)[0], "queue": self.cache.queue_of(gang_id)}
 
     def _repair_partial(self, plan: CyclePlan, partial: dict[str, tuple[PodRef, ...]],
                         startup: bool) -> None:
@@ -175,7 +173,8 @@ class LiveScheduler:
             keys = self._gang_keys(gang_id)
             log.warning("partial_gang_rolled_back", gang=gang_id, bound=len(refs), **keys,
                         reason=str(plan.pending.get(gang_id, "not placeable this cycle")))
-            failures = self.binder.delete_pods([PodRef(r.namespace, r.name, r.uid) for r in refs])
+            failures = self.binder.delete_pods([PodRef(r.namespace, r.name, r.uid) for r in refs],
+                                               gang=gang_id)
             self.metrics.rollbacks.labels("partial_at_startup" if startup else "partial").inc()
             for f in failures:
                 log.error("rollback_failed", gang=gang_id, pod=str(f.pod), reason=f.reason,
