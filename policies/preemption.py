@@ -9,7 +9,9 @@ A running gang is a candidate victim of a pending gang only when the policy says
   the preemptor's queue stays within its own quota with the gang admitted (it takes back what
   it lent, it does not borrow by force), and the victim's side of the tree is borrowing;
 - always: the victim has run at least its queue's ``minRuntimeSeconds``, is not already
-  being evicted, and is not the preemptor's own already-running part.
+  being evicted, and is not the preemptor's own already-running part;
+- never for a preemptor whose pods have ``preemptionPolicy: Never`` (Kubernetes' non-
+  preempting priority classes): its priority orders it, it evicts nobody.
 
 ``could_preempt_back`` is the same rule the other way round, checked on the state after the
 preemption; a victim that could at once preempt its preemptor is never chosen (no loops).
@@ -149,6 +151,8 @@ def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger
     between gangs of one queue and priority while the ledger (the same object) and the
     gangs being evicted are unchanged, which is most of a cycle.
     """
+    if not gang.may_preempt:
+        return []  # preemptionPolicy Never (before the memo: its answer is not this gang's)
     key = (id(ledger), queue.name, gang.priority, tuple(bounds.items()), len(terminating))
     if memo is not None:
         hit = memo.get(key)

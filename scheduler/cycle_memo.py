@@ -159,7 +159,7 @@ class CycleMemo:
         if not self.same_epoch(state):
             self.failures.clear()
             self.epoch = state._epoch()
-        return (queue.name, gang.priority, gang.topology,
+        return (queue.name, gang.priority, gang.preemption_policy, gang.topology,
                 tuple(r.gang_id for r in restricting), _roles_of(gang, snapshot).shape)
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],

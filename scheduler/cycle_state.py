@@ -10,7 +10,7 @@ The order in which gangs come here is ``cycle``'s business.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies import fairshare
 from policies.admission import (
@@ -33,6 +33,7 @@ from policies.reservation import (
 from policies.victims import Preemption, VictimSearch
 from scheduler.cycle_memo import CycleMemo
 from scheduler.model import Gang, RunningGang
+from scheduler.model.pods import PreemptionPolicy
 from scheduler.placement.types import (
     Placement,
     PlacementParams,
@@ -155,6 +156,7 @@ class CycleState:
         verdict = memo.admission(gang, queue, ledger, self.snapshot)
         quota_problem: str | None = None
         failure: Unplaceable | None = None
+        never = ""  # why preemption, which would help, is not used
         if verdict.admitted or not bounds:  # no usable pool at all: placement says why
             params = memo.restrict(params, verdict.pools, self.snapshot) if bounds else params
             result = self.solve(gang, self.snapshot, params)
@@ -180,16 +182,27 @@ class CycleState:
             untouchable = frozenset(self.terminating) | {b.gang_id for b in self.binds}
             if memo.by_queue is None:
                 memo.by_queue = running_by_queue(self.snapshot)
-            search = VictimSearch(gang, queue, self.snapshot, ledger, self.policies.queues,
-                                  bounds, params, self.now, self.solve, untouchable,
-                                  memo.charges, memo.by_queue, memo.candidates, memo.usable)
+            # A gang that may not preempt (preemptionPolicy Never) is searched for as if it
+            # could, only to say in its reason that preemption would have helped.
+            preemptor = gang if gang.may_preempt else replace(
+                gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
+            search = VictimSearch(preemptor, queue, self.snapshot, ledger,
+                                  self.policies.queues, bounds, params, self.now, self.solve,
+                                  untouchable, memo.charges, memo.by_queue, memo.candidates,
+                                  memo.usable)
             pre = search.run()
-            if pre is not None:
+            if pre is not None and gang.may_preempt:
                 self.nominate(gang, queue, pre)
                 return
+            if pre is not None:
+                never = (f"preemption is disabled by its preemptionPolicy (Never): evicting "
+                         f"{len(pre.victims)} gang(s) would let it start now")
         if queue.queueing.strategy is QueueingStrategy.STRICT_FIFO:
             self.blocked_queues.setdefault(queue.name, gang.id)
         self._fail(gang, queue, quota_problem, failure, base, restricted, reserved_pool)
+        if never:
+            reason = self.pending[gang.id]
+            self.pending[gang.id] = replace(reason, message=f"{reason.message}; {never}")
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
               failure: Unplaceable | None, base: PlacementParams,

@@ -25,6 +25,7 @@ from datetime import datetime
 
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
 from scheduler.model.gangs import TopologyMode
+from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
@@ -129,6 +130,13 @@ def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
     return tuple(roles)
 
 
+def _preemption_policy(pods: Iterable[PodInfo]) -> PreemptionPolicy:
+    """``Never`` if any member says so: evicting others for the gang would evict them for
+    that member too, which its PriorityClass forbids."""
+    never = any(p.preemption_policy is PreemptionPolicy.NEVER for p in pods)
+    return PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
 def _topology(*sources: Mapping[str, str]) -> TopologyConstraint | None:
     required = _annotation(TOPOLOGY_REQUIRED_ANNOTATION, *sources)
     if required:
@@ -185,6 +193,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
             priority=max(p.priority for p in gang_pods), creation_time=created,
             topology=_topology(*meta), runtime_estimate=runtime,
+            preemption_policy=_preemption_policy(gang_pods),
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds

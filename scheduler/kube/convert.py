@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from scheduler import model
 from scheduler.model import workloads
 from scheduler.model.nodes import Node, NodeLabelConfig, Taint, TaintEffect
+from scheduler.model.pods import PreemptionPolicy
 from scheduler.resources import QuantityError, Resources, parse_quantity
 
 T = TypeVar("T")
@@ -245,6 +246,11 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         phase = workloads.PodPhase(status.get("phase") or "Pending")
     except ValueError:
         raise _Fail("status.phase", f"unknown phase {status.get('phase')!r}") from None
+    try:
+        preemption = PreemptionPolicy(spec.get("preemptionPolicy") or "PreemptLowerPriority")
+    except ValueError:
+        raise _Fail("spec.preemptionPolicy",
+                    f"unknown policy {spec.get('preemptionPolicy')!r}") from None
     return workloads.PodInfo(
         uid=str(meta.get("uid") or ""),
         namespace=str(meta.get("namespace") or "default"),
@@ -261,6 +267,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         terminating=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         started_at=_started_at(status),
+        preemption_policy=preemption,
     )
 
 

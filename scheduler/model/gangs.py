@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler.model.pods import PodRequirements
+from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.resources import Resources, total
 
 
@@ -78,6 +78,9 @@ class Gang:
     declared_min_member: int | None = None
     #: PodGroup creation + scheduleTimeoutSeconds: past it the gang is given up (terminal).
     schedule_deadline: float | None = None
+    #: ``Never`` if any member's pod says so: the gang is ordered by its priority as usual
+    #: but never evicts other gangs (a member that may not preempt binds the whole gang).
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 
     @property
     def min_member(self) -> int:
@@ -91,6 +94,10 @@ class Gang:
     @property
     def members_present(self) -> int:
         return self.size if self.present_members is None else self.present_members
+
+    @property
+    def may_preempt(self) -> bool:
+        return self.preemption_policy is not PreemptionPolicy.NEVER
 
     @property
     def is_complete(self) -> bool:

@@ -26,6 +26,17 @@ class SelectorOperator(StrEnum):
     LT = "Lt"
 
 
+class PreemptionPolicy(StrEnum):
+    """A pod's ``spec.preemptionPolicy`` (set from its PriorityClass at admission).
+
+    ``Never``: the pod still goes ahead of lower-priority pods in the queue, but it never
+    evicts anyone to make room (a "non-preempting" priority class).
+    """
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
     key: str

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.pods import PodRequirements
+from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.resources import Resources
 
 QUEUE_LABEL = "gangscheduler.io/queue"
@@ -61,6 +61,8 @@ class PodInfo:
     #: When the pod was bound/started (status.startTime or the PodScheduled transition);
     #: None if unknown.
     started_at: float | None = None
+    #: ``spec.preemptionPolicy`` (from the PriorityClass, like ``spec.priority``).
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 
     def __hash__(self) -> int:
         return hash(self.uid)
