@@ -8,6 +8,7 @@ Command-line flags override the file.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,9 @@ class SchedulerConfig:
     scheduler_name: str = "gang-scheduler"
     default_queue: str = "default"
     cycle_interval_seconds: float = 1.0
+    #: Queue status (``kubectl get queues``) is written at most this often per Queue: fresh
+    #: enough for a person, without a status write per Queue every cycle on a busy cluster.
+    queue_status_interval_seconds: float = 3.0
     pool_label: str = DEFAULT_POOL_LABEL
     topology_labels: tuple[str, ...] = DEFAULT_TOPOLOGY_LABELS
     bind_concurrency: int = 32
@@ -50,9 +54,25 @@ class SchedulerConfig:
     cpsat_time_limit_seconds: float = 2.0
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
 
+    def __post_init__(self) -> None:
+        for name in _POSITIVE:  # also when built in code rather than read from a file
+            _check_positive(getattr(self, name), _camel(name))
+
     @property
     def node_labels(self) -> NodeLabelConfig:
         return NodeLabelConfig(pool_label=self.pool_label, topology_labels=self.topology_labels)
+
+
+#: Fields where 0 makes no sense (an interval of 0 would mean a write on every pass).
+_POSITIVE = ("queue_status_interval_seconds",)
+
+
+def _check_positive(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{path}: must be a positive number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{path}: must be a positive number of seconds, got {value}")
+    return float(value)
 
 
 def _snake(name: str) -> str:
@@ -101,6 +121,8 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
         ftype = fields[name].type
         if ftype == "LeaderElectionConfig":
             kwargs[name] = _build(LeaderElectionConfig, value, where)
+        elif name in _POSITIVE:
+            kwargs[name] = _check_positive(value, where)
         else:
             kwargs[name] = _coerce(value, ftype, where)
     return cls(**kwargs)

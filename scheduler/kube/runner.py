@@ -44,7 +44,7 @@ class LiveScheduler:
     def __init__(self, config: SchedulerConfig, client: KubeClient,
                  metrics: SchedulerMetrics | None = None, health: Health | None = None,
                  identity: str | None = None, poll_interval: float = 0.05,
-                 queue_status_interval: float = 3.0) -> None:
+                 queue_status_interval: float | None = None) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics or SchedulerMetrics()
@@ -56,7 +56,10 @@ class LiveScheduler:
         self.poll_interval = poll_interval
         self.cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                                  default_queue=config.default_queue))
-        # Queue status (figures and the Valid condition) is written by the leader only.
+        # Queue status (figures and the Valid condition) is written by the leader only, at
+        # most every queueStatusIntervalSeconds (the argument overrides it, for tests).
+        if queue_status_interval is None:
+            queue_status_interval = config.queue_status_interval_seconds
         self.queue_status = QueueStatusPublisher(client, lambda: self.is_leader,
                                                  min_interval=queue_status_interval)
         self.policies = LivePolicies(client, write_status=self.queue_status.set_validity)

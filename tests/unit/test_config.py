@@ -31,6 +31,15 @@ def test_overrides(tmp_path: Path) -> None:
     ("bindConcurrency: many\n", "bindConcurrency: must be an integer"),
     ("cycleIntervalSeconds: -1\n", "cycleIntervalSeconds: must be >= 0"),
     ("leaderElection: {enabled: 1}\n", "leaderElection.enabled: must be true or false"),
+    ("queueStatusIntervalSeconds: 0\n", "queueStatusIntervalSeconds: must be a positive number"),
+    ("queueStatusIntervalSeconds: -2\n",
+     "queueStatusIntervalSeconds: must be a positive number"),
+    ("queueStatusIntervalSeconds: .nan\n",
+     "queueStatusIntervalSeconds: must be a positive number"),
+    ("queueStatusIntervalSeconds: soon\n",
+     "queueStatusIntervalSeconds: must be a positive number of seconds, got 'soon'"),
+    ("queueStatusIntervalSeconds: true\n",
+     "queueStatusIntervalSeconds: must be a positive number"),
     ("topologyLabels: rack\n", "topologyLabels: must be a list"),
     ("[1, 2]\n", "must be a mapping"),
     ("a: [\n", "not valid YAML"),
@@ -40,3 +49,12 @@ def test_errors_name_the_field(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         load_config(path)
+
+
+def test_queue_status_interval(tmp_path: Path) -> None:
+    assert SchedulerConfig().queue_status_interval_seconds == 3.0
+    path = tmp_path / "c.yaml"
+    path.write_text("queueStatusIntervalSeconds: 10\n")
+    assert load_config(path).queue_status_interval_seconds == 10.0
+    with pytest.raises(ConfigError, match="queueStatusIntervalSeconds: must be a positive"):
+        SchedulerConfig(queue_status_interval_seconds=0)  # built in code: checked too

@@ -1,0 +1,31 @@
+"""The live scheduler takes its settings from the config file (no hard-coded intervals)."""
+
+from __future__ import annotations
+
+from scheduler.config import LeaderElectionConfig, SchedulerConfig
+from scheduler.kube.runner import LiveScheduler
+from tests.unit.kube.fakes import FakeClient
+
+
+def live(config: SchedulerConfig, **kwargs: float) -> LiveScheduler:
+    return LiveScheduler(config, FakeClient(), identity="test", **kwargs)  # type: ignore[arg-type]
+
+
+CONFIG = SchedulerConfig(queue_status_interval_seconds=7.5,
+                         leader_election=LeaderElectionConfig(enabled=False))
+
+
+def test_queue_status_interval_comes_from_the_config() -> None:
+    runner = live(CONFIG)
+    try:
+        assert runner.queue_status.min_interval == 7.5
+    finally:
+        runner.stop()
+
+
+def test_an_explicit_queue_status_interval_overrides_the_config() -> None:
+    runner = live(CONFIG, queue_status_interval=1.0)
+    try:
+        assert runner.queue_status.min_interval == 1.0
+    finally:
+        runner.stop()
