@@ -3,12 +3,21 @@
 Why here: conversion errors are an edge concern. A malformed object is logged once per event
 with its field path and skipped; the cache keeps that object's last good state and every other
 object keeps flowing.
+
+PriorityClasses are resolved here too: the Priority admission plugin normally writes
+``spec.priority`` when a pod is created, but a cluster with the plugin off creates pods
+without it, and ordering and preemption would treat every such pod as priority 0. A pod with
+no ``spec.priority`` gets the value of its ``priorityClassName``, else of the
+``globalDefault`` class, else 0 (what admission would have written); the core never sees a
+PriorityClass.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -58,23 +67,88 @@ def _meta(obj: dict[str, Any], key: str) -> str:
     return str((obj.get("metadata") or {}).get(key) or "")
 
 
+def _unresolved(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's spec when admission left ``spec.priority`` unset, else None."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) and spec.get("priority") is None else None
+
+
+class PriorityClasses:
+    """The PriorityClasses by name, and the priority they give a pod admission did not resolve."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._classes: dict[str, convert.PriorityClassInfo] = {}
+
+    def upsert(self, pc: convert.PriorityClassInfo) -> bool:
+        """Record *pc*; True if that changed what a pod may resolve to."""
+        with self._lock:
+            changed = self._classes.get(pc.name) != pc
+            self._classes[pc.name] = pc
+        return changed
+
+    def delete(self, name: str) -> bool:
+        with self._lock:
+            return self._classes.pop(name, None) is not None
+
+    def resolve(self, pod: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
+        """*pod* with the priority admission would have written, if *obj* lacks one."""
+        spec = _unresolved(obj)
+        if spec is None:
+            return pod
+        name = spec.get("priorityClassName")
+        with self._lock:
+            pc = self._classes.get(name) if isinstance(name, str) else None
+            value = pc.value if pc is not None else convert.default_priority(self._classes)
+        return pod if value == pod.priority else dataclasses.replace(pod, priority=value)
+
+
 def cache_informers(client: KubeClient, cache: Cache,
                     label_config: NodeLabelConfig | None = None) -> list[informer.Informer]:
-    """Informers for nodes, pods, PodGroups and Jobs feeding *cache* (not started)."""
-    handlers: list[tuple[informer.ResourceKind, informer.Handler]] = [
-        (informer.NODES, converting_handler(
+    """Informers for PriorityClasses, nodes, pods, PodGroups and Jobs feeding *cache* (not
+    started). PriorityClasses come first, so that a one-shot read in this order resolves
+    every pod; a running scheduler re-resolves the pods without ``spec.priority`` whenever a
+    class changes, so the result never depends on which informer delivered first."""
+    classes = PriorityClasses()
+    pod_lock = threading.Lock()  # one delivery at a time: the watch's, or a re-resolution's
+    to_pod = converting_handler(lambda o: classes.resolve(convert.pod_from_json(o), o),
+                                cache.upsert_pod, lambda o: cache.delete_pod(_meta(o, "uid")))
+
+    def on_pod(event: informer.EventType, obj: dict[str, Any]) -> None:
+        with pod_lock:
+            to_pod(event, obj)
+
+    pods = informer.Informer(client, informer.PODS, on_pod)
+
+    def reresolve(changed: bool) -> None:
+        """Convert again the pods whose priority comes from the classes. The informer stores
+        an object before delivering it, so any newer version is delivered after this."""
+        if not changed:
+            return
+        with pod_lock:
+            for obj in pods.objects():
+                if _unresolved(obj) is not None:
+                    to_pod(informer.EventType.MODIFIED, obj)
+
+    on_class = converting_handler(
+        convert.priority_class_from_json, lambda pc: reresolve(classes.upsert(pc)),
+        lambda o: reresolve(classes.delete(_meta(o, "name"))))
+    def watch(kind: informer.ResourceKind, handler: informer.Handler) -> informer.Informer:
+        return informer.Informer(client, kind, handler)
+
+    return [
+        watch(informer.PRIORITY_CLASSES, on_class),
+        watch(informer.NODES, converting_handler(
             lambda o: convert.node_from_json(o, label_config), cache.upsert_node,
             lambda o: cache.delete_node(_meta(o, "name")))),
-        (informer.PODS, converting_handler(
-            convert.pod_from_json, cache.upsert_pod, lambda o: cache.delete_pod(_meta(o, "uid")))),
-        (informer.PODGROUPS, converting_handler(
+        pods,
+        watch(informer.PODGROUPS, converting_handler(
             convert.podgroup_from_json, cache.upsert_group,
             lambda o: cache.delete_group(informer.object_id(o)))),
-        (informer.JOBS, converting_handler(
+        watch(informer.JOBS, converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o)))),
     ]
-    return [informer.Informer(client, kind, handler) for kind, handler in handlers]
 
 
 def wait_for_sync(informers: list[informer.Informer], timeout: float) -> bool:
