@@ -73,15 +73,6 @@ def wait_whole(env: Deployed, ns: str, selector: str, size: int) -> dict[str, st
     return wait_for(check, 60, 0.1, what=f"{size} pods of {selector} bound")
 
 
-def pending_reason(env: Deployed, ns: str, selector: str) -> str:
-    """The PodScheduled=False message of a member, once all members exist (before that the
-    scheduler says WaitingForMembers)."""
-    messages = [c.get("message") or "" for p in pods_of(env, ns, selector).values()
-                for c in p["status"].get("conditions") or ()
-                if c["type"] == "PodScheduled" and c["status"] == "False"]
-    return next((m for m in messages if not m.startswith("WaitingForMembers")), "")
-
-
 # The Indexed Job ------------------------------------------------------------------------------
 def job_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
     """Pod `index` of an Indexed Job as the Job controller creates it."""
@@ -145,14 +136,15 @@ def trainer_objects(path: str = "trainer-runtime-coscheduling.yaml") -> list[dic
     """What Kubeflow Trainer creates from the example's TrainJob with its runtime (plus the
     example's Namespace)."""
     docs = [d for d in yaml.safe_load_all((EXAMPLES / path).read_text()) if d]
-    runtime = next(d for d in docs if d["kind"] == "ClusterTrainingRuntime")
+    runtime = next(d for d in docs if d["kind"] == "TrainingRuntime")
     trainjob = next(d for d in docs if d["kind"] == "TrainJob")
     name, ns = trainjob["metadata"]["name"], trainjob["metadata"]["namespace"]
     nodes = trainjob["spec"]["trainer"]["numNodes"]
     resources = trainjob["spec"]["trainer"]["resourcesPerNode"]
     timeout = runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"]
     job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    pod_spec = job["template"]["spec"]["template"]["spec"]
+    pod_template = job["template"]["spec"]["template"]
+    pod_spec = pod_template["spec"]
     total = {r: str(parse_quantity(v) * nodes) for r, v in resources["requests"].items()}
     group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
              "metadata": {"name": name, "namespace": ns},
@@ -166,37 +158,23 @@ def trainer_objects(path: str = "trainer-runtime-coscheduling.yaml") -> list[dic
             c["resources"] = copy.deepcopy(resources)
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"{name}-{job['name']}-0-{i}", "namespace": ns,
-            "labels": {GROUP_LABEL: name, "jobset.sigs.k8s.io/jobset-name": name,
+            "labels": {**pod_template["metadata"]["labels"], GROUP_LABEL: name,
+                       "jobset.sigs.k8s.io/jobset-name": name,
                        "jobset.sigs.k8s.io/replicatedjob-name": job["name"]}}, "spec": spec})
     namespaces = [d for d in docs if d["kind"] == "Namespace"]
     return [*namespaces, group, *pods]
 
 
-def test_trainer_gang_binds_whole_once_its_queue_can_hold_it(env: Deployed) -> None:
+def test_trainer_gang_binds_whole_in_its_team_queue(env: Deployed) -> None:
     objects = trainer_objects()
     group = next(o for o in objects if o["kind"] == "PodGroup")
     pods = [o for o in objects if o["kind"] == "Pod"]
     assert group["spec"]["minMember"] == 4 and len(pods) == 4
     assert all(p["spec"]["schedulerName"] == "gang-scheduler" for p in pods)
+    # The runtime's pod template names queue team-b, whose quota holds the 32 GPUs (the
+    # default queue, with no h100 and 8 a100 GPUs, never could).
+    assert all(p["metadata"]["labels"]["gangscheduler.io/queue"] == "team-b" for p in pods)
     env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
                                                       "items": objects}))
-    selector = f"{GROUP_LABEL}=llm-finetune"
-    # Trainer copies no queue label, so the gang goes to `default` (examples/README.md), and
-    # deploy/queues gives `default` 8 a100 GPUs and no h100: 32 GPUs wait, none bound.
-    message = wait_for(lambda: pending_reason(env, "team-a", selector), 30,
-                       what="pending reason")
-    print(f"pending reason: {message}")
-    assert "default" in message, message
-    assert bound(pods_of(env, "team-a", selector)) == {}
-    # The admin gives the default queue room in the h100 pool: the gang binds whole.
-    original = kubectl_json(env.admin, "get", "queue", "default")["spec"]["quotas"]
-    quotas = [{"pool": "a100", "nominal": {"nvidia.com/gpu": 8}},
-              {"pool": "h100", "nominal": {"nvidia.com/gpu": 32}}]
-    env.kubectl("patch", "queue", "default", "--type=merge", "-p",
-                json.dumps({"spec": {"quotas": quotas}}))
-    try:
-        nodes = wait_whole(env, "team-a", selector, 4)
-        assert len(set(nodes.values())) == 4 and all(n.startswith("h100-") for n in nodes.values())
-    finally:
-        env.kubectl("patch", "queue", "default", "--type=merge", "-p",
-                    json.dumps({"spec": {"quotas": original}}))
+    nodes = wait_whole(env, "team-b", f"{GROUP_LABEL}=llm-finetune", 4)
+    assert len(set(nodes.values())) == 4, "8-GPU pods need a node each"

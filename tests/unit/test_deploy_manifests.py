@@ -409,7 +409,7 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
         return [obj]
     if obj["kind"] == "Job":
         return [obj["spec"]["template"]]
-    if obj["kind"] == "ClusterTrainingRuntime":
+    if obj["kind"] in ("TrainingRuntime", "ClusterTrainingRuntime"):
         return [rj["template"]["spec"]["template"]
                 for rj in obj["spec"]["template"]["spec"]["replicatedJobs"]]
     return []
@@ -498,16 +498,17 @@ def test_podgroup_example_is_one_gang_with_launcher_and_workers() -> None:
 
 def test_trainer_example_becomes_one_podgroup_gang() -> None:
     objs = {o["kind"]: o for o in docs(EXAMPLES / "trainer-runtime-coscheduling.yaml")}
-    runtime, job = objs["ClusterTrainingRuntime"], objs["TrainJob"]
+    runtime, job = objs["TrainingRuntime"], objs["TrainJob"]
     assert runtime["apiVersion"] == job["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
     assert runtime["spec"]["podGroupPolicy"] == {"coscheduling": {"scheduleTimeoutSeconds": 120}}
     assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
-    assert job["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
+    assert job["spec"]["runtimeRef"]["kind"] == "TrainingRuntime"
+    assert runtime["metadata"]["namespace"] == job["metadata"]["namespace"]
     [node_job] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     assert node_job["template"]["metadata"]["labels"] == {
         "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
     # What Trainer creates: a PodGroup named after the TrainJob, minMember = all its pods, and
-    # pods with the pod-group label and the TrainJob's per-node resources.
+    # pods with the template's labels, the pod-group label and the per-node resources.
     name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
     trainer = job["spec"]["trainer"]
     group = {"metadata": {"name": name, "namespace": ns, "uid": name},
@@ -516,11 +517,17 @@ def test_trainer_example_becomes_one_podgroup_gang() -> None:
     [container] = template["spec"]["containers"]
     pod_spec = {**template["spec"],
                 "containers": [{**container, "resources": trainer["resourcesPerNode"]}]}
-    pods = [as_pod({"metadata": {"labels": {POD_GROUP_LABEL: name}}, "spec": pod_spec}, ns,
+    labels = {**template["metadata"]["labels"], POD_GROUP_LABEL: name}
+    pods = [as_pod({"metadata": {"labels": labels}, "spec": pod_spec}, ns,
                    f"{name}-node-0-{i}") for i in range(trainer["numNodes"])]
     [gang] = gangs_of(pods, groups=[group]).pending
-    assert (gang.id, gang.queue, gang.min_member) == (f"{ns}/{name}", "default", 4)
+    assert (gang.id, gang.queue, gang.min_member) == (f"{ns}/{name}", "team-b", 4)
     assert gang.min_requests[GPU] == 32
+    # A queue that can run it (the default queue could not: no h100 and 8 a100 GPUs): it
+    # admits the namespace and its nominal quota over both pools holds the whole gang.
+    queue = example_queues().get(gang.queue)
+    assert queue is not None and queue.admits_namespace(ns)
+    assert sum(q.nominal.get(GPU, 0) for q in queue.quotas) >= gang.min_requests[GPU]
 
 
 # Monitoring --------------------------------------------------------------------------------
