@@ -220,9 +220,21 @@ class QuotaLedger:
                           if r in avail and v > avail[r]})
 
     def borrowing(self, queue: str, pool: str) -> bool:
-        """Is the queue's subtree using more than its own quota in *pool*?"""
+        """Is the queue's subtree using more than its own quota in *pool*?
+
+        Quota held for a reserved gang is not usage here: a hold may take its queue past its
+        quota (that is what keeps the quota free for the reserved gang), but the queue's
+        running gangs borrow nothing more for it, so a hold alone must not make them
+        reclaimable by other queues (which then evict them, and they reclaim back).
+        """
         used = self.total.get((queue, pool), {})
         quota = self.tree.subtree_quota.get((queue, pool), {})
+        holds = self.holds.get((queue, pool), ())
+        if holds:
+            used = dict(used)
+            for _, _, amounts in holds:
+                for r, v in amounts.items():
+                    used[r] = used.get(r, 0) - v
         return any(v > quota.get(r, 0) for r, v in used.items())
 
 

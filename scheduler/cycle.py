@@ -187,6 +187,10 @@ def _carry_over(state: CycleState, previous: CyclePlan | None,
         gang = by_id.get(res.gang_id)
         if gang is not None and gang not in first and gang.id not in state.pending:
             first.append(gang)
+            # Its pools stay claimed until it is reconsidered: a gang considered before it
+            # (a nominee that no longer fits, another reserved gang that may use several
+            # pools) may not take its pool's reservation away meanwhile.
+            state.claims[gang.id] = frozenset(res.pools)
     return first
 
 

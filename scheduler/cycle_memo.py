@@ -102,6 +102,7 @@ class Epochal(Protocol):
     blocked_queues: dict[str, str]
     held: set[str]
     terminating: set[str]
+    claims: dict[str, frozenset[str]]
 
     def _epoch(self) -> tuple[object, ...]: ...
 
@@ -144,7 +145,7 @@ class CycleMemo:
         return (bool(m) and m[0] is state.snapshot and m[1] is state.ledger
                 and m[2] is state.reservations and m[3] == state.blocked_by
                 and m[4] == len(state.blocked_queues) and m[5] == len(state.held)
-                and m[6] == len(state.terminating))
+                and m[6] == len(state.terminating) and m[7] == len(state.claims))
 
     def failure_key(self, state: Epochal, gang: Gang, queue: Queue,
                     restricting: tuple[Reservation, ...]) -> tuple[object, ...] | None:

@@ -61,6 +61,9 @@ class CycleState:
     terminating: set[str] = field(default_factory=set)  # victims already being evicted
     #: Pools pairwise disjoint: a gang reserves only where no reservation concerns it.
     reservations: tuple[Reservation, ...] = ()
+    #: Pools of the previous plan's reservations whose gangs are yet to be reconsidered
+    #: this cycle (see ``cycle._carry_over``); nobody else reserves there meanwhile.
+    claims: dict[str, frozenset[str]] = field(default_factory=dict)
     blocked_by: str | None = None  # with backfill off: the gang everything waits behind
     blocked_queues: dict[str, str] = field(default_factory=dict)  # StrictFIFO queue -> head
     binds: list[Bind] = field(default_factory=list)
@@ -112,6 +115,7 @@ class CycleState:
     # The decision for one gang -----------------------------------------------------------
     def consider(self, gang: Gang, queue: Queue) -> None:
         self.order.append(gang.id)
+        self.claims.pop(gang.id, None)
         memo = self.memo
         # Only reservations in a pool the gang may use concern it (see policies.reservation).
         concern = (relevant(self.reservations, memo.pools_of(gang, self.snapshot))
@@ -133,7 +137,7 @@ class CycleState:
             if hit is not None:
                 self.pending[gang.id] = PendingReason(hit[0], hit[1], len(self.order))
                 return
-        self._decide(gang, queue, base, params, restricted, bool(concern))
+        self._decide(gang, queue, base, params, restricted)
         if key is not None and memo.same_epoch(self):
             reason = self.pending.get(gang.id)
             if reason is not None:
@@ -143,12 +147,12 @@ class CycleState:
         """What the decision for a gang depends on besides the gang (identities and sizes:
         each of these only changes by replacement or growth within a cycle)."""
         return (self.snapshot, self.ledger, self.reservations, self.blocked_by,
-                len(self.blocked_queues), len(self.held), len(self.terminating))
+                len(self.blocked_queues), len(self.held), len(self.terminating),
+                len(self.claims))
 
     def _decide(self, gang: Gang, queue: Queue, base: PlacementParams, params: PlacementParams,
-                restricted: tuple[Reservation, ...], reserved_pool: bool) -> None:
-        """*restricted*: the reservations the gang must keep off; *reserved_pool*: some
-        reservation is in a pool the gang may use (then it may not reserve one itself)."""
+                restricted: tuple[Reservation, ...]) -> None:
+        """*restricted*: the reservations the gang must keep off."""
         sp = self.policies.scheduler
         memo = self.memo
         ledger = memo.held_ledger(self.ledger, restricted)
@@ -199,14 +203,14 @@ class CycleState:
                          f"{len(pre.victims)} gang(s) would let it start now")
         if queue.queueing.strategy is QueueingStrategy.STRICT_FIFO:
             self.blocked_queues.setdefault(queue.name, gang.id)
-        self._fail(gang, queue, quota_problem, failure, base, restricted, reserved_pool)
+        self._fail(gang, queue, quota_problem, failure, base, restricted)
         if never:
             reason = self.pending[gang.id]
             self.pending[gang.id] = replace(reason, message=f"{reason.message}; {never}")
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
               failure: Unplaceable | None, base: PlacementParams,
-              restricted: tuple[Reservation, ...], reserved_pool: bool) -> None:
+              restricted: tuple[Reservation, ...]) -> None:
         """A reason for a gang that cannot start now; maybe a reservation in its pools."""
         sp = self.policies.scheduler
         bounds = self.bounds_of(gang)
@@ -222,30 +226,61 @@ class CycleState:
             message = failure.message
             if failure.reason not in (UnplaceableReason.INSUFFICIENT_CAPACITY,
                                       UnplaceableReason.TOPOLOGY):
+                if restricted and self._fits_without(gang, base, failure):
+                    # Kept off reserved nodes that are all it could use: it waits for them.
+                    self.wait(gang, ReasonCategory.QUEUED,
+                              f"waits for the nodes reserved for {_held(restricted, self.now)}: "
+                              "every node it may use is reserved, and it would still run "
+                              f"then ({message})")
+                    return
                 self.wait(gang, category, message)
                 return
         if not sp.backfill and self.blocked_by is None:
             self.blocked_by = gang.id
+        if sp.reservation:
+            # Only in pools it may use with no reservation yet (nor claimed by a previously
+            # reserved gang), so the cycle's reservations stay one per pool, and a gang that
+            # may use several pools is not starved by single-pool gangs reserving in turn.
+            params = self._unreserved(gang, base)
+            if params is not None:
+                request = ReservationRequest(gang, queue, self.snapshot, self.ledger, bounds,
+                                             params)
+                found = reserve(request, self.policies.queues, self.now, self.solve)
+                if found is not None:
+                    self.reservations = (*self.reservations, found)
+                    self.wait(gang, ReasonCategory.RESERVED,
+                              f"{message}; reserved {len(found.nodes)} node(s) and its quota, "
+                              f"estimated start in {found.estimated_start - self.now:.0f}s "
+                              "when running gangs are expected to end")
+                    return
         if restricted:
-            held = " and for ".join(f"{r.gang_id} (estimated start in "
-                                    f"{r.estimated_start - self.now:.0f}s)" for r in restricted)
             self.wait(gang, ReasonCategory.QUEUED,
-                      f"{message}; the nodes and quota reserved for {held} are not usable by "
-                      "a gang that would still run then")
+                      f"{message}; the nodes and quota reserved for "
+                      f"{_held(restricted, self.now)} are not usable by a gang that would "
+                      "still run then")
             return
-        if not reserved_pool and sp.reservation:
-            # No reservation in any pool the gang may use: the one it gets covers only pools
-            # it may use, so the cycle's reservations stay one per pool.
-            request = ReservationRequest(gang, queue, self.snapshot, self.ledger, bounds, base)
-            found = reserve(request, self.policies.queues, self.now, self.solve)
-            if found is not None:
-                self.reservations = (*self.reservations, found)
-                self.wait(gang, ReasonCategory.RESERVED,
-                          f"{message}; reserved {len(found.nodes)} node(s) and its quota, "
-                          f"estimated start in {found.estimated_start - self.now:.0f}s when "
-                          "running gangs are expected to end")
-                return
         self.wait(gang, category, message)
+
+    def _fits_without(self, gang: Gang, base: PlacementParams, failure: Unplaceable) -> bool:
+        """Did only the reservations' exclusion make *failure* final (no usable node, or
+        none big enough)? Then the gang fits, or waits for capacity, without them."""
+        if failure.reason not in (UnplaceableReason.NO_ELIGIBLE_NODES,
+                                  UnplaceableReason.NEVER_FITS):
+            return False
+        result = self.solve(gang, self.snapshot, base)
+        return isinstance(result, Placement) or result.preemption_may_help
+
+    def _unreserved(self, gang: Gang, params: PlacementParams) -> PlacementParams | None:
+        """*params* without the nodes of pools that hold a reservation or are claimed by a
+        previously reserved gang; None when that leaves none of the gang's pools."""
+        taken = frozenset(p for r in self.reservations for p in r.pools)
+        taken |= frozenset(p for pools in self.claims.values() for p in pools)
+        if not taken:
+            return params
+        if self.memo.pools_of(gang, self.snapshot) <= taken:
+            return None
+        nodes = frozenset(n for n, node in self.snapshot.nodes.items() if node.pool in taken)
+        return replace(params, excluded_nodes=params.excluded_nodes | nodes)
 
     def _held_back(self, gang: Gang, queue: Queue, concern: tuple[Reservation, ...]) -> bool:
         """Strict ordering rules that stop a gang before it is even tried."""
@@ -264,3 +299,8 @@ class CycleState:
                       f"of {' and '.join(r.gang_id for r in concern)}")
             return True
         return False
+
+
+def _held(reservations: tuple[Reservation, ...], now: float) -> str:
+    return " and for ".join(f"{r.gang_id} (estimated start in {r.estimated_start - now:.0f}s)"
+                            for r in reservations)
