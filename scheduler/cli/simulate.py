@@ -31,7 +31,7 @@ policies:
   gang-scheduler  fair share, quotas with borrowing, preemption, reservations, backfill
 
 traces: philly CSV, openb pod CSV, the generic CSV, or a synthetic spec (.yaml); shipped
-samples by name: philly-sample, openb-sample, synthetic, generic-example. See
+samples by name: philly-sample, openb-sample, synthetic-sample, generic-sample. See
 simulator/README.md for the formats.
 """
 

@@ -14,6 +14,9 @@ SAMPLES = {
     "openb-sample": "openb_pods_sample.csv",
     "synthetic-sample": "synthetic.yaml",
     "generic-sample": "generic_example.csv",
+    # Names `simulate --help` once listed; still accepted.
+    "synthetic": "synthetic.yaml",
+    "generic-example": "generic_example.csv",
 }
 #: Cluster descriptions shipped next to the traces they were made for.
 CLUSTERS = {"openb": "openb_cluster.yaml"}

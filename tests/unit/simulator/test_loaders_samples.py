@@ -74,3 +74,17 @@ def test_generic_csv_defaults_for_absent_and_empty_columns(tmp_path: Path) -> No
     assert a.roles[0].gpus == 4
     # Canonical order: same submit time -> by job id.
     assert [j.job_id for j in load_generic_csv(path)] == ["a", "b"]
+
+
+def test_every_sample_named_by_simulate_help_loads() -> None:
+    """`simulate --help` listed `synthetic`, which `--trace synthetic` then said did not exist."""
+    import re
+
+    from scheduler.cli.simulate import EPILOG
+
+    listed = re.search(r"samples by name: (.*?)\. See", EPILOG, re.S)
+    assert listed is not None
+    names = [n.strip() for n in listed.group(1).replace("\n", " ").split(",")]
+    assert names
+    for name in [*names, "synthetic", "generic-example"]:
+        assert load_trace(name), name
