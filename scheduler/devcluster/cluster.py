@@ -76,8 +76,13 @@ class DevCluster:
 
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
-           log: Log = build.say) -> state.ClusterState:
-        """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes."""
+           log: Log = build.say, install_crds: bool = True) -> state.ClusterState:
+        """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes.
+
+        ``install_crds=False`` leaves the project's CRDs out, for whoever installs them the
+        way an admin would (``kubectl apply -k deploy/``): deleting them again instead would
+        wait on the apiserver's CRD finalizer, which can take minutes on a loaded machine.
+        """
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
                                  f"(KUBECONFIG={self.kubeconfig}); run `down` first")
@@ -87,7 +92,7 @@ class DevCluster:
         if self.owned:
             self._install_cleanup()
         try:
-            self.state = self._start(binaries, spec_path, log)
+            self.state = self._start(binaries, spec_path, log, install_crds)
             if spec is not None:
                 t0 = time.monotonic()
                 names = nodes.create_from_spec(self.api_client(), spec)
@@ -101,7 +106,7 @@ class DevCluster:
         return self.state
 
     def _start(self, binaries: dict[str, Path], spec_path: Path | None,
-               log: Log) -> state.ClusterState:
+               log: Log, install_crds: bool) -> state.ClusterState:
         logs = self.state_dir / "logs"
         pki = certs.generate(self.state_dir / "pki")
         t0 = time.monotonic()
@@ -123,7 +128,8 @@ class DevCluster:
         state.save(st)
         log(f"kube-apiserver ready in {time.monotonic() - t0:.1f}s at {st.server}")
         kubeconfig.write_admin(self.kubeconfig, st.server, pki)
-        crds.apply(self.api_client())
+        if install_crds:
+            crds.apply(self.api_client())
         t0 = time.monotonic()
         st.processes.append(self._start_agent(logs))
         state.save(st)

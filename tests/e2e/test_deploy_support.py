@@ -83,8 +83,6 @@ class Deployed:
 
     def install(self) -> None:
         """What an admin runs on a fresh cluster (README "Installing on a cluster")."""
-        # `dev-cluster up` pre-installs the CRDs; remove them so kubectl installs from scratch.
-        self.kubectl("delete", "crd", *CRDS, "--wait=true")
         self.applied["base"] = self.kubectl("apply", "-k", str(REPO / "deploy"))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      *(f"crd/{c}" for c in CRDS))
@@ -163,7 +161,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     env = Deployed(cluster, workdir)
     try:
         started = time.monotonic()
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"))
+        # Without the CRDs `dev-cluster up` would pre-install: kubectl installs them here.
+        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
         env.install()
         env.create_nodes()
         env.start_scheduler()
