@@ -58,6 +58,11 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         return CyclePlan(now=now, statuses=lambda: _statuses(
             snapshot, _ledger(tree, snapshot), policies, (), {}, []))
     state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
+    # Gangs whose pods are already being deleted (an eviction under way, maybe decided by a
+    # previous leader whose plan is lost): never victims again; see ``CycleState.draining``.
+    draining = sorted(gid for gid, rg in snapshot.running.items() if rg.terminating)
+    state.terminating.update(draining)
+    state.draining = draining
     admissible: dict[str, list[Gang]] = {}
     cached = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
     before: dict[str, tuple[Gang, Admissible]] = (
@@ -201,6 +206,7 @@ def _keep_nomination(state: CycleState, gang: Gang, nom: Nomination,
     state.nominations.append(nom)
     state.held.update(nom.nodes)
     state.terminating.update(alive)
+    state.draining = [g for g in state.draining if g not in alive]  # awaited already
     if nom.placement is not None:
         charges = placement_charges(gang, nom.placement, state.snapshot)
         state.ledger = charge_all(state.ledger, gang.queue, charges)

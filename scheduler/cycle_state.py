@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from policies import fairshare
 from policies.admission import (
+    admissible_pools,
     charge_all,
     check_charges,
     describe_never,
     placement_charges,
     required_only,
 )
-from policies.preemption import running_by_queue
+from policies.preemption import ledger_without, running_by_queue
 from policies.queues import PolicySet, Queue, QueueingStrategy
 from policies.quota import QuotaLedger
 from policies.reservation import (
@@ -59,6 +60,9 @@ class CycleState:
     solve: Solver
     held: set[str] = field(default_factory=set)  # nodes held by nominations
     terminating: set[str] = field(default_factory=set)  # victims already being evicted
+    #: Running gangs whose pods are terminating and that no nomination waits for yet: a
+    #: pending gang that fits once they are gone waits for them instead of evicting more.
+    draining: list[str] = field(default_factory=list)
     #: Pools pairwise disjoint: a gang reserves only where no reservation concerns it.
     reservations: tuple[Reservation, ...] = ()
     #: Pools of the previous plan's reservations whose gangs are yet to be reconsidered
@@ -180,6 +184,11 @@ class CycleState:
                 failure = result
         else:
             quota_problem = verdict.message
+        if (self.draining and gang.may_preempt
+                and (quota_problem is not None
+                     or (failure is not None and failure.preemption_may_help))
+                and self._await_draining(gang, queue, ledger, bounds, params)):
+            return
         if sp.preemption and (quota_problem is not None
                               or (failure is not None and failure.preemption_may_help)):
             # Gangs being evicted or bound this cycle are not candidates.
@@ -207,6 +216,39 @@ class CycleState:
         if never:
             reason = self.pending[gang.id]
             self.pending[gang.id] = replace(reason, message=f"{reason.message}; {never}")
+
+    def _await_draining(self, gang: Gang, queue: Queue, ledger: QuotaLedger,
+                        bounds: Mapping[str, Resources], params: PlacementParams) -> bool:
+        """Would the gang fit once the terminating gangs are gone? Then it waits for them
+        like a preemptor for its victims (nodes held, quota charged, nominated) and evicts
+        nobody: after a failover the new leader has no plan saying whom they were for."""
+        gone = [self.snapshot.running[g] for g in self.draining if g in self.snapshot.running]
+        if not gone:
+            return False
+        after = ledger_without(ledger, gone, self.snapshot, self.memo.charges)
+        verdict = admissible_pools(gang, queue, after, bounds, explain=False)
+        if not verdict.admitted:
+            return False
+        future = self.snapshot.without_gangs([rg.id for rg in gone])
+        params = self.memo.restrict(params, verdict.pools, future)
+        result = self.solve(gang, future, params)
+        if not isinstance(result, Placement):
+            return False
+        result = required_only(gang, result)
+        charges = placement_charges(gang, result, future)
+        if check_charges(queue, after, charges) is not None:
+            return False
+        nodes = set(result.nodes)
+        waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
+            rg.id for rg in gone)
+        self.draining = [g for g in self.draining if g not in waits]
+        self.nominations.append(Nomination(gang.id, result.nodes, waits, self.now, result))
+        self.held.update(result.nodes)
+        self.ledger = charge_all(self.ledger, queue.name, charges)
+        self.wait(gang, ReasonCategory.PREEMPTION_PENDING,
+                  f"waiting for {len(waits)} terminating gang(s) ({', '.join(waits)}) to go; "
+                  f"it starts on {', '.join(result.nodes)} then, without evicting more")
+        return True
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
               failure: Unplaceable | None, base: PlacementParams,

@@ -299,4 +299,5 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         allocations=tuple((node, total(res)) for node, res in sorted(per_node.items())),
         start_time=start, last_checkpoint=checkpoint,
         expected_end=start + runtime if runtime is not None else None,
+        terminating=any(p.terminating and p.holds_resources for p in bound),
     )

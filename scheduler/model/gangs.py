@@ -133,6 +133,9 @@ class RunningGang:
     start_time: float
     last_checkpoint: float | None = None  # None: no checkpoint since start
     expected_end: float | None = None  # start + runtime estimate, when one is known
+    #: Some bound pod is being deleted (deletionTimestamp set): an eviction already under
+    #: way, whoever decided it (this leader, a previous one, or a restarted scheduler).
+    terminating: bool = False
 
     @property
     def id(self) -> str:
