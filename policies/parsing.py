@@ -39,9 +39,10 @@ _RESOURCE_NAME = re.compile(
 _QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queueing"}
 _QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
 _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
-_QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds"}
+_QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds"}
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
+_RESERVATION_FIELDS = {"afterSeconds"}
 
 
 class _Errors:
@@ -228,6 +229,8 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
         default_runtime_seconds=err.number(qing.get("defaultRuntimeSeconds"),
                                            "spec.queueing.defaultRuntimeSeconds", None,
                                            positive=True),
+        reserve_after_seconds=err.number(qing.get("reserveAfterSeconds"),
+                                         "spec.queueing.reserveAfterSeconds", None),
     )
     namespaces = _namespaces(spec.get("namespaces"), err)
     if err.errors or name is None:
@@ -259,14 +262,29 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
                                     "spec.placement.cpsatTimeLimitSeconds",
                                     base.placement.cpsat_time_limit, positive=True),
     )
+    reservation, reserve_after = _reservation(spec.get("reservation"), base, err)
     policy = SchedulerPolicy(
         ordering=err.enum(spec.get("ordering"), "spec.ordering", OrderingMode, base.ordering),
         preemption=err.boolean(spec.get("preemption"), "spec.preemption", base.preemption),
-        reservation=err.boolean(spec.get("reservation"), "spec.reservation", base.reservation),
+        reservation=reservation,
+        reserve_after_seconds=reserve_after,
         backfill=err.boolean(spec.get("backfill"), "spec.backfill", base.backfill),
         placement=params,
     )
     return (None, err.errors) if err.errors else (policy, [])
+
+
+def _reservation(raw: Any, base: SchedulerPolicy, err: _Errors) -> tuple[bool, float]:
+    """``reservation: true | false``, or ``reservation: {afterSeconds: N}``: on, for gangs
+    pending at least N seconds. Returns (reservation, reserve_after_seconds)."""
+    if isinstance(raw, Mapping):
+        err.unknown(raw, "spec.reservation", _RESERVATION_FIELDS)
+        return True, err.number(raw.get("afterSeconds"), "spec.reservation.afterSeconds",
+                                base.reserve_after_seconds)
+    if raw is not None and not isinstance(raw, bool):
+        err.add("spec.reservation", f"must be true, false or {{afterSeconds: N}}, got {raw!r}")
+        raw = None
+    return (base.reservation if raw is None else raw), base.reserve_after_seconds
 
 
 def flatten(doc: Any) -> list[Any]:

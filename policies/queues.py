@@ -98,6 +98,9 @@ class QueueingPolicy:
     backfill: bool = True
     #: Runtime assumed for gangs without an estimate of their own; None: unknown.
     default_runtime_seconds: float | None = None
+    #: How long a gang of this queue must have been pending before it may get a reservation;
+    #: None: the scheduler policy's ``reserve_after_seconds``.
+    reserve_after_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,11 @@ class Queue:
     def runtime_of(self, estimate: float | None) -> float | None:
         return estimate if estimate is not None else self.queueing.default_runtime_seconds
 
+    def reserve_after(self, policy: SchedulerPolicy) -> float:
+        """The starvation threshold of this queue's gangs (its own, else the policy's)."""
+        own = self.queueing.reserve_after_seconds
+        return policy.reserve_after_seconds if own is None else own
+
 
 class OrderingMode(StrEnum):
     #: Queue fair-share deficit, then priority, then age, then uid.
@@ -137,8 +145,12 @@ class SchedulerPolicy:
 
     ordering: OrderingMode = OrderingMode.FAIR_SHARE
     preemption: bool = True
-    #: The first gang that does not fit gets nodes and an estimated start held for it.
+    #: The first gang that does not fit gets nodes and an estimated start held for it...
     reservation: bool = True
+    #: ...once it has been pending this long (since its creation): a starvation remedy, not a
+    #: first resort; younger gangs just wait while later ones start where they fit. Queues
+    #: may set their own (``QueueingPolicy.reserve_after_seconds``).
+    reserve_after_seconds: float = 0.0
     #: Off: once a gang does not fit for lack of capacity, nothing later in order starts
     #: (strict head-of-line blocking). On: later gangs may start if they delay no reservation.
     backfill: bool = True

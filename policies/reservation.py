@@ -12,6 +12,12 @@ that may use one of those pools (``relevant``) can delay it, since quota is kept
 an h100 reservation neither holds back nor restricts a gang that can only run on a100 nodes.
 So a cycle holds at most one reservation per pool, and a starving gang in each pool at once.
 
+A reservation is a starvation remedy, not a first resort: only a gang pending at least its
+queue's ``reserve_after`` threshold (``starving``) gets one; younger gangs that do not fit
+just wait while later gangs start wherever they fit. Pending time runs from the gang's
+creation (PodGroup, else its first pod), which the live scheduler and the simulator both
+know, so ``decide`` needs no memory of when it first saw a gang.
+
 Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
 """
@@ -30,7 +36,7 @@ from policies.admission import (
     required_only,
 )
 from policies.preemption import running_charges
-from policies.queues import Queue, QueueSet
+from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.placement.types import Placement, PlacementParams, Solver
@@ -56,6 +62,17 @@ class Reservation:
         for pool, res in self.charges:
             ledger = ledger.hold(self.queue, pool, res, self.gang_id)
         return ledger
+
+
+def starving(gang: Gang, queue: Queue, policy: SchedulerPolicy, now: float) -> bool:
+    """May the gang be given a reservation: reservations on, and pending long enough?
+
+    A threshold of 0 holds whatever the clocks say (a creation time a little ahead of the
+    scheduler's clock must not cost a gang its reservation)."""
+    if not policy.reservation:
+        return False
+    after = queue.reserve_after(policy)
+    return after <= 0 or now - gang.creation_time >= after
 
 
 def expected_end(running: RunningGang, queues: QueueSet, now: float) -> float | None:

@@ -148,12 +148,14 @@ class CycleMemo:
                 and m[6] == len(state.terminating) and m[7] == len(state.claims))
 
     def failure_key(self, state: Epochal, gang: Gang, queue: Queue,
-                    restricting: tuple[Reservation, ...]) -> tuple[object, ...] | None:
+                    restricting: tuple[Reservation, ...],
+                    may_reserve: bool = True) -> tuple[object, ...] | None:
         """The failure memo's key for *gang* (starting a new epoch if the state changed), or
         None when the gang's outcome may depend on more than its shape: a gang with members
         already running is not a candidate victim of itself, unlike one of the same shape.
         The reservations the gang must keep off (*restricting*) are part of the key: gangs of
-        one shape may differ in runtime, so in which reservations they end before."""
+        one shape may differ in runtime, so in which reservations they end before, and in age,
+        so in whether they may reserve (*may_reserve*, see ``reservation.starving``)."""
         snapshot = state.snapshot
         if gang.id in snapshot.running:
             return None
@@ -161,7 +163,8 @@ class CycleMemo:
             self.failures.clear()
             self.epoch = state._epoch()
         return (queue.name, gang.priority, gang.preemption_policy, gang.topology,
-                tuple(r.gang_id for r in restricting), _roles_of(gang, snapshot).shape)
+                tuple(r.gang_id for r in restricting), may_reserve,
+                _roles_of(gang, snapshot).shape)
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:

@@ -30,6 +30,7 @@ from policies.reservation import (
     relevant,
     reserve,
     restricting,
+    starving,
 )
 from policies.victims import Preemption, VictimSearch
 from scheduler.cycle_memo import CycleMemo
@@ -135,7 +136,8 @@ class CycleState:
         # A gang shaped exactly like one that already failed against this very state (same
         # snapshot, ledger, reservations, held nodes...) fails the same way, with the same
         # reason: every step below depends on the gang only through its shape.
-        key = memo.failure_key(self, gang, queue, restricted)
+        key = memo.failure_key(self, gang, queue, restricted,
+                               starving(gang, queue, self.policies.scheduler, self.now))
         if key is not None:
             hit = memo.failures.get(key)
             if hit is not None:
@@ -279,7 +281,10 @@ class CycleState:
                 return
         if not sp.backfill and self.blocked_by is None:
             self.blocked_by = gang.id
-        if sp.reservation:
+        if sp.reservation and not starving(gang, queue, sp, self.now):
+            message = (f"{message}; no reservation before it has been pending "
+                       f"{queue.reserve_after(sp):.0f}s (reserveAfterSeconds)")
+        elif sp.reservation:
             # Only in pools it may use with no reservation yet (nor claimed by a previously
             # reserved gang), so the cycle's reservations stay one per pool, and a gang that
             # may use several pools is not starved by single-pool gangs reserving in turn.

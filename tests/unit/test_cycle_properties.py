@@ -49,7 +49,9 @@ def worlds(draw: st.DrawFn, pools: tuple[str, ...] = ("a100", "h100"),
                             reclaim=draw(st.sampled_from(["Never", "LowerPriority", "Any"])),
                             min_runtime=draw(st.sampled_from([0.0, 5_000.0])),
                             runtime=draw(st.sampled_from([600.0, 3600.0]))))
-    pol = policies(*queues, preemption=preemption)
+    # Pending gangs are 9,900 to 10,000 s old: a threshold of 9,950 s lets only some reserve.
+    pol = policies(*queues, preemption=preemption,
+                   reserve_after_seconds=draw(st.sampled_from([0.0, 0.0, 9_950.0, 1e9])))
     # Running gangs admitted the way the scheduler would: within quota, where they fit.
     snap = Snapshot(ns)
     ledger = QuotaLedger.empty(QuotaTree.build(pol.queues))
@@ -146,8 +148,10 @@ def test_backfill_never_delays_a_reservation(world: World) -> None:
     pools = [p for r in plan.reservations for p in r.pools]
     assert len(pools) == len(set(pools)), plan.reservations  # one reservation per pool
     after = applied(world, plan)
+    threshold = world.policies.scheduler.reserve_after_seconds
     for res in plan.reservations:
         g = next(x for x in world.pending if x.id == res.gang_id)
+        assert NOW - g.creation_time >= threshold  # only a starving gang reserves
         # The reserved gang's start, recomputed with every gang bound this cycle running.
         request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
                                      ledger_of(world, after), pool_bounds(g, after), PARAMS)

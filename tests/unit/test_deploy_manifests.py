@@ -349,6 +349,8 @@ BAD_QUEUES = {
     "unknown quota field": lambda s: s["quotas"][0].update(gpus=8),
     "namespaces not a list": lambda s: s.update(namespaces="team-a"),
     "backfill not a bool": lambda s: s["queueing"].update(backfill="yes"),
+    "negative reserveAfterSeconds": lambda s: s["queueing"].update(reserveAfterSeconds=-1),
+    "reserveAfterSeconds not a number": lambda s: s["queueing"].update(reserveAfterSeconds="1h"),
 }
 
 
@@ -366,6 +368,7 @@ def test_queue_crd_schema_accepts_what_the_parser_accepts() -> None:
     obj = docs(DEPLOY / "queues" / "team-a.yaml")[0]
     obj["spec"].update(weight=0.5)
     obj["spec"]["quotas"][0]["nominal"].update({"cpu": "500m", "memory": "2Ti"})
+    obj["spec"]["queueing"].update(reserveAfterSeconds=0)
     assert parsing.parse_queue(obj)[1] == []
     assert list(validator.iter_errors(obj)) == []
 
