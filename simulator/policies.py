@@ -8,7 +8,9 @@
 - ``gang-scheduler``: the full policy: fair share, quotas with borrowing, preemption,
   reservations and backfill.
 
-Queues are the same for every policy so the comparison isolates the mechanism.
+Queues are the same for every policy so the comparison isolates the mechanism. The
+``gang-scheduler`` run takes the ``SchedulerPolicy`` of the policy file when it has one (its
+thresholds, e.g. ``reservation.afterSeconds``); the baselines are always their presets.
 """
 
 from __future__ import annotations
@@ -43,11 +45,15 @@ class PolicyPreset:
         return self.policies
 
 
-def make_preset(name: str, queues: QueueSet) -> PolicyPreset:
+def make_preset(name: str, queues: QueueSet,
+                scheduler: SchedulerPolicy | None = None) -> PolicyPreset:
+    """*scheduler*: the policy file's ``SchedulerPolicy``, for the ``gang-scheduler`` run."""
     if name == "per-pod":
         policy = SchedulerPolicy(ordering=OrderingMode.FIFO, preemption=False,
                                  reservation=False, backfill=True)
         return PolicyPreset(name, True, PolicySet(queues, policy))
+    if name == "gang-scheduler" and scheduler is not None:
+        return PolicyPreset(name, False, PolicySet(queues, scheduler))
     if name in ("fifo-gang", "gang-scheduler", "greedy-gang"):
         return PolicyPreset(name, False, PolicySet(queues, SchedulerPolicy.preset(name)))
     raise ValueError(f"--policy: unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, "

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from policies.queues import QueueSet
+from policies.queues import QueueSet, SchedulerPolicy
 from policies.validation import load_policies
 from scheduler import clusterspec
 from scheduler.model import Node
@@ -49,6 +49,8 @@ class Inputs:
     jobs: tuple[TraceJob, ...]
     entitlements: Mapping[str, float]
     pricing: Pricing
+    #: The policy file's SchedulerPolicy (the defaults without one), for ``gang-scheduler``.
+    scheduler: SchedulerPolicy | None = None
 
 
 def quiet_scheduler_logs() -> None:
@@ -67,10 +69,13 @@ def load_inputs(s: SessionSpec) -> Inputs:
             dataclasses.replace(p, count=count) if p.name == pool else p for p in spec.pools))
     nodes = nodes_from_spec(spec)
     jobs = tuple(load_trace(s.trace, **dict(s.trace_options)))
-    queues = (load_policies([s.queues]).queues if s.queues
+    # A policy file with no Queue (only a SchedulerPolicy) keeps the default queues.
+    policies = load_policies([s.queues]) if s.queues else None
+    queues = (policies.queues if policies is not None and len(policies.queues)
               else default_queues((j.queue for j in jobs), nodes))
     return Inputs(spec, nodes, queues, jobs, entitlements(queues, nodes),
-                  pricing(spec, s.price_per_gpu_hour))
+                  pricing(spec, s.price_per_gpu_hour),
+                  policies.scheduler if policies is not None else None)
 
 
 def entitlements(queues: QueueSet, nodes: Sequence[Node]) -> dict[str, float]:
@@ -90,7 +95,8 @@ def pricing(spec: clusterspec.ClusterSpec, default: float) -> Pricing:
 
 def run_policy(inputs: Inputs, policy: str, options: SimulationOptions,
                progress: Callable[[int, int], None] | None = None) -> PolicyRun:
-    sim = Simulation(inputs.nodes, inputs.jobs, make_preset(policy, inputs.queues), options)
+    sim = Simulation(inputs.nodes, inputs.jobs,
+                     make_preset(policy, inputs.queues, inputs.scheduler), options)
     result = sim.run(progress)
     report = compute_report(policy, result.outcomes, result.samples,
                             entitlements=inputs.entitlements, pricing=inputs.pricing,
