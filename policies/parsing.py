@@ -42,7 +42,7 @@ _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
 _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds"}
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
-_RESERVATION_FIELDS = {"afterSeconds"}
+_RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
 
 
 class _Errors:
@@ -262,29 +262,42 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
                                     "spec.placement.cpsatTimeLimitSeconds",
                                     base.placement.cpsat_time_limit, positive=True),
     )
-    reservation, reserve_after = _reservation(spec.get("reservation"), base, err)
+    reservation, reserve_after, max_reservations = _reservation(spec.get("reservation"), base,
+                                                                 err)
     policy = SchedulerPolicy(
         ordering=err.enum(spec.get("ordering"), "spec.ordering", OrderingMode, base.ordering),
         preemption=err.boolean(spec.get("preemption"), "spec.preemption", base.preemption),
         reservation=reservation,
         reserve_after_seconds=reserve_after,
+        max_reservations=max_reservations,
         backfill=err.boolean(spec.get("backfill"), "spec.backfill", base.backfill),
         placement=params,
     )
     return (None, err.errors) if err.errors else (policy, [])
 
 
-def _reservation(raw: Any, base: SchedulerPolicy, err: _Errors) -> tuple[bool, float]:
-    """``reservation: true | false``, or ``reservation: {afterSeconds: N}``: on, for gangs
-    pending at least N seconds. Returns (reservation, reserve_after_seconds)."""
+def _reservation(raw: Any, base: SchedulerPolicy,
+                 err: _Errors) -> tuple[bool, float, int]:
+    """``reservation: true | false``, or ``reservation: {afterSeconds: N, maxGangs: K}``: on,
+    for gangs pending at least N seconds, at most K reserved gangs at once. Returns
+    (reservation, reserve_after_seconds, max_reservations)."""
     if isinstance(raw, Mapping):
         err.unknown(raw, "spec.reservation", _RESERVATION_FIELDS)
-        return True, err.number(raw.get("afterSeconds"), "spec.reservation.afterSeconds",
-                                base.reserve_after_seconds)
+        after = err.number(raw.get("afterSeconds"), "spec.reservation.afterSeconds",
+                           base.reserve_after_seconds)
+        most = raw.get("maxGangs")
+        if most is None:
+            most = base.max_reservations
+        elif isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            err.add("spec.reservation.maxGangs", f"must be a whole number >= 1, got {most!r}")
+            most = base.max_reservations
+        return True, after, most
     if raw is not None and not isinstance(raw, bool):
-        err.add("spec.reservation", f"must be true, false or {{afterSeconds: N}}, got {raw!r}")
+        err.add("spec.reservation",
+                f"must be true, false or {{afterSeconds: N, maxGangs: K}}, got {raw!r}")
         raw = None
-    return (base.reservation if raw is None else raw), base.reserve_after_seconds
+    return ((base.reservation if raw is None else raw), base.reserve_after_seconds,
+            base.max_reservations)
 
 
 def flatten(doc: Any) -> list[Any]:

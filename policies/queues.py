@@ -151,6 +151,12 @@ class SchedulerPolicy:
     #: first resort; younger gangs just wait while later ones start where they fit. Queues
     #: may set their own (``QueueingPolicy.reserve_after_seconds``).
     reserve_after_seconds: float = 0.0
+    #: At most this many gangs hold a reservation at once, each in pools no other one holds.
+    #: One (the default) is EASY backfill: measured on two pools, one reservation per pool
+    #: drained both pools at once and cost utilization and every queueing percentile
+    #: (simulator/README.md, "Reservations"); raise it to protect starving gangs of several
+    #: pools at the same time.
+    max_reservations: int = 1
     #: Off: once a gang does not fit for lack of capacity, nothing later in order starts
     #: (strict head-of-line blocking). On: later gangs may start if they delay no reservation.
     backfill: bool = True

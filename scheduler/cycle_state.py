@@ -284,10 +284,11 @@ class CycleState:
         if sp.reservation and not starving(gang, queue, sp, self.now):
             message = (f"{message}; no reservation before it has been pending "
                        f"{queue.reserve_after(sp):.0f}s (reserveAfterSeconds)")
-        elif sp.reservation:
+        elif sp.reservation and len(self.reservations) + len(self.claims) < sp.max_reservations:
             # Only in pools it may use with no reservation yet (nor claimed by a previously
-            # reserved gang), so the cycle's reservations stay one per pool, and a gang that
-            # may use several pools is not starved by single-pool gangs reserving in turn.
+            # reserved gang, which counts against the cap too, so it keeps its turn), so the
+            # cycle's reservations stay one per pool, and a gang that may use several pools is
+            # not starved by single-pool gangs reserving in turn.
             params = self._unreserved(gang, base)
             if params is not None:
                 request = ReservationRequest(gang, queue, self.snapshot, self.ledger, bounds,

@@ -60,7 +60,8 @@ BIG_ANY = gang("big-any", "q", pods=2, created=1.0)
 def run(pending: list, previous: CyclePlan | None = None, now: float = NOW,
         snapshot: Snapshot | None = None) -> CyclePlan:
     return decide(snapshot or Snapshot(NODES, BUSY), pending,
-                  policies(*QUEUES, preemption=False), now, previous, solver=SOLVE)
+                  policies(*QUEUES, preemption=False, max_reservations=2), now, previous,
+                  solver=SOLVE)
 
 
 def pools(plan: CyclePlan) -> dict[str, tuple[str, ...]]:

@@ -132,6 +132,14 @@ def test_the_boolean_and_the_mapping_form_parse(reservation: Any,
     policy, errors = parsing.parse_scheduler_policy(policy_obj(**spec))
     assert errors == [] and policy is not None
     assert (policy.reservation, policy.reserve_after_seconds) == expected
+    assert policy.max_reservations == 1  # one reserved gang at a time unless asked
+
+
+def test_max_gangs_parses() -> None:
+    policy, errors = parsing.parse_scheduler_policy(
+        policy_obj(reservation={"afterSeconds": 60, "maxGangs": 3}))
+    assert errors == [] and policy is not None
+    assert (policy.reserve_after_seconds, policy.max_reservations) == (60.0, 3)
 
 
 def test_the_mapping_form_turns_reservations_on_over_a_preset_without_them() -> None:
@@ -145,9 +153,13 @@ def test_the_mapping_form_turns_reservations_on_over_a_preset_without_them() -> 
     ({"afterSeconds": -1}, "spec.reservation.afterSeconds", "must be >= 0, got -1"),
     ({"afterSeconds": "1h"}, "spec.reservation.afterSeconds", "must be a number, got '1h'"),
     ({"afterSeconds": True}, "spec.reservation.afterSeconds", "must be a number, got True"),
-    ({"after": 60}, "spec.reservation.after", "unknown field (known: afterSeconds)"),
-    ("yes", "spec.reservation", "must be true, false or {afterSeconds: N}, got 'yes'"),
-    (900, "spec.reservation", "must be true, false or {afterSeconds: N}, got 900"),
+    ({"after": 60}, "spec.reservation.after", "unknown field (known: afterSeconds, maxGangs)"),
+    ("yes", "spec.reservation", "must be true, false or {afterSeconds: N, maxGangs: K}, got 'yes'"),
+    (900, "spec.reservation", "must be true, false or {afterSeconds: N, maxGangs: K}, got 900"),
+    ({"maxGangs": 0}, "spec.reservation.maxGangs", "must be a whole number >= 1, got 0"),
+    ({"maxGangs": 1.5}, "spec.reservation.maxGangs", "must be a whole number >= 1, got 1.5"),
+    ({"maxGangs": True}, "spec.reservation.maxGangs", "must be a whole number >= 1, got True"),
+    ({"maxGangs": "2"}, "spec.reservation.maxGangs", "must be a whole number >= 1, got '2'"),
 ])
 def test_scheduler_policy_errors_name_the_field(reservation: Any, path: str,
                                                  reason: str) -> None:

@@ -1,5 +1,6 @@
 """Reservations per node pool: a starving gang holds nodes in its pools only, and only gangs
-that could use those pools (nodes or quota) are kept from delaying it.
+that could use those pools (nodes or quota) are kept from delaying it. Most tests allow two
+reserved gangs at once (``reservation.maxGangs: 2``); the default, one, is tested at the end.
 
 Two pools of three 8-GPU nodes; in each, the first node runs a gang until a known time and the
 last one a gang with no known end, so a gang of two 8-GPU pods is starved there and reserves
@@ -37,7 +38,8 @@ def run(pending: Sequence[Gang], busy: Sequence[RunningGang] = (BUSY_A, BUSY_H),
         queues: Sequence[Queue] = QUEUES, previous: CyclePlan | None = None,
         now: float = NOW) -> CyclePlan:
     return decide(Snapshot(NODES, (*busy, *FOREVER)), pending,
-                  policies(*queues, preemption=False), now, previous, solver=SOLVE)
+                  policies(*queues, preemption=False, max_reservations=2), now, previous,
+                  solver=SOLVE)
 
 
 def test_a_starving_gang_in_each_pool_holds_a_reservation_at_once() -> None:
@@ -117,3 +119,32 @@ def test_a_pool_holds_one_reservation_at_a_time() -> None:
         plan = run([BIG_A, second])
         assert [r.gang_id for r in plan.reservations] == ["ns/big-a"]
         assert plan.pending[second.id].category is category, plan.pending[second.id]
+
+
+def run_default_cap(pending: Sequence[Gang], busy: Sequence[RunningGang] = (BUSY_A, BUSY_H),
+                    previous: CyclePlan | None = None, now: float = NOW) -> CyclePlan:
+    return decide(Snapshot(NODES, (*busy, *FOREVER)), pending,
+                  policies(*QUEUES, preemption=False), now, previous, solver=SOLVE)
+
+
+def test_by_default_one_gang_holds_a_reservation_and_keeps_it() -> None:
+    plan = run_default_cap([BIG_H, BIG_A])
+    assert [r.gang_id for r in plan.reservations] == ["ns/big-a"]  # first in order (uid)
+    assert plan.pending["ns/big-h"].category is R.PLACEMENT
+    assert "big-a" not in plan.pending["ns/big-h"].message
+    # Next cycle an older h100 gang comes first in order, yet the reserved gang keeps its turn.
+    older = gang("older-h", "q", pods=2, pool="h100", created=0.5)
+    again = run_default_cap([older, BIG_H, BIG_A], previous=plan, now=NOW + 10)
+    assert [r.gang_id for r in again.reservations] == ["ns/big-a"]
+    assert again.pending["ns/older-h"].category is R.PLACEMENT
+
+
+def test_with_the_default_cap_an_a100_gang_is_still_never_behind_an_h100_reservation() -> None:
+    small_a = gang("small-a", "q", pool="a100", created=2.0)
+    busy = (BUSY_H, BUSY_A, running(gang("ra2", "q", pool="a100"), {"a100-0001": 1},
+                                    end=A_END))
+    plan = run_default_cap([BIG_H, small_a], busy=busy)
+    reason = plan.pending["ns/small-a"]
+    assert reason.category is R.PLACEMENT and "big-h" not in reason.message, reason
+    freed = run_default_cap([BIG_H, small_a], busy=(BUSY_H,))
+    assert [b.gang_id for b in freed.binds] == ["ns/small-a"]  # a100 is free: it starts
