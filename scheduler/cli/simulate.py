@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--policy", action="append", metavar="NAME",
                    help="policy to run; repeat for several (default: all three)")
     p.add_argument("--out", metavar="DIR", help="write JSON, CSV, PNG plots and report.html here")
-    p.add_argument("--seed", type=int, default=0, help="seed for failures and synthetic traces")
+    p.add_argument("--seed", type=int, help="seed for node failures (default 0) and for a "
+                   "synthetic trace (default: the seed in its spec)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N jobs of the trace")
     p.add_argument("--time-scale", type=float, metavar="F",
                    help="multiply inter-arrival times by F (< 1 compresses, raising the load)")
@@ -111,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
         trace_opts["limit"] = args.limit
     if args.time_scale is not None:
         trace_opts["time_scale"] = args.time_scale
+    if args.seed is not None:
+        trace_opts["seed"] = args.seed
     options = SimulationOptions(
-        seed=args.seed, runtime_estimates=args.estimates,
+        seed=args.seed or 0, runtime_estimates=args.estimates,
         checkpoint_interval=args.checkpoint_interval,
         failures=FailureModel(mtbf_hours=_mtbf(args.mtbf),
                               checkpoint_write_seconds=args.checkpoint_write))

@@ -7,8 +7,9 @@ sniffs it: ``.yaml``/``.yml`` files are synthetic specs, CSVs are recognised by 
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from simulator import samples
 from simulator.loaders.csvrows import read_header
@@ -59,18 +60,29 @@ def detect_format(path: Path) -> str:
 
 
 def load_trace(
-    path_or_name: str | Path, *, format: str | None = None, **options: Any
+    path_or_name: str | Path, *, format: str | None = None, time_scale: float = 1.0,
+    limit: int | None = None, seed: int | None = None,
 ) -> tuple[TraceJob, ...]:
-    """Load any supported trace; *options* go to the format's loader (``time_scale``,
-    ``limit``, ``seed``, ...)."""
+    """Load any supported trace, the same options for every format: *time_scale* multiplies
+    submit times (< 1 raises the load), *limit* keeps the first N jobs, *seed* overrides a
+    synthetic spec's seed (other formats are data, not draws: it does not apply to them)."""
+    if not (time_scale > 0 and math.isfinite(time_scale)):
+        raise ValueError(f"time_scale must be a finite number > 0, got {time_scale}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
     path = resolve(path_or_name)
     fmt = format or detect_format(path)
-    if fmt == "philly":
-        return load_philly(path, **options)
+    if fmt == "philly":  # scales and cuts while reading: the full trace is large
+        return load_philly(path, time_scale=time_scale, limit=limit)
     if fmt == "openb":
-        return load_openb_pods(path, **options).jobs
-    if fmt == "synthetic":
-        return load_synthetic(path, **options)
-    if fmt == "csv":
-        return load_generic_csv(path, **options)
-    raise ValueError(f"unknown trace format {fmt!r} (known: {', '.join(FORMATS)})")
+        jobs = load_openb_pods(path, limit=limit).jobs
+    elif fmt == "synthetic":
+        jobs = load_synthetic(path, seed=seed)
+    elif fmt == "csv":
+        jobs = load_generic_csv(path, limit=limit)
+    else:
+        raise ValueError(f"unknown trace format {fmt!r} (known: {', '.join(FORMATS)})")
+    jobs = jobs[:limit] if limit is not None else jobs
+    if time_scale != 1.0:  # sorted by submit time already; scaling keeps the order
+        jobs = tuple(replace(j, submit_time=j.submit_time * time_scale) for j in jobs)
+    return jobs

@@ -18,6 +18,7 @@ SAMPLE_DIR = Path(samples.__file__).parent
 @pytest.mark.parametrize(
     ("name", "jobs"),
     [("philly-sample", 2131), ("openb-sample", 500), ("synthetic-sample", 1000),
+     ("synthetic-two-pools-sample", 600),
      ("generic-sample", 11)],
 )
 def test_sample_loads_by_name_sorted(name: str, jobs: int) -> None:
