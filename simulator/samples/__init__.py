@@ -13,6 +13,7 @@ SAMPLES = {
     "philly-sample": "philly_sample.csv",
     "openb-sample": "openb_pods_sample.csv",
     "synthetic-sample": "synthetic.yaml",
+    "synthetic-two-pools-sample": "synthetic_two_pools.yaml",
     "generic-sample": "generic_example.csv",
     # Names `simulate --help` once listed; still accepted.
     "synthetic": "synthetic.yaml",
