@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from policies.queues import PolicySet, QueueSet
+from policies.queues import PolicySet, QueueSet, SchedulerPolicy
 from policies.validation import read_files
 from scheduler.resources import Resources, total
 
@@ -59,11 +59,20 @@ def run_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+def _reservation(s: SchedulerPolicy) -> str:
+    """``on (after 900s pending, at most 2 gangs at once)``; the settings only when not default."""
+    if not s.reservation:
+        return "off"
+    extra = ([f"after {s.reserve_after_seconds:g}s pending"] if s.reserve_after_seconds else [])
+    extra += [f"at most {s.max_reservations} gangs at once"] if s.max_reservations != 1 else []
+    return f"on ({', '.join(extra)})" if extra else "on"
+
+
 def summarise(policies: PolicySet) -> str:
     queues = policies.queues
     s = policies.scheduler
     lines = [f"{len(queues)} queue(s); scheduler policy: ordering {s.ordering}, "
-             f"preemption {_on(s.preemption)}, reservation {_on(s.reservation)}, "
+             f"preemption {_on(s.preemption)}, reservation {_reservation(s)}, "
              f"backfill {_on(s.backfill)}", "", "hierarchy:"]
     for root in queues.children_of(None):
         lines.extend(_tree(queues, root, "  "))

@@ -31,3 +31,18 @@ def test_invalid_file_prints_every_error(tmp_path: Path,
     assert f"{bad}#1: team-a: spec.weight: must be > 0, got 0" in lines
     assert f"{bad}#1: team-a: spec.quotas[0].nominal.nvidia.com/gpu: must be >= 0, got -1" in lines
     assert lines[-1] == "2 error(s)"
+
+
+@pytest.mark.parametrize(("reservation", "shown"), [
+    ("true", "reservation on,"),
+    ("false", "reservation off,"),
+    ("{afterSeconds: 900}", "reservation on (after 900s pending),"),
+    ("{maxGangs: 2}", "reservation on (at most 2 gangs at once),"),
+])
+def test_the_summary_shows_the_reservation_settings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], reservation: str, shown: str) -> None:
+    f = tmp_path / "policy.yaml"
+    f.write_text("apiVersion: gangscheduler.io/v1alpha1\nkind: SchedulerPolicy\n"
+                 f"metadata: {{name: p}}\nspec:\n  reservation: {reservation}\n")
+    assert main.main(["policy", "validate", str(f)]) == 0
+    assert shown in capsys.readouterr().out
