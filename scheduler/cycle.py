@@ -32,7 +32,7 @@ from scheduler.plan import (
     QueueStatus,
     ReasonCategory,
 )
-from scheduler.resources import EMPTY, Resources
+from scheduler.resources import EMPTY, Resources, total
 from scheduler.snapshot import Snapshot
 
 #: What ``decide`` takes as policies (the name the scheduler loop uses).
@@ -70,6 +70,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     known: dict[str, tuple[Gang, Admissible]] = {}
     for gang in gangs:
         hit = before.get(gang.id)
+        # (The cache lives with the snapshot's nodes: a node change starts a fresh one, so a
+        # minResources answer, which depends on the nodes, is never stale.)
         if hit is None or hit[0] is not gang:
             hit = (gang, _admissible_queue(state, gang))
         known[gang.id] = hit
@@ -138,11 +140,47 @@ _ADMISSIBLE_CACHE = "cycle.admissible"
 Admissible = Queue | tuple[ReasonCategory, str]
 
 
+def _min_resources_never(state: CycleState, gang: Gang) -> tuple[ReasonCategory, str] | None:
+    """A gang still waiting for members whose PodGroup ``minResources`` exceed what the
+    cluster has, or what its queue could ever hold in all its pools together: say so now,
+    rather than after every member has been created (the coscheduling plugin's early check)."""
+    want = gang.min_resources
+    if want is None:
+        return None
+    capacity = total(n.allocatable for n in state.snapshot.nodes.values())
+    over = [f"{want[r]} {r} asked, the cluster has {capacity.get(r)}"
+            for r in sorted(want) if want[r] > capacity.get(r)]
+    if over:
+        return (ReasonCategory.PLACEMENT,
+                f"PodGroup minResources can never be met: {', '.join(over)}; lower "
+                "minResources or add nodes")
+    queue = state.policies.queues.get(gang.queue)
+    if queue is None or not _is_leaf(state, queue.name):
+        return None  # the reason about the queue comes once the members exist
+    idle = QuotaLedger.empty(state.ledger.tree)
+    pools = state.ledger.tree.pools_of(queue.name)
+    most: dict[str, int] = {}
+    for pool in pools:
+        for r, v in idle.available(queue.name, pool).items():
+            most[r] = most.get(r, 0) + v
+    over = [f"{want[r]} {r} asked, at most {most[r]} ever available"
+            for r in sorted(want) if r in most and want[r] > most[r]]
+    if not over:
+        return None
+    return (ReasonCategory.QUOTA,
+            f"PodGroup minResources can never be admitted to queue {queue.name}, even with "
+            f"every queue idle ({', '.join(over)} across pools {', '.join(pools)}): raise the "
+            "queue's quota or borrowing limit, or lower minResources")
+
+
 def _admissible_queue(state: CycleState, gang: Gang) -> Admissible:
     """The gang's queue, or why the gang cannot be considered (a reason, not ordered)."""
     queues = state.policies.queues
     present, needed = gang.members_present, gang.min_member
     if present < needed:
+        never = _min_resources_never(state, gang)
+        if never is not None:
+            return never
         return (ReasonCategory.WAITING_FOR_MEMBERS,
                 f"{present} of {needed} required members exist; the gang is considered "
                 "once all of them do")

@@ -194,6 +194,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             priority=max(p.priority for p in gang_pods), creation_time=created,
             topology=_topology(*meta), runtime_estimate=runtime,
             preemption_policy=_preemption_policy(gang_pods),
+            min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds

@@ -81,6 +81,9 @@ class Gang:
     #: ``Never`` if any member's pod says so: the gang is ordered by its priority as usual
     #: but never evicts other gangs (a member that may not preempt binds the whole gang).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    #: PodGroup ``minResources``: what the whole gang will need, declared before its pods
+    #: exist, so a gang that could never fit is told so while it still waits for members.
+    min_resources: Resources | None = None
 
     @property
     def min_member(self) -> int:
