@@ -99,10 +99,14 @@ class Tenant:
                             "resources": resources}]}}
         return rest.call(self.cp.core.create_namespaced_pod, self.namespace, body)
 
-    def create_group(self, name: str, min_member: int) -> dict[str, Any]:
+    def create_group(self, name: str, min_member: int,
+                     min_resources: dict[str, str] | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"minMember": min_member}
+        if min_resources is not None:
+            spec["minResources"] = min_resources
         body = {"apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}", "kind": "PodGroup",
                 "metadata": {"name": name, "labels": {QUEUE_LABEL: self.queue}},
-                "spec": {"minMember": min_member}}
+                "spec": spec}
         return rest.call(self.cp.custom.create_namespaced_custom_object, PODGROUP_GROUP,
                          PODGROUP_VERSION, self.namespace, PODGROUP_PLURAL, body)
 

@@ -88,6 +88,21 @@ def test_a_pod_group_waits_for_min_member(tenant: Tenant,
     wait_for(lambda: tenant.all_bound(names), 30, what="all 4 members bound")
 
 
+def test_min_resources_beyond_the_cluster_are_reported_before_the_members_exist(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    tenant.create_nodes(1, gpus=8)
+    # More GPUs than the whole shared test cluster will ever have, whatever other tests add.
+    tenant.create_group("huge", 4, min_resources={"nvidia.com/gpu": "100000"})
+    names = ["huge-0", "huge-1"]
+    for name in names:
+        tenant.create_pod(name, group="huge")
+    messages = wait_for(lambda: pending_messages(tenant, names, "Placement",
+                                                 "minResources can never be met"), 30,
+                        what="the minResources verdict on the 2 pods")
+    assert "100000 nvidia.com/gpu asked, the cluster has" in messages["huge-0"], messages
+    assert tenant.bound(names) == []
+
+
 def create_job(tenant: Tenant, name: str, parallelism: int) -> dict[str, str]:
     """A batch/v1 Job (nothing runs it here: no Job controller); returns its owner reference."""
     body = {"apiVersion": "batch/v1", "kind": "Job",
