@@ -96,11 +96,16 @@ class Ops:
                 for row in table["rows"]}
 
     # Priorities and pods ---------------------------------------------------------------------
-    def priority_class(self, suffix: str, value: int) -> str:
+    def priority_class(self, suffix: str, value: int,
+                       preemption_policy: str | None = None) -> str:
+        """A PriorityClass; *preemption_policy* (``"Never"``) is copied by the apiserver's
+        Priority admission plugin into ``spec.preemptionPolicy`` of the pods that use it."""
         name = self.name(suffix)
-        rest.call(client.SchedulingV1Api(self.cp.api).create_priority_class,
-                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                   "metadata": {"name": name}, "value": value})
+        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": name}, "value": value}
+        if preemption_policy is not None:
+            body["preemptionPolicy"] = preemption_policy
+        rest.call(client.SchedulingV1Api(self.cp.api).create_priority_class, body)
         return name
 
     def pod(self, name: str, gpus: int, queue: str, group: str | None = None,

@@ -17,6 +17,7 @@ from kubernetes import client
 
 from scheduler.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import unschedulable_message
 from tests.e2e.ops_support import DeletionWatch, Ops, ops_for, scrape, value
 
 pytestmark = pytest.mark.e2e
@@ -111,4 +112,57 @@ def test_an_eviction_refused_by_a_disruption_budget_is_reported_not_forced(ops: 
         rest.call(pdbs.delete_namespaced_pod_disruption_budget, "keep-victim", ops.ns)
         wait_for(lambda: ops.tenant.all_bound(preemptor), 40, what="preemptor bound after retry")
         assert set(watch.deleting) == set(victim)
+        assert watch.rebinds() == {}
+
+
+def test_a_gang_of_a_never_preempting_priority_class_waits_instead_of_evicting(ops: Ops) -> None:
+    """``preemptionPolicy: Never`` on a PriorityClass reaches the pods through the apiserver's
+    Priority admission plugin; the gang is then as high as its priority says but evicts
+    nobody, and its pending message says why. The same setup with a default-policy class
+    preempts: that is the first test of this module."""
+    ops.tenant.create_nodes(2, gpus=8)
+    queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
+    low = ops.priority_class("low", 100)
+    never = ops.priority_class("never", 1000, preemption_policy="Never")
+    with DeletionWatch(ops.cp, ops.ns) as watch:
+        runner = ops.start_scheduler(eviction_grace_period_seconds=GRACE_S)
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
+        waiting = ops.gang("waiting", 2, 4, queue, priority_class=never)
+        pods = ops.tenant.pods
+        # (a) The apiserver, not the test, put the policy (and the priority) on the pods.
+        specs = {n: pods()[n]["spec"] for n in [*victim, *waiting]}
+        assert {n: (s.get("priority"), s.get("preemptionPolicy")) for n, s in specs.items()} == {
+            **{n: (100, "PreemptLowerPriority") for n in victim},
+            **{n: (1000, "Never") for n in waiting}}
+        # (c) The scheduler considered the gang, found that preemption would help, and says
+        # that the policy forbids it.
+        messages = wait_for(lambda: {n: unschedulable_message(pods()[n]) for n in waiting}
+                            if all("preemptionPolicy" in unschedulable_message(pods()[n])
+                                   for n in waiting) else {}, 60,
+                            what="the preemptionPolicy pending reason")
+        for message in messages.values():
+            assert "preemption is disabled by its preemptionPolicy (Never)" in message, message
+            assert "evicting 1 gang(s) would let it start now" in message, message
+        # (b) Nobody is evicted, marked or displaced for it, over many cycles (0.5 s each).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            current = pods()
+            assert watch.deleting == {}, f"evicted for a Never gang: {watch.deleting}"
+            assert ops.tenant.bound(victim) == victim
+            for name in victim:
+                assert not current[name]["metadata"].get("deletionTimestamp"), current[name]
+                assert condition(current[name], "DisruptionTarget") == {}, current[name]
+            assert ops.tenant.bound(waiting) == []
+            assert not any(current[n]["status"].get("nominatedNodeName") for n in waiting)
+            time.sleep(0.5)
+        assert ops.tenant.events("Preempted") == []
+        metrics = runner.live.metrics.registry
+        assert not metrics.get_sample_value("gang_scheduler_preemptions_total", {"queue": queue})
+        assert not metrics.get_sample_value("gang_scheduler_evictions_total")
+        # It still runs as soon as the capacity is freed by someone else.
+        for name in victim:
+            ops.tenant.delete_pod(name)
+            ops.release(name)
+        wait_for(lambda: ops.tenant.all_bound(waiting), 40, what="the Never gang bound")
         assert watch.rebinds() == {}
