@@ -28,6 +28,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,6 +43,7 @@ from scheduler.model import (
     TopologyMode,
 )
 from scheduler.placement import Placement, PlacementParams, Unplaceable, solve
+from scheduler.placement.types import PlacementResult
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
@@ -104,11 +106,11 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def report(label: str, samples: list[tuple[float, float]], results: list[object],
+def report(label: str, samples: list[tuple[float, float]], results: list[PlacementResult],
            target: str) -> None:
     """Wall-clock p50/p95/max, and the p95 of CPU time (what contention cannot inflate)."""
     kinds = Counter(r.solved_by if isinstance(r, Placement) else f"unplaceable:{r.reason}"
-                    for r in results)  # type: ignore[union-attr]
+                    for r in results)
     share = ", ".join(f"{k} {100 * v / len(results):.0f}%" for k, v in sorted(kinds.items()))
     walls = [w for w, _ in samples]
     cpus = [c for _, c in samples]
@@ -117,7 +119,7 @@ def report(label: str, samples: list[tuple[float, float]], results: list[object]
           f"(cpu p95 {1000 * pct(cpus, 0.95):.2f} ms) [{target}]; {share}")
 
 
-def timed(fn: Callable[[], object]) -> tuple[tuple[float, float], object]:
+def timed(fn: Callable[[], PlacementResult]) -> tuple[tuple[float, float], PlacementResult]:
     """(wall seconds, CPU seconds of this process) spent in *fn*, and its result."""
     w0, c0 = time.perf_counter(), time.process_time()
     out = fn()
@@ -129,10 +131,11 @@ def scenario_a(rng: random.Random, runs: int) -> None:
     base = Snapshot(nodes)
     gang = make_gang("a", [("worker", 8, Resources.of(gpu=8, cpu=32_000))])
     (cold, _), _ = timed(lambda: solve(gang, occupy(base, random_occupancy(rng, nodes, 8))))
-    times, results = [], []
+    times: list[tuple[float, float]] = []
+    results: list[PlacementResult] = []
     for _ in range(runs):
         snap = occupy(base, random_occupancy(rng, nodes, 8))
-        t, r = timed(lambda snap=snap: solve(gang, snap))
+        t, r = timed(partial(solve, gang, snap))
         times.append(t)
         results.append(r)
     report("(a) 8x8 GPU, 1,000 nodes, 70% busy", times, results, "p95 < 20 ms")
@@ -145,14 +148,16 @@ def scenario_b(rng: random.Random, runs: int, gpus: int, label: str) -> None:
     gang = make_gang("b", [("worker", 64, Resources.of(gpu=8, cpu=32_000))],
                      TopologyConstraint(RACK, TopologyMode.REQUIRED))
     (cold, _), _ = timed(lambda: solve(gang, occupy(base, rack_occupancy(rng, nodes, 50), 8)))
-    times, results, roomy = [], [], []
+    times: list[tuple[float, float]] = []
+    results: list[PlacementResult] = []
+    roomy: list[int] = []
     for _ in range(runs):
         used = rack_occupancy(rng, nodes, 50)
         snap = occupy(base, used, 8)
         roomy.append(sum(
             sum((gpus - used[n.name]) // 8 for n in nodes[s:s + 50]) >= 64
             for s in range(0, 5000, 50)))
-        t, r = timed(lambda snap=snap: solve(gang, snap))
+        t, r = timed(partial(solve, gang, snap))
         times.append(t)
         results.append(r)
     report(label, times, results, "p95 < 300 ms")
@@ -210,14 +215,15 @@ def tight_instance(rng: random.Random) -> tuple[Snapshot, Gang]:
 
 
 def scenario_d(rng: random.Random, runs: int) -> None:
-    times, results = [], []
+    times: list[tuple[float, float]] = []
+    results: list[PlacementResult] = []
     tries = 0
     while len(times) < runs and tries < 50 * runs:
         tries += 1
         snap, gang = tight_instance(rng)
         if isinstance(solve(gang, snap, PlacementParams(use_cpsat=False)), Placement):
             continue  # greedy alone manages this one; we want the ones it does not
-        t, r = timed(lambda snap=snap, gang=gang: solve(gang, snap))
+        t, r = timed(partial(solve, gang, snap))
         times.append(t)
         results.append(r)
     if times:

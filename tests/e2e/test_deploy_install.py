@@ -155,6 +155,7 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
     group = wait_for(lambda: cp.get_pod_group("team-a", "fits")
                      if (cp.get_pod_group("team-a", "fits").get("status") or {})
                      .get("scheduled") == 4 else None, 30, what="PodGroup status")
+    assert group is not None
     assert group["status"]["phase"] in ("Scheduled", "Running"), group["status"]
     reasons = wait_for(lambda: (r := {e["reason"] for e in kubectl_json(
         env.admin, "-n", "team-a", "get", "events.v1.events.k8s.io")["items"]})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -49,7 +50,7 @@ def _plans(world: World, preset: str) -> tuple[CyclePlan, CyclePlan]:
     return first, second
 
 
-_PRESETS = {
+_PRESETS: dict[str, dict[str, Any]] = {
     "gang-scheduler": {},
     "fifo-gang": {"ordering": OrderingMode.FIFO, "preemption": False, "reservation": False,
                   "backfill": False},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 
 from scheduler.demo import frame, view
@@ -15,7 +17,7 @@ def text_of(renderable: object, width: int = 200) -> str:
     return console.export_text()
 
 
-QUEUES = [
+QUEUES: list[dict[str, Any]] = [
     {"metadata": {"name": "team-b"}, "spec": {"parent": "research", "weight": 2, "quotas": [
         {"pool": "a100", "nominal": {"nvidia.com/gpu": 16}},
         {"pool": "h100", "nominal": {"nvidia.com/gpu": 16}}]},

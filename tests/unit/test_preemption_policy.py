@@ -152,6 +152,6 @@ def test_candidates_skip_a_never_preemptor() -> None:
     q = pol.queues.queues["a"]
     g = gang("a9", "a", priority=5)
     bounds = {"a100": Resources({"nvidia.com/gpu": 8})}
-    args = (q, snap, ledger, pol.queues, bounds, 10_000.0, frozenset())
+    args: tuple[Any, ...] = (q, snap, ledger, pol.queues, bounds, 10_000.0, frozenset())
     assert [c.id for c in candidates(g, *args)] == ["ns/a0", "ns/a1"]
     assert candidates(never(g), *args) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,9 +79,9 @@ def store() -> PodStore:
 
 
 @pytest.fixture
-def binder(store: PodStore) -> Binder:
+def binder(store: PodStore) -> Iterator[Binder]:
     b = Binder(store, concurrency=4, rollback_attempts=2)  # type: ignore[arg-type]
-    yield b  # type: ignore[misc]
+    yield b
     b.close()
 
 

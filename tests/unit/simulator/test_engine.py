@@ -7,6 +7,7 @@ GPU-hours, determinism, and preemption losing only un-checkpointed work.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 import structlog
@@ -33,7 +34,7 @@ def job(job_id: str, t: float, pods: int, gpus: int, duration: float = 100.0,
                     checkpoint_interval=checkpoint)
 
 
-def run(policy: str, nodes: list, jobs: list[TraceJob], **opts: object):
+def run(policy: str, nodes: list, jobs: list[TraceJob], **opts: Any):
     queues = default_queues((j.queue for j in jobs), nodes)
     return Simulation(nodes, jobs, make_preset(policy, queues), SimulationOptions(**opts)).run()
 

@@ -4,6 +4,8 @@ that refused one with a TypeError, would make the CLI lie or crash."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from simulator.loaders import load_trace
@@ -47,4 +49,5 @@ def test_seed_does_not_change_a_recorded_trace() -> None:
 ])
 def test_bad_options_are_refused_naming_them(option: str, value: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        load_trace("generic-sample", **{option: value})
+        options: dict[str, Any] = {option: value}
+        load_trace("generic-sample", **options)
