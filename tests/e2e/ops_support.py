@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -23,6 +24,7 @@ from scheduler.devcluster import rest
 from scheduler.kube import informer
 from scheduler.kube.client import connect
 from scheduler.kube.runner import LiveScheduler
+from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 from scheduler.serve import serve
 from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, ControlPlane
 from tests.e2e.live import (
@@ -142,6 +144,14 @@ class Ops:
             self.pod(pod, gpus, queue, group=name, priority_class=priority_class, hold=hold,
                      labels={"gang": name})
         return names
+
+    def checkpoint(self, group: str, at: float) -> None:
+        """Record on PodGroup *group* that its gang last checkpointed at *at* (epoch seconds):
+        what a victim loses if evicted is counted from then (the cheapest victim goes first)."""
+        stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rest.call(self.cp.custom.patch_namespaced_custom_object, PODGROUP_GROUP,
+                  PODGROUP_VERSION, self.ns, PODGROUP_PLURAL, group,
+                  {"metadata": {"annotations": {LAST_CHECKPOINT_ANNOTATION: stamp}}})
 
     def release(self, pod: str) -> None:
         """Drop the hold finalizer: a terminating pod is then really gone."""
