@@ -7,6 +7,7 @@ here; checks across objects (parents, cycles, duplicates) live in ``validation``
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -30,6 +31,8 @@ from policies.queues import (
 from scheduler.resources import QuantityError, Resources, parse_quantity
 
 QUEUE_KIND = "Queue"
+#: The largest amount a quota may give (int64, like a Kubernetes quantity's fast path).
+MAX_AMOUNT = 2**63 - 1
 SCHEDULER_POLICY_KIND = "SchedulerPolicy"
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -93,6 +96,9 @@ class _Errors:
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             self.add(path, f"must be a number, got {raw!r}")
             return default
+        if not math.isfinite(raw):
+            self.add(path, f"must be a finite number, got {raw!r}")
+            return default
         if positive and raw <= 0:
             self.add(path, f"must be > 0, got {raw!r}")
             return default
@@ -121,7 +127,12 @@ def _header(obj: Any, kind: str, err: _Errors) -> str | None:
         err.add("apiVersion", f"must be {API_VERSION}, got {obj.get('apiVersion')!r}")
     if obj.get("kind") != kind:
         err.add("kind", f"must be {kind}, got {obj.get('kind')!r}")
-    name = err.mapping(obj.get("metadata"), "metadata").get("name")
+    meta = obj.get("metadata")
+    name = err.mapping(meta, "metadata").get("name")
+    if name is None:  # (metadata that is not a mapping was reported just above)
+        if meta is None or isinstance(meta, Mapping):
+            err.add("metadata.name", "required")
+        return None
     if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
         err.add("metadata.name", f"must be a DNS subdomain (a-z, 0-9, '-', '.'), got {name!r}")
         return None
@@ -143,9 +154,14 @@ def _amounts(raw: Any, path: str, err: _Errors) -> dict[str, int]:
             err.add(here, f"must be >= 0, got {value!r}")
             continue
         try:
-            out[key] = parse_quantity(value, key)
+            amount = parse_quantity(value, key)
         except QuantityError:
             err.add(here, f"must be a Kubernetes quantity like 8, '256' or '2Ti', got {value!r}")
+            continue
+        if amount > MAX_AMOUNT:  # 1e999 parses exactly; no cluster holds it, floats overflow
+            err.add(here, f"too large: at most {MAX_AMOUNT} in base units, got {value!r}")
+            continue
+        out[key] = amount
     return out
 
 

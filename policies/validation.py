@@ -25,6 +25,7 @@ from policies.parsing import (
     parse_scheduler_policy,
 )
 from policies.queues import PolicySet, Queue, QueueSet, SchedulerPolicy
+from scheduler.clusterspec import read_problem, yaml_problem
 
 
 def check_hierarchy(queues: Iterable[Queue], known: Iterable[str] = ()) -> list[FieldError]:
@@ -90,6 +91,9 @@ def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
                     errs = [FieldError(name, "", "only one SchedulerPolicy may be given")]
                 elif policy is not None:
                     scheduler = policy
+            elif not isinstance(obj, Mapping):
+                errs = [FieldError(name, "", f"must be a {QUEUE_KIND} or {SCHEDULER_POLICY_KIND} "
+                                   f"object (a mapping), got {type(obj).__name__}")]
             else:
                 errs = [FieldError(name, "kind", f"must be {QUEUE_KIND} or "
                                    f"{SCHEDULER_POLICY_KIND} (or a List of them), got {kind!r}")]
@@ -109,10 +113,17 @@ def read_files(paths: Iterable[str | Path]) -> LoadResult:
         try:
             text = Path(path).read_text(encoding="utf-8")
             docs = list(yaml.safe_load_all(text))
-        except (OSError, yaml.YAMLError) as exc:
-            read_errors.append(FieldError(str(path), "", f"cannot read: {exc}"))
+        except (OSError, UnicodeDecodeError) as exc:
+            read_errors.append(FieldError(str(path), "", read_problem(exc)))
             continue
-        documents.extend((f"{path}#{i + 1}", d) for i, d in enumerate(docs) if d is not None)
+        except yaml.YAMLError as exc:
+            read_errors.append(FieldError(str(path), "", yaml_problem(exc)))
+            continue
+        found = [(f"{path}#{i + 1}", d) for i, d in enumerate(docs) if d is not None]
+        if not found:  # an empty file is a mistake (wrong file, truncated), not "no queues"
+            read_errors.append(FieldError(str(path), "", "empty file, expected Queue or "
+                                          "SchedulerPolicy objects"))
+        documents.extend(found)
     result = parse_documents(documents)
     return replace(result, errors=(*read_errors, *result.errors))
 

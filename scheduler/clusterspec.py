@@ -12,6 +12,7 @@ Every error names the field path and the reason, e.g.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -116,14 +117,42 @@ def _describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescrip
     return NodeDescription(name, pool.name, labels, allocatable, pool.taints)
 
 
+def read_problem(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a text file could not be read, in a few words (no errno, no repeated path)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, expected a file"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML syntax error on one line: ``line 2, column 3: expected ... (while parsing ...)``.
+
+    PyYAML's own text spans four lines and points at ``<unicode string>``; the caller names
+    the file.
+    """
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"not valid YAML: {where}{problem}" + (f" ({context})" if context else "")
+
+
 def load(path: str | Path) -> ClusterSpec:
-    """Read and validate a cluster description file."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Read and validate a cluster description file; every error starts with the path."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterSpecError(f"{path}: {read_problem(exc)}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ClusterSpecError(f"{path}: not valid YAML: {exc}") from exc
-    return parse(data)
+        raise ClusterSpecError(f"{path}: {yaml_problem(exc)}") from None
+    try:
+        return parse(data)
+    except ClusterSpecError as exc:
+        raise ClusterSpecError(f"{path}: {exc}") from None
 
 
 def parse(data: Any) -> ClusterSpec:
@@ -172,8 +201,9 @@ def _pool(raw: Any, path: str) -> PoolSpec:
         raise ClusterSpecError(f"{path}.count: required")
     cost = m.get("costPerGpuHour")
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
-                             or cost < 0):
-        raise ClusterSpecError(f"{path}.costPerGpuHour: must be a number >= 0, got {cost!r}")
+                             or not math.isfinite(cost) or cost < 0):
+        raise ClusterSpecError(
+            f"{path}.costPerGpuHour: must be a number >= 0, not nan or inf, got {cost!r}")
     return PoolSpec(
         name=name,
         count=_int(m["count"], f"{path}.count", minimum=1),
@@ -191,6 +221,8 @@ def _pool(raw: Any, path: str) -> PoolSpec:
 
 
 def _mapping(raw: Any, path: str) -> Mapping[str, Any]:
+    if raw is None and path == "<root>":
+        raise ClusterSpecError(f"{path}: empty document, expected a mapping with pools")
     if not isinstance(raw, Mapping):
         raise ClusterSpecError(f"{path}: must be a mapping, got {type(raw).__name__}")
     return raw

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.clusterspec import read_problem, yaml_problem
 from scheduler.model import DEFAULT_POOL_LABEL, DEFAULT_TOPOLOGY_LABELS, NodeLabelConfig
 
 
@@ -65,6 +67,38 @@ class SchedulerConfig:
 
 #: Fields where 0 makes no sense (an interval of 0 would mean a write on every pass).
 _POSITIVE = ("queue_status_interval_seconds",)
+#: Read from a file, these must be > 0 too: a cycle interval or lease period of 0 is a busy
+#: loop, and 0 bind workers never bind.
+_POSITIVE_IN_FILE = {"cycle_interval_seconds", "lease_duration_seconds",
+                     "renew_deadline_seconds", "retry_period_seconds"}
+_AT_LEAST_ONE = {"bind_concurrency"}
+_CHOICES = {"log_level": ("debug", "info", "warning", "error"),
+            "log_format": ("auto", "json", "console")}
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _check_address(value: str, path: str) -> str:
+    _host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{path}: must be HOST:PORT (port 0-65535), got {value!r}")
+    return value
+
+
+def _check_extra(name: str, value: Any, path: str) -> None:
+    """Value checks beyond the type, for fields read from a file."""
+    if name in _POSITIVE_IN_FILE and value <= 0:
+        raise ConfigError(f"{path}: must be > 0, got {value:g}")
+    if name in _AT_LEAST_ONE and value < 1:
+        raise ConfigError(f"{path}: must be >= 1, got {value}")
+    if name in _CHOICES and value not in _CHOICES[name]:
+        raise ConfigError(f"{path}: must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+    if name == "metrics_bind_address":
+        _check_address(value, path)
+    if name == "topology_labels":
+        bad = [k for k in value if not _LABEL_KEY.match(k)]
+        if bad:
+            raise ConfigError(f"{path}: not a valid label key: {bad[0]!r}")
 
 
 def _check_positive(value: Any, path: str) -> float:
@@ -93,6 +127,8 @@ def _coerce(value: Any, target: Any, path: str) -> Any:
     if target in ("float", float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{path}: must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{path}: must be a finite number, got {value!r}")
         if value < 0:
             raise ConfigError(f"{path}: must be >= 0, got {value}")
         return float(value)
@@ -125,6 +161,7 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
             kwargs[name] = _check_positive(value, where)
         else:
             kwargs[name] = _coerce(value, ftype, where)
+            _check_extra(name, kwargs[name], where)
     return cls(**kwargs)
 
 
@@ -138,11 +175,11 @@ def load_config(path: str | Path | None) -> SchedulerConfig:
     if path is None:
         return SchedulerConfig()
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {read_problem(exc)}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
     try:
         return _build(SchedulerConfig, raw, "")
     except ConfigError as exc:

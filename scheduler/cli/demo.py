@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from scheduler.cli._args import number, output_dir_problem
 
 EPILOG = """\
 what it does:
@@ -26,13 +29,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Start a local cluster with fake GPU nodes, run the "
                        "scheduler and two teams' jobs, and watch it live.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--speed", type=float, default=1.0, metavar="X",
+    p.add_argument("--speed", type=number(positive=True), default=1.0, metavar="X",
                    help="divide every runtime and delay by X (default 1)")
     p.add_argument("--no-live", dest="live", action="store_false",
                    help="print plain event lines instead of the live view")
     p.add_argument("--keep", action="store_true",
                    help="leave the cluster running afterwards (in the dev-cluster state dir)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=number(positive=True), default=600.0, metavar="SECONDS",
                    help="give up if the jobs have not all finished by then (default 600)")
     p.add_argument("--state-dir", type=Path, metavar="DIR",
                    help="where the cluster keeps its files (default: a temporary directory)")
@@ -44,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
     from scheduler.demo import session
 
-    if args.speed <= 0:
-        raise SystemExit("--speed: must be > 0")
+    if args.state_dir is not None and (problem := output_dir_problem(args.state_dir)):
+        print(f"error: --state-dir {args.state_dir}: {problem}", file=sys.stderr)
+        return 2
     opts = session.Options(speed=args.speed, live=args.live, keep=args.keep,
                            timeout_s=args.timeout, state_dir=args.state_dir)
     console = Console()

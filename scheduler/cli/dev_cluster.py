@@ -7,14 +7,17 @@ through a pytest fixture (tests/e2e/conftest.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scheduler import clusterspec
+from scheduler.cli._args import integer, output_dir_problem
 
 if TYPE_CHECKING:
     from scheduler.devcluster.cluster import DevCluster
@@ -61,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser("build", help="build or reuse the etcd and kube-apiserver binaries",
                        description="Build the pinned etcd and kube-apiserver with Go, or reuse "
                        "the cached binaries (a no-op taking well under a second when cached).")
-    p.set_defaults(handler=_build)
+    p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", help="start a fresh dev cluster",
                        description="Start etcd, kube-apiserver and the fake kubelet, create the "
@@ -73,13 +76,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"cluster description YAML (default: {DEFAULT_CLUSTER.name}, shipped)")
     p.add_argument("--foreground", action="store_true",
                    help="stay attached and stop the cluster on Ctrl-C or SIGTERM")
-    p.set_defaults(handler=_up)
+    p.set_defaults(handler=_checked(_up))
 
     p = sub.add_parser("down", help="stop the dev cluster (all its processes)")
-    p.set_defaults(handler=_down)
+    p.set_defaults(handler=_checked(_down))
 
     p = sub.add_parser("env", help="print `export KUBECONFIG=...` for eval")
-    p.set_defaults(handler=_env)
+    p.set_defaults(handler=_checked(_env))
 
     p = sub.add_parser(
         "token", help="mint a ServiceAccount token (TokenRequest) and optionally a kubeconfig",
@@ -88,15 +91,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog="example: gang-scheduler dev-cluster token -n default -s viewer --duration 600")
     p.add_argument("-n", "--namespace", required=True)
     p.add_argument("-s", "--service-account", required=True)
-    p.add_argument("--duration", type=int, default=3600, help="seconds (default 3600)")
+    p.add_argument("--duration", type=integer(minimum=600), default=3600,
+                   help="seconds, at least 600 (the apiserver's minimum; default 3600)")
     p.add_argument("--kubeconfig-out", type=Path, help="write a kubeconfig here")
-    p.set_defaults(handler=_token)
+    p.set_defaults(handler=_checked(_token))
+
+
+class _BadStateDir(Exception):
+    pass
 
 
 def _cluster(args: argparse.Namespace, owned: bool = False) -> DevCluster:
     from scheduler.devcluster.cluster import DevCluster  # lazy: keeps `--help` fast
 
+    if args.state_dir is not None and (problem := output_dir_problem(args.state_dir)):
+        raise _BadStateDir(f"--state-dir {args.state_dir}: {problem}")
     return DevCluster(args.state_dir, owned=owned)
+
+
+def _checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A subcommand handler that reports an unusable --state-dir as one line, exit status 2."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except _BadStateDir as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -115,8 +139,8 @@ def _up(args: argparse.Namespace) -> int:
 
     try:
         spec = clusterspec.load(args.cluster)
-    except (OSError, clusterspec.ClusterSpecError) as exc:
-        print(f"error: {args.cluster}: {exc}", file=sys.stderr)
+    except clusterspec.ClusterSpecError as exc:  # names the file, the field and the reason
+        print(f"error: --cluster {exc}", file=sys.stderr)
         return 2
     cluster = _cluster(args, owned=args.foreground)
     try:

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description=__doc__, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("gang", metavar="NAMESPACE/NAME")
-    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, then ~/.kube/config")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig to use (default: the in-cluster service account)")
     p.add_argument("--config", metavar="FILE", help="the scheduler's config file (scheduler name, "
                    "labels); default: built-in defaults")
     p.set_defaults(handler=run)
@@ -87,25 +88,35 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
+    from scheduler.cli._kube import ConnectError, connect, unreachable
     from scheduler.config import ConfigError, load_config
-    from scheduler.kube.client import connect
+    from scheduler.kube.client import ApiError, TransportError
     from scheduler.kube.oneshot import read_cluster
     from scheduler.logconfig import configure_logging
 
-    if "/" not in args.gang:
-        print(f"error: {args.gang!r}: expected NAMESPACE/NAME", file=sys.stderr)
+    namespace, _, name = args.gang.partition("/")
+    if not namespace or not name or "/" in name:
+        print(f"error: {args.gang!r}: expected NAMESPACE/NAME (e.g. team-a/llama-70b)",
+              file=sys.stderr)
         return 2
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: --config {exc}", file=sys.stderr)
         return 2
     configure_logging("error", "console")
-    client = connect(args.kubeconfig)
-    cache, policies = read_cluster(client, config)
-    text, found = explain_text(args.gang, cache, policies, time.time())
-    print(text)
-    written = _last_written(client, cache, args.gang)
+    try:
+        client = connect(args.kubeconfig)
+        cache, policies = read_cluster(client, config)
+        text, found = explain_text(args.gang, cache, policies, time.time())
+        print(text)
+        written = _last_written(client, cache, args.gang)
+    except ConnectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (TransportError, ApiError) as exc:
+        print(f"error: {unreachable(exc)}", file=sys.stderr)
+        return 1
     if written:
         print(f"\nthe running scheduler last said: {written}")
     return 0 if found else 1

@@ -44,15 +44,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
-def _address(text: str) -> tuple[str, int]:
+def _address(text: str) -> tuple[str, int] | None:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"--metrics-address {text!r}: expected HOST:PORT")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        return None
     return host or "0.0.0.0", int(port)
 
 
 def run(args: argparse.Namespace) -> int:
+    from scheduler.cli._kube import ConnectError, connect, unreachable
     from scheduler.config import ConfigError, load_config
+    from scheduler.kube.client import ApiError, TransportError
     from scheduler.kube.runner import LiveScheduler
     from scheduler.logconfig import configure_logging
     from scheduler.serve import serve
@@ -60,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: --config {exc}", file=sys.stderr)
+        return 2
+    if args.metrics_address and _address(args.metrics_address) is None:
+        print(f"error: --metrics-address {args.metrics_address!r}: expected HOST:PORT "
+              "(port 0-65535)", file=sys.stderr)
         return 2
     overrides: dict[str, object] = {}
     if args.scheduler_name:
@@ -76,9 +82,20 @@ def run(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
     configure_logging(config.log_level, config.log_format)  # type: ignore[arg-type]
 
-    live = LiveScheduler.from_kubeconfig(config, args.kubeconfig, identity=args.identity)
-    host, port = _address(config.metrics_bind_address)
-    server = serve(live.metrics.registry, live.health, host, port)
+    address = _address(config.metrics_bind_address)
+    assert address is not None  # checked by load_config and above
+    try:
+        client = connect(args.kubeconfig, pool_maxsize=max(64, config.bind_concurrency * 2))
+    except ConnectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    live = LiveScheduler(config, client, identity=args.identity)
+    try:
+        server = serve(live.metrics.registry, live.health, *address)
+    except OSError as exc:
+        print(f"error: metrics address {config.metrics_bind_address}: cannot listen: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         live.stop_event.set()
@@ -88,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.start()
         live.run()
+    except (TimeoutError, TransportError, ApiError) as exc:
+        print(f"error: {unreachable(exc)}", file=sys.stderr)
+        return 1
     finally:
         live.stop()
         server.shutdown()

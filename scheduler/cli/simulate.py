@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from scheduler.cli._args import integer, number, output_dir_problem
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -58,26 +61,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", metavar="DIR", help="write JSON, CSV, PNG plots and report.html here")
     p.add_argument("--seed", type=int, help="seed for node failures (default 0) and for a "
                    "synthetic trace (default: the seed in its spec)")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N jobs of the trace")
-    p.add_argument("--time-scale", type=float, metavar="F",
+    p.add_argument("--limit", type=integer(minimum=0), metavar="N",
+                   help="only the first N jobs of the trace")
+    p.add_argument("--time-scale", type=number(positive=True), metavar="F",
                    help="multiply inter-arrival times by F (< 1 compresses, raising the load)")
-    p.add_argument("--price", type=float, default=0.0, metavar="USD",
+    p.add_argument("--price", type=number(), default=0.0, metavar="USD",
                    help="price per GPU-hour for pools without costPerGpuHour")
     p.add_argument("--estimates", choices=("exact", "none"), default="exact",
                    help="runtime estimates the scheduler sees: the true duration, or none "
                    "(queue defaults)")
-    p.add_argument("--checkpoint-interval", type=float, metavar="S",
+    p.add_argument("--checkpoint-interval", type=number(positive=True), metavar="S",
                    help="checkpoint every S seconds (jobs without their own interval)")
     p.add_argument("--mtbf", action="append", default=[], metavar="POOL=HOURS",
                    help="node failures: mean time between failures per node of POOL")
-    p.add_argument("--checkpoint-write", type=float, metavar="S",
+    p.add_argument("--checkpoint-write", type=number(), metavar="S",
                    help="checkpoint write time; with --mtbf, use the Young/Daly interval")
     p.add_argument("--sweep", metavar="POOL=N1,N2,...",
                    help="run the gang-scheduler policy at several sizes of POOL in parallel")
-    p.add_argument("--target-p95", type=float, default=3600.0, metavar="S",
-                   help="sweep target: p95 queueing delay in seconds (default: %(default)s)")
+    p.add_argument("--target-p95", type=number(), metavar="S",
+                   help=f"sweep target: p95 queueing delay in seconds (default: "
+                   f"{DEFAULT_TARGET_P95:g}; only with --sweep)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
+
+
+DEFAULT_TARGET_P95 = 3600.0
+
+
+class _Usage(ValueError):
+    """A flag value that is wrong; the message names the flag."""
 
 
 def _mtbf(values: list[str]) -> dict[str, float]:
@@ -85,16 +97,53 @@ def _mtbf(values: list[str]) -> dict[str, float]:
     for text in values:
         pool, sep, hours = text.partition("=")
         try:
-            out[pool] = float(hours)
+            value = float(hours)
         except ValueError:
-            sep = ""
-        if not sep or not pool or out.get(pool, 0) <= 0:
-            raise SystemExit(f"--mtbf {text!r}: expected POOL=HOURS with HOURS > 0")
+            value = math.nan
+        if not sep or not pool.strip() or not (math.isfinite(value) and value > 0):
+            raise _Usage(f"--mtbf {text!r}: expected POOL=HOURS with HOURS a finite number > 0")
+        out[pool.strip()] = value
     return out
+
+
+def _check_flags(args: argparse.Namespace) -> tuple[dict[str, float], tuple[str, tuple[int, ...]]
+                                                      | None]:
+    """Everything about the flags that can be checked before any file is read."""
+    from simulator.policies import POLICY_NAMES
+    from simulator.sweep import parse_sweep
+
+    mtbf = _mtbf(args.mtbf)
+    swept = None
+    if args.sweep is not None:
+        try:
+            swept = parse_sweep(args.sweep)
+        except ValueError as exc:
+            raise _Usage(str(exc)) from None
+    elif args.target_p95 is not None:
+        raise _Usage("--target-p95: only meaningful with --sweep POOL=N1,N2,...")
+    unknown = [p for p in args.policy or () if p not in (*POLICY_NAMES, "greedy-gang")]
+    if unknown:
+        raise _Usage(f"--policy: unknown {', '.join(map(repr, unknown))} "
+                     f"(known: {', '.join(POLICY_NAMES)}, greedy-gang)")
+    if args.out is not None and (problem := output_dir_problem(Path(args.out))):
+        raise _Usage(f"--out {args.out}: {problem}")
+    return mtbf, swept
+
+
+def _check_pools(pools: list[str], mtbf: dict[str, float],
+                 swept: tuple[str, tuple[int, ...]] | None) -> None:
+    """Flags that name a pool must name one of the cluster's."""
+    named = [(f"--mtbf {p}=...", p) for p in mtbf]
+    named += [(f"--sweep {swept[0]}=...", swept[0])] if swept is not None else []
+    for flag, pool in named:
+        if pool not in pools:
+            raise _Usage(f"{flag}: unknown pool {pool!r} (the cluster's pools: "
+                         f"{', '.join(pools)})")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from policies.errors import PolicyError
@@ -102,10 +151,15 @@ def run(args: argparse.Namespace) -> int:
     from simulator import report, session
     from simulator.engine import FailureModel, SimulationOptions
     from simulator.policies import POLICY_NAMES
-    from simulator.sweep import parse_sweep, sweep
+    from simulator.sweep import sweep
     from simulator.trace import TraceError
 
     console = Console(stderr=True)
+    try:
+        mtbf, swept = _check_flags(args)
+    except _Usage as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        return 2
     session.quiet_scheduler_logs()
     trace_opts: dict[str, object] = {}
     if args.limit is not None:
@@ -117,26 +171,23 @@ def run(args: argparse.Namespace) -> int:
     options = SimulationOptions(
         seed=args.seed or 0, runtime_estimates=args.estimates,
         checkpoint_interval=args.checkpoint_interval,
-        failures=FailureModel(mtbf_hours=_mtbf(args.mtbf),
-                              checkpoint_write_seconds=args.checkpoint_write))
+        failures=FailureModel(mtbf_hours=mtbf, checkpoint_write_seconds=args.checkpoint_write))
     spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
                                trace_options=trace_opts, options=options,
                                price_per_gpu_hour=args.price)
     try:
         inputs = session.load_inputs(spec)
+        _check_pools([p.name for p in inputs.spec.pools], mtbf, swept)
     except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
     console.print(f"simulating {session.describe_inputs(inputs, spec)}")
 
-    if args.sweep:
-        try:
-            pool, sizes = parse_sweep(args.sweep)
-        except ValueError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            return 2
+    if swept is not None:
+        pool, sizes = swept
+        target = DEFAULT_TARGET_P95 if args.target_p95 is None else args.target_p95
         result = sweep(session.SizedRun(spec, pool, "gang-scheduler"), sizes,
-                       target_p95_seconds=args.target_p95, progress=not args.no_progress,
+                       target_p95_seconds=target, progress=not args.no_progress,
                        console=console)
         for point in result.points:
             p95 = point.report.queueing_delay.p95
@@ -144,18 +195,13 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  {pool}={point.size}: p95 queueing "
                           f"{'n/a' if p95 is None else f'{p95:,.0f}s'} ({mark} target)")
         if result.chosen is None:
-            console.print(f"no size meets p95 <= {args.target_p95:,.0f}s; try larger sizes")
+            console.print(f"no size meets p95 <= {target:,.0f}s; try larger sizes")
             return 1
-        console.print(f"smallest {pool} pool meeting p95 <= {args.target_p95:,.0f}s: "
+        console.print(f"smallest {pool} pool meeting p95 <= {target:,.0f}s: "
                       f"{result.chosen} nodes")
         return 0
 
     policies = args.policy or list(POLICY_NAMES)
-    unknown = [p for p in policies if p not in (*POLICY_NAMES, "greedy-gang")]
-    if unknown:
-        console.print(f"[red]error:[/red] --policy: unknown {', '.join(unknown)} "
-                      f"(known: {', '.join(POLICY_NAMES)}, greedy-gang)")
-        return 2
     runs = []
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=args.no_progress) as bar:
@@ -172,7 +218,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         info = report.RunInfo(command=shlex.join(["gang-scheduler", *sys.argv[1:]]),
                               seed=args.seed, trace=args.trace, cluster=args.cluster)
-        files = report.write_report(Path(args.out), runs, info)
+        try:
+            files = report.write_report(Path(args.out), runs, info)
+        except OSError as exc:
+            console.print(f"[red]error:[/red] --out {escape(args.out)}: cannot write: "
+                          f"{escape(exc.strerror or str(exc))}", soft_wrap=True)
+            return 2
         console.print(f"wrote {len(files)} files to {args.out}/ (open report.html)")
     return 0
 

@@ -39,9 +39,16 @@ def detect_format(path: Path) -> str:
     """Which loader reads *path*: by suffix for specs, by header columns for CSVs."""
     if path.suffix.lower() in (".yaml", ".yml"):
         return "synthetic"
+    if path.is_dir():
+        raise TraceError(str(path), None, "", "is a directory, expected a trace file")
     if not path.is_file():
-        raise TraceError(str(path), None, "", "no such file or shipped sample")
+        names = sorted(n for n in samples.SAMPLES if n.endswith("-sample"))
+        raise TraceError(str(path), None, "", "no such file or shipped sample "
+                         f"(samples: {', '.join(names)})")
     header = set(read_header(path))
+    if not header:
+        raise TraceError(str(path), None, "", "empty file, expected a CSV header row "
+                         f"(formats: {', '.join(FORMATS)}; see simulator/README.md)")
     if {"timestamp", "num_gpus", "cluster"} <= header:
         return "philly"
     if {"name", "num_gpu", "gpu_milli"} <= header:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from simulator.trace import TraceError
@@ -18,11 +19,24 @@ from simulator.trace import TraceError
 
 def read_header(path: Path) -> list[str]:
     """The first row of a CSV file that is not blank or a comment, stripped; [] if none."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    with _reading(path), path.open(newline="", encoding="utf-8") as handle:
         for row in csv.reader(handle):
             if not _skippable(row):
                 return [cell.strip() for cell in row]
     return []
+
+
+@contextmanager
+def _reading(path: Path, where: Callable[[], int | None] = lambda: None) -> Iterator[None]:
+    """Turn undecodable bytes and CSV syntax errors into a `TraceError` naming file and line."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        # No line: the file is decoded in chunks, ahead of the row being parsed.
+        raise TraceError(str(path), None, "", f"not UTF-8 text (byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except csv.Error as exc:
+        raise TraceError(str(path), where(), "", f"not a readable CSV: {exc}") from None
 
 
 def _skippable(cells: list[str]) -> bool:
@@ -43,29 +57,31 @@ def iter_rows(
     """
     name = str(path)
     if not path.is_file():
-        raise TraceError(name, None, "", "no such file")
+        raise TraceError(name, None, "", "is a directory, expected a trace file"
+                         if path.is_dir() else "no such file")
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
-        header = next((row for row in reader if not _skippable(row)), None)
-        if header is None:
-            raise TraceError(name, None, "", "empty file, expected a header row")
-        header = [cell.strip() for cell in header]
-        index = {col: i for i, col in enumerate(header)}
-        for col in required:
-            if col not in index:
-                raise TraceError(
-                    name, reader.line_num, col, f"missing column (header: {','.join(header)})"
-                )
-        wanted = {c: index[c] for c in (*required, *optional) if c in index}
-        width = len(header)
-        for cells in reader:
-            if _skippable(cells):
-                continue
-            if len(cells) != width:
-                raise TraceError(
-                    name, reader.line_num, "", f"expected {width} fields, got {len(cells)}"
-                )
-            yield wanted, reader.line_num, cells
+        with _reading(path, lambda: reader.line_num + 1):
+            header = next((row for row in reader if not _skippable(row)), None)
+            if header is None:
+                raise TraceError(name, None, "", "empty file, expected a header row")
+            header = [cell.strip() for cell in header]
+            index = {col: i for i, col in enumerate(header)}
+            for col in required:
+                if col not in index:
+                    raise TraceError(
+                        name, reader.line_num, col, f"missing column (header: {','.join(header)})"
+                    )
+            wanted = {c: index[c] for c in (*required, *optional) if c in index}
+            width = len(header)
+            for cells in reader:
+                if _skippable(cells):
+                    continue
+                if len(cells) != width:
+                    raise TraceError(
+                        name, reader.line_num, "", f"expected {width} fields, got {len(cells)}"
+                    )
+                yield wanted, reader.line_num, cells
 
 
 def parse_int(path: str, line: int, column: str, text: str, minimum: int | None = None) -> int:

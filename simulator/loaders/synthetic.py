@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
+from scheduler.clusterspec import read_problem, yaml_problem
 from simulator.trace import TraceError, TraceJob, roles_for_gpus
 
 _TOP_LEVEL = {
@@ -114,8 +115,10 @@ def load_spec(path: str | Path) -> SyntheticSpec:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TraceError(name, None, "", "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(name, None, "", read_problem(exc)) from None
     except yaml.YAMLError as exc:
-        raise TraceError(name, None, "", f"not valid YAML: {exc}") from None
+        raise TraceError(name, None, "", yaml_problem(exc)) from None
     return parse_spec(data, name)
 
 

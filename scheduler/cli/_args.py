@@ -1,0 +1,56 @@
+"""Argument types and file checks shared by the subcommands.
+
+A bad flag value is reported by argparse as ``argument --price: must be a finite number >= 0,
+got 'nan'`` (exit status 2) before anything is loaded or started; ``float('nan')`` and
+``float('inf')`` parse, so every float flag goes through one of these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+
+def number(*, minimum: float = 0.0, positive: bool = False) -> Callable[[str], float]:
+    """A finite float >= *minimum* (> *minimum* when *positive*)."""
+    bound = f"> {minimum:g}" if positive else f">= {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < minimum or (positive and value == minimum):
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+def integer(*, minimum: int) -> Callable[[str], int]:
+    """A whole number >= *minimum*."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why *path* cannot be (created as) an output directory, or None when it can."""
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return ("it exists and is not a directory" if parent == path
+                        else f"{parent} is a file, not a directory")
+            return None
+    return None
