@@ -186,7 +186,11 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     pending = None
     if waiting and not problem:
         required = max(0, min_member - len(bound))
-        created = group.creation_time if group else min(p.creation_time for p in gang_pods)
+        # The owner's age, not its pods': a Job's pods recreated after an eviction or a
+        # rollback keep the gang's place in line (and its reservation threshold clock).
+        created = (group.creation_time if group
+                   else job.creation_time if job and job.creation_time
+                   else min(p.creation_time for p in gang_pods))
         short = len(waiting) < required
         pending = Gang(
             id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),

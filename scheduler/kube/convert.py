@@ -309,6 +309,7 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         completions=_int(spec, "completions", "spec.completions", None),
         active_deadline_seconds=_int(spec, "activeDeadlineSeconds",
                                      "spec.activeDeadlineSeconds", None),
+        creation_time=parse_time(meta.get("creationTimestamp")),
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"),
     )

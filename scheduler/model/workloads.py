@@ -119,6 +119,8 @@ class JobInfo:
     parallelism: int = 1
     completions: int | None = None
     active_deadline_seconds: int | None = None
+    #: The Job's own creation: its gang's age, which must survive pods being recreated.
+    creation_time: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
 

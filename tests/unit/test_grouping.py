@@ -124,3 +124,17 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(("job_created", "pods_created", "expected"), [
+    (100.0, (500.0, 510.0), 100.0),  # pods recreated after an eviction: the Job's age counts
+    (0.0, (500.0, 510.0), 500.0),  # a Job without a creation time: the oldest pod's
+])
+def test_a_jobs_gang_is_as_old_as_its_job(job_created: float, pods_created: tuple[float, ...],
+                                          expected: float) -> None:
+    pods = [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid"), created=t)
+            for i, t in enumerate(pods_created)]
+    out = build_gangs(pods, {}, {"ns/j": JobInfo("ns", "j", "juid", parallelism=2,
+                                                 creation_time=job_created)}, GroupingConfig())
+    (gang,) = out.pending
+    assert gang.creation_time == expected

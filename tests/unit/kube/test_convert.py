@@ -216,6 +216,9 @@ def test_job() -> None:
     assert (job.key, job.uid, job.parallelism, job.completions) == ("team-a/train", "job-uid-1",
                                                                     4, 4)
     assert job.active_deadline_seconds == 3600
+    assert job.creation_time == 1796032800.0  # 2026-11-30T10:00:00Z: the gang's age
+    with pytest.raises(convert.ConversionError, match=r"metadata\.creationTimestamp"):
+        convert.job_from_json(patched(fixture("job.json"), "metadata.creationTimestamp", "x"))
     defaulted = convert.job_from_json(patched(fixture("job.json"), "spec.parallelism", None))
     assert defaulted.parallelism == 1
     with pytest.raises(convert.ConversionError, match=r"job team-a/train: spec\.parallelism"):
