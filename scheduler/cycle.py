@@ -21,7 +21,7 @@ from policies.admission import charge_all, placement_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler import placement
-from scheduler.cycle_state import CycleState
+from scheduler.cycle_state import CycleState, awaiting_terminating
 from scheduler.model import Gang
 from scheduler.placement.types import Solver
 from scheduler.plan import (
@@ -248,6 +248,9 @@ def _keep_nomination(state: CycleState, gang: Gang, nom: Nomination,
     if nom.placement is not None:
         charges = placement_charges(gang, nom.placement, state.snapshot)
         state.ledger = charge_all(state.ledger, gang.queue, charges)
+    if nom.inherited:
+        state.wait(gang, ReasonCategory.PREEMPTION_PENDING, awaiting_terminating(alive, nom.nodes))
+        return
     state.wait(gang, ReasonCategory.PREEMPTION_PENDING,
                f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
                f"nodes held: {', '.join(nom.nodes)}")

@@ -9,7 +9,7 @@ The order in which gangs come here is ``cycle``'s business.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from policies import fairshare
@@ -244,12 +244,12 @@ class CycleState:
         waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
             rg.id for rg in gone)
         self.draining = [g for g in self.draining if g not in waits]
-        self.nominations.append(Nomination(gang.id, result.nodes, waits, self.now, result))
+        self.nominations.append(Nomination(gang.id, result.nodes, waits, self.now, result,
+                                           inherited=True))
         self.held.update(result.nodes)
         self.ledger = charge_all(self.ledger, queue.name, charges)
         self.wait(gang, ReasonCategory.PREEMPTION_PENDING,
-                  f"waiting for {len(waits)} terminating gang(s) ({', '.join(waits)}) to go; "
-                  f"it starts on {', '.join(result.nodes)} then, without evicting more")
+                  awaiting_terminating(waits, result.nodes))
         return True
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
@@ -352,3 +352,10 @@ class CycleState:
 def _held(reservations: tuple[Reservation, ...], now: float) -> str:
     return " and for ".join(f"{r.gang_id} (estimated start in {r.estimated_start - now:.0f}s)"
                             for r in reservations)
+
+
+def awaiting_terminating(gangs: Sequence[str], nodes: Sequence[str]) -> str:
+    """The reason of a gang waiting for gangs evicted before this scheduler's plan (the same
+    words on every cycle, whichever leader decided the evictions)."""
+    return (f"waiting for {len(gangs)} terminating gang(s) ({', '.join(gangs)}) to go, "
+            f"without evicting more; nodes held: {', '.join(nodes)}")

@@ -67,6 +67,9 @@ class Nomination:
     victims: tuple[str, ...]
     since: float  # when the evictions were decided
     placement: Placement | None = None  # the proven placement (its quota stays charged)
+    #: The victims were already terminating (evicted by an earlier leader or run whose plan
+    #: is lost), not evicted by this scheduler: said so in the reason on every cycle.
+    inherited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,20 @@ def test_a_gang_that_fits_once_terminating_gangs_go_waits_instead_of_evicting() 
     assert [b.gang_id for b in after.binds] == [urgent.id]
 
 
+def test_the_wait_for_terminating_gangs_reads_the_same_on_every_cycle() -> None:
+    """The next cycle keeps the nomination from the previous plan; its reason must not turn
+    into 'preempted gang(s)', which would claim this scheduler evicted them."""
+    snap = Snapshot(nodes("a100", 2), [low("dying", "a100-0000", terminating=True),
+                                       low("other", "a100-0001")])
+    urgent = gang("urgent", "q", pool="a100", priority=100)
+    first = decide(snap, [urgent], policies(*QUEUES), NOW, None, solver=SOLVE)
+    second = decide(snap, [urgent], policies(*QUEUES), NOW + 5, first, solver=SOLVE)
+    assert second.evictions == () and [n.inherited for n in second.nominations] == [True]
+    expected = ("waiting for 1 terminating gang(s) (ns/dying) to go, without evicting more; "
+                "nodes held: a100-0000")
+    assert first.pending[urgent.id].message == second.pending[urgent.id].message == expected
+
+
 def test_grouping_marks_a_running_gang_with_a_terminating_pod() -> None:
     from scheduler.grouping import GroupingConfig, build_gang
     from scheduler.model import PodRequirements
