@@ -103,9 +103,11 @@ def _describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescrip
     labels[spec.pool_label] = pool.name
     if pool.gpu_model:
         labels[GPU_PRODUCT_LABEL] = pool.gpu_model
-    # Outermost first: the first topology label gets the block, the second the rack.
+    # Outermost first: the first topology label gets the block, the second the rack; with
+    # more than two, the last two do and the outer ones keep the pool's own labels.
     values = (f"{pool.name}-b{block}", f"{pool.name}-b{block}-r{rack}")
-    for key, value in zip(spec.topology_labels, values, strict=False):
+    generated = spec.topology_labels[-2:] if len(spec.topology_labels) > 2 else spec.topology_labels
+    for key, value in zip(generated, values, strict=False):
         labels[key] = value
     allocatable = {
         "cpu": pool.cpu,
@@ -165,12 +167,11 @@ def parse(data: Any) -> ClusterSpec:
     if not isinstance(topo_raw, list):
         raise ClusterSpecError(f"topologyLabels: must be a list of label keys, got {topo_raw!r}")
     topology = tuple(_label_key(k, f"topologyLabels[{i}]") for i, k in enumerate(topo_raw))
-    if len(topology) > 2:
-        raise ClusterSpecError(
-            f"topologyLabels: at most 2 levels (block, rack) are supported, got {len(topology)}"
-        )
     if len(set(topology)) != len(topology):
         raise ClusterSpecError(f"topologyLabels: duplicate keys in {list(topology)}")
+    if HOSTNAME_LABEL in topology:
+        raise ClusterSpecError(f"topologyLabels: {HOSTNAME_LABEL} is always the innermost "
+                               "level, do not list it")
     pools_raw = doc.get("pools")
     if not isinstance(pools_raw, list) or not pools_raw:
         raise ClusterSpecError(f"pools: must be a non-empty list, got {pools_raw!r}")
@@ -180,6 +181,13 @@ def parse(data: Any) -> ClusterSpec:
         if pool.name in seen:
             raise ClusterSpecError(f"pools[{i}].name: duplicate pool name {pool.name!r}")
         seen.add(pool.name)
+        # Only block and rack are generated; any level outside them is one domain per pool.
+        for key in topology[:-2]:
+            if not dict(pool.labels).get(key):
+                raise ClusterSpecError(
+                    f"pools[{i}].labels: must set {key} to a non-empty value: with "
+                    f"{len(topology)} topologyLabels the outer {len(topology) - 2} come from "
+                    "each pool's labels (the last two get the generated block and rack)")
     return ClusterSpec(pools, name, pool_label, topology)
 
 

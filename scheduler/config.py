@@ -18,7 +18,12 @@ from typing import Any
 import yaml
 
 from scheduler.clusterspec import read_problem, yaml_problem
-from scheduler.model import DEFAULT_POOL_LABEL, DEFAULT_TOPOLOGY_LABELS, NodeLabelConfig
+from scheduler.model import (
+    DEFAULT_POOL_LABEL,
+    DEFAULT_TOPOLOGY_LABELS,
+    HOSTNAME_LABEL,
+    NodeLabelConfig,
+)
 
 
 class ConfigError(ValueError):
@@ -96,9 +101,15 @@ def _check_extra(name: str, value: Any, path: str) -> None:
     if name == "metrics_bind_address":
         _check_address(value, path)
     if name == "topology_labels":
+        # Any number of levels: the topology and placement code is generic in the depth.
         bad = [k for k in value if not _LABEL_KEY.match(k)]
         if bad:
             raise ConfigError(f"{path}: not a valid label key: {bad[0]!r}")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{path}: duplicate keys in {list(value)}")
+        if HOSTNAME_LABEL in value:
+            raise ConfigError(f"{path}: {HOSTNAME_LABEL} is always the innermost level, "
+                              "do not list it")
 
 
 def _check_positive(value: Any, path: str) -> float:

@@ -18,12 +18,12 @@ import structlog
 from policies.queues import QueueSet, SchedulerPolicy
 from policies.validation import load_policies
 from scheduler import clusterspec
-from scheduler.model import Node
+from scheduler.model import GPU_PRODUCT_LABEL, Node
 from simulator.engine import FailureModel, Simulation, SimulationOptions
 from simulator.loaders import load_trace
 from simulator.metrics import PolicyReport, PolicyRun, Pricing, compute_report
 from simulator.policies import default_queues, make_preset
-from simulator.trace import TraceJob
+from simulator.trace import TraceJob, TraceRole
 from simulator.workload import nodes_from_spec
 
 
@@ -118,10 +118,80 @@ class SizedRun:
         return run_policy(load_inputs(s), self.policy, s.options).report
 
 
+def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> list[str]:
+    """Warnings for quotas naming pools the cluster does not have (they are ignored).
+
+    A capacity planner often reuses one queue file across cluster variants, so a quota for a
+    pool this cluster lacks is a warning, not an error. But a queue tree whose quotas name no
+    pool of the cluster at all could never run anything (a tree may only use the pools it
+    holds quota in), so that raises ``ValueError``. *where* prefixes every message (the file).
+    """
+    known = set(pools)
+    listed = ", ".join(pools)
+    warnings = [f"{where}: queue {q.name}: quota for pool {pq.pool!r} ignored, the cluster "
+                f"has no such pool (the cluster's pools: {listed})"
+                for q in queues for pq in q.quotas if pq.pool not in known]
+    named: dict[str, set[str]] = {}  # root -> every pool named by a quota in its tree
+    for q in queues:
+        named.setdefault(queues.root_of(q.name), set()).update(pq.pool for pq in q.quotas)
+    for q in queues:
+        tree = named.get(queues.root_of(q.name), set())
+        if queues.is_leaf(q.name) and tree and not tree & known:
+            raise ValueError(f"{where}: queue {q.name}: no usable pool: its quotas name only "
+                             f"{', '.join(sorted(tree))} (the cluster's pools: {listed}), "
+                             "so its jobs could never run")
+    return warnings
+
+
+def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
+    """One line saying which jobs can never fit the cluster, or None when all may fit.
+
+    A pod fits only on a node with at least its GPUs (of an acceptable GPU model), and a gang
+    needs at most the GPUs of all the nodes its roles may use; jobs that fail either test are
+    simulated anyway and end up "never started", this says so up front. *whole_cluster*
+    False skips the second test (a sweep changes the cluster's size). Raises ``ValueError``
+    when no job at all can fit: nothing would be left to simulate.
+    """
+    def eligible(role: TraceRole) -> list[Node]:
+        return [n for n in inputs.nodes if not role.gpu_models
+                or n.labels.get(GPU_PRODUCT_LABEL) in role.gpu_models]
+
+    largest_node = max((n.allocatable.gpus for n in inputs.nodes), default=0)
+    cluster_gpus = sum(n.allocatable.gpus for n in inputs.nodes)
+    per_pod: dict[int, int] = {}  # GPUs per pod -> jobs
+    per_gang: dict[int, int] = {}  # GPUs of the gang -> jobs
+    for job in inputs.jobs:
+        too_big = [r.gpus for r in job.roles
+                   if r.gpus > max((n.allocatable.gpus for n in eligible(r)), default=0)]
+        if too_big:
+            per_pod[max(too_big)] = per_pod.get(max(too_big), 0) + 1
+            continue
+        usable = {n.name: n.allocatable.gpus for r in job.roles for n in eligible(r)}
+        if whole_cluster and job.total_gpus > sum(usable.values()):
+            per_gang[job.total_gpus] = per_gang.get(job.total_gpus, 0) + 1
+    unfit = sum(per_pod.values()) + sum(per_gang.values())
+    if not unfit:
+        return None
+    parts = []
+    if per_pod:
+        sizes = ", ".join(f"{g}" for g in sorted(per_pod))
+        parts.append(f"{sum(per_pod.values()):,} need more GPUs per pod ({sizes}) than any node "
+                     f"(of their GPU model) has (largest node: {largest_node} GPUs)")
+    if per_gang:
+        sizes = ", ".join(f"{g:,}" for g in sorted(per_gang))
+        parts.append(f"{sum(per_gang.values()):,} are gangs of more GPUs ({sizes}) than the "
+                     f"cluster has for them (whole cluster: {cluster_gpus:,} GPUs)")
+    line = f"{unfit:,} of {len(inputs.jobs):,} jobs can never fit this cluster: {'; '.join(parts)}"
+    if unfit == len(inputs.jobs):
+        raise ValueError(f"{line}; nothing to simulate")
+    return f"{line}; they will be reported as never started"
+
+
 def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
     gpus = sum(n.allocatable.gpus for n in inputs.nodes)
     return (f"{len(inputs.jobs):,} jobs from {Path(s.trace).name} on {len(inputs.nodes)} nodes "
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 
 
-__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "load_inputs", "run_policy"]
+__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "check_jobs_fit",
+           "check_queue_pools", "load_inputs", "run_policy"]

@@ -28,6 +28,16 @@ from simulator.progress import progress_bar
 DEFAULT_WORKERS = 2
 
 
+class SweepError(RuntimeError):
+    """One size's simulation failed; the message names the size and the error."""
+
+    def __init__(self, size: int, exc: BaseException) -> None:
+        self.size = size
+        detail = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
+        super().__init__(f"sweep size {size} failed: {reason}")
+
+
 @dataclass(frozen=True, slots=True)
 class SweepPoint:
     size: int
@@ -102,10 +112,14 @@ def sweep(
                 futures: dict[Future[PolicyReport], int] = {
                     pool.submit(run_one, size): size for size in ordered
                 }
-                for future in as_completed(futures):
-                    size = futures[future]
-                    reports[size] = _result(future, size)
-                    advance(1)
+                try:
+                    for future in as_completed(futures):
+                        size = futures[future]
+                        reports[size] = _result(future, size)
+                        advance(1)
+                except SweepError:
+                    pool.shutdown(cancel_futures=True)  # do not wait for the other sizes
+                    raise
     points = tuple(
         SweepPoint(s, reports[s], meets_target(reports[s], target_p95_seconds, require_all_started))
         for s in ordered
@@ -118,14 +132,14 @@ def _call(run_one: Callable[[int], PolicyReport], size: int) -> PolicyReport:
     try:
         return run_one(size)
     except Exception as exc:
-        raise RuntimeError(f"sweep size {size} failed: {exc}") from exc
+        raise SweepError(size, exc) from exc
 
 
 def _result(future: Future[PolicyReport], size: int) -> PolicyReport:
     try:
         return future.result()
-    except Exception as exc:
-        raise RuntimeError(f"sweep size {size} failed: {exc}") from exc
+    except Exception as exc:  # the worker's exception, or BrokenProcessPool if it died
+        raise SweepError(size, exc) from exc
 
 
 def _check_picklable(run_one: Callable[[int], PolicyReport]) -> None:

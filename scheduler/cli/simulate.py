@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator import report, session
     from simulator.engine import FailureModel, SimulationOptions
     from simulator.policies import POLICY_NAMES
-    from simulator.sweep import sweep
+    from simulator.sweep import SweepError, sweep
     from simulator.trace import TraceError
 
     console = Console(stderr=True)
@@ -177,18 +177,29 @@ def run(args: argparse.Namespace) -> int:
                                price_per_gpu_hour=args.price)
     try:
         inputs = session.load_inputs(spec)
-        _check_pools([p.name for p in inputs.spec.pools], mtbf, swept)
+        pools = [p.name for p in inputs.spec.pools]
+        _check_pools(pools, mtbf, swept)
+        warnings = session.check_queue_pools(inputs.queues, pools, args.queues) \
+            if args.queues else []
+        # A sweep resizes the cluster, so only the per-pod test holds for every size.
+        unfit = session.check_jobs_fit(inputs, whole_cluster=swept is None)
     except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
+    for line in [*warnings, *([unfit] if unfit else [])]:
+        console.print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
     console.print(f"simulating {session.describe_inputs(inputs, spec)}")
 
     if swept is not None:
         pool, sizes = swept
         target = DEFAULT_TARGET_P95 if args.target_p95 is None else args.target_p95
-        result = sweep(session.SizedRun(spec, pool, "gang-scheduler"), sizes,
-                       target_p95_seconds=target, progress=not args.no_progress,
-                       console=console)
+        try:
+            result = sweep(session.SizedRun(spec, pool, "gang-scheduler"), sizes,
+                           target_p95_seconds=target, progress=not args.no_progress,
+                           console=console)
+        except SweepError as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            return 1
         for point in result.points:
             p95 = point.report.queueing_delay.p95
             mark = "meets" if point.meets_target else "misses"

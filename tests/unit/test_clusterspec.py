@@ -104,6 +104,25 @@ def test_custom_labels_and_single_topology_level() -> None:
     assert "topology.gangscheduler.io/rack" not in labels
 
 
+def test_three_topology_levels_outer_from_pool_labels() -> None:
+    """The topology code takes any depth; the generated levels are block and rack (the last
+    two labels), the outer ones are a per-pool label (e.g. the zone a pool lives in)."""
+    from scheduler.model import NodeLabelConfig
+    from scheduler.topology import Topology
+    from simulator.workload import nodes_from_spec
+
+    keys = ["example.com/zone", "example.com/block", "example.com/rack"]
+    spec = clusterspec.parse({"topologyLabels": keys, "pools": [
+        {"name": "a", "count": 4, "nodesPerRack": 2, "labels": {"example.com/zone": "east"}},
+        {"name": "b", "count": 2, "labels": {"example.com/zone": "west"}}]})
+    labels = next(spec.nodes()).labels
+    assert [labels[k] for k in keys] == ["east", "a-b0", "a-b0-r0"]
+    nodes = nodes_from_spec(spec, NodeLabelConfig(topology_labels=tuple(keys)))
+    topo = Topology.from_nodes(nodes, keys)
+    assert sorted(topo.domains("example.com/zone")) == ["east", "west"]
+    assert dict(topo.domains("example.com/rack"))["east/a-b0/a-b0-r1"] == ("a-0002", "a-0003")
+
+
 @pytest.mark.parametrize("name", ["dev.yaml", "sim-philly.yaml"])
 def test_shipped_examples_load(name: str) -> None:
     spec = clusterspec.load(EXAMPLES / name)
@@ -124,7 +143,13 @@ BAD: list[tuple[str, Any, str]] = [
     ("name not str", {"name": 3, **MINIMAL}, "name: must be a string"),
     ("topology not list", {"topologyLabels": "a", **MINIMAL}, "topologyLabels: must be a list"),
     ("topology bad key", {"topologyLabels": ["a b"], **MINIMAL}, "topologyLabels[0]: not a valid"),
-    ("topology too deep", {"topologyLabels": ["a", "b", "c"], **MINIMAL}, "topologyLabels: at"),
+    ("topology outer level unset", {"topologyLabels": ["a", "b", "c"], **MINIMAL},
+     "pools[0].labels: must set a to a non-empty value: with 3 topologyLabels the outer 1"),
+    ("topology outer level empty",
+     {"topologyLabels": ["a", "b", "c"], "pools": [{"name": "x", "count": 1, "labels": {"a": ""}}]},
+     "pools[0].labels: must set a to a non-empty value"),
+    ("topology lists hostname", {"topologyLabels": ["kubernetes.io/hostname"], **MINIMAL},
+     "topologyLabels: kubernetes.io/hostname is always the innermost level"),
     ("topology duplicate", {"topologyLabels": ["a", "a"], **MINIMAL}, "topologyLabels: duplicate"),
     ("pool label bad", {"poolLabel": "/x", **MINIMAL}, "poolLabel: not a valid label key"),
     ("pool not mapping", {"pools": ["a"]}, "pools[0]: must be a mapping"),

@@ -41,6 +41,9 @@ def test_overrides(tmp_path: Path) -> None:
     ("queueStatusIntervalSeconds: true\n",
      "queueStatusIntervalSeconds: must be a positive number"),
     ("topologyLabels: rack\n", "topologyLabels: must be a list"),
+    ("topologyLabels: [zone, rack, zone]\n", "topologyLabels: duplicate keys"),
+    ("topologyLabels: [kubernetes.io/hostname]\n",
+     "topologyLabels: kubernetes.io/hostname is always the innermost level"),
     ("[1, 2]\n", "must be a mapping"),
     ("a: [\n", "not valid YAML"),
 ])

@@ -7,16 +7,21 @@ each input is rejected before that.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from scheduler import logconfig
 from scheduler.cli import main
+from simulator import session
 
 QUEUE = "apiVersion: gangscheduler.io/v1alpha1\nkind: Queue\nmetadata: {name: q}\n"
 POLICY = "apiVersion: gangscheduler.io/v1alpha1\nkind: SchedulerPolicy\nmetadata: {name: p}\n"
 GOOD_CLUSTER = "pools:\n  - {name: a100, count: 2}\n"
+SYNTHETIC = ("format: synthetic\nseed: 1\njobs: 20\narrivals: {rate_per_hour: 10}\nteams: {q: 1}\n"
+             "duration: {median: 600, sigma: 0.5, min: 60, max: 3600}\n")
 
 #: name -> file contents written to tmp_path before the command runs (bytes for binary).
 FILES: dict[str, str | bytes] = {
@@ -43,6 +48,13 @@ FILES: dict[str, str | bytes] = {
     "c-addr.yaml": "metricsBindAddress: nonsense\n",
     "c-bind0.yaml": "bindConcurrency: 0\n",
     "c-topo.yaml": "topologyLabels: ['a b']\n",
+    "c-topo-dup.yaml": "topologyLabels: [a, b, a]\n",
+    "cl-topo3.yaml": "topologyLabels: [z, b, r]\npools:\n  - {name: v100, count: 2}\n",
+    "q-nopool.yaml": QUEUE + "spec: {quotas: [{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
+    "q-somepool.yaml": QUEUE + "spec: {quotas: [{pool: v100, nominal: {nvidia.com/gpu: 8}}, "
+                               "{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
+    "syn-pod.yaml": SYNTHETIC + "gang_gpus: {16: 1}\ngpus_per_worker: 16\n",
+    "syn-some.yaml": SYNTHETIC + "gang_gpus: {8: 1, 512: 1}\ngpus_per_worker: 8\n",
     "kc-bad.yaml": "apiVersion: v1\nkind: Config\nclusters: 5\n",
     "kc-unreachable.yaml": (
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -69,6 +81,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "count-neg.yaml: pools[0].count: must be a positive integer, got -3"),
     ("cluster cost nan", [*SIM, "--cluster", "cost-nan.yaml"], 2,
      "pools[0].costPerGpuHour: must be a number >= 0, not nan or inf, got nan"),
+    ("cluster 3 topology levels, outer one unset", [*SIM, "--cluster", "cl-topo3.yaml"], 2,
+     "cl-topo3.yaml: pools[0].labels: must set z to a non-empty value: with 3 topologyLabels "
+     "the outer 1 come from each pool's labels"),
     # simulate --queues
     ("queues bad YAML", [*SIM, "--queues", "bad.yaml"], 2, "bad.yaml: not valid YAML: line 2"),
     ("queues not UTF-8", [*SIM, "--queues", "binary.yaml"], 2, "binary.yaml: not UTF-8 text"),
@@ -82,6 +97,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "spec.queueing.defaultRuntimeSeconds: must be a finite number, got inf"),
     ("policy afterSeconds nan", [*SIM, "--queues", "sp-nan.yaml"], 2,
      "spec.reservation.afterSeconds: must be a finite number, got nan"),
+    # a queue tree whose quotas name no pool of the cluster could never run a job
+    ("queue with no usable pool", [*SIM, "--queues", "q-nopool.yaml"], 2,
+     "q-nopool.yaml: queue q: no usable pool: its quotas name only zz (the cluster's pools: "
+     "v100), so its jobs could never run"),
     # simulate --trace
     ("trace is a directory", [*SIM, "--trace", "."], 2, ".: is a directory, expected a trace file"),
     ("trace empty", [*SIM, "--trace", "empty.csv"], 2,
@@ -89,6 +108,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("trace not UTF-8", [*SIM, "--trace", "binary.csv"], 2, "binary.csv: not UTF-8 text"),
     ("synthetic spec bad YAML", [*SIM, "--trace", "bad.yaml"], 2,
      "bad.yaml: not valid YAML: line 2, column 3"),
+    ("synthetic jobs none fit", [*SIM, "--trace", "syn-pod.yaml"], 2,
+     "5 of 5 jobs can never fit this cluster: 5 need more GPUs per pod (16) than any node "
+     "(of their GPU model) has (largest node: 8 GPUs); nothing to simulate"),
     # simulate flags
     ("sweep unknown pool", ["simulate", "--no-progress", "--limit", "5", "--sweep", "zz=1,2"], 2,
      "--sweep zz=...: unknown pool 'zz' (the cluster's pools: v100)"),
@@ -157,6 +179,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "bindConcurrency: must be >= 1, got 0"),
     ("run config label key", ["run", "--config", "c-topo.yaml"], 2,
      "topologyLabels: not a valid label key: 'a b'"),
+    ("run config duplicate level", ["run", "--config", "c-topo-dup.yaml"], 2,
+     "topologyLabels: duplicate keys in ['a', 'b', 'a']"),
     ("run metrics address flag", ["run", "--metrics-address", "h:99999"], 2,
      "--metrics-address 'h:99999': expected HOST:PORT"),
     ("run kubeconfig missing", ["run", "--kubeconfig", "nope"], 2,
@@ -240,3 +264,69 @@ def test_bad_flag_values_are_usage_errors(workdir: Path, capsys: pytest.CaptureF
         main.main(argv)
     assert exited.value.code == 2
     assert f"error: argument {says}" in capsys.readouterr().err
+
+
+# (id, argv, the one warning line) for input that is suspicious but still simulates: exit 0.
+WARN_CASES: list[tuple[str, list[str], str]] = [
+    # A capacity planner reuses one queue file across cluster variants: a quota for a pool
+    # this cluster lacks is ignored with a warning (an error only when no pool is left, above).
+    ("queue quota for a missing pool", [*SIM, "--queues", "q-somepool.yaml"],
+     "q-somepool.yaml: queue q: quota for pool 'zz' ignored, the cluster has no such pool "
+     "(the cluster's pools: v100)"),
+    # Jobs that can never fit are simulated (and reported as never started) like before, but
+    # said up front; the rest of the trace still makes a meaningful simulation.
+    ("some synthetic jobs never fit", [*SIM, "--trace", "syn-some.yaml"],
+     "3 of 5 jobs can never fit this cluster: 3 are gangs of more GPUs (512) than the cluster "
+     "has for them (whole cluster: 192 GPUs); they will be reported as never started"),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), [c[1:] for c in WARN_CASES],
+                         ids=[c[0] for c in WARN_CASES])
+def test_suspicious_input_is_one_warning_and_still_runs(
+        workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    """A quota naming a pool the cluster lacks: warn and run (a planner swaps clusters under
+    one queue file); jobs that never fit: warn with counts and sizes, and simulate the rest."""
+    assert main.main(argv) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [f"warning: {says}"], err
+    assert "Traceback" not in err
+
+
+def _worker_raises(exc: BaseException) -> Callable[..., object]:
+    def run(self: object, size: int) -> object:
+        raise exc
+    return run
+
+
+def _worker_dies(self: object, size: int) -> object:
+    os._exit(3)
+
+
+ONE_CPU = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: sweeps run in-process")
+
+# (sizes, what SizedRun does in the worker, what the error line says); 2 sizes run in worker
+# processes (on 2+ CPUs), 1 size in-process.
+SWEEP_FAILURES = [
+    pytest.param("1", _worker_raises(ZeroDivisionError("division by zero")),
+                 "sweep size 1 failed: ZeroDivisionError: division by zero",
+                 id="in-process error"),
+    pytest.param("1,2", _worker_raises(KeyError("v100")), "failed: KeyError: 'v100'",
+                 id="worker process error"),
+    pytest.param("1,2", _worker_dies, "failed: BrokenProcessPool: A process in the process "
+                 "pool was terminated abruptly", id="worker process dies", marks=ONE_CPU),
+]
+
+
+@pytest.mark.parametrize(("sizes", "behaviour", "says"), SWEEP_FAILURES)
+def test_sweep_worker_failure_is_one_line(
+        workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        sizes: str, behaviour: Callable[..., object], says: str) -> None:
+    """Worker processes are forked, so they run the patched ``SizedRun``."""
+    monkeypatch.setattr(session.SizedRun, "__call__", behaviour)
+    assert main.main([*SIM[:4], "--sweep", f"v100={sizes}"]) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and says in errors[0], err
+    assert "Traceback" not in err

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from simulator.metrics import JobOutcome, PolicyReport, UtilizationSample, compute_report
-from simulator.sweep import parse_sweep, sweep
+from simulator.sweep import SweepError, parse_sweep, sweep
 
 
 def fake_run(size: int, stuck_below: int = 0, bumpy: int = -1) -> PolicyReport:
@@ -68,7 +68,7 @@ def test_unpicklable_run_one_fails_up_front() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failing_size_is_named(workers: int) -> None:
-    with pytest.raises(RuntimeError, match="sweep size 3 failed: boom"):
+    with pytest.raises(SweepError, match=r"^sweep size 3 failed: ValueError: boom$"):
         sweep(fail_on_three, [2, 3], target_p95_seconds=1.0, max_workers=workers, progress=False)
 
 
