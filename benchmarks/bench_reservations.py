@@ -9,9 +9,10 @@ Run from the repository root:
 
 Each variant is a SchedulerPolicy ``reservation`` setting (YAML) run with the gang-scheduler
 policy on ``clusters/sim-two-pools.yaml`` and ``synthetic-two-pools-sample`` redrawn with seeds
-1..N, at each arrival rate (jobs/hour; 14 keeps the cluster ~70% busy). One seed says little
+1..N, at each arrival rate (jobs/hour; at 14 the cluster is ~60% busy). One seed says little
 about a policy: its big gangs are a handful of jobs, so this prints the mean over seeds of
-GPU utilization, queueing delay (mean, p95, p99, in hours), the mean and max queueing delay of
+GPU utilization and goodput (utilization less the work preemption threw away), queueing
+delay (mean, p95, p99, in hours), the mean and max queueing delay of
 gangs of >= 32 GPUs (the ones reservations exist for), preemptions, GPU-hours lost and the
 hour the last job ends. The runs go to worker processes (``--jobs``).
 """
@@ -38,8 +39,8 @@ from simulator.samples import sample_path  # noqa: E402
 CLUSTER = ROOT / "scheduler" / "examples" / "clusters" / "sim-two-pools.yaml"
 TRACE = "synthetic-two-pools-sample"
 BIG_GPUS = 32
-COLUMNS = ("util %", "queue mean h", "queue p95 h", "queue p99 h", "big mean h", "big max h",
-           "preemptions", "GPU-h lost", "last end h")
+COLUMNS = ("util %", "goodput %", "queue mean h", "queue p95 h", "queue p99 h", "big mean h",
+           "big max h", "preemptions", "GPU-h lost", "last end h")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def run_case(case: Case) -> tuple[Case, tuple[float, ...]]:
     ends = [o.end_time for o in run.outcomes if o.end_time is not None]
     q = r.queueing_delay
     hours = [(x or 0.0) / 3600 for x in (q.mean, q.p95, q.p99)]
-    return case, (100 * (r.gpu_utilization or 0.0), *hours,
+    return case, (100 * (r.gpu_utilization or 0.0), 100 * (r.gpu_goodput or 0.0), *hours,
                   statistics.fmean(big) / 3600 if big else 0.0,
                   max(big) / 3600 if big else 0.0,
                   float(r.preemptions), r.gpu_hours_lost, max(ends) / 3600 if ends else 0.0)

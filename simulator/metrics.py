@@ -108,6 +108,9 @@ class PolicyReport:
     gpu_hours_idle_partial: float
     total_cost: float
     queues: tuple[QueueReport, ...]
+    #: Useful GPU-seconds (busy minus the work preemption and failures threw away) / cluster
+    #: GPU-seconds. Busy time counts redone work too; this is what the cluster got done.
+    gpu_goodput: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types only (dicts, lists, str, int, float, None)."""
@@ -201,6 +204,7 @@ def compute_report(
         for q in per_queue
         if q.entitlement and q.mean_share is not None
     ]
+    lost_gs = sum(o.gpu_seconds_lost for o in outcomes)
     return PolicyReport(
         policy=policy,
         jobs=len(outcomes),
@@ -217,13 +221,14 @@ def compute_report(
         stranded_gpus_mean=stranded_gs / horizon if horizon > 0 else None,
         stranded_fraction=ratio(stranded_gs),
         preemptions=sum(o.preemptions for o in outcomes),
-        gpu_hours_lost=sum(o.gpu_seconds_lost for o in outcomes) / HOUR,
+        gpu_hours_lost=lost_gs / HOUR,
         gpu_hours_total=total_gs / HOUR,
         gpu_hours_allocated=alloc_gs / HOUR,
         gpu_hours_busy=busy_gs / HOUR,
         gpu_hours_idle_partial=sum(o.gpu_seconds_idle_partial for o in outcomes) / HOUR,
         total_cost=sum(cost_by_queue),
         queues=tuple(per_queue),
+        gpu_goodput=ratio(busy_gs - lost_gs),
     )
 
 

@@ -60,6 +60,7 @@ ROWS: tuple[Row, ...] = (
     Row("jobs finished", lambda r: r.finished, _count, Better.HIGHER),
     Row("jobs never started", lambda r: r.never_started, _count, Better.LOWER),
     Row("GPU utilization (busy)", lambda r: r.gpu_utilization, percent, Better.HIGHER),
+    Row("GPU goodput (busy, less lost work)", lambda r: r.gpu_goodput, percent, Better.HIGHER),
     Row("GPU allocation (held)", lambda r: r.gpu_allocation, percent),
     Row("queueing delay mean", lambda r: r.queueing_delay.mean, duration, Better.LOWER),
     Row("queueing delay p50", lambda r: r.queueing_delay.p50, duration, Better.LOWER),

@@ -85,6 +85,13 @@ def test_preemption_cost_and_gpu_hours(report: PolicyReport) -> None:
     assert qb.preemptions == 1 and qb.queueing_delay_p95 == 110.0
 
 
+def test_goodput_is_busy_time_less_the_work_thrown_away(report: PolicyReport) -> None:
+    assert report.gpu_goodput is not None and report.gpu_utilization is not None
+    lost = report.gpu_hours_lost / report.gpu_hours_total  # the preempted job's redone work
+    assert report.gpu_goodput == pytest.approx(report.gpu_utilization - lost)
+    assert report.gpu_goodput < report.gpu_utilization
+
+
 def test_per_pool_prices_apply_where_the_pool_is_known() -> None:
     report = compute_report(
         "gang", OUTCOMES, SAMPLES, pricing=Pricing(per_gpu_hour=2.0, per_pool={"x": 3.0}),
