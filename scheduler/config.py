@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from policies.parsing import SCHEDULER_POLICY_KIND, parse_scheduler_policy
+from policies.queues import API_VERSION, SchedulerPolicy
 from scheduler.clusterspec import read_problem, yaml_problem
 from scheduler.model import (
     DEFAULT_POOL_LABEL,
@@ -58,12 +60,26 @@ class SchedulerConfig:
     metrics_bind_address: str = "0.0.0.0:8080"
     log_level: str = "info"
     log_format: str = "auto"
-    cpsat_time_limit_seconds: float = 2.0
+    #: The global switches of the decision cycle: the ``spec`` of a SchedulerPolicy
+    #: (preset, ordering, preemption, reservation, backfill, placement), checked at load.
+    #: Empty: the ``gang-scheduler`` preset. Queues stay in Queue objects.
+    scheduler_policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:  # also when built in code rather than read from a file
             _check_positive(getattr(self, name), _camel(name))
+        self.policy()  # a bad schedulerPolicy stops the scheduler at start, naming the field
+
+    def policy(self) -> SchedulerPolicy:
+        """``scheduler_policy`` as the decision cycle takes it."""
+        obj = {"apiVersion": API_VERSION, "kind": SCHEDULER_POLICY_KIND,
+               "metadata": {"name": "config"}, "spec": dict(self.scheduler_policy)}
+        policy, errors = parse_scheduler_policy(obj)
+        if policy is None:
+            raise ConfigError("; ".join(
+                f"schedulerPolicy{e.path.removeprefix('spec')}: {e.reason}" for e in errors))
+        return policy
 
     @property
     def node_labels(self) -> NodeLabelConfig:
@@ -168,6 +184,11 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
         ftype = fields[name].type
         if ftype == "LeaderElectionConfig":
             kwargs[name] = _build(LeaderElectionConfig, value, where)
+        elif name == "scheduler_policy":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: must be a mapping (a SchedulerPolicy's spec), "
+                                  f"got {value!r}")
+            kwargs[name] = dict(value)
         elif name in _POSITIVE:
             kwargs[name] = _check_positive(value, where)
         else:

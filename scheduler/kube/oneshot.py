@@ -6,6 +6,8 @@ scheduler's view from the apiserver, then ask the same pure ``decide``.
 
 from __future__ import annotations
 
+from policies.queues import PolicySet
+from policies.validation import PolicyStore
 from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
@@ -18,7 +20,8 @@ def read_cluster(client: KubeClient, config: SchedulerConfig) -> tuple[ClusterCa
     """A cache and the policies in force, as a freshly started scheduler would see them."""
     cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                         default_queue=config.default_queue))
-    policies = LivePolicies(client, write_status=lambda _name, _status: None)
+    policies = LivePolicies(client, initial=PolicyStore(PolicySet(scheduler=config.policy())),
+                            write_status=lambda _name, _status: None)
     pairs: list[tuple[informer.ResourceKind, informer.Handler]] = [
         (inf.kind, inf.handler) for inf in feed.cache_informers(client, cache, config.node_labels)]
     pairs.append((informer.QUEUES, policies.handle))

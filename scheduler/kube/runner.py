@@ -19,6 +19,8 @@ import time
 
 import structlog
 
+from policies.queues import PolicySet
+from policies.validation import PolicyStore
 from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
@@ -62,7 +64,8 @@ class LiveScheduler:
             queue_status_interval = config.queue_status_interval_seconds
         self.queue_status = QueueStatusPublisher(client, lambda: self.is_leader,
                                                  min_interval=queue_status_interval)
-        self.policies = LivePolicies(client, write_status=self.queue_status.set_validity)
+        self.policies = LivePolicies(client, initial=PolicyStore(PolicySet(
+            scheduler=config.policy())), write_status=self.queue_status.set_validity)
         self.informers = feed.cache_informers(client, self.cache, config.node_labels)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
         self.binder = Binder(client, concurrency=config.bind_concurrency,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,29 @@ def test_queue_status_interval(tmp_path: Path) -> None:
     assert load_config(path).queue_status_interval_seconds == 10.0
     with pytest.raises(ConfigError, match="queueStatusIntervalSeconds: must be a positive"):
         SchedulerConfig(queue_status_interval_seconds=0)  # built in code: checked too
+
+
+def test_the_scheduler_policy_comes_from_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("schedulerPolicy:\n  preemption: false\n"
+                    "  reservation: {afterSeconds: 600, maxGangs: 2}\n"
+                    "  placement: {cpsatTimeLimitSeconds: 0.5}\n")
+    policy = load_config(path).policy()
+    assert (policy.preemption, policy.reserve_after_seconds, policy.max_reservations,
+            policy.placement.cpsat_time_limit) == (False, 600.0, 2, 0.5)
+    assert SchedulerConfig().policy() == load_config(None).policy()  # the preset's defaults
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("schedulerPolicy: 5\n", "schedulerPolicy: must be a mapping (a SchedulerPolicy's spec)"),
+    ("schedulerPolicy: {reservation: {maxGangs: 0}}\n",
+     "schedulerPolicy.reservation.maxGangs: must be a whole number >= 1, got 0"),
+    ("schedulerPolicy: {preemptoin: false}\n", "schedulerPolicy.preemptoin: unknown field"),
+    ("schedulerPolicy: {preset: fastest}\n", "schedulerPolicy.preset: must be one of"),
+])
+def test_a_bad_scheduler_policy_is_refused_naming_the_field(tmp_path: Path, text: str,
+                                                            message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduler.config import LeaderElectionConfig, SchedulerConfig
+from scheduler.kube.informer import EventType
 from scheduler.kube.runner import LiveScheduler
 from tests.unit.kube.fakes import FakeClient
 
@@ -27,5 +28,23 @@ def test_an_explicit_queue_status_interval_overrides_the_config() -> None:
     runner = live(CONFIG, queue_status_interval=1.0)
     try:
         assert runner.queue_status.min_interval == 1.0
+    finally:
+        runner.stop()
+
+
+def test_the_scheduler_policy_of_the_config_is_in_force_and_queues_keep_it() -> None:
+    config = SchedulerConfig(scheduler_policy={"preemption": False,
+                                               "reservation": {"maxGangs": 3}},
+                             leader_election=LeaderElectionConfig(enabled=False))
+    runner = live(config)
+    try:
+        assert not runner.policies.current().scheduler.preemption
+        runner.policies.handle(EventType.ADDED, {
+            "apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
+            "metadata": {"name": "team-a", "generation": 1},
+            "spec": {"namespaces": ["*"]}})
+        current = runner.policies.current()
+        assert "team-a" in current.queues.queues
+        assert (current.scheduler.preemption, current.scheduler.max_reservations) == (False, 3)
     finally:
         runner.stop()
