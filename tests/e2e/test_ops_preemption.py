@@ -166,3 +166,29 @@ def test_a_gang_of_a_never_preempting_priority_class_waits_instead_of_evicting(o
             ops.release(name)
         wait_for(lambda: ops.tenant.all_bound(waiting), 40, what="the Never gang bound")
         assert watch.rebinds() == {}
+
+
+def test_preemption_switched_off_in_the_config_evicts_nobody(ops: Ops) -> None:
+    """The config's ``schedulerPolicy`` (the ConfigMap key) is what the live scheduler obeys:
+    with ``preemption: false`` a high-priority gang waits behind a full cluster."""
+    ops.tenant.create_nodes(2, gpus=8)
+    queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
+    low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
+    with DeletionWatch(ops.cp, ops.ns) as watch:
+        runner = ops.start_scheduler(scheduler_policy={"preemption": False})
+        assert not runner.live.policies.current().scheduler.preemption
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
+        waiting = ops.gang("waiting", 2, 4, queue, priority_class=high)
+        pods = ops.tenant.pods
+        wait_for(lambda: all(unschedulable_message(pods()[n]) for n in waiting), 30,
+                 what="the high-priority gang's pending reason")
+        cycles = runner.live.metrics.registry.get_sample_value("gang_scheduler_cycles_total")
+        deadline = time.monotonic() + 5.0  # several cycles (0.5 s apart) with the gang pending
+        while time.monotonic() < deadline:
+            assert not watch.deleting, f"evicted with preemption off: {watch.deleting}"
+            time.sleep(0.5)
+        later = runner.live.metrics.registry.get_sample_value("gang_scheduler_cycles_total")
+        assert (later or 0) > (cycles or 0), "the scheduler ran no cycle while the test watched"
+        assert ops.tenant.all_bound(victim)
+        assert ops.tenant.bound(waiting) == []
