@@ -17,7 +17,7 @@ import operator
 from collections.abc import Iterable, Mapping
 
 from policies import fairshare
-from policies.admission import charge_all, placement_charges
+from policies.admission import placement_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler import placement
@@ -32,7 +32,7 @@ from scheduler.plan import (
     QueueStatus,
     ReasonCategory,
 )
-from scheduler.resources import EMPTY, Resources, total
+from scheduler.resources import EMPTY, Resources
 from scheduler.snapshot import Snapshot
 
 #: What ``decide`` takes as policies (the name the scheduler loop uses).
@@ -147,7 +147,7 @@ def _min_resources_never(state: CycleState, gang: Gang) -> tuple[ReasonCategory,
     want = gang.min_resources
     if want is None:
         return None
-    capacity = total(n.allocatable for n in state.snapshot.nodes.values())
+    capacity = state.snapshot.total_allocatable()
     over = [f"{want[r]} {r} asked, the cluster has {capacity.get(r)}"
             for r in sorted(want) if want[r] > capacity.get(r)]
     if over:
@@ -241,19 +241,13 @@ def _keep_nomination(state: CycleState, gang: Gang, nom: Nomination,
                      alive: tuple[str, ...]) -> None:
     """Victims are still terminating: keep holding the nodes and the quota."""
     state.order.append(gang.id)
-    state.nominations.append(nom)
-    state.held.update(nom.nodes)
-    state.terminating.update(alive)
     state.draining = [g for g in state.draining if g not in alive]  # awaited already
-    if nom.placement is not None:
-        charges = placement_charges(gang, nom.placement, state.snapshot)
-        state.ledger = charge_all(state.ledger, gang.queue, charges)
-    if nom.inherited:
-        state.wait(gang, ReasonCategory.PREEMPTION_PENDING, awaiting_terminating(alive, nom.nodes))
-        return
-    state.wait(gang, ReasonCategory.PREEMPTION_PENDING,
+    charges = (None if nom.placement is None
+               else placement_charges(gang, nom.placement, state.snapshot))
+    message = (awaiting_terminating(alive, nom.nodes) if nom.inherited else
                f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
                f"nodes held: {', '.join(nom.nodes)}")
+    state.hold(gang, gang.queue, nom, alive, charges, message)
 
 
 def _in_order(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:

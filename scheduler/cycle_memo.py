@@ -253,6 +253,12 @@ class CycleMemo:
             hit = self.held[key] = (ledger, restricting, held)
         return hit[2]
 
+    def nodes_in(self, pools: tuple[str, ...], snapshot: Snapshot) -> frozenset[str]:
+        """The nodes of *pools* (sorted names), computed once per cycle and pool set."""
+        if pools not in self.pool_nodes:
+            self.pool_nodes[pools] = pool_nodes(snapshot, pools)
+        return self.pool_nodes[pools]
+
     def restrict(self, params: PlacementParams, pools: tuple[str, ...],
                  snapshot: Snapshot) -> PlacementParams:
         """Limit placement to nodes of the pools quota admits (no limit if that is all)."""
@@ -260,9 +266,7 @@ class CycleMemo:
             self.all_pools = frozenset(snapshot.pools())
         if frozenset(pools) == self.all_pools:
             return params
-        if pools not in self.pool_nodes:
-            self.pool_nodes[pools] = pool_nodes(snapshot, pools)
-        allowed = self.pool_nodes[pools]
+        allowed = self.nodes_in(pools, snapshot)
         if params.allowed_nodes is not None:
             allowed = allowed & params.allowed_nodes
         return replace(params, allowed_nodes=allowed)

@@ -109,13 +109,21 @@ class CycleState:
             self.evictions.append(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
                                            f"{gang.priority}): {v.why}"))
         nodes = pre.placement.nodes
-        self.nominations.append(Nomination(gang.id, nodes, victims, self.now, pre.placement))
-        self.held.update(nodes)
-        self.terminating.update(victims)
-        self.ledger = charge_all(self.ledger, queue.name, pre.charges)
-        self.wait(gang, ReasonCategory.PREEMPTION_PENDING,
+        self.hold(gang, queue.name, Nomination(gang.id, nodes, victims, self.now, pre.placement),
+                  victims, pre.charges,
                   f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to start on "
                   f"{', '.join(nodes)}; it binds once they are gone")
+
+    def hold(self, gang: Gang, queue: str, nom: Nomination, terminating: Sequence[str],
+             charges: Mapping[str, Resources] | None, message: str) -> None:
+        """*gang* waits for *terminating* gangs to go: its nodes held and its quota charged
+        (*charges*, if known) so nothing else takes them meanwhile."""
+        self.nominations.append(nom)
+        self.held.update(nom.nodes)
+        self.terminating.update(terminating)
+        if charges is not None:
+            self.ledger = charge_all(self.ledger, queue, charges)
+        self.wait(gang, ReasonCategory.PREEMPTION_PENDING, message)
 
     # The decision for one gang -----------------------------------------------------------
     def consider(self, gang: Gang, queue: Queue) -> None:
@@ -244,12 +252,9 @@ class CycleState:
         waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
             rg.id for rg in gone)
         self.draining = [g for g in self.draining if g not in waits]
-        self.nominations.append(Nomination(gang.id, result.nodes, waits, self.now, result,
-                                           inherited=True))
-        self.held.update(result.nodes)
-        self.ledger = charge_all(self.ledger, queue.name, charges)
-        self.wait(gang, ReasonCategory.PREEMPTION_PENDING,
-                  awaiting_terminating(waits, result.nodes))
+        self.hold(gang, queue.name, Nomination(gang.id, result.nodes, waits, self.now, result,
+                                               inherited=True),
+                  (), charges, awaiting_terminating(waits, result.nodes))
         return True
 
     def _fail(self, gang: Gang, queue: Queue, quota_problem: str | None,
@@ -327,7 +332,7 @@ class CycleState:
             return params
         if self.memo.pools_of(gang, self.snapshot) <= taken:
             return None
-        nodes = frozenset(n for n, node in self.snapshot.nodes.items() if node.pool in taken)
+        nodes = self.memo.nodes_in(tuple(sorted(taken)), self.snapshot)
         return replace(params, excluded_nodes=params.excluded_nodes | nodes)
 
     def _held_back(self, gang: Gang, queue: Queue, concern: tuple[Reservation, ...]) -> bool:
