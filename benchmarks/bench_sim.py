@@ -73,13 +73,8 @@ def main() -> int:
     args = parser.parse_args()
 
     session.quiet_scheduler_logs()
-    trace_opts: dict[str, object] = {}
-    if args.limit is not None:
-        trace_opts["limit"] = args.limit
-    if args.time_scale is not None:
-        trace_opts["time_scale"] = args.time_scale
     spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
-                               trace_options=trace_opts)
+                               trace_options=session.trace_options(args.limit, args.time_scale))
     started = time.perf_counter()
     inputs = session.load_inputs(spec)
     print(f"{session.describe_inputs(inputs, spec)}; loaded in "

@@ -53,6 +53,13 @@ class Inputs:
     scheduler: SchedulerPolicy | None = None
 
 
+def trace_options(limit: int | None = None, time_scale: float | None = None,
+                  seed: int | None = None) -> dict[str, Any]:
+    """The ``load_trace`` options a command line gave (those left unset are not passed)."""
+    given = {"limit": limit, "time_scale": time_scale, "seed": seed}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def quiet_scheduler_logs() -> None:
     """The scheduler logs a line per busy cycle; a simulation runs thousands of them."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -161,13 +161,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
     session.quiet_scheduler_logs()
-    trace_opts: dict[str, object] = {}
-    if args.limit is not None:
-        trace_opts["limit"] = args.limit
-    if args.time_scale is not None:
-        trace_opts["time_scale"] = args.time_scale
-    if args.seed is not None:
-        trace_opts["seed"] = args.seed
+    trace_opts = session.trace_options(args.limit, args.time_scale, args.seed)
     options = SimulationOptions(
         seed=args.seed or 0, runtime_estimates=args.estimates,
         checkpoint_interval=args.checkpoint_interval,
