@@ -8,6 +8,7 @@ exactly what the apiserver returned. Calls go through `scheduler.devcluster.rest
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,16 @@ T = TypeVar("T")
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 SCHEDULER_NAME = "gang-scheduler"
 SIMULATED_RUNTIME = "gangscheduler.io/simulated-runtime"
+
+
+def answers_ready(port: int) -> bool:
+    """Does the scheduler process serving on *port* answer ``/readyz`` with 200 (caches
+    synced)? False while it is starting or unreachable."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
 
 
 def wait_for(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1,

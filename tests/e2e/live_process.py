@@ -9,12 +9,11 @@ from __future__ import annotations
 import ctypes
 import signal
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.devcluster import procs
-from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 from tests.e2e.live import Tenant
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,11 +59,7 @@ class SchedulerProcess:
         if self.proc.poll() is not None:
             raise AssertionError(f"scheduler exited with {self.proc.returncode}; see "
                                  f"{self.workdir}/scheduler-{self.runs}.log")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return answers_ready(self.port)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind runs in the scheduler."""

@@ -17,7 +17,6 @@ import json
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ import pytest
 from scheduler import clusterspec
 from scheduler.devcluster import build
 from scheduler.devcluster.cluster import DevCluster
-from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 
 REPO = build.REPO_ROOT
 CLI = REPO / ".venv" / "bin" / "gang-scheduler"
@@ -125,11 +124,7 @@ class Deployed:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"scheduler exited {self.proc.returncode}:\n{self.log()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return answers_ready(self.port)
 
     def stop_scheduler(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

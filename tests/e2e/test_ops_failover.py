@@ -10,7 +10,6 @@ import ctypes
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from kubernetes import client
 
 from scheduler.devcluster import rest
 from scheduler.devcluster.procs import free_port
-from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 from tests.e2e.live import PodWatch
 from tests.e2e.ops_support import Ops, ops_for, scrape, value
 
@@ -67,11 +66,7 @@ class Replica:
     def ready(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(f"{self.identity} exited: {self.log_path.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return answers_ready(self.port)
 
     def metric(self, name: str, **labels: str) -> float:
         return value(scrape(self.port), name, **labels)
