@@ -51,10 +51,16 @@ FILES: dict[str, str | bytes] = {
     "c-topo-dup.yaml": "topologyLabels: [a, b, a]\n",
     "cl-topo3.yaml": "topologyLabels: [z, b, r]\npools:\n  - {name: v100, count: 2}\n",
     "q-nopool.yaml": QUEUE + "spec: {quotas: [{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
-    "q-somepool.yaml": QUEUE + "spec: {quotas: [{pool: v100, nominal: {nvidia.com/gpu: 8}}, "
+    "q-somepool.yaml": QUEUE + "spec: {namespaces: [q], "
+                               "quotas: [{pool: v100, nominal: {nvidia.com/gpu: 8}}, "
                                "{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
     "syn-pod.yaml": SYNTHETIC + "gang_gpus: {16: 1}\ngpus_per_worker: 16\n",
     "syn-some.yaml": SYNTHETIC + "gang_gpus: {8: 1, 512: 1}\ngpus_per_worker: 8\n",
+    "syn.yaml": SYNTHETIC + "gang_gpus: {8: 1}\ngpus_per_worker: 8\n",
+    "syn-two-teams.yaml": SYNTHETIC.replace("teams: {q: 1}", "teams: {q: 1, r: 1}")
+                          + "gang_gpus: {8: 1}\ngpus_per_worker: 8\n",
+    "q-v100.yaml": QUEUE + "spec: {namespaces: [q], quotas: [{pool: v100, nominal: "
+                           "{nvidia.com/gpu: 8}}]}\n",
     "kc-bad.yaml": "apiVersion: v1\nkind: Config\nclusters: 5\n",
     "kc-unreachable.yaml": (
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -98,6 +104,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("policy afterSeconds nan", [*SIM, "--queues", "sp-nan.yaml"], 2,
      "spec.reservation.afterSeconds: must be a finite number, got nan"),
     # a queue tree whose quotas name no pool of the cluster could never run a job
+    # The trace's teams (the queues its jobs go to) are not in the --queues file: nothing runs.
+    ("no job's queue in the file", [*SIM, "--queues", "q-v100.yaml"], 2,
+     "q-v100.yaml: 5 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "namespaces ("),
     ("queue with no usable pool", [*SIM, "--queues", "q-nopool.yaml"], 2,
      "q-nopool.yaml: queue q: no usable pool: its quotas name only zz (the cluster's pools: "
      "v100), so its jobs could never run"),
@@ -270,11 +280,19 @@ def test_bad_flag_values_are_usage_errors(workdir: Path, capsys: pytest.CaptureF
 WARN_CASES: list[tuple[str, list[str], str]] = [
     # A capacity planner reuses one queue file across cluster variants: a quota for a pool
     # this cluster lacks is ignored with a warning (an error only when no pool is left, above).
-    ("queue quota for a missing pool", [*SIM, "--queues", "q-somepool.yaml"],
+    ("queue quota for a missing pool", [*SIM, "--queues", "q-somepool.yaml", "--trace",
+                                        "syn.yaml"],
      "q-somepool.yaml: queue q: quota for pool 'zz' ignored, the cluster has no such pool "
      "(the cluster's pools: v100)"),
     # Jobs that can never fit are simulated (and reported as never started) like before, but
     # said up front; the rest of the trace still makes a meaningful simulation.
+    # Jobs of a team the queue file does not hold are simulated as never started: said first.
+    ("some jobs' queue not in the file", [*SIM, "--queues", "q-v100.yaml", "--trace",
+                                          "syn-two-teams.yaml"],
+     "q-v100.yaml: 2 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "namespaces (r); its leaf queues: q. Name the queues after the trace's teams (with "
+     "spec.namespaces listing the same name), or leave out --queues for one queue per team; "
+     "those jobs will be reported as never started"),
     ("some synthetic jobs never fit", [*SIM, "--trace", "syn-some.yaml"],
      "3 of 5 jobs can never fit this cluster: 3 are gangs of more GPUs (512) than the cluster "
      "has for them (whole cluster: 192 GPUs); they will be reported as never started"),
