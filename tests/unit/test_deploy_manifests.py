@@ -24,9 +24,10 @@ from policies import parsing, queues
 from policies.validation import read_files
 from scheduler import clusterspec
 from scheduler.config import load_config
-from scheduler.grouping import GangSet, GroupingConfig, build_gangs, parse_duration
+from scheduler.grouping import GangSet, GroupingConfig, build_gangs
 from scheduler.kube import convert
 from scheduler.metrics import SchedulerMetrics
+from scheduler.model.durations import parse_duration
 from scheduler.plan import ReasonCategory
 from scheduler.resources import parse_quantity
 
