@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+
 EPILOG = """\
 examples:
   gang-scheduler explain team-a/llama-70b            # a PodGroup, a Job or a lone pod
@@ -28,8 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description=__doc__, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("gang", metavar="NAMESPACE/NAME")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+    p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
     p.add_argument("--config", metavar="FILE", help="the scheduler's config file (scheduler name, "
                    "labels); default: built-in defaults")
     p.set_defaults(handler=run)
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging("error", "console")
     try:
-        client = connect(args.kubeconfig)
+        client = connect(args.kubeconfig, context=args.context)
         cache, policies = read_cluster(client, config)
         text, found = explain_text(args.gang, cache, policies, time.time())
         print(text)

@@ -156,7 +156,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("explain empty name", ["explain", "x/"], 2, "'x/': expected NAMESPACE/NAME"),
     ("explain two slashes", ["explain", "a/b/c"], 2, "'a/b/c': expected NAMESPACE/NAME"),
     ("explain no kubeconfig", ["explain", "a/b"], 2,
-     "no --kubeconfig given and not running in a cluster"),
+     "no kubeconfig found (no --kubeconfig, $KUBECONFIG is not set, no ~/.kube/config) and not "
+     "running in a cluster"),
+    ("explain $KUBECONFIG missing", ["explain", "a/b"], 2,
+     "$KUBECONFIG nope.kubeconfig: no such file"),
+    ("explain unknown context", ["explain", "a/b", "--kubeconfig", "kc-unreachable.yaml",
+                                 "--context", "nope"], 2,
+     "--kubeconfig kc-unreachable.yaml: no context 'nope'"),
     ("explain kubeconfig missing", ["explain", "a/b", "--kubeconfig", "nope"], 2,
      "--kubeconfig nope: no such file"),
     ("explain kubeconfig directory", ["explain", "a/b", "--kubeconfig", "."], 2,
@@ -197,7 +203,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "--kubeconfig nope: no such file"),
     ("run kubeconfig malformed", ["run", "--kubeconfig", "kc-bad.yaml"], 2,
      "--kubeconfig kc-bad.yaml: not a valid kubeconfig"),
-    ("run no kubeconfig", ["run"], 2, "no --kubeconfig given and not running in a cluster"),
+    ("run no kubeconfig", ["run"], 2, "no kubeconfig found (no --kubeconfig, $KUBECONFIG is not "
+     "set, no ~/.kube/config) and not running in a cluster"),
     # dev-cluster and demo (rejected before anything starts)
     ("dev-cluster up bad YAML", ["dev-cluster", "up", "--cluster", "bad.yaml"], 2,
      "--cluster bad.yaml: not valid YAML: line 2, column 3"),
@@ -235,6 +242,12 @@ FLAG_CASES: list[tuple[str, list[str], str]] = [
 ]
 
 
+#: Environment variables a case of CASES runs with, by its id.
+CASE_ENV: dict[str, dict[str, str]] = {
+    "explain $KUBECONFIG missing": {"KUBECONFIG": "nope.kubeconfig"},
+}
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, content in FILES.items():
@@ -246,6 +259,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config of the machine's
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width otherwise
     # explain and run point structlog at this test's captured stderr, which closes after it;
     # loggers cached on first use would then fail in later tests.
@@ -255,8 +270,11 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(("argv", "status", "says"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_bad_input_is_one_clear_error(workdir: Path, capsys: pytest.CaptureFixture[str],
-                                      argv: list[str], status: int, says: str) -> None:
+def test_bad_input_is_one_clear_error(
+        workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest, argv: list[str], status: int, says: str) -> None:
+    for name, value in CASE_ENV.get(request.node.callspec.id, {}).items():
+        monkeypatch.setenv(name, value)
     assert main.main(argv) == status
     captured = capsys.readouterr()
     # policy validate reports on stdout (its errors are its output); the others on stderr

@@ -48,3 +48,21 @@ def test_state_dir_is_parsed_in_either_position(
     assert args.state_dir == tmp_path / "b"
     args = parser.parse_args(["dev-cluster", "env"])
     assert args.state_dir is None
+
+
+def test_kubeconfig_is_found_as_kubectl_finds_it(tmp_path: Path) -> None:
+    """--kubeconfig, then the first existing file of $KUBECONFIG, then ~/.kube/config, then
+    in-cluster: explain and run used to ignore $KUBECONFIG and go straight to in-cluster."""
+    from scheduler.cli._kube import kubeconfig_source
+
+    home = tmp_path / "home"
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.write_text("x")
+    assert kubeconfig_source("flag.yaml", {"KUBECONFIG": str(b)}, home)[0] == "flag.yaml"
+    assert kubeconfig_source(None, {"KUBECONFIG": f"{a}:{b}"}, home) == (
+        str(b), f"$KUBECONFIG {b}")
+    assert kubeconfig_source(None, {"KUBECONFIG": str(a)}, home)[0] == str(a)  # named, missing
+    assert kubeconfig_source(None, {}, home) == (None, "the in-cluster service account")
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("x")
+    assert kubeconfig_source(None, {}, home)[0] == str(home / ".kube" / "config")
