@@ -137,7 +137,8 @@ class DevCluster:
         log(f"etcd ready in {time.monotonic() - t0:.1f}s at {etcd_url}")
         t0 = time.monotonic()
         apiserver, st.server = controlplane.start_apiserver(
-            binaries["kube-apiserver"], etcd_url, pki, self.state_dir, self.owned)
+            binaries["kube-apiserver"], etcd_url, pki, self.state_dir, self.owned,
+            build.KUBE_APISERVER.version)
         st.processes.append(apiserver)
         state.save(st)
         log(f"kube-apiserver ready in {time.monotonic() - t0:.1f}s at {st.server}")
@@ -157,7 +158,8 @@ class DevCluster:
         assert st is not None
         t0 = time.monotonic()
         st.processes.append(controllers.start_controller_manager(
-            binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned))
+            binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned,
+            build.KUBE_CONTROLLER_MANAGER.version))
         state.save(st)
         # Its serviceaccount controller at work is the proof that the controllers run with
         # working credentials (without `default` ServiceAccounts no pod can be created).
@@ -169,7 +171,8 @@ class DevCluster:
         log(f"kube-controller-manager ready in {time.monotonic() - t0:.1f}s")
         t0 = time.monotonic()
         st.processes.append(controllers.start_scheduler(
-            binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned))
+            binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned,
+            build.KUBE_SCHEDULER.version))
         state.save(st)
         log(f"kube-scheduler ready in {time.monotonic() - t0:.1f}s")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import certs, controlplane, kubeconfig, procs
+from scheduler.devcluster import certs, controlplane, gates, kubeconfig, procs
 
 # What a batch workload meets on a real cluster; kube-controller-manager --help lists the rest.
 CONTROLLERS = (
@@ -73,7 +73,7 @@ def _wait_ready(proc: procs.ManagedProcess, port: int, path: str,
 
 
 def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                             owned: bool) -> procs.ManagedProcess:
+                             owned: bool, version: str) -> procs.ManagedProcess:
     """kube-controller-manager with `CONTROLLERS`; returns once ``/healthz`` says ok."""
     name = "kube-controller-manager"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
@@ -85,7 +85,7 @@ def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, st
         f"--controllers={','.join(CONTROLLERS)}",
         f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
         f"--kube-api-qps={API_QPS}", f"--kube-api-burst={API_BURST}",
-        "--profiling=false", "--v=1",
+        "--profiling=false", "--v=1", gates.feature_gates_flag(name, version),
     ]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
     _wait_ready(proc, port, "/healthz", pki)
@@ -104,7 +104,7 @@ def scheduler_config(client: Path) -> dict[str, object]:
 
 
 def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                    owned: bool) -> procs.ManagedProcess:
+                    owned: bool, version: str) -> procs.ManagedProcess:
     """kube-scheduler with its default profile; returns once ``/readyz`` says ok (its
     informers have synced)."""
     name = "kube-scheduler"
@@ -116,7 +116,7 @@ def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: 
                       encoding="utf-8")
     port = procs.free_port()
     argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
-            "--profiling=false", "--v=1"]
+            "--profiling=false", "--v=1", gates.feature_gates_flag(name, version)]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
     _wait_ready(proc, port, "/readyz", pki)
     return proc
