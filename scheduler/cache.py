@@ -18,15 +18,18 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from scheduler.cache_native import NativeStore
 from scheduler.grouping import (
     GangEntry,
     GangSet,
     GroupingConfig,
     build_gang,
+    gang_job,
     group_id,
     is_ours,
 )
 from scheduler.model import Gang, Node, PodRef
+from scheduler.model.native import NativeGroupInfo, WorkloadInfo
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
@@ -56,6 +59,7 @@ class ClusterCache:
         self._pods: dict[str, PodInfo] = {}  # by uid
         self._groups: dict[str, PodGroupInfo] = {}  # by namespace/name
         self._jobs: dict[str, JobInfo] = {}
+        self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
         self._assumed: dict[str, _Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
@@ -150,12 +154,39 @@ class ClusterCache:
         with self._lock:
             self._jobs[job.key] = job
             self._dirty.add(job.key)  # its pods are its gang already (grouping.group_id)
+            self._dirty |= self._native.referrers(job.key)
             self._touch()
 
     def delete_job(self, key: str) -> None:
         with self._lock:
             if self._jobs.pop(key, None) is not None:
                 self._dirty.add(key)
+                self._dirty |= self._native.referrers(key)
+                self._touch()
+
+    def upsert_native_group(self, group: NativeGroupInfo) -> None:
+        """A ``scheduling.k8s.io`` PodGroup (its pods name it in ``spec.schedulingGroup``)."""
+        with self._lock:
+            self._native.upsert_group(group)
+            self._dirty.add(group.key)
+            self._touch()
+
+    def delete_native_group(self, key: str) -> None:
+        with self._lock:
+            if self._native.delete_group(key):
+                self._dirty.add(key)
+                self._touch()
+
+    def upsert_workload(self, workload: WorkloadInfo) -> None:
+        with self._lock:
+            self._native.workloads[workload.key] = workload
+            self._dirty |= self._native.referrers(workload.key)
+            self._touch()
+
+    def delete_workload(self, key: str) -> None:
+        with self._lock:
+            if self._native.workloads.pop(key, None) is not None:
+                self._dirty |= self._native.referrers(key)
                 self._touch()
 
     # Assume / forget ----------------------------------------------------------------------
@@ -212,6 +243,15 @@ class ClusterCache:
     def groups(self) -> list[PodGroupInfo]:
         with self._lock:
             return list(self._groups.values())
+
+    def native_group(self, key: str) -> NativeGroupInfo | None:
+        """The ``scheduling.k8s.io`` PodGroup *key* (``namespace/name``), if seen."""
+        with self._lock:
+            return self._native.groups.get(key)
+
+    def native_groups(self) -> list[NativeGroupInfo]:
+        with self._lock:
+            return list(self._native.groups.values())
 
     def gang_pods(self, gang_id: str, assumed: bool = False) -> list[PodInfo]:
         """The pods of a gang as the watch last reported them, or with *assumed* binds applied
@@ -279,8 +319,10 @@ class ClusterCache:
                 uids = self._members.get(gid)
                 before = self._entries.pop(gid, None)
                 if uids:
+                    native = self._native.resolve(gid)
                     entry = build_gang(gid, [self._effective(u) for u in uids],
-                                       self._groups.get(gid), self._jobs.get(gid), self.grouping)
+                                       self._groups.get(gid), gang_job(gid, self._jobs, native),
+                                       self.grouping, native)
                     if entry != GangEntry():
                         self._entries[gid] = entry
                 else:

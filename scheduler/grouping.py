@@ -2,6 +2,8 @@
 
 A pod belongs to, in order of precedence:
 
+0. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
+   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``);
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
 2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from scheduler import grouping_native
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.gangs import TopologyMode
+from scheduler.model.native import ResolvedGroup
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -76,6 +80,8 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) 
     """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
     if config.per_pod:
         return f"{pod.namespace}/{pod.name}"
+    if pod.pod_group_name:
+        return f"{pod.namespace}/{pod.pod_group_name}"
     name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
     if name:
         return f"{pod.namespace}/{name}"
@@ -145,8 +151,10 @@ def is_ours(pod: PodInfo, config: GroupingConfig) -> bool:
 
 
 def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
-               job: JobInfo | None, config: GroupingConfig) -> GangEntry:
-    """The entry for one gang id from its live (not finished) member pods."""
+               job: JobInfo | None, config: GroupingConfig,
+               native: ResolvedGroup | None = None) -> GangEntry:
+    """The entry for one gang id from its live (not finished) member pods; *native* is the
+    ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
     gang_pods = [p for p in gang_pods if not p.is_finished]
     if not gang_pods:
         return GangEntry()
@@ -154,32 +162,49 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     bound = [p for p in gang_pods if p.is_bound]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    meta = [group.annotations if group else {}, job.annotations if job else {},
-            *(p.annotations for p in gang_pods)]
-    labels = [group.labels if group else {}, job.labels if job else {},
-              *(p.labels for p in gang_pods)]
-    min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+    terms = (grouping_native.native_terms(gid, native, bound)
+             if not config.per_pod and grouping_native.names_native_group(gang_pods) else None)
+    if terms is not None:
+        group = None  # a namesake scheduler-plugins PodGroup is not this gang's
+    meta = [*(terms.annotations if terms else ()), group.annotations if group else {},
+            job.annotations if job else {}, *(p.annotations for p in gang_pods)]
+    labels = [*(terms.labels if terms else ()), group.labels if group else {},
+              job.labels if job else {}, *(p.labels for p in gang_pods)]
+    if terms is not None:
+        min_member, problem = terms.min_member, terms.problem
+    else:
+        min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
     queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
     runtime = _runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
+    if running is not None and terms is not None and terms.priority is not None:
+        running = replace(running, gang=replace(running.gang, priority=terms.priority))
     partial: tuple[PodRef, ...] = ()
-    if bound and waiting and len(bound) < min_member:
+    if (bound and waiting and len(bound) < min_member
+            and (terms is None or terms.may_roll_back)):
         partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in bound)
     pending = None
     if waiting and not problem:
         required = max(0, min_member - len(bound))
         # The owner's age, not its pods': a Job's pods recreated after an eviction or a
         # rollback keep the gang's place in line (and its reservation threshold clock).
-        created = (group.creation_time if group
+        created = (terms.creation_time if terms and terms.creation_time is not None
+                   else group.creation_time if group
                    else job.creation_time if job and job.creation_time
                    else min(p.creation_time for p in gang_pods))
         short = len(waiting) < required
+        uid = (terms.uid if terms and terms.uid
+               else group.uid if group else (job.uid if job else waiting[0].uid))
+        priority = max(p.priority for p in gang_pods)
         pending = Gang(
-            id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),
+            id=gid, uid=uid,
             namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
-            priority=max(p.priority for p in gang_pods), creation_time=created,
-            topology=_topology(*meta), runtime_estimate=runtime,
-            preemption_policy=_preemption_policy(gang_pods),
+            priority=terms.priority if terms and terms.priority is not None else priority,
+            creation_time=created,
+            topology=(terms.topology if terms and terms.topology else _topology(*meta)),
+            runtime_estimate=runtime,
+            preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
+                               else _preemption_policy(gang_pods)),
             min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
@@ -203,13 +228,23 @@ def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resourc
     )
 
 
+def gang_job(gid: str, jobs: Mapping[str, JobInfo],
+             native: ResolvedGroup | None) -> JobInfo | None:
+    """The Job behind a gang: the gang's own id, or the Job that made its native PodGroup."""
+    job_key = native.group.job_key if native is not None else None
+    return jobs.get(job_key) if job_key else jobs.get(gid)
+
+
 def build_gangs(
     pods: Iterable[PodInfo],
     groups: Mapping[str, PodGroupInfo],
     jobs: Mapping[str, JobInfo],
     config: GroupingConfig,
+    natives: Mapping[str, ResolvedGroup] | None = None,
 ) -> GangSet:
-    """Group *pods* (all pods in the cluster) into pending and running gangs."""
+    """Group *pods* (all pods in the cluster) into pending and running gangs; *natives* are
+    the ``scheduling.k8s.io`` PodGroups by ``namespace/name``."""
+    natives = natives or {}
     other: dict[str, list[Resources]] = defaultdict(list)
     members: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
@@ -220,7 +255,8 @@ def build_gangs(
         if pod.is_finished:
             continue
         members[group_id(pod, jobs, config)].append(pod)
-    entries = {gid: build_gang(gid, ps, groups.get(gid), jobs.get(gid), config)
+    entries = {gid: build_gang(gid, ps, groups.get(gid), gang_job(gid, jobs, natives.get(gid)),
+                               config, natives.get(gid))
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
 

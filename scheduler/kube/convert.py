@@ -271,7 +271,16 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         resource_version=str(meta.get("resourceVersion") or ""),
         started_at=_started_at(status),
         preemption_policy=preemption,
+        pod_group_name=_scheduling_group(spec),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any]) -> str:
+    """``spec.schedulingGroup.podGroupName`` (Kubernetes' own gang API), "" when unset."""
+    name = _map(spec, "schedulingGroup", "spec.schedulingGroup").get("podGroupName")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _Fail("spec.schedulingGroup.podGroupName", f"expected a name, got {name!r}")
+    return name or ""
 
 
 # Workloads ---------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ class PodInfo:
     started_at: float | None = None
     #: ``spec.preemptionPolicy`` (from the PriorityClass, like ``spec.priority``).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    #: ``spec.schedulingGroup.podGroupName``: its ``scheduling.k8s.io`` PodGroup ("" if none).
+    pod_group_name: str = ""
 
     def __hash__(self) -> int:
         return hash(self.uid)
