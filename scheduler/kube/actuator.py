@@ -22,6 +22,7 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.evictor import Evictor
+from scheduler.kube.native_status import SCHEDULER_ERROR, NativeStatusWriter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
@@ -111,9 +112,12 @@ class KubeActuator:
     def __init__(self, client: KubeClient, cache: ClusterCache, binder: Binder,
                  statuses: StatusWriter, events: EventRecorder,
                  config: ActuatorConfig = ActuatorConfig(),
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None,
+                 native_statuses: NativeStatusWriter | None = None) -> None:
         self.client, self.cache, self.binder = client, cache, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
+        # Kubernetes' own PodGroups (scheduling.k8s.io): the condition kube-scheduler writes.
+        self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
         self.writer = BackgroundWriter()
         self.evictor = Evictor(cache, binder, events, self.writer,
                                config.eviction_grace_period_seconds)
@@ -129,6 +133,7 @@ class KubeActuator:
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evictions = self.evictor.evict(plan, now)
+        self._mark_native_victims(plan, evictions.evicted)
         self._nominate(plan, now)
         bound, failed = self._bind(plan, now)
         self._explain_pending(plan, now)
@@ -137,6 +142,16 @@ class KubeActuator:
                            blocked=evictions.blocked)
 
     # Preemption ---------------------------------------------------------------------------
+    def _mark_native_victims(self, plan: CyclePlan, evicted: Sequence[str]) -> None:
+        """``DisruptionTarget`` on each evicted ``scheduling.k8s.io`` PodGroup (its pods
+        got theirs from the evictor)."""
+        for entry in plan.evictions:
+            group = self.cache.native_group(entry.victim)
+            if group is not None and entry.victim in evicted:
+                message = f"preempted by gang {entry.preemptor}: {entry.message}"
+                self.writer.submit(f"disrupted/{entry.victim}", partial(
+                    self.native_statuses.disrupted, group, message))
+
     def _nominate(self, plan: CyclePlan, now: float) -> None:
         """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
         if not plan.nominations:
@@ -186,6 +201,10 @@ class KubeActuator:
                 status = self._bound_status(b.gang_id, b.pod_nodes, now)
                 if status is not None:
                     self._submit_group_status(ns, name, status)
+                native = self.cache.native_group(b.gang_id)
+                if native is not None:
+                    self.writer.submit(f"pending/{b.gang_id}", partial(
+                        self.native_statuses.scheduled, native, message))
                 first = b.pod_nodes[0][0] if b.pod_nodes else None
                 self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
                     self._emit_gang, ns, name, first, EventReason.SCHEDULED, message,
@@ -205,8 +224,12 @@ class KubeActuator:
 
     def _emit_gang(self, ns: str, name: str, first: PodRef | None, reason: str, message: str,
                    type_: EventType) -> None:
+        native = self.cache.native_group(f"{ns}/{name}")
         group = self.cache.group(f"{ns}/{name}")
-        if group is not None:
+        if native is not None:
+            self.events.emit(ObjectRef("PodGroup", ns, name, native.uid, native.api_version),
+                             reason, message, type_)
+        elif group is not None:
             self.events.emit(ObjectRef.podgroup(ns, name, group.uid), reason, message, type_)
         elif first is not None:
             self.events.emit(ObjectRef.pod(first), reason, message, type_)
@@ -255,9 +278,11 @@ class KubeActuator:
         """Gangs that cannot even be formed (PodGroup missing, bad annotation) say so too."""
         for gang_id, problem in self.cache.cycle_input(now).gangs.problems.items():
             reason = PendingReason(ReasonCategory.WAITING_FOR_MEMBERS, problem)
-            self.writer.submit(f"pending/{gang_id}", self._pending_task(gang_id, reason, now))
+            self.writer.submit(f"pending/{gang_id}",
+                               self._pending_task(gang_id, reason, now, SCHEDULER_ERROR))
 
-    def _pending_task(self, gang_id: str, reason: PendingReason, now: float) -> Task:
+    def _pending_task(self, gang_id: str, reason: PendingReason, now: float,
+                      native_reason: str = "Unschedulable") -> Task:
         ns, name = gang_id.split("/", 1)
         text = str(reason)
 
@@ -274,7 +299,10 @@ class KubeActuator:
                 return
             pods = written
             group = self.cache.group(gang_id)
-            if group is not None:
+            native = self.cache.native_group(gang_id)
+            if native is not None:
+                self.native_statuses.unschedulable(native, text, native_reason)
+            elif group is not None:
                 self.statuses.set_podgroup_status(ns, name, PodGroupStatus(
                     PodGroupPhase.PENDING, reason="Unschedulable", message=text))
             first = PodRef(pods[0].namespace, pods[0].name, pods[0].uid) if pods else None

@@ -1,0 +1,149 @@
+"""Kubernetes' own PodGroups get the condition kube-scheduler writes, through the actuator.
+
+Bound: ``PodGroupScheduled`` (v1alpha2) / ``PodGroupInitiallyScheduled`` (v1beta1) True,
+reason ``Scheduled``; waiting: False, ``Unschedulable`` with the pending reason; a group
+that cannot be formed: False, ``SchedulerError``; never back to False once True; preempted:
+``DisruptionTarget`` ``PreemptionByScheduler``. Events name the PodGroup in its own API version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.actuator import KubeActuator
+from scheduler.kube.binder import Binder
+from scheduler.kube.client import Response
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.status import StatusWriter
+from scheduler.model import PodRef, PodRequirements, Resources
+from scheduler.model.native import V1ALPHA2, V1BETA1, GroupPolicy, NativeGroupInfo
+from scheduler.model.workloads import PodInfo
+from scheduler.placement.types import Assignment, Placement
+from scheduler.plan import Bind, CyclePlan, Eviction, PendingReason, ReasonCategory
+
+NOW = 1_714_564_800.0
+
+
+@dataclass
+class Api:
+    """Records status patches of scheduling.k8s.io PodGroups and events; answers 200/201."""
+
+    patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        with self.lock:
+            if method == "PATCH" and path.startswith("/apis/scheduling.k8s.io/"):
+                self.patches.append((path, body))
+            if method == "POST" and path.endswith("/events"):
+                self.events.append(body)
+        return Response(201 if method == "POST" else 200, b"{}")
+
+    def conditions(self) -> list[tuple[str, str, str]]:
+        return [(c["type"], c["status"], c["reason"])
+                for _, body in self.patches for c in body["status"]["conditions"]]
+
+
+def member(i: int) -> PodInfo:
+    return PodInfo(uid=f"u{i}", namespace="ns", name=f"g-{i}",
+                   requirements=PodRequirements(Resources.of(gpu=8)),
+                   scheduler_name="gang-scheduler", pod_group_name="g")
+
+
+PODS = [member(0), member(1)]
+POD_NODES = tuple((PodRef("ns", p.name, p.uid), f"n{i}") for i, p in enumerate(PODS))
+BIND = CyclePlan(now=NOW, binds=(Bind("ns/g", "team-a", Placement(
+    "ns/g", (Assignment("", "n0", 1), Assignment("", "n1", 1))), POD_NODES),))
+WAIT = CyclePlan(now=NOW, pending={"ns/g": PendingReason(
+    ReasonCategory.PLACEMENT, "needs 16 GPUs, 8 free")})
+
+
+def native(version: str = V1ALPHA2, **changes: Any) -> NativeGroupInfo:
+    group = NativeGroupInfo("ns", "g", GroupPolicy(min_count=2), uid="pg-uid",
+                            api_version=version, generation=3)
+    return dataclasses.replace(group, **changes)
+
+
+@pytest.fixture
+def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
+    api, cache = Api(), ClusterCache()
+    for p in PODS:
+        cache.upsert_pod(p)
+    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
+    actuator = KubeActuator(api, cache, binder, StatusWriter(api),  # type: ignore[arg-type]
+                            EventRecorder(api))  # type: ignore[arg-type]
+    yield api, cache, actuator
+    actuator.close()
+    binder.close()
+
+
+def apply(actuator: KubeActuator, plan: CyclePlan) -> None:
+    actuator.apply(plan, NOW)
+    assert actuator.writer.flush()
+
+
+@pytest.mark.parametrize(("version", "kind"), [(V1ALPHA2, "PodGroupScheduled"),
+                                               (V1BETA1, "PodGroupInitiallyScheduled")])
+def test_waiting_then_bound_in_the_object_own_version(
+        setup: tuple[Api, ClusterCache, KubeActuator], version: str, kind: str) -> None:
+    api, cache, actuator = setup
+    cache.upsert_native_group(native(version))
+    apply(actuator, WAIT)
+    apply(actuator, WAIT)  # unchanged: not written again
+    apply(actuator, BIND)
+    assert api.conditions() == [(kind, "False", "Unschedulable"), (kind, "True", "Scheduled")]
+    path, body = api.patches[0]
+    assert path == f"/apis/{version}/namespaces/ns/podgroups/g/status"
+    condition = body["status"]["conditions"][0]
+    assert "needs 16 GPUs, 8 free" in condition["message"]
+    assert condition["observedGeneration"] == 3 and condition["lastTransitionTime"]
+    assert body["metadata"] == {"uid": "pg-uid"}
+    regarding = {e["regarding"]["apiVersion"] for e in api.events}
+    assert regarding == {version}, "events name the PodGroup in its own API version"
+
+
+def test_never_back_to_false_once_scheduled(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    cache.upsert_native_group(native())
+    apply(actuator, BIND)
+    apply(actuator, WAIT)  # e.g. a replacement member waits: the group was scheduled
+    assert api.conditions() == [("PodGroupScheduled", "True", "Scheduled")]
+
+
+def test_a_group_seen_scheduled_by_another_scheduler_is_not_marked_unschedulable(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    cache.upsert_native_group(native(scheduled=True))
+    apply(actuator, WAIT)
+    assert api.conditions() == []
+
+
+def test_a_refused_group_says_scheduler_error(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    cache.upsert_native_group(native(policy=GroupPolicy(min_count=2, resource_claims=("ib",))))
+    apply(actuator, CyclePlan(now=NOW))
+    assert api.conditions() == [("PodGroupScheduled", "False", "SchedulerError")]
+    message = api.patches[0][1]["status"]["conditions"][0]["message"]
+    assert "resourceClaims (ib)" in message and "Dynamic Resource Allocation" in message
+
+
+def test_a_preempted_group_is_a_disruption_target(
+        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    api, cache, actuator = setup
+    cache.upsert_native_group(native())
+    for i, p in enumerate(PODS):
+        cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}"))
+    apply(actuator, CyclePlan(now=NOW, evictions=(
+        Eviction("ns/g", "ns/urgent", "higher priority"),)))
+    assert ("DisruptionTarget", "True", "PreemptionByScheduler") in api.conditions()
