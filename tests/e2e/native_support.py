@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from scheduler.devcluster import build, gates, rest
+from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import QUEUE_LABEL
 from tests.e2e.ops_support import HOLD, Ops
 
@@ -63,7 +64,7 @@ class Native:
         return rest.call(self.ops.cp.custom.get_namespaced_custom_object, GROUP, VERSION,
                          self.ns, plural, name)
 
-    def list(self, plural: str) -> list[dict[str, Any]]:
+    def objects(self, plural: str) -> list[dict[str, Any]]:
         items = rest.call(self.ops.cp.custom.list_namespaced_custom_object, GROUP, VERSION,
                           self.ns, plural)["items"]
         return list(items)
@@ -136,7 +137,7 @@ class Native:
 
     def group_of_job(self, job: str) -> dict[str, Any] | None:
         """The PodGroup the Job controller made for *job* (None: not yet)."""
-        for group in self.list("podgroups"):
+        for group in self.objects("podgroups"):
             owners = group["metadata"].get("ownerReferences") or ()
             if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
                 return group
@@ -145,3 +146,21 @@ class Native:
     def scheduled(self, name: str) -> dict[str, Any]:
         """The PodGroup's scheduling condition ({} when absent)."""
         return condition(self.get("podgroups", name), SCHEDULED)
+
+    def wait_scheduled(self, name: str, status: str, timeout_s: float = 30) -> dict[str, Any]:
+        """Wait until PodGroup *name*'s scheduling condition has *status*; the condition."""
+        def check() -> dict[str, Any]:
+            found = self.scheduled(name)
+            return found if found.get("status") == status else {}
+        return wait_for(check, timeout_s, what=f"PodGroup {name} {SCHEDULED}={status}")
+
+    def wait_group_of_job(self, job: str) -> dict[str, Any]:
+        def check() -> dict[str, Any]:
+            return self.group_of_job(job) or {}
+        return wait_for(check, 30, what=f"the PodGroup of Job {job}")
+
+    def wait_job_pods(self, job: str, count: int) -> dict[str, dict[str, Any]]:
+        def check() -> dict[str, dict[str, Any]]:
+            pods = self.ops.tenant.job_pods(job)
+            return pods if len(pods) == count else {}
+        return wait_for(check, 30, what=f"{count} pods of Job {job}")

@@ -45,16 +45,14 @@ def test_a_hand_written_workload_and_podgroup_gang_waits_for_members_then_binds_
     native.ops.start_scheduler()
     objects = native.manifests("train", 4, 4, native.ops.tenant.scheduler_name)
     names = native.apply(objects[:-1])  # 3 of the 4 workers
-    waiting = wait_for(lambda: native.scheduled("train").get("status") == "False"
-                       and native.scheduled("train"), 30, what="PodGroup Unschedulable")
+    waiting = native.wait_scheduled("train", "False")
     assert waiting["reason"] == "Unschedulable"
     assert "WaitingForMembers" in waiting["message"], waiting
     assert native.ops.tenant.bound(names) == []
     names += native.apply(objects[-1:])
     nodes = bound_whole(native, names)
     assert len(set(nodes.values())) == 2  # 4 x 4 GPUs on two 8-GPU nodes
-    done = wait_for(lambda: native.scheduled("train").get("status") == "True"
-                    and native.scheduled("train"), 30, what=f"{SCHEDULED}=True")
+    done = native.wait_scheduled("train", "True")
     assert done["reason"] == "Scheduled"
     for name in names:
         assert pod_condition(native, name, "PodScheduled")["status"] == "True"
@@ -69,15 +67,13 @@ def test_an_indexed_job_gets_its_podgroup_from_the_job_controller_and_binds_whol
     native.ops.tenant.create_nodes(2, gpus=8)
     native.ops.start_scheduler()
     native.indexed_job("ddp", parallelism=4, gpus=4)
-    group = wait_for(lambda: native.group_of_job("ddp"), 30, what="the Job's PodGroup")
+    group = native.wait_group_of_job("ddp")
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
-    pods = wait_for(lambda: len(native.ops.tenant.job_pods("ddp")) == 4
-                    and native.ops.tenant.job_pods("ddp"), 30, what="the Job's 4 pods")
+    pods = native.wait_job_pods("ddp", 4)
     name = group["metadata"]["name"]
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods.values()} == {name}
     bound_whole(native, sorted(pods))
-    done = wait_for(lambda: native.scheduled(name).get("status") == "True"
-                    and native.scheduled(name), 30, what=f"{SCHEDULED}=True")
+    done = native.wait_scheduled(name, "True")
     assert done["reason"] == "Scheduled"
 
 
@@ -97,12 +93,11 @@ def test_two_job_gangs_on_room_for_one_run_one_whole_and_the_other_waits_with_a_
             return runs, ("second" if runs == "first" else "first")
         return None
 
-    runs, waits = wait_for(one_whole, 60, what="one gang bound whole, the other none")
-    group = native.group_of_job(waits)
-    assert group is not None
-    name = group["metadata"]["name"]
-    reason = wait_for(lambda: native.scheduled(name).get("status") == "False"
-                      and native.scheduled(name), 30, what="the waiting PodGroup's reason")
+    found = wait_for(one_whole, 60, what="one gang bound whole, the other none")
+    assert found is not None
+    runs, waits = found
+    name = native.wait_group_of_job(waits)["metadata"]["name"]
+    reason = native.wait_scheduled(name, "False")
     assert reason["reason"] == "Unschedulable" and reason["message"], reason
     for pod in tenant.job_pods(waits).values():
         assert unschedulable_message(pod), pod["status"]
