@@ -43,6 +43,9 @@ CONTROLLERS = (
     "persistentvolume-protection-controller",
     "persistentvolumeclaim-protection-controller",
     "root-ca-certificate-publisher-controller",
+    # Removes scheduling.k8s.io/podgroup-protection from a deleted PodGroup once no pod names
+    # it (Kubernetes' own gang API; without it a deleted PodGroup never goes away).
+    "podgroup-protection-controller",
 )
 READY_TIMEOUT_S = 60.0
 # The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates
