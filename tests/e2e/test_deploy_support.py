@@ -143,7 +143,8 @@ class Deployed:
         for ns in namespaces:
             self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=foreground",
                          "--wait=true", "--ignore-not-found")
-            self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--wait=true",
+            self.kubectl("-n", ns, "delete", "pods,podgroups.scheduling.x-k8s.io,"
+                         "podgroups.scheduling.k8s.io,workloads", "--all", "--wait=true",
                          "--ignore-not-found")
 
 

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
+from tests.e2e import native_support
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import (
     REPO,
@@ -97,12 +98,35 @@ def test_podgroup_with_launcher_and_workers_binds_whole(env: Deployed) -> None:
     assert len(set(workers.values())) == 4, "8-GPU workers need a node each"
 
     def group_status() -> dict[str, Any]:
-        group = kubectl_json(env.admin, "-n", "team-b", "get", "podgroup", "mpi-train")
+        group = kubectl_json(env.admin, "-n", "team-b", "get", "podgroups.scheduling.x-k8s.io",
+                             "mpi-train")
         status = group.get("status") or {}
         return status if status.get("scheduled") == 5 else {}
 
     status = wait_for(group_status, 30, what="PodGroup status scheduled=5")
     assert status["phase"] in ("Scheduled", "Running")
+
+
+# Kubernetes' own gang API -------------------------------------------------------------------
+def test_workload_and_podgroup_example_binds_whole_in_one_rack(env: Deployed) -> None:
+    """The upstream-API example of the release the dev cluster runs (v1alpha2 on 1.36,
+    v1beta1 on 1.37), applied as is: 4 workers bound whole within one rack (its required
+    topology), the PodGroup's scheduling condition True, written by the installed scheduler."""
+    name = {"v1alpha2": "workload-podgroup.yaml",
+            "v1beta1": "workload-podgroup-v1beta1.yaml"}[native_support.VERSION]
+    env.kubectl("apply", "-f", str(EXAMPLES / name))
+    nodes = wait_whole(env, "team-b", "app.kubernetes.io/name=llm-pretrain", 4)
+    racks = {kubectl_json(env.admin, "get", "node", node)["metadata"]["labels"][
+        "topology.gangscheduler.io/rack"] for node in set(nodes.values())}
+    assert len(racks) == 1, f"one rack required, got {racks}"
+
+    def scheduled() -> dict[str, Any]:
+        group = kubectl_json(env.admin, "-n", "team-b", "get", "podgroups.scheduling.k8s.io",
+                             "llm-pretrain-workers")
+        found = native_support.condition(group, native_support.SCHEDULED)
+        return found if found.get("status") == "True" else {}
+
+    assert wait_for(scheduled, 30, what="PodGroup scheduled")["reason"] == "Scheduled"
 
 
 # The Kubeflow Trainer runtime -----------------------------------------------------------------
