@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
