@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import shlex
 import signal
 import sys
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from scheduler import clusterspec
 from scheduler.cli._args import integer, output_dir_problem
+from scheduler.devcluster import build as release_pins  # stdlib only: --help stays fast
 
 if TYPE_CHECKING:
     from scheduler.devcluster.cluster import DevCluster
@@ -44,6 +46,7 @@ examples:
   gang-scheduler dev-cluster token -n gang-scheduler-system -s gang-scheduler \\
       --kubeconfig-out sa.kubeconfig               # a ServiceAccount identity
   gang-scheduler dev-cluster down
+  gang-scheduler dev-cluster --kubernetes 1.37 up  # Kubernetes 1.37 (gang API v1beta1)
 """
 
 
@@ -55,12 +58,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="directory holding the cluster's state (default: see above)")
-    # The same option after the subcommand (`dev-cluster up --state-dir X`) as before it: a
-    # parent whose default is SUPPRESS, so it never overwrites a value given before.
+    releases = sorted(release_pins.RELEASES)
+    release_help = (f"Kubernetes release to build and run (default: ${release_pins.RELEASE_ENV}"
+                    f" or {release_pins.DEFAULT_RELEASE}); 1.36 serves the gang API at "
+                    "scheduling.k8s.io/v1alpha2, 1.37 at v1beta1")
+    parser.add_argument("--kubernetes", choices=releases, default=None, help=release_help)
+    # The same options after the subcommand (`dev-cluster up --state-dir X`) as before it: a
+    # parent whose defaults are SUPPRESS, so they never overwrite a value given before.
     state = argparse.ArgumentParser(add_help=False)
     state.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
                        help="directory holding the cluster's state (default: see "
                        "`dev-cluster --help`)")
+    state.add_argument("--kubernetes", choices=releases, default=argparse.SUPPRESS,
+                       help=release_help)
 
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help()
@@ -133,6 +143,9 @@ def _checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
+        if getattr(args, "kubernetes", None):
+            # The one place the release is chosen: build, the cluster and its children read it.
+            os.environ[release_pins.RELEASE_ENV] = args.kubernetes
         try:
             return handler(args)
         except _BadStateDir as exc:

@@ -30,6 +30,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HACK_DIR = REPO_ROOT / "hack" / "controlplane"
 PROGRESS_EVERY_S = 30.0
+#: The Kubernetes releases the dev cluster can run, each pinned by its own wrapper module
+#: (1.36 serves the gang API at scheduling.k8s.io/v1alpha2, 1.37 at v1beta1). Chosen with
+#: ``$GANG_SCHEDULER_KUBERNETES`` (``dev-cluster --kubernetes`` sets it); etcd is shared.
+RELEASE_ENV = "GANG_SCHEDULER_KUBERNETES"
+RELEASES: dict[str, Path] = {"1.36": HACK_DIR, "1.37": REPO_ROOT / "hack" / "controlplane-1.37"}
+DEFAULT_RELEASE = "1.36"
 
 
 def say(line: str) -> None:
@@ -41,6 +47,15 @@ class BuildError(RuntimeError):
     """A binary could not be built; the message says which and why."""
 
 
+def release() -> str:
+    """The Kubernetes release chosen (``$GANG_SCHEDULER_KUBERNETES``, default 1.36)."""
+    chosen = os.environ.get(RELEASE_ENV, "").strip() or DEFAULT_RELEASE
+    if chosen not in RELEASES:
+        raise BuildError(f"${RELEASE_ENV}={chosen!r}: unknown Kubernetes release "
+                         f"(known: {', '.join(sorted(RELEASES))})")
+    return chosen
+
+
 @dataclass(frozen=True, slots=True)
 class Component:
     """One control-plane binary: which wrapper module builds it and from which Go package."""
@@ -49,10 +64,17 @@ class Component:
     module_dir: Path
     pinned_module: str  # the module whose version in go.mod is the component version
     package: str
+    #: A Kubernetes binary: built from the chosen release's module (``RELEASES``), not
+    #: ``module_dir`` (the default release's).
+    follows_release: bool = False
+
+    @property
+    def source_dir(self) -> Path:
+        return RELEASES[release()] if self.follows_release else self.module_dir
 
     @property
     def version(self) -> str:
-        return pinned_version(self.module_dir / "go.mod", self.pinned_module)
+        return pinned_version(self.source_dir / "go.mod", self.pinned_module)
 
     def cache_dir(self) -> Path:
         return bin_cache_root() / f"{self.name}-{self.version}"
@@ -65,16 +87,19 @@ ETCD = Component(
     "etcd", HACK_DIR / "etcd", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"
 )
 KUBE_APISERVER = Component(
-    "kube-apiserver", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"
+    "kube-apiserver", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver",
+    follows_release=True,
 )
 KUBE_CONTROLLER_MANAGER = Component(
     "kube-controller-manager", HACK_DIR, "k8s.io/kubernetes",
-    "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "k8s.io/kubernetes/cmd/kube-controller-manager", follows_release=True,
 )
 KUBE_SCHEDULER = Component(
-    "kube-scheduler", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"
+    "kube-scheduler", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler",
+    follows_release=True,
 )
-KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl")
+KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl",
+                    follows_release=True)
 # One component per line, so that additions merge cleanly.
 COMPONENTS: tuple[Component, ...] = (
     ETCD,
@@ -142,7 +167,7 @@ def module_time(component: Component, env: dict[str, str]) -> str:
     """The release time of the pinned module, used as a reproducible build date."""
     out = subprocess.run(
         ["go", "list", "-m", "-json", component.pinned_module],
-        cwd=component.module_dir, env=env, capture_output=True, text=True, check=False,
+        cwd=component.source_dir, env=env, capture_output=True, text=True, check=False,
     )
     if out.returncode != 0:
         raise BuildError(f"go list -m {component.pinned_module} failed:\n{out.stderr}")
@@ -160,7 +185,7 @@ def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
         raise BuildError(f"{component.name}: not cached at {binary} and `go` is not on PATH")
     env = go_env()
     version = component.version
-    log(f"{component.name} {version}: building from {component.module_dir} "
+    log(f"{component.name} {version}: building from {component.source_dir} "
         "(a cold build takes minutes; later runs reuse the cache)")
     started = time.monotonic()
     component.cache_dir().mkdir(parents=True, exist_ok=True)
@@ -189,7 +214,7 @@ def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str]
     ticker = threading.Thread(target=heartbeat, daemon=True)
     ticker.start()
     try:
-        proc = subprocess.run(cmd, cwd=component.module_dir, env=env, check=False,
+        proc = subprocess.run(cmd, cwd=component.source_dir, env=env, check=False,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     finally:
         done.set()

@@ -124,14 +124,19 @@ class Native:
     def indexed_job(self, name: str, parallelism: int, gpus: int,
                     scheduler_name: str | None = None) -> dict[str, Any]:
         """An Indexed Job (completions = parallelism): with ``WorkloadWithJob`` the Job
-        controller itself creates its Workload and PodGroup and names it in the pods."""
+        controller itself creates its Workload and PodGroup and names it in the pods (1.37:
+        with ``spec.scheduling`` asking for a gang of minCount = parallelism)."""
         template = {"metadata": {"labels": {QUEUE_LABEL: self.ops.tenant.queue}},
                     "spec": self.ops.tenant.pod_spec(gpus, scheduler_name)}
+        spec: dict[str, Any] = {"parallelism": parallelism, "completions": parallelism,
+                                "completionMode": "Indexed", "backoffLimit": 0,
+                                "template": template}
+        if VERSION != "v1alpha2":
+            # 1.37: a Job is pod by pod (basic) unless spec.scheduling asks for a gang.
+            spec["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": parallelism}}}
         body = {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": name, "labels": {QUEUE_LABEL: self.ops.tenant.queue}},
-                "spec": {"parallelism": parallelism, "completions": parallelism,
-                         "completionMode": "Indexed", "backoffLimit": 0,
-                         "template": template}}
+                "spec": spec}
         return rest.call(client.BatchV1Api(self.ops.cp.api).create_namespaced_job, self.ns,
                          body)
 
