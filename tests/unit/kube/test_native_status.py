@@ -9,48 +9,30 @@ that cannot be formed: False, ``SchedulerError``; never back to False once True;
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
-from scheduler.kube.client import Response
-from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.native import V1ALPHA2, V1BETA1, GroupPolicy, NativeGroupInfo
 from scheduler.model.workloads import PodInfo
 from scheduler.placement.types import Assignment, Placement
 from scheduler.plan import Bind, CyclePlan, Eviction, PendingReason, ReasonCategory
+from tests.unit.kube.fakes import RecordingApi, recording_actuator
 
 NOW = 1_714_564_800.0
 
 
-@dataclass
-class Api:
-    """Records status patches of scheduling.k8s.io PodGroups and events; answers 200/201."""
+Api = RecordingApi
 
-    patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
-                content_type: str = "", timeout: Any = None) -> Response:
-        with self.lock:
-            if method == "PATCH" and path.startswith("/apis/scheduling.k8s.io/"):
-                self.patches.append((path, body))
-            if method == "POST" and path.endswith("/events"):
-                self.events.append(body)
-        return Response(201 if method == "POST" else 200, b"{}")
-
-    def conditions(self) -> list[tuple[str, str, str]]:
-        return [(c["type"], c["status"], c["reason"])
-                for _, body in self.patches for c in body["status"]["conditions"]]
+def conditions(api: Api) -> list[tuple[str, str, str]]:
+    """(type, status, reason) of every condition written on a scheduling.k8s.io PodGroup."""
+    return [(c["type"], c["status"], c["reason"]) for path, body in api.patches
+            if path.startswith("/apis/scheduling.k8s.io/") for c in body["status"]["conditions"]]
 
 
 def member(i: int) -> PodInfo:
@@ -75,15 +57,7 @@ def native(version: str = V1ALPHA2, **changes: Any) -> NativeGroupInfo:
 
 @pytest.fixture
 def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
-    api, cache = Api(), ClusterCache()
-    for p in PODS:
-        cache.upsert_pod(p)
-    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
-    actuator = KubeActuator(api, cache, binder, StatusWriter(api),  # type: ignore[arg-type]
-                            EventRecorder(api))  # type: ignore[arg-type]
-    yield api, cache, actuator
-    actuator.close()
-    binder.close()
+    yield from recording_actuator(PODS)
 
 
 def apply(actuator: KubeActuator, plan: CyclePlan) -> None:
@@ -100,8 +74,8 @@ def test_waiting_then_bound_in_the_object_own_version(
     apply(actuator, WAIT)
     apply(actuator, WAIT)  # unchanged: not written again
     apply(actuator, BIND)
-    assert api.conditions() == [(kind, "False", "Unschedulable"), (kind, "True", "Scheduled")]
-    path, body = api.patches[0]
+    assert conditions(api) == [(kind, "False", "Unschedulable"), (kind, "True", "Scheduled")]
+    path, body = next((p, b) for p, b in api.patches if "/podgroups/" in p)
     assert path == f"/apis/{version}/namespaces/ns/podgroups/g/status"
     condition = body["status"]["conditions"][0]
     assert "needs 16 GPUs, 8 free" in condition["message"]
@@ -117,7 +91,7 @@ def test_never_back_to_false_once_scheduled(
     cache.upsert_native_group(native())
     apply(actuator, BIND)
     apply(actuator, WAIT)  # e.g. a replacement member waits: the group was scheduled
-    assert api.conditions() == [("PodGroupScheduled", "True", "Scheduled")]
+    assert conditions(api) == [("PodGroupScheduled", "True", "Scheduled")]
 
 
 def test_a_group_seen_scheduled_by_another_scheduler_is_not_marked_unschedulable(
@@ -125,7 +99,7 @@ def test_a_group_seen_scheduled_by_another_scheduler_is_not_marked_unschedulable
     api, cache, actuator = setup
     cache.upsert_native_group(native(scheduled=True))
     apply(actuator, WAIT)
-    assert api.conditions() == []
+    assert conditions(api) == []
 
 
 def test_a_refused_group_says_scheduler_error(
@@ -133,8 +107,9 @@ def test_a_refused_group_says_scheduler_error(
     api, cache, actuator = setup
     cache.upsert_native_group(native(policy=GroupPolicy(min_count=2, resource_claims=("ib",))))
     apply(actuator, CyclePlan(now=NOW))
-    assert api.conditions() == [("PodGroupScheduled", "False", "SchedulerError")]
-    message = api.patches[0][1]["status"]["conditions"][0]["message"]
+    assert conditions(api) == [("PodGroupScheduled", "False", "SchedulerError")]
+    message = next(b for p, b in api.patches if "/podgroups/" in p)["status"]["conditions"][0][
+        "message"]
     assert "resourceClaims (ib)" in message and "Dynamic Resource Allocation" in message
 
 
@@ -146,4 +121,4 @@ def test_a_preempted_group_is_a_disruption_target(
         cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}"))
     apply(actuator, CyclePlan(now=NOW, evictions=(
         Eviction("ns/g", "ns/urgent", "higher priority"),)))
-    assert ("DisruptionTarget", "True", "PreemptionByScheduler") in api.conditions()
+    assert ("DisruptionTarget", "True", "PreemptionByScheduler") in conditions(api)

@@ -7,46 +7,22 @@ are gone, often before the write runs. The apiserver then refuses the write with
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
-from scheduler.kube.client import Response
-from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter
 from scheduler.model import PodRef
+from tests.unit.kube.fakes import RecordingApi, recording_actuator
 from tests.unit.kube.test_group_status_writes import PODS
 
-
-@dataclass
-class Api:
-    patches: list[tuple[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
-                content_type: str = "", timeout: Any = None) -> Response:
-        with self.lock:
-            if method == "PATCH" and path.endswith("/status"):
-                self.patches.append((path, body))
-        return Response(201 if method == "POST" else 200, b"{}")
+Api = RecordingApi
 
 
 @pytest.fixture
 def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
-    api, cache = Api(), ClusterCache()
-    for p in PODS:
-        cache.upsert_pod(p)
-    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
-    actuator = KubeActuator(api, cache, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
-    yield api, cache, actuator
-    actuator.close()
-    binder.close()
+    yield from recording_actuator(PODS)
 
 
 def nominations(api: Api) -> list[str]:
