@@ -74,7 +74,8 @@ def test_a_cache_of_broken_native_groups_still_plans(
         with contextlib.suppress(ConversionError):
             cache.upsert_workload(native_convert.workload_from_json(obj, version))
     for obj in pods:
-        obj = {**obj, "spec": {**(obj.get("spec") if isinstance(obj.get("spec"), dict) else {}),
+        spec = obj.get("spec")
+        obj = {**obj, "spec": {**(spec if isinstance(spec, dict) else {}),
                                "schedulingGroup": {"podGroupName": "llm-pretrain-workers"},
                                "schedulerName": "gang-scheduler"}}
         with contextlib.suppress(ConversionError):
