@@ -64,6 +64,10 @@ class Native:
         return rest.call(self.ops.cp.custom.get_namespaced_custom_object, GROUP, VERSION,
                          self.ns, plural, name)
 
+    def patch_podgroup(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return rest.call(self.ops.cp.custom.patch_namespaced_custom_object, GROUP, VERSION,
+                         self.ns, "podgroups", name, patch)
+
     def objects(self, plural: str) -> list[dict[str, Any]]:
         items = rest.call(self.ops.cp.custom.list_namespaced_custom_object, GROUP, VERSION,
                           self.ns, plural)["items"]

@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import unschedulable_message
-from tests.e2e.native_support import SCHEDULED, Native, condition
+from tests.e2e.native_support import SCHEDULED, VERSION, Native, condition
 from tests.e2e.ops_support import DeletionWatch, Ops, ops_for
 
 pytestmark = pytest.mark.e2e
@@ -151,3 +151,27 @@ def test_the_same_objects_run_under_kube_scheduler_and_gang_scheduler(native: Na
     kube = wait_for(lambda: shape("by-kube"), 60, what="kube-scheduler's condition")
     gang = wait_for(lambda: shape("by-us"), 30, what="gang-scheduler's condition")
     assert kube == gang == (SCHEDULED, "True", "Scheduled")
+
+
+@pytest.mark.skipif(VERSION == "v1alpha2", reason="minCount is immutable before 1.37 (v1beta1)")
+def test_a_running_gang_whose_min_count_grows_places_the_difference_together(
+        native: Native) -> None:
+    """1.37 makes minCount mutable (scaling a gang): the running members count towards it,
+    so the new members are placed together, and nothing running is rolled back."""
+    native.ops.tenant.create_nodes(2, gpus=8)
+    native.ops.start_scheduler()
+    objects = native.manifests("elastic", 4, 4, native.ops.tenant.scheduler_name)
+    workload, group, pods = objects[0], objects[1], objects[2:]
+    group["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+    running = native.apply([workload, group, *pods[:2]])
+    bound_whole(native, running)
+    wait_for(lambda: set(native.ops.tenant.phases(running).values()) == {"Running"}, 30,
+             what="the first two members running")
+    native.patch_podgroup("elastic", {"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}})
+    third = native.apply(pods[2:3])
+    reason = wait_for(lambda: unschedulable_message(native.ops.tenant.pods()[third[0]]), 30,
+                      what="the third member waits for the fourth")
+    assert "WaitingForMembers" in reason, reason
+    fourth = native.apply(pods[3:])
+    bound_whole(native, third + fourth)
+    assert native.ops.tenant.bound(running) == sorted(running), "a running member was removed"
