@@ -170,10 +170,11 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             job.annotations if job else {}, *(p.annotations for p in gang_pods)]
     labels = [*(terms.labels if terms else ()), group.labels if group else {},
               job.labels if job else {}, *(p.labels for p in gang_pods)]
-    if terms is not None:
+    if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
     else:
         min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+        problem = terms.problem if terms is not None and terms.problem else problem
     queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
     runtime = _runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None

@@ -8,11 +8,14 @@ else (roles, partial binds, running gangs) is shared with the other sources.
 
 Rules, each from the API's own documentation:
 
-* ``schedulingPolicy.gang.minCount`` is the gang's minimum; ``basic`` means pod by pod (a
-  minimum of one). Bound members count towards it, so a running gang whose minCount grows
-  (1.37 makes it mutable) places the difference together, and one whose minCount shrinks
-  needs fewer. minCount "does not affect already-scheduled pods": a group with a running
-  member is never rolled back as partly bound because its minimum grew.
+* ``schedulingPolicy.gang.minCount`` is the gang's minimum. ``basic`` declares no gang: the
+  usual rules decide (a Job's parallelism, the min-member annotation, else one). That keeps a
+  Job a gang of its parallelism on 1.37, whose Job controller gives every Job a basic PodGroup
+  unless ``spec.scheduling`` asks for a gang. Bound members count towards the minimum, so
+  a running gang whose minCount grows (1.37 makes it mutable) places the difference
+  together, and one whose minCount shrinks needs fewer. minCount "does not affect
+  already-scheduled pods": a group with a running member is never rolled back as partly
+  bound because its minimum grew.
 * ``priority`` (written by the Priority admission plugin from ``priorityClassName``) is the
   gang's priority, pending and running; unset, the members' highest priority is used.
 * ``schedulingConstraints.topology[0].key`` is a *required* topology level.
@@ -38,7 +41,8 @@ from scheduler.model.workloads import PodInfo, PodPhase
 class NativeTerms:
     """The parts of a gang its PodGroup decides (None: the usual rule applies)."""
 
-    min_member: int
+    #: None for the ``basic`` policy: the usual rules decide (``grouping._min_member``).
+    min_member: int | None
     problem: str | None
     priority: int | None
     topology: TopologyConstraint | None
@@ -77,7 +81,7 @@ def native_terms(gid: str, resolved: ResolvedGroup | None,
                 if policy.topology_key else None)
     never = policy.preemption_policy is PreemptionPolicy.NEVER
     return NativeTerms(
-        min_member=max(1, policy.min_count or 1),
+        min_member=max(1, policy.min_count) if policy.min_count is not None else None,
         problem=problem,
         priority=policy.priority,
         topology=topology,
