@@ -29,7 +29,7 @@ from typing import Protocol
 
 import structlog
 
-from scheduler import cycle, placement
+from scheduler import accounting, cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang
@@ -100,6 +100,8 @@ class Scheduler:
         self._reported: tuple[CyclePlan, CycleInput, cycle.Policies,
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
+        #: When the GPUs held were last accounted, and what was held then (metrics only).
+        self._accounted: tuple[float, Mapping[tuple[str, str, str], int]] | None = None
 
     def run_once(self) -> CyclePlan:
         """One cycle: decide on a snapshot, apply the plan, remember what happened."""
@@ -229,6 +231,20 @@ class Scheduler:
         for gid in complete:
             self._complete_since.setdefault(gid, now)
 
+    def forget_accounting(self) -> None:
+        """Start accounting afresh: the next cycle charges no time (after a leadership gap,
+        in which another replica charged the GPUs held)."""
+        self._accounted = None
+
+    def _account(self, m: SchedulerMetrics, plan: CyclePlan, inp: CycleInput) -> None:
+        """GPU-seconds held since the last cycle (at what was held then), and pool gauges."""
+        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending)
+        if self._accounted is not None:
+            since, held = self._accounted
+            m.accrue(held, plan.now - since)
+        self._accounted = (plan.now, acc.held)
+        m.set_pools(acc.pools)
+
     def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """Pending gangs by (queue, reason category); gangs backing off have reason Backoff."""
         queue_of = {g.id: g.queue for g in inp.gangs.pending}
@@ -268,6 +284,7 @@ class Scheduler:
         m.apply_duration.observe(apply_s)
         m.set_pending(self._waiting_of(plan, inp))
         m.set_queues(self.last_queues)
+        self._account(m, plan, inp)
         for b in plan.binds:
             if b.gang_id in latencies:
                 m.scheduling_latency.labels(b.queue).observe(latencies[b.gang_id])

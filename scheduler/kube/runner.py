@@ -49,7 +49,7 @@ class LiveScheduler:
                  queue_status_interval: float | None = None) -> None:
         self.config = config
         self.client = client
-        self.metrics = metrics or SchedulerMetrics()
+        self.metrics = metrics or SchedulerMetrics(pricing=config.pricing)
         # Read at scrape time: a refused Queue shows in the gauge as soon as its Valid=False
         # condition is written, not one loop iteration later.
         self.metrics.invalid_queues.set_function(lambda: len(self.policies.invalid))
@@ -136,6 +136,7 @@ class LiveScheduler:
                     if not was_leader:
                         log.info("leading", identity=self.identity)
                         self.queue_status.took_over()
+                        self.scheduler.forget_accounting()
                     try:
                         # Read before the cycle: once its binds are assumed, a gang it
                         # completed no longer looks partly bound.
