@@ -55,17 +55,16 @@ def _count(value: float | None) -> str:
 ROWS: tuple[Row, ...] = (
     Row("jobs finished", lambda r: r.finished, _count, Better.HIGHER),
     Row("jobs never started", lambda r: r.never_started, _count, Better.LOWER),
-    Row("GPU utilization, whole horizon (% of GPU-time busy)", lambda r: r.gpu_utilization,
+    Row("utilization, whole horizon (%)", lambda r: r.gpu_utilization,
         percent, Better.HIGHER),
-    Row("GPU utilization, arrival window (%)", lambda r: r.gpu_utilization_arrivals, percent,
+    Row("utilization, arrival window (%)", lambda r: r.gpu_utilization_arrivals, percent,
         Better.HIGHER),
-    Row("GPU utilization, steady state (%)", lambda r: r.gpu_utilization_steady, percent,
+    Row("utilization, steady state (%)", lambda r: r.gpu_utilization_steady, percent,
         Better.HIGHER),
-    Row("GPU goodput, whole horizon (%: busy less lost work and checkpoint writes)",
-        lambda r: r.gpu_goodput, percent, Better.HIGHER),
-    Row("GPU allocation, whole horizon (% of GPU-time held)", lambda r: r.gpu_allocation,
+    Row("goodput, whole horizon (%)", lambda r: r.gpu_goodput, percent, Better.HIGHER),
+    Row("allocation, whole horizon (%)", lambda r: r.gpu_allocation,
         percent),
-    Row("backlog, arrival window (mean GPUs waiting)", lambda r: r.backlog_gpus_mean, number,
+    Row("backlog, arrival window (GPUs)", lambda r: r.backlog_gpus_mean, number,
         Better.LOWER),
     Row("queueing delay mean (h)", lambda r: r.queueing_delay.mean, hours, Better.LOWER),
     Row("queueing delay p50 (h)", lambda r: r.queueing_delay.p50, hours, Better.LOWER),
@@ -75,12 +74,12 @@ ROWS: tuple[Row, ...] = (
     Row("JCT p50 (h)", lambda r: r.jct.p50, hours, Better.LOWER),
     Row("JCT p95 (h)", lambda r: r.jct.p95, hours, Better.LOWER),
     Row("JCT p99 (h)", lambda r: r.jct.p99, hours, Better.LOWER),
-    Row("fairness (Jain index of share / fair share; 1 = fair)", lambda r: r.jain_index_demand,
+    Row("fairness (Jain index, 1 = fair)", lambda r: r.jain_index_demand,
         ratio, Better.HIGHER),
-    Row("stranded GPUs (mean GPUs free on partly used nodes)", lambda r: r.stranded_gpus_mean,
+    Row("stranded GPUs (mean)", lambda r: r.stranded_gpus_mean,
         number, Better.LOWER),
     Row("preemptions (gangs)", lambda r: r.preemptions, _count, Better.LOWER),
-    Row("lost to preemption and failures (GPU-h)", lambda r: r.gpu_hours_lost, number,
+    Row("work lost (GPU-h)", lambda r: r.gpu_hours_lost, number,
         Better.LOWER),
     Row("checkpoint writes (GPU-h)", lambda r: r.gpu_hours_checkpointing, number,
         Better.LOWER),
@@ -91,11 +90,16 @@ ROWS: tuple[Row, ...] = (
         lambda v: number(v, 2 if v is not None and v < 100 else 0)),
 )
 
-#: The fairness row in one sentence, printed under every table that shows it.
-FAIRNESS = ("Fairness is Jain's index over queues of GPU share held divided by fair share "
+#: What the rows mean, in sentences printed under every table that shows them.
+FAIRNESS = ("Utilization is busy GPU-time (gangs running whole) over GPU-time; goodput "
+            "leaves out work later thrown away (preemption, failures) and checkpoint writes; "
+            "allocation counts every GPU held, partly placed gangs included. The arrival "
+            "window runs from the first submission to the last; steady state leaves out its "
+            "first tenth; the backlog is the mean GPUs of submitted work not running. "
+            "Fairness is Jain's index over queues of GPU share held divided by fair share "
             "(the entitlement, capped by what the queue asked for at that moment, what idle "
             "queues leave going to waiting ones), time-weighted: 1.0 means every queue got "
-            "what it was owed, 1/n that one of n queues got everything.")
+            "what it was owed, 1/n that one of n queues got everything. Times are in hours.")
 
 
 def label(row: Row, reports: Sequence[PolicyReport]) -> str:

@@ -104,10 +104,8 @@ def _window_note(reports: Sequence[PolicyReport]) -> str:
     if not reports:
         return ""
     r = reports[0]
-    return (f"The arrival window runs from the first submission to the last, "
-            f"{fmt.hours(r.arrival_start)} h to {fmt.hours(r.arrival_end)} h; steady state "
-            "leaves out its first tenth, while the empty cluster fills up. All times are in "
-            "hours.")
+    return (f"Here the arrival window runs from {fmt.hours(r.arrival_start)} h to "
+            f"{fmt.hours(r.arrival_end)} h of a {fmt.hours(r.horizon_seconds)} h horizon.")
 
 
 def _queue_table(report: PolicyReport) -> str:

@@ -68,9 +68,9 @@ def what_this_means(reports: Sequence[PolicyReport]) -> list[str]:
                    f"{fair:.3f}, where 1 means every queue got its fair share).")
     if best.preemptions and best.gpu_hours_busy > 0:
         share = best.gpu_hours_lost / best.gpu_hours_busy
-        out.append(f"Under {best.policy}, preemption ({best.preemptions:,} gangs) and node "
-                   f"failures threw away {number(best.gpu_hours_lost)} GPU-hours of work, "
-                   f"{percent(share)} of the busy GPU-time.")
+        out.append(f"Under {best.policy}, preempted gangs ({best.preemptions:,}) and failed "
+                   f"nodes, if any, threw away {number(best.gpu_hours_lost)} GPU-hours of "
+                   f"work, {percent(share)} of the busy GPU-time.")
     if best.total_cost > 0:
         out.append(f"The GPU-hours held cost {number(best.total_cost, 0)} {best.currency} "
                    f"at the configured prices.")

@@ -110,7 +110,7 @@ def test_terminal_summary_puts_policies_side_by_side() -> None:
     delay_row = next(line for line in text.splitlines() if "queueing delay p50 (h)" in line)
     assert "0.01" in delay_row and "0.00" in delay_row  # 30 s and 10 s, in hours
     assert "cost (USD)" in text and "1 = fair" in text
-    assert "Jain's index over queues" in text  # the fairness sentence under the table
+    assert "Jain's index over queues" in text  # the sentences under the table
     assert "never started" in text
 
 
