@@ -36,9 +36,23 @@ class PoolGpus:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeGpus:
+    """One ready, schedulable node's GPUs once the plan is carried out."""
+
+    name: str
+    pool: str
+    total: int
+    free: int
+    stranded: bool  # its free GPUs fit no pod of any waiting gang (while some gang waits)
+    reserved: bool  # held for a reserved or nominated gang that has not started
+    held: tuple[tuple[str, int], ...] = ()  # (queue, GPUs) of running gangs, by queue
+
+
+@dataclass(frozen=True, slots=True)
 class Accounting:
     held: Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> GPUs
     pools: tuple[PoolGpus, ...]  # sorted by pool
+    nodes: tuple[NodeGpus, ...] = ()  # sorted by name
 
 
 def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Accounting:
@@ -46,10 +60,12 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Acc
     nodes = snapshot.nodes
     free = {name: snapshot.free(name) for name in snapshot.node_names}
     held: dict[tuple[str, str, str], int] = defaultdict(int)
+    on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
         for where, res in rg.allocations:
             if where in nodes and res.gpus:
                 held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += res.gpus
+                on_node[where][rg.gang.queue] += res.gpus
     by_id = {g.id: g for g in pending}
     for bind in plan.binds:
         gang = by_id.get(bind.gang_id)
@@ -61,6 +77,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Acc
                 free[a.node] = free[a.node] - res
             if a.node in nodes and res.gpus:
                 held[(bind.queue, gang_ns, nodes[a.node].pool)] += res.gpus
+                on_node[a.node][bind.queue] += res.gpus
     bound = {b.gang_id for b in plan.binds}
     waiting = [g for g in by_id.values() if g.id not in bound and g.is_complete]
     shapes = {(role.requirements, role.requests) for g in waiting for role in g.roles}
@@ -70,18 +87,18 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Acc
                       if request.fits_in(free[n]))
     held_nodes = {n for r in plan.reservations for n in r.nodes}
     held_nodes |= {n for nom in plan.nominations for n in nom.nodes}
+    states = tuple(NodeGpus(name, node.pool, node.allocatable.gpus, max(0, free[name].gpus),
+                            bool(waiting) and name not in usable, name in held_nodes,
+                            tuple(sorted(on_node.get(name, {}).items())))
+                   for name, node in sorted(nodes.items())
+                   if node.ready and not node.unschedulable)
     per_pool: dict[str, list[int]] = {}
-    for name, node in sorted(nodes.items()):
-        if not node.ready or node.unschedulable:
-            continue
-        cell = per_pool.setdefault(node.pool, [0, 0, 0, 0])
-        spare = max(0, free[name].gpus)
-        cell[0] += node.allocatable.gpus
-        cell[1] += spare
-        if waiting and name not in usable:
-            cell[2] += spare
-        if name in held_nodes:
-            cell[3] += spare
+    for n in states:
+        cell = per_pool.setdefault(n.pool, [0, 0, 0, 0])
+        cell[0] += n.total
+        cell[1] += n.free
+        cell[2] += n.free if n.stranded else 0
+        cell[3] += n.free if n.reserved else 0
     pools = tuple(PoolGpus(p, *c) for p, c in sorted(per_pool.items()))
-    return Accounting(dict(sorted(held.items())), pools)
+    return Accounting(dict(sorted(held.items())), pools, states)
 

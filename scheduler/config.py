@@ -73,6 +73,8 @@ class SchedulerConfig:
     bind_backoff_initial_seconds: float = 5.0
     bind_backoff_max_seconds: float = 300.0
     metrics_bind_address: str = "0.0.0.0:8080"
+    #: The read-only dashboard (/dashboard) and its data (/api/v1/state) on the metrics port.
+    dashboard: bool = True
     log_level: str = "info"
     log_format: str = "auto"
     #: The global switches of the decision cycle: the ``spec`` of a SchedulerPolicy

@@ -157,6 +157,11 @@ class Scheduler:
             self._reported = (plan, inp, policies, reports)
         return reports
 
+    @property
+    def last_cycle(self) -> tuple[CycleInput, cycle.Policies] | None:
+        """The last cycle's input and the policies it ran with (for the views)."""
+        return None if self._reported is None else (self._reported[1], self._reported[2])
+
     def _waiting_of(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """``_waiting`` of the last cycle, worked out once."""
         if self._waiting_memo is None or self._waiting_memo[0] is not plan:

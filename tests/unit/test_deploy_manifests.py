@@ -157,6 +157,16 @@ def test_cluster_role_grants_exactly_what_the_scheduler_uses() -> None:
     assert not any(r.split("/")[0] in ("secrets", "configmaps") for _, r, _ in got)
 
 
+def test_the_view_role_reads_queues_and_podgroups_for_every_namespace_viewer() -> None:
+    role = one("ClusterRole", "gang-scheduler-view")
+    assert grants(role) == {(g, r, v) for g, r in (("gangscheduler.io", "queues"),
+                                                   ("scheduling.x-k8s.io", "podgroups"))
+                            for v in ("get", "list", "watch")}
+    labels = role["metadata"]["labels"]
+    for level in ("view", "edit", "admin"):
+        assert labels[f"rbac.authorization.k8s.io/aggregate-to-{level}"] == "true"
+
+
 def test_leader_election_role_is_namespaced_to_leases() -> None:
     role = one("Role", "gang-scheduler-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
@@ -168,7 +178,7 @@ def test_leader_election_role_is_namespaced_to_leases() -> None:
                                             ("RoleBinding", "Role")])
 def test_bindings_grant_to_the_scheduler_service_account_only(kind: str, role_kind: str) -> None:
     binding = one(kind)
-    role = one(role_kind)
+    role = one(role_kind, "gang-scheduler" if role_kind == "ClusterRole" else None)
     sa = one("ServiceAccount")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
                                   "name": role["metadata"]["name"]}
