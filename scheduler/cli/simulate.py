@@ -19,20 +19,26 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 examples:
-  # the shipped defaults: a Philly slice on a 32-node cluster, three policies side by side
+  # the shipped defaults: a Philly slice on a 24-node cluster, three policies side by side
   gang-scheduler simulate --out sim-out
 
-  # your cluster and queues, the full Philly trace, inter-arrivals compressed 4x
-  gang-scheduler simulate --cluster cluster.yaml --queues queues.yaml \\
-      --trace ../shared/traces/philly/philly.csv --time-scale 0.25 --out sim-out
+  # another cluster and queue file (a queue per team of the trace), arrivals 2x as fast
+  gang-scheduler simulate --cluster scheduler/examples/clusters/sim-two-pools.yaml \\
+      --queues simulator/samples/two_pools_queues.yaml --trace synthetic-two-pools-sample \\
+      --time-scale 0.5 --out sim-out
 
-  # what if the v100 pool had 16, 24 or 32 nodes? smallest that keeps p95 queueing < 1 h;
-  # with --out: sweep.csv, sweep.json and sweep_tradeoff.png (waiting, utilization, cost)
+  # the first 5,000 jobs of the full Philly trace on the 256-node Philly-sized cluster
+  gang-scheduler simulate --cluster scheduler/examples/clusters/sim-philly.yaml \\
+      --trace ../shared/traces/philly/philly.csv --limit 5000 --out sim-out
+
+  # what if the default cluster's v100 pool had 16, 24 or 32 nodes? the smallest that keeps
+  # p95 queueing under an hour; with --out also sweep.csv, sweep.json and sweep_tradeoff.png
+  # (waiting, utilization and cost per size)
   gang-scheduler simulate --sweep v100=16,24,32 --target-p95 3600 --out sweep-out
 
-  # how often to checkpoint? 60 s per checkpoint, a node fails every 24 h on average:
-  # the waste per interval against T* = sqrt(2 W MTBF)
-  gang-scheduler simulate --mtbf v100=24 --checkpoint-write 60 \
+  # how often to checkpoint? 60 s per checkpoint, a node fails every 24 h on average: the
+  # waste at each interval against T* = sqrt(2 W MTBF)
+  gang-scheduler simulate --mtbf v100=24 --checkpoint-write 60 \\
       --checkpoint-sweep 900,1800,3294,6000,12000 --out ckpt-out
 
 policies:
@@ -210,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         _check_pools(pools, mtbf, swept)
         warnings = session.check_queue_pools(inputs.queues, pools, args.queues) \
             if args.queues else []
+        strays = session.check_job_queues(inputs, args.queues) if args.queues else None
+        warnings += [strays] if strays else []
         # A sweep resizes the cluster, so only the per-pod test holds for every size.
         unfit = session.check_jobs_fit(inputs, whole_cluster=swept is None)
     except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:

@@ -1,6 +1,7 @@
-"""The everyday views against the dev cluster: ``gang-scheduler queues | gangs | top`` through
-the apiserver (as an admin, and as a tenant with namespace RBAC only), from the scheduler's
-``/api/v1/state``, as the ``kubectl-gang`` plugin; and the read-only dashboard in a real
+"""The everyday views against the dev cluster: ``gang-scheduler queues | gangs | top``
+through the apiserver (as an admin, and as a tenant with deploy/users' namespace RBAC only),
+from the scheduler's ``/api/v1/state``, as the ``kubectl-gang`` plugin; and the read-only
+dashboard in a real
 headless Chromium (Debian's chromium and chromium-driver, driven by selenium), asserting what
 a person sees on the page.
 
@@ -150,30 +151,24 @@ def test_a_tenant_sees_its_namespace_and_the_queues_it_may_use(
 
 
 def _tenant(cp: ControlPlane, ns: str) -> Path:
-    """A ServiceAccount that may read pods, PodGroups and Jobs of *ns* and, through
-    deploy/clusterrole-view.yaml, Queues."""
-    rbac = "rbac.authorization.k8s.io/v1"
-    view = yaml.safe_load((REPO / "deploy" / "clusterrole-view.yaml").read_text())
-    objects = [view, {
-        "apiVersion": rbac, "kind": "Role", "metadata": {"name": "reader", "namespace": ns},
-        "rules": [{"apiGroups": ["", "batch", "scheduling.x-k8s.io"],
-                   "resources": ["pods", "jobs", "podgroups"],
-                   "verbs": ["get", "list", "watch"]}]}, {
-        "apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "reader",
-                                                                 "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": ns}]}, {
-        "apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": f"view-{ns}"},
+    """A ServiceAccount with deploy/users' RBAC for one namespace: gang-scheduler-tenant bound
+    in *ns* only, and gang-scheduler-queue-viewer (every authenticated user may read Queues)."""
+    users = REPO / "deploy" / "users"
+    objects = [yaml.safe_load((users / f).read_text())
+               for f in ("queue-viewer.yaml", "queue-viewer-binding.yaml", "tenant.yaml")]
+    objects.append({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "alice-gangs", "namespace": ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "gang-scheduler-view"},
-        "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": ns}]}]
+                    "name": "gang-scheduler-tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": ns}]})
     from kubernetes import utils
 
     kubeconfig = cp.service_account_kubeconfig(ns, "alice")
     for obj in objects:
         try:
             utils.create_from_dict(cp.api, obj)
-        except utils.FailToCreateError as exc:  # the view ClusterRole: once per session
+        except utils.FailToCreateError as exc:  # the cluster-scoped ones: once per session
             if not all(getattr(e, "status", 0) == 409 for e in exc.api_exceptions):
                 raise
     return kubeconfig

@@ -94,8 +94,7 @@ def config_of(objs: Sequence[dict[str, Any]], tmp_path: Path) -> SchedulerConfig
     return load_config(path)
 
 
-BASE = ["serviceaccount.yaml", "clusterrole.yaml", "clusterrole-view.yaml",
-        "clusterrolebinding.yaml", "role.yaml",
+BASE = ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "role.yaml",
         "rolebinding.yaml", "configmap.yaml", "deployment.yaml", "poddisruptionbudget.yaml",
         "service.yaml", "priorityclasses.yaml"]
 
