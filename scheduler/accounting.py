@@ -43,7 +43,7 @@ class NodeGpus:
     pool: str
     total: int
     free: int
-    stranded: bool  # its free GPUs fit no pod of any waiting gang (while some gang waits)
+    stranded: bool  # it has free GPUs, and they fit no pod of any waiting gang
     reserved: bool  # held for a reserved or nominated gang that has not started
     held: tuple[tuple[str, int], ...] = ()  # (queue, GPUs) of running gangs, by queue
 
@@ -88,7 +88,8 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Acc
     held_nodes = {n for r in plan.reservations for n in r.nodes}
     held_nodes |= {n for nom in plan.nominations for n in nom.nodes}
     states = tuple(NodeGpus(name, node.pool, node.allocatable.gpus, max(0, free[name].gpus),
-                            bool(waiting) and name not in usable, name in held_nodes,
+                            bool(waiting) and name not in usable and free[name].gpus > 0,
+                            name in held_nodes,
                             tuple(sorted(on_node.get(name, {}).items())))
                    for name, node in sorted(nodes.items())
                    if node.ready and not node.unschedulable)

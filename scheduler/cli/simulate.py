@@ -39,7 +39,7 @@ examples:
   # how often to checkpoint? 60 s per checkpoint, a node fails every 24 h on average: the
   # waste at each interval against T* = sqrt(2 W MTBF)
   gang-scheduler simulate --mtbf v100=24 --checkpoint-write 60 \\
-      --checkpoint-sweep 900,1800,3294,6000,12000 --out ckpt-out
+      --checkpoint-sweep 900,1800,3220,6000,12000 --out ckpt-out
 
 policies:
   per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from scheduler.devcluster import build
-from scheduler.devcluster.cluster import DevCluster
 from tests.e2e.cluster_api import wait_for
-from tests.e2e.test_deploy_support import REPO, SYSTEM_NS, Deployed, kubectl_json
+from tests.e2e.test_deploy_support import REPO, SYSTEM_NS, Deployed, installed, kubectl_json
 
 pytestmark = pytest.mark.e2e
 
@@ -52,54 +50,37 @@ class HelmInstalled(Deployed):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmInstalled]:
-    from tests.e2e.conftest import SKIP_REASON, e2e_disabled
-
-    if e2e_disabled():
-        pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
-    workdir = tmp_path_factory.mktemp("helm")
-    env = HelmInstalled(DevCluster(workdir / "cluster", owned=True), workdir)
-    try:
-        started = time.monotonic()
-        env.cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
-        env.install()
-        env.create_nodes()
-        env.start_scheduler()
-        print(f"[helm] installed and scheduling in {time.monotonic() - started:.1f}s")
-        yield env
-    finally:
-        env.stop_scheduler()
-        env.cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+def chart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmInstalled]:
+    yield from installed(tmp_path_factory, HelmInstalled, "helm")
 
 
-def test_helm_install_keeps_an_existing_podgroup_crd(installed: HelmInstalled) -> None:
-    before = json.loads(installed.applied["crd-before"].stdout)
-    after = kubectl_json(installed.admin, "get", "crd", PODGROUP_CRD)
+def test_helm_install_keeps_an_existing_podgroup_crd(chart: HelmInstalled) -> None:
+    before = json.loads(chart.applied["crd-before"].stdout)
+    after = kubectl_json(chart.admin, "get", "crd", PODGROUP_CRD)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert "app.kubernetes.io/managed-by" not in (after["metadata"].get("labels") or {})
     # The Queue CRD was installed from the chart's crds/ directory.
-    queues = kubectl_json(installed.admin, "get", "crd", "queues.gangscheduler.io")
+    queues = kubectl_json(chart.admin, "get", "crd", "queues.gangscheduler.io")
     assert queues["spec"]["group"] == "gangscheduler.io"
-    status = json.loads(installed.helm("status", RELEASE, "-n", SYSTEM_NS, "-o", "json").stdout)
+    status = json.loads(chart.helm("status", RELEASE, "-n", SYSTEM_NS, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
 
 
-def test_the_chart_installs_what_deploy_does(installed: HelmInstalled) -> None:
-    manifest = installed.helm("get", "manifest", RELEASE, "-n", SYSTEM_NS).stdout
+def test_the_chart_installs_what_deploy_does(chart: HelmInstalled) -> None:
+    manifest = chart.helm("get", "manifest", RELEASE, "-n", SYSTEM_NS).stdout
     kinds = {line.split(":", 1)[1].strip() for line in manifest.splitlines()
              if line.startswith("kind:")}
     assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
                      "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget",
                      "Service", "PriorityClass", "Queue"}
-    deployment = kubectl_json(installed.admin, "-n", SYSTEM_NS, "get", "deployment", RELEASE)
+    deployment = kubectl_json(chart.admin, "-n", SYSTEM_NS, "get", "deployment", RELEASE)
     assert deployment["spec"]["replicas"] == 2
-    names = {q["metadata"]["name"] for q in kubectl_json(installed.admin, "get", "queues")["items"]}
+    names = {q["metadata"]["name"] for q in kubectl_json(chart.admin, "get", "queues")["items"]}
     assert names == {"default", "research", "team-a", "team-b"}
 
 
-def test_the_installed_scheduler_schedules_a_gang(installed: HelmInstalled) -> None:
-    env = installed
+def test_the_installed_scheduler_schedules_a_gang(chart: HelmInstalled) -> None:
+    env = chart
     env.kubectl("create", "namespace", "team-b")
     pods = [f"train-{i}" for i in range(2)]
     objs: list[dict] = [{

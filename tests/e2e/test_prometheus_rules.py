@@ -27,6 +27,7 @@ import yaml
 from scheduler.config import PricingConfig
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.ops_support import Ops, ops_for
+from tests.e2e.test_deploy_support import stop_process
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -87,12 +88,7 @@ class Prometheus:
                          if k != "__name__"): float(r["value"][1]) for r in data["result"]}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
 
 def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ dashboard in a real
 headless Chromium (Debian's chromium and chromium-driver, driven by selenium), asserting what
 a person sees on the page.
 
-One scene for the module: a live scheduler for this test's tenant, 2 nodes x 8 GPUs, a
-running gang of two 4-GPU ranks (completion indexes 0 and 1) and a gang of two 8-GPU pods that
-cannot be placed beside it.
+One scene for the module: a live scheduler for this test's tenant, 3 nodes x 8 GPUs, queues
+org > a (16 GPUs) and b (8 GPUs). In a, a running gang of two 4-GPU ranks (completion
+indexes 0 and 1) and a waiting gang of two 8-GPU pods; in b, a gang of two 6-GPU pods that
+borrows 4 of a's idle GPUs and leaves 2 GPUs stranded on each of its nodes.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ RANK = "batch.kubernetes.io/job-completion-index"
 @dataclass
 class Scene:
     ops: Ops
-    queue: str
+    queue: str  # a
+    other: str  # b, the borrower
     port: int  # the scheduler's metrics + dashboard port
     config: Path  # a scheduler config naming this tenant's schedulerName
 
@@ -63,8 +65,10 @@ def scene(control_plane: ControlPlane) -> Iterator[Scene]:
     tenant = Tenant.create(control_plane)
     ops = Ops(control_plane, tenant, f"views-{tenant.pool.removeprefix('pool-')}")
     try:
-        tenant.create_nodes(2, gpus=8)
-        queue = ops.queue("q", gpus=24)
+        tenant.create_nodes(3, gpus=8)
+        ops.queue("org")
+        queue = ops.queue("a", gpus=16, parent="org")
+        other = ops.queue("b", gpus=8, parent="org")
         runner = ops.start_scheduler()
         server = serve(runner.live.metrics.registry, runner.live.health, "127.0.0.1", 0,
                        view=runner.live.view)
@@ -77,11 +81,13 @@ def scene(control_plane: ControlPlane) -> Iterator[Scene]:
                    "metadata": {"name": "train", "labels": {"gangscheduler.io/queue": queue}},
                    "spec": {"minMember": 2}})
         wait_for(lambda: tenant.all_bound(["train-0", "train-1"]), 30, what="train bound")
+        borrow = ops.gang("borrow", 2, 6, other)
+        wait_for(lambda: tenant.all_bound(borrow), 30, what="borrow bound")
         ops.gang("wide", 2, 8, queue)
         config = Path(tempfile.mkdtemp()) / "config.yaml"
         config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
                                           "defaultQueue": queue}))
-        scene = Scene(ops, queue, server.server_address[1], config)
+        scene = Scene(ops, queue, other, server.server_address[1], config)
         # The scheduler has written its reason on the waiting pods.
         wait_for(lambda: all(_scheduled_false(p) for n, p in tenant.pods().items()
                              if n.startswith("wide-")), 30, what="wide's pods say why")
@@ -103,15 +109,17 @@ def test_gangs_through_the_apiserver_as_an_admin(scene: Scene,
                                str(scene.config), "-n", scene.ns, "-o", "json")
     assert code == 0, err
     doc = json.loads(out)
-    (train,) = doc["running"]
-    assert train["id"] == f"{scene.ns}/train" and train["gpus"] == 8
+    running = {g["id"]: g for g in doc["running"]}
+    assert set(running) == {f"{scene.ns}/train", f"{scene.ns}/borrow"}
+    train = running[f"{scene.ns}/train"]
+    assert train["gpus"] == 8
     assert [(r["rank"], r["phase"]) for r in train["ranks"]] == [("0", "Running"),
                                                                   ("1", "Running")]
     assert all(r["node"].startswith(scene.ops.tenant.pool) for r in train["ranks"])
     (wide,) = doc["pending"]
     assert wide["id"] == f"{scene.ns}/wide" and wide["gpus"] == 16
     assert wide["cluster_position"] == 1 and wide["queue_position"] == 1
-    assert wide["reason"] in ("Placement", "Reserved") and wide["message"]
+    assert wide["reason"] in ("Quota", "Placement", "Reserved") and wide["message"]
     # The same as a table, and as yaml from the kubectl plugin.
     code, out, _ = scene.cli(capsys, "gangs", "--kubeconfig", admin, "--config",
                              str(scene.config), "-n", scene.ns)
@@ -133,16 +141,19 @@ def test_a_tenant_sees_its_namespace_and_the_queues_it_may_use(
     code, out, err = scene.cli(capsys, "gangs", *common, "-n", ns, "-o", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert [g["id"] for g in doc["running"]] == [f"{ns}/train"]
+    assert [g["id"] for g in doc["running"]] == [f"{ns}/borrow", f"{ns}/train"]
     assert [g["id"] for g in doc["pending"]] == [f"{ns}/wide"]
     code, out, err = scene.cli(capsys, "queues", *common, "-n", ns, "-o", "json")
     assert code == 0, err
     queues = {q["name"]: q for q in json.loads(out)["queues"]}
     # Only the queues that admit this namespace: the tenant's own and the scene's.
-    assert set(queues) == {scene.queue, scene.ops.tenant.queue}
-    queue = queues[scene.queue]
-    pool = next(p for p in queue["pools"] if p["pool"] == scene.ops.tenant.pool)
-    assert (pool["allocated"], pool["nominal"]) == (8, 24)
+    assert set(queues) == {scene.queue, scene.other, scene.ops.name("org"),
+                           scene.ops.tenant.queue}
+    pool = scene.ops.tenant.pool
+    a = next(p for p in queues[scene.queue]["pools"] if p["pool"] == pool)
+    b = next(p for p in queues[scene.other]["pools"] if p["pool"] == pool)
+    assert (a["allocated"], a["nominal"], a["lent"]) == (8, 16, 4)
+    assert (b["allocated"], b["nominal"], b["borrowed"]) == (12, 8, 4)
     # No nodes for a tenant (it may not list them), and no other namespace.
     code, out, err = scene.cli(capsys, "top", *common, "-n", ns, "-o", "json")
     assert code == 0 and json.loads(out)["nodes"] is None
@@ -181,7 +192,9 @@ def test_top_and_the_state_endpoint_show_the_schedulers_own_view(
         state = json.loads(r.read())
     assert state["source"] == "scheduler"
     mine = [n for n in state["nodes"] if n["pool"] == scene.ops.tenant.pool]
-    assert len(mine) == 2 and sum(n["free"] for n in mine) == 8  # train holds 8 of 16
+    assert len(mine) == 3 and sum(n["free"] for n in mine) == 4  # 20 of 24 GPUs held
+    assert sum(n["borrowed"] for n in mine) == 4
+    assert [n["free"] for n in mine if n["stranded"]] == [2, 2]  # no 8-GPU pod fits there
     code, out, err = scene.cli(capsys, "top", "--scheduler", url, "-n", scene.ns,
                                "--iterations", "1")
     assert code == 0, err
@@ -215,24 +228,28 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
                         "Recent preemptions and reservations"):
             assert heading in body, heading
         queue_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.queue}']")
-        assert "8 / 24" in queue_row.text  # GPUs in use / nominal in the tenant's pool
+        assert "8 / 16" in queue_row.text and "lent 4" in queue_row.text  # in use / nominal
+        other_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.other}']")
+        assert "12 / 8" in other_row.text and "borrowed 4" in other_row.text
         wide = driver.find_element(By.CSS_SELECTOR, f"#pending tr[data-gang='{scene.ns}/wide']")
         cells = [c.text for c in wide.find_elements(By.TAG_NAME, "td")]
         assert cells[0] == "1" and cells[1] == "1" and cells[4] == "16"
-        assert cells[5] in ("Placement", "Reserved") and cells[7]
+        assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7]
         train = driver.find_element(By.CSS_SELECTOR,
                                     f"#running tr[data-gang='{scene.ns}/train']")
         assert "rank 0: " + scene.ops.tenant.pool in train.text
         assert "rank 1: " + scene.ops.tenant.pool in train.text
-        # The occupancy grid: one cell per GPU of the tenant's two nodes, 8 of them held.
+        # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them held
+        # (4 on borrowed quota), the 4 left stranded.
         nodes = [n for n in driver.find_elements(By.CSS_SELECTOR, "[data-node]")
                  if (n.get_attribute("data-node") or "").startswith(scene.ops.tenant.pool)]
-        assert len(nodes) == 2
-        cells_of = [n.find_elements(By.CSS_SELECTOR, ".cell") for n in nodes]
-        assert [len(c) for c in cells_of] == [8, 8]
-        held = sum(1 for c in cells_of for cell in c
-                   if "used" in (cell.get_attribute("class") or ""))
-        assert held == 8
+        assert len(nodes) == 3
+        kinds = [cell.get_attribute("class") or "" for n in nodes
+                 for cell in n.find_elements(By.CSS_SELECTOR, ".cell")]
+        assert len(kinds) == 24
+        assert sum("used" in k for k in kinds) == 20 and sum("borrowed" in k for k in kinds) == 4
+        assert sum("stranded" in k for k in kinds) == 4
+        assert "stranded: no waiting gang fits" in body  # the legend says what that means
         # Read-only: nothing to click that changes anything, no script.
         assert not driver.find_elements(By.TAG_NAME, "form")
         assert not driver.find_elements(By.TAG_NAME, "script")
