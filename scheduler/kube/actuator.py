@@ -147,8 +147,16 @@ class KubeActuator:
             if gang is None or nom.placement is None:
                 continue
             for ref, node in map_pods(gang, nom.placement):
-                self.writer.submit(f"nominate/{ref.uid}",
-                                   partial(self.statuses.set_nominated_node, ref, node))
+                self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
+
+    def _nominate_pod(self, ref: PodRef, node: str) -> None:
+        """Write ``nominatedNodeName`` unless the pod was bound meanwhile: the victims can be
+        gone and the gang bound before the writer gets here, and the apiserver refuses the
+        field on a bound pod (HTTP 422)."""
+        with self._explain_lock:
+            if ref.uid in self._binding or not self._unconfirmed(ref.uid):
+                return
+            self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
     def _bind(self, plan: CyclePlan, now: float) -> tuple[list[str], dict[str, str]]:
