@@ -48,13 +48,15 @@ def capacity(args: argparse.Namespace, spec: SessionSpec, inputs: Inputs,
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 1
     per_node = next(p.gpus_per_node for p in inputs.spec.pools if p.name == pool)
-    rows = sweeps.capacity_rows(result, per_node)
+    price = inputs.pricing.per_pool.get(pool, inputs.pricing.per_gpu_hour)
+    rows = sweeps.capacity_rows(result, per_node, price)
     currency = inputs.pricing.currency
     for r in rows:
         p95 = "n/a" if r.p95_hours is None else f"{r.p95_hours:,.2f} h"
         util = "n/a" if r.utilization is None else f"{100 * r.utilization:.1f}%"
-        console.print(f"  {pool}={r.nodes} nodes ({r.gpus} GPUs): p95 queueing {p95}, "
-                      f"utilization {util} (arrival window), cost {r.cost:,.0f} {currency}"
+        console.print(f"  {pool}={r.nodes} nodes ({r.gpus} GPUs, {r.pool_cost_per_hour:,.0f} "
+                      f"{currency}/h): p95 queueing {p95}, utilization {util} (arrival "
+                      f"window), GPU-hours used cost {r.cost:,.0f} {currency}"
                       f"{'' if not r.never_started else f', {r.never_started} never started'}"
                       f" ({'meets' if r.meets_target else 'misses'} target)", markup=False)
     if args.out:

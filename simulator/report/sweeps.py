@@ -33,15 +33,18 @@ class CapacityRow:
     utilization: float | None  # busy share, arrival window
     p95_hours: float | None
     mean_hours: float | None
-    cost: float
+    cost: float  # of the GPU-hours the jobs held, at the configured prices
+    pool_cost_per_hour: float  # what the swept pool's GPUs cost per hour, used or idle
     never_started: int
     meets_target: bool
 
 
-def capacity_rows(result: SweepResult, gpus_per_node: int) -> list[CapacityRow]:
+def capacity_rows(result: SweepResult, gpus_per_node: int,
+                  price_per_gpu_hour: float) -> list[CapacityRow]:
     return [CapacityRow(p.size, p.size * gpus_per_node, p.report.gpu_utilization_arrivals,
                         _h(p.report.queueing_delay.p95), _h(p.report.queueing_delay.mean),
-                        p.report.total_cost, p.report.never_started, p.meets_target)
+                        p.report.total_cost, p.size * gpus_per_node * price_per_gpu_hour,
+                        p.report.never_started, p.meets_target)
             for p in result.points]
 
 
@@ -83,14 +86,16 @@ def write_capacity(out: Path, rows: Sequence[CapacityRow], pool: str, target_hou
             color="C0", label="queueing delay p95 (h)")
     ax.axhline(target_hours, color="C0", ls=":", lw=0.9, label=f"target p95 {target_hours:g} h")
     ax.set(xlabel=f"GPUs in pool {pool}", ylabel="queueing delay p95 (hours)",
-           title=f"Capacity trade-off: GPUs in {pool} against waiting, utilization and cost")
+           title=f"Capacity trade-off: GPUs in {pool} (and their cost per hour) against "
+                 "waiting and utilization")
     right = ax.twinx()
     right.plot(gpus, [100 * (r.utilization or 0.0) for r in rows], "s--", color="C1",
                label="utilization, arrival window (%)")
     right.set(ylabel="% of GPU-time busy", ylim=(0, 105))
-    for r in rows:
-        ax.annotate(f"{r.cost:,.0f} {currency}", (r.gpus, r.p95_hours or 0.0), fontsize=7,
-                    textcoords="offset points", xytext=(4, 6))
+    for r in rows:  # what each size costs to own, per hour, idle or not
+        ax.annotate(f"{r.pool_cost_per_hour:,.0f} {currency}/h", (r.gpus, r.p95_hours or 0.0),
+                    fontsize=7, textcoords="offset points", xytext=(0, 8), ha="center")
+    ax.margins(x=0.08, y=0.12)
     _legend(ax, right)
     files["sweep_tradeoff.png"] = _save(fig, out / "sweep_tradeoff.png")
     return files

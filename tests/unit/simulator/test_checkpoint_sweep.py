@@ -71,12 +71,13 @@ def test_the_capacity_sweep_writes_its_files(inputs: tuple[Path, Path], tmp_path
                  "--currency", "EUR", "--out", str(tmp_path)])
     assert code == 0
     err = capsys.readouterr().err
-    assert "a100=8 nodes (64 GPUs): p95 queueing 0.00 h" in err and "EUR" in err
+    assert "a100=8 nodes (64 GPUs, 128 EUR/h): p95 queueing 0.00 h" in err
     with (tmp_path / "sweep.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["nodes"], r["gpus"], r["meets_target"]) for r in rows] == [
         ("4", "32", "False"), ("8", "64", "True")]
     assert float(rows[1]["cost"]) == pytest.approx(8 * 8 * 100 * 2)  # GPU-hours x 2 EUR
+    assert float(rows[0]["pool_cost_per_hour"]) == 4 * 8 * 2
     assert (tmp_path / "sweep_tradeoff.png").read_bytes()[:4] == b"\x89PNG"
 
 
