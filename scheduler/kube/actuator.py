@@ -150,9 +150,9 @@ class KubeActuator:
                 self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
 
     def _nominate_pod(self, ref: PodRef, node: str) -> None:
-        """Write ``nominatedNodeName`` unless the pod was bound meanwhile: the victims can be
-        gone and the gang bound before the writer gets here, and the apiserver refuses the
-        field on a bound pod (HTTP 422)."""
+        """The background write of one nomination, unless the pod was handed to the binder
+        since (the apiserver refuses nominatedNodeName on a bound pod with HTTP 422, and a
+        preemptor is bound the cycle after its victims are gone, often before this runs)."""
         with self._explain_lock:
             if ref.uid in self._binding or not self._unconfirmed(ref.uid):
                 return
