@@ -109,7 +109,7 @@ def test_lint_is_clean_with_defaults_and_with_every_option() -> None:
 
 
 def test_defaults_render_what_kubectl_apply_k_deploy_installs(tmp_path: Path) -> None:
-    chart = {key(o): o for o in render()}
+    chart = {key(o): o for o in render("users.create=false")}
     deploy = {key(o): o for o in deploy_objects(*BASE)}
     assert set(chart) == set(deploy)
     for k, want in deploy.items():
@@ -126,6 +126,20 @@ def test_crds_are_deploys_byte_for_byte() -> None:
         sorted(p.name for p in (DEPLOY / "crds").iterdir())
     kinds = [o["kind"] for o in render(crds=True)]
     assert kinds.count("CustomResourceDefinition") == 2
+
+
+def test_users_option_installs_deploy_users() -> None:
+    chart = {key(o): o for o in render() if "gang-scheduler-" in o["metadata"]["name"]
+             and o["kind"] in ("ClusterRole", "ClusterRoleBinding")}
+    deploy = {key(o): o for o in deploy_objects("users")}
+    assert set(chart) == set(deploy) and len(deploy) == 4
+    for k, want in deploy.items():
+        same(chart[k], want)
+    for f in (DEPLOY / "users").glob("*.yaml"):
+        if f.name != "kustomization.yaml":
+            assert (CHART / "files" / "users" / f.name).read_bytes() == f.read_bytes(), f.name
+    assert not [o for o in render("users.create=false") if o["kind"] == "ClusterRoleBinding"
+                and o["metadata"]["name"] != "gang-scheduler"]
 
 
 def test_queues_option_installs_deploy_queues() -> None:
