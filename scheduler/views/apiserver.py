@@ -25,8 +25,7 @@ from scheduler.views.state import (
     NodeRow,
     QueuePool,
     QueueRow,
-    RankRow,
-    rank_of,
+    ranks_of,
     tree_order,
     with_lent,
 )
@@ -103,13 +102,11 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
                                           if r.cluster_position is not None else None))
     running = []
     for gid, rg in sorted(gangs.running_by_id.items()):
-        pods = sorted(pods_of(gid), key=lambda p: p.name)
+        pods = pods_of(gid)
         running.append(GangRow(
             id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
             gpus=rg.usage.gpus, pods=len(pods), priority=rg.gang.priority,
-            age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
-            ranks=tuple(RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name,
-                                str(p.phase)) for i, p in enumerate(pods))))
+            age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes, ranks=ranks_of(pods)))
     return ClusterView(now=now, source="apiserver", queues=queue_rows(queues),
                        pending=tuple(ranked), running=tuple(running),
                        nodes=None if nodes is None else _nodes(gangs, nodes))

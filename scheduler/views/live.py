@@ -25,8 +25,7 @@ from scheduler.views.state import (
     NodeRow,
     QueuePool,
     QueueRow,
-    RankRow,
-    rank_of,
+    ranks_of,
     tree_order,
     with_lent,
 )
@@ -122,20 +121,13 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
     rows = []
     for rg in sorted(cycle.input.snapshot.running.values(), key=lambda r: r.id):
         g = rg.gang
-        pods = sorted(pods_of(rg.id), key=lambda p: p.name)
-        ranks = tuple(RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name,
-                              str(p.phase.value if hasattr(p.phase, "value") else p.phase))
-                      for i, p in enumerate(pods))
+        pods = pods_of(rg.id)
         rows.append(GangRow(
             id=rg.id, namespace=g.namespace, queue=g.queue, state="Running",
             gpus=rg.usage.gpus, pods=len(pods) or g.size, priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
-            ranks=tuple(sorted(ranks, key=_rank_key))))
+            ranks=ranks_of(pods)))
     return tuple(rows)
-
-
-def _rank_key(r: RankRow) -> tuple[int, int | str]:
-    return (0, int(r.rank)) if r.rank.isdigit() else (1, r.rank)
 
 
 def _nodes(cycle: Cycle) -> tuple[NodeRow, ...]:

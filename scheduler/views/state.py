@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from scheduler.model.workloads import PodInfo
+
 RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
                "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
                "jobset.sigs.k8s.io/job-index")
@@ -154,6 +156,15 @@ def rank_of(labels: Mapping[str, str], annotations: Mapping[str, str], ordinal: 
         if value:
             return value
     return str(ordinal)
+
+
+def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
+    """A gang's pods as ranks, in rank order (numeric ranks first)."""
+    ordered = sorted(pods, key=lambda p: p.name)
+    rows = [RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name, str(p.phase))
+            for i, p in enumerate(ordered)]
+    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if r.rank.isdigit()
+                        else (1, 0, r.rank)))
 
 
 def tree_order(rows: Iterable[QueueRow]) -> tuple[QueueRow, ...]:
