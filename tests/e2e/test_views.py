@@ -30,6 +30,7 @@ import yaml
 from scheduler.cli.main import main
 from scheduler.devcluster import rest
 from scheduler.serve import serve
+from tests.cli_logging import errors_only_logged, quiet_cli_logging
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import Tenant
 from tests.e2e.ops_support import Ops
@@ -40,6 +41,11 @@ REPO = Path(__file__).resolve().parents[2]
 #: Where to save a screenshot of the page (the README's is made this way), if set.
 SCREENSHOT_DIR = "GANG_SCHEDULER_SCREENSHOT_DIR"
 RANK = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    yield from quiet_cli_logging(monkeypatch)
 
 
 @dataclass
@@ -64,37 +70,39 @@ class Scene:
 def scene(control_plane: ControlPlane) -> Iterator[Scene]:
     tenant = Tenant.create(control_plane)
     ops = Ops(control_plane, tenant, f"views-{tenant.pool.removeprefix('pool-')}")
-    try:
-        tenant.create_nodes(3, gpus=8)
-        ops.queue("org")
-        queue = ops.queue("a", gpus=16, parent="org")
-        other = ops.queue("b", gpus=8, parent="org")
-        runner = ops.start_scheduler()
-        server = serve(runner.live.metrics.registry, runner.live.health, "127.0.0.1", 0,
-                       view=runner.live.view)
-        ops.cleanup.append(server.shutdown)
-        for i in range(2):
-            ops.pod(f"train-{i}", 4, queue, group="train", labels={RANK: str(i)})
-        rest.call(control_plane.custom.create_namespaced_custom_object, "scheduling.x-k8s.io",
-                  "v1alpha1", ops.ns, "podgroups",
-                  {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                   "metadata": {"name": "train", "labels": {"gangscheduler.io/queue": queue}},
-                   "spec": {"minMember": 2}})
-        wait_for(lambda: tenant.all_bound(["train-0", "train-1"]), 30, what="train bound")
-        borrow = ops.gang("borrow", 2, 6, other)
-        wait_for(lambda: tenant.all_bound(borrow), 30, what="borrow bound")
-        ops.gang("wide", 2, 8, queue)
-        config = Path(tempfile.mkdtemp()) / "config.yaml"
-        config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
-                                          "defaultQueue": queue}))
-        scene = Scene(ops, queue, other, server.server_address[1], config)
-        # The scheduler has written its reason on the waiting pods.
-        wait_for(lambda: all(_scheduled_false(p) for n, p in tenant.pods().items()
-                             if n.startswith("wide-")), 30, what="wide's pods say why")
-        yield scene
-    finally:
-        for stop in reversed(ops.cleanup):
-            stop()
+    # The scene's scheduler logs nothing into the stdout the CLI's JSON is read from.
+    with errors_only_logged():
+        try:
+            tenant.create_nodes(3, gpus=8)
+            ops.queue("org")
+            queue = ops.queue("a", gpus=16, parent="org")
+            other = ops.queue("b", gpus=8, parent="org")
+            runner = ops.start_scheduler()
+            server = serve(runner.live.metrics.registry, runner.live.health, "127.0.0.1", 0,
+                           view=runner.live.view)
+            ops.cleanup.append(server.shutdown)
+            for i in range(2):
+                ops.pod(f"train-{i}", 4, queue, group="train", labels={RANK: str(i)})
+            rest.call(control_plane.custom.create_namespaced_custom_object, "scheduling.x-k8s.io",
+                      "v1alpha1", ops.ns, "podgroups",
+                      {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                       "metadata": {"name": "train", "labels": {"gangscheduler.io/queue": queue}},
+                       "spec": {"minMember": 2}})
+            wait_for(lambda: tenant.all_bound(["train-0", "train-1"]), 30, what="train bound")
+            borrow = ops.gang("borrow", 2, 6, other)
+            wait_for(lambda: tenant.all_bound(borrow), 30, what="borrow bound")
+            ops.gang("wide", 2, 8, queue)
+            config = Path(tempfile.mkdtemp()) / "config.yaml"
+            config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
+                                              "defaultQueue": queue}))
+            scene = Scene(ops, queue, other, server.server_address[1], config)
+            # The scheduler has written its reason on the waiting pods.
+            wait_for(lambda: all(_scheduled_false(p) for n, p in tenant.pods().items()
+                                 if n.startswith("wide-")), 30, what="wide's pods say why")
+            yield scene
+        finally:
+            for stop in reversed(ops.cleanup):
+                stop()
 
 
 def _scheduled_false(pod: dict[str, Any]) -> bool:

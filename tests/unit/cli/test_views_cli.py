@@ -13,7 +13,13 @@ from prometheus_client import CollectorRegistry
 from scheduler.cli import kubectl_gang
 from scheduler.cli.main import main
 from scheduler.serve import Health, serve
+from tests.cli_logging import quiet_cli_logging
 from tests.unit.test_views import scene
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    yield from quiet_cli_logging(monkeypatch)
 
 
 @pytest.fixture(scope="module")
