@@ -98,7 +98,8 @@ class CycleState:
         running = RunningGang(gang=gang, allocations=placement.allocations(gang)
                               if allocations is None else allocations,
                               start_time=self.now,
-                              expected_end=None if runtime is None else self.now + runtime)
+                              expected_end=None if runtime is None else self.now + runtime,
+                              members=placement.members)
         self.snapshot = self.snapshot.with_running(running)
         self.ledger = charge_all(self.ledger, queue.name, charges)
         self.binds.append(Bind(gang.id, queue.name, placement, map_pods(gang, placement)))

@@ -1,0 +1,304 @@
+"""A gang's pod-level constraints compiled for one solve: node filters, caps, rules, scores.
+
+What depends only on the running pods and the nodes becomes a per-role node filter
+(``blocked``): running pods' anti-affinity selecting the role, the role's anti-affinity
+against running pods, affinity satisfied by running pods, nodes without a spread key,
+host ports in use, and the volume checks of ``claims``. A per-node cap covers what
+couples a role only with itself on one node (host ports, self anti-affinity per node).
+What couples members across nodes is a rule (``rules``, ``affinity``, ``spread``) that
+greedy, CP-SAT and the final check share. Preferences become node scores.
+
+Gangs without any of these fields, on a cluster where no running pod has required
+anti-affinity, skip all of it (``compile_terms`` returns ``NO_TERMS`` at once).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.model import HOSTNAME_LABEL, Gang, Role
+from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
+from scheduler.model.labels import LabelSelector
+from scheduler.placement import claims as claim_terms
+from scheduler.placement.affinity import AffinityRule, AntiRule
+from scheduler.placement.rules import Rule
+from scheduler.placement.scores import static_scores
+from scheduler.placement.spread import SpreadRule
+from scheduler.placement.types import UnplaceableReason
+from scheduler.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class RoleLimits:
+    """What the constraints leave a role: nodes it may not use (and why), a per-node cap."""
+
+    blocked: frozenset[str] = frozenset()
+    why: tuple[tuple[str, int], ...] = ()  # (reason, nodes it blocks), most nodes first
+    by_running: bool = False  # some block is due to running pods (preemption may help)
+    cap: int = 0  # at most this many members per node (0: no cap)
+    cap_why: str = ""  # the constraint behind the cap, for reasons
+    score: Mapping[str, int] = field(default_factory=dict)  # static preference per node
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    limits: Mapping[str, RoleLimits] = field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
+    #: Role names in the order the constructive pass places them (anchors first).
+    order: tuple[str, ...] = ()
+    #: Why the gang cannot be placed whatever the capacity (a role's terms unsatisfiable,
+    #: a claim missing or unbound).
+    impossible: tuple[UnplaceableReason, str] | None = None
+    claims: claim_terms.ClaimTerms | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.limits or self.rules or self.impossible or self.claims)
+
+    @property
+    def capped(self) -> bool:
+        return any(lim.cap for lim in self.limits.values())
+
+    def limits_of(self, role: str) -> RoleLimits:
+        return self.limits.get(role, NO_LIMITS)
+
+
+NO_LIMITS = RoleLimits()
+NO_TERMS = Terms()
+
+
+def domains(snapshot: Snapshot, key: str) -> Mapping[str, str]:
+    """node -> its value of label *key*, for the nodes that have it (cached per snapshot
+    family: node labels do not change within it)."""
+    cache: dict[str, dict[str, str]] = snapshot.solver_cache.setdefault("placement.domains", {})
+    hit = cache.get(key)
+    if hit is None:
+        nodes = snapshot.nodes
+        hit = cache[key] = {n: nodes[n].labels[key] for n in snapshot.node_names
+                            if key in nodes[n].labels}
+    return hit
+
+
+def _surely(role: Role, selector: LabelSelector) -> bool:
+    return not (role.mixed_labels & selector.keys) and selector.matches(role.labels)
+
+
+def _maybe(role: Role, selector: LabelSelector) -> bool:
+    if role.mixed_labels & selector.keys:
+        return not selector.nothing
+    return selector.matches(role.labels)
+
+
+@dataclass(slots=True)
+class _Blocks:
+    """Nodes blocked for one role, counted by reason."""
+
+    nodes: set[str] = field(default_factory=set)
+    why: Counter[str] = field(default_factory=Counter)
+    by_running: bool = False
+
+    def block(self, names: Iterable[str], reason: str, running: bool = False) -> None:
+        new = set(names) - self.nodes
+        if new:
+            self.nodes |= new
+            self.why[reason] += len(new)
+            self.by_running = self.by_running or running
+
+
+def _values_of(snapshot: Snapshot, key: str, nodes: Iterable[str]) -> set[str]:
+    dom = domains(snapshot, key)
+    return {dom[n] for n in nodes if n in dom}
+
+
+def _in_values(snapshot: Snapshot, key: str, values: set[str]) -> list[str]:
+    return [n for n, v in domains(snapshot, key).items() if v in values]
+
+
+def _existing_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -> None:
+    """Running pods whose required anti-affinity selects this role's pods."""
+    ns_labels = snapshot.namespace_labels(gang.namespace)
+    for occ in snapshot.pods.with_anti_affinity():
+        for term in occ.constraints.anti_affinity:
+            if (gang.namespace in term.namespaces or term.namespace_selector.matches(ns_labels)) \
+                    and _maybe(role, term.selector):
+                values = _values_of(snapshot, term.topology_key, (occ.node,))
+                blocks.block(_in_values(snapshot, term.topology_key, values),
+                             "running pods' anti-affinity selects it", True)
+
+
+def _matching_running(snapshot: Snapshot, term: PodAffinityTerm, surely: bool) -> list[str]:
+    """Nodes of running pods the term selects."""
+    out = []
+    for occ in snapshot.pods.matching(term.selector):
+        if surely and not occ.surely_matches(term.selector):
+            continue
+        ns = occ.namespace
+        if ns in term.namespaces or term.namespace_selector.matches(
+                snapshot.namespace_labels(ns)):
+            out.append(occ.node)
+    return out
+
+
+def _own_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+              rules: list[Rule], caps: dict[str, tuple[int, str]]) -> None:
+    ns_labels = snapshot.namespace_labels(gang.namespace)
+    for term in role.requirements.constraints.anti_affinity:
+        desc = term.describe()
+        hit = _values_of(snapshot, term.topology_key, _matching_running(snapshot, term, False))
+        if hit:
+            blocks.block(_in_values(snapshot, term.topology_key, hit),
+                         f"anti-affinity {desc}: a running pod it selects is there", True)
+        in_ns = gang.namespace in term.namespaces or term.namespace_selector.matches(ns_labels)
+        matching = frozenset(r.name for r in gang.roles
+                             if r.count > 0 and in_ns and _maybe(r, term.selector))
+        if not matching:
+            continue
+        dom = domains(snapshot, term.topology_key)
+        if matching == {role.name} and (term.topology_key == HOSTNAME_LABEL or len(
+                set(dom.values())) == len(dom)):
+            caps[role.name] = (1, f"anti-affinity {desc}")  # one domain per node
+            continue
+        rules.append(AntiRule(role.name, matching, desc, dom))
+
+
+def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+                  rules: list[Rule]) -> str:
+    """Affinity terms: a node filter when running pods match, else a one-domain rule."""
+    terms = role.requirements.constraints.affinity
+    if not terms:
+        return ""
+    desc = " and ".join(t.describe() for t in terms)
+    # Running pods matching *all* the terms, on nodes with the terms' keys (kube-scheduler's
+    # affinityCounts): their domains are where the role may go.
+    holders: set[str] | None = None
+    for t in terms:
+        nodes = set(_matching_running(snapshot, t, True))
+        holders = nodes if holders is None else holders & nodes
+    anchored = {t.topology_key: _values_of(snapshot, t.topology_key, holders or ())
+                for t in terms}
+    if any(anchored.values()):
+        allowed: set[str] | None = None
+        for t in terms:
+            ok = set(_in_values(snapshot, t.topology_key, anchored[t.topology_key]))
+            allowed = ok if allowed is None else allowed & ok
+        blocks.block(set(snapshot.node_names) - (allowed or set()),
+                     f"affinity {desc}: no running pod it selects is in the node's domain")
+        return ""
+    ns_labels = snapshot.namespace_labels(gang.namespace)
+
+    def selects(r: Role) -> bool:
+        return all((gang.namespace in t.namespaces or t.namespace_selector.matches(ns_labels))
+                   and _surely(r, t.selector) for t in terms)
+
+    keys = sorted({t.topology_key for t in terms})
+    per_key = [domains(snapshot, k) for k in keys]
+    domain_of = {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
+                 if all(n in d for d in per_key)}
+    blocks.block(set(snapshot.node_names) - set(domain_of),
+                 f"affinity {desc}: the node lacks the topology key")
+    if selects(role):
+        rules.append(AffinityRule(role.name, frozenset(), desc, domain_of))
+        return ""
+    anchors = frozenset(r.name for r in gang.roles if r.name != role.name and r.required > 0
+                        and not r.requirements.constraints.affinity and selects(r))
+    if not anchors:
+        return (f"role {role.name}: pod affinity {desc}: no running pod matches it and the "
+                "gang's members do not match it themselves")
+    rules.append(AffinityRule(role.name, anchors, desc, domain_of))
+    return ""
+
+
+def _spread(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+            rules: list[Rule]) -> None:
+    required = role.requirements.constraints.required_spread
+    if not required:
+        return
+    keys = {c.topology_key for c in required}
+    keyed = [n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()]
+    blocks.block(set(snapshot.node_names) - set(keyed),
+                 f"topology spread: the node lacks {', '.join(sorted(keys))}")
+    for c in required:
+        rules.append(_spread_rule(gang, role, snapshot, c, keyed))
+
+
+def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint,
+                 keyed: Sequence[str]) -> SpreadRule:
+    req = role.requirements
+    counted = [n for n in keyed
+               if (c.node_affinity_policy == "Ignore" or req.selects(snapshot.nodes[n]))
+               and (c.node_taints_policy == "Ignore"
+                    or req.untolerated_taint(snapshot.nodes[n]) is None)]
+    dom = domains(snapshot, c.topology_key)
+    domain_of = {n: dom[n] for n in counted}
+    existing = dict.fromkeys(sorted(set(domain_of.values())), 0)
+    if not c.selector.empty:
+        for occ in snapshot.pods.matching(c.selector):
+            if (occ.namespace == gang.namespace and not occ.terminating
+                    and occ.node in domain_of and occ.surely_matches(c.selector)):
+                existing[domain_of[occ.node]] += occ.count
+    matching = frozenset(r.name for r in gang.roles if r.count > 0 and not c.selector.empty
+                         and _surely(r, c.selector))
+    return SpreadRule(role.name, matching, c.describe(), c.max_skew, c.min_domains,
+                      domain_of, existing)
+
+
+def _ports(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+           caps: dict[str, tuple[int, str]]) -> None:
+    ports = role.requirements.constraints.host_ports
+    if not ports:
+        return
+    caps.setdefault(role.name, (1, f"host port {ports[0]}"))  # two members, one port
+    for occ in snapshot.pods.all():
+        theirs = occ.constraints.host_ports
+        if theirs and any(p.conflicts(q) for p in ports for q in theirs):
+            blocks.block((occ.node,), f"host port {ports[0]} in use", True)
+
+
+def _order(gang: Gang, rules: Sequence[Rule]) -> tuple[str, ...]:
+    """Anchors before the roles whose affinity they satisfy; otherwise the gang's order."""
+    names = [r.name for r in gang.roles]
+    after = {r.owner for r in rules if isinstance(r, AffinityRule) and r.anchors}
+    ordered: list[str] = [n for n in names if n not in after]
+    ordered += [n for n in names if n in after]
+    return tuple(ordered)
+
+
+def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
+    """The gang's constraints against *snapshot* (``NO_TERMS`` when it has none)."""
+    own = any(not r.requirements.constraints.empty or r.requirements.preferred_terms
+              for r in gang.roles)
+    if not own and not snapshot.pods.has_anti_affinity:
+        return NO_TERMS
+    limits: dict[str, RoleLimits] = {}
+    rules: list[Rule] = []
+    caps: dict[str, tuple[int, str]] = {}
+    impossible: tuple[UnplaceableReason, str] | None = None
+    for role in gang.roles:
+        if role.count <= 0:
+            continue
+        blocks = _Blocks()
+        if snapshot.pods.has_anti_affinity:
+            _existing_anti(gang, role, snapshot, blocks)
+        _own_anti(gang, role, snapshot, blocks, rules, caps)
+        never = _own_affinity(gang, role, snapshot, blocks, rules)
+        if never and impossible is None:
+            impossible = (UnplaceableReason.NO_ELIGIBLE_NODES, never)
+        _spread(gang, role, snapshot, blocks, rules)
+        _ports(gang, role, snapshot, blocks, caps)
+        score = static_scores(gang, role, snapshot)
+        if blocks.nodes or role.name in caps or score:
+            cap, cap_why = caps.get(role.name, (0, ""))
+            limits[role.name] = RoleLimits(
+                frozenset(blocks.nodes), tuple(blocks.why.most_common()), blocks.by_running,
+                cap, cap_why, score)
+    claims = claim_terms.compile_claims(gang, snapshot)
+    if claims is not None:
+        limits = claims.restrict(limits)
+        rules.extend(claims.rules)
+        if claims.impossible and impossible is None:
+            impossible = (UnplaceableReason.VOLUMES, claims.impossible)
+    if not limits and not rules and impossible is None and claims is None:
+        return NO_TERMS
+    return Terms(limits, tuple(rules), _order(gang, rules), impossible, claims)
