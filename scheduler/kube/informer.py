@@ -45,6 +45,11 @@ JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
 PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses")
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
 QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True)
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
+CLAIMS = ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims")
+VOLUMES = ResourceKind("persistentvolumes", "/api/v1/persistentvolumes")
+STORAGE_CLASSES = ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses")
+CSINODES = ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes")
 
 
 class EventType(StrEnum):

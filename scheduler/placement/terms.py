@@ -265,6 +265,16 @@ def _order(gang: Gang, rules: Sequence[Rule]) -> tuple[str, ...]:
     return tuple(ordered)
 
 
+def context_key(gang: Gang, snapshot: Snapshot) -> tuple[object, ...]:
+    """What a placement depends on besides the roles' requirements: nothing for most
+    gangs; the namespace and the members' labels when constraints (theirs, or running pods'
+    anti-affinity) can read them. Two gangs equal in shape and in this place alike."""
+    if not snapshot.pods.has_anti_affinity and all(
+            r.requirements.constraints.empty for r in gang.roles):
+        return ()
+    return (gang.namespace, tuple((r.labels, r.mixed_labels) for r in gang.roles))
+
+
 def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     """The gang's constraints against *snapshot* (``NO_TERMS`` when it has none)."""
     own = any(not r.requirements.constraints.empty or r.requirements.preferred_terms
