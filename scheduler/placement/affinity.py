@@ -6,12 +6,13 @@ so the members' own terms become rules over the whole placement:
 * anti-affinity: in a domain of the term's key where a member of the role sits, no other
   pod the term selects (running, or another member) may sit; for a role matching its own
   term that is "at most one member per domain". Symmetric, so binding order is irrelevant.
-* affinity, when no running pod matches all of a role's terms: kube-scheduler lets the
-  first such pod go anywhere if it matches its own terms, and every later one must join a
-  domain holding an earlier one, so all members of the role share one domain of every
-  term's key; a role that does not match its own terms needs another role that does
-  (an *anchor*, placed first) in that domain. When running pods do match, the allowed
-  domains are fixed by them and are a per-node filter (``terms``), not a rule.
+* affinity: kube-scheduler admits a pod in a domain (of every term's key) that holds a pod
+  matching all its terms, and lets the first such pod go anywhere when none exists yet
+  and it matches its own terms. Binding the gang in ``terms``' role order, a role's members
+  may go to domains holding a running matching pod (``fixed``) or a member of an earlier
+  role its terms select (its *anchors*); with neither, all its members share one domain,
+  the first one's. When only running pods can satisfy the terms the allowed domains are a
+  per-node filter (``terms``), not a rule.
 
 Both rules accept only placements some binding order makes valid one pod at a time.
 """
@@ -105,9 +106,11 @@ class _GroupTracker:
         if role != rule.owner:
             return True
         d = rule.domain_of.get(node)
-        if d is None or (self.used and d not in self.used):
+        if d is None:
             return False
-        return not rule.anchors or self.anchored[d] > 0
+        if rule.anchors:
+            return d in rule.fixed or self.anchored[d] > 0
+        return not self.used or d in self.used
 
     def add(self, role: str, node: str, count: int) -> None:
         d = self.rule.domain_of.get(node)
@@ -121,13 +124,14 @@ class _GroupTracker:
 
 @dataclass(frozen=True, slots=True)
 class AffinityRule:
-    """All members of ``owner`` in one domain (the tuple of its terms' key values), which
-    holds a member of some ``anchors`` role when the owner does not match its own terms."""
+    """Members of ``owner`` in domains (tuples of its terms' key values) that are ``fixed``
+    or hold a member of an ``anchors`` role; with no anchors, all in one domain."""
 
     owner: str
     anchors: frozenset[str]
     term: str
     domain_of: Mapping[str, tuple[str, ...]]  # node -> values of the terms' keys
+    fixed: frozenset[tuple[str, ...]] = frozenset()  # domains running pods satisfy
 
     @property
     def roles(self) -> frozenset[str]:
@@ -145,16 +149,16 @@ class AffinityRule:
     def encode(self, enc: Encoding) -> None:
         owner_nodes = set(enc.nodes_of(self.owner))
         chosen = []
-        for i, (_, nodes) in enumerate(sorted(self._domains().items())):
+        for i, (d, nodes) in enumerate(sorted(self._domains().items())):
             mine = [n for n in nodes if n in owner_nodes]
-            if not mine:
+            if not mine or d in self.fixed:
                 continue
             z = enc.model.new_bool_var(f"group[{self.owner},{i}]")
             enc.model.add(enc.total(self.owner, mine) <= enc.cap(self.owner, mine) * z)
             if self.anchors:
                 enc.model.add(sum(enc.total(q, nodes) for q in sorted(self.anchors)) >= z)
             chosen.append(z)
-        if chosen:
+        if chosen and not self.anchors:
             enc.model.add(sum(chosen) <= 1)
         for n in sorted(owner_nodes - set(self.domain_of)):
             enc.model.add(enc.x[(self.owner, n)] == 0)
@@ -167,13 +171,15 @@ class AffinityRule:
                 if d is None:
                     return f"role {self.owner}: affinity {self.term}: {node} lacks the key"
                 used.add(d)
-        if len(used) > 1:
-            return f"role {self.owner}: affinity {self.term}: members in {len(used)} domains"
-        if used and self.anchors:
-            d = next(iter(used))
-            if not any(count for (role, node), count in assign.items()
-                       if role in self.anchors and self.domain_of.get(node) == d):
-                return f"role {self.owner}: affinity {self.term}: no matching member with them"
+        if not self.anchors:
+            if len(used) > 1:
+                return f"role {self.owner}: affinity {self.term}: members in {len(used)} domains"
+            return None
+        anchored = {self.domain_of.get(node) for (role, node), count in assign.items()
+                    if role in self.anchors and count}
+        for d in sorted(used - self.fixed - anchored):
+            return (f"role {self.owner}: affinity {self.term}: no pod it selects in "
+                    f"{'/'.join(d)}")
         return None
 
     def describe(self) -> str:

@@ -15,13 +15,14 @@ anti-affinity, skip all of it (``compile_terms`` returns ``NO_TERMS`` at once).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.model import HOSTNAME_LABEL, Gang, Role
+from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
 from scheduler.model.labels import LabelSelector
 from scheduler.placement import claims as claim_terms
+from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
 from scheduler.placement.rules import Rule
 from scheduler.placement.scores import static_scores
@@ -156,62 +157,85 @@ def _own_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
         if not matching:
             continue
         dom = domains(snapshot, term.topology_key)
-        if matching == {role.name} and (term.topology_key == HOSTNAME_LABEL or len(
-                set(dom.values())) == len(dom)):
-            caps[role.name] = (1, f"anti-affinity {desc}")  # one domain per node
+        # Every node in a domain of its own: "one member per domain" is a cap of one per node.
+        # (A node without the key is in no domain and holds any number.)
+        if matching == {role.name} and len(dom) == len(snapshot.node_names) and len(
+                set(dom.values())) == len(dom):
+            caps[role.name] = (1, f"anti-affinity {desc}")
             continue
         rules.append(AntiRule(role.name, matching, desc, dom))
 
 
-def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
-                  rules: list[Rule]) -> str:
-    """Affinity terms: a node filter when running pods match, else a one-domain rule."""
+@dataclass(frozen=True, slots=True)
+class _Affinity:
+    """A role's required affinity terms against this snapshot."""
+
+    role: Role
+    terms: tuple[PodAffinityTerm, ...]
+    describe: str
+    domain_of: Mapping[str, tuple[str, ...]]  # node -> its values of the terms' keys
+    fixed: frozenset[tuple[str, ...]]  # domains where running pods match all the terms
+    namespace_labels: Mapping[str, str]
+
+    def selects(self, gang: Gang, r: Role) -> bool:
+        """Does every term select *r*'s members?"""
+        return all((gang.namespace in t.namespaces
+                    or t.namespace_selector.matches(self.namespace_labels))
+                   and _surely(r, t.selector) for t in self.terms)
+
+    @property
+    def bootstraps(self) -> bool:
+        """No running pod matches: the first member goes anywhere if it selects itself."""
+        return not self.fixed
+
+
+def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -> _Affinity | None:
+    """The role's affinity terms; nodes lacking a term's key are ruled out at once."""
     terms = role.requirements.constraints.affinity
     if not terms:
-        return ""
+        return None
     desc = " and ".join(t.describe() for t in terms)
-    # Running pods matching *all* the terms, on nodes with the terms' keys (kube-scheduler's
-    # affinityCounts): their domains are where the role may go.
-    holders: set[str] | None = None
-    for t in terms:
-        nodes = set(_matching_running(snapshot, t, True))
-        holders = nodes if holders is None else holders & nodes
-    anchored = {t.topology_key: _values_of(snapshot, t.topology_key, holders or ())
-                for t in terms}
-    if any(anchored.values()):
-        allowed: set[str] | None = None
-        for t in terms:
-            ok = set(_in_values(snapshot, t.topology_key, anchored[t.topology_key]))
-            allowed = ok if allowed is None else allowed & ok
-        blocks.block(set(snapshot.node_names) - (allowed or set()),
-                     f"affinity {desc}: no running pod it selects is in the node's domain")
-        return ""
-    ns_labels = snapshot.namespace_labels(gang.namespace)
-
-    def selects(r: Role) -> bool:
-        return all((gang.namespace in t.namespaces or t.namespace_selector.matches(ns_labels))
-                   and _surely(r, t.selector) for t in terms)
-
     keys = sorted({t.topology_key for t in terms})
     per_key = [domains(snapshot, k) for k in keys]
     domain_of = {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
                  if all(n in d for d in per_key)}
     blocks.block(set(snapshot.node_names) - set(domain_of),
                  f"affinity {desc}: the node lacks the topology key")
-    if selects(role):
-        rules.append(AffinityRule(role.name, frozenset(), desc, domain_of))
-        return ""
-    anchors = frozenset(r.name for r in gang.roles if r.name != role.name and r.required > 0
-                        and not r.requirements.constraints.affinity and selects(r))
-    if not anchors:
-        return (f"role {role.name}: pod affinity {desc}: no running pod matches it and the "
-                "gang's members do not match it themselves")
-    rules.append(AffinityRule(role.name, anchors, desc, domain_of))
+    # Running pods matching *all* the terms (kube-scheduler's affinityCounts).
+    holders: set[str] | None = None
+    for t in terms:
+        nodes = set(_matching_running(snapshot, t, True))
+        holders = nodes if holders is None else holders & nodes
+    fixed = frozenset(domain_of[n] for n in holders or () if n in domain_of)
+    return _Affinity(role, terms, desc, domain_of, fixed,
+                     snapshot.namespace_labels(gang.namespace))
+
+
+def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, ...],
+                    rules: list[Rule], blocked: dict[str, _Blocks]) -> str:
+    """Rules sound for binding in ``order``: a role's members go where running pods match
+    (``fixed``) or where a member of an earlier role its terms select is (its anchors);
+    with neither, it must select itself and its members share the first one's domain.
+    Returns why a role can do none of that ("" if all can)."""
+    roles = {r.name: r for r in gang.roles}
+    position = {name: i for i, name in enumerate(order)}
+    for a in affinities:
+        anchors = frozenset(name for name in order[:position[a.role.name]]
+                            if roles[name].required > 0 and a.selects(gang, roles[name]))
+        if not anchors and a.fixed:
+            blocked[a.role.name].block(
+                (n for n, d in a.domain_of.items() if d not in a.fixed),
+                f"affinity {a.describe}: no running pod it selects is in the node's domain")
+        elif not anchors and not a.selects(gang, a.role):
+            return (f"role {a.role.name}: pod affinity {a.describe}: no running pod matches it "
+                    "and the gang's members do not match it themselves")
+        else:
+            rules.append(AffinityRule(a.role.name, anchors, a.describe, a.domain_of, a.fixed))
     return ""
 
 
-def _spread(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
-            rules: list[Rule]) -> None:
+def _spread(role: Role, snapshot: Snapshot, blocks: _Blocks,
+            spreads: list[tuple[Role, SpreadConstraint, list[str]]]) -> None:
     required = role.requirements.constraints.required_spread
     if not required:
         return
@@ -219,12 +243,14 @@ def _spread(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
     keyed = [n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()]
     blocks.block(set(snapshot.node_names) - set(keyed),
                  f"topology spread: the node lacks {', '.join(sorted(keys))}")
-    for c in required:
-        rules.append(_spread_rule(gang, role, snapshot, c, keyed))
+    spreads.extend((role, c, keyed) for c in required)
 
 
 def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint,
-                 keyed: Sequence[str]) -> SpreadRule:
+                 keyed: Sequence[str], before: Collection[str]) -> SpreadRule:
+    """The rule for one constraint; members of the roles in *before* (bound before this
+    role's, in the gang's binding order) and its own are counted, later ones are not: a pod
+    bound later does not make an earlier bind invalid (IgnoredDuringExecution)."""
     req = role.requirements
     counted = [n for n in keyed
                if (c.node_affinity_policy == "Ignore" or req.selects(snapshot.nodes[n]))
@@ -239,30 +265,34 @@ def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint
                     and occ.node in domain_of and occ.surely_matches(c.selector)):
                 existing[domain_of[occ.node]] += occ.count
     matching = frozenset(r.name for r in gang.roles if r.count > 0 and not c.selector.empty
+                         and (r.name in before or r.name == role.name)
                          and _surely(r, c.selector))
     return SpreadRule(role.name, matching, c.describe(), c.max_skew, c.min_domains,
                       domain_of, existing)
 
 
-def _ports(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+def _ports(role: Role, snapshot: Snapshot, blocks: _Blocks,
            caps: dict[str, tuple[int, str]]) -> None:
     ports = role.requirements.constraints.host_ports
     if not ports:
         return
     caps.setdefault(role.name, (1, f"host port {ports[0]}"))  # two members, one port
-    for occ in snapshot.pods.all():
-        theirs = occ.constraints.host_ports
-        if theirs and any(p.conflicts(q) for p in ports for q in theirs):
-            blocks.block((occ.node,), f"host port {ports[0]} in use", True)
+    blocks.block(host_ports.blocked_nodes(role, snapshot), f"host port {ports[0]} in use", True)
 
 
-def _order(gang: Gang, rules: Sequence[Rule]) -> tuple[str, ...]:
-    """Anchors before the roles whose affinity they satisfy; otherwise the gang's order."""
-    names = [r.name for r in gang.roles]
-    after = {r.owner for r in rules if isinstance(r, AffinityRule) and r.anchors}
-    ordered: list[str] = [n for n in names if n not in after]
-    ordered += [n for n in names if n in after]
-    return tuple(ordered)
+def _order(gang: Gang, affinities: Sequence[_Affinity]) -> tuple[str, ...]:
+    """The order the members are bound in, which the rules are stated for: first roles
+    whose affinity only they themselves can satisfy (they go anywhere), then roles free of
+    affinity (they can anchor the rest), then roles with affinity that running pods
+    satisfy somewhere, then roles needing an anchor; within each, roles with a spread
+    constraint first (later matching pods do not count against them), then the gang's
+    order."""
+    kind = {a.role.name: (0 if a.selects(gang, a.role) else 3) if a.bootstraps else 2
+            for a in affinities}
+    names = [r for r in gang.roles if r.count > 0]
+    ranked = sorted(range(len(names)), key=lambda i: (
+        kind.get(names[i].name, 1), not names[i].requirements.constraints.required_spread, i))
+    return tuple(names[i].name for i in ranked)
 
 
 def context_key(gang: Gang, snapshot: Snapshot) -> tuple[object, ...]:
@@ -285,24 +315,39 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     rules: list[Rule] = []
     caps: dict[str, tuple[int, str]] = {}
     impossible: tuple[UnplaceableReason, str] | None = None
+    affinities: list[_Affinity] = []
+    spreads: list[tuple[Role, SpreadConstraint, list[str]]] = []
+    blocked: dict[str, _Blocks] = {}
     for role in gang.roles:
         if role.count <= 0:
             continue
-        blocks = _Blocks()
+        blocks = blocked[role.name] = _Blocks()
         if snapshot.pods.has_anti_affinity:
             _existing_anti(gang, role, snapshot, blocks)
         _own_anti(gang, role, snapshot, blocks, rules, caps)
-        never = _own_affinity(gang, role, snapshot, blocks, rules)
-        if never and impossible is None:
-            impossible = (UnplaceableReason.NO_ELIGIBLE_NODES, never)
-        _spread(gang, role, snapshot, blocks, rules)
-        _ports(gang, role, snapshot, blocks, caps)
+        affinity = _own_affinity(gang, role, snapshot, blocks)
+        if affinity is not None:
+            affinities.append(affinity)
+        _spread(role, snapshot, blocks, spreads)
+        _ports(role, snapshot, blocks, caps)
+    order = _order(gang, affinities)
+    for role, c, keyed in spreads:
+        rules.append(_spread_rule(gang, role, snapshot, c, keyed,
+                                  order[:order.index(role.name)]))
+    never = _affinity_rules(gang, affinities, order, rules, blocked)
+    if never:
+        impossible = (UnplaceableReason.NO_ELIGIBLE_NODES, never)
+    for role in gang.roles:
+        if role.count <= 0:
+            continue
+        blocks = blocked[role.name]
         score = static_scores(gang, role, snapshot)
         if blocks.nodes or role.name in caps or score:
             cap, cap_why = caps.get(role.name, (0, ""))
             limits[role.name] = RoleLimits(
                 frozenset(blocks.nodes), tuple(blocks.why.most_common()), blocks.by_running,
                 cap, cap_why, score)
+    rules.extend(host_ports.PortRule(roles) for roles in host_ports.conflicting_roles(gang))
     claims = claim_terms.compile_claims(gang, snapshot)
     if claims is not None:
         limits = claims.restrict(limits)
@@ -311,4 +356,4 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
             impossible = (UnplaceableReason.VOLUMES, claims.impossible)
     if not limits and not rules and impossible is None and claims is None:
         return NO_TERMS
-    return Terms(limits, tuple(rules), _order(gang, rules), impossible, claims)
+    return Terms(limits, tuple(rules), order, impossible, claims)
