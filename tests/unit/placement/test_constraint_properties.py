@@ -26,7 +26,7 @@ from scheduler.model.constraints import (
     SpreadConstraint,
     Unsatisfiable,
 )
-from scheduler.model.labels import LabelSelector, Labels
+from scheduler.model.labels import Labels, LabelSelector
 from scheduler.occupancy import Occupant
 from scheduler.placement import Placement, PlacementParams, Unplaceable, UnplaceableReason, solve
 from scheduler.placement.candidates import candidates
@@ -51,7 +51,7 @@ class Instance:
     gang: Gang
 
     def snapshot(self) -> Snapshot:
-        usage = {}
+        usage: dict[str, Resources] = {}
         for p in self.running:
             usage[p.node] = usage.get(p.node, Resources()) + p.requirements.effective_requests
         occupants = [Occupant(p.node, p.namespace, p.labels, 1, p.requirements.constraints)
@@ -65,7 +65,8 @@ def _selector(app: str) -> LabelSelector:
 
 @st.composite
 def constraints(draw: st.DrawFn, allow_ports: bool = True) -> PodConstraints:
-    anti = affinity = ()
+    anti: tuple[PodAffinityTerm, ...] = ()
+    affinity: tuple[PodAffinityTerm, ...] = ()
     spread: tuple[SpreadConstraint, ...] = ()
     if draw(st.booleans()):
         anti = (PodAffinityTerm(_selector(draw(st.sampled_from("xy"))),
