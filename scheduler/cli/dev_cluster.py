@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 DEFAULT_CLUSTER = Path(clusterspec.__file__).parent / "examples" / "clusters" / "dev.yaml"
 
 DESCRIPTION = """\
-A throwaway Kubernetes control plane for tests and demos: etcd and kube-apiserver built from
-pinned sources (cached under ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake
-GPU nodes from a cluster description, and a fake kubelet that runs bound pods.
+A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler built from pinned sources (cached under
+~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake GPU nodes from a cluster
+description, and a fake kubelet that runs bound pods.
 
 State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
 $XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
@@ -69,13 +70,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="dev_cluster_command", metavar="SUBCOMMAND")
 
     p = sub.add_parser("build", parents=[state],
-                       help="build or reuse the etcd and kube-apiserver binaries",
-                       description="Build the pinned etcd and kube-apiserver with Go, or reuse "
+                       help="build or reuse the control plane's binaries",
+                       description="Build the pinned etcd, kube-apiserver, "
+                       "kube-controller-manager, kube-scheduler and kubectl with Go, or reuse "
                        "the cached binaries (a no-op taking well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
-                       description="Start etcd, kube-apiserver and the fake kubelet, create the "
+                       description="Start etcd, kube-apiserver, kube-controller-manager, "
+                       "kube-scheduler and the fake kubelet, create the "
                        "cluster's fake nodes, and print how to use it.",
                        epilog="example: gang-scheduler dev-cluster up --cluster "
                        "scheduler/examples/clusters/dev.yaml",

@@ -153,8 +153,16 @@ class KubeActuator:
             if gang is None or nom.placement is None:
                 continue
             for ref, node in map_pods(gang, nom.placement):
-                self.writer.submit(f"nominate/{ref.uid}",
-                                   partial(self.statuses.set_nominated_node, ref, node))
+                self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
+
+    def _nominate_pod(self, ref: PodRef, node: str) -> None:
+        """The background write of one nomination, unless the pod was handed to the binder
+        since (the apiserver refuses nominatedNodeName on a bound pod with HTTP 422, and a
+        preemptor is bound the cycle after its victims are gone, often before this runs)."""
+        with self._explain_lock:
+            if ref.uid in self._binding or not self._unconfirmed(ref.uid):
+                return
+            self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
     def _bind_claims(self, plan: CyclePlan) -> dict[str, str]:

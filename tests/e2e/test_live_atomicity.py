@@ -60,7 +60,7 @@ def test_a_member_deleted_between_decision_and_bind_rolls_the_gang_back(
     assert tenant.bound(names) == [], "a member of the rolled-back gang is still bound"
     backoff = wait_for(lambda: runner.live.scheduler.backing_off(0.0).get(gang_id), 10,
                        what="a backoff recorded for the gang")  # (0.0: however soon this looks)
-    assert backoff > failed_at, "the backoff ends before the failure it follows"
+    assert backoff is not None and backoff > failed_at, "the backoff ends before the failure"
     event = wait_for(lambda: tenant.events("GangRolledBack"), 30, what="GangRolledBack event")
     assert victim[0].name in event[0]["note"], event[0]["note"]
 
