@@ -96,10 +96,12 @@ class _Blocks:
     why: Counter[str] = field(default_factory=Counter)
 
     def block(self, names: Iterable[str], reason: str) -> None:
-        new = set(names) - self.nodes
-        if new:
-            self.nodes |= new
-            self.why[reason] += len(new)
+        """Rule *names* out; every reason counts all the nodes it rules out, so a message
+        names each cause even where two rule out the same nodes."""
+        hit = set(names)
+        if hit:
+            self.nodes |= hit
+            self.why[reason] += len(hit)
 
 
 def _reach(snapshot: Snapshot, ok: Callable[[str, Mapping[str, str]], bool]) -> frozenset[str]:

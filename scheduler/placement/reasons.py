@@ -104,8 +104,8 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
             return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
                          f"role {rv.name}: needs {_n_pods(rv.required)} of {rv.request_text}; "
                          f"free capacity on eligible nodes holds only {fit} "
-                         f"({format_amount(primary, have)} {primary} free, in pieces too "
-                         f"small){_ruled(rv)}")
+                         f"({format_amount(primary, have)} {primary} free"
+                         f"{'' if rv.limits.blocked else ', in pieces too small'}){_ruled(rv)}")
     return packing_failure(problem, within="")
 
 

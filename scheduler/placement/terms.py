@@ -101,10 +101,11 @@ class _Blocks:
     by_running: bool = False
 
     def block(self, names: Iterable[str], reason: str, running: bool = False) -> None:
-        new = set(names) - self.nodes
-        if new:
-            self.nodes |= new
-            self.why[reason] += len(new)
+        """Rule *names* out; every reason counts all the nodes it rules out (see claims)."""
+        hit = set(names)
+        if hit:
+            self.nodes |= hit
+            self.why[reason] += len(hit)
             self.by_running = self.by_running or running
 
 
