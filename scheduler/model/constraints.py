@@ -154,7 +154,7 @@ class PodConstraints:
 
     @property
     def empty(self) -> bool:
-        return self == NO_CONSTRAINTS
+        return self is NO_CONSTRAINTS or self == NO_CONSTRAINTS
 
 
 NO_CONSTRAINTS = PodConstraints()

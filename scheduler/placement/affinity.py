@@ -31,6 +31,9 @@ class _AntiTracker:
     rule: AntiRule
     count: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
+    def scope(self, node: str) -> object:
+        return self.rule.domain_of.get(node)
+
     def admits(self, role: str, node: str) -> bool:
         rule = self.rule
         d = rule.domain_of.get(node)
@@ -100,6 +103,9 @@ class _GroupTracker:
     rule: AffinityRule
     used: set[tuple[str, ...]] = field(default_factory=set)
     anchored: dict[tuple[str, ...], int] = field(default_factory=lambda: defaultdict(int))
+
+    def scope(self, node: str) -> object:
+        return self.rule.domain_of.get(node)
 
     def admits(self, role: str, node: str) -> bool:
         rule = self.rule

@@ -120,6 +120,9 @@ class _ClaimTracker:
     rule: ClaimRule
     used: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
+    def scope(self, node: str) -> object:
+        return node
+
     def admits(self, role: str, node: str) -> bool:
         mine = [c for c in self.rule.claims if role in c.users and node not in self.used[c.key]]
         if not mine:
@@ -216,6 +219,9 @@ def _used(claims: Iterable[OpenClaim], assign: Mapping[tuple[str, str], int]) ->
 class _AttachTracker:
     rule: AttachRule
     on: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def scope(self, node: str) -> object:
+        return node
 
     def admits(self, role: str, node: str) -> bool:
         rule = self.rule

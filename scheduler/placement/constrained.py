@@ -15,7 +15,7 @@ affinity rule go before the roles that must join them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from scheduler.placement.candidates import Candidates, ranks
 from scheduler.placement.eligibility import Problem, RoleView
@@ -40,23 +40,45 @@ class _State:
         rules = problem.terms.rules
         self.trackers: list[tuple[frozenset[str], Tracker]] = [(r.roles, r.tracker())
                                                                 for r in rules]
+        self._room: dict[tuple[str, str], int] = {}
         for (role, node), count in sorted((assign or {}).items()):
             self.take(problem.gang.role(role).requests, role, node, count)
 
     def room(self, rv: RoleView, node: str) -> int:
+        """Members of *rv* that fit on *node* now (cached until something is put there)."""
+        hit = self._room.get((rv.name, node))
+        if hit is not None:
+            return hit
         left = self.left.get(node)
         n = rv.request.copies_in(self.free(node) if left is None else left)
         if rv.limits.cap:
             n = min(n, rv.limits.cap - self.out.get((rv.name, node), 0))
+        self._room[(rv.name, node)] = n
         return n
 
-    def admits(self, role: str, node: str) -> bool:
-        return all(t.admits(role, node) for roles, t in self.trackers if role in roles)
+    def judge(self, role: str) -> Callable[[str], bool]:
+        """``admits`` for one member of *role* against the current state, asking each
+        tracker once per scope (domain) rather than once per node."""
+        relevant = [t for roles, t in self.trackers if role in roles]
+        seen: dict[tuple[int, object], bool] = {}
+
+        def admits(node: str) -> bool:
+            for i, t in enumerate(relevant):
+                key = (i, t.scope(node))
+                verdict = seen.get(key)
+                if verdict is None:
+                    verdict = seen[key] = t.admits(role, node)
+                if not verdict:
+                    return False
+            return True
+        return admits
 
     def take(self, request: Resources, role: str, node: str, count: int) -> None:
         left = self.left.get(node)
         self.left[node] = (self.free(node) if left is None else left) - request * count
         self.out[(role, node)] = self.out.get((role, node), 0) + count
+        for key in [k for k in self._room if k[1] == node] if self._room else ():
+            del self._room[key]
         for roles, t in self.trackers:
             if role in roles:
                 t.add(role, node, count)
@@ -78,14 +100,19 @@ def _order(problem: Problem, rv: RoleView, nodes: Sequence[str],
 def _fill_role(state: _State, rv: RoleView, order: Sequence[str], k: int) -> int:
     """Place up to *k* members of *rv*; returns how many could not be placed."""
     dead: set[str] = set()
+    start = 0
     while k > 0:
-        for node in order:
+        admits = state.judge(rv.name)
+        for i in range(start, len(order)):
+            node = order[i]
             if node in dead:
                 continue
             if state.room(rv, node) <= 0:
                 dead.add(node)
+                if i == start:
+                    start += 1
                 continue
-            if state.admits(rv.name, node):
+            if admits(node):
                 state.take(rv.request, rv.name, node, 1)
                 k -= 1
                 break

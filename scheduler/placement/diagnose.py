@@ -66,7 +66,15 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
         d = rule.domain_of.get(n)
         if d is not None:
             by_domain.setdefault(d, []).append(n)
-    best_ever = max((_fits(problem, rv, ns) for ns in by_domain.values()), default=0)
+    # Against allocatable: the same for every snapshot of the family (kept with its caches).
+    cache: dict[object, int] = problem.snapshot.solver_cache.setdefault("placement.groups", {})
+    key = (id(rule.domain_of), rv.key, rv.request, rv.limits.cap, rv.open)
+    best_ever = cache.get(key)
+    if best_ever is None:
+        if len(cache) > 256:
+            cache.clear()
+        best_ever = cache[key] = max((_fits(problem, rv, ns) for ns in by_domain.values()),
+                                     default=0)
     what = f"role {rv.name}: affinity {rule.term}: all {rv.required} members in one domain"
     if best_ever < rv.required:
         return Unplaceable(problem.gang.id, UnplaceableReason.NEVER_FITS,

@@ -42,6 +42,9 @@ class _PortTracker:
     rule: PortRule
     used: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
+    def scope(self, node: str) -> object:
+        return node
+
     def admits(self, role: str, node: str) -> bool:
         return self.used[node] == 0
 

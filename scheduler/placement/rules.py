@@ -32,6 +32,11 @@ class Tracker(Protocol):
     def admits(self, role: str, node: str) -> bool: ...
     def add(self, role: str, node: str, count: int) -> None: ...
 
+    def scope(self, node: str) -> object:
+        """What ``admits`` depends on besides the role and the members placed so far: the
+        node's domain for domain rules (every node of a domain gets the same answer), the
+        node itself otherwise. Lets the constructive pass ask once per domain."""
+
 
 class Rule(Protocol):
     @property

@@ -31,6 +31,9 @@ class _SpreadTracker:
     low: int = 0
     mine: set[str] = field(default_factory=set)
 
+    def scope(self, node: str) -> object:
+        return self.rule.domain_of.get(node)
+
     def __post_init__(self) -> None:
         self.count = dict(self.rule.existing)
         self.levels = Counter(self.count.values())
@@ -110,9 +113,20 @@ class SpreadRule:
 
     def violation(self, assign: Mapping[tuple[str, str], int]) -> str | None:
         counts = per_domain(assign, self.domain_of, self.roles)
-        final = {d: n + sum(counts[q].get(d, 0) for q in self.matching)
-                 for d, n in self.existing.items()}
-        floor = 0 if len(final) < self.min_domains else min(final.values(), default=0)
+        touched = {d for q in self.roles for d in counts[q]}
+        final = {d: self.existing[d] + sum(counts[q].get(d, 0) for q in self.matching)
+                 for d in touched}
+        floor = 0
+        if len(self.existing) >= self.min_domains:
+            # The least over untouched domains is the least existing count unless every
+            # domain holding it was touched (then look at the others).
+            least = min(self.existing.values(), default=0)
+            if any(d not in touched for d, n in self.existing.items() if n == least):
+                untouched = least
+            else:
+                untouched = min((n for d, n in self.existing.items() if d not in touched),
+                                default=least + len(assign) + 1)
+            floor = min([untouched, *final.values()])
         for d in sorted(counts[self.owner]):
             if final[d] - floor > self.max_skew:
                 return (f"role {self.owner}: {self.constraint}: {final[d]} matching pods in "

@@ -15,8 +15,9 @@ anti-affinity, skip all of it (``compile_terms`` returns ``NO_TERMS`` at once).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
@@ -24,6 +25,7 @@ from scheduler.model.labels import LabelSelector
 from scheduler.placement import claims as claim_terms
 from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
+from scheduler.placement.index import selection_key
 from scheduler.placement.rules import Rule
 from scheduler.placement.scores import static_scores
 from scheduler.placement.spread import SpreadRule
@@ -68,6 +70,7 @@ class Terms:
 
 NO_LIMITS = RoleLimits()
 NO_TERMS = Terms()
+_T = TypeVar("_T")
 
 
 def domains(snapshot: Snapshot, key: str) -> Mapping[str, str]:
@@ -196,12 +199,17 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -
     if not terms:
         return None
     desc = " and ".join(t.describe() for t in terms)
-    keys = sorted({t.topology_key for t in terms})
-    per_key = [domains(snapshot, k) for k in keys]
-    domain_of = {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
-                 if all(n in d for d in per_key)}
-    blocks.block(set(snapshot.node_names) - set(domain_of),
-                 f"affinity {desc}: the node lacks the topology key")
+    keys = tuple(sorted({t.topology_key for t in terms}))
+
+    def composite() -> dict[str, tuple[str, ...]]:
+        per_key = [domains(snapshot, k) for k in keys]
+        return {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
+                if all(n in d for d in per_key)}
+
+    domain_of = _cached(snapshot, "placement.composite", keys, composite)
+    if len(domain_of) < len(snapshot.node_names):
+        blocks.block(set(snapshot.node_names) - set(domain_of),
+                     f"affinity {desc}: the node lacks the topology key")
     # Running pods matching *all* the terms (kube-scheduler's affinityCounts).
     holders: set[str] | None = None
     for t in terms:
@@ -235,30 +243,49 @@ def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, .
     return ""
 
 
+def _cached(snapshot: Snapshot, name: str, key: object, build: Callable[[], _T]) -> _T:
+    """A node-derived value, kept with the snapshot family's caches (node labels, taints and
+    eligibility do not change within it)."""
+    cache: dict[object, _T] = snapshot.solver_cache.setdefault(name, {})
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 256:
+            cache.clear()
+        hit = cache[key] = build()
+    return hit
+
+
 def _spread(role: Role, snapshot: Snapshot, blocks: _Blocks,
-            spreads: list[tuple[Role, SpreadConstraint, list[str]]]) -> None:
+            spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]]) -> None:
     required = role.requirements.constraints.required_spread
     if not required:
         return
-    keys = {c.topology_key for c in required}
-    keyed = [n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()]
-    blocks.block(set(snapshot.node_names) - set(keyed),
-                 f"topology spread: the node lacks {', '.join(sorted(keys))}")
+    keys = frozenset(c.topology_key for c in required)
+    keyed = _cached(snapshot, "placement.keyed", keys, lambda: tuple(
+        n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()))
+    missing = _cached(snapshot, "placement.unkeyed", keys, lambda: frozenset(
+        snapshot.node_names) - frozenset(keyed))
+    blocks.block(missing, f"topology spread: the node lacks {', '.join(sorted(keys))}")
     spreads.extend((role, c, keyed) for c in required)
 
 
 def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint,
-                 keyed: Sequence[str], before: Collection[str]) -> SpreadRule:
+                 keyed: tuple[str, ...], before: Collection[str]) -> SpreadRule:
     """The rule for one constraint; members of the roles in *before* (bound before this
     role's, in the gang's binding order) and its own are counted, later ones are not: a pod
     bound later does not make an earlier bind invalid (IgnoredDuringExecution)."""
     req = role.requirements
-    counted = [n for n in keyed
-               if (c.node_affinity_policy == "Ignore" or req.selects(snapshot.nodes[n]))
-               and (c.node_taints_policy == "Ignore"
-                    or req.untolerated_taint(snapshot.nodes[n]) is None)]
-    dom = domains(snapshot, c.topology_key)
-    domain_of = {n: dom[n] for n in counted}
+
+    def counted() -> dict[str, str]:
+        dom = domains(snapshot, c.topology_key)
+        return {n: dom[n] for n in keyed
+                if (c.node_affinity_policy == "Ignore" or req.selects(snapshot.nodes[n]))
+                and (c.node_taints_policy == "Ignore"
+                     or req.untolerated_taint(snapshot.nodes[n]) is None)}
+
+    domain_of = _cached(snapshot, "placement.spread_nodes",
+                        (selection_key(req), c.topology_key, c.node_affinity_policy,
+                         c.node_taints_policy, keyed), counted)
     existing = dict.fromkeys(sorted(set(domain_of.values())), 0)
     if not c.selector.empty:
         for occ in snapshot.pods.matching(c.selector):
@@ -317,7 +344,7 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     caps: dict[str, tuple[int, str]] = {}
     impossible: tuple[UnplaceableReason, str] | None = None
     affinities: list[_Affinity] = []
-    spreads: list[tuple[Role, SpreadConstraint, list[str]]] = []
+    spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]] = []
     blocked: dict[str, _Blocks] = {}
     for role in gang.roles:
         if role.count <= 0:
