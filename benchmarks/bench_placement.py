@@ -56,7 +56,7 @@ from scheduler.model.constraints import (
     SpreadConstraint,
     Unsatisfiable,
 )
-from scheduler.model.labels import LabelSelector, Labels
+from scheduler.model.labels import Labels, LabelSelector
 from scheduler.placement import Placement, PlacementParams, Unplaceable, solve
 from scheduler.placement.types import PlacementResult
 from scheduler.resources import Resources
