@@ -165,3 +165,18 @@ def test_per_worker_local_pvs_pinned_to_nodes_take_the_workers(
     for i in range(2):
         wait_for(partial(lambda c: _phase(tenant, c) == "Bound", f"scratch-{i}"), 60,
                  what=f"scratch-{i} bound by the PV binder")
+
+
+def test_a_field_the_scheduler_does_not_evaluate_is_refused_by_name(
+        control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """Dynamic Resource Allocation: the pod is told so, never bound as if it were absent."""
+    tenant.create_nodes(1)
+    spec = tenant.pod_spec(gpus=1)
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "some-claim"}]
+    rest.call(control_plane.core.create_namespaced_pod, tenant.namespace, {
+        "metadata": {"name": "dra", "labels": {"gangscheduler.io/queue": tenant.queue}},
+        "spec": spec})
+    message = wait_for(lambda: unschedulable_message(tenant.pods()["dra"]), 60,
+                       what="PodScheduled=False on the DRA pod")
+    assert message.startswith("Unsupported") and "spec.resourceClaims" in message, message
+    assert tenant.bound(["dra"]) == []
