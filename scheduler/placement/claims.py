@@ -18,7 +18,7 @@ and NodeVolumeLimits plugins decide, for a whole gang at once.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ from scheduler.model.volumes import (
     VolumePhase,
     ga_label,
 )
-from scheduler.placement.rules import Encoding
+from scheduler.placement.rules import Blocks, Encoding
 from scheduler.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -88,20 +88,6 @@ def zone_ok(pv: Volume, labels: Mapping[str, str]) -> bool:
         if have is None or have not in values:
             return False
     return True
-
-
-@dataclass(slots=True)
-class _Blocks:
-    nodes: set[str] = field(default_factory=set)
-    why: Counter[str] = field(default_factory=Counter)
-
-    def block(self, names: Iterable[str], reason: str) -> None:
-        """Rule *names* out; every reason counts all the nodes it rules out, so a message
-        names each cause even where two rule out the same nodes."""
-        hit = set(names)
-        if hit:
-            self.nodes |= hit
-            self.why[reason] += len(hit)
 
 
 def _reach(snapshot: Snapshot, ok: Callable[[str, Mapping[str, str]], bool]) -> frozenset[str]:
@@ -330,7 +316,7 @@ class _Compiler:
     gang: Gang
     snapshot: Snapshot
     users: Mapping[str, set[str]]
-    blocks: dict[str, _Blocks] = field(default_factory=lambda: defaultdict(_Blocks))
+    blocks: dict[str, Blocks] = field(default_factory=lambda: defaultdict(Blocks))
     impossible: str = ""
     open_claims: list[OpenClaim] = field(default_factory=list)
 

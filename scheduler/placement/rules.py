@@ -18,8 +18,9 @@ sequential scheduler could reach, never accept one it would refuse.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ortools.sat.python import cp_model
@@ -91,6 +92,23 @@ class Encoding:
         self.model.add(total >= b)
         self._uses[key] = b
         return b
+
+
+@dataclass(slots=True)
+class Blocks:
+    """Nodes ruled out for one role, counted by reason: every reason counts all the nodes it
+    rules out, so a message names each cause even where two rule out the same nodes."""
+
+    nodes: set[str] = field(default_factory=set)
+    why: Counter[str] = field(default_factory=Counter)
+    by_running: bool = False  # some are ruled out by running pods (preemption may help)
+
+    def block(self, names: Iterable[str], reason: str, running: bool = False) -> None:
+        hit = set(names)
+        if hit:
+            self.nodes |= hit
+            self.why[reason] += len(hit)
+            self.by_running = self.by_running or running
 
 
 def group_by_domain(domain_of: Mapping[str, str], nodes: Iterable[str]) -> dict[str, list[str]]:

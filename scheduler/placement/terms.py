@@ -14,7 +14,6 @@ anti-affinity, skip all of it (``compile_terms`` returns ``NO_TERMS`` at once).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,7 +25,7 @@ from scheduler.placement import claims as claim_terms
 from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
 from scheduler.placement.index import selection_key
-from scheduler.placement.rules import Rule
+from scheduler.placement.rules import Blocks, Rule
 from scheduler.placement.scores import static_scores
 from scheduler.placement.spread import SpreadRule
 from scheduler.placement.types import UnplaceableReason
@@ -95,23 +94,6 @@ def _maybe(role: Role, selector: LabelSelector) -> bool:
     return selector.matches(role.labels)
 
 
-@dataclass(slots=True)
-class _Blocks:
-    """Nodes blocked for one role, counted by reason."""
-
-    nodes: set[str] = field(default_factory=set)
-    why: Counter[str] = field(default_factory=Counter)
-    by_running: bool = False
-
-    def block(self, names: Iterable[str], reason: str, running: bool = False) -> None:
-        """Rule *names* out; every reason counts all the nodes it rules out (see claims)."""
-        hit = set(names)
-        if hit:
-            self.nodes |= hit
-            self.why[reason] += len(hit)
-            self.by_running = self.by_running or running
-
-
 def _values_of(snapshot: Snapshot, key: str, nodes: Iterable[str]) -> set[str]:
     dom = domains(snapshot, key)
     return {dom[n] for n in nodes if n in dom}
@@ -121,7 +103,7 @@ def _in_values(snapshot: Snapshot, key: str, values: set[str]) -> list[str]:
     return [n for n, v in domains(snapshot, key).items() if v in values]
 
 
-def _existing_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -> None:
+def _existing_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) -> None:
     """Running pods whose required anti-affinity selects this role's pods."""
     ns_labels = snapshot.namespace_labels(gang.namespace)
     for occ in snapshot.pods.with_anti_affinity():
@@ -146,7 +128,7 @@ def _matching_running(snapshot: Snapshot, term: PodAffinityTerm, surely: bool) -
     return out
 
 
-def _own_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks,
+def _own_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks,
               rules: list[Rule], caps: dict[str, tuple[int, str]]) -> None:
     ns_labels = snapshot.namespace_labels(gang.namespace)
     for term in role.requirements.constraints.anti_affinity:
@@ -193,7 +175,7 @@ class _Affinity:
         return not self.fixed
 
 
-def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -> _Affinity | None:
+def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) -> _Affinity | None:
     """The role's affinity terms; nodes lacking a term's key are ruled out at once."""
     terms = role.requirements.constraints.affinity
     if not terms:
@@ -221,7 +203,7 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: _Blocks) -
 
 
 def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, ...],
-                    rules: list[Rule], blocked: dict[str, _Blocks]) -> str:
+                    rules: list[Rule], blocked: dict[str, Blocks]) -> str:
     """Rules sound for binding in ``order``: a role's members go where running pods match
     (``fixed``) or where a member of an earlier role its terms select is (its anchors);
     with neither, it must select itself and its members share the first one's domain.
@@ -255,7 +237,7 @@ def _cached(snapshot: Snapshot, name: str, key: object, build: Callable[[], _T])
     return hit
 
 
-def _spread(role: Role, snapshot: Snapshot, blocks: _Blocks,
+def _spread(role: Role, snapshot: Snapshot, blocks: Blocks,
             spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]]) -> None:
     required = role.requirements.constraints.required_spread
     if not required:
@@ -299,7 +281,7 @@ def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint
                       domain_of, existing)
 
 
-def _ports(role: Role, snapshot: Snapshot, blocks: _Blocks,
+def _ports(role: Role, snapshot: Snapshot, blocks: Blocks,
            caps: dict[str, tuple[int, str]]) -> None:
     ports = role.requirements.constraints.host_ports
     if not ports:
@@ -345,11 +327,11 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     impossible: tuple[UnplaceableReason, str] | None = None
     affinities: list[_Affinity] = []
     spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]] = []
-    blocked: dict[str, _Blocks] = {}
+    blocked: dict[str, Blocks] = {}
     for role in gang.roles:
         if role.count <= 0:
             continue
-        blocks = blocked[role.name] = _Blocks()
+        blocks = blocked[role.name] = Blocks()
         if snapshot.pods.has_anti_affinity:
             _existing_anti(gang, role, snapshot, blocks)
         _own_anti(gang, role, snapshot, blocks, rules, caps)
