@@ -11,7 +11,7 @@ That keeps a cycle on a busy cluster, or a simulated month of trace, proportiona
 changed rather than to the cluster's size. Thread-safe: informers write while the loop reads.
 
 Other schedulers' pods count against capacity and, as ``Occupant``s, for our gangs'
-constraints; namespaces and volumes are in ``facts`` (claim decisions assumed there).
+constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 """
 
 from __future__ import annotations
@@ -177,21 +177,17 @@ class ClusterCache:
     # Namespaces and volumes ------------------------------------------------------------------
     def change_facts(self, change: Callable[[ClusterFacts], bool], *,
                      namespaces: bool = False) -> None:
-        """Apply *change* (a ``ClusterFacts`` setter, True if it changed anything) under the
-        lock. Namespaces live with the snapshot's nodes; volumes are swapped in cheaply."""
+        """Apply a ``ClusterFacts`` setter (True if it changed something) under the lock."""
         with self._lock:
             if change(self.facts):
-                if namespaces:
-                    self._rebuild_snapshot = True
-                else:
-                    self._volumes_changed = True
+                self._rebuild_snapshot |= namespaces
+                self._volumes_changed |= not namespaces
                 self._touch()
 
     def assume_claims(self, decisions: Iterable[ClaimDecision], now: float) -> None:
         """Claim decisions the actuator carried out, until the watch shows them."""
         done = tuple(decisions)
-        if done:
-            self.change_facts(lambda facts: facts.assume(done, now))
+        self.change_facts(lambda facts: facts.assume(done, now))
 
     # Assume / forget ----------------------------------------------------------------------
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float) -> None:
@@ -306,9 +302,7 @@ class ClusterCache:
         """Snapshot and gangs for one cycle; reused as is while nothing has changed."""
         with self._lock:
             self._expire_assumptions(now)
-            if self.facts.expire(now):
-                self._volumes_changed = True
-                self._touch()
+            self.change_facts(lambda facts: facts.expire(now))
             memo = self._memo
             if memo is not None and memo.generation == self._generation:
                 return memo
@@ -383,14 +377,13 @@ class ClusterCache:
 
     def _other_pods(self) -> tuple[Occupant, ...]:
         if self._occupant_list is None:
-            self._occupant_list = tuple(o for node in sorted(self._occupants)
-                                        for _, o in sorted(self._occupants[node].items()))
+            self._occupant_list = tuple(o for n in sorted(self._occupants)
+                                        for _, o in sorted(self._occupants[n].items()))
         return self._occupant_list
 
     def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
                        other: dict[str, Resources]) -> Snapshot:
-        volumes = self._volumes_changed
-        self._volumes_changed = False
+        volumes, self._volumes_changed = self._volumes_changed, False
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]
