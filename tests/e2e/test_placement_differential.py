@@ -271,8 +271,12 @@ def compare(world: World, trials: list[dict[str, Any]],
             problems.append(f"{pod['metadata']['name']}: kube-scheduler {sorted(kube)}, core "
                             f"{sorted(mine)}; spec {pod['spec']}")
     for pod in created:
-        rest.status_of(world.core.delete_namespaced_pod, pod["metadata"]["name"],
-                       pod["metadata"]["namespace"], grace_period_seconds=0)
+        try:
+            rest.status_of(world.core.delete_namespaced_pod, pod["metadata"]["name"],
+                           pod["metadata"]["namespace"], grace_period_seconds=0)
+        except client.ApiException as exc:
+            if exc.status != 404:  # already gone is what deleting is for
+                raise
     return problems
 
 
