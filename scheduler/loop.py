@@ -33,6 +33,7 @@ from scheduler import accounting, cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang
+from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
@@ -49,6 +50,8 @@ class ApplyResult:
     failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why (rolled back)
     evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
     blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
+    #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
+    claims: tuple[ClaimDecision, ...] = ()
 
 
 class Actuator(Protocol):
@@ -130,6 +133,7 @@ class Scheduler:
         assumed = [pn for b in plan.binds if b.gang_id in bound for pn in b.pod_nodes]
         if assumed:
             self.cache.assume(assumed, now)
+        self.cache.assume_claims(result.claims, now)
         for b in plan.binds:
             if b.gang_id in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)

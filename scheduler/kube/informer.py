@@ -55,6 +55,12 @@ PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/p
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
 QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True,
                       namespaced=False)
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces", namespaced=False)
+CLAIMS = ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims")
+VOLUMES = ResourceKind("persistentvolumes", "/api/v1/persistentvolumes", namespaced=False)
+STORAGE_CLASSES = ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses",
+                               namespaced=False)
+CSINODES = ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes", namespaced=False)
 
 
 class EventType(StrEnum):

@@ -132,6 +132,11 @@ EXPECTED_CLUSTER_RULES = {
     *(("", "pods/status", v) for v in ("patch", "update")),
     *((g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch", "update")),
     *(("", "nodes", v) for v in ("get", "list", "watch")),
+    *(("", "namespaces", v) for v in ("get", "list", "watch")),
+    *(("", r, v) for r in ("persistentvolumeclaims", "persistentvolumes")
+      for v in ("get", "list", "watch", "patch")),
+    *(("storage.k8s.io", r, v) for r in ("storageclasses", "csinodes")
+      for v in ("get", "list", "watch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch")),
