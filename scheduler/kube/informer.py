@@ -63,6 +63,12 @@ WORKLOADS = tuple(
     for v in ("v1alpha2", "v1beta1"))
 QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True,
                       namespaced=False)
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces", namespaced=False)
+CLAIMS = ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims")
+VOLUMES = ResourceKind("persistentvolumes", "/api/v1/persistentvolumes", namespaced=False)
+STORAGE_CLASSES = ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses",
+                               namespaced=False)
+CSINODES = ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes", namespaced=False)
 
 
 class EventType(StrEnum):

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -127,13 +127,8 @@ class Deployed:
         return answers_ready(self.port)
 
     def stop_scheduler(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def delete_workloads(self, *namespaces: str) -> None:
         """Jobs go first with their pods (foreground: the garbage collector deletes the pods
@@ -148,26 +143,45 @@ class Deployed:
                          "--ignore-not-found")
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    """One installed cluster per test module, with the scheduler running; torn down after."""
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+D = TypeVar("D", bound="Deployed")
+
+
+def installed(tmp_path_factory: pytest.TempPathFactory, kind: type[D], name: str) -> Iterator[D]:
+    """The body of a module fixture: a dev cluster of its own without pre-installed CRDs,
+    ``kind.install()``, the dev pools and the scheduler; torn down after."""
     from tests.e2e.conftest import SKIP_REASON, e2e_disabled
 
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
     build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
-    workdir = tmp_path_factory.mktemp("deployed")
-    cluster = DevCluster(workdir / "cluster", owned=True)
-    env = Deployed(cluster, workdir)
+    workdir = tmp_path_factory.mktemp(name)
+    env = kind(DevCluster(workdir / "cluster", owned=True), workdir)
     try:
         started = time.monotonic()
-        # Without the CRDs `dev-cluster up` would pre-install: kubectl installs them here.
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
+        # Without the CRDs `dev-cluster up` would pre-install: the install brings them.
+        env.cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
         env.install()
         env.create_nodes()
         env.start_scheduler()
-        print(f"[deployed] installed and scheduling in {time.monotonic() - started:.1f}s")
+        print(f"[{name}] installed and scheduling in {time.monotonic() - started:.1f}s")
         yield env
     finally:
         env.stop_scheduler()
-        cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+        env.cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    """One installed cluster per test module, with the scheduler running; torn down after."""
+    yield from installed(tmp_path_factory, Deployed, "deployed")
