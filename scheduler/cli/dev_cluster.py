@@ -28,7 +28,7 @@ DESCRIPTION = """\
 A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler built from pinned sources (cached under
 ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake GPU nodes from a cluster
-description, and a fake kubelet that runs bound pods.
+description, run by kwok (node Leases, and the pods' lifecycle).
 
 State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
 $XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = sub.add_parser("up", help="start a fresh dev cluster",
                        description="Start etcd, kube-apiserver, kube-controller-manager, "
-                       "kube-scheduler and the fake kubelet, create the "
+                       "kube-scheduler and kwok, create the "
                        "cluster's fake nodes, and print how to use it.",
                        epilog="example: gang-scheduler dev-cluster up --cluster "
                        "scheduler/examples/clusters/dev.yaml",

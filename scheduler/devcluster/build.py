@@ -75,6 +75,7 @@ KUBE_SCHEDULER = Component(
     "kube-scheduler", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"
 )
 KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl")
+KWOK = Component("kwok", HACK_DIR / "kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok")
 # One component per line, so that additions merge cleanly.
 COMPONENTS: tuple[Component, ...] = (
     ETCD,
@@ -82,6 +83,7 @@ COMPONENTS: tuple[Component, ...] = (
     KUBE_CONTROLLER_MANAGER,
     KUBE_SCHEDULER,
     KUBECTL,
+    KWOK,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
 _KUBE_STAMPED = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBECTL)

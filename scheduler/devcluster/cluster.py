@@ -9,7 +9,6 @@ Layout of a state directory (only these entries are ever deleted, so pointing ``
 at a directory with other files in it is safe)::
 
     state.json  kubeconfig  pki/  etcd-data/  apiserver-certs/  kubeconfigs/  config/  logs/
-    agent.ready
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import atexit
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from scheduler.devcluster import (
     controlplane,
     crds,
     kubeconfig,
+    kwok,
     nodes,
     procs,
     rest,
@@ -44,8 +43,7 @@ from scheduler.devcluster import (
 
 Log = Callable[[str], None]
 OWNED_ENTRIES = ("state.json", "kubeconfig", "pki", "etcd-data", "apiserver-certs",
-                 "kubeconfigs", "config", "logs", "agent.ready")
-AGENT_READY_TIMEOUT_S = 30.0
+                 "kubeconfigs", "config", "logs")
 CONTROLLERS_READY_TIMEOUT_S = 60.0
 
 
@@ -54,8 +52,8 @@ class AlreadyRunning(RuntimeError):
 
 
 class DevCluster:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the agent (fake
-    kubelet), rooted at one state directory."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (the fake nodes'
+    kubelets), rooted at one state directory."""
 
     def __init__(self, state_dir: Path | None = None, owned: bool = False) -> None:
         self.state_dir = (state_dir or state.default_state_dir()).resolve()
@@ -146,9 +144,10 @@ class DevCluster:
             crds.apply(self.api_client())
         self._start_controllers(binaries, pki, log)
         t0 = time.monotonic()
-        st.processes.append(self._start_agent(logs))
+        st.processes.append(kwok.start_kwok(binaries["kwok"], st.server, pki, self.state_dir,
+                                            self.owned))
         state.save(st)
-        log(f"agent (fake kubelet) ready in {time.monotonic() - t0:.1f}s")
+        log(f"kwok ready in {time.monotonic() - t0:.1f}s")
         return st
 
     def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
@@ -172,17 +171,6 @@ class DevCluster:
             binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned))
         state.save(st)
         log(f"kube-scheduler ready in {time.monotonic() - t0:.1f}s")
-
-    def _start_agent(self, logs: Path) -> procs.ManagedProcess:
-        ready = self.state_dir / "agent.ready"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(build.REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-m", "scheduler.devcluster.agent",
-                "--kubeconfig", str(self.kubeconfig), "--ready-file", str(ready)]
-        agent = procs.spawn("agent", argv, logs / "agent.log", self.owned, env=env)
-        procs.wait_until(ready.exists, AGENT_READY_TIMEOUT_S, "the agent's first lists", agent)
-        return agent
 
     def down(self, log: Log = build.say) -> bool:
         """Stop every recorded process, the last started first (etcd last).

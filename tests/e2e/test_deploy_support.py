@@ -27,6 +27,7 @@ import pytest
 from scheduler import clusterspec
 from scheduler.devcluster import build
 from scheduler.devcluster.cluster import DevCluster
+from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 
 REPO = build.REPO_ROOT
@@ -136,15 +137,15 @@ class Deployed:
                 self.proc.wait(timeout=10)
 
     def delete_workloads(self, *namespaces: str) -> None:
-        """Jobs go first with their pods (foreground: the garbage collector deletes the pods
-        before the Job, so its controller cannot recreate any), then PodGroups and the other
-        pods (the fake kubelet completes deletes). Namespaces stay: the next test applies
+        """Clean up between tests: Jobs go first, leaving their pods (so their controller
+        recreates none), then PodGroups and every pod at once (grace 0: a test's cleanup need
+        not wait out the examples' 30 s grace periods). Namespaces stay: the next test applies
         the same examples into them."""
         for ns in namespaces:
-            self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=foreground",
+            self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=orphan",
                          "--wait=true", "--ignore-not-found")
-            self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--wait=true",
-                         "--ignore-not-found")
+            self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--grace-period=0",
+                         "--force", "--wait=true", "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +167,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
         env.create_nodes()
         env.start_scheduler()
         print(f"[deployed] installed and scheduling in {time.monotonic() - started:.1f}s")
-        yield env
+        with capacity.watching(cluster.kubeconfig, "the deployed cluster"):
+            yield env
     finally:
         env.stop_scheduler()
         cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
