@@ -51,6 +51,9 @@ CLIENTS: dict[str, Identity] = {
     "kube-scheduler": Identity("system:kube-scheduler"),
     # kwok acts for every fake node at once (see kwok.py).
     "kwok": Identity("kwok-controller", "system:masters"),
+    # The training operators, with their own releases' ClusterRoles (operators.py).
+    "jobset": Identity("jobset-controller"),
+    "trainer": Identity("trainer-controller"),
 }
 
 

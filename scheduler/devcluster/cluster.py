@@ -36,6 +36,7 @@ from scheduler.devcluster import (
     kubeconfig,
     kwok,
     nodes,
+    operators,
     procs,
     rest,
     state,
@@ -43,7 +44,7 @@ from scheduler.devcluster import (
 
 Log = Callable[[str], None]
 OWNED_ENTRIES = ("state.json", "kubeconfig", "pki", "etcd-data", "apiserver-certs",
-                 "kubeconfigs", "config", "logs")
+                 "kubeconfigs", "config", "serving-certs", "logs")
 CONTROLLERS_READY_TIMEOUT_S = 60.0
 
 
@@ -88,23 +89,27 @@ class DevCluster:
 
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
-           log: Log = build.say, install_crds: bool = True) -> state.ClusterState:
+           log: Log = build.say, install_crds: bool = True,
+           training_operators: bool = True) -> state.ClusterState:
         """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes.
 
         ``install_crds=False`` leaves the project's CRDs out, for whoever installs them the
         way an admin would (``kubectl apply -k deploy/``): deleting them again instead would
         wait on the apiserver's CRD finalizer, which can take minutes on a loaded machine.
+        ``training_operators=False`` leaves out JobSet and Kubeflow Trainer (no build of
+        them, a faster start) for tests that need neither.
         """
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
                                  f"(KUBECONFIG={self.kubeconfig}); run `down` first")
         started = time.monotonic()
-        binaries = build.ensure_all(log)
+        binaries = build.ensure_all(log, training_operators)
         self._wipe()
         if self.owned:
             self._install_cleanup()
         try:
-            self.state = self._start(binaries, spec_path, log, install_crds)
+            self.state = self._start(binaries, spec_path, log, install_crds,
+                                     training_operators)
             if spec is not None:
                 t0 = time.monotonic()
                 names = nodes.create_from_spec(self.api_client(), spec)
@@ -118,7 +123,7 @@ class DevCluster:
         return self.state
 
     def _start(self, binaries: dict[str, Path], spec_path: Path | None,
-               log: Log, install_crds: bool) -> state.ClusterState:
+               log: Log, install_crds: bool, training_operators: bool) -> state.ClusterState:
         logs = self.state_dir / "logs"
         pki = certs.generate(self.state_dir / "pki")
         t0 = time.monotonic()
@@ -127,7 +132,7 @@ class DevCluster:
         st = state.ClusterState(
             state_dir=str(self.state_dir), server="", etcd=etcd_url,
             kubeconfig=str(self.kubeconfig), processes=[etcd],
-            versions={c.name: c.version for c in build.COMPONENTS},
+            versions={c.name: c.version for c in build.components(operators=False)},
             cluster_spec=str(spec_path) if spec_path else None,
         )
         self.state = st
@@ -148,7 +153,26 @@ class DevCluster:
                                             self.owned))
         state.save(st)
         log(f"kwok ready in {time.monotonic() - t0:.1f}s")
+        if training_operators:
+            self.start_training_operators(log)
         return st
+
+    def start_training_operators(self, log: Log = build.say) -> None:
+        """Start JobSet and Kubeflow Trainer (with their CRDs, RBAC and webhooks) in a running
+        cluster. Trainer needs the PodGroup CRD: `up` installs it first; a cluster started
+        with ``install_crds=False`` calls this once whoever installs the CRDs has."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        pki = certs.CertPaths.under(self.state_dir / "pki")
+        for operator in operators.OPERATORS:
+            build.ensure(operator.component, log)
+            t0 = time.monotonic()
+            st.processes.append(operators.start(operator, self.api_client(), st.server, pki,
+                                                self.state_dir, self.owned))
+            st.versions[operator.component.name] = operator.component.version
+            state.save(st)
+            log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
 
     def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
                            log: Log) -> None:

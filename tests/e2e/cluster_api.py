@@ -60,6 +60,7 @@ class ControlPlane:
 
     cluster: DevCluster
     capacity: CapacityWatch | None = None  # the over-commit watch of this cluster, if any
+    operators: bool = False  # JobSet and Kubeflow Trainer run
     api: client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,13 @@ from tests.e2e.live import InProcessScheduler, Tenant, tenant_config
 
 E2E_ENV = "GANG_SCHEDULER_E2E"
 SKIP_REASON = f"{E2E_ENV}=0: end-to-end tests against a real kube-apiserver are disabled"
+# GANG_SCHEDULER_E2E_OPERATORS=0 starts the session cluster without JobSet and Kubeflow
+# Trainer (quicker; their tests skip).
+OPERATORS_ENV = "GANG_SCHEDULER_E2E_OPERATORS"
+
+
+def with_operators() -> bool:
+    return os.environ.get(OPERATORS_ENV, "").strip() != "0"
 
 
 def e2e_disabled() -> bool:
@@ -48,12 +55,14 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     """A fresh, running dev cluster with no nodes; torn down at the end of the session."""
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
+    operators = with_operators()
+    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"), operators=operators)
     cluster = DevCluster(tmp_path_factory.mktemp("dev-cluster"), owned=True)
     try:
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"))
+        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"),
+                   training_operators=operators)
         with capacity.watching(cluster.kubeconfig, "the session cluster") as watch:
-            yield ControlPlane(cluster, watch)
+            yield ControlPlane(cluster, watch, operators)
     finally:
         cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
 

@@ -13,6 +13,7 @@ an admin to run, so that is what is tested; the binary is built from the same pi
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import subprocess
@@ -71,8 +72,13 @@ class Deployed:
     sa_kubeconfig: Path = Path()
 
     @property
+    def cluster_operators(self) -> bool:
+        """Whether JobSet and Kubeflow Trainer run (see conftest.with_operators)."""
+        return bool(self.cluster.state and "trainer-controller" in self.cluster.state.versions)
+
+    @property
     def cp(self) -> ControlPlane:
-        return ControlPlane(self.cluster)
+        return ControlPlane(self.cluster, operators=self.cluster_operators)
 
     @property
     def admin(self) -> Path:
@@ -137,12 +143,13 @@ class Deployed:
                 self.proc.wait(timeout=10)
 
     def delete_workloads(self, *namespaces: str) -> None:
-        """Clean up between tests: Jobs go first, leaving their pods (so their controller
-        recreates none), then PodGroups and every pod at once (grace 0: a test's cleanup need
-        not wait out the examples' 30 s grace periods). Namespaces stay: the next test applies
-        the same examples into them."""
+        """Clean up between tests: TrainJobs, JobSets and Jobs go first, leaving what they
+        made (so no controller recreates any), then PodGroups and every pod at once (grace 0:
+        a test's cleanup need not wait out the examples' 30 s grace periods). Namespaces
+        stay: the next test applies the same examples into them."""
+        owners = "trainjobs,jobsets,jobs" if self.cluster_operators else "jobs"
         for ns in namespaces:
-            self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=orphan",
+            self.kubectl("-n", ns, "delete", owners, "--all", "--cascade=orphan",
                          "--wait=true", "--ignore-not-found")
             self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--grace-period=0",
                          "--force", "--wait=true", "--ignore-not-found")
@@ -151,19 +158,22 @@ class Deployed:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     """One installed cluster per test module, with the scheduler running; torn down after."""
-    from tests.e2e.conftest import SKIP_REASON, e2e_disabled
+    from tests.e2e.conftest import SKIP_REASON, e2e_disabled, with_operators
 
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
+    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"), operators=with_operators())
     workdir = tmp_path_factory.mktemp("deployed")
     cluster = DevCluster(workdir / "cluster", owned=True)
     env = Deployed(cluster, workdir)
     try:
         started = time.monotonic()
         # Without the CRDs `dev-cluster up` would pre-install: kubectl installs them here.
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
+        say = functools.partial(print, "[dev-cluster]")
+        cluster.up(log=say, install_crds=False, training_operators=False)
         env.install()
+        if with_operators():  # Trainer needs the PodGroup CRD that deploy/ installs
+            cluster.start_training_operators(log=say)
         env.create_nodes()
         env.start_scheduler()
         print(f"[deployed] installed and scheduling in {time.monotonic() - started:.1f}s")
