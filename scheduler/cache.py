@@ -9,15 +9,19 @@ Incremental: a change marks only its gang dirty; the next cycle rebuilds just th
 and derives the new snapshot from the previous one (``without_gangs`` / ``with_running``).
 That keeps a cycle on a busy cluster, or a simulated month of trace, proportional to what
 changed rather than to the cluster's size. Thread-safe: informers write while the loop reads.
+
+Other schedulers' pods count against capacity and, as ``Occupant``s, for our gangs'
+constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from scheduler.facts import ClusterFacts
 from scheduler.grouping import (
     GangEntry,
     GangSet,
@@ -27,7 +31,9 @@ from scheduler.grouping import (
     is_ours,
 )
 from scheduler.model import Gang, Node, PodRef
+from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.occupancy import Occupant
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
@@ -61,6 +67,10 @@ class ClusterCache:
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
         self._members: dict[str, set[str]] = {}  # gang id -> uids
         self._other: dict[str, dict[str, Resources]] = {}  # node -> uid -> usage (not ours)
+        self._occupants: dict[str, dict[str, Occupant]] = {}  # the same pods, as occupants
+        self._occupant_list: tuple[Occupant, ...] | None = ()
+        self.facts = ClusterFacts()
+        self._volumes_changed = False
         # Per-node totals of _other, recomputed only for nodes whose usage changed: summing
         # every node's other pods each cycle cost more than the decision on a large cluster.
         self._other_totals: dict[str, Resources] = {}
@@ -101,6 +111,8 @@ class ClusterCache:
             self._dirty.add(gid)
         elif (pod.node_name in self._other
               and self._other[pod.node_name].pop(pod.uid, None) is not None):
+            self._occupants[pod.node_name].pop(pod.uid, None)
+            self._occupant_list = None
             self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
@@ -112,6 +124,10 @@ class ClusterCache:
             self._dirty.add(gid)
         elif pod.holds_resources:
             self._other.setdefault(pod.node_name, {})[pod.uid] = pod.requests
+            self._occupants.setdefault(pod.node_name, {})[pod.uid] = Occupant(
+                pod.node_name, pod.namespace, pod.labels, 1, pod.requirements.constraints,
+                pod.terminating)
+            self._occupant_list = None
             self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
@@ -157,6 +173,21 @@ class ClusterCache:
             if self._jobs.pop(key, None) is not None:
                 self._dirty.add(key)
                 self._touch()
+
+    # Namespaces and volumes ------------------------------------------------------------------
+    def change_facts(self, change: Callable[[ClusterFacts], bool], *,
+                     namespaces: bool = False) -> None:
+        """Apply a ``ClusterFacts`` setter (True if it changed something) under the lock."""
+        with self._lock:
+            if change(self.facts):
+                self._rebuild_snapshot |= namespaces
+                self._volumes_changed |= not namespaces
+                self._touch()
+
+    def assume_claims(self, decisions: Iterable[ClaimDecision], now: float) -> None:
+        """Claim decisions the actuator carried out, until the watch shows them."""
+        done = tuple(decisions)
+        self.change_facts(lambda facts: facts.assume(done, now))
 
     # Assume / forget ----------------------------------------------------------------------
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float) -> None:
@@ -222,6 +253,13 @@ class ClusterCache:
                 return [self._effective(u) for u in uids]
             return [self._pods[u] for u in uids]
 
+    def gang_of_pod(self, namespace: str, name: str) -> str | None:
+        """The gang a pod of this scheduler belongs to (None: no such pod, or not ours)."""
+        with self._lock:
+            return next((self._gid_of[uid] for uid, pod in self._pods.items()
+                         if pod.namespace == namespace and pod.name == name
+                         and uid in self._gid_of), None)
+
     def queue_of(self, gang_id: str) -> str:
         """The queue of a gang as the last cycle's input built it ("" if unknown): for log
         lines about a gang, written outside the cycle that decided about it."""
@@ -252,6 +290,8 @@ class ClusterCache:
         self._members.clear()
         self._other_dirty |= set(self._other) | set(self._other_totals)
         self._other.clear()
+        self._occupants.clear()
+        self._occupant_list = None
         for pod in self._pods.values():
             self._index(pod)
         self._dirty |= old_ids | set(self._members)
@@ -262,6 +302,7 @@ class ClusterCache:
         """Snapshot and gangs for one cycle; reused as is while nothing has changed."""
         with self._lock:
             self._expire_assumptions(now)
+            self.change_facts(lambda facts: facts.expire(now))
             memo = self._memo
             if memo is not None and memo.generation == self._generation:
                 return memo
@@ -334,13 +375,23 @@ class ClusterCache:
             self._other_dirty.clear()
         return self._other_totals
 
+    def _other_pods(self) -> tuple[Occupant, ...]:
+        if self._occupant_list is None:
+            self._occupant_list = tuple(o for n in sorted(self._occupants)
+                                        for _, o in sorted(self._occupants[n].items()))
+        return self._occupant_list
+
     def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
                        other: dict[str, Resources]) -> Snapshot:
+        volumes, self._volumes_changed = self._volumes_changed, False
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]
-            return Snapshot(self._nodes.values(), running, other)
+            return Snapshot(self._nodes.values(), running, other, other_pods=self._other_pods(),
+                            namespaces=self.facts.namespaces(), volumes=self.facts.catalog())
         snapshot = memo.snapshot
+        if volumes:
+            snapshot = snapshot.with_volumes(self.facts.catalog())
         gone = [gid for gid in changed if gid in snapshot.running]
         snapshot = snapshot.without_gangs(gone)
         for entry in changed.values():

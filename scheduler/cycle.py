@@ -93,6 +93,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     snapshot, ledger = state.snapshot, state.ledger
     return CyclePlan(
         now=now, binds=binds, evictions=tuple(state.evictions),
+        provisions=tuple(state.provisions),
         nominations=tuple(sorted(state.nominations, key=lambda n: n.gang_id)),
         reservations=state.reservations,
         pending=pending,

@@ -34,6 +34,7 @@ from policies.queues import Queue
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params
 from scheduler.model import Gang, Role, RunningGang
+from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
 from scheduler.resources import Resources
@@ -164,7 +165,7 @@ class CycleMemo:
             self.epoch = state._epoch()
         return (queue.name, gang.priority, gang.preemption_policy, gang.topology,
                 tuple(r.gang_id for r in restricting), may_reserve,
-                _roles_of(gang, snapshot).shape)
+                _roles_of(gang, snapshot).shape, context_key(gang, snapshot))
 
     def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
                                                                   BoundsKey]:

@@ -43,7 +43,16 @@ from scheduler.placement.types import (
     Unplaceable,
     UnplaceableReason,
 )
-from scheduler.plan import Bind, Eviction, Nomination, PendingReason, ReasonCategory, map_pods
+from scheduler.plan import (
+    Bind,
+    Eviction,
+    Nomination,
+    PendingReason,
+    Provision,
+    ReasonCategory,
+    describe_claims,
+    map_pods,
+)
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
@@ -72,6 +81,7 @@ class CycleState:
     blocked_by: str | None = None  # with backfill off: the gang everything waits behind
     blocked_queues: dict[str, str] = field(default_factory=dict)  # StrictFIFO queue -> head
     binds: list[Bind] = field(default_factory=list)
+    provisions: list[Provision] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     nominations: list[Nomination] = field(default_factory=list)
     pending: dict[str, PendingReason] = field(default_factory=dict)
@@ -98,10 +108,23 @@ class CycleState:
         running = RunningGang(gang=gang, allocations=placement.allocations(gang)
                               if allocations is None else allocations,
                               start_time=self.now,
-                              expected_end=None if runtime is None else self.now + runtime)
+                              expected_end=None if runtime is None else self.now + runtime,
+                              members=placement.members)
         self.snapshot = self.snapshot.with_running(running)
+        if placement.claims:
+            self.snapshot = self.snapshot.with_volumes(
+                self.snapshot.volumes.with_decisions(placement.claims))
         self.ledger = charge_all(self.ledger, queue.name, charges)
         self.binds.append(Bind(gang.id, queue.name, placement, map_pods(gang, placement)))
+
+    def provision(self, gang: Gang, placement: Placement) -> None:
+        """Bind or provision the gang's claims first; it binds once they are bound."""
+        self.snapshot = self.snapshot.with_volumes(
+            self.snapshot.volumes.with_decisions(placement.claims))
+        self.provisions.append(Provision(gang.id, placement.claims))
+        self.wait(gang, ReasonCategory.VOLUMES,
+                  f"its claims are bound first ({describe_claims(placement.claims)}): a claim "
+                  "its members share across nodes is provisioned before they bind")
 
     def nominate(self, gang: Gang, queue: Queue, pre: Preemption) -> None:
         victims = tuple(v.id for v in pre.victims)
@@ -188,7 +211,10 @@ class CycleState:
                     charges = placement_charges(gang, result, self.snapshot, allocations)
                     quota_problem = check_charges(queue, ledger, charges)
                 if quota_problem is None:
-                    self.bind(gang, queue, result, charges, allocations)
+                    if result.volumes_first:
+                        self.provision(gang, result)
+                    else:
+                        self.bind(gang, queue, result, charges, allocations)
                     return
             else:
                 failure = result
@@ -270,8 +296,7 @@ class CycleState:
                 self.wait(gang, category, describe_never(queue.name, bounds, empty))
                 return
         else:
-            category = (ReasonCategory.TOPOLOGY if failure.reason is UnplaceableReason.TOPOLOGY
-                        else ReasonCategory.PLACEMENT)
+            category = _CATEGORY.get(failure.reason, ReasonCategory.PLACEMENT)
             message = failure.message
             if failure.reason not in (UnplaceableReason.INSUFFICIENT_CAPACITY,
                                       UnplaceableReason.TOPOLOGY):
@@ -352,6 +377,12 @@ class CycleState:
                       f"of {' and '.join(r.gang_id for r in concern)}")
             return True
         return False
+
+
+#: The pending reason category of a placement failure (PLACEMENT unless listed).
+_CATEGORY = {UnplaceableReason.TOPOLOGY: ReasonCategory.TOPOLOGY,
+             UnplaceableReason.VOLUMES: ReasonCategory.VOLUMES,
+             UnplaceableReason.UNSUPPORTED: ReasonCategory.UNSUPPORTED}
 
 
 def _held(reservations: tuple[Reservation, ...], now: float) -> str:

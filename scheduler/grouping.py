@@ -18,14 +18,14 @@ missing members, or rolled back by the caller when that is impossible.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
+from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.gangs import TopologyMode
+from scheduler.model.labels import Labels
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -74,23 +74,6 @@ class GangSet:
         return tuple(by_id[gid] for gid in sorted(by_id))
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``"3600"``, ``"90m"``, ``"2h"``, ``"1h30m"``; ValueError names the text."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(f"not a duration: {text!r} (use seconds, or e.g. 90m, 2h, 1h30m)")
-    h, m, s = (float(g) if g else 0.0 for g in match.groups())
-    return h * 3600 + m * 60 + s
-
-
-def parse_time(text: str) -> float:
-    """Epoch seconds from an RFC 3339 time (``2026-11-30T09:00:00Z``)."""
-    return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
-
-
 def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) -> str:
     """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
     if config.per_pod:
@@ -113,10 +96,16 @@ def _annotation(key: str, *sources: Mapping[str, str]) -> str | None:
 
 
 def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
-    """Pods with identical requirements form one role; the required count is spread in order."""
-    by_req: dict[PodRequirements, list[PodInfo]] = {}
+    """Pods with identical requirements form one role; the required count is spread in order.
+
+    Pods are also split by the labels the gang's own affinity and spread selectors read, so
+    that whether a member matches a fellow member's term is a property of its role.
+    """
+    keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
+    by_req: dict[tuple[PodRequirements, tuple[str | None, ...]], list[PodInfo]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
-        by_req.setdefault(pod.requirements, []).append(pod)
+        split = tuple(pod.labels.get(k) for k in keys)
+        by_req.setdefault((pod.requirements, split), []).append(pod)
     groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
     roles: list[Role] = []
     remaining = min_total
@@ -125,10 +114,27 @@ def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
         name = labels.pop() if len(labels) == 1 and "" not in labels else f"role-{i}"
         required = min(len(members), max(0, remaining))
         remaining -= required
+        common, mixed = _shared_labels(members)
         roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
                           min_count=required,
-                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members)))
+                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members),
+                          labels=common, mixed_labels=mixed))
     return tuple(roles)
+
+
+def _shared_labels(pods: list[PodInfo]) -> tuple[Labels, frozenset[str]]:
+    """The labels all *pods* carry alike, and the keys only some carry (or differently)."""
+    first = pods[0].labels
+    if all(p.labels == first for p in pods[1:]):
+        return Labels(first), frozenset()
+    common = dict(first)
+    seen: set[str] = set(first)
+    for p in pods[1:]:
+        seen.update(p.labels)
+        for k in list(common):
+            if p.labels.get(k) != common[k]:
+                del common[k]
+    return Labels(common), frozenset(seen - set(common))
 
 
 def _preemption_policy(pods: Iterable[PodInfo]) -> PreemptionPolicy:
@@ -178,6 +184,11 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     labels = [group.labels if group else {}, job.labels if job else {},
               *(p.labels for p in gang_pods)]
     min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+    gated = next((p for p in waiting if p.scheduling_gates), None)
+    if gated is not None and not problem:
+        # No scheduler may place a gated pod; the whole gang waits for its gates to go.
+        problem = (f"pod {gated.name} has scheduling gates ({', '.join(gated.scheduling_gates)}): "
+                   "the gang is considered once they are removed")
     queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
     runtime = _runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
@@ -296,8 +307,15 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         except ValueError:
             checkpoint = None
     ns, name = gid.split("/", 1)
+    roles = _make_roles(bound, len(bound))
+    node_of = {p.uid: p.node_name for p in bound if p.holds_resources}
+    members: dict[tuple[str, str], int] = defaultdict(int)
+    for r in roles:
+        for ref in r.pods:
+            if ref.uid in node_of:
+                members[(r.name, node_of[ref.uid])] += 1
     gang = Gang(id=gid, uid=bound[0].uid, namespace=ns, name=name, queue=queue,
-                roles=_make_roles(bound, len(bound)),
+                roles=roles,
                 priority=max(p.priority for p in bound), creation_time=start,
                 runtime_estimate=runtime)
     return RunningGang(
@@ -306,4 +324,5 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         start_time=start, last_checkpoint=checkpoint,
         expected_end=start + runtime if runtime is not None else None,
         terminating=any(p.terminating and p.holds_resources for p in bound),
+        members=tuple((r, n, c) for (r, n), c in sorted(members.items())),
     )

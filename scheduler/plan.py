@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from policies.reservation import Reservation
 from scheduler.model import Gang, PodRef
+from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement
 from scheduler.resources import Resources
 
@@ -29,6 +30,8 @@ class ReasonCategory(StrEnum):
     PREEMPTION_PENDING = "PreemptionPending"  # victims are being evicted for this gang
     RESERVED = "Reserved"  # holds a reservation: nodes and an estimated start
     QUEUED = "Queued"  # would start, but an earlier gang goes first (strict order, reservation)
+    VOLUMES = "Volumes"  # its claims are missing, unbound, or being provisioned for it
+    UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,15 @@ class Bind:
     placement: Placement
     #: Each role's pods in order, mapped onto the placement's nodes (empty without pods).
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    """Claims to bind or provision for a gang that binds once they are bound: a claim its
+    members share across nodes is reachable from where only its new PV will tell."""
+
+    gang_id: str
+    claims: tuple[ClaimDecision, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +105,7 @@ class CyclePlan:
     evictions: tuple[Eviction, ...] = ()
     nominations: tuple[Nomination, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    provisions: tuple[Provision, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
     #: See ``queues``; ``decide`` passes a function so a cycle nobody reports on (most of a
     #: simulation) does not pay for the status of every queue.
@@ -111,7 +124,7 @@ class CyclePlan:
 
     def _key(self) -> tuple[object, ...]:
         return (self.now, self.binds, self.evictions, self.nominations, self.reservations,
-                dict(self.pending), self.queues, self.order)
+                self.provisions, dict(self.pending), self.queues, self.order)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CyclePlan):
@@ -148,6 +161,13 @@ def map_pods(gang: Gang, placement: Placement) -> tuple[tuple[PodRef, str], ...]
     return tuple(out)
 
 
+def describe_claims(decisions: tuple[ClaimDecision, ...]) -> str:
+    """``data -> PV pv-3, ckpt provisioned for node n-4``."""
+    return ", ".join(f"{d.claim.split('/', 1)[-1]} -> PV {d.target}" if d.action == "Bind"
+                     else f"{d.claim.split('/', 1)[-1]} provisioned for node {d.target}"
+                     for d in decisions)
+
+
 def explain(plan: CyclePlan, gang_id: str) -> str:
     """What this plan does about one gang, as text for ``gang-scheduler explain``."""
     lines: list[str] = []
@@ -156,6 +176,12 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
         lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
                      f"{bind.queue}): {spread}")
+        if bind.placement.claims:
+            lines.append(f"{gang_id}: claims first: {describe_claims(bind.placement.claims)}")
+    for prov in plan.provisions:
+        if prov.gang_id == gang_id:
+            lines.append(f"{gang_id}: claims to bind before it binds: "
+                         f"{describe_claims(prov.claims)}")
     for ev in plan.evictions:
         if ev.victim == gang_id:
             lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}")

@@ -9,6 +9,11 @@ simply using the old snapshot again.
 Deriving is cheap: node objects, eligibility and the topology graph live in a shared
 ``_Static`` part; only the per-node free vectors of the changed nodes are replaced.
 
+The running pods as other pods' constraints see them (labels, affinity terms, host ports,
+claims) are an ``Occupancy`` that is derived along with the snapshot at no cost until a
+solve reads it; namespaces' labels and the volume catalog (claims, PVs, classes, attach
+limits) are carried as they are, the catalog replaced when a placement decides claims.
+
 Each snapshot also carries a short ``lineage``: for itself and its nearest ancestors, the
 nodes whose free resources changed since. The solver keeps indexes of free capacity in
 ``solver_cache`` and uses the lineage to bring an index from the snapshot it last served to
@@ -22,6 +27,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
+from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
+from scheduler.occupancy import Occupancy, Occupant
 from scheduler.resources import EMPTY, Resources, total
 
 if TYPE_CHECKING:
@@ -31,10 +39,11 @@ if TYPE_CHECKING:
 class _Static:
     """What does not change within a cycle: nodes and caches derived from them alone."""
 
-    __slots__ = ("eligible", "extras", "node_names", "nodes", "pools", "topology",
+    __slots__ = ("eligible", "extras", "namespaces", "node_names", "nodes", "pools", "topology",
                  "topology_labels", "versions")
 
-    def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...]) -> None:
+    def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...],
+                 namespaces: Mapping[str, Labels]) -> None:
         self.nodes: dict[str, Node] = {n.name: n for n in sorted(nodes, key=lambda n: n.name)}
         self.node_names: tuple[str, ...] = tuple(self.nodes)
         self.pools: tuple[str, ...] = tuple(sorted({n.pool for n in self.nodes.values()}))
@@ -45,6 +54,7 @@ class _Static:
         self.topology_labels = topology_labels
         #: Version numbers of the snapshots sharing this static part (see ``Snapshot.lineage``).
         self.versions = itertools.count()
+        self.namespaces = namespaces  # namespace -> its labels (namespaceSelector)
 
 
 #: How many ancestors a snapshot remembers the changed nodes for.
@@ -55,7 +65,8 @@ _NOTHING: frozenset[str] = frozenset()
 class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
-    __slots__ = ("_count", "_free", "_lineage", "_running", "_static", "_usage", "_version")
+    __slots__ = ("_count", "_free", "_lineage", "_occupancy", "_running", "_static", "_usage",
+                 "_version", "_volumes")
 
     def __init__(
         self,
@@ -64,15 +75,21 @@ class Snapshot:
         other_usage: Mapping[str, Resources] | None = None,
         *,
         topology_labels: Iterable[str] = DEFAULT_TOPOLOGY_LABELS,
+        other_pods: Iterable[Occupant] = (),
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        volumes: VolumeCatalog = EMPTY_CATALOG,
     ) -> None:
         """Build from plain lists.
 
         ``other_usage`` is what pods outside any gang (e.g. of the default scheduler) use
         per node: it counts against capacity but is never a preemption candidate.
         ``topology_labels`` are the label keys the nodes' topology paths were derived with
-        (``NodeLabelConfig.topology_labels``), outermost first.
+        (``NodeLabelConfig.topology_labels``), outermost first. ``other_pods`` are those
+        pods' labels, terms, ports and claims (for other pods' constraints); ``namespaces``
+        the namespaces' labels; ``volumes`` the claims, PVs and classes.
         """
-        self._static = _Static(nodes, tuple(topology_labels))
+        self._static = _Static(nodes, tuple(topology_labels), {
+            ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())})
         self._version = next(self._static.versions)
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
         self._running: dict[str, RunningGang] = {
@@ -93,16 +110,21 @@ class Snapshot:
         self._count: dict[str, int] = {}
         for rg in self._running.values():
             _charge(self._usage, self._count, rg, nodes_by_name, 1)
+        self._occupancy = Occupancy(tuple(other_pods), self._running)
+        self._volumes = volumes
 
     @classmethod
     def _derive(cls, parent: Snapshot, free: dict[str, Resources],
                 running: dict[str, RunningGang], changed: Iterable[str],
                 usage: dict[tuple[str, str], Resources] | None = None,
-                count: dict[str, int] | None = None) -> Snapshot:
+                count: dict[str, int] | None = None,
+                occupancy: Occupancy | None = None) -> Snapshot:
         snap = cls.__new__(cls)
         snap._static = parent._static
         snap._free = free
         snap._running = running
+        snap._occupancy = parent._occupancy if occupancy is None else occupancy
+        snap._volumes = parent._volumes
         snap._usage = parent._usage if usage is None else usage
         snap._count = parent._count if count is None else count
         snap._version = next(parent._static.versions)
@@ -197,6 +219,20 @@ class Snapshot:
         return self._lineage
 
     @property
+    def pods(self) -> Occupancy:
+        """The running pods' labels, terms, ports and claims, per node (lazy)."""
+        return self._occupancy
+
+    def namespace_labels(self, namespace: str) -> Labels:
+        """A namespace's labels (empty for an unknown one, as kube-scheduler assumes)."""
+        return self._static.namespaces.get(namespace, NO_LABELS)
+
+    @property
+    def volumes(self) -> VolumeCatalog:
+        """Claims, PVs, storage classes and attach limits (with this cycle's decisions)."""
+        return self._volumes
+
+    @property
     def solver_cache(self) -> dict[str, Any]:
         """Scratch space for the solver's node-derived indexes; shared by derived snapshots."""
         return self._static.extras
@@ -216,7 +252,15 @@ class Snapshot:
         _charge(usage, count, gang, nodes, 1)
         running[gang.id] = gang
         return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations),
-                                usage, count)
+                                usage, count, self._occupancy.derive(running, (gang,), ()))
+
+    def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
+        """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
+        if volumes is self._volumes:
+            return self
+        snap = Snapshot._derive(self, self._free, self._running, ())
+        snap._volumes = volumes
+        return snap
 
     def with_usage(self, node: str, res: Resources) -> Snapshot:
         """A snapshot in which *res* more is used on *node* by something that is not a gang."""
@@ -246,7 +290,8 @@ class Snapshot:
                     free[name] = free[name] + res
                     changed.add(name)
             _charge(usage, count, rg, nodes, -1)
-        return Snapshot._derive(self, free, running, changed, usage, count)
+        return Snapshot._derive(self, free, running, changed, usage, count,
+                                self._occupancy.derive(running, (), tuple(sorted(ids))))
 
 
 def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,

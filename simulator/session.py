@@ -37,6 +37,7 @@ class SessionSpec:
     trace_options: Mapping[str, Any] = field(default_factory=dict)
     options: SimulationOptions = field(default_factory=SimulationOptions)
     price_per_gpu_hour: float = 0.0
+    currency: str = "USD"
     #: Override of one pool's node count (what the capacity sweep varies).
     pool_override: tuple[str, int] | None = None
 
@@ -81,7 +82,7 @@ def load_inputs(s: SessionSpec) -> Inputs:
     queues = (policies.queues if policies is not None and len(policies.queues)
               else default_queues((j.queue for j in jobs), nodes))
     return Inputs(spec, nodes, queues, jobs, entitlements(queues, nodes),
-                  pricing(spec, s.price_per_gpu_hour),
+                  pricing(spec, s.price_per_gpu_hour, s.currency),
                   policies.scheduler if policies is not None else None)
 
 
@@ -95,9 +96,9 @@ def entitlements(queues: QueueSet, nodes: Sequence[Node]) -> dict[str, float]:
     return out
 
 
-def pricing(spec: clusterspec.ClusterSpec, default: float) -> Pricing:
+def pricing(spec: clusterspec.ClusterSpec, default: float, currency: str = "USD") -> Pricing:
     per_pool = {p.name: p.cost_per_gpu_hour for p in spec.pools if p.cost_per_gpu_hour is not None}
-    return Pricing(per_gpu_hour=default, per_pool=per_pool)
+    return Pricing(per_gpu_hour=default, per_pool=per_pool, currency=currency)
 
 
 def run_policy(inputs: Inputs, policy: str, options: SimulationOptions,
@@ -125,6 +126,20 @@ class SizedRun:
         return run_policy(load_inputs(s), self.policy, s.options).report
 
 
+@dataclass(frozen=True, slots=True)
+class IntervalRun:
+    """``run_one(interval)`` for the checkpoint sweep: every job without an interval of its
+    own checkpoints every *interval* seconds; picklable, reloads inputs in the worker."""
+
+    spec: SessionSpec
+    policy: str
+
+    def __call__(self, interval: int) -> PolicyReport:
+        quiet_scheduler_logs()
+        options = dataclasses.replace(self.spec.options, checkpoint_interval=float(interval))
+        return run_policy(load_inputs(self.spec), self.policy, options).report
+
+
 def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> list[str]:
     """Warnings for quotas naming pools the cluster does not have (they are ignored).
 
@@ -148,6 +163,36 @@ def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> lis
                              f"{', '.join(sorted(tree))} (the cluster's pools: {listed}), "
                              "so its jobs could never run")
     return warnings
+
+
+def check_job_queues(inputs: Inputs, where: str) -> str | None:
+    """One line naming the jobs whose queue the --queues file (*where*) does not hold.
+
+    The simulator puts a job's pods in the queue (and namespace) named after the trace's team
+    or virtual cluster. Jobs naming a queue that does not exist, a parent queue, or a queue
+    that does not admit that namespace would be simulated anyway and end up "never started",
+    which reads like a capacity problem; this says so up front. Raises ``ValueError`` when it
+    is every job: nothing would run.
+    """
+    queues = inputs.queues
+    unfit: dict[str, int] = {}  # queue name -> jobs
+    for job in inputs.jobs:
+        q = queues.get(job.queue)
+        if q is None or not queues.is_leaf(q.name) or not q.admits_namespace(job.queue):
+            unfit[job.queue] = unfit.get(job.queue, 0) + 1
+    if not unfit:
+        return None
+    n = sum(unfit.values())
+    most = sorted(unfit, key=lambda name: (-unfit[name], name))
+    named = ", ".join(most[:5]) + (f" and {len(most) - 5} more" if len(most) > 5 else "")
+    leaves = ", ".join(q.name for q in queues if queues.is_leaf(q.name)) or "none"
+    line = (f"{where}: {n:,} of {len(inputs.jobs):,} jobs name queues it does not hold, or "
+            f"hold as a parent or for other namespaces ({named}); its leaf queues: {leaves}. "
+            "Name the queues after the trace's teams (with spec.namespaces listing the same "
+            "name), or leave out --queues for one queue per team")
+    if n == len(inputs.jobs):
+        raise ValueError(f"{line}; nothing would run")
+    return f"{line}; those jobs will be reported as never started"
 
 
 def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
@@ -222,5 +267,5 @@ def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 
 
-__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "check_jobs_fit",
-           "check_queue_pools", "load_inputs", "run_policy"]
+__all__ = ["FailureModel", "Inputs", "IntervalRun", "SessionSpec", "SizedRun",
+           "check_job_queues", "check_jobs_fit", "check_queue_pools", "load_inputs", "run_policy"]

@@ -12,9 +12,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 # (module under scheduler.cli, one-line summary shown before the module is imported)
-SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "dev_cluster", "policy", "simulate", "demo")
+SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "views", "dev_cluster", "policy", "simulate",
+                                 "demo")
 
 DESCRIPTION = """\
 gang-scheduler: all-or-nothing scheduling of GPU training gangs on Kubernetes.
@@ -24,21 +26,32 @@ under queue quotas, fair share, preemption, reservations and backfill.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "gang-scheduler",
+                 modules: tuple[str, ...] = SUBCOMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gang-scheduler",
+        prog=prog,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in modules:
         module = importlib.import_module(f"scheduler.cli.{name}")
         module.register(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), or why it is unknown."""
+    try:
+        return metadata.version("gang-scheduler")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
+def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()

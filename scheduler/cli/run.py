@@ -8,6 +8,8 @@ import signal
 import sys
 from types import FrameType
 
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+
 EPILOG = """\
 examples:
   # inside a cluster (the deploy/ Deployment does this)
@@ -30,12 +32,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Watch the cluster and place pending gangs all-or-nothing.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", metavar="FILE", help="scheduler config YAML (see deploy/)")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+    p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
     p.add_argument("--scheduler-name", metavar="NAME",
                    help="schedulerName this scheduler serves (default: gang-scheduler)")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
-                   help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
+                   help="serve /metrics, /healthz, /readyz and the read-only dashboard "
+                   "(/dashboard, /api/v1/state) here (default 0.0.0.0:8080)")
     p.add_argument("--no-leader-election", action="store_true",
                    help="run without a Lease (only when a single replica runs)")
     p.add_argument("--identity", metavar="ID", help="leader election identity (default: host-pid)")
@@ -85,13 +88,15 @@ def run(args: argparse.Namespace) -> int:
     address = _address(config.metrics_bind_address)
     assert address is not None  # checked by load_config and above
     try:
-        client = connect(args.kubeconfig, pool_maxsize=max(64, config.bind_concurrency * 2))
+        client = connect(args.kubeconfig, context=args.context,
+                         pool_maxsize=max(64, config.bind_concurrency * 2))
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     live = LiveScheduler(config, client, identity=args.identity)
     try:
-        server = serve(live.metrics.registry, live.health, *address)
+        server = serve(live.metrics.registry, live.health, *address,
+                       view=live.view if config.dashboard else None)
     except OSError as exc:
         print(f"error: metrics address {config.metrics_bind_address}: cannot listen: "
               f"{exc.strerror or exc}", file=sys.stderr)

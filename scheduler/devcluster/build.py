@@ -104,6 +104,8 @@ TRAINER = Component(
      "manifests/base/rbac/role.yaml",
      "manifests/base/runtimes/torch_distributed.yaml"),
 )
+# For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
+HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
 # One component per line, so that additions merge cleanly.
 COMPONENTS: tuple[Component, ...] = (
     ETCD,
@@ -114,6 +116,7 @@ COMPONENTS: tuple[Component, ...] = (
     KWOK,
     JOBSET,
     TRAINER,
+    HELM,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
 _KUBE_STAMPED = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBECTL)
@@ -156,6 +159,13 @@ def ldflags(component: Component, version: str, build_date: str) -> str:
             ]
     elif component is ETCD:
         flags.append(f"-X go.etcd.io/etcd/api/v3/version.GitSHA=module-{version}")
+    elif component is HELM:  # as helm's Makefile: its version, and the Kubernetes version
+        # `helm template` and `helm lint` assume (client-go 0.N is Kubernetes 1.N; else 1.20)
+        minor = pinned_version(component.module_dir / "go.mod", "k8s.io/client-go").split(".")[1]
+        flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+        flags += [f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+                  for pkg in ("chartutil", "lint/rules")
+                  for part, value in (("Major", "1"), ("Minor", minor))]
     flags += [f"-X {var}={version}" for var in component.version_vars]
     return " ".join(flags)
 

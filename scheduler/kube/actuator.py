@@ -19,6 +19,7 @@ import structlog
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder
+from scheduler.kube.claims import ClaimWriter
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.evictor import Evictor
@@ -26,6 +27,7 @@ from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
+from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.plan import CyclePlan, PendingReason, ReasonCategory, map_pods
 
@@ -117,6 +119,7 @@ class KubeActuator:
         self.writer = BackgroundWriter()
         self.evictor = Evictor(cache, binder, events, self.writer,
                                config.eviction_grace_period_seconds)
+        self.claims = ClaimWriter(binder.client)
         # Pods handed to the binder and not yet seen bound by the watch. A pending explanation
         # decided a cycle earlier must never land on them: PodScheduled=False on a bound pod
         # is a lie, and a kubelet may re-admit the pod on that update. The lock makes a
@@ -130,11 +133,14 @@ class KubeActuator:
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evictions = self.evictor.evict(plan, now)
         self._nominate(plan, now)
-        bound, failed = self._bind(plan, now)
+        claims: list[ClaimDecision] = []
+        for prov in plan.provisions:
+            claims += self.claims.apply(prov.claims, prov.gang_id).done
+        bound, failed = self._bind(plan, now, claims)
         self._explain_pending(plan, now)
         self._explain_problems(now)
         return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
-                           blocked=evictions.blocked)
+                           blocked=evictions.blocked, claims=tuple(claims))
 
     # Preemption ---------------------------------------------------------------------------
     def _nominate(self, plan: CyclePlan, now: float) -> None:
@@ -147,27 +153,49 @@ class KubeActuator:
             if gang is None or nom.placement is None:
                 continue
             for ref, node in map_pods(gang, nom.placement):
-                self.writer.submit(f"nominate/{ref.uid}",
-                                   partial(self.statuses.set_nominated_node, ref, node))
+                self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
+
+    def _nominate_pod(self, ref: PodRef, node: str) -> None:
+        """The background write of one nomination, unless the pod was handed to the binder
+        since (the apiserver refuses nominatedNodeName on a bound pod with HTTP 422, and a
+        preemptor is bound the cycle after its victims are gone, often before this runs)."""
+        with self._explain_lock:
+            if ref.uid in self._binding or not self._unconfirmed(ref.uid):
+                return
+            self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
-    def _bind(self, plan: CyclePlan, now: float) -> tuple[list[str], dict[str, str]]:
+    def _bind_claims(self, plan: CyclePlan) -> dict[str, str]:
+        """Claim writes of each gang before any member binds: gang id -> why they failed."""
+        failed = {}
+        for b in plan.binds:
+            if b.placement.claims:
+                outcome = self.claims.apply(b.placement.claims, b.gang_id)
+                if not outcome.ok:
+                    failed[b.gang_id] = f"claims not bound: {outcome.failure}"
+        return failed
+
+    def _bind(self, plan: CyclePlan, now: float,
+              claims: list[ClaimDecision]) -> tuple[list[str], dict[str, str]]:
         if not plan.binds:
             return [], {}
-        claimed = {ref.uid for b in plan.binds for ref, _ in b.pod_nodes}
+        claims_failed = self._bind_claims(plan)
+        binds = [b for b in plan.binds if b.gang_id not in claims_failed]
+        claimed = {ref.uid for b in binds for ref, _ in b.pod_nodes}
         with self._explain_lock:
             self._binding = {u for u in self._binding if self._unconfirmed(u)} | claimed
-        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in plan.binds],
+        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
-        released = {ref.uid for b, out in zip(plan.binds, outcomes, strict=True) if not out.ok
+        released = {ref.uid for b, out in zip(binds, outcomes, strict=True) if not out.ok
                     for ref, _ in b.pod_nodes}
         with self._explain_lock:
             self._binding -= released
         bound: list[str] = []
-        failed: dict[str, str] = {}
-        for b, out in zip(plan.binds, outcomes, strict=True):
+        failed: dict[str, str] = dict(claims_failed)
+        for b, out in zip(binds, outcomes, strict=True):
             ns, name = b.gang_id.split("/", 1)
             if out.ok:
+                claims += b.placement.claims
                 bound.append(b.gang_id)
                 nodes = sorted({node for _, node in b.pod_nodes})
                 message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
@@ -187,6 +215,7 @@ class KubeActuator:
             else:
                 why = out.describe()
                 failed[b.gang_id] = why
+                self.claims.undo(b.placement.claims, b.gang_id)
                 log.warning("gang_bind_failed", gang=b.gang_id, namespace=ns, queue=b.queue,
                             reason=why)
                 first = b.pod_nodes[0][0] if b.pod_nodes else None

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from scheduler.kube import convert, informer
+from scheduler.facts import ClusterFacts
+from scheduler.kube import convert, informer, storage
 from scheduler.kube.client import KubeClient
 from scheduler.model import Node, NodeLabelConfig
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
@@ -41,6 +42,8 @@ class Cache(Protocol):
     def delete_group(self, key: str) -> None: ...
     def upsert_job(self, job: JobInfo) -> None: ...
     def delete_job(self, key: str) -> None: ...
+    def change_facts(self, change: Callable[[ClusterFacts], bool], *,
+                     namespaces: bool = False) -> None: ...
 
 
 def converting_handler(to_model: Callable[[dict[str, Any]], Any],
@@ -148,6 +151,43 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.JOBS, converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o)))),
+        *fact_informers(client, cache),
+    ]
+
+
+def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
+    """Namespaces (their labels, for namespaceSelector) and the volume objects placement
+    reads: claims, PVs, StorageClasses, CSINodes (attach limits)."""
+    def fact(kind: informer.ResourceKind, to_model: Callable[[dict[str, Any]], Any],
+             set_: Callable[[ClusterFacts, str, Any], bool], key: Callable[[Any], str],
+             raw_key: Callable[[dict[str, Any]], str], namespaces: bool = False,
+             ) -> informer.Informer:
+        def upsert(value: Any) -> None:
+            cache.change_facts(lambda f: set_(f, key(value), value), namespaces=namespaces)
+
+        def delete(obj: dict[str, Any]) -> None:
+            cache.change_facts(lambda f: set_(f, raw_key(obj), None), namespaces=namespaces)
+
+        return informer.Informer(client, kind, converting_handler(to_model, upsert, delete))
+
+    def pair_key(v: tuple[str, Any]) -> str:
+        return v[0]
+
+    def name(o: dict[str, Any]) -> str:
+        return _meta(o, "name")
+
+    return [
+        fact(informer.NAMESPACES, storage.namespace_from_json,
+             lambda f, k, v: f.set_namespace(k, None if v is None else v[1]), pair_key, name,
+             namespaces=True),
+        fact(informer.CLAIMS, storage.claim_from_json, ClusterFacts.set_claim,
+             lambda c: c.key, informer.object_id),
+        fact(informer.VOLUMES, storage.volume_from_json, ClusterFacts.set_volume,
+             lambda v: v.name, name),
+        fact(informer.STORAGE_CLASSES, storage.storage_class_from_json, ClusterFacts.set_class,
+             lambda c: c.name, name),
+        fact(informer.CSINODES, storage.csinode_from_json,
+             lambda f, k, v: f.set_limits(k, None if v is None else v[1]), pair_key, name),
     ]
 
 

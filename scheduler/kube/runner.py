@@ -38,6 +38,8 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
 from scheduler.plan import CyclePlan
 from scheduler.serve import Health
+from scheduler.views import live as live_view
+from scheduler.views.state import ClusterView
 
 log = structlog.get_logger("gang_scheduler.runner")
 
@@ -49,7 +51,7 @@ class LiveScheduler:
                  queue_status_interval: float | None = None) -> None:
         self.config = config
         self.client = client
-        self.metrics = metrics or SchedulerMetrics()
+        self.metrics = metrics or SchedulerMetrics(pricing=config.pricing)
         # Read at scrape time: a refused Queue shows in the gauge as soon as its Valid=False
         # condition is written, not one loop iteration later.
         self.metrics.invalid_queues.set_function(lambda: len(self.policies.invalid))
@@ -85,6 +87,7 @@ class LiveScheduler:
                                       renew_deadline=le.renew_deadline_seconds,
                                       retry_period=le.retry_period_seconds)
                         if le.enabled else None)
+        self.recent = live_view.Recent()  # preemptions and reservations, for the dashboard
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
@@ -136,11 +139,13 @@ class LiveScheduler:
                     if not was_leader:
                         log.info("leading", identity=self.identity)
                         self.queue_status.took_over()
+                        self.scheduler.forget_accounting()
                     try:
                         # Read before the cycle: once its binds are assumed, a gang it
                         # completed no longer looks partly bound.
                         partial = dict(self.cache.cycle_input(time.time()).gangs.partially_bound)
                         plan = self.scheduler.run_once()
+                        self.recent.observe(plan)
                         self._repair_partial(plan, partial, startup=not was_leader)
                         self.queue_status.publish(self.scheduler.last_queues)
                         self.actuator.sync_group_statuses()
@@ -148,6 +153,15 @@ class LiveScheduler:
                         log.exception("cycle_failed")
                     was_leader = True
             self.stop_event.wait(self.poll_interval)
+
+    def view(self) -> ClusterView | None:
+        """The views' rows from the last cycle; None on a replica that has not led one."""
+        last, plan = self.scheduler.last_cycle, self.scheduler.last_plan
+        if last is None or plan is None or not self.is_leader:
+            return None
+        inp, policies = last
+        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
+                               self.cache.gang_pods, self.recent.events)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end."""

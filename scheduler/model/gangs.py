@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.resources import Resources, total
 
@@ -36,6 +37,11 @@ class Role:
     min_count: int | None = None  # None: all ``count`` are required
     #: The concrete pending pods, sorted by name; may be empty in the simulator.
     pods: tuple[PodRef, ...] = ()
+    #: The labels every member carries: what other pods' affinity and spread selectors
+    #: see. Keys some members lack or carry with another value are in ``mixed_labels``; a
+    #: gang's roles are split on every key its own selectors read, so those are never mixed.
+    labels: Labels = NO_LABELS
+    mixed_labels: frozenset[str] = frozenset()
 
     @property
     def required(self) -> int:
@@ -139,6 +145,10 @@ class RunningGang:
     #: Some bound pod is being deleted (deletionTimestamp set): an eviction already under
     #: way, whoever decided it (this leader, a previous one, or a restarted scheduler).
     terminating: bool = False
+    #: (role, node, pods) of the gang's members, sorted: which role's pods run where, for
+    #: the labels, ports and volumes other pods' constraints see. Empty when unknown (a
+    #: gang built from resource totals only); its pods are then invisible to selectors.
+    members: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def id(self) -> str:

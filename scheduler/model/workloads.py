@@ -63,6 +63,8 @@ class PodInfo:
     started_at: float | None = None
     #: ``spec.preemptionPolicy`` (from the PriorityClass, like ``spec.priority``).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    #: ``spec.schedulingGates`` names: while any is left, no scheduler may place the pod.
+    scheduling_gates: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
         return hash(self.uid)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -134,13 +134,8 @@ class Deployed:
         return answers_ready(self.port)
 
     def stop_scheduler(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def delete_workloads(self, *namespaces: str) -> None:
         """Clean up between tests: TrainJobs, JobSets and Jobs go first, leaving what they
@@ -155,30 +150,51 @@ class Deployed:
                          "--force", "--wait=true", "--ignore-not-found")
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    """One installed cluster per test module, with the scheduler running; torn down after."""
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+D = TypeVar("D", bound="Deployed")
+
+
+def installed(tmp_path_factory: pytest.TempPathFactory, kind: type[D], name: str) -> Iterator[D]:
+    """The body of a module fixture: a dev cluster of its own without pre-installed CRDs,
+    ``kind.install()``, the training operators (after it: Trainer needs the PodGroup CRD the
+    install brings), the dev pools and the scheduler, watched for over-commits; torn down
+    after."""
     from tests.e2e.conftest import SKIP_REASON, e2e_disabled, with_operators
 
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"), operators=with_operators())
-    workdir = tmp_path_factory.mktemp("deployed")
-    cluster = DevCluster(workdir / "cluster", owned=True)
-    env = Deployed(cluster, workdir)
+    say = functools.partial(print, "[dev-cluster]")
+    build.ensure_all(log=say, operators=with_operators())
+    workdir = tmp_path_factory.mktemp(name)
+    env = kind(DevCluster(workdir / "cluster", owned=True), workdir)
     try:
         started = time.monotonic()
-        # Without the CRDs `dev-cluster up` would pre-install: kubectl installs them here.
-        say = functools.partial(print, "[dev-cluster]")
-        cluster.up(log=say, install_crds=False, training_operators=False)
+        # Without the CRDs `dev-cluster up` would pre-install: the install brings them.
+        env.cluster.up(log=say, install_crds=False, training_operators=False)
         env.install()
-        if with_operators():  # Trainer needs the PodGroup CRD that deploy/ installs
-            cluster.start_training_operators(log=say)
+        if with_operators():
+            env.cluster.start_training_operators(log=say)
         env.create_nodes()
         env.start_scheduler()
-        print(f"[deployed] installed and scheduling in {time.monotonic() - started:.1f}s")
-        with capacity.watching(cluster.kubeconfig, "the deployed cluster"):
+        print(f"[{name}] installed and scheduling in {time.monotonic() - started:.1f}s")
+        with capacity.watching(env.cluster.kubeconfig, f"the {name} cluster"):
             yield env
     finally:
         env.stop_scheduler()
-        cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+        env.cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    """One installed cluster per test module, with the scheduler running; torn down after."""
+    yield from installed(tmp_path_factory, Deployed, "deployed")

@@ -10,7 +10,6 @@ Each gang must bind whole. Setup: module fixture ``deployed`` (tests/e2e/test_de
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,19 +46,20 @@ def bound(pods: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def wait_whole(env: Deployed, ns: str, selector: str, size: int) -> dict[str, str]:
-    """Wait until all `size` pods are bound; fail if a poll ever sees some but not all bound
-    for longer than a bind takes (the binder binds a gang's members in parallel)."""
-    partial_since: float | None = None
+    """Wait until all `size` pods are bound. A poll may see some bound while the binder is
+    still at it (members bind in parallel, not in one API call); a gang left partly bound
+    fails the wait, which then names what was bound."""
+    seen: dict[str, str] = {}
 
     def check() -> dict[str, str]:
-        nonlocal partial_since
-        nodes = bound(pods_of(env, ns, selector))
-        if 0 < len(nodes) < size:
-            partial_since = partial_since or time.monotonic()
-            assert time.monotonic() - partial_since < 5, f"gang left partly bound: {nodes}"
-        return nodes if len(nodes) == size else {}
+        seen.clear()
+        seen.update(bound(pods_of(env, ns, selector)))
+        return dict(seen) if len(seen) == size else {}
 
-    return wait_for(check, 60, 0.1, what=f"{size} pods of {selector} bound")
+    try:
+        return wait_for(check, 60, 0.1, what=f"{size} pods of {selector} bound")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; bound at the end: {seen or 'none'}") from None
 
 
 # The Indexed Job ------------------------------------------------------------------------------

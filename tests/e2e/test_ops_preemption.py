@@ -8,9 +8,9 @@ the preemptor, and lets the test see each step.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -57,16 +57,16 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         # through the Eviction API with the configured grace period.
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
         assert {n: watch.deleting[n] for n in victim} == {n: HELD_GRACE_S for n in victim}
+        # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the
+        # scheduler writes its own again once the eviction is accepted, in the background.
         def marked(name: str) -> dict[str, Any]:
-            target = condition(pods()[name], "DisruptionTarget")
-            return target if f"{ops.ns}/preemptor" in target.get("message", "") else {}
+            found = condition(pods()[name], "DisruptionTarget")
+            return found if f"{ops.ns}/preemptor" in found.get("message", "") else {}
 
         for name in victim:
-            # The Eviction API writes its own DisruptionTarget; the scheduler's, naming the
-            # preemptor, is written again once the eviction was accepted (in the background).
-            target = wait_for(functools.partial(marked, name), 30,
-                              what=f"DisruptionTarget naming the preemptor on {name}")
-            assert target["status"] == "True", pods()[name]["status"]
+            target = wait_for(partial(marked, name), 30,
+                              what=f"{name}: DisruptionTarget names the preemptor")
+            assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
         events = wait_for(lambda: [e for e in ops.tenant.events("Preempted")
                                    if e["regarding"]["name"] in victim]
                           if len(ops.tenant.events("Preempted")) >= 2 else [], 30,
