@@ -242,7 +242,8 @@ def test_cli_up_env_down_across_processes_leaves_nothing(tmp_path: Path) -> None
     recorded = state.load(tmp_path)
     assert recorded is not None
     assert [p.name for p in recorded.processes] == [
-        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+        "jobset-controller", "trainer-controller"]
     assert all(procs.is_alive(p) for p in recorded.processes)
 
     env = _cli(tmp_path, "env")
