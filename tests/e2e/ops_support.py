@@ -126,6 +126,8 @@ class Ops:
             meta["labels"]["scheduling.x-k8s.io/pod-group"] = group
         if hold:
             meta["finalizers"] = [HOLD]
+        else:  # a trainer that checkpoints and exits a second after SIGTERM, as kwok plays it
+            meta["annotations"] = {SIMULATED_SHUTDOWN: "1"}
         spec: dict[str, Any] = {
             "schedulerName": self.tenant.scheduler_name, "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 30, "nodeSelector": {POOL_LABEL: self.tenant.pool},

@@ -180,7 +180,9 @@ def test_deleting_a_bound_pod_honours_its_grace_period(control_plane: ControlPla
         wait_for(lambda: control_plane.get_pod(namespace, "victim") is None, 60,
                  what="the deleted pod to disappear")
         gone = time.monotonic() - started
-    assert gone >= 2.5, f"gone after {gone:.1f}s, before its 3 s grace period"
+    # deletionTimestamp (when the grace period ends, and when kwok kills the pod) has whole
+    # seconds: the apiserver's now + 3 s, truncated, so it is 2 to 3 s after the delete.
+    assert gone >= 2.0, f"gone after {gone:.1f}s, before its 3 s grace period"
     assert history.phases("victim")[-1] == "Failed", history.phases("victim")
     terminated = history.last("victim")["status"]["containerStatuses"][0]["state"]["terminated"]
     assert terminated["exitCode"] == 137

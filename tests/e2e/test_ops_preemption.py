@@ -88,6 +88,9 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
         assert ops.tenant.nodes_of(preemptor) == nominated
         if "rival" in watch.first_bound:  # it may take what is left once every victim is gone
+            # (This test's watch may see the last deletion after the scheduler's did.)
+            wait_for(lambda: all(n in watch.deleted for n in victim), 30,
+                     what="the watch saw both victims deleted")
             assert watch.first_bound["rival"] >= max(watch.deleted[n] for n in victim)
         assert watch.rebinds() == {}
         metrics = runner.live.metrics.registry

@@ -125,14 +125,33 @@ def trainjob(name: str, runtime: str, nodes: int, gpus: int) -> dict[str, Any]:
                                                       "limits": {GPU: str(gpus)}}}}}
 
 
+def create_trainjob(tenant: Tenant, body: dict[str, Any]) -> None:
+    """Create a TrainJob whose runtime was just created.
+
+    Trainer's validating webhook looks the runtime up in its informer cache, which may not
+    have seen the runtime yet on a loaded machine ("specified trainingRuntime must be created
+    before the TrainJob is created"): that refusal is retried until the cache catches up.
+    """
+    def created() -> bool:
+        try:
+            rest.call(tenant.cp.custom.create_namespaced_custom_object, *TRAINJOBS[:2],
+                      tenant.namespace, TRAINJOBS[2], body)
+        except client.ApiException as exc:
+            if exc.status == 403 and "must be created before" in str(exc.body):
+                return False
+            raise
+        return True
+
+    wait_for(created, 30, what="Trainer's webhook to see the new runtime")
+
+
 def test_a_trainjob_with_coscheduling_is_one_podgroup_placed_whole_and_completes(
         tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
     cp = tenant.cp
     tenant.create_nodes(2, gpus=8)
     rest.call(cp.custom.create_namespaced_custom_object, *RUNTIMES[:2], tenant.namespace,
               RUNTIMES[2], training_runtime(tenant, "torch-gang", coscheduling=True))
-    rest.call(cp.custom.create_namespaced_custom_object, *TRAINJOBS[:2], tenant.namespace,
-              TRAINJOBS[2], trainjob("finetune", "torch-gang", nodes=3, gpus=4))
+    create_trainjob(tenant, trainjob("finetune", "torch-gang", nodes=3, gpus=4))
     # Trainer's PodGroup: every training node is a member, their requests its minResources.
     def group() -> dict[str, Any]:
         try:
