@@ -7,7 +7,8 @@ A pod belongs to, in order of precedence:
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
 2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
-3. its controlling ``batch/v1`` Job, whose parallelism is the gang size (its pods wait
+3. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
+   parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
 4. otherwise, itself: a lone pod is a gang of one.
 
@@ -309,7 +310,7 @@ def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: 
         return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
                    f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
     if job is not None:
-        return max(1, job.parallelism), None
+        return job.gang_size, None
     if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
         return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
                    "size (parallelism) is known")

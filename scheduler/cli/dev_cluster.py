@@ -30,7 +30,7 @@ DESCRIPTION = """\
 A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler built from pinned sources (cached under
 ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake GPU nodes from a cluster
-description, and a fake kubelet that runs bound pods.
+description, run by kwok (node Leases, and the pods' lifecycle).
 
 State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
 $XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
@@ -80,16 +80,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="dev_cluster_command", metavar="SUBCOMMAND")
 
     p = sub.add_parser("build", parents=[state],
-                       help="build or reuse the control plane's binaries",
+                       help="build or reuse the dev cluster's binaries",
                        description="Build the pinned etcd, kube-apiserver, "
-                       "kube-controller-manager, kube-scheduler and kubectl with Go, or reuse "
-                       "the cached binaries (a no-op taking well under a second when cached).")
+                       "kube-controller-manager, kube-scheduler, kubectl, kwok, JobSet and "
+                       "Kubeflow Trainer with Go, or reuse the cached binaries (a no-op taking "
+                       "well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
                        description="Start etcd, kube-apiserver, kube-controller-manager, "
-                       "kube-scheduler and the fake kubelet, create the "
-                       "cluster's fake nodes, and print how to use it.",
+                       "kube-scheduler, kwok and the training operators (JobSet, Kubeflow "
+                       "Trainer), create the cluster's fake nodes, and print how to use it.",
                        epilog="example: gang-scheduler dev-cluster up --cluster "
                        "scheduler/examples/clusters/dev.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +98,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"cluster description YAML (default: {DEFAULT_CLUSTER.name}, shipped)")
     p.add_argument("--foreground", action="store_true",
                    help="stay attached and stop the cluster on Ctrl-C or SIGTERM")
+    p.add_argument("--without-training-operators", action="store_true",
+                   help="leave out JobSet and Kubeflow Trainer (their CRDs, webhooks and "
+                   "controllers): a faster start, and no Go build of them on first use")
     p.set_defaults(handler=_checked(_up))
 
     p = sub.add_parser("down", parents=[state],
@@ -176,7 +180,8 @@ def _up(args: argparse.Namespace) -> int:
         return 2
     cluster = _cluster(args, owned=args.foreground)
     try:
-        cluster.up(spec, args.cluster.resolve())
+        cluster.up(spec, args.cluster.resolve(),
+                   training_operators=not args.without_training_operators)
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

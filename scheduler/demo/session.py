@@ -130,7 +130,7 @@ def run(opts: Options, console: Console) -> int:
     ok, up, started = False, False, time.monotonic()
     try:
         say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, "
-            "kube-scheduler, fake kubelet)...")
+            "kube-scheduler, kwok)...")
         try:
             cluster.up(spec=spec, spec_path=opts.cluster, log=say)
         except AlreadyRunning as exc:  # --keep or --state-dir pointing at a live cluster

@@ -64,6 +64,11 @@ class Component:
     module_dir: Path
     pinned_module: str  # the module whose version in go.mod is the component version
     package: str
+    #: Go string variables (``pkg.Var``) that get the version, so the binary reports it.
+    version_vars: tuple[str, ...] = ()
+    #: Files of the pinned module (CRDs, webhook and RBAC manifests) cached beside the binary,
+    #: so that starting the component needs no Go and reads the manifests of its own release.
+    manifests: tuple[str, ...] = ()
     #: A Kubernetes binary: built from the chosen release's module (``RELEASES``), not
     #: ``module_dir`` (the default release's).
     follows_release: bool = False
@@ -81,6 +86,10 @@ class Component:
 
     def binary(self) -> Path:
         return self.cache_dir() / self.name
+
+    def manifest(self, relative: str) -> Path:
+        """A cached manifest (one of `manifests`) of this component."""
+        return self.cache_dir() / "manifests" / relative
 
 
 ETCD = Component(
@@ -100,6 +109,26 @@ KUBE_SCHEDULER = Component(
 )
 KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl",
                     follows_release=True)
+KWOK = Component("kwok", HACK_DIR / "kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok")
+JOBSET = Component(
+    "jobset-controller", HACK_DIR / "jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset",
+    ("sigs.k8s.io/jobset/pkg/version.GitVersion",),
+    ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+     "config/components/webhook/manifests.yaml",
+     "config/components/webhook/patches/mutating-patch.yaml",
+     "config/components/webhook/patches/validating-patch.yaml",
+     "config/components/rbac/role.yaml"),
+)
+TRAINER = Component(
+    "trainer-controller", HACK_DIR / "trainer", "github.com/kubeflow/trainer/v2",
+    "gangscheduler.dev/hack/controlplane/trainer", (),
+    ("manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+     "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
+     "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+     "manifests/base/webhook/manifests.yaml",
+     "manifests/base/rbac/role.yaml",
+     "manifests/base/runtimes/torch_distributed.yaml"),
+)
 # For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
 HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
 # One component per line, so that additions merge cleanly.
@@ -109,6 +138,9 @@ COMPONENTS: tuple[Component, ...] = (
     KUBE_CONTROLLER_MANAGER,
     KUBE_SCHEDULER,
     KUBECTL,
+    KWOK,
+    JOBSET,
+    TRAINER,
     HELM,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
@@ -159,6 +191,7 @@ def ldflags(component: Component, version: str, build_date: str) -> str:
         flags += [f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
                   for pkg in ("chartutil", "lint/rules")
                   for part, value in (("Major", "1"), ("Minor", minor))]
+    flags += [f"-X {var}={version}" for var in component.version_vars]
     return " ".join(flags)
 
 
@@ -173,16 +206,28 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def module_time(component: Component, env: dict[str, str]) -> str:
-    """The release time of the pinned module, used as a reproducible build date."""
+def module_info(component: Component, env: dict[str, str]) -> dict[str, str]:
+    """``go list -m -json`` of the pinned module: its release ``Time`` (a reproducible build
+    date) and ``Dir`` in the module cache (where its manifests are)."""
     out = subprocess.run(
         ["go", "list", "-m", "-json", component.pinned_module],
         cwd=component.source_dir, env=env, capture_output=True, text=True, check=False,
     )
     if out.returncode != 0:
         raise BuildError(f"go list -m {component.pinned_module} failed:\n{out.stderr}")
-    info = json.loads(out.stdout)
-    return str(info.get("Time", "1970-01-01T00:00:00Z"))
+    return {str(k): str(v) for k, v in json.loads(out.stdout).items()}
+
+
+def _cache_manifests(component: Component, module_dir: str) -> None:
+    for relative in component.manifests:
+        source = Path(module_dir) / relative
+        if not source.is_file():
+            raise BuildError(f"{component.name}: {relative} is not in {module_dir}")
+        target = component.manifest(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
 
 
 def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
@@ -200,10 +245,13 @@ def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
     started = time.monotonic()
     component.cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
-    cmd = ["go", "build", "-ldflags", ldflags(component, version, module_time(component, env)),
+    info = module_info(component, env)
+    cmd = ["go", "build", "-ldflags",
+           ldflags(component, version, info.get("Time", "1970-01-01T00:00:00Z")),
            "-o", str(tmp), component.package]
     _run_with_progress(cmd, component, env, started, log)
-    tmp.replace(binary)  # atomic: a concurrent reader sees no binary or a whole one
+    _cache_manifests(component, info.get("Dir", ""))
+    tmp.replace(binary)  # atomic and last: a binary in the cache means its manifests are too
     elapsed = time.monotonic() - started
     (component.cache_dir() / "BUILDINFO.json").write_text(
         json.dumps({"component": component.name, "version": version,
@@ -238,10 +286,20 @@ def kubectl_path() -> Path:
     return KUBECTL.binary()
 
 
-def ensure_all(log: Callable[[str], None] = say) -> dict[str, Path]:
-    """Build or reuse every component; returns name -> binary path."""
+#: What the training operators need beyond the control plane: left out by ``operators=False``.
+OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER)
+
+
+def components(operators: bool = True) -> tuple[Component, ...]:
+    """The components a dev cluster needs, with or without the training operators."""
+    return COMPONENTS if operators else tuple(
+        c for c in COMPONENTS if c not in OPERATOR_COMPONENTS)
+
+
+def ensure_all(log: Callable[[str], None] = say, operators: bool = True) -> dict[str, Path]:
+    """Build or reuse every component (`components`); returns name -> binary path."""
     started = time.monotonic()
-    paths = {c.name: ensure(c, log) for c in COMPONENTS}
+    paths = {c.name: ensure(c, log) for c in components(operators)}
     log(f"control plane binaries ready in {time.monotonic() - started:.1f}s")
     return paths
 

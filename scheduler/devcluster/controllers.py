@@ -16,8 +16,8 @@ authentication and authorization for their own HTTPS port. Differences, each on 
   deadline on a loaded 2-core CI machine would otherwise stop every controller mid-test;
 * their HTTPS ports are free loopback ports with serving certificates signed by the
   cluster CA, so the readiness probe verifies them;
-* kube-controller-manager runs the controllers in `CONTROLLERS` only (the node lifecycle
-  controller needs node heartbeats, which the fake nodes do not send), see README.md.
+* kube-controller-manager runs the controllers in `CONTROLLERS` only (what batch workloads
+  and their nodes meet; no Deployments, DaemonSets, Services...), see README.md.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ CONTROLLERS = (
     "persistentvolume-protection-controller",
     "persistentvolumeclaim-protection-controller",
     "root-ca-certificate-publisher-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
     # Removes scheduling.k8s.io/podgroup-protection from a deleted PodGroup once no pod names
     # it (Kubernetes' own gang API; without it a deleted PodGroup never goes away).
     "podgroup-protection-controller",

@@ -345,6 +345,8 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         uid=str(meta.get("uid") or ""),
         parallelism=_int(spec, "parallelism", "spec.parallelism", 1, minimum=0) or 0,
         completions=_int(spec, "completions", "spec.completions", None, minimum=0),
+        succeeded=_int(_map(obj, "status", "status"), "succeeded", "status.succeeded", 0,
+                       minimum=0) or 0,
         active_deadline_seconds=_int(spec, "activeDeadlineSeconds",
                                      "spec.activeDeadlineSeconds", None, minimum=1),
         creation_time=parse_time(meta.get("creationTimestamp")),
