@@ -34,6 +34,7 @@ from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
@@ -46,7 +47,6 @@ from scheduler.resources import Resources, total
 
 TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
-MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 
 
 @dataclass(frozen=True, slots=True)
