@@ -21,6 +21,7 @@ command needs a rule, which is to say a test.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import re
 import shlex
@@ -97,9 +98,12 @@ def documented() -> list[Command]:
     return out
 
 
-def _subparsers(parser: object) -> dict[str, object]:
-    actions = getattr(parser, "_subparsers")._group_actions[0].choices  # noqa: B009
-    return dict(actions)
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers, by name (argparse keeps them in its subparsers action)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 # Rules -----------------------------------------------------------------------------------
