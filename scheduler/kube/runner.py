@@ -29,6 +29,7 @@ from scheduler.kube.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.fence import FencedClient
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
@@ -65,19 +66,25 @@ class LiveScheduler:
         # most every queueStatusIntervalSeconds (the argument overrides it, for tests).
         if queue_status_interval is None:
             queue_status_interval = config.queue_status_interval_seconds
-        self.queue_status = QueueStatusPublisher(client, lambda: self.is_leader,
+        # Every write (binds, evictions, status, events) goes through the fence; reads and the
+        # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
+        # KubeClients and have no apiserver to fence.
+        writes: KubeClient = (FencedClient(client, lambda: self.is_leader,
+                                           self.metrics.fenced_writes.inc)
+                              if isinstance(client, KubeClient) else client)
+        self.queue_status = QueueStatusPublisher(writes, lambda: self.is_leader,
                                                  min_interval=queue_status_interval)
-        self.policies = LivePolicies(client, initial=PolicyStore(PolicySet(
+        self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity)
         self.input_warnings = InputWarnings()
         self.informers = feed.cache_informers(client, self.cache, config.node_labels,
                                               self.input_warnings)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
-        self.binder = Binder(client, concurrency=config.bind_concurrency,
+        self.binder = Binder(writes, concurrency=config.bind_concurrency,
                              queue_of=self.cache.queue_of)
-        self.events = EventRecorder(client, interval=config.event_min_interval_seconds)
+        self.events = EventRecorder(writes, interval=config.event_min_interval_seconds)
         self.actuator = KubeActuator(
-            client, self.cache, self.binder, StatusWriter(client), self.events,
+            writes, self.cache, self.binder, StatusWriter(writes), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
             self.metrics)
         self.scheduler = Scheduler(
