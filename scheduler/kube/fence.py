@@ -46,7 +46,7 @@ class FencedClient(KubeClient):
 
     def __init__(self, inner: KubeClient, holds: Callable[[], bool],
                  on_fenced: Callable[[], None] | None = None) -> None:
-        super().__init__(inner.api_client, inner.timeout)
+        super().__init__(inner.api_client, inner.timeout, inner.outages)
         self._holds, self._on_fenced = holds, on_fenced
         self._lock = threading.Lock()
         self._episode: tuple[float, int] | None = None  # (since, writes refused)
