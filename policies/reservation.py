@@ -32,10 +32,8 @@ from policies.admission import (
     admissible_pools,
     check_charges,
     placement_charges,
-    pool_nodes,
     required_only,
 )
-from policies.preemption import running_charges
 from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
@@ -166,7 +164,7 @@ class _Ledgers:
     in between taken off, summed per (queue, pool): quota only frees up as gangs leave.
     """
 
-    __slots__ = ("_charges", "_done", "_events", "_ledgers", "_snapshot")
+    __slots__ = ("_done", "_events", "_ledgers", "_snapshot")
 
     def __init__(self, ledger: QuotaLedger, events: list[tuple[float, tuple[str, ...]]],
                  snapshot: Snapshot) -> None:
@@ -174,7 +172,6 @@ class _Ledgers:
         self._snapshot = snapshot
         self._ledgers: dict[int, QuotaLedger] = {-1: ledger}
         self._done = [-1]  # indexes worked out, sorted
-        self._charges: dict[str, dict[str, Resources]] = {}
 
     def at(self, i: int) -> QuotaLedger:
         hit = self._ledgers.get(i)
@@ -187,7 +184,7 @@ class _Ledgers:
         for _, ids in self._events[before + 1: i + 1]:
             for gid in ids:
                 rg = running[gid]
-                for pool, res in running_charges(rg, self._snapshot, self._charges).items():
+                for pool, res in self._snapshot.pool_usage(rg).items():
                     released.setdefault((rg.gang.queue, pool), []).append(res)
         ledger = self._ledgers[before]
         for (queue, pool), parts in sorted(released.items()):
@@ -207,7 +204,7 @@ def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i
     future = req.snapshot.without_gangs(ids)
     params = req.params
     if set(verdict.pools) != set(future.pools()):
-        allowed = pool_nodes(future, verdict.pools)
+        allowed = future.nodes_in(verdict.pools)
         if params.allowed_nodes is not None:
             allowed &= params.allowed_nodes
         params = replace(params, allowed_nodes=allowed)

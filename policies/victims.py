@@ -20,7 +20,6 @@ from policies.admission import (
     charge_all,
     check_charges,
     placement_charges,
-    pool_nodes,
     required_only,
 )
 from policies.preemption import Candidate, candidates, could_preempt_back, ledger_without
@@ -62,8 +61,6 @@ class VictimSearch:
     now: float
     solve: Solver
     terminating: frozenset[str] = frozenset()
-    #: Per-cycle memo of running gangs' per-pool charges, shared between searches.
-    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)
     #: Running gangs by queue (``preemption.running_by_queue``), shared between searches.
     by_queue: Mapping[str, list[RunningGang]] | None = None
     #: ``preemption.candidates`` answers, shared between searches of one cycle.
@@ -75,7 +72,6 @@ class VictimSearch:
     solves: int = 0
     banned: set[str] = field(default_factory=set)
     _proofs: dict[frozenset[str], Preemption | None] = field(default_factory=dict)
-    _pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     _usable: frozenset[str] = frozenset()
     _need: int = 0  # GPUs the gang needs
     _free: int = 0  # GPUs free on the usable nodes now
@@ -83,8 +79,7 @@ class VictimSearch:
 
     def run(self) -> Preemption | None:
         found = candidates(self.gang, self.queue, self.snapshot, self.ledger, self.queues,
-                           self.bounds, self.now, self.terminating, self.charges,
-                           self.by_queue, self.memo)
+                           self.bounds, self.now, self.terminating, self.by_queue, self.memo)
         if not found:
             return None
         usable, self._free = self._usable_and_free()
@@ -219,14 +214,14 @@ class VictimSearch:
             return self._proofs[key]
         self._proofs[key] = None
         victims = [c.running for c in chosen]
-        ledger = ledger_without(self.ledger, victims, self.snapshot, self.charges)
+        ledger = ledger_without(self.ledger, victims, self.snapshot)
         verdict = admissible_pools(self.gang, self.queue, ledger, self.bounds, explain=False)
         if not verdict.admitted:
             return None
         self.solves += 1
         params = self.params
         if set(verdict.pools) != set(self.snapshot.pools()):
-            allowed = self._nodes_of(verdict.pools)
+            allowed = self.snapshot.nodes_in(verdict.pools)
             if params.allowed_nodes is not None:
                 allowed &= params.allowed_nodes
             params = replace(params, allowed_nodes=allowed)
@@ -246,11 +241,6 @@ class VictimSearch:
         proof = Preemption(tuple(sorted(chosen, key=lambda c: c.id)), result, charges)
         self._proofs[key] = proof
         return proof
-
-    def _nodes_of(self, pools: tuple[str, ...]) -> frozenset[str]:
-        if pools not in self._pool_nodes:
-            self._pool_nodes[pools] = pool_nodes(self.snapshot, pools)
-        return self._pool_nodes[pools]
 
 
 def select_victims(search: VictimSearch) -> Preemption | None:

@@ -26,8 +26,9 @@ from scheduler.grouping import (
     group_id,
     is_ours,
 )
-from scheduler.model import Gang, Node, PodRef
+from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.node_index import NodeIndex
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
@@ -75,6 +76,9 @@ class ClusterCache:
         self._dirty: set[str] = set()
         self._rebuild_all = True
         self._rebuild_snapshot = True
+        #: What is derived from the nodes alone; replaced when a node changes, shared by
+        #: every snapshot until then (see ``NodeIndex``).
+        self._node_index: NodeIndex | None = None
         self._generation = 0
         self._memo: CycleInput | None = None
 
@@ -85,12 +89,14 @@ class ClusterCache:
     def upsert_node(self, node: Node) -> None:
         with self._lock:
             self._nodes[node.name] = node
+            self._node_index = None
             self._rebuild_snapshot = True
             self._touch()
 
     def delete_node(self, name: str) -> None:
         with self._lock:
             if self._nodes.pop(name, None) is not None:
+                self._node_index = None
                 self._rebuild_snapshot = True
                 self._touch()
 
@@ -339,7 +345,9 @@ class ClusterCache:
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]
-            return Snapshot(self._nodes.values(), running, other)
+            if self._node_index is None:
+                self._node_index = NodeIndex(self._nodes.values(), DEFAULT_TOPOLOGY_LABELS)
+            return Snapshot.on(self._node_index, running, other)
         snapshot = memo.snapshot
         gone = [gid for gid in changed if gid in snapshot.running]
         snapshot = snapshot.without_gangs(gone)

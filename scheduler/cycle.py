@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from policies import fairshare
 from policies.admission import placement_charges
 from policies.queues import OrderingMode, PolicySet, Queue
-from policies.quota import QuotaLedger, QuotaTree
+from policies.quota import QuotaLedger
 from scheduler import placement
+from scheduler.cycle_memo import CycleMemo
 from scheduler.cycle_state import CycleState, awaiting_terminating
 from scheduler.model import Gang
 from scheduler.placement.types import Solver
@@ -32,7 +33,8 @@ from scheduler.plan import (
     QueueStatus,
     ReasonCategory,
 )
-from scheduler.resources import EMPTY, Resources
+from scheduler.recall import Admissible, Recall
+from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 #: What ``decide`` takes as policies (the name the scheduler loop uses).
@@ -45,43 +47,41 @@ _ID_UID = operator.attrgetter("id", "uid")
 
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
-           previous: CyclePlan | None = None, *, solver: Solver | None = None) -> CyclePlan:
+           previous: CyclePlan | None = None, *, solver: Solver | None = None,
+           recall: Recall | None = None) -> CyclePlan:
     """Decide binds, evictions, nominations, reservations (at most one per node pool) and
     reasons for one cycle."""
     solve = solver or placement.solve
+    if recall is None:
+        recall = Recall(snapshot.index)
+    elif recall.index is not snapshot.index:
+        raise ValueError("decide: the recall belongs to another set of nodes")
     queues = policies.queues
-    tree = QuotaTree.of(queues)
+    tree = recall.tree(queues)
     gangs = sorted(pending_gangs, key=_ID_UID)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservation lapse (they are
         # carried over only for gangs still pending); what is left is the queues' status.
+        ledger0 = recall.ledger(tree, snapshot)
         return CyclePlan(now=now, statuses=lambda: _statuses(
-            snapshot, _ledger(tree, snapshot), policies, (), {}, []))
-    state = CycleState(snapshot, _ledger(tree, snapshot), policies, now, solve)
+            snapshot, ledger0, policies, (), {}, []))
+    state = CycleState(snapshot, recall.ledger(tree, snapshot), policies, now, solve,
+                       memo=CycleMemo(recall))
     # Gangs whose pods are already being deleted (an eviction under way, maybe decided by a
     # previous leader whose plan is lost): never victims again; see ``CycleState.draining``.
     draining = sorted(gid for gid, rg in snapshot.running.items() if rg.terminating)
     state.terminating.update(draining)
     state.draining = draining
     admissible: dict[str, list[Gang]] = {}
-    cached = snapshot.solver_cache.get(_ADMISSIBLE_CACHE)
-    before: dict[str, tuple[Gang, Admissible]] = (
-        cached[1] if cached is not None and cached[0] is queues else {})
-    known: dict[str, tuple[Gang, Admissible]] = {}
-    for gang in gangs:
-        hit = before.get(gang.id)
-        # (The cache lives with the snapshot's nodes: a node change starts a fresh one, so a
-        # minResources answer, which depends on the nodes, is never stale.)
-        if hit is None or hit[0] is not gang:
-            hit = (gang, _admissible_queue(state, gang))
-        known[gang.id] = hit
-        verdict = hit[1]
+    # (The recall lives with the snapshot's nodes: a node change starts a fresh one, so a
+    # minResources answer, which depends on the nodes, is never stale.)
+    for gang, verdict in recall.admissible(queues, gangs,
+                                           lambda g: _admissible_queue(state, g)):
         if isinstance(verdict, Queue):
             admissible.setdefault(verdict.name, []).append(gang)
         else:
             category, message = verdict
             state.wait(gang, category, message, ordered=False)
-    snapshot.solver_cache[_ADMISSIBLE_CACHE] = (queues, known)
     by_id = {g.id: g for gs in admissible.values() for g in gs}
     first = _carry_over(state, previous, by_id)
     for gang in first:
@@ -99,45 +99,6 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         statuses=lambda: _statuses(snapshot, ledger, policies, binds, pending, gangs),
         order=tuple(state.order),
     )
-
-
-_LEDGER_CACHE = "cycle.ledger"
-
-
-def _ledger(tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
-    """Running gangs charged to their queues (the snapshot's per queue and pool usage).
-
-    A ledger depends only on the tree and the usage per (queue, pool) — charges commute, and
-    a parent's stored usage is a function of its children's — so the ledger of the previous
-    cycle (kept with the snapshot's node-derived caches) is brought up to date by charging
-    just the usage that changed since, instead of every queue's usage every cycle.
-    """
-    usage = snapshot.queue_usage
-    cache = snapshot.solver_cache
-    hit = cache.get(_LEDGER_CACHE)
-    if hit is not None and hit[0] is tree:
-        _, before, ledger = hit
-        if before is usage:
-            return ledger  # type: ignore[no-any-return]
-        for key in sorted(before.keys() | usage.keys()):
-            old, new = before.get(key, EMPTY), usage.get(key, EMPTY)
-            if old != new:
-                ledger = ledger.charge(key[0], key[1], new - old)
-    else:
-        ledger = QuotaLedger.empty(tree)
-        for (queue, pool), res in sorted(usage.items()):
-            ledger = ledger.charge(queue, pool, res)
-    cache[_LEDGER_CACHE] = (tree, usage, ledger)
-    return ledger
-
-
-#: The previous cycle's ``_admissible_queue`` answers: (queue set, gang id -> (gang, answer)).
-#: A gang and the queues are immutable and the cache hands the same gang object to every
-#: cycle while it is unchanged, so its answer is reused; gangs no longer pending drop out.
-_ADMISSIBLE_CACHE = "cycle.admissible"
-
-#: A gang's queue, or why it cannot be considered.
-Admissible = Queue | tuple[ReasonCategory, str]
 
 
 def _min_resources_never(state: CycleState, gang: Gang) -> tuple[ReasonCategory, str] | None:
@@ -306,7 +267,6 @@ def _statuses(snapshot: Snapshot, ledger: QuotaLedger, policies: PolicySet,
     for g in gangs:
         if g.id in pending:
             waiting[g.queue] = waiting.get(g.queue, 0) + 1
-    shares = snapshot.solver_cache.setdefault(_SHARES_CACHE, {})
     out = []
     for name in policies.queues.queues:
         out.append(QueueStatus(
@@ -314,30 +274,9 @@ def _statuses(snapshot: Snapshot, ledger: QuotaLedger, policies: PolicySet,
             usage=tuple(usage.get(name, ())),
             running=running.get(name, 0), admitted=admitted.get(name, 0),
             pending=waiting.get(name, 0),
-            fair_share=_fair_share(ledger, name, shares),
+            fair_share=fairshare.dominant_share(ledger, name),
         ))
     return tuple(out)
-
-
-_SHARES_CACHE = "cycle.shares"
-
-
-def _fair_share(ledger: QuotaLedger, name: str,
-                memo: dict[str, tuple[QuotaTree, tuple[object, ...], float]]) -> float:
-    """``dominant_share(ledger, name)``, recomputed only when the queue's own usage changed.
-
-    The share reads nothing of the ledger but the queue's subtree usage per pool, and a
-    charge replaces those entries (never mutates them) only on the charged queue's path, so
-    the same entry objects mean the same share.
-    """
-    tree = ledger.tree
-    total = ledger.total
-    used = tuple(total.get((name, pool)) for pool in tree.pools_of(name))
-    hit = memo.get(name)
-    if hit is None or hit[0] is not tree or any(
-            a is not b for a, b in zip(hit[1], used, strict=True)):
-        hit = memo[name] = (tree, used, fairshare.dominant_share(ledger, name))
-    return hit[2]
 
 
 __all__ = ["NOMINATION_TIMEOUT_SECONDS", "Policies", "Solver", "decide"]

@@ -8,88 +8,28 @@ one that already failed against the very same state gets that gang's reason
 (``failure_key``). ``CycleMemo`` lives for one ``decide`` call.
 
 What depends only on a gang's (immutable) roles and the nodes, its shape number and per-pool
-bounds, is kept with the snapshot's node-derived caches (``Snapshot.solver_cache``, as the
-solver keeps its indexes) by the identity of the roles, which the cluster cache hands to
-every cycle unchanged while the gang is. Memoising a pure function keeps ``decide`` pure: the
-same inputs still give the same plan.
+bounds, is kept across cycles by the ``Recall``. Memoising a pure function keeps ``decide``
+pure: the same inputs still give the same plan.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from policies import fairshare
-from policies.admission import (
-    QuotaVerdict,
-    admissible_pools,
-    eligible_pools,
-    pool_bounds,
-    pool_nodes,
-)
+from policies.admission import QuotaVerdict, admissible_pools
 from policies.preemption import Candidate
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params
-from scheduler.model import Gang, Role, RunningGang
+from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
+from scheduler.recall import BoundsKey, Recall
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
-
-BoundsKey = tuple[tuple[str, Resources], ...]
-
-
-_SHAPES_CACHE = "cycle_memo.shapes"
-
-
-class _Roles:
-    """What is worked out once per roles object: its shape number, its per-pool bounds, the
-    pools any of its pods may use."""
-
-    __slots__ = ("bkey", "bounds", "pools", "roles", "shape")
-
-    def __init__(self, roles: tuple[Role, ...], shape: int) -> None:
-        self.roles = roles
-        self.shape = shape
-        self.bounds: dict[str, Resources] | None = None
-        self.bkey: BoundsKey = ()
-        self.pools: frozenset[str] | None = None
-
-
-#: (shape -> number, id of roles -> its _Roles, the next numbers).
-_Shapes = tuple[dict[tuple[object, ...], int], dict[int, _Roles], Iterator[int]]
-
-
-def _roles_of(gang: Gang, snapshot: Snapshot) -> _Roles:
-    """Kept with the snapshot's node-derived caches by the identity of the gang's roles (the
-    cluster cache hands the same objects to every cycle while a gang is unchanged), so a gang
-    pending for many cycles is worked out once."""
-    cache: _Shapes | None = snapshot.solver_cache.get(_SHAPES_CACHE)
-    if cache is None:
-        cache = snapshot.solver_cache[_SHAPES_CACHE] = ({}, {}, itertools.count())
-    shapes, by_roles, numbers = cache
-    hit = by_roles.get(id(gang.roles))
-    if hit is None or hit.roles is not gang.roles:
-        if len(by_roles) > 100_000:
-            # Gangs come and go; keep the memo bounded. Numbers are never reused, so a
-            # number handed out before still means the same shape.
-            by_roles.clear()
-            shapes.clear()
-        shape = tuple((r.name, r.count, r.min_count, r.requirements) for r in gang.roles)
-        number = shapes.get(shape)
-        if number is None:
-            number = shapes[shape] = next(numbers)
-        hit = by_roles[id(gang.roles)] = _Roles(gang.roles, number)
-    return hit
-
-
-def shape_of(gang: Gang, snapshot: Snapshot) -> int:
-    """A small number standing for the gang's roles (names, counts, required counts and
-    requirements): equal roles, equal numbers."""
-    return _roles_of(gang, snapshot).shape
 
 
 class Epochal(Protocol):
@@ -111,7 +51,7 @@ class Epochal(Protocol):
 class CycleMemo:
     """Each cache says what it is keyed by."""
 
-    pool_nodes: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    recall: Recall
     all_pools: frozenset[str] | None = None
     parents: frozenset[str] | None = None  # queues with children
     verdicts: dict[tuple[object, ...], tuple[QuotaLedger, QuotaVerdict]] = field(
@@ -119,7 +59,6 @@ class CycleMemo:
     ever: dict[tuple[object, ...], QuotaVerdict] = field(default_factory=dict)  # queue, bounds
     queue_keys: dict[tuple[object, ...], tuple[QuotaLedger, fairshare.QueueKey]] = field(
         default_factory=dict)  # by ledger, queue and the head's bounds
-    charges: dict[str, dict[str, Resources]] = field(default_factory=dict)  # by running gang
     by_queue: dict[str, list[RunningGang]] | None = None  # running at the cycle's start
     candidates: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] = field(
         default_factory=dict)  # see preemption.candidates
@@ -164,17 +103,14 @@ class CycleMemo:
             self.epoch = state._epoch()
         return (queue.name, gang.priority, gang.preemption_policy, gang.topology,
                 tuple(r.gang_id for r in restricting), may_reserve,
-                _roles_of(gang, snapshot).shape)
+                self.recall.shape(gang, snapshot).number)
 
-    def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[dict[str, Resources],
+    def bounds_of(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, Resources],
                                                                   BoundsKey]:
         """The gang's upper-bound quota charge per pool (shared: not to be changed), and a
         hashable key of it."""
-        info = _roles_of(gang, snapshot)
-        if info.bounds is None:
-            info.bounds = pool_bounds(gang, snapshot)
-            info.bkey = tuple(sorted(info.bounds.items()))
-        return info.bounds, info.bkey
+        shape = self.recall.shape(gang, snapshot)
+        return shape.bounds, shape.key
 
     def admission(self, gang: Gang, queue: Queue, ledger: QuotaLedger,
                   snapshot: Snapshot) -> QuotaVerdict:
@@ -217,11 +153,7 @@ class CycleMemo:
 
     def pools_of(self, gang: Gang, snapshot: Snapshot) -> frozenset[str]:
         """Pools with a node some pod of the gang may use (which reservations concern it)."""
-        info = _roles_of(gang, snapshot)
-        if info.pools is None:
-            info.pools = frozenset(p for r in gang.roles
-                                   for p in eligible_pools(snapshot, r.requirements))
-        return info.pools
+        return self.recall.shape(gang, snapshot).pools
 
     def backfill_params(self, restricting: tuple[Reservation, ...],
                         base: PlacementParams) -> PlacementParams:
@@ -255,9 +187,7 @@ class CycleMemo:
 
     def nodes_in(self, pools: tuple[str, ...], snapshot: Snapshot) -> frozenset[str]:
         """The nodes of *pools* (sorted names), computed once per cycle and pool set."""
-        if pools not in self.pool_nodes:
-            self.pool_nodes[pools] = pool_nodes(snapshot, pools)
-        return self.pool_nodes[pools]
+        return snapshot.nodes_in(pools)
 
     def restrict(self, params: PlacementParams, pools: tuple[str, ...],
                  snapshot: Snapshot) -> PlacementParams:

@@ -76,9 +76,9 @@ class CycleState:
     nominations: list[Nomination] = field(default_factory=list)
     pending: dict[str, PendingReason] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
-    memo: CycleMemo = field(default_factory=CycleMemo)
+    memo: CycleMemo = field(kw_only=True)
 
-    def bounds_of(self, gang: Gang) -> dict[str, Resources]:
+    def bounds_of(self, gang: Gang) -> Mapping[str, Resources]:
         """The gang's upper-bound quota charge per pool."""
         return self.memo.bounds_of(gang, self.snapshot)[0]
 
@@ -211,8 +211,7 @@ class CycleState:
                 gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
             search = VictimSearch(preemptor, queue, self.snapshot, ledger,
                                   self.policies.queues, bounds, params, self.now, self.solve,
-                                  untouchable, memo.charges, memo.by_queue, memo.candidates,
-                                  memo.usable)
+                                  untouchable, memo.by_queue, memo.candidates, memo.usable)
             pre = search.run()
             if pre is not None and gang.may_preempt:
                 self.nominate(gang, queue, pre)
@@ -235,7 +234,7 @@ class CycleState:
         gone = [self.snapshot.running[g] for g in self.draining if g in self.snapshot.running]
         if not gone:
             return False
-        after = ledger_without(ledger, gone, self.snapshot, self.memo.charges)
+        after = ledger_without(ledger, gone, self.snapshot)
         verdict = admissible_pools(gang, queue, after, bounds, explain=False)
         if not verdict.admitted:
             return False

@@ -36,6 +36,7 @@ from scheduler.model import Gang
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
+from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
 
 log = structlog.get_logger("gang_scheduler.loop")
@@ -90,6 +91,7 @@ class Scheduler:
         self.backoff_max = backoff_max
         self._backoff: dict[str, _Backoff] = {}
         self._previous: CyclePlan | None = None
+        self._recall: Recall | None = None  # kept while the nodes (the node index) stay
         self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
         self._tracked: tuple[Gang, ...] | None = None  # the pending gangs last tracked
         self._complete_of: dict[str, tuple[Gang, bool]] = {}  # gang id -> (gang, complete?)
@@ -118,8 +120,11 @@ class Scheduler:
         policies = self.policies.current()
         self._solve_s = 0.0
         started = time.perf_counter()
+        if self._recall is None or self._recall.index is not inp.snapshot.index:
+            self._recall = Recall(inp.snapshot.index)
         plan = cycle.decide(inp.snapshot, pending, policies, now, previous=self._previous,
-                            solver=self._timed_solve if self.metrics is not None else None)
+                            solver=self._timed_solve if self.metrics is not None else None,
+                            recall=self._recall)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()

@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.admission import charge_all, placement_charges, pool_bounds
-from policies.preemption import running_charges
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import ReservationRequest, reserve
@@ -96,7 +95,7 @@ def applied(world: World, plan: CyclePlan) -> Snapshot:
 def ledger_of(world: World, snap: Snapshot) -> QuotaLedger:
     ledger = QuotaLedger.empty(QuotaTree.build(world.policies.queues))
     for rg in snap.running.values():
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snap))
+        ledger = charge_all(ledger, rg.gang.queue, snap.pool_usage(rg))
     return ledger
 
 

@@ -146,7 +146,7 @@ def test_same_shape_gangs_do_not_share_a_verdict_across_policies() -> None:
 def test_candidates_skip_a_never_preemptor() -> None:
     pol = policies(*TEAMS)
     snap = Snapshot(nodes("a100", 4), RUNNING)
-    ledger = QuotaLedger.empty(QuotaTree.of(pol.queues))
+    ledger = QuotaLedger.empty(QuotaTree.build(pol.queues))
     for rg in RUNNING:
         ledger = ledger.charge(rg.gang.queue, "a100", rg.usage)
     q = pol.queues.queues["a"]

@@ -72,8 +72,10 @@ def project(plan: CyclePlan, queues: tuple[QueueStatus, ...]) -> dict[str, objec
 
 def _share(q: QueueStatus) -> float:
     """The queue's weighted dominant share of what it borrows."""
-    share: float = getattr(q, "borrowed_share", None) or getattr(q, "fair_share", 0.0)
-    return share
+    share = getattr(q, "borrowed_share", None)
+    if share is None:
+        share = q.fair_share
+    return float(share)
 
 
 def digest(data: object) -> str:
