@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.admission import charge_all
+from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang
@@ -107,54 +108,52 @@ def running_by_queue(snapshot: Snapshot) -> dict[str, list[RunningGang]]:
     return out
 
 
-def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
-               queues: QueueSet, bounds: Mapping[str, Resources], now: float,
-               terminating: frozenset[str],
-               by_queue: Mapping[str, list[RunningGang]] | None = None,
-               memo: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] | None = None,
-               ) -> list[Candidate]:
-    """Every running gang the policy lets *gang* preempt, sorted by id.
+def candidates(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
+               queues: QueueSet, now: float, untouchable: frozenset[str],
+               by_queue: Mapping[str, list[RunningGang]] | None = None) -> list[Candidate]:
+    """Every running gang the policy lets the applicant preempt, sorted by id.
 
-    Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
-    when it may reclaim at all, the other queues of its tree. *memo* shares the answer
-    between gangs of one queue and priority while the ledger (the same object) and the
-    gangs being evicted are unchanged, which is most of a cycle.
+    *untouchable*: gangs being evicted or bound this cycle. *by_queue*:
+    ``running_by_queue(snapshot)``, when the caller has it already.
     """
-    if not gang.may_preempt:
-        return []  # preemptionPolicy Never (before the memo: its answer is not this gang's)
-    key = (id(ledger), queue.name, gang.priority, tuple(bounds.items()), len(terminating))
-    if memo is not None:
-        hit = memo.get(key)
-        if hit is not None and hit[0] is ledger:
-            return [c for c in hit[1] if c.id != gang.id]
-    reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
-    found = _scan(gang, queue, snapshot, ledger, queues, reclaim_pools, now, terminating,
-                  by_queue)
-    if memo is not None:
-        memo[key] = (ledger, found)
+    if not applicant.gang.may_preempt:
+        return []  # preemptionPolicy Never
+    return without(scan(applicant, snapshot, ledger, queues, now, untouchable, by_queue),
+                   applicant.gang)
+
+
+def without(found: list[Candidate], gang: Gang) -> list[Candidate]:
+    """*found* without the gang's own running part (a gang is never its own victim)."""
     return [c for c in found if c.id != gang.id]
 
 
-def _scan(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
-          queues: QueueSet, reclaim_pools: frozenset[str], now: float,
-          terminating: frozenset[str],
-          by_queue: Mapping[str, list[RunningGang]] | None) -> list[Candidate]:
-    scan: list[str] = []
+def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,
+         now: float, untouchable: frozenset[str],
+         by_queue: Mapping[str, list[RunningGang]] | None = None) -> list[Candidate]:
+    """``candidates``, the gang's own running part included: the same for every gang of the
+    queue, priority and bounds (so one scan may serve them all).
+
+    Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
+    when it may reclaim at all, the other queues of its tree.
+    """
+    gang, queue = applicant.gang, applicant.queue
+    reclaim_pools = within_quota_pools(ledger, queue.name, applicant.bounds)
+    names: list[str] = []
     if queue.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY:
-        scan.append(queue.name)
+        names.append(queue.name)
     if queue.preemption.reclaim_from_others is not ReclaimPolicy.NEVER and reclaim_pools:
         paths = ledger.tree.paths
         root = paths[queue.name][0]
-        scan.extend(n for n in paths if n != queue.name and paths[n][0] == root)
-    if not scan:
+        names.extend(n for n in paths if n != queue.name and paths[n][0] == root)
+    if not names:
         return []
     if by_queue is None:
         by_queue = running_by_queue(snapshot)
     out: list[Candidate] = []
-    for name in scan:
+    for name in names:
         vq = queues.queues[name]
         for rg in by_queue.get(name, ()):
-            if rg.id in terminating or rg.id not in snapshot.running:
+            if rg.id in untouchable or rg.id not in snapshot.running:
                 continue
             if now - rg.start_time < vq.preemption.min_runtime_seconds:
                 continue

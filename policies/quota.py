@@ -101,9 +101,12 @@ Hold = tuple[str, str, Resources]
 _NO_HOLDS: Mapping[Key, tuple[Hold, ...]] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QuotaLedger:
-    """Usage charged to queues, per pool; ``charge`` returns a new ledger."""
+    """Usage charged to queues, per pool; ``charge`` returns a new ledger.
+
+    Compared (and hashed) by identity: a ledger only changes by replacement, so "the same
+    ledger" is one object, and answers worked out against it can be kept by it."""
 
     tree: QuotaTree
     stored: Mapping[Key, Amounts]  # own usage + children's usage above their guarantee

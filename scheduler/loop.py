@@ -38,6 +38,7 @@ from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
+from scheduler.statuses import queue_statuses
 
 log = structlog.get_logger("gang_scheduler.loop")
 
@@ -98,8 +99,9 @@ class Scheduler:
         self._solve_s = 0.0  # placement time within the current decide
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
-        #: The last cycle's plan, input and policies, and its queue reports once worked out.
-        self._reported: tuple[CyclePlan, CycleInput, cycle.Policies,
+        #: The last cycle's plan, input, policies and recall, and its queue reports once
+        #: worked out.
+        self._reported: tuple[CyclePlan, CycleInput, cycle.Policies, Recall,
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
 
@@ -141,7 +143,7 @@ class Scheduler:
                 self._backoff.pop(b.gang_id, None)
         self._previous = plan
         self.last_plan = plan
-        self._reported = (plan, inp, policies, None)
+        self._reported = (plan, inp, policies, self._recall, None)
         self._observe(plan, result, decided - started, applied - decided, inp)
         return plan
 
@@ -151,13 +153,14 @@ class Scheduler:
         reads them, the live scheduler's status writer reads them at most every few seconds)."""
         if self._reported is None:
             return ()
-        plan, inp, policies, reports = self._reported
+        plan, inp, policies, recall, reports = self._reported
         if reports is None:
             per_queue: Counter[str] = Counter()
             for (queue, _), n in self._waiting_of(plan, inp).items():
                 per_queue[queue] += n
-            reports = queue_reports(plan.queues, policies, per_queue)
-            self._reported = (plan, inp, policies, reports)
+            statuses = queue_statuses(inp.snapshot, inp.gangs.pending, policies, plan, recall)
+            reports = queue_reports(statuses, policies, per_queue)
+            self._reported = (plan, inp, policies, recall, reports)
         return reports
 
     def _waiting_of(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:

@@ -2,20 +2,20 @@
 
 A ``CyclePlan`` is a frozen value: binds (with the exact pod -> node mapping), evictions
 (each naming its preemptor), nominations and reservations that hold capacity for gangs that
-will start later, a reason for every gang left pending, and per-queue status. The next cycle
-gets the plan back as ``previous`` so held capacity survives between cycles.
+will start later, and a reason for every gang left pending. The next cycle gets the plan back
+as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
+is a separate pure function of the input and the plan (``scheduler.statuses``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
 from scheduler.model import Gang, PodRef
 from scheduler.placement.types import Placement
-from scheduler.resources import Resources
 
 
 class ReasonCategory(StrEnum):
@@ -73,20 +73,6 @@ class Nomination:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueStatus:
-    name: str
-    usage: tuple[tuple[str, Resources], ...]  # per pool, after this plan's binds
-    running: int  # gangs running, including this plan's binds
-    admitted: int  # gangs bound by this plan
-    pending: int
-    fair_share: float  # weighted dominant share of what the queue borrows (0: within quota)
-
-
-#: Per-queue status, or a pure function of the cycle that works it out when first read.
-Statuses = tuple[QueueStatus, ...] | Callable[[], tuple[QueueStatus, ...]]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
 class CyclePlan:
     now: float
     binds: tuple[Bind, ...] = ()
@@ -94,31 +80,8 @@ class CyclePlan:
     nominations: tuple[Nomination, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
-    #: See ``queues``; ``decide`` passes a function so a cycle nobody reports on (most of a
-    #: simulation) does not pay for the status of every queue.
-    statuses: Statuses = ()
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()
-
-    @property
-    def queues(self) -> tuple[QueueStatus, ...]:
-        """Per-queue status after this plan's binds (worked out once, when first read)."""
-        statuses = self.statuses
-        if callable(statuses):
-            statuses = statuses()
-            object.__setattr__(self, "statuses", statuses)
-        return statuses
-
-    def _key(self) -> tuple[object, ...]:
-        return (self.now, self.binds, self.evictions, self.nominations, self.reservations,
-                dict(self.pending), self.queues, self.order)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CyclePlan):
-            return NotImplemented
-        return self._key() == other._key()
-
-    __hash__ = None  # type: ignore[assignment]  # holds a mapping, as before
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)

@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies import fit
 from policies.admission import charge_all, placement_charges, pool_bounds
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
-from policies.reservation import ReservationRequest, reserve
+from policies.reservation import reserve
 from scheduler.cycle import decide
 from scheduler.model import Gang, RunningGang
 from scheduler.placement.types import Placement, PlacementParams
@@ -152,9 +153,9 @@ def test_backfill_never_delays_a_reservation(world: World) -> None:
         g = next(x for x in world.pending if x.id == res.gang_id)
         assert NOW - g.creation_time >= threshold  # only a starving gang reserves
         # The reserved gang's start, recomputed with every gang bound this cycle running.
-        request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
-                                     ledger_of(world, after), pool_bounds(g, after), PARAMS)
-        again = reserve(request, world.policies.queues, NOW, SOLVE)
+        applicant = fit.Applicant(g, world.policies.queues.queues[g.queue], pool_bounds(g, after))
+        again = reserve(applicant, fit.World(after, ledger_of(world, after), PARAMS, SOLVE),
+                        world.policies.queues, NOW)
         assert again is not None
         assert again.estimated_start <= res.estimated_start
 

@@ -7,6 +7,7 @@ waits for them.
 
 from __future__ import annotations
 
+from policies.fit import Applicant
 from policies.preemption import candidates
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import Reservation
@@ -40,8 +41,8 @@ def test_the_reserved_gangs_queue_is_not_reclaimed_from_for_its_hold() -> None:
     led = QuotaLedger.empty(QuotaTree.build(pol.queues)).charge("r", "a100", {GPU: 8})
     held = led.hold("r", "a100", {GPU: 16}, "ns/big")
     preemptor = gang("x", "o", pool="a100")
-    found = candidates(preemptor, pol.queues.queues["o"], snap, held, pol.queues,
-                       {"a100": Resources({GPU: 8})}, NOW, frozenset())
+    applicant = Applicant(preemptor, pol.queues.queues["o"], {"a100": Resources({GPU: 8})})
+    found = candidates(applicant, snap, held, pol.queues, NOW, frozenset())
     assert [c.id for c in found] == []
 
 

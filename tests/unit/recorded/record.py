@@ -16,11 +16,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from policies.queues import PolicySet
 from scheduler.cycle import decide
 from scheduler.loop import ApplyResult
 from scheduler.model import Gang
-from scheduler.plan import CyclePlan, QueueStatus
+from scheduler.plan import CyclePlan
 from scheduler.snapshot import Snapshot
+from scheduler.statuses import QueueStatus, queue_statuses
 from simulator import session
 from simulator.engine import Simulation, SimulationOptions
 from simulator.policies import make_preset
@@ -40,9 +42,9 @@ RUNS: tuple[tuple[str, str, dict[str, float]], ...] = (
 
 
 def statuses(plan: CyclePlan, snapshot: Snapshot, gangs: Sequence[Gang],
-             policies: object) -> tuple[QueueStatus, ...]:
+             policies: PolicySet) -> tuple[QueueStatus, ...]:
     """The per-queue status of *plan* (decided on *snapshot* for *gangs*)."""
-    return plan.queues
+    return queue_statuses(snapshot, gangs, policies, plan)
 
 
 def project(plan: CyclePlan, queues: tuple[QueueStatus, ...]) -> dict[str, object]:
@@ -66,16 +68,8 @@ def project(plan: CyclePlan, queues: tuple[QueueStatus, ...]) -> dict[str, objec
         "pending": {g: str(r) for g, r in sorted(plan.pending.items())},
         "order": list(plan.order),
         "queues": [[q.name, [[pool, sorted(res.items())] for pool, res in q.usage], q.running,
-                    q.admitted, q.pending, repr(_share(q))] for q in queues],
+                    q.admitted, q.pending, repr(q.borrowed_share)] for q in queues],
     }
-
-
-def _share(q: QueueStatus) -> float:
-    """The queue's weighted dominant share of what it borrows."""
-    share = getattr(q, "borrowed_share", None)
-    if share is None:
-        share = q.fair_share
-    return float(share)
 
 
 def digest(data: object) -> str:
