@@ -38,7 +38,7 @@ from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.outcomes import Bound, Nominated, Outcome, Reserved, Waiting
 from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
-from scheduler.plan import Eviction, Nomination, ReasonCategory
+from scheduler.plan import Eviction, Nomination, ReasonCategory, map_pods
 from scheduler.recall import Shape
 
 R = ReasonCategory
@@ -241,7 +241,7 @@ def await_draining(t: Trial) -> Nominated | None:
     waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
         rg.id for rg in gone)
     nomination = Nomination(gang.id, placement.nodes, waits, t.context.now, placement,
-                            inherited=True)
+                            inherited=True, pod_nodes=map_pods(gang, placement))
     return Nominated(nomination, awaiting_terminating(waits, placement.nodes),
                      charges=trial.charges, awaiting=waits)
 
@@ -252,9 +252,11 @@ def preempt(t: Trial) -> Nominated | None:
         return None
     victims = tuple(v.id for v in pre.victims)
     evictions = tuple(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
-                               f"{gang.priority}): {v.why}") for v in pre.victims)
+                               f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods)
+                      for v in pre.victims)
     nodes = pre.placement.nodes
-    nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement)
+    nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,
+                            pod_nodes=map_pods(gang, pre.placement))
     return Nominated(nomination, f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to "
                      f"start on {', '.join(nodes)}; it binds once they are gone",
                      evictions, pre.charges, evicting=victims)

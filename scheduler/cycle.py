@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from policies.admission import placement_charges
 from policies.queues import PolicySet, Queue
-from scheduler import placement
+from scheduler import housekeeping, placement
 from scheduler.admissible import admissible
 from scheduler.consider import Trial, awaiting_terminating, consider
 from scheduler.draft import Context, Draft
+from scheduler.housekeeping import Housekeeping
 from scheduler.memo import Memo
 from scheduler.model import Gang
 from scheduler.order import in_order
 from scheduler.outcomes import Nominated
 from scheduler.placement.types import Solver
-from scheduler.plan import CyclePlan, Nomination
+from scheduler.plan import CyclePlan, Nomination, map_pods
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
 
@@ -39,28 +41,31 @@ Policies = PolicySet
 NOMINATION_TIMEOUT_SECONDS = 900.0
 
 _ID_UID = operator.attrgetter("id", "uid")
+_NO_HOUSEKEEPING = Housekeeping()
 
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None,
-           recall: Recall | None = None) -> CyclePlan:
-    """Decide binds, evictions, nominations, reservations (at most one per node pool) and
-    reasons for one cycle.
+           recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING) -> CyclePlan:
+    """Decide binds, evictions, nominations, reservations (at most one per node pool),
+    reasons, give-ups and rollbacks for one cycle.
 
     *solver*: ``placement.solve`` or a stand-in (a timing wrapper, a test double); its answer
     may depend on a gang's roles and topology, never on its name. *recall*: what earlier
     cycles on the same nodes worked out (the scheduler loop keeps it); without it the
-    answers are worked out afresh, to the same plan.
+    answers are worked out afresh, to the same plan. *house*: backoffs, gangs not formed,
+    gangs partly bound (see ``housekeeping``).
     """
     if recall is None:
         recall = Recall(snapshot.index)
     elif recall.index is not snapshot.index:
         raise ValueError("decide: the recall belongs to another set of nodes")
-    gangs = sorted(pending_gangs, key=_ID_UID)
+    gangs, give_ups = housekeeping.ready(sorted(pending_gangs, key=_ID_UID), house, now)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
-        return CyclePlan(now=now)
+        return CyclePlan(now=now, give_ups=give_ups, unformed=housekeeping.unformed(house),
+                         rollbacks=housekeeping.rollbacks(house, (), {}))
     queues = policies.queues
     tree = recall.tree(queues)
     memo = Memo(recall, tree)
@@ -85,11 +90,15 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
              lambda gang, q: _turn(draft, gang, queues.queues[q]),
              lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot),
              lambda: draft.ledger)
+    pending = dict(sorted(draft.pending.items()))
+    everyone = {g.id: g for g in gangs}
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
         nominations=tuple(sorted(draft.nominations, key=lambda n: n.gang_id)),
-        reservations=draft.obstacles.reservations, pending=dict(sorted(draft.pending.items())),
-        order=tuple(draft.order))
+        reservations=draft.obstacles.reservations, pending=pending, order=tuple(draft.order),
+        members={gid: housekeeping.members(everyone[gid]) for gid in pending},
+        give_ups=give_ups, unformed=housekeeping.unformed(house),
+        rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending))
 
 
 def _turn(draft: Draft, gang: Gang, queue: Queue) -> None:
@@ -140,6 +149,8 @@ def _kept(draft: Draft, gang: Gang, nom: Nomination, alive: tuple[str, ...]) -> 
     message = (awaiting_terminating(alive, nom.nodes) if nom.inherited else
                f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
                f"nodes held: {', '.join(nom.nodes)}")
+    if nom.placement is not None:  # its pods now (they may have been recreated)
+        nom = replace(nom, pod_nodes=map_pods(gang, nom.placement))
     return Nominated(nom, message, charges=charges, evicting=alive, awaiting=alive)
 
 

@@ -94,5 +94,5 @@ class Draft:
                               expected_end=None if runtime is None else now + runtime)
         self.snapshot = self.snapshot.with_running(running)
         self.ledger = charge_all(self.ledger, queue.name, fit.charges)
-        self.binds.append(Bind(gang.id, queue.name, fit.placement,
-                               map_pods(gang, fit.placement)))
+        self.binds.append(Bind(gang.id, queue.name, fit.placement, map_pods(gang, fit.placement),
+                               gang.uid if gang.pod_group else None))

@@ -204,6 +204,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
                                if group and group.schedule_timeout_seconds and not bound
                                else None),
+            pod_group=group is not None,
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,8 +31,10 @@ import structlog
 
 from scheduler import cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
+from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
 from scheduler.metrics import SchedulerMetrics
-from scheduler.model import Gang
+from scheduler.model import Gang, PodRef
+from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
@@ -41,6 +43,8 @@ from scheduler.snapshot import Snapshot
 from scheduler.statuses import queue_statuses
 
 log = structlog.get_logger("gang_scheduler.loop")
+
+_NO_HOUSEKEEPING = Housekeeping()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,28 +109,30 @@ class Scheduler:
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
 
-    def run_once(self) -> CyclePlan:
-        """One cycle: decide on a snapshot, apply the plan, remember what happened."""
+    def run_once(self, takeover: bool = False) -> CyclePlan:
+        """One cycle: decide on a snapshot, apply the plan, remember what happened.
+
+        *takeover*: the first cycle after becoming leader, when gangs a predecessor left
+        partly bound are rolled back even if their members started (see ``housekeeping``).
+        """
         self.cycles += 1
         with structlog.contextvars.bound_contextvars(cycle=self.cycles):
-            return self._cycle()
+            return self._cycle(takeover)
 
-    def _cycle(self) -> CyclePlan:
+    def _cycle(self, takeover: bool) -> CyclePlan:
         now = self.clock()
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
-        pending: Sequence[Gang] = (
-            [g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
-            else inp.gangs.pending)
-        pending = self._drop_timed_out(pending, now)
+        house = self._housekeeping(inp, now, takeover)
         policies = self.policies.current()
         self._solve_s = 0.0
         started = time.perf_counter()
         if self._recall is None or self._recall.index is not inp.snapshot.index:
             self._recall = Recall(inp.snapshot.index)
-        plan = cycle.decide(inp.snapshot, pending, policies, now, previous=self._previous,
+        plan = cycle.decide(inp.snapshot, inp.gangs.pending, policies, now,
+                            previous=self._previous,
                             solver=self._timed_solve if self.metrics is not None else None,
-                            recall=self._recall)
+                            recall=self._recall, house=house)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -141,6 +147,11 @@ class Scheduler:
                 self._fail(b.gang_id, now)
             elif b.gang_id in bound:
                 self._backoff.pop(b.gang_id, None)
+        for b in plan.binds:
+            partial = house.partly_bound.get(b.gang_id)
+            if partial is not None and b.gang_id in bound:
+                log.info("partial_gang_completed", gang=b.gang_id, bound=len(partial.pods),
+                         namespace=b.gang_id.split("/", 1)[0], queue=b.queue)
         self._previous = plan
         self.last_plan = plan
         self._reported = (plan, inp, policies, self._recall, None)
@@ -180,29 +191,24 @@ class Scheduler:
             self.metrics.solver_duration.labels(solver).observe(elapsed)
         return result
 
-    # Backoff --------------------------------------------------------------------------------
-    def _drop_timed_out(self, pending: Sequence[Gang], now: float) -> Sequence[Gang]:
-        """Gangs past their PodGroup's scheduleTimeoutSeconds are given up, not retried.
-
-        They leave the cycle (so they cost nothing and hold nothing), and the actuator, if it
-        can, marks them terminally (PodGroup ``Failed``, reason ``ScheduleTimeout``) once.
-        Recreating or editing the PodGroup starts a new deadline.
-        """
-        expired = [g for g in pending
-                   if g.schedule_deadline is not None and now > g.schedule_deadline]
-        if not expired:
-            return pending
-        report = getattr(self.actuator, "give_up", None)
-        if report is not None:
-            report({g.id: f"not scheduled within the PodGroup's scheduleTimeoutSeconds "
-                          f"({g.schedule_deadline - g.creation_time:.0f}s); recreate the "
-                          "PodGroup to try again" for g in expired if g.schedule_deadline})
-        gone = {g.id for g in expired}
-        return [g for g in pending if g.id not in gone]
-
-    def _ready(self, gang_id: str, now: float) -> bool:
-        b = self._backoff.get(gang_id)
-        return b is None or b.until <= now
+    # Housekeeping -------------------------------------------------------------------------
+    def _housekeeping(self, inp: CycleInput, now: float, takeover: bool) -> Housekeeping:
+        """What ``decide`` needs to know besides the pending gangs: backoffs, gangs that
+        cannot be formed and gangs left partly bound (with their pods, from the cache)."""
+        gangs = inp.gangs
+        if not (self._backoff or gangs.problems or gangs.partially_bound or takeover):
+            return _NO_HOUSEKEEPING
+        unformed = {gid: FormationProblem(why, tuple(
+            PodRef(p.namespace, p.name, p.uid)
+            for p in self.cache.gang_pods(gid) if not p.node_name))
+            for gid, why in gangs.problems.items()}
+        partly = {}
+        for gid, refs in gangs.partially_bound.items():
+            pods = {p.uid: p for p in self.cache.gang_pods(gid)}
+            started = any(r.uid in pods and pods[r.uid].phase is not PodPhase.PENDING
+                          for r in refs)
+            partly[gid] = PartlyBound(refs, started)
+        return Housekeeping(self.backing_off(now), unformed, partly, takeover)
 
     def _fail(self, gang_id: str, now: float) -> None:
         prev = self._backoff.get(gang_id)
@@ -285,6 +291,8 @@ class Scheduler:
             m.binds.labels("failure").inc(len(result.failed))
             for why in result.failed.values():
                 m.rollbacks.labels(rollback_reason(why)).inc()
+        for r in plan.rollbacks:
+            m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
         if result.blocked:
             m.evictions_blocked.inc(len(result.blocked))
         running = inp.snapshot.running

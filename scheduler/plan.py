@@ -1,8 +1,12 @@
 """What one cycle decided: the plan the actuator carries out and people read.
 
-A ``CyclePlan`` is a frozen value: binds (with the exact pod -> node mapping), evictions
-(each naming its preemptor), nominations and reservations that hold capacity for gangs that
-will start later, and a reason for every gang left pending. The next cycle gets the plan back
+A ``CyclePlan`` is a frozen value and everything an actuator needs to carry the cycle out,
+so neither the live actuator nor the simulated cluster looks anything up again: binds (with
+the exact pod -> node mapping), evictions (each naming its preemptor and the victim's pods),
+nominations (with the pod -> node map for ``nominatedNodeName``) and reservations that hold
+capacity for gangs that will start later, a reason for every gang left pending (and the pods
+to write it on), gangs given up (past their PodGroup's scheduleTimeoutSeconds), partly bound
+gangs to roll back, and gangs that cannot even be formed. The next cycle gets the plan back
 as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
 is a separate pure function of the input and the plan (``scheduler.statuses``).
 """
@@ -49,6 +53,7 @@ class Bind:
     placement: Placement
     #: Each role's pods in order, mapped onto the placement's nodes (empty without pods).
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    group_uid: str | None = None  # its PodGroup's, if it has one (events go there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,48 @@ class Eviction:
     victim: str
     preemptor: str
     message: str
+    queue: str = ""  # the victim's
+    pods: tuple[PodRef, ...] = ()  # the victim's bound pods
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The pods of a gang the plan speaks about, and its PodGroup's uid when it has one
+    (events and status then go to the PodGroup, else to its first pod)."""
+
+    pods: tuple[PodRef, ...] = ()
+    group_uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """A gang past its PodGroup's scheduleTimeoutSeconds: marked failed, not tried again."""
+
+    gang_id: str
+    message: str
+    members: Members = Members()
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """A gang left partly bound (fewer than minMember bound) that this cycle cannot
+    complete: its bound pods are deleted so that their controller recreates them."""
+
+    gang_id: str
+    pods: tuple[PodRef, ...]
+    reason: str
+    #: Decided on the first cycle after taking over (a predecessor may have crashed mid-bind).
+    takeover: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unformed:
+    """A group of pods that is not a gang yet (its PodGroup is missing, an annotation is
+    unreadable): why, on its pods."""
+
+    gang_id: str
+    reason: PendingReason
+    members: Members = Members()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +117,8 @@ class Nomination:
     #: The victims were already terminating (evicted by an earlier leader or run whose plan
     #: is lost), not evicted by this scheduler: said so in the reason on every cycle.
     inherited: bool = False
+    #: The gang's pods onto the placement's nodes, for their ``nominatedNodeName``.
+    pod_nodes: tuple[tuple[PodRef, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +131,11 @@ class CyclePlan:
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()
+    #: The pods of each pending gang, for its reason.
+    members: Mapping[str, Members] = field(default_factory=dict)
+    give_ups: tuple[GiveUp, ...] = ()
+    rollbacks: tuple[Rollback, ...] = ()
+    unformed: tuple[Unformed, ...] = ()
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)

@@ -84,6 +84,8 @@ class Gang:
     #: PodGroup ``minResources``: what the whole gang will need, declared before its pods
     #: exist, so a gang that could never fit is told so while it still waits for members.
     min_resources: Resources | None = None
+    #: The gang is a PodGroup's (whose uid is ``uid``): its status and events go there.
+    pod_group: bool = False
 
     @property
     def min_member(self) -> int:
@@ -115,6 +117,11 @@ class Gang:
     def gpus(self) -> int:
         """GPUs of the required members."""
         return self.min_requests.gpus
+
+    @property
+    def pods(self) -> tuple[PodRef, ...]:
+        """Every role's pods, in role order."""
+        return tuple(p for r in self.roles for p in r.pods)
 
     def role(self, name: str) -> Role:
         for r in self.roles:
