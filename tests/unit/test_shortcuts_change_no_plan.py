@@ -28,7 +28,7 @@ from scheduler.order import Rank, Turn
 from scheduler.plan import CyclePlan
 from scheduler.statuses import queue_statuses
 from tests.unit.policies.builders import SOLVE
-from tests.unit.test_cycle_properties import NOW, PROPERTY, World, worlds
+from tests.unit.test_decide_properties import NOW, PROPERTY, World, worlds
 
 
 def _with_lookalikes(world: World, data: st.DataObject) -> World:
