@@ -281,7 +281,8 @@ def reserve_nodes(t: Trial) -> Reserved | None:
         return None
     return Reserved(found, f"{t.message}; reserved {len(found.nodes)} node(s) and its quota, "
                     f"estimated start in {found.estimated_start - now:.0f}s when running gangs "
-                    f"are expected to end{t.never}", t.blocks_queue, t.blocks_all)
+                    f"are expected to end{t.never}", blocks_queue=t.blocks_queue,
+                    blocks_all=t.blocks_all)
 
 
 def explain(t: Trial) -> Waiting:
@@ -298,7 +299,8 @@ def explain(t: Trial) -> Waiting:
         message = (f"{message}; the nodes and quota reserved for "
                    f"{_reserved_for(t.restricted, t.context.now)} are not usable by a gang "
                    "that would still run then")
-    return Waiting(category, message + t.never, t.blocks_queue, t.blocks_all)
+    return Waiting(category, message + t.never, blocks_queue=t.blocks_queue,
+                   blocks_all=t.blocks_all)
 
 
 STEPS: tuple[Callable[[Trial], Outcome | None], ...] = (

@@ -75,7 +75,7 @@ class Draft:
             if outcome.charges is not None:
                 self.ledger = charge_all(self.ledger, queue.name, outcome.charges)
             self.wait(gang, ReasonCategory.PREEMPTION_PENDING, outcome.message)
-        else:
+        else:  # not yet: reserved or waiting
             if isinstance(outcome, Reserved):
                 self.obstacles = self.obstacles.reserve(outcome.reservation)
                 self.wait(gang, ReasonCategory.RESERVED, outcome.message)

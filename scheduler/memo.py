@@ -14,8 +14,8 @@ gang is admitted or nominated), and many share a queue and a shape. So:
   nominated nodes and reservations they exclude.
 
 Each is a memo of a pure function of what it is keyed by, so the plan is the one the long
-way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure memo). A ``Memo`` lives
-for one ``decide`` call; what outlives it is the ``Recall``.
+way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure memo). A
+``Memo`` lives for one ``decide`` call; what outlives it is the ``Recall``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ queue's head; with backfill off, the first gang that cannot start).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.fit import Fit
 from policies.reservation import Reservation
@@ -38,19 +38,23 @@ class Nominated:
 
 
 @dataclass(frozen=True, slots=True)
-class Reserved:
-    reservation: Reservation
-    message: str
-    blocks_queue: bool = False
-    blocks_all: bool = False
+class NotYet:
+    """A gang that cannot start yet, and whom it makes wait behind it."""
+
+    blocks_queue: bool = field(default=False, kw_only=True)  # its StrictFIFO queue
+    blocks_all: bool = field(default=False, kw_only=True)  # everyone (backfill is off)
 
 
 @dataclass(frozen=True, slots=True)
-class Waiting:
+class Reserved(NotYet):
+    reservation: Reservation
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting(NotYet):
     category: ReasonCategory
     message: str
-    blocks_queue: bool = False
-    blocks_all: bool = False
 
 
 Outcome = Bound | Nominated | Reserved | Waiting

@@ -8,17 +8,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies import fit
-from policies.admission import charge_all, placement_charges, pool_bounds
+from policies.admission import charge_all, pool_bounds
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import reserve
 from scheduler.cycle import decide
 from scheduler.model import Gang, RunningGang
-from scheduler.placement.types import Placement, PlacementParams
+from scheduler.placement.types import PlacementParams
 from scheduler.plan import CyclePlan
 from scheduler.resources import GPU
 from scheduler.snapshot import Snapshot
-from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue
+from tests.unit.policies.builders import SOLVE, admit, gang, nodes, policies, queue
 
 NOW = 10_000.0
 PARAMS = PlacementParams(use_cpsat=False)
@@ -59,13 +59,10 @@ def worlds(draw: st.DrawFn, pools: tuple[str, ...] = ("a100", "h100"),
         g = gang(f"r{i}", draw(st.sampled_from(names)), gpus=draw(st.sampled_from([4, 8])),
                  pods=draw(st.integers(1, 3)), priority=draw(st.integers(0, 2)),
                  pool=draw(st.sampled_from(pools)))
-        result = SOLVE(g, snap, PARAMS)
-        if not isinstance(result, Placement):
+        admitted = admit(g, snap, ledger, PARAMS)
+        if admitted is None:
             continue
-        charges = placement_charges(g, result, snap)
-        if any(ledger.shortfall(g.queue, p, r) for p, r in charges.items()):
-            continue
-        ledger = charge_all(ledger, g.queue, charges)
+        result, ledger = admitted
         start = draw(st.sampled_from([0.0, 8_000.0, 9_900.0]))
         snap = snap.with_running(RunningGang(
             g, result.allocations(g), start_time=start,

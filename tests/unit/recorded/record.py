@@ -27,7 +27,8 @@ from simulator import session
 from simulator.engine import Simulation, SimulationOptions
 from simulator.policies import make_preset
 from tests.unit.policies.builders import SOLVE
-from tests.unit.recorded.scenarios import NOW, Scenario, scenario
+from tests.unit.recorded.scenarios import scenario
+from tests.unit.test_decide_properties import NOW, World
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "plans.json"
@@ -91,7 +92,7 @@ def _after(snapshot: Snapshot, plan: CyclePlan, pending: Sequence[Gang],
     return snapshot.without_gangs(victims)
 
 
-def replay_scenario(s: Scenario) -> list[str]:
+def replay_scenario(seed: int, s: World) -> list[str]:
     """Three cycles: from scratch, then twice with the previous plan carried over."""
     out: list[str] = []
     snapshot, pending, previous = s.snapshot, s.pending, None
@@ -99,7 +100,7 @@ def replay_scenario(s: Scenario) -> list[str]:
         plan = decide(snapshot, pending, s.policies, now, previous, solver=SOLVE)
         out.append(digest(project(plan, statuses(plan, snapshot, pending, s.policies))))
         bound = {b.gang_id for b in plan.binds}
-        snapshot = _after(snapshot, plan, pending, now, keep_victims=(s.seed + k) % 2 == 0)
+        snapshot = _after(snapshot, plan, pending, now, keep_victims=(seed + k) % 2 == 0)
         pending = tuple(g for g in pending if g.id not in bound)
         previous = plan
     return out
@@ -145,7 +146,7 @@ def names() -> list[str]:
 def replay(name: str) -> list[str]:
     kind, rest = name.split("-", 1)
     if kind == "scenario":
-        return replay_scenario(scenario(int(rest)))
+        return replay_scenario(int(rest), scenario(int(rest)))
     index, policy = rest.split("-", 1)
     trace, cluster, options = RUNS[int(index)]
     return replay_run(trace, cluster, options, policy)

@@ -9,29 +9,16 @@ changes the scenarios: record again (``tests/unit/recorded/README.md``).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from policies.admission import charge_all, placement_charges
 from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.model import Gang, RunningGang, TopologyConstraint, TopologyMode
 from scheduler.model.pods import PreemptionPolicy
-from scheduler.placement.types import Placement, PlacementParams
 from scheduler.resources import GPU, Resources
 from scheduler.snapshot import Snapshot
-from tests.unit.policies.builders import RACK, SOLVE, gang, nodes, policies, queue
-
-NOW = 10_000.0
-PARAMS = PlacementParams(use_cpsat=False)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    seed: int
-    snapshot: Snapshot
-    policies: PolicySet
-    pending: tuple[Gang, ...]
+from tests.unit.policies.builders import RACK, admit, gang, nodes, policies, queue
+from tests.unit.test_decide_properties import PARAMS, World
 
 
 def _queues(rng: random.Random, pools: tuple[str, ...]) -> list[Queue]:
@@ -78,13 +65,10 @@ def _running(rng: random.Random, pol: PolicySet, snap: Snapshot,
         g = gang(f"r{i}", rng.choice(names), gpus=rng.choice([2, 4, 8]),
                  pods=rng.randint(1, 3), priority=rng.randint(0, 2), pool=rng.choice(pools),
                  with_pods=True)
-        result = SOLVE(g, snap, PARAMS)
-        if not isinstance(result, Placement):
+        admitted = admit(g, snap, ledger, PARAMS)
+        if admitted is None:
             continue
-        charges = placement_charges(g, result, snap)
-        if any(ledger.shortfall(g.queue, p, r) for p, r in charges.items()):
-            continue
-        ledger = charge_all(ledger, g.queue, charges)
+        result, ledger = admitted
         start = rng.choice([0.0, 8_000.0, 9_900.0])
         snap = snap.with_running(RunningGang(
             g, result.allocations(g), start_time=start,
@@ -131,15 +115,10 @@ def _pending(rng: random.Random, pol: PolicySet, pools: tuple[str, ...]) -> tupl
     return tuple(out)
 
 
-def scenario(seed: int) -> Scenario:
+def scenario(seed: int) -> World:
     rng = random.Random(seed)
     pools = ("a100", "h100") if rng.random() < 0.7 else ("a100",)
     ns = [n for p in pools for n in nodes(p, rng.randint(2, 6))]
     pol = _policies(rng, _queues(rng, pools))
     snap = _running(rng, pol, Snapshot(ns), pools)
-    return Scenario(seed, snap, pol, _pending(rng, pol, pools))
-
-
-def scenarios(count: int) -> Iterator[Scenario]:
-    for seed in range(count):
-        yield scenario(seed)
+    return World(snap, pol, _pending(rng, pol, pools))
