@@ -264,7 +264,7 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
     spec = err.mapping(obj.get("spec") if isinstance(obj, Mapping) else None, "spec")
     err.unknown(spec, "spec", _POLICY_FIELDS)
     preset = spec.get("preset", "gang-scheduler")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         err.add("spec.preset", f"must be one of {' | '.join(sorted(PRESETS))}, got {preset!r}")
         preset = "gang-scheduler"
     base = PRESETS[preset]

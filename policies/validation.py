@@ -24,24 +24,35 @@ from policies.parsing import (
     parse_queue,
     parse_scheduler_policy,
 )
-from policies.queues import PolicySet, Queue, QueueSet, SchedulerPolicy
+from policies.queues import API_GROUP, PolicySet, Queue, QueueSet, SchedulerPolicy
 from scheduler.clusterspec import read_problem, yaml_problem
 
 
-def check_hierarchy(queues: Iterable[Queue], known: Iterable[str] = ()) -> list[FieldError]:
-    """Unknown parents and cycles. ``known`` names exist but failed to parse (no cascade)."""
-    by_name = {q.name: q for q in queues}
-    names = set(by_name) | set(known)
+def check_hierarchy(queues: Iterable[Queue],
+                    known: Mapping[str, str | None] | Iterable[str] = ()) -> list[FieldError]:
+    """Unknown parents and cycles.
+
+    ``known`` names queues that exist but failed to parse: they count as existing (no cascade
+    of "unknown parent" errors below them), and when given as a mapping to the parent each of
+    them names, those parents are checked too, so one run reports a bad weight and a
+    misspelt parent of the same queue together.
+    """
+    parents: dict[str, str | None] = {q.name: q.parent for q in queues}
+    failed = dict(known) if isinstance(known, Mapping) else dict.fromkeys(known)
+    names = set(parents) | set(failed)
     errors: list[FieldError] = []
-    for name, queue in sorted(by_name.items()):
-        if queue.parent is not None and queue.parent not in names:
-            errors.append(FieldError(name, "spec.parent", f"unknown queue {queue.parent!r}"))
+    for name, parent in sorted(failed.items()):
+        if parent is not None and parent not in names:
+            errors.append(FieldError(name, "spec.parent", f"unknown queue {parent!r}"))
+    for name, first in sorted(parents.items()):
+        if first is not None and first not in names:
+            errors.append(FieldError(name, "spec.parent", f"unknown queue {first!r}"))
             continue
         chain = [name]
-        parent = queue.parent
-        while parent in by_name and parent not in chain:
+        parent = first
+        while parent in parents and parent not in chain:
             chain.append(parent)
-            parent = by_name[parent].parent
+            parent = parents[parent]
         if parent == name:
             errors.append(FieldError(name, "spec.parent", "cycle in the queue hierarchy: "
                                      + " -> ".join([*chain, name])))
@@ -54,6 +65,11 @@ class LoadResult:
 
     policies: PolicySet
     errors: tuple[FieldError, ...]
+    #: Documents that are not policy objects (a Kustomization beside the queues, say):
+    #: "FILE#N: Kind name" each, so a caller can say what it passed over.
+    skipped: tuple[str, ...] = ()
+    #: How many Queue and SchedulerPolicy objects were read, valid or not.
+    objects: int = 0
 
     @property
     def ok(self) -> bool:
@@ -62,10 +78,12 @@ class LoadResult:
 
 def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
     """Validate decoded documents, each with a source label (``file.yaml#2``) for errors."""
+    documents = list(documents)
     errors: list[FieldError] = []
     queues: dict[str, Queue] = {}
     sources: dict[str, str] = {}
-    failed: set[str] = set()
+    skipped: list[str] = []
+    failed: dict[str, str | None] = {}  # queues that did not parse -> the parent they name
     scheduler: SchedulerPolicy | None = None
     index = 0
     for source, doc in documents:
@@ -81,7 +99,7 @@ def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
                                               f"duplicate Queue name (first in {first})")]
                     queue = None
                 if queue is None:
-                    failed.add(name)
+                    failed.setdefault(name, _raw_parent(obj))
                 else:
                     queues[name] = queue
                 sources.setdefault(name, source)
@@ -91,6 +109,9 @@ def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
                     errs = [FieldError(name, "", "only one SchedulerPolicy may be given")]
                 elif policy is not None:
                     scheduler = policy
+            elif _foreign(obj):
+                skipped.append(f"{source}: {kind}" + ("" if name.startswith("<") else f" {name}"))
+                continue
             elif not isinstance(obj, Mapping):
                 errs = [FieldError(name, "", f"must be a {QUEUE_KIND} or {SCHEDULER_POLICY_KIND} "
                                    f"object (a mapping), got {type(obj).__name__}")]
@@ -102,7 +123,32 @@ def parse_documents(documents: Iterable[tuple[str, Any]]) -> LoadResult:
     errors.extend(replace(e, source=sources.get(e.obj, "")) for e in hierarchy)
     bad = {e.obj for e in hierarchy}
     good = QueueSet.of(q for n, q in queues.items() if n not in bad)
-    return LoadResult(PolicySet(good, scheduler or SchedulerPolicy()), tuple(errors))
+    # Errors in the order of the documents they are about (hierarchy errors come last above).
+    order = {src: i for i, (src, _) in enumerate(documents)}
+    errors.sort(key=lambda e: order.get(e.source, len(order)))
+    return LoadResult(PolicySet(good, scheduler or SchedulerPolicy()), tuple(errors),
+                      tuple(skipped), index - len(skipped))
+
+
+def _foreign(obj: Any) -> bool:
+    """Another API's object (a Kustomization, a ConfigMap): not a policy, not a mistake.
+
+    An object of our own API group with an unknown kind is a mistake (``kind: Queu``), and so is
+    an object without a kind; only a kind of another group is passed over.
+    """
+    if not isinstance(obj, Mapping):
+        return False
+    kind, api = obj.get("kind"), obj.get("apiVersion")
+    return (isinstance(kind, str) and bool(kind)
+            and kind not in (QUEUE_KIND, SCHEDULER_POLICY_KIND)
+            and isinstance(api, str) and api.split("/")[0] != API_GROUP)
+
+
+def _raw_parent(obj: Mapping[str, Any]) -> str | None:
+    """The parent a Queue that failed to parse names, if it names one as a string."""
+    spec = obj.get("spec")
+    parent = spec.get("parent") if isinstance(spec, Mapping) else None
+    return parent if isinstance(parent, str) and parent else None
 
 
 def read_files(paths: Iterable[str | Path]) -> LoadResult:

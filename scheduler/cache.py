@@ -228,6 +228,13 @@ class ClusterCache:
                 return [self._effective(u) for u in uids]
             return [self._pods[u] for u in uids]
 
+    def gang_of_pod(self, namespace: str, name: str) -> str | None:
+        """The gang a pod of this scheduler belongs to (None: no such pod, or not ours)."""
+        with self._lock:
+            return next((self._gid_of[uid] for uid, pod in self._pods.items()
+                         if pod.namespace == namespace and pod.name == name
+                         and uid in self._gid_of), None)
+
     def queue_of(self, gang_id: str) -> str:
         """The queue of a gang as the last cycle's input built it ("" if unknown): for log
         lines about a gang, written outside the cycle that decided about it."""

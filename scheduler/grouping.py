@@ -17,13 +17,12 @@ missing members, or rolled back by the caller when that is impossible.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
+from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.gangs import TopologyMode
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
@@ -71,23 +70,6 @@ class GangSet:
         """Running gangs sorted by id (worked out on use: cycles only need the snapshot's)."""
         by_id = self.running_by_id
         return tuple(by_id[gid] for gid in sorted(by_id))
-
-
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``"3600"``, ``"90m"``, ``"2h"``, ``"1h30m"``; ValueError names the text."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(f"not a duration: {text!r} (use seconds, or e.g. 90m, 2h, 1h30m)")
-    h, m, s = (float(g) if g else 0.0 for g in match.groups())
-    return h * 3600 + m * 60 + s
-
-
-def parse_time(text: str) -> float:
-    """Epoch seconds from an RFC 3339 time (``2026-11-30T09:00:00Z``)."""
-    return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
 
 
 def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) -> str:

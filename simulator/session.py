@@ -150,6 +150,36 @@ def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> lis
     return warnings
 
 
+def check_job_queues(inputs: Inputs, where: str) -> str | None:
+    """One line naming the jobs whose queue the --queues file (*where*) does not hold.
+
+    The simulator puts a job's pods in the queue (and namespace) named after the trace's team
+    or virtual cluster. Jobs naming a queue that does not exist, a parent queue, or a queue
+    that does not admit that namespace would be simulated anyway and end up "never started",
+    which reads like a capacity problem; this says so up front. Raises ``ValueError`` when it
+    is every job: nothing would run.
+    """
+    queues = inputs.queues
+    unfit: dict[str, int] = {}  # queue name -> jobs
+    for job in inputs.jobs:
+        q = queues.get(job.queue)
+        if q is None or not queues.is_leaf(q.name) or not q.admits_namespace(job.queue):
+            unfit[job.queue] = unfit.get(job.queue, 0) + 1
+    if not unfit:
+        return None
+    n = sum(unfit.values())
+    most = sorted(unfit, key=lambda name: (-unfit[name], name))
+    named = ", ".join(most[:5]) + (f" and {len(most) - 5} more" if len(most) > 5 else "")
+    leaves = ", ".join(q.name for q in queues if queues.is_leaf(q.name)) or "none"
+    line = (f"{where}: {n:,} of {len(inputs.jobs):,} jobs name queues it does not hold, or "
+            f"hold as a parent or for other namespaces ({named}); its leaf queues: {leaves}. "
+            "Name the queues after the trace's teams (with spec.namespaces listing the same "
+            "name), or leave out --queues for one queue per team")
+    if n == len(inputs.jobs):
+        raise ValueError(f"{line}; nothing would run")
+    return f"{line}; those jobs will be reported as never started"
+
+
 def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
     """One line saying which jobs can never fit the cluster, or None when all may fit.
 
@@ -222,5 +252,5 @@ def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 
 
-__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "check_jobs_fit",
-           "check_queue_pools", "load_inputs", "run_policy"]
+__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "check_job_queues",
+           "check_jobs_fit", "check_queue_pools", "load_inputs", "run_policy"]

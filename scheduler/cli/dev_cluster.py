@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 DEFAULT_CLUSTER = Path(clusterspec.__file__).parent / "examples" / "clusters" / "dev.yaml"
 
 DESCRIPTION = """\
-A throwaway Kubernetes control plane for tests and demos: etcd and kube-apiserver built from
-pinned sources (cached under ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake
-GPU nodes from a cluster description, and a fake kubelet that runs bound pods.
+A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler built from pinned sources (cached under
+~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake GPU nodes from a cluster
+description, and a fake kubelet that runs bound pods.
 
 State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
 $XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
@@ -54,6 +55,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="directory holding the cluster's state (default: see above)")
+    # The same option after the subcommand (`dev-cluster up --state-dir X`) as before it: a
+    # parent whose default is SUPPRESS, so it never overwrites a value given before.
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
+                       help="directory holding the cluster's state (default: see "
+                       "`dev-cluster --help`)")
+
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help()
         return 2
@@ -61,13 +69,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=usage)
     sub = parser.add_subparsers(dest="dev_cluster_command", metavar="SUBCOMMAND")
 
-    p = sub.add_parser("build", help="build or reuse the etcd and kube-apiserver binaries",
-                       description="Build the pinned etcd and kube-apiserver with Go, or reuse "
+    p = sub.add_parser("build", parents=[state],
+                       help="build or reuse the control plane's binaries",
+                       description="Build the pinned etcd, kube-apiserver, "
+                       "kube-controller-manager, kube-scheduler and kubectl with Go, or reuse "
                        "the cached binaries (a no-op taking well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
-    p = sub.add_parser("up", help="start a fresh dev cluster",
-                       description="Start etcd, kube-apiserver and the fake kubelet, create the "
+    p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
+                       description="Start etcd, kube-apiserver, kube-controller-manager, "
+                       "kube-scheduler and the fake kubelet, create the "
                        "cluster's fake nodes, and print how to use it.",
                        epilog="example: gang-scheduler dev-cluster up --cluster "
                        "scheduler/examples/clusters/dev.yaml",
@@ -78,14 +89,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="stay attached and stop the cluster on Ctrl-C or SIGTERM")
     p.set_defaults(handler=_checked(_up))
 
-    p = sub.add_parser("down", help="stop the dev cluster (all its processes)")
+    p = sub.add_parser("down", parents=[state],
+                       help="stop the dev cluster (all its processes)")
     p.set_defaults(handler=_checked(_down))
 
-    p = sub.add_parser("env", help="print `export KUBECONFIG=...` for eval")
+    p = sub.add_parser("env", parents=[state], help="print `export KUBECONFIG=...` for eval",
+                       epilog='examples:\n  eval "$(gang-scheduler dev-cluster env)"\n'
+                       '  gang-scheduler run --kubeconfig "$(gang-scheduler dev-cluster env '
+                       '--kubeconfig-path)" --no-leader-election',
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig-path", action="store_true",
+                   help="print only the admin kubeconfig's path (for --kubeconfig \"$(...)\")")
     p.set_defaults(handler=_checked(_env))
 
     p = sub.add_parser(
-        "token", help="mint a ServiceAccount token (TokenRequest) and optionally a kubeconfig",
+        "token", parents=[state],
+        help="mint a ServiceAccount token (TokenRequest) and optionally a kubeconfig",
         description="Issue a short-lived token for a ServiceAccount, creating the namespace and "
         "account if missing. Prints the token, or writes a kubeconfig with --kubeconfig-out.",
         epilog="example: gang-scheduler dev-cluster token -n default -s viewer --duration 600")
@@ -178,7 +197,7 @@ def _env(args: argparse.Namespace) -> int:
         print(f"error: no dev cluster running from {cluster.state_dir}; run "
               "`gang-scheduler dev-cluster up`", file=sys.stderr)
         return 1
-    print(_export(cluster.kubeconfig))
+    print(cluster.kubeconfig if args.kubeconfig_path else _export(cluster.kubeconfig))
     return 0
 
 

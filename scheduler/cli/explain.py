@@ -14,12 +14,18 @@ import sys
 import time
 from typing import Any
 
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+
 EPILOG = """\
 examples:
   gang-scheduler explain team-a/llama-70b            # a PodGroup, a Job or a lone pod
-  gang-scheduler explain team-a/llama-70b --kubeconfig ~/.kube/config
+  gang-scheduler explain team-a/llama-70b-worker-3       # one of its pods: resolved to the gang
+  gang-scheduler explain team-a/llama-70b --kubeconfig ~/.kube/config --context prod
 
-The gang id is NAMESPACE/NAME of its PodGroup (or Volcano group name), its Job, or the pod.
+The gang id is NAMESPACE/NAME of its PodGroup (or Volcano group name), its Job, or the pod;
+the name of any of its pods works too. With namespace-only RBAC (a tenant), explain shows the
+gang as its namespace has it and the running scheduler's last answer, and says what it could
+not see; with cluster-wide read access it also re-runs the scheduler's decision.
 """
 
 
@@ -28,8 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description=__doc__, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("gang", metavar="NAMESPACE/NAME")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+    p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
     p.add_argument("--config", metavar="FILE", help="the scheduler's config file (scheduler name, "
                    "labels); default: built-in defaults")
     p.set_defaults(handler=run)
@@ -87,6 +93,56 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     return "\n".join(lines), True
 
 
+def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
+                 ) -> tuple[str, bool]:
+    """The report when the reader may not see the whole cluster (a tenant's namespace RBAC):
+    the gang as its namespace shows it, and what could not be seen. No fresh decision: without
+    the nodes and the other namespaces' gangs it would be wrong, so the caller shows the
+    running scheduler's last answer instead."""
+    inp = cache.cycle_input(now)
+    gang = next((g for g in inp.gangs.pending if g.id == gang_id), None)
+    lines = [f"gang {gang_id}"]
+    bound = [p for p in cache.gang_pods(gang_id) if p.node_name]
+    if gang is not None:
+        lines += [
+            _row("queue", gang.queue),
+            _row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
+                         f"{gang.min_member} ({gang.members_present} present)"),
+            _row("needs", gang.min_requests.describe()),
+            _row("priority", gang.priority),
+            _row("state", f"pending ({len(bound)} bound)" if bound else "pending"),
+        ]
+    elif bound:
+        nodes = ", ".join(sorted({p.node_name for p in bound}))
+        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
+                  _row("state", f"running ({len(bound)} pods)"), _row("nodes", nodes)]
+    elif gang_id in inp.gangs.problems:
+        lines += [_row("state", "cannot be formed"), _row("why", inp.gangs.problems[gang_id])]
+    found = gang is not None or bool(bound) or gang_id in inp.gangs.problems
+    if not found:
+        lines.append(_row("state", "not found: no pending or running pods of this scheduler "
+                                   "that you may see belong to it"))
+    lines += ["", f"not visible to you: {'; '.join(unseen)}.",
+              "A fresh decision needs the whole cluster, so this shows the running scheduler's "
+              "last answer; the cluster-wide view needs the gang-scheduler-viewer ClusterRole "
+              "(deploy/users)."]
+    return "\n".join(lines), found
+
+
+def resolve(target: str, cache: Any, now: float) -> tuple[str, str | None]:
+    """The gang id for NAMESPACE/NAME, which may name a gang or one of its pods, and a line
+    saying which gang a pod belongs to (None when the name was the gang's)."""
+    inp = cache.cycle_input(now)
+    if (any(g.id == target for g in inp.gangs.pending) or target in inp.snapshot.running
+            or target in inp.gangs.problems or cache.gang_pods(target)):
+        return target, None
+    namespace, _, name = target.partition("/")
+    gang = cache.gang_of_pod(namespace, name)
+    if gang is None or gang == target:
+        return target, None
+    return gang, f"pod {target} belongs to gang {gang}"
+
+
 def run(args: argparse.Namespace) -> int:
     from scheduler.cli._kube import ConnectError, connect, unreachable
     from scheduler.config import ConfigError, load_config
@@ -106,11 +162,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging("error", "console")
     try:
-        client = connect(args.kubeconfig)
-        cache, policies = read_cluster(client, config)
-        text, found = explain_text(args.gang, cache, policies, time.time())
+        client = connect(args.kubeconfig, context=args.context)
+        view = read_cluster(client, config, namespace=namespace)
+        now = time.time()
+        gang_id, via = resolve(args.gang, view.cache, now)
+        if via:
+            print(via)
+        if view.complete:
+            text, found = explain_text(gang_id, view.cache, view.policies, now)
+        else:
+            text, found = partial_text(gang_id, view.cache, view.unseen, now)
         print(text)
-        written = _last_written(client, cache, args.gang)
+        written = _last_written(client, view.cache, gang_id)
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -119,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if written:
         print(f"\nthe running scheduler last said: {written}")
+    elif found and not view.complete:
+        print("\nthe running scheduler has written nothing on this gang's pods yet")
     return 0 if found else 1
 
 

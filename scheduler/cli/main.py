@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 # (module under scheduler.cli, one-line summary shown before the module is imported)
 SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "dev_cluster", "policy", "simulate", "demo")
@@ -30,11 +31,21 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"scheduler.cli.{name}")
         module.register(sub)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), or why it is unknown."""
+    try:
+        return metadata.version("gang-scheduler")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

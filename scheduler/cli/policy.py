@@ -50,13 +50,19 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     result = read_files(args.files)
+    for line in result.skipped:
+        print(f"skipped {line}: not a Queue or SchedulerPolicy", file=out)
     if result.errors:
         for error in result.errors:
             print(error, file=out)
         print(f"{len(result.errors)} error(s)", file=out)
         return 1
+    if not result.objects:
+        print("error: no Queue or SchedulerPolicy objects in the files given", file=out)
+        return 1
     print(summarise(result.policies), file=out)
     return 0
+
 
 
 def _reservation(s: SchedulerPolicy) -> str:

@@ -8,6 +8,8 @@ import signal
 import sys
 from types import FrameType
 
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+
 EPILOG = """\
 examples:
   # inside a cluster (the deploy/ Deployment does this)
@@ -30,8 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Watch the cluster and place pending gangs all-or-nothing.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", metavar="FILE", help="scheduler config YAML (see deploy/)")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+    p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
     p.add_argument("--scheduler-name", metavar="NAME",
                    help="schedulerName this scheduler serves (default: gang-scheduler)")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
@@ -85,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     address = _address(config.metrics_bind_address)
     assert address is not None  # checked by load_config and above
     try:
-        client = connect(args.kubeconfig, pool_maxsize=max(64, config.bind_concurrency * 2))
+        client = connect(args.kubeconfig, context=args.context,
+                         pool_maxsize=max(64, config.bind_concurrency * 2))
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

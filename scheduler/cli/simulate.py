@@ -18,15 +18,21 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 examples:
-  # the shipped defaults: a Philly slice on a 32-node cluster, three policies side by side
+  # the shipped defaults: a Philly slice on a 24-node cluster, three policies side by side
   gang-scheduler simulate --out sim-out
 
-  # your cluster and queues, the full Philly trace, inter-arrivals compressed 4x
-  gang-scheduler simulate --cluster cluster.yaml --queues queues.yaml \\
-      --trace ../shared/traces/philly/philly.csv --time-scale 0.25 --out sim-out
+  # another cluster and queue file (a queue per team of the trace), arrivals 2x as fast
+  gang-scheduler simulate --cluster scheduler/examples/clusters/sim-two-pools.yaml \\
+      --queues simulator/samples/two_pools_queues.yaml --trace synthetic-two-pools-sample \\
+      --time-scale 0.5 --out sim-out
 
-  # what if the a100 pool had 24, 32 or 48 nodes? smallest that keeps p95 queueing < 1h
-  gang-scheduler simulate --sweep a100=24,32,48 --target-p95 3600
+  # the first 5,000 jobs of the full Philly trace on the 256-node Philly-sized cluster
+  gang-scheduler simulate --cluster scheduler/examples/clusters/sim-philly.yaml \\
+      --trace ../shared/traces/philly/philly.csv --limit 5000 --out sim-out
+
+  # what if the default cluster's v100 pool had 16, 24 or 32 nodes? the smallest that keeps
+  # p95 queueing under an hour
+  gang-scheduler simulate --sweep v100=16,24,32 --target-p95 3600
 
 policies:
   per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)
@@ -175,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
         _check_pools(pools, mtbf, swept)
         warnings = session.check_queue_pools(inputs.queues, pools, args.queues) \
             if args.queues else []
+        strays = session.check_job_queues(inputs, args.queues) if args.queues else None
+        warnings += [strays] if strays else []
         # A sweep resizes the cluster, so only the per-pod test holds for every size.
         unfit = session.check_jobs_fit(inputs, whole_cluster=swept is None)
     except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:

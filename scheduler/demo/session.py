@@ -93,7 +93,7 @@ def set_up(client: KubeClient, opts: Options, teams: set[str]) -> None:
         if doc:
             _post(client, "/apis/gangscheduler.io/v1alpha1/queues", doc)
     deadline = time.monotonic() + 30
-    for team in sorted(teams):  # the agent creates each namespace's default ServiceAccount
+    for team in sorted(teams):  # the serviceaccount controller creates its `default` one
         path = f"/api/v1/namespaces/{team}/serviceaccounts/default"
         while not client.request("GET", path).ok:
             if time.monotonic() > deadline:
@@ -129,7 +129,8 @@ def run(opts: Options, console: Console) -> int:
     client: KubeClient | None = None
     ok, up, started = False, False, time.monotonic()
     try:
-        say("starting a local control plane (etcd, kube-apiserver, fake kubelet)...")
+        say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, "
+            "kube-scheduler, fake kubelet)...")
         try:
             cluster.up(spec=spec, spec_path=opts.cluster, log=say)
         except AlreadyRunning as exc:  # --keep or --state-dir pointing at a live cluster

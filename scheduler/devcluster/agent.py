@@ -1,13 +1,13 @@
-"""The dev cluster's agent process: the fake kubelet plus the one controller pods depend on.
+"""The dev cluster's agent process: the fake kubelet of every fake node.
 
 Why a separate process: the cluster must keep working after `gang-scheduler dev-cluster up`
 returns, and a test process's GIL should not slow the "nodes" down. Run as
 ``python -m scheduler.devcluster.agent --kubeconfig FILE --ready-file FILE``; it touches the
 ready file once its first lists are done, so `up` can wait for it.
 
-Besides the fake kubelet it stands in for one piece of kube-controller-manager: the
-serviceaccount controller, which gives each namespace a ``default`` ServiceAccount. Without it
-the ServiceAccount admission plugin rejects every pod.
+Everything a controller does (``default`` ServiceAccounts, Jobs, garbage collection, ...) is
+the real kube-controller-manager's work (``controllers.py``); this process only stands in for
+the kubelets.
 """
 
 from __future__ import annotations
@@ -77,28 +77,6 @@ def _lines(reply: Any) -> Any:
         reply.release_conn()
 
 
-class DefaultServiceAccounts:
-    """Creates the `default` ServiceAccount in every active namespace, once."""
-
-    def __init__(self, api: client.ApiClient) -> None:
-        self.core = client.CoreV1Api(api)
-        self.done: set[str] = set()
-
-    def handle(self, kind: str, namespace: dict[str, Any]) -> None:
-        name = namespace["metadata"]["name"]
-        phase = (namespace.get("status") or {}).get("phase")
-        if kind == "DELETED" or phase == "Terminating" or name in self.done:
-            return
-        body = {"metadata": {"name": "default"}}
-        try:
-            rest.call(self.core.create_namespaced_service_account, name, body)
-        except client.ApiException as exc:
-            if exc.status not in (409, 403):  # exists, or namespace terminating
-                log.warning("default ServiceAccount in %s: %s", name, exc.reason)
-                return
-        self.done.add(name)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig", required=True, type=Path)
@@ -109,11 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     api = kubeconfig.api_client(args.kubeconfig)
     core = client.CoreV1Api(api)
     fake = kubelet.FakeKubelet(kubeconfig.api_client(args.kubeconfig))
-    accounts = DefaultServiceAccounts(kubeconfig.api_client(args.kubeconfig))
     watches: list[tuple[Callable[..., Any], Handler, dict[str, str]]] = [
         (core.list_node, fake.handle_node, {"label_selector": f"{kubelet.FAKE_NODE_LABEL}=true"}),
         (core.list_pod_for_all_namespaces, fake.handle_pod, {"field_selector": "spec.nodeName!="}),
-        (core.list_namespace, accounts.handle, {}),
     ]
     synced = []
     for list_fn, handle, selectors in watches:
@@ -125,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         event.wait()
     if args.ready_file:
         args.ready_file.write_text("ready\n")
-    log.info("agent ready: fake kubelet and default ServiceAccounts running")
+    log.info("agent ready: fake kubelet running")
     while True:
         fake.run_once()
 

@@ -67,10 +67,24 @@ ETCD = Component(
 KUBE_APISERVER = Component(
     "kube-apiserver", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"
 )
+KUBE_CONTROLLER_MANAGER = Component(
+    "kube-controller-manager", HACK_DIR, "k8s.io/kubernetes",
+    "k8s.io/kubernetes/cmd/kube-controller-manager",
+)
+KUBE_SCHEDULER = Component(
+    "kube-scheduler", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"
+)
 KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl")
-COMPONENTS: tuple[Component, ...] = (ETCD, KUBE_APISERVER, KUBECTL)
+# One component per line, so that additions merge cleanly.
+COMPONENTS: tuple[Component, ...] = (
+    ETCD,
+    KUBE_APISERVER,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_SCHEDULER,
+    KUBECTL,
+)
 # Kubernetes binaries: their version is stamped into component-base and client-go.
-_KUBE_STAMPED = (KUBE_APISERVER, KUBECTL)
+_KUBE_STAMPED = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBECTL)
 
 
 def bin_cache_root() -> Path:

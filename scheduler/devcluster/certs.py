@@ -3,9 +3,11 @@
 Why real TLS and client certificates rather than an insecure port: the scheduler must be
 tested the way it runs, authenticated and authorized by RBAC (``--authorization-mode=Node,RBAC``).
 A fresh CA per cluster signs the apiserver's serving certificate (127.0.0.1, localhost and the
-in-cluster names) and an admin client certificate in group ``system:masters``; a separate RSA key
-pair signs and verifies ServiceAccount tokens. Everything is short-lived and lives in the
-cluster's state directory only.
+in-cluster names), one client certificate per identity (`CLIENTS`: the admin in group
+``system:masters``, and kube-controller-manager and kube-scheduler as the users the bootstrap
+RBAC roles name, exactly as kubeadm sets them up), and serving certificates for the other
+loopback servers (`loopback_serving`); a separate RSA key pair signs and verifies
+ServiceAccount tokens. Everything is short-lived and lives in the cluster's state directory only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,26 @@ SERVER_DNS_NAMES = (
 )
 ADMIN_USER = "dev-cluster-admin"
 ADMIN_GROUP = "system:masters"
+LOOPBACK_DNS_NAMES = ("localhost",)
+LOOPBACK_IP = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """A client certificate's subject: the user (CN) and group (O) the apiserver sees."""
+
+    user: str
+    group: str | None = None
+
+
+# File stem -> identity. kube-controller-manager and kube-scheduler are the users that the
+# apiserver's bootstrap ClusterRoles (system:kube-controller-manager, system:kube-scheduler)
+# are bound to, so RBAC gives them what they need and nothing more.
+CLIENTS: dict[str, Identity] = {
+    "admin": Identity(ADMIN_USER, ADMIN_GROUP),
+    "kube-controller-manager": Identity("system:kube-controller-manager"),
+    "kube-scheduler": Identity("system:kube-scheduler"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +71,16 @@ class CertPaths:
             pki / "ca.crt", pki / "ca.key", pki / "apiserver.crt", pki / "apiserver.key",
             pki / "admin.crt", pki / "admin.key", pki / "sa.key", pki / "sa.pub",
         )
+
+    def client(self, stem: str) -> tuple[Path, Path]:
+        """(certificate, key) of the client identity `stem` (a key of `CLIENTS`)."""
+        pki = self.ca_cert.parent
+        return pki / f"{stem}.crt", pki / f"{stem}.key"
+
+    def serving(self, stem: str) -> tuple[Path, Path]:
+        """(certificate, key) of the loopback serving certificate `stem`."""
+        pki = self.ca_cert.parent
+        return pki / f"{stem}-serving.crt", pki / f"{stem}-serving.key"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -106,39 +138,51 @@ def _leaf(ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, subject
     return builder.sign(ca_key, hashes.SHA256()), key
 
 
-def generate(pki: Path) -> CertPaths:
-    """Create a fresh CA, serving and admin certificates and the ServiceAccount key pair."""
-    pki.mkdir(parents=True, exist_ok=True)
-    pki.chmod(0o700)
-    paths = CertPaths.under(pki)
-    now = dt.datetime.now(dt.UTC)
-
-    ca_key = _key()
-    ca_subject = _name("gang-scheduler-dev-cluster-ca")
-    ca_cert = (
-        _builder(ca_subject, ca_subject, ca_key.public_key(), now)
+def _ca(now: dt.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = _key()
+    subject = _name("gang-scheduler-dev-cluster-ca")
+    cert = (
+        _builder(subject, subject, key.public_key(), now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(
             digital_signature=True, key_encipherment=False, content_commitment=False,
             data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
             encipher_only=False, decipher_only=False,
         ), critical=True)
-        .sign(ca_key, hashes.SHA256())
+        .sign(key, hashes.SHA256())
     )
+    return cert, key
+
+
+def _sans(dns_names: tuple[str, ...], ips: tuple[str, ...]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    return names + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+
+
+def generate(pki: Path) -> CertPaths:
+    """Create a fresh CA, the apiserver's serving certificate, one client certificate per
+    identity in `CLIENTS` and the ServiceAccount key pair."""
+    pki.mkdir(parents=True, exist_ok=True)
+    pki.chmod(0o700)
+    paths = CertPaths.under(pki)
+    now = dt.datetime.now(dt.UTC)
+
+    ca_cert, ca_key = _ca(now)
     _write_key(paths.ca_key, ca_key)
     _write_cert(paths.ca_cert, ca_cert)
 
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVER_DNS_NAMES]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", SERVICE_IP)]
+    sans = _sans(SERVER_DNS_NAMES, (LOOPBACK_IP, SERVICE_IP))
     server_cert, server_key = _leaf(ca_cert, ca_key, _name("kube-apiserver"),
                                     ExtendedKeyUsageOID.SERVER_AUTH, sans, now)
     _write_key(paths.server_key, server_key)
     _write_cert(paths.server_cert, server_cert)
 
-    admin_cert, admin_key = _leaf(ca_cert, ca_key, _name(ADMIN_USER, ADMIN_GROUP),
-                                  ExtendedKeyUsageOID.CLIENT_AUTH, None, now)
-    _write_key(paths.admin_key, admin_key)
-    _write_cert(paths.admin_cert, admin_cert)
+    for stem, identity in CLIENTS.items():
+        cert, key = _leaf(ca_cert, ca_key, _name(identity.user, identity.group),
+                          ExtendedKeyUsageOID.CLIENT_AUTH, None, now)
+        cert_path, key_path = paths.client(stem)
+        _write_key(key_path, key)
+        _write_cert(cert_path, cert)
 
     # RSA, not EC: every consumer of the tokens' JWKS understands RS256.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -147,3 +191,21 @@ def generate(pki: Path) -> CertPaths:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo,
     ))
     return paths
+
+
+def loopback_serving(paths: CertPaths, stem: str,
+                     dns_names: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """A serving certificate signed by the cluster CA for a server on 127.0.0.1 (a controller's
+    health port, a webhook), so clients verify it with the CA instead of skipping checks.
+    `dns_names` adds names (a webhook Service's in-cluster name, say) to localhost."""
+    ca_cert = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{paths.ca_key}: expected the EC key this module writes")
+    sans = _sans((*LOOPBACK_DNS_NAMES, *dns_names), (LOOPBACK_IP,))
+    cert, key = _leaf(ca_cert, ca_key, _name(stem), ExtendedKeyUsageOID.SERVER_AUTH, sans,
+                      dt.datetime.now(dt.UTC))
+    cert_path, key_path = paths.serving(stem)
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
+    return cert_path, key_path

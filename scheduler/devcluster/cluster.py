@@ -8,7 +8,8 @@ A detached one (plain ``up``) outlives the command and is found again through th
 Layout of a state directory (only these entries are ever deleted, so pointing ``--state-dir``
 at a directory with other files in it is safe)::
 
-    state.json  kubeconfig  pki/  etcd-data/  apiserver-certs/  kubeconfigs/  logs/  agent.ready
+    state.json  kubeconfig  pki/  etcd-data/  apiserver-certs/  kubeconfigs/  config/  logs/
+    agent.ready
 """
 
 from __future__ import annotations
@@ -28,12 +29,24 @@ from typing import Any
 from kubernetes import client
 
 from scheduler import clusterspec
-from scheduler.devcluster import build, certs, controlplane, crds, kubeconfig, nodes, procs, state
+from scheduler.devcluster import (
+    build,
+    certs,
+    controllers,
+    controlplane,
+    crds,
+    kubeconfig,
+    nodes,
+    procs,
+    rest,
+    state,
+)
 
 Log = Callable[[str], None]
 OWNED_ENTRIES = ("state.json", "kubeconfig", "pki", "etcd-data", "apiserver-certs",
-                 "kubeconfigs", "logs", "agent.ready")
+                 "kubeconfigs", "config", "logs", "agent.ready")
 AGENT_READY_TIMEOUT_S = 30.0
+CONTROLLERS_READY_TIMEOUT_S = 60.0
 
 
 class AlreadyRunning(RuntimeError):
@@ -41,7 +54,8 @@ class AlreadyRunning(RuntimeError):
 
 
 class DevCluster:
-    """etcd + kube-apiserver + the agent (fake kubelet), rooted at one state directory."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the agent (fake
+    kubelet), rooted at one state directory."""
 
     def __init__(self, state_dir: Path | None = None, owned: bool = False) -> None:
         self.state_dir = (state_dir or state.default_state_dir()).resolve()
@@ -130,11 +144,34 @@ class DevCluster:
         kubeconfig.write_admin(self.kubeconfig, st.server, pki)
         if install_crds:
             crds.apply(self.api_client())
+        self._start_controllers(binaries, pki, log)
         t0 = time.monotonic()
         st.processes.append(self._start_agent(logs))
         state.save(st)
         log(f"agent (fake kubelet) ready in {time.monotonic() - t0:.1f}s")
         return st
+
+    def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
+                           log: Log) -> None:
+        st = self.state
+        assert st is not None
+        t0 = time.monotonic()
+        st.processes.append(controllers.start_controller_manager(
+            binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned))
+        state.save(st)
+        # Its serviceaccount controller at work is the proof that the controllers run with
+        # working credentials (without `default` ServiceAccounts no pod can be created).
+        core = client.CoreV1Api(self.api_client())
+        procs.wait_until(lambda: rest.exists(core.read_namespaced_service_account, "default",
+                                         "default"),
+                         CONTROLLERS_READY_TIMEOUT_S, "ServiceAccount default/default",
+                         st.processes[-1], interval_s=0.25)
+        log(f"kube-controller-manager ready in {time.monotonic() - t0:.1f}s")
+        t0 = time.monotonic()
+        st.processes.append(controllers.start_scheduler(
+            binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned))
+        state.save(st)
+        log(f"kube-scheduler ready in {time.monotonic() - t0:.1f}s")
 
     def _start_agent(self, logs: Path) -> procs.ManagedProcess:
         ready = self.state_dir / "agent.ready"
@@ -148,7 +185,7 @@ class DevCluster:
         return agent
 
     def down(self, log: Log = build.say) -> bool:
-        """Stop every recorded process (agent, apiserver, etcd, in that order).
+        """Stop every recorded process, the last started first (etcd last).
 
         Returns True if something was running. Files are kept for post-mortems; the next `up`
         replaces them.
@@ -195,3 +232,4 @@ class DevCluster:
                     os.kill(os.getpid(), signum)
 
             signal.signal(sig, handler)
+

@@ -4,24 +4,17 @@ Why these flags: the control plane should behave like a production one wherever 
 can tell the difference: TLS with client certificates, ``--authorization-mode=Node,RBAC``,
 bound ServiceAccount tokens, and the default admission chain plus ``NodeRestriction``.
 
-Admission plugins. There is no kube-controller-manager and no kubelet, so plugins that rely on
-a controller to finish their work are either compensated for by the dev cluster's agent and node
-helpers, or left as they are because nothing here triggers them:
+Admission plugins: none is disabled. Those that need a controller to finish their work get it
+from the real kube-controller-manager (``controllers.py``): ``ServiceAccount`` (the
+serviceaccount controller creates each namespace's ``default``), ``ResourceQuota`` (the quota
+controller fills in ``status``), ``StorageObjectInUseProtection`` (the pv/pvc-protection
+controllers remove their finalizers) and ``NamespaceLifecycle`` (the namespace controller
+finishes deletions). ``TaintNodesByCondition`` puts ``node.kubernetes.io/not-ready`` on every
+new Node, which the node lifecycle controller lifts once the node is Ready; that controller
+does not run here (the fake nodes send no heartbeats), so the node helpers lift it themselves
+(``nodes.py``).
 
-* ``TaintNodesByCondition`` (kept): every new Node gets ``node.kubernetes.io/not-ready:NoSchedule``,
-  which the node lifecycle controller would lift once the node reports Ready. The node helpers
-  do exactly that: they set the Ready status and then write the Node's own taints, dropping it.
-* ``ServiceAccount`` (kept): Pods need their namespace's ``default`` ServiceAccount, which the
-  serviceaccount controller creates. The agent creates it for every namespace.
-* ``ResourceQuota`` (kept): enforcement needs ``status.hard``/``used`` filled in by the quota
-  controller; a ResourceQuota object without status makes pod creation in its namespace fail.
-  Do not create ResourceQuotas in tests (the scheduler's queues are its own CRD).
-* ``StorageObjectInUseProtection`` (kept): PVCs/PVs get finalizers that only the pvc-protection
-  controller removes; deleting them hangs. Nothing here uses volumes.
-* ``NamespaceLifecycle`` (kept): deleted namespaces stay Terminating forever (no namespace
-  controller), so tests use a fresh namespace each and never wait for deletion.
-
-Disabled: none. ``GANG_SCHEDULER_DEV_CLUSTER_DISABLE_ADMISSION`` (comma-separated) adds to
+``GANG_SCHEDULER_DEV_CLUSTER_DISABLE_ADMISSION`` (comma-separated) adds to
 ``--disable-admission-plugins`` for experiments.
 """
 

@@ -45,12 +45,18 @@ def _write(path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
+def write_client(path: Path, server: str, pki: certs.CertPaths, stem: str) -> Path:
+    """A kubeconfig for the client certificate of identity `stem` (a key of `certs.CLIENTS`)."""
+    cert, key = pki.client(stem)
+    return _write(path, _document(server, pki.ca_cert, certs.CLIENTS[stem].user, {
+        "client-certificate-data": _b64(cert),
+        "client-key-data": _b64(key),
+    }))
+
+
 def write_admin(path: Path, server: str, pki: certs.CertPaths) -> Path:
     """A kubeconfig for the `system:masters` client certificate."""
-    return _write(path, _document(server, pki.ca_cert, certs.ADMIN_USER, {
-        "client-certificate-data": _b64(pki.admin_cert),
-        "client-key-data": _b64(pki.admin_key),
-    }))
+    return write_client(path, server, pki, "admin")
 
 
 def write_token(path: Path, server: str, ca: Path, user: str, token: str) -> Path:

@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
+
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -34,3 +36,14 @@ def status_of(method: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     reply = method(*args, _preload_content=False, **kwargs)
     reply.release_conn()
     return int(reply.status)
+
+
+def exists(read: Callable[..., Any], *args: Any) -> bool:
+    """Whether the object ``read(*args)`` reads exists (404: no; other errors raise)."""
+    try:
+        call(read, *args)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

@@ -28,6 +28,7 @@ from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.writer import BackgroundWriter, Task
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
+from scheduler.model import PodRef
 from scheduler.plan import CyclePlan, Members
 
 log = structlog.get_logger("gang_scheduler.actuator")
@@ -50,10 +51,11 @@ class KubeActuator:
         self.writer = BackgroundWriter()
         self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
         # Pods handed to the binder, with how many writer tasks had been taken up then. A
-        # pending explanation decided earlier must never land on them (PodScheduled=False on
-        # a bound pod is a lie, and a kubelet may re-admit the pod on that update): their
-        # gang's queued explanation is dropped at the bind, and one already running skips
-        # them; once the writer has finished that many tasks, none can be left.
+        # pending explanation or a nomination decided earlier must never land on them
+        # (PodScheduled=False on a bound pod is a lie, and a kubelet may re-admit the pod on
+        # that update; the apiserver refuses nominatedNodeName on a bound pod): their queued
+        # writes are dropped at the bind, and one already running skips them; once the
+        # writer has finished that many tasks, none can be left.
         self._explain_lock = threading.Lock()
         self._binding: dict[str, int] = {}
 
@@ -71,8 +73,16 @@ class KubeActuator:
         """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
         for nom in plan.nominations:
             for ref, node in nom.pod_nodes:
-                self.writer.submit(f"nominate/{ref.uid}",
-                                   partial(self.statuses.set_nominated_node, ref, node))
+                self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
+
+    def _nominate_pod(self, ref: PodRef, node: str) -> None:
+        """The background write of one nomination, unless the pod was handed to the binder
+        since (the apiserver refuses nominatedNodeName on a bound pod with HTTP 422, and a
+        preemptor is bound the cycle after its victims are gone, often before this runs)."""
+        with self._explain_lock:
+            if ref.uid in self._binding:
+                return
+            self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
     def _bind(self, plan: CyclePlan) -> tuple[list[str], dict[str, str]]:
@@ -84,6 +94,7 @@ class KubeActuator:
             for b in plan.binds:
                 self.writer.cancel(f"pending/{b.gang_id}")
                 for ref, _ in b.pod_nodes:
+                    self.writer.cancel(f"nominate/{ref.uid}")
                     self._binding[ref.uid] = started
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in plan.binds],
                                           self.config.scheduler_name)

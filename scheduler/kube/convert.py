@@ -93,12 +93,15 @@ def _str_map(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(obj, key, path).items()}
 
 
-def _int(obj: Mapping[str, Any], key: str, path: str, default: int | None) -> int | None:
+def _int(obj: Mapping[str, Any], key: str, path: str, default: int | None,
+         minimum: int | None = None) -> int | None:
     value = obj.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Fail(path, f"expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _Fail(path, f"must be >= {minimum}, got {value}")
     return value
 
 
@@ -305,10 +308,10 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         namespace=str(meta.get("namespace") or "default"),
         name=_name(meta),
         uid=str(meta.get("uid") or ""),
-        parallelism=_int(spec, "parallelism", "spec.parallelism", 1) or 0,
-        completions=_int(spec, "completions", "spec.completions", None),
+        parallelism=_int(spec, "parallelism", "spec.parallelism", 1, minimum=0) or 0,
+        completions=_int(spec, "completions", "spec.completions", None, minimum=0),
         active_deadline_seconds=_int(spec, "activeDeadlineSeconds",
-                                     "spec.activeDeadlineSeconds", None),
+                                     "spec.activeDeadlineSeconds", None, minimum=1),
         creation_time=parse_time(meta.get("creationTimestamp")),
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"),

@@ -18,14 +18,14 @@ import json
 import random
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 import structlog
 import urllib3
 
-from scheduler.kube.client import ApiError, KubeClient, Response, TransportError
+from scheduler.kube.client import ApiError, KubeClient, Response, TransportError, path_segment
 
 log = structlog.get_logger()
 
@@ -37,14 +37,24 @@ class ResourceKind:
     name: str  # plural, used in logs and as the cache's kind ("pods")
     path: str  # "/api/v1/pods", "/apis/batch/v1/jobs"
     optional: bool = False  # a CRD that may not be installed: absent means "no objects"
+    namespaced: bool = True  # False for cluster-scoped kinds (nodes, queues)
+
+    def in_namespace(self, namespace: str) -> ResourceKind:
+        """The same kind listed in one namespace only (what a tenant's Role may allow)."""
+        if not self.namespaced:
+            raise ValueError(f"{self.name} are cluster-scoped")
+        group, _, plural = self.path.rpartition("/")
+        return replace(self, path=f"{group}/namespaces/{path_segment(namespace)}/{plural}")
 
 
-NODES = ResourceKind("nodes", "/api/v1/nodes")
+NODES = ResourceKind("nodes", "/api/v1/nodes", namespaced=False)
 PODS = ResourceKind("pods", "/api/v1/pods")
 JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
-PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses")
+PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                namespaced=False)
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
-QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True)
+QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True,
+                      namespaced=False)
 
 
 class EventType(StrEnum):

@@ -1,10 +1,17 @@
-"""Read the whole cluster once into a cache and the queue policies (no watch).
+"""Read the cluster once into a cache and the queue policies (no watch).
 
 For commands that answer one question and exit (``explain``): they rebuild exactly the
 scheduler's view from the apiserver, then ask the same pure ``decide``.
+
+A tenant whose RBAC covers only their namespaces cannot list nodes or other namespaces' pods.
+Then the namespaced kinds are read in the namespace asked about and the rest is reported as
+``unseen``, so the caller can say what it could not see (and fall back to what the running
+scheduler last wrote) instead of failing with a 403 or deciding on half a cluster.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
@@ -12,12 +19,33 @@ from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
 from scheduler.kube import feed, informer
-from scheduler.kube.client import KubeClient
+from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.policy_feed import LivePolicies
 
 
-def read_cluster(client: KubeClient, config: SchedulerConfig) -> tuple[ClusterCache, LivePolicies]:
-    """A cache and the policies in force, as a freshly started scheduler would see them."""
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What one read of the cluster saw."""
+
+    cache: ClusterCache
+    policies: LivePolicies
+    #: What this identity may not list, each as "nodes" or "pods outside team-a" with why.
+    unseen: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Did it see everything the scheduler sees (so a fresh decision means something)?"""
+        return not self.unseen
+
+
+def read_cluster(client: KubeClient, config: SchedulerConfig,
+                 namespace: str | None = None) -> ClusterView:
+    """A cache and the policies in force, as a freshly started scheduler would see them.
+
+    With *namespace*, a kind the identity may not list cluster-wide (HTTP 403) is listed in
+    that namespace instead (namespaced kinds) or left out (cluster-scoped ones); either way it
+    is named in ``unseen``. Without it, a 403 is an ``ApiError`` as before.
+    """
     cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                         default_queue=config.default_queue))
     policies = LivePolicies(client, initial=PolicyStore(PolicySet(scheduler=config.policy())),
@@ -25,11 +53,33 @@ def read_cluster(client: KubeClient, config: SchedulerConfig) -> tuple[ClusterCa
     pairs: list[tuple[informer.ResourceKind, informer.Handler]] = [
         (inf.kind, inf.handler) for inf in feed.cache_informers(client, cache, config.node_labels)]
     pairs.append((informer.QUEUES, policies.handle))
+    unseen: list[str] = []
     for kind, handler in pairs:
         try:
-            items, _ = informer.list_all(client, kind)
+            items = _list(client, kind, namespace, unseen)
         except informer.ResourceAbsent:
             continue  # an optional CRD that is not installed: no objects of that kind
         for obj in items:
             handler(informer.EventType.ADDED, obj)
-    return cache, policies
+    return ClusterView(cache, policies, tuple(unseen))
+
+
+def _list(client: KubeClient, kind: informer.ResourceKind, namespace: str | None,
+          unseen: list[str]) -> list[dict[str, object]]:
+    try:
+        return informer.list_all(client, kind)[0]
+    except ApiError as exc:
+        if exc.status != 403 or namespace is None:
+            raise
+    if not kind.namespaced:
+        unseen.append(f"{kind.name} (forbidden)")
+        return []
+    try:
+        items = informer.list_all(client, kind.in_namespace(namespace))[0]
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        unseen.append(f"{kind.name} (forbidden, even in namespace {namespace})")
+        return []
+    unseen.append(f"{kind.name} outside namespace {namespace} (forbidden)")
+    return items

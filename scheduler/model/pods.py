@@ -173,6 +173,43 @@ def _requirement(raw: Mapping[str, Any], where: str) -> NodeSelectorRequirement:
     return NodeSelectorRequirement(key=str(raw.get("key", "")), operator=op, values=values)
 
 
+def _text(raw: Mapping[str, Any], key: str, where: str, default: str = "") -> str:
+    value = raw.get(key)
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{where}.{key}: expected a string, got {value!r}")
+    return value
+
+
+def _selector(raw: Any, where: str) -> dict[str, str]:
+    """A label selector map: string keys to string values, as the API defines it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected an object of label values, got {raw!r}")
+    bad = next((k for k, v in raw.items() if not isinstance(k, str) or not isinstance(v, str)),
+               None)
+    if bad is not None:
+        raise ValueError(f"{where}.{bad}: expected a string value, got {raw[bad]!r}")
+    return dict(raw)
+
+
+def _toleration(raw: Any, where: str) -> Toleration:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected an object, got {raw!r}")
+    key, value = _text(raw, "key", where), _text(raw, "value", where)
+    operator = _text(raw, "operator", where, "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise ValueError(f"{where}.operator: must be Equal or Exists, got {operator!r}")
+    effect = _text(raw, "effect", where)
+    try:
+        parsed = TaintEffect(effect) if effect else None
+    except ValueError:
+        raise ValueError(f"{where}.effect: unknown effect {effect!r}") from None
+    return Toleration(key=key, operator=operator, value=value, effect=parsed)
+
+
 def requirements_from_pod_spec(spec: Mapping[str, Any]) -> PodRequirements:
     """Build ``PodRequirements`` from a pod's JSON spec (plain dicts, as the apiserver sends)."""
     terms: list[NodeSelectorTerm] = []
@@ -183,15 +220,11 @@ def requirements_from_pod_spec(spec: Mapping[str, Any]) -> PodRequirements:
         exprs = tuple(_requirement(r, f"{where}.matchExpressions[{j}]")
                       for j, r in enumerate(term.get("matchExpressions") or ()))
         terms.append(NodeSelectorTerm(exprs))
-    tolerations = tuple(
-        Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal",
-                   value=t.get("value") or "",
-                   effect=TaintEffect(t["effect"]) if t.get("effect") else None)
-        for t in spec.get("tolerations") or ()
-    )
+    tolerations = tuple(_toleration(t, f"spec.tolerations[{i}]")
+                        for i, t in enumerate(spec.get("tolerations") or ()))
     return PodRequirements(
         requests=requests_from_pod_spec(spec),
-        node_selector=dict(spec.get("nodeSelector") or {}),
+        node_selector=_selector(spec.get("nodeSelector"), "spec.nodeSelector"),
         affinity_terms=tuple(terms),
         tolerations=tolerations,
     )

@@ -80,19 +80,9 @@ class ControlPlane:
         """
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         rest.call(self.core.create_namespace, {"metadata": {"name": name}})
-        wait_for(lambda: self._exists(self.core.read_namespaced_service_account, "default", name),
-                 10, what=f"ServiceAccount {name}/default")
+        wait_for(lambda: rest.exists(self.core.read_namespaced_service_account, "default", name),
+                 30, what=f"ServiceAccount {name}/default")
         return name
-
-    @staticmethod
-    def _exists(read: Callable[..., Any], *args: str) -> bool:
-        try:
-            rest.call(read, *args)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
 
     # Nodes -------------------------------------------------------------------------------
     def create_node(self, name: str | None = None, gpus: int = 8, cpu: str = "64",

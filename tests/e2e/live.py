@@ -40,6 +40,7 @@ from tests.e2e.cluster_api import (
 POOL_LABEL = "gangscheduler.io/pool"
 QUEUE_LABEL = "gangscheduler.io/queue"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 GPU = "nvidia.com/gpu"
 QUEUES = ("gangscheduler.io", "v1alpha1", "queues")
 
@@ -88,16 +89,42 @@ class Tenant:
             meta["annotations"][SIMULATED_RUNTIME] = str(runtime_s)
         if owner:
             meta["ownerReferences"] = [dict(owner)]
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": self.pod_spec(gpus, scheduler_name)}
+        return rest.call(self.cp.core.create_namespaced_pod, self.namespace, body)
+
+    def pod_spec(self, gpus: int = 1, scheduler_name: str | None = None) -> dict[str, Any]:
+        """A pod spec of this tenant: its scheduler and pool, `gpus` GPUs, nothing to wait for
+        on deletion."""
         resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
         if gpus:
             resources["requests"][GPU] = str(gpus)
             resources["limits"] = {GPU: str(gpus)}
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
-            "schedulerName": scheduler_name or self.scheduler_name, "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0, "nodeSelector": {POOL_LABEL: self.pool},
-            "containers": [{"name": "main", "image": "registry.invalid/train:latest",
-                            "resources": resources}]}}
-        return rest.call(self.cp.core.create_namespaced_pod, self.namespace, body)
+        return {"schedulerName": scheduler_name or self.scheduler_name, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 0, "nodeSelector": {POOL_LABEL: self.pool},
+                "containers": [{"name": "main", "image": "registry.invalid/train:latest",
+                                "resources": resources}]}
+
+    def create_job(self, name: str, parallelism: int, completions: int | None = None,
+                   gpus: int = 1, runtime_s: float | None = None,
+                   **spec: Any) -> dict[str, Any]:
+        """A batch/v1 Job of this tenant's pods, run by the real Job controller; `spec` adds
+        Job spec fields (completionMode, backoffLimit, podFailurePolicy, ...)."""
+        annotations = {SIMULATED_RUNTIME: str(runtime_s)} if runtime_s is not None else {}
+        template = {"metadata": {"labels": {QUEUE_LABEL: self.queue}, "annotations": annotations},
+                    "spec": self.pod_spec(gpus)}
+        body = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "labels": {QUEUE_LABEL: self.queue}},
+                "spec": {"parallelism": parallelism,
+                         "completions": parallelism if completions is None else completions,
+                         "template": template, **spec}}
+        return rest.call(client.BatchV1Api(self.cp.api).create_namespaced_job, self.namespace,
+                         body)
+
+    def job_pods(self, job: str) -> dict[str, dict[str, Any]]:
+        """The pods the Job controller made for `job`, by name."""
+        return {n: p for n, p in self.pods().items()
+                if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == job}
 
     def create_group(self, name: str, min_member: int,
                      min_resources: dict[str, str] | None = None) -> dict[str, Any]:

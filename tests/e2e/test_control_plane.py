@@ -180,7 +180,9 @@ def test_cli_up_env_down_across_processes_leaves_nothing(tmp_path: Path) -> None
     up = _cli(tmp_path, "up", "--cluster", str(DEV_YAML))
     assert up.returncode == 0, up.stderr + up.stdout
     recorded = state.load(tmp_path)
-    assert recorded is not None and len(recorded.processes) == 3
+    assert recorded is not None
+    assert [p.name for p in recorded.processes] == [
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent"]
     assert all(procs.is_alive(p) for p in recorded.processes)
 
     env = _cli(tmp_path, "env")

@@ -136,10 +136,14 @@ class Deployed:
                 self.proc.wait(timeout=10)
 
     def delete_workloads(self, *namespaces: str) -> None:
-        """Pods and PodGroups go (the fake kubelet completes deletes); namespaces stay, since
-        without kube-controller-manager a deleted namespace never finishes terminating."""
+        """Jobs go first with their pods (foreground: the garbage collector deletes the pods
+        before the Job, so its controller cannot recreate any), then PodGroups and the other
+        pods (the fake kubelet completes deletes). Namespaces stay: the next test applies
+        the same examples into them."""
         for ns in namespaces:
-            self.kubectl("-n", ns, "delete", "pods,podgroups,jobs", "--all", "--wait=true",
+            self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=foreground",
+                         "--wait=true", "--ignore-not-found")
+            self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--wait=true",
                          "--ignore-not-found")
 
 

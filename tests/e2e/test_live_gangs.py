@@ -2,7 +2,8 @@
 
 Each test gets its own tenant (namespace, pool, Queue, schedulerName) and an in-process
 scheduler serving only that tenant; the fake kubelet runs what is bound and, with
-``runtime_s``, completes it, which is how a gang "finishes" here.
+``runtime_s``, completes it, which is how a gang "finishes" here. Jobs are run by the real Job
+controller and ``default-scheduler`` pods placed by the real kube-scheduler.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.devcluster import rest
+from scheduler.kube.events import CONTROLLER
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import InProcessScheduler, PodWatch, Tenant, unschedulable_message
 
@@ -103,42 +105,55 @@ def test_min_resources_beyond_the_cluster_are_reported_before_the_members_exist(
     assert tenant.bound(names) == []
 
 
-def create_job(tenant: Tenant, name: str, parallelism: int) -> dict[str, str]:
-    """A batch/v1 Job (nothing runs it here: no Job controller); returns its owner reference."""
-    body = {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {"gangscheduler.io/queue": tenant.queue}},
-            "spec": {"parallelism": parallelism, "completions": parallelism,
-                     "template": {"spec": {
-                         "schedulerName": tenant.scheduler_name, "restartPolicy": "Never",
-                         "containers": [{"name": "main", "image": "registry.invalid/x"}]}}}}
-    job = rest.call(client.BatchV1Api(tenant.cp.api).create_namespaced_job, tenant.namespace, body)
-    return {"apiVersion": "batch/v1", "kind": "Job", "name": name,
-            "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+def set_pod_quota(tenant: Tenant, pods: int) -> None:
+    """A ResourceQuota capping the namespace's pods (the real quota controller keeps its
+    status, which admission needs), created or updated."""
+    body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"},
+            "spec": {"hard": {"pods": str(pods)}}}
+    try:
+        rest.call(tenant.cp.core.create_namespaced_resource_quota, tenant.namespace, body)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        rest.call(tenant.cp.core.patch_namespaced_resource_quota, "pods", tenant.namespace,
+                  {"spec": body["spec"]}, _content_type=rest.MERGE_PATCH)
 
 
 def test_a_jobs_pods_are_one_gang_of_its_parallelism(tenant: Tenant,
                                                      live_scheduler: InProcessScheduler) -> None:
-    """Pods of a Job, as its controller would create them, bind only all together."""
+    """The Job controller's pods bind only all together: while a ResourceQuota lets it create
+    3 of its 4 pods, none binds; once the quota allows the 4th, all 4 do."""
     tenant.create_nodes(1, gpus=8)
-    owner = create_job(tenant, "train", parallelism=4)
-    names = [f"train-{i}" for i in range(3)]
-    for name in names:
-        tenant.create_pod(name, owner=owner)
+    set_pod_quota(tenant, 3)
+    wait_for(lambda: rest.call(tenant.cp.core.read_namespaced_resource_quota, "pods",
+                               tenant.namespace).get("status", {}).get("hard"),
+             30, what="the quota controller to fill in the ResourceQuota's status")
+    tenant.create_job("train", parallelism=4)
+    names = wait_for(lambda: sorted(tenant.job_pods("train")) if len(
+        tenant.job_pods("train")) == 3 else [], 60, what="the Job controller's 3 pods")
     wait_for(lambda: pending_messages(tenant, names, "WaitingForMembers", "3 of 4"), 30,
              what="WaitingForMembers (3 of 4) on the Job's 3 pods")
     assert tenant.bound(names) == []
-    tenant.create_pod("train-3", owner=owner)
-    names.append("train-3")
+    set_pod_quota(tenant, 4)
+    # The Job controller retries the refused creation with a backoff of up to a minute.
+    names = wait_for(lambda: sorted(tenant.job_pods("train")) if len(
+        tenant.job_pods("train")) == 4 else [], 120, what="the Job's 4th pod")
     wait_for(lambda: tenant.all_bound(names), 30, what="the Job's 4 pods bound")
 
 
-def test_default_scheduler_pods_are_left_alone_and_their_capacity_respected(
+def test_kube_scheduler_pods_are_left_alone_and_their_capacity_respected(
         control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
-    taken, free = tenant.create_nodes(2, gpus=8)
+    """kube-scheduler places the pods that ask for it (default-scheduler); gang-scheduler
+    counts what they hold and never touches them, even the one kube-scheduler cannot place."""
+    tenant.create_nodes(2, gpus=8)
     tenant.create_pod("theirs-bound", gpus=8, scheduler_name="default-scheduler")
-    assert control_plane.bind(tenant.namespace, "theirs-bound", taken) == 201
-    control_plane.wait_pod_phase(tenant.namespace, "theirs-bound", "Running")
-    tenant.create_pod("theirs-pending", gpus=1, scheduler_name="default-scheduler")
+    running = control_plane.wait_pod_phase(tenant.namespace, "theirs-bound", "Running")
+    taken = running["spec"]["nodeName"]
+    (free,) = {f"{tenant.pool}-n0", f"{tenant.pool}-n1"} - {taken}
+    # No node has 9 GPUs: kube-scheduler keeps it pending, with its own reason.
+    tenant.create_pod("theirs-pending", gpus=9, scheduler_name="default-scheduler")
+    wait_for(lambda: "Insufficient nvidia.com/gpu" in unschedulable_message(
+        tenant.pods()["theirs-pending"]), 30, what="kube-scheduler's verdict on theirs-pending")
 
     a = tenant.create_gang("a", 8)
     wait_for(lambda: tenant.all_bound(a), 30, what="gang a bound")
@@ -153,7 +168,9 @@ def test_default_scheduler_pods_are_left_alone_and_their_capacity_respected(
     assert pods["theirs-bound"]["spec"]["nodeName"] == taken
     assert pods["theirs-bound"]["status"]["phase"] == "Running"
     assert not pods["theirs-pending"]["spec"].get("nodeName")
-    assert unschedulable_message(pods["theirs-pending"]) == ""
-    assert not [e for e in tenant.events() if e["regarding"]["name"].startswith("theirs")]
+    assert "Insufficient nvidia.com/gpu" in unschedulable_message(pods["theirs-pending"])
+    ours = [e for e in tenant.events() if e["regarding"]["name"].startswith("theirs")
+            and e.get("reportingController") == CONTROLLER]
+    assert not ours, ours
     phases = tenant.phases(a)
     assert set(phases.values()) == {"Running"}, phases

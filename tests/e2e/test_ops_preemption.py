@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -52,10 +53,16 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         # through the Eviction API with the configured grace period.
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
         assert {n: watch.deleting[n] for n in victim} == {n: GRACE_S for n in victim}
+        # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the
+        # scheduler writes its own again once the eviction is accepted, in the background.
+        def marked(name: str) -> dict[str, Any]:
+            found = condition(pods()[name], "DisruptionTarget")
+            return found if f"{ops.ns}/preemptor" in found.get("message", "") else {}
+
         for name in victim:
-            target = condition(pods()[name], "DisruptionTarget")
-            assert target.get("status") == "True", pods()[name]["status"]
-            assert f"{ops.ns}/preemptor" in target["message"]
+            target = wait_for(partial(marked, name), 30,
+                              what=f"{name}: DisruptionTarget names the preemptor")
+            assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
         events = wait_for(lambda: [e for e in ops.tenant.events("Preempted")
                                    if e["regarding"]["name"] in victim]
                           if len(ops.tenant.events("Preempted")) >= 2 else [], 30,

@@ -24,9 +24,10 @@ from policies import parsing, queues
 from policies.validation import read_files
 from scheduler import clusterspec
 from scheduler.config import load_config
-from scheduler.grouping import GangSet, GroupingConfig, build_gangs, parse_duration
+from scheduler.grouping import GangSet, GroupingConfig, build_gangs
 from scheduler.kube import convert
 from scheduler.metrics import SchedulerMetrics
+from scheduler.model.durations import parse_duration
 from scheduler.plan import ReasonCategory
 from scheduler.resources import parse_quantity
 
@@ -107,6 +108,7 @@ def test_every_deploy_file_is_listed_in_a_kustomization() -> None:
                 "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment",
                 "PodDisruptionBudget", "Service", "PriorityClass"}),
     ("deploy/queues", {"Queue"}),
+    ("deploy/users", {"ClusterRole", "ClusterRoleBinding"}),
     ("deploy/monitoring", {"ServiceMonitor", "PrometheusRule", "ConfigMap"}),
 ])
 def test_kubectl_kustomize_builds(directory: str, kinds: set[str]) -> None:
@@ -148,6 +150,32 @@ def test_cluster_role_grants_exactly_what_the_scheduler_uses() -> None:
     assert EXPECTED_CLUSTER_RULES - got == set(), "less than the scheduler needs"
     assert not any("*" in part for g in got for part in g)
     assert not any(r.split("/")[0] in ("secrets", "configmaps") for _, r, _ in got)
+
+
+USERS = DEPLOY / "users"
+
+
+def test_user_roles_only_read_and_cover_what_explain_reads() -> None:
+    """deploy/users: everyone reads Queues; gang-scheduler-tenant reads a namespace's gangs
+    (bound per namespace, and aggregated into view); gang-scheduler-viewer reads what explain's
+    fresh decision needs. None of them may write anything or read Secrets."""
+    roles = {o["metadata"]["name"]: o for p in sorted(USERS.glob("*.yaml"))
+             if p.name != "kustomization.yaml" for o in docs(p) if o["kind"] == "ClusterRole"}
+    for role in roles.values():
+        got = grants(role)
+        assert {v for _, _, v in got} <= {"get", "list", "watch"}, role["metadata"]["name"]
+        assert not any(r.split("/")[0] in ("secrets", "configmaps") for _, r, _ in got)
+    labels = roles["gang-scheduler-tenant"]["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    binding = one("ClusterRoleBinding", where=USERS)
+    assert binding["roleRef"]["name"] == "gang-scheduler-queue-viewer"
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": "system:authenticated"}]
+    tenant = {(g, r) for g, r, _ in grants(roles["gang-scheduler-tenant"])}
+    assert {("", "pods"), ("batch", "jobs"), ("scheduling.x-k8s.io", "podgroups")} <= tenant
+    # The viewer reads every collection the scheduler itself lists (its informers).
+    reads = {(g, r) for g, r, v in EXPECTED_CLUSTER_RULES if v == "list"}
+    assert reads <= {(g, r) for g, r, _ in grants(roles["gang-scheduler-viewer"])}
 
 
 def test_leader_election_role_is_namespaced_to_leases() -> None:

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from scheduler.grouping import GroupingConfig, build_gangs, parse_duration
+from scheduler.grouping import GroupingConfig, build_gangs
 from scheduler.model import PodRequirements, Resources
+from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
 
 GPU1 = PodRequirements(requests=Resources.of(gpu=1, cpu=1000))
@@ -114,16 +115,28 @@ def test_roles_split_by_requirements_and_queue_from_label() -> None:
     assert gang.gpus == 25
 
 
-@pytest.mark.parametrize("text,seconds", [("3600", 3600), ("90m", 5400), ("2h", 7200),
-                                          ("1h30m", 5400), ("45s", 45)])
+@pytest.mark.parametrize("text,seconds", [
+    ("3600", 3600), ("3600s", 3600), ("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("45s", 45),
+    ("1.5h", 5400), ("1d", 86400), ("1d12h", 129600), ("2w", 1209600), (" 2H ", 7200),
+    ("PT2H", 7200), ("PT90M", 5400), ("P1DT2H30M", 95400), ("P2D", 172800), ("pt30m", 1800),
+    ("P1W", 604800), ("PT0.5H", 1800)])
 def test_parse_duration(text: str, seconds: float) -> None:
+    """The forms users write (what `kubectl`, Go and ISO 8601 tools take) all parse."""
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1d", "-5"])
+@pytest.mark.parametrize("text", ["", "abc", "-5", "soon", "P", "PT", "P1H", "1x", "h", "2h-1m"])
 def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="not a duration"):
+    with pytest.raises(ValueError, match=r"not a duration: .* \(accepted: seconds \(3600\)"):
         parse_duration(text)
+
+
+def test_parse_time_takes_rfc3339_and_refuses_what_has_no_zone() -> None:
+    assert parse_time("2026-11-30T09:00:00Z") == parse_time("2026-11-30T10:00:00+01:00")
+    assert parse_time("2026-11-30T09:00:00.250Z") % 1 == 0.25
+    for bad in ("yesterday", "2026-11-30T09:00:00", "", "30/11/2026"):
+        with pytest.raises(ValueError, match="not a time"):
+            parse_time(bad)
 
 
 @pytest.mark.parametrize(("job_created", "pods_created", "expected"), [

@@ -51,10 +51,16 @@ FILES: dict[str, str | bytes] = {
     "c-topo-dup.yaml": "topologyLabels: [a, b, a]\n",
     "cl-topo3.yaml": "topologyLabels: [z, b, r]\npools:\n  - {name: v100, count: 2}\n",
     "q-nopool.yaml": QUEUE + "spec: {quotas: [{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
-    "q-somepool.yaml": QUEUE + "spec: {quotas: [{pool: v100, nominal: {nvidia.com/gpu: 8}}, "
+    "q-somepool.yaml": QUEUE + "spec: {namespaces: [q], "
+                               "quotas: [{pool: v100, nominal: {nvidia.com/gpu: 8}}, "
                                "{pool: zz, nominal: {nvidia.com/gpu: 8}}]}\n",
     "syn-pod.yaml": SYNTHETIC + "gang_gpus: {16: 1}\ngpus_per_worker: 16\n",
     "syn-some.yaml": SYNTHETIC + "gang_gpus: {8: 1, 512: 1}\ngpus_per_worker: 8\n",
+    "syn.yaml": SYNTHETIC + "gang_gpus: {8: 1}\ngpus_per_worker: 8\n",
+    "syn-two-teams.yaml": SYNTHETIC.replace("teams: {q: 1}", "teams: {q: 1, r: 1}")
+                          + "gang_gpus: {8: 1}\ngpus_per_worker: 8\n",
+    "q-v100.yaml": QUEUE + "spec: {namespaces: [q], quotas: [{pool: v100, nominal: "
+                           "{nvidia.com/gpu: 8}}]}\n",
     "kc-bad.yaml": "apiVersion: v1\nkind: Config\nclusters: 5\n",
     "kc-unreachable.yaml": (
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -98,6 +104,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("policy afterSeconds nan", [*SIM, "--queues", "sp-nan.yaml"], 2,
      "spec.reservation.afterSeconds: must be a finite number, got nan"),
     # a queue tree whose quotas name no pool of the cluster could never run a job
+    # The trace's teams (the queues its jobs go to) are not in the --queues file: nothing runs.
+    ("no job's queue in the file", [*SIM, "--queues", "q-v100.yaml"], 2,
+     "q-v100.yaml: 5 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "namespaces ("),
     ("queue with no usable pool", [*SIM, "--queues", "q-nopool.yaml"], 2,
      "q-nopool.yaml: queue q: no usable pool: its quotas name only zz (the cluster's pools: "
      "v100), so its jobs could never run"),
@@ -146,7 +156,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("explain empty name", ["explain", "x/"], 2, "'x/': expected NAMESPACE/NAME"),
     ("explain two slashes", ["explain", "a/b/c"], 2, "'a/b/c': expected NAMESPACE/NAME"),
     ("explain no kubeconfig", ["explain", "a/b"], 2,
-     "no --kubeconfig given and not running in a cluster"),
+     "no kubeconfig found (no --kubeconfig, $KUBECONFIG is not set, no ~/.kube/config) and not "
+     "running in a cluster"),
+    ("explain $KUBECONFIG missing", ["explain", "a/b"], 2,
+     "$KUBECONFIG nope.kubeconfig: no such file"),
+    ("explain unknown context", ["explain", "a/b", "--kubeconfig", "kc-unreachable.yaml",
+                                 "--context", "nope"], 2,
+     "--kubeconfig kc-unreachable.yaml: no context 'nope'"),
     ("explain kubeconfig missing", ["explain", "a/b", "--kubeconfig", "nope"], 2,
      "--kubeconfig nope: no such file"),
     ("explain kubeconfig directory", ["explain", "a/b", "--kubeconfig", "."], 2,
@@ -187,7 +203,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "--kubeconfig nope: no such file"),
     ("run kubeconfig malformed", ["run", "--kubeconfig", "kc-bad.yaml"], 2,
      "--kubeconfig kc-bad.yaml: not a valid kubeconfig"),
-    ("run no kubeconfig", ["run"], 2, "no --kubeconfig given and not running in a cluster"),
+    ("run no kubeconfig", ["run"], 2, "no kubeconfig found (no --kubeconfig, $KUBECONFIG is not "
+     "set, no ~/.kube/config) and not running in a cluster"),
     # dev-cluster and demo (rejected before anything starts)
     ("dev-cluster up bad YAML", ["dev-cluster", "up", "--cluster", "bad.yaml"], 2,
      "--cluster bad.yaml: not valid YAML: line 2, column 3"),
@@ -225,6 +242,12 @@ FLAG_CASES: list[tuple[str, list[str], str]] = [
 ]
 
 
+#: Environment variables a case of CASES runs with, by its id.
+CASE_ENV: dict[str, dict[str, str]] = {
+    "explain $KUBECONFIG missing": {"KUBECONFIG": "nope.kubeconfig"},
+}
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, content in FILES.items():
@@ -236,6 +259,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config of the machine's
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width otherwise
     # explain and run point structlog at this test's captured stderr, which closes after it;
     # loggers cached on first use would then fail in later tests.
@@ -245,8 +270,11 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(("argv", "status", "says"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_bad_input_is_one_clear_error(workdir: Path, capsys: pytest.CaptureFixture[str],
-                                      argv: list[str], status: int, says: str) -> None:
+def test_bad_input_is_one_clear_error(
+        workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest, argv: list[str], status: int, says: str) -> None:
+    for name, value in CASE_ENV.get(request.node.callspec.id, {}).items():
+        monkeypatch.setenv(name, value)
     assert main.main(argv) == status
     captured = capsys.readouterr()
     # policy validate reports on stdout (its errors are its output); the others on stderr
@@ -270,11 +298,19 @@ def test_bad_flag_values_are_usage_errors(workdir: Path, capsys: pytest.CaptureF
 WARN_CASES: list[tuple[str, list[str], str]] = [
     # A capacity planner reuses one queue file across cluster variants: a quota for a pool
     # this cluster lacks is ignored with a warning (an error only when no pool is left, above).
-    ("queue quota for a missing pool", [*SIM, "--queues", "q-somepool.yaml"],
+    ("queue quota for a missing pool", [*SIM, "--queues", "q-somepool.yaml", "--trace",
+                                        "syn.yaml"],
      "q-somepool.yaml: queue q: quota for pool 'zz' ignored, the cluster has no such pool "
      "(the cluster's pools: v100)"),
     # Jobs that can never fit are simulated (and reported as never started) like before, but
     # said up front; the rest of the trace still makes a meaningful simulation.
+    # Jobs of a team the queue file does not hold are simulated as never started: said first.
+    ("some jobs' queue not in the file", [*SIM, "--queues", "q-v100.yaml", "--trace",
+                                          "syn-two-teams.yaml"],
+     "q-v100.yaml: 2 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "namespaces (r); its leaf queues: q. Name the queues after the trace's teams (with "
+     "spec.namespaces listing the same name), or leave out --queues for one queue per team; "
+     "those jobs will be reported as never started"),
     ("some synthetic jobs never fit", [*SIM, "--trace", "syn-some.yaml"],
      "3 of 5 jobs can never fit this cluster: 3 are gangs of more GPUs (512) than the cluster "
      "has for them (whole cluster: 192 GPUs); they will be reported as never started"),

@@ -1,0 +1,122 @@
+"""Start kube-controller-manager and kube-scheduler against the dev cluster's apiserver.
+
+Why the real ones: users do not create pods, their Jobs do, and the Job controller keeps acting
+while gang-scheduler works (it recreates evicted pods, retries failed ones, stops at a
+deadline); the garbage collector deletes what an owner leaves behind; the disruption controller
+fills in PodDisruptionBudget status, which the Eviction API reads; and pods that do not ask for
+gang-scheduler are placed by kube-scheduler, as on any cluster. Stand-ins for these would test
+the scheduler against our guess of what Kubernetes does.
+
+Both run as on a kubeadm cluster: their own client certificate (users
+``system:kube-controller-manager`` and ``system:kube-scheduler``, which the bootstrap RBAC
+roles name), controllers with per-controller ServiceAccount credentials, delegated
+authentication and authorization for their own HTTPS port. Differences, each on purpose:
+
+* leader election is off: each runs once per cluster, and a Lease renewal that misses its
+  deadline on a loaded 2-core CI machine would otherwise stop every controller mid-test;
+* their HTTPS ports are free loopback ports with serving certificates signed by the
+  cluster CA, so the readiness probe verifies them;
+* kube-controller-manager runs the controllers in `CONTROLLERS` only (the node lifecycle
+  controller needs node heartbeats, which the fake nodes do not send), see README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from scheduler.devcluster import certs, controlplane, kubeconfig, procs
+
+# What a batch workload meets on a real cluster; kube-controller-manager --help lists the rest.
+CONTROLLERS = (
+    "job-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
+    "resourcequota-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "root-ca-certificate-publisher-controller",
+)
+READY_TIMEOUT_S = 60.0
+# The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates
+# Jobs of dozens of pods at once.
+API_QPS, API_BURST = 100, 200
+
+
+def _serving_flags(pki: certs.CertPaths, stem: str, port: int,
+                   client_kubeconfig: Path) -> list[str]:
+    cert, key = certs.loopback_serving(pki, stem)
+    return [
+        "--bind-address=127.0.0.1", f"--secure-port={port}",
+        f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+        f"--authentication-kubeconfig={client_kubeconfig}",
+        f"--authorization-kubeconfig={client_kubeconfig}",
+        # Client certificates from the cluster CA, bearer tokens through TokenReview; no
+        # lookup of the front-proxy (request header) CA, which this apiserver does not have.
+        f"--client-ca-file={pki.ca_cert}", "--authentication-skip-lookup=true",
+    ]
+
+
+def _wait_ready(proc: procs.ManagedProcess, port: int, path: str,
+                pki: certs.CertPaths) -> None:
+    context = controlplane.admin_ssl_context(pki)
+    server = f"https://127.0.0.1:{port}"
+    procs.wait_until(lambda: controlplane.get(server, path, context) == "ok",
+                     READY_TIMEOUT_S, f"{proc.name} {path}", proc, interval_s=0.25)
+
+
+def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
+                             owned: bool) -> procs.ManagedProcess:
+    """kube-controller-manager with `CONTROLLERS`; returns once ``/healthz`` says ok."""
+    name = "kube-controller-manager"
+    client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
+                                     pki, name)
+    port = procs.free_port()
+    argv = [
+        str(binary), f"--kubeconfig={client}", *_serving_flags(pki, name, port, client),
+        "--leader-elect=false", "--use-service-account-credentials=true",
+        f"--controllers={','.join(CONTROLLERS)}",
+        f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
+        f"--kube-api-qps={API_QPS}", f"--kube-api-burst={API_BURST}",
+        "--profiling=false", "--v=1",
+    ]
+    proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
+    _wait_ready(proc, port, "/healthz", pki)
+    return proc
+
+
+def scheduler_config(client: Path) -> dict[str, object]:
+    """kube-scheduler's configuration: the default profile (``default-scheduler``), so it
+    places every pod that does not name another scheduler, and no leader election."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(client), "qps": API_QPS, "burst": API_BURST},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+
+
+def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
+                    owned: bool) -> procs.ManagedProcess:
+    """kube-scheduler with its default profile; returns once ``/readyz`` says ok (its
+    informers have synced)."""
+    name = "kube-scheduler"
+    client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
+                                     pki, name)
+    config = state_dir / "config" / f"{name}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump(scheduler_config(client), sort_keys=False),
+                      encoding="utf-8")
+    port = procs.free_port()
+    argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
+            "--profiling=false", "--v=1"]
+    proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
+    _wait_ready(proc, port, "/readyz", pki)
+    return proc
