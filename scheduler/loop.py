@@ -7,7 +7,10 @@ simulated cluster) differ. Nothing here knows which one it has.
 What the loop adds around the pure ``decide``:
 
 - binds that failed are forgotten by the cache and their gang waits out an exponential
-  backoff before it is tried again (a pod deleted under us is not retried every cycle);
+  backoff before it is tried again (a pod deleted under us is not retried every cycle): the
+  loop keeps the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
+  not formed, gangs partly bound, whether this cycle is a takeover);
+- a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - successful binds are assumed in the cache until the watch confirms them;
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
 - metrics and one summary log line per cycle (info when the cycle did something, debug when

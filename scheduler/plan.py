@@ -191,6 +191,15 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
     if reservation is not None:
         lines.append(f"{gang_id}: reserved {', '.join(reservation.nodes)}; estimated start "
                      f"in {max(0.0, reservation.estimated_start - plan.now):.0f}s")
+    for g in plan.give_ups:
+        if g.gang_id == gang_id:
+            lines.append(f"{gang_id}: given up: {g.message}")
+    for r in plan.rollbacks:
+        if r.gang_id == gang_id:
+            lines.append(f"{gang_id}: rolled back ({len(r.pods)} bound pods deleted): {r.reason}")
+    for u in plan.unformed:
+        if u.gang_id == gang_id:
+            lines.append(f"{gang_id}: not a gang yet: {u.reason.message}")
     if not lines:
         lines.append(f"{gang_id}: not in this cycle (unknown, running, or backing off)")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from scheduler.cycle import decide
 from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
 from scheduler.model import PodRef
-from scheduler.plan import ReasonCategory
+from scheduler.plan import ReasonCategory, explain
 from scheduler.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
@@ -30,6 +30,7 @@ def test_a_gang_past_its_deadline_is_given_up_with_its_pods_and_not_considered()
     (give_up,) = plan.give_ups
     assert give_up.gang_id == "ns/late" and "(60s)" in give_up.message
     assert give_up.members.pods == late.pods and give_up.members.group_uid == late.uid
+    assert explain(plan, "ns/late").startswith("ns/late: given up: not scheduled within")
 
 
 def test_a_gang_backing_off_is_neither_considered_nor_given_up() -> None:
@@ -66,6 +67,7 @@ def test_a_partly_bound_gang_that_started_is_rolled_back_only_on_a_takeover() ->
     plan = decide(full, [rest], POLICIES, NOW, solver=SOLVE,
                   house=Housekeeping(partly_bound=started, takeover=True))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", True)]
+    assert "rolled back (1 bound pods deleted)" in explain(plan, "ns/half")
 
 
 def test_groups_of_pods_that_are_not_gangs_get_their_reason_on_their_pods() -> None:
