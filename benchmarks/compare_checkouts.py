@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/compare_checkouts.py BASE NEW [--rounds N] [--philly FILE]
 
 BASE and NEW are checkouts with their own ``.venv`` (``pip install -e '.[dev]'`` in each).
-The figures come from each checkout's own commands, run in turn (BASE, NEW, BASE, NEW, ...)
-so that load on a shared machine falls on both alike:
+The figures come from each checkout's own commands, the two checkouts' runs of one command
+started together so that load on a shared machine falls on both alike:
 
 - ``bench_cycle.py``: decide p50 wall and CPU over ``--rounds`` rounds, and the plan counts;
 - ``bench_sim.py`` on the full Philly trace (``--philly``, on ``sim-philly.yaml``, the
@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,17 +35,32 @@ DEFAULT_PHILLY = Path(__file__).resolve().parents[1].parent / "shared" / "traces
     "philly.csv"
 
 
-def run(checkout: Path, *args: str) -> tuple[str, float]:
-    started = time.perf_counter()
-    done = subprocess.run([str(checkout / ".venv" / "bin" / "python"), *args], cwd=checkout,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{checkout}: {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    return done.stdout, time.perf_counter() - started
+def run_both(jobs: list[tuple[Path, tuple[str, ...]]]) -> list[tuple[str, float]]:
+    """Each (checkout, arguments) with the checkout's own python, all started at once: their
+    output and wall seconds."""
+    results: list[tuple[str, float] | None] = [None] * len(jobs)
+
+    def one(i: int, checkout: Path, args: tuple[str, ...]) -> None:
+        started = time.perf_counter()
+        done = subprocess.run([str(checkout / ".venv" / "bin" / "python"), *args],
+                              cwd=checkout, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"{checkout}: {' '.join(args)} failed:\n{done.stderr[-2000:]}",
+                  file=sys.stderr)
+            return
+        results[i] = (done.stdout, time.perf_counter() - started)
+
+    threads = [threading.Thread(target=one, args=(i, c, a)) for i, (c, a) in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if any(r is None for r in results):
+        raise SystemExit("a run failed (see above)")
+    return [r for r in results if r is not None]
 
 
-def bench_cycle(checkout: Path) -> tuple[float, float, str]:
-    out, _ = run(checkout, "benchmarks/bench_cycle.py", "--runs", "3")
+def cycle_figures(checkout: Path, out: str) -> tuple[float, float, str]:
     wall = re.search(r"decide wall: p50 ([\d.]+) s", out)
     cpu = re.search(r"decide cpu : p50 ([\d.]+) s", out)
     plan = re.search(r"^plan: (.*)$", out, re.M)
@@ -53,21 +69,18 @@ def bench_cycle(checkout: Path) -> tuple[float, float, str]:
     return float(wall.group(1)), float(cpu.group(1)), plan.group(1)
 
 
-def bench_sim(checkout: Path, philly: Path, out_dir: Path) -> tuple[float, float, int]:
-    out, _ = run(checkout, "benchmarks/bench_sim.py", "--trace", str(philly), "--cluster",
-                 "scheduler/examples/clusters/sim-philly.yaml", "--policy", "gang-scheduler",
-                 "--outcomes", str(out_dir))
+def sim_args(philly: Path, out_dir: Path) -> tuple[str, ...]:
+    return ("benchmarks/bench_sim.py", "--trace", str(philly), "--cluster",
+            "scheduler/examples/clusters/sim-philly.yaml", "--policy", "gang-scheduler",
+            "--outcomes", str(out_dir))
+
+
+def sim_figures(checkout: Path, out: str) -> tuple[float, float, int]:
     row = re.search(r"^gang-scheduler\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+([\d,]+)\s+([\d.]+)\s+"
                     r"([\d.]+)", out, re.M)
     if row is None:
         raise SystemExit(f"{checkout}: unexpected bench_sim output:\n{out}")
     return float(row.group(2)), float(row.group(3)), int(row.group(1).replace(",", ""))
-
-
-def simulate(checkout: Path, out_dir: Path) -> float:
-    _, wall = run(checkout, "-m", "scheduler.cli.main", "simulate", "--out", str(out_dir),
-                  "--no-progress")
-    return wall
 
 
 def figures(out_dir: Path) -> object:
@@ -98,8 +111,9 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     cycle: dict[Path, list[tuple[float, float, str]]] = {c: [] for c in pair}
     for _ in range(args.rounds):
-        for c in pair:
-            cycle[c].append(bench_cycle(c))
+        outs = run_both([(c, ("benchmarks/bench_cycle.py", "--runs", "3")) for c in pair])
+        for c, (out, _) in zip(pair, outs, strict=True):
+            cycle[c].append(cycle_figures(c, out))
     walls = [statistics.median(w for w, _, _ in cycle[c]) for c in pair]
     cpus = [statistics.median(u for _, u, _ in cycle[c]) for c in pair]
     plans = [{p for _, _, p in cycle[c]} for c in pair]
@@ -110,15 +124,19 @@ def main() -> int:
     if not args.skip_sim:
         with tempfile.TemporaryDirectory() as tmp:
             dirs = [Path(tmp) / name for name in ("base", "new")]
-            sims = [bench_sim(c, args.philly, d / "bench") for c, d in zip(pair, dirs,
-                                                                           strict=True)]
+            outs = run_both([(c, sim_args(args.philly, d / "bench"))
+                             for c, d in zip(pair, dirs, strict=True)])
+            sims = [sim_figures(c, out) for c, (out, _) in zip(pair, outs, strict=True)]
             same = filecmp.cmp(dirs[0] / "bench" / "gang-scheduler.csv",
                                dirs[1] / "bench" / "gang-scheduler.csv", shallow=False)
             rows += [("bench_sim full Philly wall s", *_pair("{:.2f}", [s[0] for s in sims])),
                      ("bench_sim full Philly CPU s", *_pair("{:.2f}", [s[1] for s in sims])),
                      ("bench_sim full Philly cycles", *_pair("{:,}", [s[2] for s in sims])),
                      ("bench_sim per-job outcomes", "", "identical" if same else "DIFFERENT")]
-            sim_walls = [simulate(c, d / "simulate") for c, d in zip(pair, dirs, strict=True)]
+            ran = run_both([(c, ("-m", "scheduler.cli.main", "simulate", "--out",
+                                 str(d / "simulate"), "--no-progress"))
+                            for c, d in zip(pair, dirs, strict=True)])
+            sim_walls = [wall for _, wall in ran]
             same_figures = figures(dirs[0] / "simulate") == figures(dirs[1] / "simulate")
             same_jobs = filecmp.cmp(dirs[0] / "simulate" / "outcomes.csv",
                                     dirs[1] / "simulate" / "outcomes.csv", shallow=False)

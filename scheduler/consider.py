@@ -47,53 +47,40 @@ _CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY
 
 
 class Trial:
-    """One gang's turn: what its steps read (``cached_property``: worked out once)."""
+    """One gang's turn: what its steps read. What every gang needs is worked out at once; what
+    only a gang that does not fit needs (``cached_property``) when first asked for."""
 
     def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
         self.gang, self.queue, self.draft = gang, queue, draft
-        self.context = draft.context
-        self.policy = draft.context.policies.scheduler
+        context = self.context = draft.context
+        self.policy = context.policies.scheduler
         self.key: FailureKey | None = None  # set by ``remembered``
+        memo = context.memo
+        self.shape: Shape = memo.shape(gang, draft.snapshot)
+        #: Reservations in a pool the gang may use (only those can it delay) and, of those,
+        #: the reservations it would still be running at: it keeps off them.
+        self.concern: tuple[Reservation, ...] = draft.obstacles.concerning(self.shape.pools)
+        self.restricted: tuple[Reservation, ...] = restricting(
+            self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
+            if self.concern else ()
+        #: The policy's placement knobs, nominated nodes excluded.
+        self.base: PlacementParams = memo.base_params(self.policy.placement, draft.obstacles)
+        #: The cycle's ledger with the quota of the reservations it keeps off set aside.
+        self.ledger: QuotaLedger = memo.reserved_ledger(draft.ledger, self.restricted)
+        self.applicant = Applicant(gang, queue, self.shape.bounds)
+        #: Where it may start now: off the nodes of the reservations it keeps off.
+        self.world = World(draft.snapshot, self.ledger,
+                           memo.backfill_params(self.restricted, self.base), context.solver)
+        self._attempt: Fit | Misfit | None = None
 
-    @cached_property
-    def shape(self) -> Shape:
-        return self.context.memo.shape(self.gang, self.draft.snapshot)
-
-    @cached_property
-    def concern(self) -> tuple[Reservation, ...]:
-        """Reservations in a pool the gang may use (only those can it delay)."""
-        return self.draft.obstacles.concerning(self.shape.pools)
-
-    @cached_property
-    def restricted(self) -> tuple[Reservation, ...]:
-        """Of those, the reservations it would still be running at: it keeps off them."""
-        runtime = self.queue.runtime_of(self.gang.runtime_estimate)
-        return restricting(self.concern, runtime, self.context.now)
-
-    @cached_property
-    def base(self) -> PlacementParams:
-        """The policy's placement knobs, nominated nodes excluded."""
-        return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
-
-    @cached_property
-    def ledger(self) -> QuotaLedger:
-        """The cycle's ledger with the quota of the reservations it keeps off set aside."""
-        return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
-
-    @cached_property
-    def applicant(self) -> Applicant:
-        return Applicant(self.gang, self.queue, self.shape.bounds)
-
-    @cached_property
-    def world(self) -> World:
-        """Where it may start now: off the nodes of the reservations it keeps off."""
-        params = self.context.memo.backfill_params(self.restricted, self.base)
-        return World(self.draft.snapshot, self.ledger, params, self.context.solver)
-
-    @cached_property
+    @property
     def attempt(self) -> Fit | Misfit:
         """The plain attempt: optional members too where quota allows; explained."""
-        return fit(self.applicant, replace(self.world, optional=True, explain=True))
+        if self._attempt is None:
+            w = self.world
+            self._attempt = fit(self.applicant, World(w.snapshot, w.ledger, w.params,
+                                                      w.solver, optional=True, explain=True))
+        return self._attempt
 
     @property
     def misfit(self) -> Misfit:

@@ -30,7 +30,7 @@ from scheduler.model import Gang
 from scheduler.order import in_order
 from scheduler.outcomes import Nominated
 from scheduler.placement.types import Solver
-from scheduler.plan import CyclePlan, Nomination, map_pods
+from scheduler.plan import CyclePlan, Members, Nomination, map_pods
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
 
@@ -68,14 +68,17 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
                          rollbacks=housekeeping.rollbacks(house, (), {}))
     queues = policies.queues
     tree = recall.tree(queues)
-    memo = Memo(recall, tree)
+    memo = Memo(recall)
+    parents = recall.parents(queues)
     draft = Draft(Context(policies, now, solver or placement.solve, memo), snapshot,
                   recall.ledger(tree, snapshot))
     by_queue: dict[str, list[Gang]] = {}
+    members: dict[str, Members] = {}
     # (The recall lives with the snapshot's nodes: a node change starts a fresh one, so a
     # minResources answer, which depends on the nodes, is never stale.)
-    for gang, verdict in recall.admissible(
-            queues, gangs, lambda g: admissible(g, snapshot, queues, tree, memo.parents)):
+    for gang, verdict, pods in recall.admissible(
+            queues, gangs, lambda g: admissible(g, snapshot, queues, tree, parents)):
+        members[gang.id] = pods
         if isinstance(verdict, Queue):
             by_queue.setdefault(verdict.name, []).append(gang)
         else:
@@ -91,12 +94,11 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
              lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot),
              lambda: draft.ledger)
     pending = dict(sorted(draft.pending.items()))
-    everyone = {g.id: g for g in gangs}
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
         nominations=tuple(sorted(draft.nominations, key=lambda n: n.gang_id)),
         reservations=draft.obstacles.reservations, pending=pending, order=tuple(draft.order),
-        members={gid: housekeeping.members(everyone[gid]) for gid in pending},
+        members={gid: members[gid] for gid in pending},
         give_ups=give_ups, unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending))
 

@@ -76,6 +76,8 @@ def ready(gangs: Iterable[Gang], house: Housekeeping,
 
 
 def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
+    if not house.unformed:
+        return ()
     return tuple(Unformed(gid, PendingReason(ReasonCategory.WAITING_FOR_MEMBERS, p.message),
                           Members(p.pods)) for gid, p in sorted(house.unformed.items()))
 

@@ -45,12 +45,10 @@ class Memo:
     """See the module docstring; each cache says what it is keyed by."""
 
     __slots__ = ("_base", "_by_queue", "_candidates", "_epoch", "_ever", "_failures",
-                 "_ranks", "_reserved", "_restricted", "_rooms", "parents", "recall")
+                 "_ranks", "_reserved", "_restricted", "_rooms", "recall")
 
-    def __init__(self, recall: Recall, tree: QuotaTree) -> None:
+    def __init__(self, recall: Recall) -> None:
         self.recall = recall
-        #: Queues with children (they hold no gangs).
-        self.parents = frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)
         self._epoch: Epoch | None = None
         self._failures: dict[FailureKey, tuple[ReasonCategory, str]] = {}  # in the epoch
         self._ranks: dict[tuple[object, ...], fairshare.QueueKey] = {}  # ledger, queue, bounds

@@ -6,10 +6,11 @@ are unchanged). The scheduler loop keeps one ``Recall`` for as long as the nodes
 same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
 
 - ``tree``: the quota tree of the queue set in force (a queue set is one object until the
-  policies change);
+  policies change), and which of its queues are parents (they hold no gangs);
 - ``ledger``: the quota ledger of the last usage seen, brought up to date by charging only
   the usage that changed since (charges commute);
-- ``admissible``: each pending gang's queue, or why it cannot be considered, by gang object;
+- ``admissible``: each pending gang's queue, or why it cannot be considered, and the pods
+  the plan names for it, by gang object;
 - ``shapes``: per roles object, its shape number, per-pool quota bounds and usable pools.
 
 Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
@@ -25,14 +26,17 @@ from dataclasses import dataclass
 from policies.admission import pool_bounds
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
+from scheduler.housekeeping import members
 from scheduler.model import Gang, Role
 from scheduler.node_index import NodeIndex
-from scheduler.plan import ReasonCategory
+from scheduler.plan import Members, ReasonCategory
 from scheduler.resources import EMPTY, Resources
 from scheduler.snapshot import Snapshot
 
 #: A gang's queue, or why the gang cannot be considered at all.
 Admissible = Queue | tuple[ReasonCategory, str]
+#: A gang, its queue (or why not) and the pods the plan names for it.
+Judged = tuple[Gang, Admissible, Members]
 
 #: Per-pool bounds as a hashable key.
 BoundsKey = tuple[tuple[str, Resources], ...]
@@ -56,12 +60,14 @@ class Recall:
 
     __slots__ = ("_admissible", "_ledger", "_numbers", "_shapes", "_tree", "index")
 
+    _tree: tuple[QueueSet, QuotaTree, frozenset[str]] | None
+
     def __init__(self, index: NodeIndex) -> None:
         self.index = index
-        self._tree: tuple[QueueSet, QuotaTree] | None = None
+        self._tree = None
         self._ledger: tuple[QuotaTree, Mapping[tuple[str, str], Resources], QuotaLedger] | None \
             = None
-        self._admissible: tuple[QueueSet, dict[str, tuple[Gang, Admissible]]] | None = None
+        self._admissible: tuple[QueueSet, dict[str, Judged]] | None = None
         #: Roles (by identity) -> (the roles, their shape); shape tuples -> numbers.
         self._shapes: dict[int, tuple[tuple[Role, ...], Shape]] = {}
         self._numbers: tuple[dict[tuple[object, ...], int], itertools.count[int]] = (
@@ -69,9 +75,18 @@ class Recall:
 
     def tree(self, queues: QueueSet) -> QuotaTree:
         """The quota tree of *queues*."""
+        return self._tree_of(queues)[1]
+
+    def parents(self, queues: QueueSet) -> frozenset[str]:
+        """The queues of *queues* with children."""
+        return self._tree_of(queues)[2]
+
+    def _tree_of(self, queues: QueueSet) -> tuple[QueueSet, QuotaTree, frozenset[str]]:
         if self._tree is None or self._tree[0] is not queues:
-            self._tree = (queues, QuotaTree.build(queues))
-        return self._tree[1]
+            tree = QuotaTree.build(queues)
+            parents = frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)
+            self._tree = (queues, tree, parents)
+        return self._tree
 
     def ledger(self, tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
         """The running gangs charged to their queues (the snapshot's usage per queue and pool).
@@ -97,17 +112,18 @@ class Recall:
         return ledger
 
     def admissible(self, queues: QueueSet, gangs: Iterable[Gang],
-                   judge: Callable[[Gang], Admissible]) -> list[tuple[Gang, Admissible]]:
-        """``judge(gang)`` for each of *gangs*, reusing the answers for the same gang objects
-        under the same queue set (gangs no longer asked about are forgotten)."""
+                   judge: Callable[[Gang], Admissible]) -> list[Judged]:
+        """``judge(gang)`` for each of *gangs*, with the gang's ``Members``, reusing both for
+        the same gang objects under the same queue set (gangs no longer asked about are
+        forgotten)."""
         before = (self._admissible[1] if self._admissible is not None
                   and self._admissible[0] is queues else {})
-        known: dict[str, tuple[Gang, Admissible]] = {}
+        known: dict[str, Judged] = {}
         out = []
         for gang in gangs:
             hit = before.get(gang.id)
             if hit is None or hit[0] is not gang:
-                hit = (gang, judge(gang))
+                hit = (gang, judge(gang), members(gang))
             known[gang.id] = hit
             out.append(hit)
         self._admissible = (queues, known)
