@@ -14,6 +14,13 @@ Scenarios (targets on a 2-core machine in brackets):
 (d) tight multi-role packings (a launcher and four worker shapes filling 24 nodes' free
     GPUs and cpus exactly) where the greedy pass fails and CP-SAT finds the placement.
 
+(a+) and (b+) are (a) and (b) with pod-level constraints on, to show what they cost:
+(a+) adds required anti-affinity ``app=trainer`` per hostname and a required topology spread
+of the workers over blocks (maxSkew 1); (b+) adds required pod affinity ``app=trainer`` per
+rack (the members bootstrap one rack) and a required spread per hostname (maxSkew 2).
+Compare them with (a) and (b) of the same run, and with main's (a) and (b) run beside it
+(target: within 2x).
+
 Timed: ``solve`` on a snapshot derived from the cycle's base snapshot (the topology graph and
 eligibility are built once per base and shared; the free-GPU index catches up with the
 derived snapshot inside the timed call). The cold first solve on a new base is printed too.
@@ -34,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.model import (
+    HOSTNAME_LABEL,
     Gang,
     Node,
     PodRequirements,
@@ -42,6 +50,13 @@ from scheduler.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from scheduler.model.constraints import (
+    PodAffinityTerm,
+    PodConstraints,
+    SpreadConstraint,
+    Unsatisfiable,
+)
+from scheduler.model.labels import Labels, LabelSelector
 from scheduler.placement import Placement, PlacementParams, Unplaceable, solve
 from scheduler.placement.types import PlacementResult
 from scheduler.resources import Resources
@@ -63,10 +78,24 @@ def make_nodes(count: int, per_rack: int, racks_per_block: int, gpus: int) -> li
 
 
 def make_gang(name: str, roles: Sequence[tuple[str, int, Resources]],
-              topology: TopologyConstraint | None = None) -> Gang:
+              topology: TopologyConstraint | None = None,
+              constraints: PodConstraints | None = None) -> Gang:
+    c = constraints or PodConstraints()
     return Gang(id=f"bench/{name}", uid=name, namespace="bench", name=name, queue="q",
-                roles=tuple(Role(r, n, PodRequirements(req)) for r, n, req in roles),
+                roles=tuple(Role(r, n, PodRequirements(req, constraints=c),
+                                 labels=Labels({"app": "trainer"})) for r, n, req in roles),
                 topology=topology)
+
+
+TRAINER = LabelSelector.equals({"app": "trainer"})
+#: (a+): one worker per node, the workers spread evenly over blocks.
+SPREAD_OVER_BLOCKS = PodConstraints(
+    anti_affinity=(PodAffinityTerm(TRAINER, HOSTNAME_LABEL, frozenset({"bench"})),),
+    spread=(SpreadConstraint(1, BLOCK, Unsatisfiable.DO_NOT_SCHEDULE, TRAINER),))
+#: (b+): the workers in one rack by pod affinity, at most two more per node than the least.
+ONE_RACK_BY_AFFINITY = PodConstraints(
+    affinity=(PodAffinityTerm(TRAINER, RACK, frozenset({"bench"})),),
+    spread=(SpreadConstraint(2, HOSTNAME_LABEL, Unsatisfiable.DO_NOT_SCHEDULE, TRAINER),))
 
 
 def occupy(base: Snapshot, used: dict[str, int], gpus_per_pod: int = 1) -> Snapshot:
@@ -126,10 +155,12 @@ def timed(fn: Callable[[], PlacementResult]) -> tuple[tuple[float, float], Place
     return (time.perf_counter() - w0, time.process_time() - c0), out
 
 
-def scenario_a(rng: random.Random, runs: int) -> None:
+def scenario_a(rng: random.Random, runs: int, constraints: PodConstraints | None = None,
+               label: str = "(a) 8x8 GPU, 1,000 nodes, 70% busy") -> None:
     nodes = make_nodes(1000, 50, 5, 8)
     base = Snapshot(nodes)
-    gang = make_gang("a", [("worker", 8, Resources.of(gpu=8, cpu=32_000))])
+    gang = make_gang("a", [("worker", 8, Resources.of(gpu=8, cpu=32_000))],
+                     constraints=constraints)
     (cold, _), _ = timed(lambda: solve(gang, occupy(base, random_occupancy(rng, nodes, 8))))
     times: list[tuple[float, float]] = []
     results: list[PlacementResult] = []
@@ -138,15 +169,16 @@ def scenario_a(rng: random.Random, runs: int) -> None:
         t, r = timed(partial(solve, gang, snap))
         times.append(t)
         results.append(r)
-    report("(a) 8x8 GPU, 1,000 nodes, 70% busy", times, results, "p95 < 20 ms")
+    report(label, times, results, "p95 < 20 ms")
     print(f"    cold first solve on a new snapshot (builds topology graph): {1000 * cold:.1f} ms")
 
 
-def scenario_b(rng: random.Random, runs: int, gpus: int, label: str) -> None:
+def scenario_b(rng: random.Random, runs: int, gpus: int, label: str,
+               constraints: PodConstraints | None = None) -> None:
     nodes = make_nodes(5000, 50, 10, gpus)
     base = Snapshot(nodes)
     gang = make_gang("b", [("worker", 64, Resources.of(gpu=8, cpu=32_000))],
-                     TopologyConstraint(RACK, TopologyMode.REQUIRED))
+                     TopologyConstraint(RACK, TopologyMode.REQUIRED), constraints)
     (cold, _), _ = timed(lambda: solve(gang, occupy(base, rack_occupancy(rng, nodes, 50), 8)))
     times: list[tuple[float, float]] = []
     results: list[PlacementResult] = []
@@ -239,7 +271,11 @@ def main() -> None:
     runs = 20 if args.quick else 200
     rng = random.Random(args.seed)
     scenario_a(rng, runs)
+    scenario_a(rng, runs, SPREAD_OVER_BLOCKS,
+               "(a+) the same with anti-affinity per host and spread over blocks")
     scenario_b(rng, max(runs // 4, 5), 16, "(b) 64x8 GPU in one rack, 5,000 16-GPU nodes")
+    scenario_b(rng, max(runs // 4, 5), 16,
+               "(b+) the same with affinity per rack and spread per host", ONE_RACK_BY_AFFINITY)
     scenario_b(rng, max(runs // 10, 3), 8, "(b-never) same gang, 8-GPU nodes")
     scenario_c(rng, 1000)
     scenario_d(rng, max(runs // 10, 5))

@@ -21,7 +21,13 @@ from policies.admission import admissible_pools, check_charges, placement_charge
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
-from scheduler.placement.types import Placement, PlacementParams, Solver, UnplaceableReason
+from scheduler.placement.types import (
+    RUNNING_GANGS_IN_THE_WAY,
+    Placement,
+    PlacementParams,
+    Solver,
+    UnplaceableReason,
+)
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
@@ -81,9 +87,8 @@ class Misfit:
 
     @property
     def preemption_may_help(self) -> bool:
-        """Quota, or capacity that running gangs hold (not eligibility, not size)."""
-        return self.reason in (None, UnplaceableReason.INSUFFICIENT_CAPACITY,
-                               UnplaceableReason.TOPOLOGY)
+        """Quota, or what running gangs hold (not eligibility, not size)."""
+        return self.reason is None or self.reason in RUNNING_GANGS_IN_THE_WAY
 
 
 def fit(applicant: Applicant, world: World) -> Fit | Misfit:

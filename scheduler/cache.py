@@ -9,26 +9,34 @@ Incremental: a change marks only its gang dirty; the next cycle rebuilds just th
 and derives the new snapshot from the previous one (``without_gangs`` / ``with_running``).
 That keeps a cycle on a busy cluster, or a simulated month of trace, proportional to what
 changed rather than to the cluster's size. Thread-safe: informers write while the loop reads.
+
+Other schedulers' pods count against capacity and, as ``Occupant``s, for our gangs'
+constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from scheduler.cache_native import NativeStore, WorkloadFeeding
+from scheduler.facts import ClusterFacts
 from scheduler.grouping import (
     GangEntry,
     GangSet,
     GroupingConfig,
     build_gang,
+    gang_job,
     group_id,
     is_ours,
 )
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
+from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
 from scheduler.node_index import NodeIndex
+from scheduler.occupancy import Occupant
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
@@ -46,7 +54,7 @@ class _Assumption:
     at: float
 
 
-class ClusterCache:
+class ClusterCache(WorkloadFeeding):
     """Nodes, pods, pod groups and jobs by key, plus the scheduler's assumed binds."""
 
     def __init__(self, grouping: GroupingConfig | None = None, assume_ttl: float = 30.0) -> None:
@@ -57,11 +65,16 @@ class ClusterCache:
         self._pods: dict[str, PodInfo] = {}  # by uid
         self._groups: dict[str, PodGroupInfo] = {}  # by namespace/name
         self._jobs: dict[str, JobInfo] = {}
+        self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
         self._assumed: dict[str, _Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
         self._members: dict[str, set[str]] = {}  # gang id -> uids
         self._other: dict[str, dict[str, Resources]] = {}  # node -> uid -> usage (not ours)
+        self._occupants: dict[str, dict[str, Occupant]] = {}  # the same pods, as occupants
+        self._occupant_list: tuple[Occupant, ...] | None = ()
+        self.facts = ClusterFacts()
+        self._volumes_changed = False
         # Per-node totals of _other, recomputed only for nodes whose usage changed: summing
         # every node's other pods each cycle cost more than the decision on a large cluster.
         self._other_totals: dict[str, Resources] = {}
@@ -76,8 +89,7 @@ class ClusterCache:
         self._dirty: set[str] = set()
         self._rebuild_all = True
         self._rebuild_snapshot = True
-        #: What is derived from the nodes alone; replaced when a node changes, shared by
-        #: every snapshot until then (see ``NodeIndex``).
+        #: Derived from the nodes alone, shared until a node changes (``NodeIndex``).
         self._node_index: NodeIndex | None = None
         self._generation = 0
         self._memo: CycleInput | None = None
@@ -107,6 +119,8 @@ class ClusterCache:
             self._dirty.add(gid)
         elif (pod.node_name in self._other
               and self._other[pod.node_name].pop(pod.uid, None) is not None):
+            self._occupants[pod.node_name].pop(pod.uid, None)
+            self._occupant_list = None
             self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
@@ -118,6 +132,10 @@ class ClusterCache:
             self._dirty.add(gid)
         elif pod.holds_resources:
             self._other.setdefault(pod.node_name, {})[pod.uid] = pod.requests
+            self._occupants.setdefault(pod.node_name, {})[pod.uid] = Occupant(
+                pod.node_name, pod.namespace, pod.labels, 1, pod.requirements.constraints,
+                pod.terminating)
+            self._occupant_list = None
             self._other_dirty.add(pod.node_name)
             self._rebuild_snapshot = True
 
@@ -152,17 +170,20 @@ class ClusterCache:
                 self._dirty.add(key)
                 self._touch()
 
-    def upsert_job(self, job: JobInfo) -> None:
+    # Namespaces and volumes ------------------------------------------------------------------
+    def change_facts(self, change: Callable[[ClusterFacts], bool], *,
+                     namespaces: bool = False) -> None:
+        """Apply a ``ClusterFacts`` setter (True if it changed something) under the lock."""
         with self._lock:
-            self._jobs[job.key] = job
-            self._dirty.add(job.key)  # its pods are its gang already (grouping.group_id)
-            self._touch()
-
-    def delete_job(self, key: str) -> None:
-        with self._lock:
-            if self._jobs.pop(key, None) is not None:
-                self._dirty.add(key)
+            if change(self.facts):
+                self._rebuild_snapshot |= namespaces
+                self._volumes_changed |= not namespaces
                 self._touch()
+
+    def assume_claims(self, decisions: Iterable[ClaimDecision], now: float) -> None:
+        """Claim decisions the actuator carried out, until the watch shows them."""
+        done = tuple(decisions)
+        self.change_facts(lambda facts: facts.assume(done, now))
 
     # Assume / forget ----------------------------------------------------------------------
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float) -> None:
@@ -265,6 +286,8 @@ class ClusterCache:
         self._members.clear()
         self._other_dirty |= set(self._other) | set(self._other_totals)
         self._other.clear()
+        self._occupants.clear()
+        self._occupant_list = None
         for pod in self._pods.values():
             self._index(pod)
         self._dirty |= old_ids | set(self._members)
@@ -275,6 +298,7 @@ class ClusterCache:
         """Snapshot and gangs for one cycle; reused as is while nothing has changed."""
         with self._lock:
             self._expire_assumptions(now)
+            self.change_facts(lambda facts: facts.expire(now))
             memo = self._memo
             if memo is not None and memo.generation == self._generation:
                 return memo
@@ -285,8 +309,10 @@ class ClusterCache:
                 uids = self._members.get(gid)
                 before = self._entries.pop(gid, None)
                 if uids:
+                    native = self._native.resolve(gid)
                     entry = build_gang(gid, [self._effective(u) for u in uids],
-                                       self._groups.get(gid), self._jobs.get(gid), self.grouping)
+                                       self._groups.get(gid), gang_job(gid, self._jobs, native),
+                                       self.grouping, native)
                     if entry != GangEntry():
                         self._entries[gid] = entry
                 else:
@@ -347,15 +373,25 @@ class ClusterCache:
             self._other_dirty.clear()
         return self._other_totals
 
+    def _other_pods(self) -> tuple[Occupant, ...]:
+        if self._occupant_list is None:
+            self._occupant_list = tuple(o for n in sorted(self._occupants)
+                                        for _, o in sorted(self._occupants[n].items()))
+        return self._occupant_list
+
     def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
                        other: dict[str, Resources]) -> Snapshot:
+        volumes, self._volumes_changed = self._volumes_changed, False
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]
             if self._node_index is None:
                 self._node_index = NodeIndex(self._nodes.values(), DEFAULT_TOPOLOGY_LABELS)
-            return Snapshot.on(self._node_index, running, other)
+            return Snapshot.on(self._node_index, running, other, other_pods=self._other_pods(),
+                               namespaces=self.facts.namespaces(), volumes=self.facts.catalog())
         snapshot = memo.snapshot
+        if volumes:
+            snapshot = snapshot.with_volumes(self.facts.catalog())
         gone = [gid for gid in changed if gid in snapshot.running]
         snapshot = snapshot.without_gangs(gone)
         for entry in changed.values():

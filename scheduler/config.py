@@ -43,6 +43,21 @@ class LeaderElectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PricingConfig:
+    """What a GPU-hour costs, per node pool, for the chargeback metrics (``gpu_cost_total``).
+
+    A pool not listed costs ``default_gpu_hour``; all prices are in ``currency``.
+    """
+
+    currency: str = "USD"
+    gpu_hour: Mapping[str, float] = field(default_factory=dict, hash=False)
+    default_gpu_hour: float = 0.0
+
+    def price(self, pool: str) -> float:
+        return self.gpu_hour.get(pool, self.default_gpu_hour)
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     scheduler_name: str = "gang-scheduler"
     default_queue: str = "default"
@@ -58,6 +73,8 @@ class SchedulerConfig:
     bind_backoff_initial_seconds: float = 5.0
     bind_backoff_max_seconds: float = 300.0
     metrics_bind_address: str = "0.0.0.0:8080"
+    #: The read-only dashboard (/dashboard) and its data (/api/v1/state) on the metrics port.
+    dashboard: bool = True
     log_level: str = "info"
     log_format: str = "auto"
     #: The global switches of the decision cycle: the ``spec`` of a SchedulerPolicy
@@ -65,6 +82,7 @@ class SchedulerConfig:
     #: Empty: the ``gang-scheduler`` preset. Queues stay in Queue objects.
     scheduler_policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+    pricing: PricingConfig = field(default_factory=PricingConfig)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:  # also when built in code rather than read from a file
@@ -95,6 +113,7 @@ _POSITIVE_IN_FILE = {"cycle_interval_seconds", "lease_duration_seconds",
 _AT_LEAST_ONE = {"bind_concurrency"}
 _CHOICES = {"log_level": ("debug", "info", "warning", "error"),
             "log_format": ("auto", "json", "console")}
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -116,6 +135,9 @@ def _check_extra(name: str, value: Any, path: str) -> None:
         raise ConfigError(f"{path}: must be one of {', '.join(_CHOICES[name])}, got {value!r}")
     if name == "metrics_bind_address":
         _check_address(value, path)
+    if name == "currency" and not _CURRENCY.match(value):
+        raise ConfigError(f"{path}: must be a three-letter currency code such as USD or EUR, "
+                          f"got {value!r}")
     if name == "topology_labels":
         # Any number of levels: the topology and placement code is generic in the depth.
         bad = [k for k in value if not _LABEL_KEY.match(k)]
@@ -163,6 +185,15 @@ def _coerce(value: Any, target: Any, path: str) -> Any:
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: must be a non-empty string, got {value!r}")
         return value
+    if target == "Mapping[str, float]":
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: must be a mapping of pool name to price, got {value!r}")
+        prices = {}
+        for pool, price in value.items():
+            if not isinstance(pool, str) or not pool:
+                raise ConfigError(f"{path}: pool names must be non-empty strings, got {pool!r}")
+            prices[pool] = _coerce(price, float, f"{path}.{pool}")
+        return prices
     if target == "tuple[str, ...]":
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{path}: must be a list of label keys, got {value!r}")
@@ -182,8 +213,8 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
             known = ", ".join(sorted(_camel(n) for n in fields))
             raise ConfigError(f"{where}: unknown field (known: {known})")
         ftype = fields[name].type
-        if ftype == "LeaderElectionConfig":
-            kwargs[name] = _build(LeaderElectionConfig, value, where)
+        if ftype in _NESTED:
+            kwargs[name] = _build(_NESTED[ftype], value, where)
         elif name == "scheduler_policy":
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{where}: must be a mapping (a SchedulerPolicy's spec), "
@@ -195,6 +226,10 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
             kwargs[name] = _coerce(value, ftype, where)
             _check_extra(name, kwargs[name], where)
     return cls(**kwargs)
+
+
+_NESTED: dict[Any, type] = {"LeaderElectionConfig": LeaderElectionConfig,
+                             "PricingConfig": PricingConfig}
 
 
 def _camel(name: str) -> str:

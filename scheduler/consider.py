@@ -36,7 +36,7 @@ from scheduler.draft import Draft
 from scheduler.memo import FailureKey
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
-from scheduler.outcomes import Bound, Nominated, Outcome, Reserved, Waiting
+from scheduler.outcomes import Bound, Nominated, Outcome, Provisioned, Reserved, Waiting
 from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
 from scheduler.plan import Eviction, Nomination, ReasonCategory, map_pods
 from scheduler.recall import Shape
@@ -44,6 +44,9 @@ from scheduler.recall import Shape
 R = ReasonCategory
 #: Placement failures that running gangs ending (or preemption) can cure.
 _CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
+#: The pending reason category of a placement failure (PLACEMENT unless listed).
+_CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: R.VOLUMES,
+             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED}
 
 
 class Trial:
@@ -138,9 +141,9 @@ class Trial:
     @property
     def category(self) -> ReasonCategory:
         misfit = self.misfit
-        if misfit.quota:
+        if misfit.reason is None:
             return R.QUOTA
-        return R.TOPOLOGY if misfit.reason is UnplaceableReason.TOPOLOGY else R.PLACEMENT
+        return _CATEGORY.get(misfit.reason, R.PLACEMENT)
 
     @property
     def message(self) -> str:
@@ -203,8 +206,12 @@ def remembered(t: Trial) -> Waiting | None:
     return Waiting(*hit) if hit is not None else None
 
 
-def place(t: Trial) -> Bound | None:
-    return Bound(t.attempt) if isinstance(t.attempt, Fit) else None
+def place(t: Trial) -> Bound | Provisioned | None:
+    """It fits: it binds, or (a claim shared across nodes) its claims are bound first."""
+    attempt = t.attempt
+    if not isinstance(attempt, Fit):
+        return None
+    return Provisioned(attempt) if attempt.placement.volumes_first else Bound(attempt)
 
 
 def await_draining(t: Trial) -> Nominated | None:
@@ -239,7 +246,8 @@ def preempt(t: Trial) -> Nominated | None:
         return None
     victims = tuple(v.id for v in pre.victims)
     evictions = tuple(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
-                               f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods)
+                               f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods,
+                               v.running.gang.native)
                       for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,

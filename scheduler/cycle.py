@@ -97,7 +97,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
         nominations=tuple(sorted(draft.nominations, key=lambda n: n.gang_id)),
-        reservations=draft.obstacles.reservations, pending=pending, order=tuple(draft.order),
+        reservations=draft.obstacles.reservations, provisions=tuple(draft.provisions),
+        pending=pending, order=tuple(draft.order),
         members={gid: members[gid] for gid in pending},
         give_ups=give_ups, unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending))

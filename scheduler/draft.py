@@ -15,10 +15,20 @@ from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger
 from scheduler.memo import Epoch, Memo
 from scheduler.model import Gang, RunningGang
+from scheduler.model.volumes import ClaimDecision
 from scheduler.obstacles import Obstacles
-from scheduler.outcomes import Bound, Nominated, Outcome, Reserved
+from scheduler.outcomes import Bound, Nominated, Outcome, Provisioned, Reserved
 from scheduler.placement.types import Solver
-from scheduler.plan import Bind, Eviction, Nomination, PendingReason, ReasonCategory, map_pods
+from scheduler.plan import (
+    Bind,
+    Eviction,
+    Nomination,
+    PendingReason,
+    Provision,
+    ReasonCategory,
+    describe_claims,
+    map_pods,
+)
 from scheduler.snapshot import Snapshot
 
 
@@ -36,7 +46,7 @@ class Draft:
     """See the module docstring."""
 
     __slots__ = ("binds", "context", "evictions", "ledger", "nominations", "obstacles",
-                 "order", "pending", "snapshot")
+                 "order", "pending", "provisions", "snapshot")
 
     def __init__(self, context: Context, snapshot: Snapshot, ledger: QuotaLedger) -> None:
         self.context = context
@@ -50,6 +60,7 @@ class Draft:
         self.binds: list[Bind] = []
         self.evictions: list[Eviction] = []
         self.nominations: list[Nomination] = []
+        self.provisions: list[Provision] = []
         self.pending: dict[str, PendingReason] = {}
         self.order: list[str] = []  # gang ids in the order they were considered
 
@@ -67,6 +78,13 @@ class Draft:
         """Take the gang's outcome into the plan and the state."""
         if isinstance(outcome, Bound):
             self._bind(gang, queue, outcome)
+        elif isinstance(outcome, Provisioned):
+            claims = outcome.fit.placement.claims
+            self._claim(claims)
+            self.provisions.append(Provision(gang.id, claims))
+            self.wait(gang, ReasonCategory.VOLUMES,
+                      f"its claims are bound first ({describe_claims(claims)}): a claim its "
+                      "members share across nodes is provisioned before they bind")
         elif isinstance(outcome, Nominated):
             self.evictions.extend(outcome.evictions)
             self.nominations.append(outcome.nomination)
@@ -91,8 +109,16 @@ class Draft:
         fit = outcome.fit
         runtime = queue.runtime_of(gang.runtime_estimate)
         running = RunningGang(gang=gang, allocations=fit.allocations, start_time=now,
-                              expected_end=None if runtime is None else now + runtime)
+                              expected_end=None if runtime is None else now + runtime,
+                              members=fit.placement.members)
         self.snapshot = self.snapshot.with_running(running)
+        self._claim(fit.placement.claims)
         self.ledger = charge_all(self.ledger, queue.name, fit.charges)
         self.binds.append(Bind(gang.id, queue.name, fit.placement, map_pods(gang, fit.placement),
-                               gang.uid if gang.pod_group else None))
+                               gang.uid if gang.pod_group else None, gang.native))
+
+    def _claim(self, claims: tuple[ClaimDecision, ...]) -> None:
+        """Later gangs see the claims decided (a PV taken, a claim provisioned for a node)."""
+        if claims:
+            self.snapshot = self.snapshot.with_volumes(
+                self.snapshot.volumes.with_decisions(claims))

@@ -2,10 +2,13 @@
 
 A pod belongs to, in order of precedence:
 
+0. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
+   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``);
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
 2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
-3. its controlling ``batch/v1`` Job, whose parallelism is the gang size (its pods wait
+3. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
+   parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
 4. otherwise, itself: a lone pod is a gang of one.
 
@@ -19,11 +22,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from scheduler import grouping_native
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.gangs import TopologyMode
+from scheduler.model.labels import Labels
+from scheduler.model.native import ResolvedGroup
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -76,6 +82,8 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) 
     """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
     if config.per_pod:
         return f"{pod.namespace}/{pod.name}"
+    if pod.pod_group_name:
+        return f"{pod.namespace}/{pod.pod_group_name}"
     name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
     if name:
         return f"{pod.namespace}/{name}"
@@ -94,10 +102,16 @@ def _annotation(key: str, *sources: Mapping[str, str]) -> str | None:
 
 
 def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
-    """Pods with identical requirements form one role; the required count is spread in order."""
-    by_req: dict[PodRequirements, list[PodInfo]] = {}
+    """Pods with identical requirements form one role; the required count is spread in order.
+
+    Pods are also split by the labels the gang's own affinity and spread selectors read, so
+    that whether a member matches a fellow member's term is a property of its role.
+    """
+    keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
+    by_req: dict[tuple[PodRequirements, tuple[str | None, ...]], list[PodInfo]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
-        by_req.setdefault(pod.requirements, []).append(pod)
+        split = tuple(pod.labels.get(k) for k in keys)
+        by_req.setdefault((pod.requirements, split), []).append(pod)
     groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
     roles: list[Role] = []
     remaining = min_total
@@ -106,10 +120,27 @@ def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
         name = labels.pop() if len(labels) == 1 and "" not in labels else f"role-{i}"
         required = min(len(members), max(0, remaining))
         remaining -= required
+        common, mixed = _shared_labels(members)
         roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
                           min_count=required,
-                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members)))
+                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members),
+                          labels=common, mixed_labels=mixed))
     return tuple(roles)
+
+
+def _shared_labels(pods: list[PodInfo]) -> tuple[Labels, frozenset[str]]:
+    """The labels all *pods* carry alike, and the keys only some carry (or differently)."""
+    first = pods[0].labels
+    if all(p.labels == first for p in pods[1:]):
+        return Labels(first), frozenset()
+    common = dict(first)
+    seen: set[str] = set(first)
+    for p in pods[1:]:
+        seen.update(p.labels)
+        for k in list(common):
+            if p.labels.get(k) != common[k]:
+                del common[k]
+    return Labels(common), frozenset(seen - set(common))
 
 
 def _preemption_policy(pods: Iterable[PodInfo]) -> PreemptionPolicy:
@@ -145,8 +176,10 @@ def is_ours(pod: PodInfo, config: GroupingConfig) -> bool:
 
 
 def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
-               job: JobInfo | None, config: GroupingConfig) -> GangEntry:
-    """The entry for one gang id from its live (not finished) member pods."""
+               job: JobInfo | None, config: GroupingConfig,
+               native: ResolvedGroup | None = None) -> GangEntry:
+    """The entry for one gang id from its live (not finished) member pods; *native* is the
+    ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
     gang_pods = [p for p in gang_pods if not p.is_finished]
     if not gang_pods:
         return GangEntry()
@@ -154,32 +187,57 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     bound = [p for p in gang_pods if p.is_bound]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    meta = [group.annotations if group else {}, job.annotations if job else {},
-            *(p.annotations for p in gang_pods)]
-    labels = [group.labels if group else {}, job.labels if job else {},
-              *(p.labels for p in gang_pods)]
-    min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+    terms = (grouping_native.native_terms(gid, native, bound)
+             if not config.per_pod and grouping_native.names_native_group(gang_pods) else None)
+    if terms is not None:
+        group = None  # a namesake scheduler-plugins PodGroup is not this gang's
+    meta = [*(terms.annotations if terms else ()), group.annotations if group else {},
+            job.annotations if job else {}, *(p.annotations for p in gang_pods)]
+    labels = [*(terms.labels if terms else ()), group.labels if group else {},
+              job.labels if job else {}, *(p.labels for p in gang_pods)]
+    if terms is not None and terms.min_member is not None:
+        min_member, problem = terms.min_member, terms.problem
+    else:
+        min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+        problem = terms.problem if terms is not None and terms.problem else problem
+    gated = next((p for p in waiting if p.scheduling_gates), None)
+    if gated is not None and not problem:
+        # No scheduler may place a gated pod; the whole gang waits for its gates to go.
+        problem = (f"pod {gated.name} has scheduling gates ({', '.join(gated.scheduling_gates)}): "
+                   "the gang is considered once they are removed")
     queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
     runtime = _runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
+    if running is not None and terms is not None:
+        running = replace(running, gang=replace(
+            running.gang, native=native.group if native is not None else None,
+            priority=running.gang.priority if terms.priority is None else terms.priority))
     partial: tuple[PodRef, ...] = ()
-    if bound and waiting and len(bound) < min_member:
+    if (bound and waiting and len(bound) < min_member
+            and (terms is None or terms.may_roll_back)):
         partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in bound)
     pending = None
     if waiting and not problem:
         required = max(0, min_member - len(bound))
         # The owner's age, not its pods': a Job's pods recreated after an eviction or a
         # rollback keep the gang's place in line (and its reservation threshold clock).
-        created = (group.creation_time if group
+        created = (terms.creation_time if terms and terms.creation_time is not None
+                   else group.creation_time if group
                    else job.creation_time if job and job.creation_time
                    else min(p.creation_time for p in gang_pods))
         short = len(waiting) < required
+        uid = (terms.uid if terms and terms.uid
+               else group.uid if group else (job.uid if job else waiting[0].uid))
+        priority = max(p.priority for p in gang_pods)
         pending = Gang(
-            id=gid, uid=group.uid if group else (job.uid if job else waiting[0].uid),
+            id=gid, uid=uid,
             namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
-            priority=max(p.priority for p in gang_pods), creation_time=created,
-            topology=_topology(*meta), runtime_estimate=runtime,
-            preemption_policy=_preemption_policy(gang_pods),
+            priority=terms.priority if terms and terms.priority is not None else priority,
+            creation_time=created,
+            topology=(terms.topology if terms and terms.topology else _topology(*meta)),
+            runtime_estimate=runtime,
+            preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
+                               else _preemption_policy(gang_pods)),
             min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
@@ -187,6 +245,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                                if group and group.schedule_timeout_seconds and not bound
                                else None),
             pod_group=group is not None,
+            native=native.group if terms is not None and native is not None else None,
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
 
@@ -204,13 +263,23 @@ def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resourc
     )
 
 
+def gang_job(gid: str, jobs: Mapping[str, JobInfo],
+             native: ResolvedGroup | None) -> JobInfo | None:
+    """The Job behind a gang: the gang's own id, or the Job that made its native PodGroup."""
+    job_key = native.group.job_key if native is not None else None
+    return jobs.get(job_key) if job_key else jobs.get(gid)
+
+
 def build_gangs(
     pods: Iterable[PodInfo],
     groups: Mapping[str, PodGroupInfo],
     jobs: Mapping[str, JobInfo],
     config: GroupingConfig,
+    natives: Mapping[str, ResolvedGroup] | None = None,
 ) -> GangSet:
-    """Group *pods* (all pods in the cluster) into pending and running gangs."""
+    """Group *pods* (all pods in the cluster) into pending and running gangs; *natives* are
+    the ``scheduling.k8s.io`` PodGroups by ``namespace/name``."""
+    natives = natives or {}
     other: dict[str, list[Resources]] = defaultdict(list)
     members: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
@@ -221,7 +290,8 @@ def build_gangs(
         if pod.is_finished:
             continue
         members[group_id(pod, jobs, config)].append(pod)
-    entries = {gid: build_gang(gid, ps, groups.get(gid), jobs.get(gid), config)
+    entries = {gid: build_gang(gid, ps, groups.get(gid), gang_job(gid, jobs, natives.get(gid)),
+                               config, natives.get(gid))
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
 
@@ -244,7 +314,7 @@ def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: 
         return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
                    f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
     if job is not None:
-        return max(1, job.parallelism), None
+        return job.gang_size, None
     if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
         return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
                    "size (parallelism) is known")
@@ -278,8 +348,15 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         except ValueError:
             checkpoint = None
     ns, name = gid.split("/", 1)
+    roles = _make_roles(bound, len(bound))
+    node_of = {p.uid: p.node_name for p in bound if p.holds_resources}
+    members: dict[tuple[str, str], int] = defaultdict(int)
+    for r in roles:
+        for ref in r.pods:
+            if ref.uid in node_of:
+                members[(r.name, node_of[ref.uid])] += 1
     gang = Gang(id=gid, uid=bound[0].uid, namespace=ns, name=name, queue=queue,
-                roles=_make_roles(bound, len(bound)),
+                roles=roles,
                 priority=max(p.priority for p in bound), creation_time=start,
                 runtime_estimate=runtime)
     return RunningGang(
@@ -288,4 +365,5 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         start_time=start, last_checkpoint=checkpoint,
         expected_end=start + runtime if runtime is not None else None,
         terminating=any(p.terminating and p.holds_resources for p in bound),
+        members=tuple((r, n, c) for (r, n), c in sorted(members.items())),
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduler.model import Gang, PodRef
+from scheduler.model.native import NativeGroupInfo
 from scheduler.plan import GiveUp, Members, PendingReason, ReasonCategory, Rollback, Unformed
 
 
@@ -37,6 +38,7 @@ class PartlyBound:
 class FormationProblem:
     message: str  # why the pods are not a gang yet
     pods: tuple[PodRef, ...]
+    native: NativeGroupInfo | None = None  # the scheduling.k8s.io PodGroup they name
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,7 @@ class Housekeeping:
 
 
 def members(gang: Gang) -> Members:
-    return Members(gang.pods, gang.uid if gang.pod_group else None)
+    return Members(gang.pods, gang.uid if gang.pod_group else None, gang.native)
 
 
 def ready(gangs: Iterable[Gang], house: Housekeeping,
@@ -79,7 +81,8 @@ def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
     if not house.unformed:
         return ()
     return tuple(Unformed(gid, PendingReason(ReasonCategory.WAITING_FOR_MEMBERS, p.message),
-                          Members(p.pods)) for gid, p in sorted(house.unformed.items()))
+                          Members(p.pods, native=p.native))
+                 for gid, p in sorted(house.unformed.items()))
 
 
 def rollbacks(house: Housekeeping, bound: Iterable[str],

@@ -32,11 +32,12 @@ from typing import Protocol
 
 import structlog
 
-from scheduler import cycle, placement
+from scheduler import accounting, cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
 from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang, PodRef
+from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
@@ -58,6 +59,8 @@ class ApplyResult:
     failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why (rolled back)
     evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
     blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
+    #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
+    claims: tuple[ClaimDecision, ...] = ()
 
 
 class Actuator(Protocol):
@@ -111,6 +114,8 @@ class Scheduler:
         self._reported: tuple[CyclePlan, CycleInput, cycle.Policies, Recall,
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
+        #: When the GPUs held were last accounted, and what was held then (metrics only).
+        self._accounted: tuple[float, Mapping[tuple[str, str, str], int]] | None = None
 
     def run_once(self, takeover: bool = False) -> CyclePlan:
         """One cycle: decide on a snapshot, apply the plan, remember what happened.
@@ -144,6 +149,7 @@ class Scheduler:
         assumed = [pn for b in plan.binds if b.gang_id in bound for pn in b.pod_nodes]
         if assumed:
             self.cache.assume(assumed, now)
+        self.cache.assume_claims(result.claims, now)
         for b in plan.binds:
             if b.gang_id in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)
@@ -177,6 +183,11 @@ class Scheduler:
             self._reported = (plan, inp, policies, recall, reports)
         return reports
 
+    @property
+    def last_cycle(self) -> tuple[CycleInput, cycle.Policies] | None:
+        """The last cycle's input and the policies it ran with (for the views)."""
+        return None if self._reported is None else (self._reported[1], self._reported[2])
+
     def _waiting_of(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """``_waiting`` of the last cycle, worked out once."""
         if self._waiting_memo is None or self._waiting_memo[0] is not plan:
@@ -203,7 +214,7 @@ class Scheduler:
             return _NO_HOUSEKEEPING
         unformed = {gid: FormationProblem(why, tuple(
             PodRef(p.namespace, p.name, p.uid)
-            for p in self.cache.gang_pods(gid) if not p.node_name))
+            for p in self.cache.gang_pods(gid) if not p.node_name), self.cache.native_group(gid))
             for gid, why in gangs.problems.items()}
         partly = {}
         for gid, refs in gangs.partially_bound.items():
@@ -246,6 +257,20 @@ class Scheduler:
         for gid in complete:
             self._complete_since.setdefault(gid, now)
 
+    def forget_accounting(self) -> None:
+        """Start accounting afresh: the next cycle charges no time (after a leadership gap,
+        in which another replica charged the GPUs held)."""
+        self._accounted = None
+
+    def _account(self, m: SchedulerMetrics, plan: CyclePlan, inp: CycleInput) -> None:
+        """GPU-seconds held since the last cycle (at what was held then), and pool gauges."""
+        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending)
+        if self._accounted is not None:
+            since, held = self._accounted
+            m.accrue(held, plan.now - since)
+        self._accounted = (plan.now, acc.held)
+        m.set_pools(acc.pools)
+
     def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """Pending gangs by (queue, reason category); gangs backing off have reason Backoff."""
         queue_of = {g.id: g.queue for g in inp.gangs.pending}
@@ -285,6 +310,7 @@ class Scheduler:
         m.apply_duration.observe(apply_s)
         m.set_pending(self._waiting_of(plan, inp))
         m.set_queues(self.last_queues)
+        self._account(m, plan, inp)
         for b in plan.binds:
             if b.gang_id in latencies:
                 m.scheduling_latency.labels(b.queue).observe(latencies[b.gang_id])

@@ -7,8 +7,9 @@ gang is admitted or nominated), and many share a queue and a shape. So:
 - a gang no easier than one that already failed against the very same state (same snapshot,
   ledger and ``Obstacles``: the *epoch*) gets that gang's reason without being tried
   (``failure_key``): every step depends on the gang only through its queue, priority,
-  preemption policy, topology, shape, the reservations it must keep off and whether it may
-  reserve (KAI-Scheduler's minimal job representatives);
+  preemption policy, topology, shape, the reservations it must keep off, whether it may
+  reserve and, where pod constraints can read them, its namespace and members' labels
+  (``placement.terms.context_key``; KAI-Scheduler's minimal job representatives);
 - fair-share ranks, preemption candidates and the nodes a preemptor may use are kept by
   the ledger (or snapshot) they were worked out against, and the placement knobs by the
   nominated nodes and reservations they exclude.
@@ -32,6 +33,7 @@ from policies.reservation import Reservation, backfill_params
 from policies.victims import Room, free_gpus, usable_nodes
 from scheduler.model import Gang, RunningGang
 from scheduler.obstacles import Obstacles
+from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams
 from scheduler.plan import ReasonCategory
 from scheduler.recall import Recall, Shape
@@ -80,7 +82,8 @@ class Memo:
             self._failures.clear()
             self._epoch = epoch
         return (queue, gang.priority, gang.preemption_policy, gang.topology,
-                tuple(r.gang_id for r in restricting), may_reserve, shape.number)
+                tuple(r.gang_id for r in restricting), may_reserve, shape.number,
+                context_key(gang, epoch[0]))
 
     def failed(self, key: FailureKey | None) -> tuple[ReasonCategory, str] | None:
         """The reason of a gang of this key that failed in the current epoch."""

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from scheduler.accounting import PoolGpus
+from scheduler.config import PricingConfig
 from scheduler.queue_report import QueueReport
 
 _LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -20,8 +22,10 @@ _CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
 class SchedulerMetrics:
     """Every metric the scheduler exports; one instance per scheduler."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 pricing: PricingConfig | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.pricing = pricing if pricing is not None else PricingConfig()
         r = self.registry
         self.pending_gangs = Gauge(
             "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
@@ -72,6 +76,32 @@ class SchedulerMetrics:
             "gang_scheduler_is_leader", "1 while this replica holds the leader lease.", registry=r)
         self.invalid_queues = Gauge(
             "gang_scheduler_invalid_queues", "Queue objects refused by validation.", registry=r)
+        # Accounting (scheduler/accounting.py): chargeback and where GPUs sit unused.
+        self.allocated_gpu_seconds = Counter(
+            "gang_scheduler_allocated_gpu_seconds_total",
+            "GPU-seconds held by running gangs, by queue, namespace and node pool.",
+            ["queue", "namespace", "pool"], registry=r)
+        self.gpu_cost = Counter(
+            "gang_scheduler_gpu_cost_total",
+            "Cost of the GPU-seconds held, at the configured price per pool GPU-hour.",
+            ["queue", "namespace", "pool", "currency"], registry=r)
+        self.gpu_hour_price = Gauge(
+            "gang_scheduler_gpu_hour_price", "Configured price of one GPU-hour, by pool.",
+            ["pool", "currency"], registry=r)
+        self.schedulable_gpus = Gauge(
+            "gang_scheduler_schedulable_gpus", "GPUs of ready, schedulable nodes, by pool.",
+            ["pool"], registry=r)
+        self.idle_gpus = Gauge(
+            "gang_scheduler_idle_gpus", "Free GPUs on ready, schedulable nodes, by pool.",
+            ["pool"], registry=r)
+        self.stranded_gpus = Gauge(
+            "gang_scheduler_stranded_gpus",
+            "Free GPUs on nodes where no pending gang could place a pod, while gangs wait.",
+            ["pool"], registry=r)
+        self.reserved_idle_gpus = Gauge(
+            "gang_scheduler_reserved_idle_gpus",
+            "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
+            ["pool"], registry=r)
 
     @staticmethod
     def _replace(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
@@ -100,3 +130,27 @@ class SchedulerMetrics:
             {(q.name, p.pool): p.nominal.gpus for q in reports for p in q.pools})
         self.set_shares({q.name: q.fair_share for q in reports},
                         {q.name: q.usage_share for q in reports})
+
+    def accrue(self, held: Mapping[tuple[str, str, str], int], seconds: float) -> None:
+        """Charge GPUs *held* per (queue, namespace, pool) for *seconds*, and their cost."""
+        if seconds <= 0:
+            return
+        currency = self.pricing.currency
+        for (queue, namespace, pool), gpus in held.items():
+            gpu_seconds = gpus * seconds
+            self.allocated_gpu_seconds.labels(queue, namespace, pool).inc(gpu_seconds)
+            price = self.pricing.price(pool)
+            self.gpu_cost.labels(queue, namespace, pool, currency).inc(
+                gpu_seconds / 3600.0 * price)
+
+    def set_pools(self, pools: Iterable[PoolGpus]) -> None:
+        """Per-pool GPU gauges of one cycle, and the price of every pool seen."""
+        pools = list(pools)
+        self._replace(self.schedulable_gpus, {(p.pool,): p.total for p in pools})
+        self._replace(self.idle_gpus, {(p.pool,): p.idle for p in pools})
+        self._replace(self.stranded_gpus, {(p.pool,): p.stranded for p in pools})
+        self._replace(self.reserved_idle_gpus, {(p.pool,): p.reserved_idle for p in pools})
+        currency = self.pricing.currency
+        names = {p.pool for p in pools} | set(self.pricing.gpu_hour)
+        self._replace(self.gpu_hour_price,
+                      {(pool, currency): self.pricing.price(pool) for pool in names})

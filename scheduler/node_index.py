@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 class NodeIndex:
     """The nodes, sorted, and the memos derived from them (see the module docstring)."""
 
-    __slots__ = ("capacity", "charges", "eligible", "free", "node_names", "nodes",
-                 "pool_nodes", "pools", "pools_by_requirements", "topology", "topology_labels",
+    __slots__ = ("capacity", "charges", "composite", "domains", "eligible", "free", "groups",
+                 "keyed", "node_names", "nodes", "pool_nodes", "pools", "pools_by_requirements",
+                 "soft_tainted", "spread_nodes", "topology", "topology_labels", "unkeyed",
                  "versions")
 
     def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...]) -> None:
@@ -55,5 +56,19 @@ class NodeIndex:
         self.free: dict[object, FreeIndex] = {}
         #: Roles and node filter -> totals over allocatable (``placement.allocatable``).
         self.capacity: dict[tuple[object, ...], AllocView | DomainView] = {}
+        #: Label key -> node -> its value, for the nodes that have it (``placement.terms``).
+        self.domains: dict[str, dict[str, str]] = {}
+        #: Label keys -> node -> its values of them, for nodes with all (pod affinity).
+        self.composite: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+        #: Label keys -> the nodes that have them all / the nodes that lack one (spread).
+        self.keyed: dict[frozenset[str], tuple[str, ...]] = {}
+        self.unkeyed: dict[frozenset[str], frozenset[str]] = {}
+        #: (selection, key, policies, keyed nodes) -> the nodes a spread constraint counts.
+        self.spread_nodes: dict[tuple[object, ...], dict[str, str]] = {}
+        #: Nodes with a PreferNoSchedule taint (``placement.scores``), found on first use.
+        self.soft_tainted: tuple[str, ...] | None = None
+        #: Affinity rule's domains (by identity, kept alive here) and role -> most members
+        #: one domain holds against allocatable (``placement.diagnose``).
+        self.groups: dict[tuple[object, ...], tuple[object, int]] = {}
         #: Version numbers of the snapshots sharing this index (``Snapshot.lineage``).
         self.versions = itertools.count()

@@ -1,6 +1,8 @@
 """What considering one gang comes to: an ``Outcome``, which ``decide`` folds into the plan.
 
 - ``Bound``: it starts now, where ``fit`` placed it;
+- ``Provisioned``: it fits, but a claim its members share across nodes must be bound (its
+  PV provisioned) first: the claims are decided now, the gang binds in a later cycle;
 - ``Nominated``: it waits on nodes for gangs to go (victims it evicts, or gangs already
   terminating), holding their nodes and its quota meanwhile;
 - ``Reserved``: it cannot start yet, and gets nodes and an estimated start kept for it;
@@ -23,6 +25,11 @@ from scheduler.resources import Resources
 
 @dataclass(frozen=True, slots=True)
 class Bound:
+    fit: Fit
+
+
+@dataclass(frozen=True, slots=True)
+class Provisioned:
     fit: Fit
 
 
@@ -57,4 +64,4 @@ class Waiting(NotYet):
     message: str
 
 
-Outcome = Bound | Nominated | Reserved | Waiting
+Outcome = Bound | Provisioned | Nominated | Reserved | Waiting

@@ -19,6 +19,8 @@ from enum import StrEnum
 
 from policies.reservation import Reservation
 from scheduler.model import Gang, PodRef
+from scheduler.model.native import NativeGroupInfo
+from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement
 
 
@@ -33,6 +35,8 @@ class ReasonCategory(StrEnum):
     PREEMPTION_PENDING = "PreemptionPending"  # victims are being evicted for this gang
     RESERVED = "Reserved"  # holds a reservation: nodes and an estimated start
     QUEUED = "Queued"  # would start, but an earlier gang goes first (strict order, reservation)
+    VOLUMES = "Volumes"  # its claims are missing, unbound, or being provisioned for it
+    UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,16 @@ class Bind:
     #: Each role's pods in order, mapped onto the placement's nodes (empty without pods).
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
     group_uid: str | None = None  # its PodGroup's, if it has one (events go there)
+    native: NativeGroupInfo | None = None  # its scheduling.k8s.io PodGroup, if any
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    """Claims to bind or provision for a gang that binds once they are bound: a claim its
+    members share across nodes is reachable from where only its new PV will tell."""
+
+    gang_id: str
+    claims: tuple[ClaimDecision, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,15 +77,18 @@ class Eviction:
     message: str
     queue: str = ""  # the victim's
     pods: tuple[PodRef, ...] = ()  # the victim's bound pods
+    native: NativeGroupInfo | None = None  # the victim's scheduling.k8s.io PodGroup, if any
 
 
 @dataclass(frozen=True, slots=True)
 class Members:
-    """The pods of a gang the plan speaks about, and its PodGroup's uid when it has one
-    (events and status then go to the PodGroup, else to its first pod)."""
+    """The pods of a gang the plan speaks about, and its PodGroup when it has one (events
+    and status then go to the PodGroup, else to its first pod): a scheduler-plugins
+    PodGroup's uid, or Kubernetes' own PodGroup."""
 
     pods: tuple[PodRef, ...] = ()
     group_uid: str | None = None
+    native: NativeGroupInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +145,7 @@ class CyclePlan:
     evictions: tuple[Eviction, ...] = ()
     nominations: tuple[Nomination, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    provisions: tuple[Provision, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()
@@ -165,6 +183,13 @@ def map_pods(gang: Gang, placement: Placement) -> tuple[tuple[PodRef, str], ...]
     return tuple(out)
 
 
+def describe_claims(decisions: tuple[ClaimDecision, ...]) -> str:
+    """``data -> PV pv-3, ckpt provisioned for node n-4``."""
+    return ", ".join(f"{d.claim.split('/', 1)[-1]} -> PV {d.target}" if d.action == "Bind"
+                     else f"{d.claim.split('/', 1)[-1]} provisioned for node {d.target}"
+                     for d in decisions)
+
+
 def explain(plan: CyclePlan, gang_id: str) -> str:
     """What this plan does about one gang, as text for ``gang-scheduler explain``."""
     lines: list[str] = []
@@ -173,6 +198,12 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
         lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
                      f"{bind.queue}): {spread}")
+        if bind.placement.claims:
+            lines.append(f"{gang_id}: claims first: {describe_claims(bind.placement.claims)}")
+    for prov in plan.provisions:
+        if prov.gang_id == gang_id:
+            lines.append(f"{gang_id}: claims to bind before it binds: "
+                         f"{describe_claims(prov.claims)}")
     for ev in plan.evictions:
         if ev.victim == gang_id:
             lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}")

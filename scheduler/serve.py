@@ -1,4 +1,10 @@
-"""The HTTP endpoints an operator and the kubelet probe: /metrics, /healthz, /readyz.
+"""The HTTP endpoints an operator and the kubelet probe: /metrics, /healthz, /readyz; and,
+when given a view, the read-only dashboard (/ and /dashboard) and its data (/api/v1/state).
+
+Every endpoint answers GET only and changes nothing; the state shows what ``gang-scheduler
+queues``/``gangs`` show (no Secrets, no config). Exposure is that of the metrics port: keep
+the Service ClusterIP and reach it with ``kubectl port-forward`` or through an authenticating
+proxy, as for /metrics.
 
 /healthz answers while the process and its scheduling loop are alive (the loop reports a
 heartbeat; a loop stuck for longer than ``stall_after`` seconds fails the probe so the pod
@@ -8,12 +14,21 @@ the leader is ready too (it is healthy, merely waiting).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from scheduler.views import html
+from scheduler.views.state import ClusterView
+
+#: The dashboard's data, or None while this replica has run no cycle (a standby).
+ViewSource = Callable[[], ClusterView | None]
+NO_VIEW = b"no scheduling cycle yet: this replica is a standby or still starting\n"
 
 
 class Health:
@@ -41,13 +56,16 @@ class Health:
 
 
 def serve(registry: CollectorRegistry, health: Health, host: str = "0.0.0.0",
-          port: int = 8080) -> ThreadingHTTPServer:
-    """Serve the endpoints from a daemon thread; ``server.server_address`` has the port."""
+          port: int = 8080, view: ViewSource | None = None) -> ThreadingHTTPServer:
+    """Serve the endpoints from a daemon thread; ``server.server_address`` has the port.
+    Without *view* there is no dashboard and no /api/v1/state."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            path, _, query = self.path.partition("?")
+            if view is not None and path in ("/", "/dashboard", "/api/v1/state"):
+                self._view(path, parse_qs(query))
+            elif path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = health.alive
@@ -56,12 +74,31 @@ def serve(registry: CollectorRegistry, health: Health, host: str = "0.0.0.0",
                 ok = health.ready
                 self._send(200 if ok else 503, b"ok\n" if ok else b"caches not synced\n")
             else:
-                self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
+                self._send(404, b"not found: try /metrics, /healthz or /readyz"
+                           + (b", /dashboard or /api/v1/state\n" if view else b"\n"))
+
+        def _view(self, path: str, query: dict[str, list[str]]) -> None:
+            assert view is not None
+            current = view()
+            if current is None:
+                self._send(503, NO_VIEW)
+                return
+            wanted = [n for item in query.get("namespace", []) for n in item.split(",") if n]
+            current = current.for_namespaces(wanted or None)
+            if path == "/api/v1/state":
+                self._send(200, json.dumps(current.to_dict()).encode(), "application/json")
+            else:
+                self._send(200, html.render(current).encode(), "text/html; charset=utf-8")
 
         def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            # Read-only pages: never framed by another site, never sniffed into something else.
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Content-Security-Policy",
+                             "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
             self.end_headers()
             self.wfile.write(body)
 

@@ -11,6 +11,11 @@ topology graph) live in a shared ``NodeIndex``; only the per-node free vectors o
 nodes are replaced. The cluster cache keeps one index while the nodes stay the same, so the
 snapshots of many cycles share it too.
 
+The running pods as other pods' constraints see them (labels, affinity terms, host ports,
+claims) are an ``Occupancy`` that is derived along with the snapshot at no cost until a
+solve reads it; namespaces' labels and the volume catalog (claims, PVs, classes, attach
+limits) are carried as they are, the catalog replaced when a placement decides claims.
+
 Each snapshot also carries a short ``lineage``: for itself and its nearest ancestors, the
 nodes whose free resources changed since. The solver keeps indexes of free capacity in the
 node index and uses the lineage to bring an index from the snapshot it last served to the one
@@ -24,7 +29,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
+from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
 from scheduler.node_index import NodeIndex
+from scheduler.occupancy import Occupancy, Occupant
 from scheduler.resources import EMPTY, Resources, total
 
 if TYPE_CHECKING:
@@ -39,7 +47,8 @@ _NOTHING: frozenset[str] = frozenset()
 class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
-    __slots__ = ("_count", "_free", "_index", "_lineage", "_running", "_usage", "_version")
+    __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
+                 "_running", "_usage", "_version", "_volumes")
 
     def __init__(
         self,
@@ -48,28 +57,42 @@ class Snapshot:
         other_usage: Mapping[str, Resources] | None = None,
         *,
         topology_labels: Iterable[str] = DEFAULT_TOPOLOGY_LABELS,
+        other_pods: Iterable[Occupant] = (),
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        volumes: VolumeCatalog = EMPTY_CATALOG,
     ) -> None:
         """Build from plain lists.
 
         ``other_usage`` is what pods outside any gang (e.g. of the default scheduler) use
         per node: it counts against capacity but is never a preemption candidate.
         ``topology_labels`` are the label keys the nodes' topology paths were derived with
-        (``NodeLabelConfig.topology_labels``), outermost first.
+        (``NodeLabelConfig.topology_labels``), outermost first. ``other_pods`` are those
+        pods' labels, terms, ports and claims (for other pods' constraints); ``namespaces``
+        the namespaces' labels; ``volumes`` the claims, PVs and classes.
         """
-        self._build(NodeIndex(nodes, tuple(topology_labels)), running, other_usage)
+        self._build(NodeIndex(nodes, tuple(topology_labels)), running, other_usage,
+                    other_pods, namespaces, volumes)
 
     @classmethod
     def on(cls, index: NodeIndex, running: Iterable[RunningGang] = (),
-           other_usage: Mapping[str, Resources] | None = None) -> Snapshot:
+           other_usage: Mapping[str, Resources] | None = None, *,
+           other_pods: Iterable[Occupant] = (),
+           namespaces: Mapping[str, Mapping[str, str]] | None = None,
+           volumes: VolumeCatalog = EMPTY_CATALOG) -> Snapshot:
         """A snapshot of the nodes of *index*, sharing it (the cluster cache's way: one
         index for as long as the nodes do not change)."""
         snap = cls.__new__(cls)
-        snap._build(index, running, other_usage)
+        snap._build(index, running, other_usage, other_pods, namespaces, volumes)
         return snap
 
     def _build(self, index: NodeIndex, running: Iterable[RunningGang],
-               other_usage: Mapping[str, Resources] | None) -> None:
+               other_usage: Mapping[str, Resources] | None, other_pods: Iterable[Occupant],
+               namespaces: Mapping[str, Mapping[str, str]] | None,
+               volumes: VolumeCatalog) -> None:
         self._index = index
+        # Namespaces are not node-derived: they are the snapshot's, not the index's.
+        self._namespaces: dict[str, Labels] = {
+            ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())}
         self._version = next(index.versions)
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
         self._running: dict[str, RunningGang] = {
@@ -90,16 +113,22 @@ class Snapshot:
         self._count: dict[str, int] = {}
         for rg in self._running.values():
             _charge(self._usage, self._count, rg, nodes_by_name, 1)
+        self._occupancy = Occupancy(tuple(other_pods), self._running)
+        self._volumes = volumes
 
     @classmethod
     def _derive(cls, parent: Snapshot, free: dict[str, Resources],
                 running: dict[str, RunningGang], changed: Iterable[str],
                 usage: dict[tuple[str, str], Resources] | None = None,
-                count: dict[str, int] | None = None) -> Snapshot:
+                count: dict[str, int] | None = None,
+                occupancy: Occupancy | None = None) -> Snapshot:
         snap = cls.__new__(cls)
         snap._index = parent._index
+        snap._namespaces = parent._namespaces
         snap._free = free
         snap._running = running
+        snap._occupancy = parent._occupancy if occupancy is None else occupancy
+        snap._volumes = parent._volumes
         snap._usage = parent._usage if usage is None else usage
         snap._count = parent._count if count is None else count
         snap._version = next(parent._index.versions)
@@ -237,6 +266,20 @@ class Snapshot:
         cache[id(gang)] = (gang, usage)
         return usage
 
+    @property
+    def pods(self) -> Occupancy:
+        """The running pods' labels, terms, ports and claims, per node (lazy)."""
+        return self._occupancy
+
+    def namespace_labels(self, namespace: str) -> Labels:
+        """A namespace's labels (empty for an unknown one, as kube-scheduler assumes)."""
+        return self._namespaces.get(namespace, NO_LABELS)
+
+    @property
+    def volumes(self) -> VolumeCatalog:
+        """Claims, PVs, storage classes and attach limits (with this cycle's decisions)."""
+        return self._volumes
+
     # Deriving -----------------------------------------------------------------------------
     def with_running(self, gang: RunningGang) -> Snapshot:
         """A snapshot in which *gang* is also running (assume a placement)."""
@@ -252,7 +295,15 @@ class Snapshot:
         _charge(usage, count, gang, nodes, 1)
         running[gang.id] = gang
         return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations),
-                                usage, count)
+                                usage, count, self._occupancy.derive(running, (gang,), ()))
+
+    def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
+        """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
+        if volumes is self._volumes:
+            return self
+        snap = Snapshot._derive(self, self._free, self._running, ())
+        snap._volumes = volumes
+        return snap
 
     def with_usage(self, node: str, res: Resources) -> Snapshot:
         """A snapshot in which *res* more is used on *node* by something that is not a gang."""
@@ -282,7 +333,8 @@ class Snapshot:
                     free[name] = free[name] + res
                     changed.add(name)
             _charge(usage, count, rg, nodes, -1)
-        return Snapshot._derive(self, free, running, changed, usage, count)
+        return Snapshot._derive(self, free, running, changed, usage, count,
+                                self._occupancy.derive(running, (), tuple(sorted(ids))))
 
 
 def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,

@@ -3,11 +3,15 @@
 It carries out the same plan entries as the live actuator, from the plan alone: a bind makes
 pods run at once (no kubelet latency); when every pod of a job runs, the job starts doing
 work and its completion is scheduled. An eviction returns the victim's pods to pending and
-throws away the work done since its last checkpoint. A rollback returns a partly bound gang's
-bound pods to pending (what their controller does after the scheduler deletes them); a gang
-given up (past its scheduleTimeoutSeconds) leaves the cluster unstarted. Pods bound while their job
-is not yet whole (only possible under the ``per-pod`` baseline) hold GPUs doing nothing: the
-waste a gang scheduler exists to prevent, and that the report counts.
+throws away the work done since its last checkpoint. Writing a checkpoint takes
+``checkpoint_write`` seconds in which the job makes no progress (a job alternates T seconds
+of work and W of writing; none is written at the very end), so frequent checkpoints cost time
+and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. A rollback returns a
+partly bound gang's bound pods to pending (what their controller does after the scheduler
+deletes them); a gang given up (past its scheduleTimeoutSeconds) leaves the cluster
+unstarted. Pods bound while their job is not yet whole (only possible under the ``per-pod``
+baseline) hold GPUs doing nothing: the waste a gang scheduler exists to prevent, and that the
+report counts.
 
 Accounting is exact and incremental so that a months-long trace stays fast: allocated,
 busy and stranded GPUs and per-queue allocation are updated on every change, never recomputed
@@ -44,6 +48,7 @@ class JobState:
     preemptions: int = 0
     failures: int = 0
     lost_gpu_seconds: float = 0.0
+    checkpoint_gpu_seconds: float = 0.0  # GPU time spent writing checkpoints that completed
     partial_since: float | None = None  # some but not all pods bound
     idle_partial_gpu_seconds: float = 0.0
     given_up: float | None = None  # when the scheduler gave it up (it never starts then)
@@ -60,10 +65,11 @@ class SimulatedCluster:
     """The cluster's ground truth during a simulation, and the actuator that changes it."""
 
     def __init__(self, nodes: list[Node], cache: ClusterCache, clock: VirtualClock,
-                 checkpoint_interval: float | None = None) -> None:
+                 checkpoint_interval: float | None = None, checkpoint_write: float = 0.0) -> None:
         self.cache = cache
         self.clock = clock
         self.default_checkpoint_interval = checkpoint_interval
+        self.checkpoint_write = checkpoint_write  # W: seconds to write one checkpoint
         self.node_gpus = {n.name: n.allocatable.gpus for n in nodes}
         self.node_used: dict[str, int] = dict.fromkeys(self.node_gpus, 0)
         self.total_gpus = sum(self.node_gpus.values())
@@ -77,8 +83,10 @@ class SimulatedCluster:
         self.allocated_by_queue_pool: dict[tuple[str, str], int] = defaultdict(int)
         self.partial: set[str] = set()  # jobs with some, not all, pods bound
         self.running_jobs = 0
-        #: (checkpoint write seconds, node MTBF seconds) for Young/Daly intervals, if enabled.
-        self.young_daly: tuple[float, float] | None = None
+        self.demand = 0  # GPUs of jobs submitted and not finished (running or not)
+        #: Node MTBF in seconds: jobs without an interval of their own or a default one
+        #: checkpoint at the Young/Daly optimum (only with a write time).
+        self.young_daly_mtbf: float | None = None
         self.pods_on_node: dict[str, set[str]] = defaultdict(set)
 
     # Bookkeeping ----------------------------------------------------------------------------
@@ -93,6 +101,7 @@ class SimulatedCluster:
 
     def add_job(self, job: TraceJob, pods: tuple[PodInfo, ...]) -> None:
         uids = tuple(p.uid for p in pods)
+        self.demand += job.total_gpus
         self.jobs[job.job_id] = JobState(job, uids, {p.uid: p.requests.gpus for p in pods})
         for uid in uids:
             self.job_of_pod[uid] = job.job_id
@@ -100,21 +109,28 @@ class SimulatedCluster:
     def _checkpoint_interval(self, st: JobState) -> float | None:
         if st.job.checkpoint_interval:
             return st.job.checkpoint_interval
-        if self.young_daly is not None:
-            # A job on k nodes fails k times as often as one node: sqrt(2 * C * MTBF / k).
-            write, mtbf = self.young_daly
+        if self.default_checkpoint_interval:
+            return self.default_checkpoint_interval
+        if self.young_daly_mtbf is not None and self.checkpoint_write > 0:
+            # A job on k nodes fails k times as often as one node: sqrt(2 * W * MTBF / k).
             nodes = max(1, len(st.pod_uids))
-            return math.sqrt(2.0 * write * mtbf / nodes)
-        return self.default_checkpoint_interval
+            return young_daly(self.checkpoint_write, self.young_daly_mtbf / nodes)
+        return None
 
-    def _preserved_work(self, st: JobState, now: float) -> float:
-        """Progress kept if the current run stopped at *now* (up to the last checkpoint)."""
-        if st.run_start is None:
-            return st.work_done
-        ran = now - st.run_start
+    def _wall_time(self, st: JobState, work: float) -> float:
+        """Seconds of running to do *work* from a checkpoint: work plus the writes between."""
         interval = self._checkpoint_interval(st)
-        kept = math.floor(ran / interval) * interval if interval else 0.0
-        return st.work_done + kept
+        if not interval:
+            return work
+        return work + max(0, math.ceil(work / interval) - 1) * self.checkpoint_write
+
+    def _checkpoints_done(self, st: JobState, now: float) -> tuple[int, float]:
+        """Checkpoints completed in the current run by *now*, and the work they preserve."""
+        interval = self._checkpoint_interval(st)
+        if st.run_start is None or not interval:
+            return 0, 0.0
+        done = math.floor((now - st.run_start) / (interval + self.checkpoint_write))
+        return done, min(done * interval, st.job.duration - st.work_done)
 
     # Actuator -------------------------------------------------------------------------------
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
@@ -171,7 +187,8 @@ class SimulatedCluster:
             st.first_start = now
         self.busy += sum(st.gpus_by_pod.values())
         remaining = st.job.duration - st.work_done
-        self.clock.push(now + remaining, EventKind.COMPLETION, (st.job.job_id, st.epoch))
+        self.clock.push(now + self._wall_time(st, remaining), EventKind.COMPLETION,
+                        (st.job.job_id, st.epoch))
 
     def account_idle(self, since: float, now: float) -> None:
         """Charge idle partial-gang GPU time for the interval [since, now)."""
@@ -217,10 +234,13 @@ class SimulatedCluster:
 
     def interrupt_job(self, st: JobState, now: float, preempted: bool) -> None:
         if st.run_start is not None:
-            kept = self._preserved_work(st, now)
-            progress = st.work_done + (now - st.run_start)
-            st.lost_gpu_seconds += (progress - kept) * sum(st.gpus_by_pod.values())
-            st.work_done = kept
+            gpus = sum(st.gpus_by_pod.values())
+            done, kept = self._checkpoints_done(st, now)
+            written = done * self.checkpoint_write
+            # Everything since the last completed checkpoint, work and a partial write, is lost.
+            st.lost_gpu_seconds += (now - st.run_start - kept - written) * gpus
+            st.checkpoint_gpu_seconds += written * gpus
+            st.work_done += kept
             self.busy -= sum(st.gpus_by_pod.values())
             st.run_start = None
             self.running_jobs -= 1
@@ -237,6 +257,11 @@ class SimulatedCluster:
         if st.epoch != epoch or not st.running:
             return False
         self.busy -= sum(st.gpus_by_pod.values())
+        interval = self._checkpoint_interval(st)
+        if interval and st.run_start is not None:
+            writes = max(0, math.ceil((st.job.duration - st.work_done) / interval) - 1)
+            st.checkpoint_gpu_seconds += writes * self.checkpoint_write * sum(
+                st.gpus_by_pod.values())
         for uid in st.pod_uids:
             pod = self.cache.pod(uid)
             if pod is not None and pod.node_name:
@@ -252,9 +277,16 @@ class SimulatedCluster:
         self.running_jobs -= 1
         st.work_done = st.job.duration
         st.end = now
+        self.demand -= st.job.total_gpus
         self.cache.delete_group(f"{st.job.queue}/{job_id}")
         return True
 
     def jobs_on_node(self, node: str) -> list[JobState]:
         ids = sorted({self.job_of_pod[uid] for uid in self.pods_on_node.get(node, ())})
         return [self.jobs[jid] for jid in ids]
+
+
+def young_daly(write_seconds: float, mtbf_seconds: float) -> float:
+    """The checkpoint interval that loses the least time, T* = sqrt(2 W MTBF) (Young, 1974):
+    writing every T costs W/T of the time, a failure every MTBF loses T/2 on average."""
+    return math.sqrt(2.0 * write_seconds * mtbf_seconds)

@@ -41,7 +41,8 @@ class FailureModel:
 
     mtbf_hours: Mapping[str, float] = field(default_factory=dict)
     repair_seconds: float = 3600.0
-    #: Time to write one checkpoint; with an MTBF it gives the Young/Daly interval.
+    #: Time to write one checkpoint (W), charged for every checkpoint; with an MTBF and no
+    #: interval given, jobs checkpoint at the Young/Daly optimum sqrt(2 W MTBF).
     checkpoint_write_seconds: float | None = None
 
 
@@ -79,8 +80,9 @@ class Simulation:
         self.nodes = {n.name: n for n in nodes}
         for node in nodes:
             self.cache.upsert_node(node)
-        self.cluster = SimulatedCluster(list(nodes), self.cache, self.clock,
-                                        checkpoint_interval=options.checkpoint_interval)
+        self.cluster = SimulatedCluster(
+            list(nodes), self.cache, self.clock, checkpoint_interval=options.checkpoint_interval,
+            checkpoint_write=options.failures.checkpoint_write_seconds or 0.0)
         self.scheduler = Scheduler(self.cache, preset, self.clock, self.cluster)
         self._rng = random.Random(options.seed)
         self.samples: list[UtilizationSample] = []
@@ -121,7 +123,7 @@ class Simulation:
         c = self.cluster
         sample = UtilizationSample(
             time=now, total_gpus=c.total_gpus, allocated_gpus=c.allocated, busy_gpus=c.busy,
-            stranded_gpus=c.stranded,
+            stranded_gpus=c.stranded, pending_gpus=c.demand - c.busy,
             allocated_by_queue={q: v for q, v in sorted(c.allocated_by_queue.items()) if v},
             allocated_by_queue_pool=_by_queue_pool(c.allocated_by_queue_pool))
         if self.samples and self.samples[-1].time == now:
@@ -210,8 +212,7 @@ class Simulation:
         f = self.options.failures
         if f.checkpoint_write_seconds is None or not f.mtbf_hours:
             return
-        mtbf = min(f.mtbf_hours.values()) * 3600.0
-        self.cluster.young_daly = (f.checkpoint_write_seconds, mtbf)
+        self.cluster.young_daly_mtbf = min(f.mtbf_hours.values()) * 3600.0
 
     def _outcomes(self) -> tuple[JobOutcome, ...]:
         out = []
@@ -220,6 +221,7 @@ class Simulation:
                 job_id=st.job.job_id, queue=st.job.queue, gpus=st.job.total_gpus,
                 submit_time=st.job.submit_time, start_time=st.first_start, end_time=st.end,
                 preemptions=st.preemptions, gpu_seconds_lost=st.lost_gpu_seconds,
+                gpu_seconds_checkpointing=st.checkpoint_gpu_seconds,
                 gpu_seconds_idle_partial=st.idle_partial_gpu_seconds))
         # Jobs that never arrived (max_time) are not in cluster.jobs and are not reported.
         return tuple(out)
@@ -259,6 +261,7 @@ def _by_queue_pool(flat: Mapping[tuple[str, str], int]) -> dict[str, dict[str, i
 
 
 def _differs(a: UtilizationSample, b: UtilizationSample) -> bool:
-    return (a.allocated_gpus, a.busy_gpus, a.stranded_gpus, a.total_gpus,
+    return (a.allocated_gpus, a.busy_gpus, a.stranded_gpus, a.total_gpus, a.pending_gpus,
             dict(a.allocated_by_queue)) != (b.allocated_gpus, b.busy_gpus, b.stranded_gpus,
-                                           b.total_gpus, dict(b.allocated_by_queue))
+                                           b.total_gpus, b.pending_gpus,
+                                           dict(b.allocated_by_queue))

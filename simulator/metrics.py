@@ -13,6 +13,10 @@ Conventions, stated once:
   time with failed nodes counts with the capacity that was really there;
 - queueing delay (start - submit) covers every job that started, finished or not (its delay is
   known); JCT (end - submit) covers finished jobs; jobs never started are counted apart;
+- the arrival window runs from the first submission to the last; utilization is also given
+  over it and over its steady state (the window less its first `WARMUP_SHARE`, when the
+  cluster fills up from empty), since the whole horizon includes the drain after the last
+  arrival, when the cluster empties and utilization falls whatever the policy;
 - fairness comes twice: `jain_index` over mean share / entitlement (the textbook figure, which
   marks a queue unfair merely for being idle), and `jain_index_demand`, the time-weighted Jain
   index of allocation / fair share, where the fair share is the entitlement capped by what the
@@ -33,6 +37,8 @@ from simulator import fairness, stats
 from simulator.stats import Distribution
 
 HOUR = 3600.0
+#: Share of the arrival window counted as warm-up (not steady state).
+WARMUP_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,7 @@ class JobOutcome:
     preemptions: int = 0
     gpu_seconds_lost: float = 0.0  # work thrown away by preemption or node failure
     gpu_seconds_idle_partial: float = 0.0  # GPUs held by pods of a gang not fully placed
+    gpu_seconds_checkpointing: float = 0.0  # GPU time spent writing checkpoints
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,8 @@ class UtilizationSample:
     allocated_by_queue: Mapping[str, int] = field(default_factory=dict)
     # queue -> pool -> GPUs; optional, only needed for per-pool prices
     allocated_by_queue_pool: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: GPUs of submitted, unfinished jobs that are not running whole: the backlog.
+    pending_gpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,7 @@ class Pricing:
 
     per_gpu_hour: float = 0.0
     per_pool: Mapping[str, float] = field(default_factory=dict)
+    currency: str = "USD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +118,17 @@ class PolicyReport:
     gpu_hours_idle_partial: float
     total_cost: float
     queues: tuple[QueueReport, ...]
-    #: Useful GPU-seconds (busy minus the work preemption and failures threw away) / cluster
-    #: GPU-seconds. Busy time counts redone work too; this is what the cluster got done.
+    #: Useful GPU-seconds (busy minus the work preemption and failures threw away and the time
+    #: spent writing checkpoints) / cluster GPU-seconds: what the cluster got done.
     gpu_goodput: float | None = None
+    gpu_hours_checkpointing: float = 0.0  # GPU-hours spent writing checkpoints
+    arrival_start: float = 0.0  # first submission, seconds
+    arrival_end: float = 0.0  # last submission, seconds
+    gpu_utilization_arrivals: float | None = None  # busy share over the arrival window
+    gpu_utilization_steady: float | None = None  # ... over its steady state (no warm-up)
+    #: Mean GPUs of submitted jobs not running (queued, or partly placed), arrival window.
+    backlog_gpus_mean: float | None = None
+    currency: str = "USD"  # of every cost figure
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types only (dicts, lists, str, int, float, None)."""
@@ -204,7 +222,19 @@ def compute_report(
         for q in per_queue
         if q.entitlement and q.mean_share is not None
     ]
+    first = min((o.submit_time for o in outcomes), default=0.0)
+    last = max((o.submit_time for o in outcomes), default=0.0)
+    steady = first + WARMUP_SHARE * (last - first)
+    busy = np.array([s.busy_gpus for s in ordered], dtype=np.float64)
+
+    def window_ratio(start: float) -> float | None:
+        capacity = stats.integral_over(times, dt, total, start, last)
+        return stats.integral_over(times, dt, busy, start, last) / capacity \
+            if capacity > 0 else None
+
+    pending = np.array([s.pending_gpus for s in ordered], dtype=np.float64)
     lost_gs = sum(o.gpu_seconds_lost for o in outcomes)
+    writing_gs = sum(o.gpu_seconds_checkpointing for o in outcomes)
     return PolicyReport(
         policy=policy,
         jobs=len(outcomes),
@@ -228,7 +258,15 @@ def compute_report(
         gpu_hours_idle_partial=sum(o.gpu_seconds_idle_partial for o in outcomes) / HOUR,
         total_cost=sum(cost_by_queue),
         queues=tuple(per_queue),
-        gpu_goodput=ratio(busy_gs - lost_gs),
+        gpu_goodput=ratio(busy_gs - lost_gs - writing_gs),
+        gpu_hours_checkpointing=writing_gs / HOUR,
+        currency=pricing.currency,
+        arrival_start=first,
+        arrival_end=last,
+        gpu_utilization_arrivals=window_ratio(first),
+        gpu_utilization_steady=window_ratio(steady),
+        backlog_gpus_mean=(stats.integral_over(times, dt, pending, first, last) / (last - first)
+                           if last > first else None),
     )
 
 

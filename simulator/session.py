@@ -37,6 +37,7 @@ class SessionSpec:
     trace_options: Mapping[str, Any] = field(default_factory=dict)
     options: SimulationOptions = field(default_factory=SimulationOptions)
     price_per_gpu_hour: float = 0.0
+    currency: str = "USD"
     #: Override of one pool's node count (what the capacity sweep varies).
     pool_override: tuple[str, int] | None = None
 
@@ -81,7 +82,7 @@ def load_inputs(s: SessionSpec) -> Inputs:
     queues = (policies.queues if policies is not None and len(policies.queues)
               else default_queues((j.queue for j in jobs), nodes))
     return Inputs(spec, nodes, queues, jobs, entitlements(queues, nodes),
-                  pricing(spec, s.price_per_gpu_hour),
+                  pricing(spec, s.price_per_gpu_hour, s.currency),
                   policies.scheduler if policies is not None else None)
 
 
@@ -95,9 +96,9 @@ def entitlements(queues: QueueSet, nodes: Sequence[Node]) -> dict[str, float]:
     return out
 
 
-def pricing(spec: clusterspec.ClusterSpec, default: float) -> Pricing:
+def pricing(spec: clusterspec.ClusterSpec, default: float, currency: str = "USD") -> Pricing:
     per_pool = {p.name: p.cost_per_gpu_hour for p in spec.pools if p.cost_per_gpu_hour is not None}
-    return Pricing(per_gpu_hour=default, per_pool=per_pool)
+    return Pricing(per_gpu_hour=default, per_pool=per_pool, currency=currency)
 
 
 def run_policy(inputs: Inputs, policy: str, options: SimulationOptions,
@@ -123,6 +124,20 @@ class SizedRun:
         quiet_scheduler_logs()
         s = dataclasses.replace(self.spec, pool_override=(self.pool, size))
         return run_policy(load_inputs(s), self.policy, s.options).report
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalRun:
+    """``run_one(interval)`` for the checkpoint sweep: every job without an interval of its
+    own checkpoints every *interval* seconds; picklable, reloads inputs in the worker."""
+
+    spec: SessionSpec
+    policy: str
+
+    def __call__(self, interval: int) -> PolicyReport:
+        quiet_scheduler_logs()
+        options = dataclasses.replace(self.spec.options, checkpoint_interval=float(interval))
+        return run_policy(load_inputs(self.spec), self.policy, options).report
 
 
 def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> list[str]:
@@ -252,5 +267,5 @@ def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 
 
-__all__ = ["FailureModel", "Inputs", "SessionSpec", "SizedRun", "check_job_queues",
-           "check_jobs_fit", "check_queue_pools", "load_inputs", "run_policy"]
+__all__ = ["FailureModel", "Inputs", "IntervalRun", "SessionSpec", "SizedRun",
+           "check_job_queues", "check_jobs_fit", "check_queue_pools", "load_inputs", "run_policy"]

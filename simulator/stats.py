@@ -54,6 +54,14 @@ def interval_lengths(times: FloatArray, end: float | None = None) -> FloatArray:
     return np.diff(times, append=last)
 
 
+def integral_over(times: FloatArray, dt: FloatArray, values: FloatArray, start: float,
+                  end: float) -> float:
+    """The integral over [start, end] of the step function that is values[i] for dt[i]
+    seconds from times[i]."""
+    overlap = np.minimum(times + dt, end) - np.maximum(times, start)
+    return float(np.asarray(values, dtype=np.float64) @ np.clip(overlap, 0.0, None))
+
+
 def jain_index(values: Sequence[float] | FloatArray) -> float | None:
     """Jain's fairness index (sum x)^2 / (n * sum x^2): 1.0 when all are equal, 1/n when one
     party gets everything. None for no values; 1.0 when all are zero (equally nothing)."""

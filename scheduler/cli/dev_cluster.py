@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import shlex
 import signal
 import sys
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from scheduler import clusterspec
 from scheduler.cli._args import integer, output_dir_problem
+from scheduler.devcluster import build as release_pins  # stdlib only: --help stays fast
 
 if TYPE_CHECKING:
     from scheduler.devcluster.cluster import DevCluster
@@ -28,7 +30,7 @@ DESCRIPTION = """\
 A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler built from pinned sources (cached under
 ~/.cache/gang-scheduler/bin), TLS and RBAC like production, fake GPU nodes from a cluster
-description, and a fake kubelet that runs bound pods.
+description, run by kwok (node Leases, and the pods' lifecycle).
 
 State (certificates, etcd data, logs, kubeconfig) lives in --state-dir, by default
 $XDG_STATE_HOME/gang-scheduler/dev-cluster or $GANG_SCHEDULER_DEV_CLUSTER_DIR, so `up` in one
@@ -44,6 +46,7 @@ examples:
   gang-scheduler dev-cluster token -n gang-scheduler-system -s gang-scheduler \\
       --kubeconfig-out sa.kubeconfig               # a ServiceAccount identity
   gang-scheduler dev-cluster down
+  gang-scheduler dev-cluster --kubernetes 1.37 up  # Kubernetes 1.37 (gang API v1beta1)
 """
 
 
@@ -55,12 +58,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="directory holding the cluster's state (default: see above)")
-    # The same option after the subcommand (`dev-cluster up --state-dir X`) as before it: a
-    # parent whose default is SUPPRESS, so it never overwrites a value given before.
+    releases = sorted(release_pins.RELEASES)
+    release_help = (f"Kubernetes release to build and run (default: ${release_pins.RELEASE_ENV}"
+                    f" or {release_pins.DEFAULT_RELEASE}); 1.36 serves the gang API at "
+                    "scheduling.k8s.io/v1alpha2, 1.37 at v1beta1")
+    parser.add_argument("--kubernetes", choices=releases, default=None, help=release_help)
+    # The same options after the subcommand (`dev-cluster up --state-dir X`) as before it: a
+    # parent whose defaults are SUPPRESS, so they never overwrite a value given before.
     state = argparse.ArgumentParser(add_help=False)
     state.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
                        help="directory holding the cluster's state (default: see "
                        "`dev-cluster --help`)")
+    state.add_argument("--kubernetes", choices=releases, default=argparse.SUPPRESS,
+                       help=release_help)
 
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help()
@@ -70,16 +80,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="dev_cluster_command", metavar="SUBCOMMAND")
 
     p = sub.add_parser("build", parents=[state],
-                       help="build or reuse the control plane's binaries",
+                       help="build or reuse the dev cluster's binaries",
                        description="Build the pinned etcd, kube-apiserver, "
-                       "kube-controller-manager, kube-scheduler and kubectl with Go, or reuse "
-                       "the cached binaries (a no-op taking well under a second when cached).")
+                       "kube-controller-manager, kube-scheduler, kubectl, kwok, JobSet and "
+                       "Kubeflow Trainer with Go, or reuse the cached binaries (a no-op taking "
+                       "well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
                        description="Start etcd, kube-apiserver, kube-controller-manager, "
-                       "kube-scheduler and the fake kubelet, create the "
-                       "cluster's fake nodes, and print how to use it.",
+                       "kube-scheduler, kwok and the training operators (JobSet, Kubeflow "
+                       "Trainer), create the cluster's fake nodes, and print how to use it.",
                        epilog="example: gang-scheduler dev-cluster up --cluster "
                        "scheduler/examples/clusters/dev.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,6 +98,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"cluster description YAML (default: {DEFAULT_CLUSTER.name}, shipped)")
     p.add_argument("--foreground", action="store_true",
                    help="stay attached and stop the cluster on Ctrl-C or SIGTERM")
+    p.add_argument("--without-training-operators", action="store_true",
+                   help="leave out JobSet and Kubeflow Trainer (their CRDs, webhooks and "
+                   "controllers): a faster start, and no Go build of them on first use")
     p.set_defaults(handler=_checked(_up))
 
     p = sub.add_parser("down", parents=[state],
@@ -133,6 +147,9 @@ def _checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
+        if getattr(args, "kubernetes", None):
+            # The one place the release is chosen: build, the cluster and its children read it.
+            os.environ[release_pins.RELEASE_ENV] = args.kubernetes
         try:
             return handler(args)
         except _BadStateDir as exc:
@@ -163,7 +180,8 @@ def _up(args: argparse.Namespace) -> int:
         return 2
     cluster = _cluster(args, owned=args.foreground)
     try:
-        cluster.up(spec, args.cluster.resolve())
+        cluster.up(spec, args.cluster.resolve(),
+                   training_operators=not args.without_training_operators)
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

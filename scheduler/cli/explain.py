@@ -195,8 +195,7 @@ def _last_written(client: Any, cache: Any, gang_id: str) -> str:
         resp = client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
         if not resp.ok:
             continue
-        for cond in (resp.json().get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                return str(cond.get("message") or "")
-        return ""
+        from scheduler.kube.oneshot import unschedulable_message
+
+        return unschedulable_message(resp.json())
     return ""

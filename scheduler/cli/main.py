@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from importlib import metadata
 
 # (module under scheduler.cli, one-line summary shown before the module is imported)
-SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "dev_cluster", "policy", "simulate", "demo")
+SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "views", "dev_cluster", "policy", "simulate",
+                                 "demo")
 
 DESCRIPTION = """\
 gang-scheduler: all-or-nothing scheduling of GPU training gangs on Kubernetes.
@@ -25,16 +26,17 @@ under queue quotas, fair share, preemption, reservations and backfill.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "gang-scheduler",
+                 modules: tuple[str, ...] = SUBCOMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gang-scheduler",
+        prog=prog,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
                         help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in modules:
         module = importlib.import_module(f"scheduler.cli.{name}")
         module.register(sub)
     return parser
@@ -48,8 +50,8 @@ def version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()

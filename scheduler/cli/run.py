@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scheduler-name", metavar="NAME",
                    help="schedulerName this scheduler serves (default: gang-scheduler)")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
-                   help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
+                   help="serve /metrics, /healthz, /readyz and the read-only dashboard "
+                   "(/dashboard, /api/v1/state) here (default 0.0.0.0:8080)")
     p.add_argument("--no-leader-election", action="store_true",
                    help="run without a Lease (only when a single replica runs)")
     p.add_argument("--identity", metavar="ID", help="leader election identity (default: host-pid)")
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     live = LiveScheduler(config, client, identity=args.identity)
     try:
-        server = serve(live.metrics.registry, live.health, *address)
+        server = serve(live.metrics.registry, live.health, *address,
+                       view=live.view if config.dashboard else None)
     except OSError as exc:
         print(f"error: metrics address {config.metrics_bind_address}: cannot listen: "
               f"{exc.strerror or exc}", file=sys.stderr)

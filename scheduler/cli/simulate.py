@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scheduler.cli import _simulate_sweeps
 from scheduler.cli._args import integer, number, output_dir_problem
 
 if TYPE_CHECKING:
@@ -31,8 +32,14 @@ examples:
       --trace ../shared/traces/philly/philly.csv --limit 5000 --out sim-out
 
   # what if the default cluster's v100 pool had 16, 24 or 32 nodes? the smallest that keeps
-  # p95 queueing under an hour
-  gang-scheduler simulate --sweep v100=16,24,32 --target-p95 3600
+  # p95 queueing under an hour; with --out also sweep.csv, sweep.json and sweep_tradeoff.png
+  # (waiting, utilization and cost per size)
+  gang-scheduler simulate --sweep v100=16,24,32 --target-p95 3600 --out sweep-out
+
+  # how often to checkpoint? 60 s per checkpoint, a node fails every 24 h on average: the
+  # waste at each interval against T* = sqrt(2 W MTBF)
+  gang-scheduler simulate --mtbf v100=24 --checkpoint-write 60 \\
+      --checkpoint-sweep 900,1800,3220,6000,12000 --out ckpt-out
 
 policies:
   per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)
@@ -71,8 +78,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="only the first N jobs of the trace")
     p.add_argument("--time-scale", type=number(positive=True), metavar="F",
                    help="multiply inter-arrival times by F (< 1 compresses, raising the load)")
-    p.add_argument("--price", type=number(), default=0.0, metavar="USD",
+    p.add_argument("--price", type=number(), default=0.0, metavar="PRICE",
                    help="price per GPU-hour for pools without costPerGpuHour")
+    p.add_argument("--currency", type=currency, default="USD", metavar="CODE",
+                   help="currency of --price and costPerGpuHour, shown on every cost "
+                   "(default: %(default)s)")
     p.add_argument("--estimates", choices=("exact", "none"), default="exact",
                    help="runtime estimates the scheduler sees: the true duration, or none "
                    "(queue defaults)")
@@ -81,7 +91,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--mtbf", action="append", default=[], metavar="POOL=HOURS",
                    help="node failures: mean time between failures per node of POOL")
     p.add_argument("--checkpoint-write", type=number(), metavar="S",
-                   help="checkpoint write time; with --mtbf, use the Young/Daly interval")
+                   help="seconds to write one checkpoint, charged for every checkpoint; with "
+                   "--mtbf and no --checkpoint-interval, jobs use the Young/Daly interval")
+    p.add_argument("--checkpoint-sweep", metavar="S1,S2,...",
+                   help="run the gang-scheduler policy at several checkpoint intervals "
+                   "(needs --mtbf and --checkpoint-write) and compare the waste with "
+                   "T* = sqrt(2 W MTBF)")
     p.add_argument("--sweep", metavar="POOL=N1,N2,...",
                    help="run the gang-scheduler policy at several sizes of POOL in parallel")
     p.add_argument("--target-p95", type=number(), metavar="S",
@@ -92,6 +107,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 DEFAULT_TARGET_P95 = 3600.0
+
+
+def currency(text: str) -> str:
+    if len(text) != 3 or not text.isascii() or not text.isalpha() or not text.isupper():
+        raise argparse.ArgumentTypeError(f"must be a three-letter code such as USD or EUR, "
+                                         f"got {text!r}")
+    return text
 
 
 class _Usage(ValueError):
@@ -119,6 +141,20 @@ def _check_flags(args: argparse.Namespace) -> tuple[dict[str, float], tuple[str,
     from simulator.sweep import parse_sweep
 
     mtbf = _mtbf(args.mtbf)
+    if args.checkpoint_sweep is not None:
+        try:
+            args.intervals = _simulate_sweeps.parse_intervals(args.checkpoint_sweep)
+        except ValueError as exc:
+            raise _Usage(str(exc)) from None
+        missing = [f for f, v in (("--mtbf", mtbf), ("--checkpoint-write",
+                                                      args.checkpoint_write)) if not v]
+        if missing:
+            raise _Usage(f"--checkpoint-sweep: needs {' and '.join(missing)} (the trade-off "
+                         "is write time against work lost to failures)")
+        clash = [f for f, v in (("--sweep", args.sweep),
+                                ("--checkpoint-interval", args.checkpoint_interval)) if v]
+        if clash:
+            raise _Usage(f"--checkpoint-sweep: cannot be combined with {clash[0]}")
     swept = None
     if args.sweep is not None:
         try:
@@ -157,7 +193,6 @@ def run(args: argparse.Namespace) -> int:
     from simulator import report, session
     from simulator.engine import FailureModel, SimulationOptions
     from simulator.policies import POLICY_NAMES
-    from simulator.sweep import SweepError, sweep
     from simulator.trace import TraceError
 
     console = Console(stderr=True)
@@ -174,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         failures=FailureModel(mtbf_hours=mtbf, checkpoint_write_seconds=args.checkpoint_write))
     spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
                                trace_options=trace_opts, options=options,
-                               price_per_gpu_hour=args.price)
+                               price_per_gpu_hour=args.price, currency=args.currency)
     try:
         inputs = session.load_inputs(spec)
         pools = [p.name for p in inputs.spec.pools]
@@ -193,26 +228,11 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"simulating {session.describe_inputs(inputs, spec)}")
 
     if swept is not None:
-        pool, sizes = swept
         target = DEFAULT_TARGET_P95 if args.target_p95 is None else args.target_p95
-        try:
-            result = sweep(session.SizedRun(spec, pool, "gang-scheduler"), sizes,
-                           target_p95_seconds=target, progress=not args.no_progress,
-                           console=console)
-        except SweepError as exc:
-            console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-            return 1
-        for point in result.points:
-            p95 = point.report.queueing_delay.p95
-            mark = "meets" if point.meets_target else "misses"
-            console.print(f"  {pool}={point.size}: p95 queueing "
-                          f"{'n/a' if p95 is None else f'{p95:,.0f}s'} ({mark} target)")
-        if result.chosen is None:
-            console.print(f"no size meets p95 <= {target:,.0f}s; try larger sizes")
-            return 1
-        console.print(f"smallest {pool} pool meeting p95 <= {target:,.0f}s: "
-                      f"{result.chosen} nodes")
-        return 0
+        return _simulate_sweeps.capacity(args, spec, inputs, swept, target, console)
+    if args.checkpoint_sweep is not None:
+        return _simulate_sweeps.intervals(args, spec, args.intervals, min(mtbf.values()),
+                                          console)
 
     policies = args.policy or list(POLICY_NAMES)
     runs = []

@@ -130,7 +130,7 @@ def run(opts: Options, console: Console) -> int:
     ok, up, started = False, False, time.monotonic()
     try:
         say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, "
-            "kube-scheduler, fake kubelet)...")
+            "kube-scheduler, kwok)...")
         try:
             cluster.up(spec=spec, spec_path=opts.cluster, log=say)
         except AlreadyRunning as exc:  # --keep or --state-dir pointing at a live cluster
@@ -161,7 +161,7 @@ def run(opts: Options, console: Console) -> int:
             where = f" --state-dir {state_dir}" if opts.state_dir else ""
             console.print(f"cluster left running (state in {state_dir}):\n"
                           f'  eval "$(gang-scheduler dev-cluster{where} env)"\n'
-                          f"  {build.kubectl_path()} get queues,podgroups -A\n"
+                          f"  {build.kubectl_path()} get queues,podgroups.scheduling.x-k8s.io -A\n"
                           f"  gang-scheduler dev-cluster{where} down      # when done",
                           highlight=False, markup=False)
         else:

@@ -1,8 +1,9 @@
 """A local Kubernetes control plane for tests and the demo.
 
 Real etcd and kube-apiserver binaries (built from pinned sources by `build`), TLS and RBAC as in
-production, fake GPU nodes from a cluster description (`nodes`), and an agent process whose fake
-kubelet runs bound pods (`kubelet`, `agent`). `cluster.DevCluster` puts it together; the CLI is
+production, the real kube-controller-manager and kube-scheduler (`controllers`), fake GPU nodes
+from a cluster description (`nodes`) run by kwok (`kwok`, stages in ``kwok-stages.yaml``).
+`cluster.DevCluster` puts it together; the CLI is
 ``gang-scheduler dev-cluster`` and the pytest fixture is ``control_plane`` in tests/e2e.
 See README.md next to this file.
 """

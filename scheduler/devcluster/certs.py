@@ -5,7 +5,7 @@ tested the way it runs, authenticated and authorized by RBAC (``--authorization-
 A fresh CA per cluster signs the apiserver's serving certificate (127.0.0.1, localhost and the
 in-cluster names), one client certificate per identity (`CLIENTS`: the admin in group
 ``system:masters``, and kube-controller-manager and kube-scheduler as the users the bootstrap
-RBAC roles name, exactly as kubeadm sets them up), and serving certificates for the other
+RBAC roles name, exactly as kubeadm sets them up; kwok), and serving certificates for the other
 loopback servers (`loopback_serving`); a separate RSA key pair signs and verifies
 ServiceAccount tokens. Everything is short-lived and lives in the cluster's state directory only.
 """
@@ -49,6 +49,11 @@ CLIENTS: dict[str, Identity] = {
     "admin": Identity(ADMIN_USER, ADMIN_GROUP),
     "kube-controller-manager": Identity("system:kube-controller-manager"),
     "kube-scheduler": Identity("system:kube-scheduler"),
+    # kwok acts for every fake node at once (see kwok.py).
+    "kwok": Identity("kwok-controller", "system:masters"),
+    # The training operators, with their own releases' ClusterRoles (operators.py).
+    "jobset": Identity("jobset-controller"),
+    "trainer": Identity("trainer-controller"),
 }
 
 

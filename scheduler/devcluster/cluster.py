@@ -9,7 +9,6 @@ Layout of a state directory (only these entries are ever deleted, so pointing ``
 at a directory with other files in it is safe)::
 
     state.json  kubeconfig  pki/  etcd-data/  apiserver-certs/  kubeconfigs/  config/  logs/
-    agent.ready
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import atexit
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +34,9 @@ from scheduler.devcluster import (
     controlplane,
     crds,
     kubeconfig,
+    kwok,
     nodes,
+    operators,
     procs,
     rest,
     state,
@@ -44,8 +44,7 @@ from scheduler.devcluster import (
 
 Log = Callable[[str], None]
 OWNED_ENTRIES = ("state.json", "kubeconfig", "pki", "etcd-data", "apiserver-certs",
-                 "kubeconfigs", "config", "logs", "agent.ready")
-AGENT_READY_TIMEOUT_S = 30.0
+                 "kubeconfigs", "config", "serving-certs", "logs")
 CONTROLLERS_READY_TIMEOUT_S = 60.0
 
 
@@ -54,8 +53,8 @@ class AlreadyRunning(RuntimeError):
 
 
 class DevCluster:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the agent (fake
-    kubelet), rooted at one state directory."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (the fake nodes'
+    kubelets), rooted at one state directory."""
 
     def __init__(self, state_dir: Path | None = None, owned: bool = False) -> None:
         self.state_dir = (state_dir or state.default_state_dir()).resolve()
@@ -90,23 +89,27 @@ class DevCluster:
 
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
-           log: Log = build.say, install_crds: bool = True) -> state.ClusterState:
+           log: Log = build.say, install_crds: bool = True,
+           training_operators: bool = True) -> state.ClusterState:
         """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes.
 
         ``install_crds=False`` leaves the project's CRDs out, for whoever installs them the
         way an admin would (``kubectl apply -k deploy/``): deleting them again instead would
         wait on the apiserver's CRD finalizer, which can take minutes on a loaded machine.
+        ``training_operators=False`` leaves out JobSet and Kubeflow Trainer (no build of
+        them, a faster start) for tests that need neither.
         """
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
                                  f"(KUBECONFIG={self.kubeconfig}); run `down` first")
         started = time.monotonic()
-        binaries = build.ensure_all(log)
+        binaries = build.ensure_all(log, training_operators)
         self._wipe()
         if self.owned:
             self._install_cleanup()
         try:
-            self.state = self._start(binaries, spec_path, log, install_crds)
+            self.state = self._start(binaries, spec_path, log, install_crds,
+                                     training_operators)
             if spec is not None:
                 t0 = time.monotonic()
                 names = nodes.create_from_spec(self.api_client(), spec)
@@ -120,7 +123,7 @@ class DevCluster:
         return self.state
 
     def _start(self, binaries: dict[str, Path], spec_path: Path | None,
-               log: Log, install_crds: bool) -> state.ClusterState:
+               log: Log, install_crds: bool, training_operators: bool) -> state.ClusterState:
         logs = self.state_dir / "logs"
         pki = certs.generate(self.state_dir / "pki")
         t0 = time.monotonic()
@@ -129,7 +132,7 @@ class DevCluster:
         st = state.ClusterState(
             state_dir=str(self.state_dir), server="", etcd=etcd_url,
             kubeconfig=str(self.kubeconfig), processes=[etcd],
-            versions={c.name: c.version for c in build.COMPONENTS},
+            versions={c.name: c.version for c in build.components(operators=False)},
             cluster_spec=str(spec_path) if spec_path else None,
         )
         self.state = st
@@ -137,7 +140,8 @@ class DevCluster:
         log(f"etcd ready in {time.monotonic() - t0:.1f}s at {etcd_url}")
         t0 = time.monotonic()
         apiserver, st.server = controlplane.start_apiserver(
-            binaries["kube-apiserver"], etcd_url, pki, self.state_dir, self.owned)
+            binaries["kube-apiserver"], etcd_url, pki, self.state_dir, self.owned,
+            build.KUBE_APISERVER.version)
         st.processes.append(apiserver)
         state.save(st)
         log(f"kube-apiserver ready in {time.monotonic() - t0:.1f}s at {st.server}")
@@ -146,10 +150,30 @@ class DevCluster:
             crds.apply(self.api_client())
         self._start_controllers(binaries, pki, log)
         t0 = time.monotonic()
-        st.processes.append(self._start_agent(logs))
+        st.processes.append(kwok.start_kwok(binaries["kwok"], st.server, pki, self.state_dir,
+                                            self.owned))
         state.save(st)
-        log(f"agent (fake kubelet) ready in {time.monotonic() - t0:.1f}s")
+        log(f"kwok ready in {time.monotonic() - t0:.1f}s")
+        if training_operators:
+            self.start_training_operators(log)
         return st
+
+    def start_training_operators(self, log: Log = build.say) -> None:
+        """Start JobSet and Kubeflow Trainer (with their CRDs, RBAC and webhooks) in a running
+        cluster. Trainer needs the PodGroup CRD: `up` installs it first; a cluster started
+        with ``install_crds=False`` calls this once whoever installs the CRDs has."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        pki = certs.CertPaths.under(self.state_dir / "pki")
+        for operator in operators.OPERATORS:
+            build.ensure(operator.component, log)
+            t0 = time.monotonic()
+            st.processes.append(operators.start(operator, self.api_client(), st.server, pki,
+                                                self.state_dir, self.owned))
+            st.versions[operator.component.name] = operator.component.version
+            state.save(st)
+            log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
 
     def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
                            log: Log) -> None:
@@ -157,7 +181,8 @@ class DevCluster:
         assert st is not None
         t0 = time.monotonic()
         st.processes.append(controllers.start_controller_manager(
-            binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned))
+            binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned,
+            build.KUBE_CONTROLLER_MANAGER.version))
         state.save(st)
         # Its serviceaccount controller at work is the proof that the controllers run with
         # working credentials (without `default` ServiceAccounts no pod can be created).
@@ -169,20 +194,10 @@ class DevCluster:
         log(f"kube-controller-manager ready in {time.monotonic() - t0:.1f}s")
         t0 = time.monotonic()
         st.processes.append(controllers.start_scheduler(
-            binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned))
+            binaries["kube-scheduler"], st.server, pki, self.state_dir, self.owned,
+            build.KUBE_SCHEDULER.version))
         state.save(st)
         log(f"kube-scheduler ready in {time.monotonic() - t0:.1f}s")
-
-    def _start_agent(self, logs: Path) -> procs.ManagedProcess:
-        ready = self.state_dir / "agent.ready"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(build.REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-m", "scheduler.devcluster.agent",
-                "--kubeconfig", str(self.kubeconfig), "--ready-file", str(ready)]
-        agent = procs.spawn("agent", argv, logs / "agent.log", self.owned, env=env)
-        procs.wait_until(ready.exists, AGENT_READY_TIMEOUT_S, "the agent's first lists", agent)
-        return agent
 
     def down(self, log: Log = build.say) -> bool:
         """Stop every recorded process, the last started first (etcd last).

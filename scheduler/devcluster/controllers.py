@@ -16,8 +16,8 @@ authentication and authorization for their own HTTPS port. Differences, each on 
   deadline on a loaded 2-core CI machine would otherwise stop every controller mid-test;
 * their HTTPS ports are free loopback ports with serving certificates signed by the
   cluster CA, so the readiness probe verifies them;
-* kube-controller-manager runs the controllers in `CONTROLLERS` only (the node lifecycle
-  controller needs node heartbeats, which the fake nodes do not send), see README.md.
+* kube-controller-manager runs the controllers in `CONTROLLERS` only (what batch workloads
+  and their nodes meet; no Deployments, DaemonSets, Services...), see README.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import certs, controlplane, kubeconfig, procs
+from scheduler.devcluster import certs, controlplane, gates, kubeconfig, procs
 
 # What a batch workload meets on a real cluster; kube-controller-manager --help lists the rest.
 CONTROLLERS = (
@@ -43,6 +43,11 @@ CONTROLLERS = (
     "persistentvolume-protection-controller",
     "persistentvolumeclaim-protection-controller",
     "root-ca-certificate-publisher-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    # Removes scheduling.k8s.io/podgroup-protection from a deleted PodGroup once no pod names
+    # it (Kubernetes' own gang API; without it a deleted PodGroup never goes away).
+    "podgroup-protection-controller",
 )
 READY_TIMEOUT_S = 60.0
 # The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates
@@ -73,7 +78,7 @@ def _wait_ready(proc: procs.ManagedProcess, port: int, path: str,
 
 
 def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                             owned: bool) -> procs.ManagedProcess:
+                             owned: bool, version: str) -> procs.ManagedProcess:
     """kube-controller-manager with `CONTROLLERS`; returns once ``/healthz`` says ok."""
     name = "kube-controller-manager"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
@@ -85,7 +90,7 @@ def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, st
         f"--controllers={','.join(CONTROLLERS)}",
         f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
         f"--kube-api-qps={API_QPS}", f"--kube-api-burst={API_BURST}",
-        "--profiling=false", "--v=1",
+        "--profiling=false", "--v=1", gates.feature_gates_flag(name, version),
     ]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
     _wait_ready(proc, port, "/healthz", pki)
@@ -104,7 +109,7 @@ def scheduler_config(client: Path) -> dict[str, object]:
 
 
 def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                    owned: bool) -> procs.ManagedProcess:
+                    owned: bool, version: str) -> procs.ManagedProcess:
     """kube-scheduler with its default profile; returns once ``/readyz`` says ok (its
     informers have synced)."""
     name = "kube-scheduler"
@@ -116,7 +121,7 @@ def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: 
                       encoding="utf-8")
     port = procs.free_port()
     argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
-            "--profiling=false", "--v=1"]
+            "--profiling=false", "--v=1", gates.feature_gates_flag(name, version)]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
     _wait_ready(proc, port, "/readyz", pki)
     return proc

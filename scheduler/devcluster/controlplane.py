@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from scheduler.devcluster import certs, procs
+from scheduler.devcluster import certs, gates, procs
 
 SERVICE_CIDR = "10.0.0.0/24"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -70,7 +70,7 @@ def _etcd_healthy(url: str) -> bool:
 
 
 def apiserver_argv(binary: Path, port: int, etcd_url: str, pki: certs.CertPaths,
-                   cert_dir: Path) -> list[str]:
+                   cert_dir: Path, version: str) -> list[str]:
     disabled = [p for p in os.environ.get(DISABLE_ADMISSION_ENV, "").split(",") if p]
     argv = [
         str(binary),
@@ -88,6 +88,8 @@ def apiserver_argv(binary: Path, port: int, etcd_url: str, pki: certs.CertPaths,
         # The `kubernetes` Service's Endpoints may not point at loopback (validation rejects
         # 127.0.0.1), and nothing runs in-cluster here, so do not maintain them.
         "--endpoint-reconciler-type=none",
+        # Kubernetes' own gang API (Workload, PodGroup), alpha/beta and off by default.
+        gates.feature_gates_flag("kube-apiserver", version), gates.runtime_config_flag(version),
     ]
     if disabled:
         argv.append(f"--disable-admission-plugins={','.join(disabled)}")
@@ -95,11 +97,11 @@ def apiserver_argv(binary: Path, port: int, etcd_url: str, pki: certs.CertPaths,
 
 
 def start_apiserver(binary: Path, etcd_url: str, pki: certs.CertPaths, state_dir: Path,
-                    owned: bool) -> tuple[procs.ManagedProcess, str]:
+                    owned: bool, version: str) -> tuple[procs.ManagedProcess, str]:
     """kube-apiserver on a free loopback port; returns once ``/readyz`` says ok."""
     port = procs.free_port()
     server = f"https://127.0.0.1:{port}"
-    argv = apiserver_argv(binary, port, etcd_url, pki, state_dir / "apiserver-certs")
+    argv = apiserver_argv(binary, port, etcd_url, pki, state_dir / "apiserver-certs", version)
     proc = procs.spawn("kube-apiserver", argv, state_dir / "logs" / "kube-apiserver.log", owned)
     context = admin_ssl_context(pki)
     procs.wait_until(lambda: get(server, "/readyz", context) == "ok",

@@ -21,12 +21,17 @@ CRD_DIR = REPO_ROOT / "deploy" / "crds"
 
 def apply(api: client.ApiClient, directory: Path = CRD_DIR, timeout_s: float = 30.0) -> list[str]:
     """Create or replace every CRD in `directory`; returns their names once all are served."""
+    documents = [doc for path in sorted(directory.glob("*.yaml"))
+                 for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))]
+    return apply_documents(api, documents, timeout_s)
+
+
+def apply_documents(api: client.ApiClient, documents: list[Any],
+                    timeout_s: float = 60.0) -> list[str]:
+    """Create or replace the CRDs among `documents`; returns their names once all are served."""
     ext = client.ApiextensionsV1Api(api)
-    names = []
-    for path in sorted(directory.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                names.append(_create_or_replace(ext, doc))
+    names = [_create_or_replace(ext, doc) for doc in documents
+             if doc and doc.get("kind") == "CustomResourceDefinition"]
     deadline = time.monotonic() + timeout_s
     for name in names:
         while not _established(ext, name):

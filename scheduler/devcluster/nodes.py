@@ -1,18 +1,20 @@
-"""Fake GPU nodes: Node objects that look Ready and schedulable to any client.
+"""Fake GPU nodes: Node objects registered as a kubelet registers them, then run by kwok.
 
-Why three writes per node: that is what a real node goes through. The kubelet registers the
-Node (and the TaintNodesByCondition admission plugin adds the ``not-ready`` taint), the kubelet
-then reports status (capacity, allocatable, Ready condition, node info), and the node lifecycle
-controller lifts the ``not-ready`` taint. We do the three steps ourselves, so the scheduler sees
-the same objects as on a real cluster and no admission plugin has to be disabled. Nothing here
-marks nodes NotReady later (there is no node lifecycle controller), so no heartbeat is needed.
+Why these steps: they are what a real node goes through, so the scheduler sees the same objects
+and no admission plugin has to be disabled. A node is registered with its own taints (the
+TaintNodesByCondition admission plugin adds ``node.kubernetes.io/not-ready``), its status gets
+capacity, allocatable, addresses and node info. kwok runs it from its registration on (the
+annotation ``kwok.x-k8s.io/node: fake`` must be there when kwok first sees the node: it starts
+a node's Lease on that event only): it reports the node Ready and renews its Lease, and the real
+node lifecycle controller then lifts the ``not-ready`` taint. Taking the annotation away is a
+node whose kubelet died (``stop_kubelet``).
 
-The ``gangscheduler.io/fake-node`` label tells the agent's fake kubelet which nodes it runs.
+The ``gangscheduler.io/fake-node`` label marks the nodes the dev cluster made.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,12 +25,11 @@ from scheduler import clusterspec
 from scheduler.devcluster import rest
 
 FAKE_NODE_LABEL = "gangscheduler.io/fake-node"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_VALUE = "fake"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-KUBELET_VERSION = "v1.36.3-fake"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+KUBELET_VERSION = "v1.36.3-kwok"
+READY_TIMEOUT_S = 60.0
 
 
 def node_ip(index: int) -> str:
@@ -41,27 +42,16 @@ def taint_dicts(taints: Iterable[clusterspec.TaintSpec]) -> list[dict[str, str]]
 
 
 def status_body(allocatable: Mapping[str, str], ip: str, name: str) -> dict[str, Any]:
-    """Node status as a kubelet reports it; every field the client models require is set."""
-    now = _now()
-
-    def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
-        return {"type": kind, "status": status, "reason": reason, "message": message,
-                "lastHeartbeatTime": now, "lastTransitionTime": now}
-
+    """What a kubelet reports about its machine (conditions are kwok's); every field the
+    generated client models require is set."""
     return {"status": {
         "capacity": dict(allocatable),
         "allocatable": dict(allocatable),
-        "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "fake"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "fake"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID", "fake"),
-            condition("Ready", "True", "KubeletReady", "fake kubelet is posting ready status"),
-        ],
         "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
         "nodeInfo": {
-            "architecture": "amd64", "operatingSystem": "linux", "osImage": "fake",
-            "kernelVersion": "fake", "kubeletVersion": KUBELET_VERSION,
-            "kubeProxyVersion": "", "containerRuntimeVersion": "fake://1.0",
+            "architecture": "amd64", "operatingSystem": "linux", "osImage": "kwok",
+            "kernelVersion": "kwok", "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": "", "containerRuntimeVersion": "kwok://0.8.0",
             "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
             "bootID": str(uuid.uuid5(uuid.NAMESPACE_OID, name)),
@@ -70,14 +60,15 @@ def status_body(allocatable: Mapping[str, str], ip: str, name: str) -> dict[str,
     }}
 
 
-def create_node(api: client.ApiClient, name: str, labels: Mapping[str, str],
-                allocatable: Mapping[str, str], taints: list[dict[str, str]] | None = None,
-                index: int = 0) -> None:
-    """Register a fake node, report it Ready, and leave only its own `taints` on it."""
+def register(api: client.ApiClient, name: str, labels: Mapping[str, str],
+             allocatable: Mapping[str, str], taints: list[dict[str, str]] | None = None,
+             index: int = 0) -> None:
+    """Register a fake node for kwok and write its machine status (not waiting for Ready)."""
     core = client.CoreV1Api(api)
     body = {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {**labels, FAKE_NODE_LABEL: "true"}},
+        "metadata": {"name": name, "labels": {**labels, FAKE_NODE_LABEL: "true"},
+                     "annotations": {KWOK_ANNOTATION: KWOK_VALUE}},
         "spec": {"taints": taints or []},
     }
     try:
@@ -87,24 +78,67 @@ def create_node(api: client.ApiClient, name: str, labels: Mapping[str, str],
             raise
     rest.call(core.patch_node_status, name, status_body(allocatable, node_ip(index), name),
               _content_type=rest.MERGE_PATCH)
-    # What the node lifecycle controller does once Ready: the not-ready taint goes away.
-    rest.call(core.patch_node, name, {"spec": {"taints": taints or None}},
+
+
+def stop_kubelet(api: client.ApiClient, name: str) -> None:
+    """Take node `name` away from kwok: its "kubelet" is gone, its Lease is no longer renewed
+    and the node lifecycle controller will mark it NotReady, as when a machine dies."""
+    rest.call(client.CoreV1Api(api).patch_node, name,
+              {"metadata": {"annotations": {KWOK_ANNOTATION: None}}},
               _content_type=rest.MERGE_PATCH)
 
 
+def wait_ready(api: client.ApiClient, names: Iterable[str],
+               timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Wait until every named node is Ready and the node lifecycle controller has lifted
+    ``not-ready`` (their own taints stay)."""
+    core = client.CoreV1Api(api)
+    waiting = set(names)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        listed = rest.call(core.list_node, label_selector=f"{FAKE_NODE_LABEL}=true")["items"]
+        waiting -= {n["metadata"]["name"] for n in listed if is_ready(n)}
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(waiting)} node(s) not Ready and schedulable after "
+                               f"{timeout_s:.0f}s: {', '.join(sorted(waiting)[:5])}")
+        time.sleep(0.1)
+
+
+def create_node(api: client.ApiClient, name: str, labels: Mapping[str, str],
+                allocatable: Mapping[str, str], taints: list[dict[str, str]] | None = None,
+                index: int = 0) -> None:
+    """Register a fake node and return once it is Ready with only its own `taints`."""
+    register(api, name, labels, allocatable, taints, index)
+    wait_ready(api, [name])
+
+
 def create_from_spec(api: client.ApiClient, spec: clusterspec.ClusterSpec) -> list[str]:
-    """Create every node a cluster description lists; returns their names in order."""
+    """Create every node a cluster description lists (all registered, then waited for);
+    returns their names in order."""
     names = []
     for index, node in enumerate(spec.nodes()):
-        create_node(api, node.name, node.labels, node.allocatable,
-                    taint_dicts(node.taints), index)
+        register(api, node.name, node.labels, node.allocatable, taint_dicts(node.taints), index)
         names.append(node.name)
+    wait_ready(api, names)
     return names
+
+
+def _reports_ready(node: Mapping[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _taint_keys(node: Mapping[str, Any]) -> set[str]:
+    return {t["key"] for t in node.get("spec", {}).get("taints") or []}
+
+
+def is_ready(node: Mapping[str, Any]) -> bool:
+    """Ready=True and without the ``not-ready`` taint (for a node as a JSON dict)."""
+    return _reports_ready(node) and NOT_READY_TAINT not in _taint_keys(node)
 
 
 def is_ready_and_untainted(node: Mapping[str, Any], allowed_taints: Iterable[str] = ()) -> bool:
     """For a node as a JSON dict: Ready=True and no taint beyond `allowed_taints` keys."""
-    conditions = node.get("status", {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    extra = {t["key"] for t in node.get("spec", {}).get("taints") or []} - set(allowed_taints)
-    return ready and not extra
+    return _reports_ready(node) and not _taint_keys(node) - set(allowed_taints)

@@ -1,9 +1,12 @@
-"""Carry out a ``CyclePlan`` on a real cluster: evict, nominate, bind, roll back, explain.
+"""Carry out a ``CyclePlan`` on a real cluster: evict, nominate, claim, bind, roll back,
+explain.
 
-Everything comes from the plan: the pods to bind (and where), the victims' pods, the
-preemptors' pods and their nodes, the pods of every pending, unformed or given-up gang and
-whether it has a PodGroup, the partly bound gangs to roll back. The cluster cache is never
-read here.
+Everything comes from the plan: the pods to bind (and where), the claims to write first (a
+PV taken, a claim to provision), the victims' pods, the preemptors' pods and their nodes,
+the pods of every pending, unformed or given-up gang and its PodGroup if it has one (a
+scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions are written
+the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back.
+The cluster cache is never read here.
 
 Binding is on the critical path and happens inside ``apply`` (every gang atomically, all
 gangs of the plan concurrently). Everything a person reads (pod conditions, PodGroup status,
@@ -15,21 +18,24 @@ never rewritten. A bound PodGroup's status follows its pods (``group_sync``).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import structlog
 
 from scheduler.kube.binder import Binder
+from scheduler.kube.claims import ClaimWriter
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.evictor import Evictor
+from scheduler.kube.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.writer import BackgroundWriter, Task
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
-from scheduler.plan import CyclePlan, Members
+from scheduler.model.volumes import ClaimDecision
+from scheduler.plan import Bind, CyclePlan, Members
 
 log = structlog.get_logger("gang_scheduler.actuator")
 
@@ -45,11 +51,15 @@ class KubeActuator:
 
     def __init__(self, client: KubeClient, binder: Binder, statuses: StatusWriter,
                  events: EventRecorder, config: ActuatorConfig = ActuatorConfig(),
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None,
+                 native_statuses: NativeStatusWriter | None = None) -> None:
         self.client, self.binder = client, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
+        # Kubernetes' own PodGroups (scheduling.k8s.io): the condition kube-scheduler writes.
+        self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
         self.writer = BackgroundWriter()
         self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
+        self.claims = ClaimWriter(binder.client)
         # Pods handed to the binder, with how many writer tasks had been taken up then. A
         # pending explanation or a nomination decided earlier must never land on them
         # (PodScheduled=False on a bound pod is a lie, and a kubelet may re-admit the pod on
@@ -61,14 +71,29 @@ class KubeActuator:
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evictions = self.evictor.evict(plan, now)
+        self._mark_native_victims(plan, evictions.evicted)
         self._nominate(plan)
-        bound, failed = self._bind(plan)
+        claims: list[ClaimDecision] = []
+        for prov in plan.provisions:
+            claims += self.claims.apply(prov.claims, prov.gang_id).done
+        bound, failed = self._bind(plan, claims)
         self._roll_back(plan)
         self._explain(plan)
         return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
-                           blocked=evictions.blocked)
+                           blocked=evictions.blocked, claims=tuple(claims))
 
     # Preemption ---------------------------------------------------------------------------
+    def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
+        """``DisruptionTarget`` on each evicted ``scheduling.k8s.io`` PodGroup (its pods
+        got theirs from the evictor)."""
+        gone = set(evicted)
+        for entry in plan.evictions:
+            group = entry.native
+            if group is not None and entry.victim in gone:
+                message = f"preempted by gang {entry.preemptor}: {entry.message}"
+                self.writer.submit(f"disrupted/{entry.victim}", partial(
+                    self.native_statuses.disrupted, group, message))
+
     def _nominate(self, plan: CyclePlan) -> None:
         """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
         for nom in plan.nominations:
@@ -85,51 +110,73 @@ class KubeActuator:
             self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
-    def _bind(self, plan: CyclePlan) -> tuple[list[str], dict[str, str]]:
+    def _bind_claims(self, plan: CyclePlan) -> dict[str, str]:
+        """Claim writes of each gang before any member binds: gang id -> why they failed."""
+        failed = {}
+        for b in plan.binds:
+            if b.placement.claims:
+                outcome = self.claims.apply(b.placement.claims, b.gang_id)
+                if not outcome.ok:
+                    failed[b.gang_id] = f"claims not bound: {outcome.failure}"
+        return failed
+
+    def _bind(self, plan: CyclePlan,
+              claims: list[ClaimDecision]) -> tuple[list[str], dict[str, str]]:
+        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand."""
         if not plan.binds:
             return [], {}
+        claims_failed = self._bind_claims(plan)
+        binds = [b for b in plan.binds if b.gang_id not in claims_failed]
         started, finished = self.writer.started, self.writer.finished
         with self._explain_lock:
             self._binding = {u: n for u, n in self._binding.items() if n > finished}
-            for b in plan.binds:
+            for b in binds:
                 self.writer.cancel(f"pending/{b.gang_id}")
                 for ref, _ in b.pod_nodes:
                     self.writer.cancel(f"nominate/{ref.uid}")
                     self._binding[ref.uid] = started
-        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in plan.binds],
+        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
         with self._explain_lock:
-            for b, out in zip(plan.binds, outcomes, strict=True):
+            for b, out in zip(binds, outcomes, strict=True):
                 if not out.ok:
                     for ref, _ in b.pod_nodes:
                         self._binding.pop(ref.uid, None)
         bound: list[str] = []
-        failed: dict[str, str] = {}
-        for b, out in zip(plan.binds, outcomes, strict=True):
-            ns, name = b.gang_id.split("/", 1)
-            members = Members(tuple(ref for ref, _ in b.pod_nodes), b.group_uid)
+        failed: dict[str, str] = dict(claims_failed)
+        for b, out in zip(binds, outcomes, strict=True):
             if out.ok:
+                claims += b.placement.claims
                 bound.append(b.gang_id)
-                nodes = sorted({node for _, node in b.pod_nodes})
-                message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
-                           f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
-                           f"{' ...' if len(nodes) > 8 else ''}")
-                for ref, _ in b.pod_nodes:
-                    self.statuses.forget_pod(ref.uid)
-                self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
-                    self._emit_gang, ns, name, members, EventReason.SCHEDULED, message,
-                    EventType.NORMAL))
-                if self.metrics is not None:
-                    self.metrics.pods_bound.inc(len(b.pod_nodes))
+                self._bound(b)
             else:
                 why = out.describe()
                 failed[b.gang_id] = why
-                log.warning("gang_bind_failed", gang=b.gang_id, namespace=ns, queue=b.queue,
-                            reason=why)
+                self.claims.undo(b.placement.claims, b.gang_id)
+                log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
+                            queue=b.queue, reason=why)
                 self.writer.submit(f"event/{b.gang_id}/rollback", partial(
-                    self._emit_gang, ns, name, members, EventReason.GANG_ROLLED_BACK,
+                    self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
                     f"gang rolled back: {why}", EventType.WARNING))
         return bound, failed
+
+    def _bound(self, b: Bind) -> None:
+        """What a person reads of a gang just bound: its event and its native PodGroup's
+        condition; its pods' remembered conditions forgotten."""
+        nodes = sorted({node for _, node in b.pod_nodes})
+        message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
+                   f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
+                   f"{' ...' if len(nodes) > 8 else ''}")
+        for ref, _ in b.pod_nodes:
+            self.statuses.forget_pod(ref.uid)
+        if b.native is not None:
+            self.writer.submit(f"pending/{b.gang_id}", partial(
+                self.native_statuses.scheduled, b.native, message))
+        self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
+            self._emit_gang, b.gang_id, _members(b), EventReason.SCHEDULED, message,
+            EventType.NORMAL))
+        if self.metrics is not None:
+            self.metrics.pods_bound.inc(len(b.pod_nodes))
 
     def _roll_back(self, plan: CyclePlan) -> None:
         """Delete the bound members of partly bound gangs the plan gives up completing."""
@@ -140,10 +187,16 @@ class KubeActuator:
             for f in self.binder.delete_pods(list(r.pods), gang=r.gang_id):
                 log.error("rollback_failed", **keys, pod=str(f.pod), reason=f.reason)
 
-    def _emit_gang(self, ns: str, name: str, members: Members, reason: str, message: str,
+    def _emit_gang(self, gang_id: str, members: Members, reason: str, message: str,
                    type_: EventType) -> None:
-        """An event on the gang's PodGroup, else on its first pod."""
-        if members.group_uid is not None:
+        """An event on the gang's PodGroup (Kubernetes' own or scheduler-plugins'), else on
+        its first pod."""
+        ns, name = gang_id.split("/", 1)
+        native = members.native
+        if native is not None:
+            self.events.emit(ObjectRef("PodGroup", ns, name, native.uid, native.api_version),
+                             reason, message, type_)
+        elif members.group_uid is not None:
             self.events.emit(ObjectRef.podgroup(ns, name, members.group_uid), reason, message,
                              type_)
         elif members.pods:
@@ -160,14 +213,16 @@ class KubeActuator:
                     PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason))))
         for u in plan.unformed:
             self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
-                u.gang_id, u.members, str(u.reason), None))
+                u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
         for g in plan.give_ups:
             self.writer.submit(f"pending/{g.gang_id}", self._reason_task(
                 g.gang_id, g.members, f"ScheduleTimeout: {g.message}", PodGroupStatus(
                     PodGroupPhase.FAILED, reason="ScheduleTimeout", message=g.message)))
 
     def _reason_task(self, gang_id: str, members: Members, text: str,
-                     status: PodGroupStatus | None) -> Task:
+                     status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE) -> Task:
+        """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
+        the scheduling condition (*native_reason*) on its native one; an event."""
         ns, name = gang_id.split("/", 1)
 
         def task() -> None:
@@ -180,12 +235,18 @@ class KubeActuator:
                 written.append(ref)
             if members.pods and not written:
                 return
-            if status is not None and members.group_uid is not None:
+            if members.native is not None:
+                self.native_statuses.unschedulable(members.native, text, native_reason)
+            elif status is not None and members.group_uid is not None:
                 self.statuses.set_podgroup_status(ns, name, status)
-            self._emit_gang(ns, name, Members(tuple(written), members.group_uid),
+            self._emit_gang(gang_id, replace(members, pods=tuple(written)),
                             EventReason.FAILED_SCHEDULING, text, EventType.WARNING)
         return task
 
     def close(self) -> None:
         self.writer.flush()
         self.writer.stop()
+
+
+def _members(b: Bind) -> Members:
+    return Members(tuple(ref for ref, _ in b.pod_nodes), b.group_uid, b.native)

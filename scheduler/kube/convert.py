@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from scheduler import model
+from scheduler.kube import podspec
 from scheduler.model import workloads
 from scheduler.model.nodes import Node, NodeLabelConfig, Taint, TaintEffect
 from scheduler.model.pods import PreemptionPolicy
@@ -193,27 +194,48 @@ def _locate_spec_error(spec: Mapping[str, Any], error: Exception) -> _Fail:
 #: The spec fields ``requirements_from_pod_spec`` reads.
 _REQUIREMENT_FIELDS = ("containers", "initContainers", "overhead", "nodeSelector", "affinity",
                        "tolerations")
+#: What of a container decides requests and host ports.
+_CONTAINER_FIELDS = ("resources", "restartPolicy", "ports")
+#: What of a volume decides placement (claims; volume types we refuse).
+_VOLUME_FIELDS = ("persistentVolumeClaim", *podspec.UNSUPPORTED_VOLUMES)
 
 
 @lru_cache(maxsize=4096)
 def _requirements_of(shape: str) -> model.PodRequirements:
-    return model.requirements_from_pod_spec(json.loads(shape))
+    spec, namespace, labels = json.loads(shape)
+    requirements = model.requirements_from_pod_spec(spec)
+    constraints = podspec.pod_constraints(spec, namespace, labels)
+    return replace(requirements, constraints=constraints) if not constraints.empty \
+        else requirements
 
 
-def _requirements(spec: Mapping[str, Any]) -> model.PodRequirements:
-    """``requirements_from_pod_spec``, memoised on the fields it reads.
+def _requirements(spec: Mapping[str, Any], namespace: str,
+                  labels: Mapping[str, str]) -> model.PodRequirements:
+    """``requirements_from_pod_spec`` plus ``podspec.pod_constraints``, memoised on the
+    fields they read.
 
     Why: the members of a gang (and every watch update of one pod) share one spec shape, and
     building requirements costs several times what serialising the shape does.
     """
-    shape = {k: spec[k] for k in _REQUIREMENT_FIELDS if k in spec}
+    shape = {k: spec[k] for k in (*_REQUIREMENT_FIELDS, *podspec.CONSTRAINT_FIELDS)
+             if k in spec}
     for key in ("containers", "initContainers"):
         if isinstance(shape.get(key), list):
-            # Only what requests come from: the ServiceAccount admission plugin gives every
-            # pod's containers a volumeMount of its own name, which would defeat the memo.
-            shape[key] = [{"resources": c.get("resources"), "restartPolicy": c.get("restartPolicy")}
+            # Only what requests and ports come from: the ServiceAccount admission plugin gives
+            # every pod's containers a volumeMount of its own name, which would defeat the memo.
+            shape[key] = [{f: c.get(f) for f in _CONTAINER_FIELDS if f in c}
                           if isinstance(c, Mapping) else c for c in shape[key]]
-    return _requirements_of(json.dumps(shape, separators=(",", ":"), sort_keys=True))
+    if isinstance(shape.get("volumes"), list):
+        # Positions are kept (errors name them); the per-pod token volume's name is dropped.
+        shape["volumes"] = [{f: v[f] for f in _VOLUME_FIELDS if f in v}
+                            if isinstance(v, Mapping) else v for v in shape["volumes"]]
+    text = json.dumps(shape, separators=(",", ":"), sort_keys=True)
+    # Namespace and labels matter only to pod affinity terms and label-key merging.
+    uses_ns = "podAffinity" in text or "podAntiAffinity" in text
+    uses_labels = "LabelKeys" in text
+    return _requirements_of(json.dumps([shape, namespace if uses_ns else "",
+                                        dict(labels) if uses_labels else {}],
+                                       separators=(",", ":"), sort_keys=True))
 
 
 def _owner(meta: Mapping[str, Any]) -> workloads.OwnerRef | None:
@@ -241,8 +263,11 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
     """A ``v1/Pod`` reduced to scheduling facts; ``spec.priority`` is set by admission."""
     meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
     status = _map(obj, "status", "status")
+    namespace = str(meta.get("namespace") or "default")
+    labels = _str_map(meta, "labels", "metadata.labels")
     try:
-        requirements = _requirements(spec)
+        requirements = _requirements(spec, namespace, labels)
+        gates = podspec.scheduling_gates(spec)
     except (QuantityError, ValueError, TypeError, AttributeError) as exc:
         raise _locate_spec_error(spec, exc) from None
     try:
@@ -256,7 +281,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
                     f"unknown policy {spec.get('preemptionPolicy')!r}") from None
     return workloads.PodInfo(
         uid=str(meta.get("uid") or ""),
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=namespace,
         name=_name(meta),
         requirements=requirements,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
@@ -264,14 +289,24 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         phase=phase,
         priority=_int(spec, "priority", "spec.priority", 0) or 0,
         creation_time=parse_time(meta.get("creationTimestamp")),
-        labels=_str_map(meta, "labels", "metadata.labels"),
+        labels=labels,
         annotations=_str_map(meta, "annotations", "metadata.annotations"),
         owner=_owner(meta),
         terminating=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         started_at=_started_at(status),
         preemption_policy=preemption,
+        scheduling_gates=gates,
+        pod_group_name=_scheduling_group(spec),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any]) -> str:
+    """``spec.schedulingGroup.podGroupName`` (Kubernetes' own gang API), "" when unset."""
+    name = _map(spec, "schedulingGroup", "spec.schedulingGroup").get("podGroupName")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _Fail("spec.schedulingGroup.podGroupName", f"expected a name, got {name!r}")
+    return name or ""
 
 
 # Workloads ---------------------------------------------------------------------------------
@@ -310,6 +345,8 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         uid=str(meta.get("uid") or ""),
         parallelism=_int(spec, "parallelism", "spec.parallelism", 1, minimum=0) or 0,
         completions=_int(spec, "completions", "spec.completions", None, minimum=0),
+        succeeded=_int(_map(obj, "status", "status"), "succeeded", "status.succeeded", 0,
+                       minimum=0) or 0,
         active_deadline_seconds=_int(spec, "activeDeadlineSeconds",
                                      "spec.activeDeadlineSeconds", None, minimum=1),
         creation_time=parse_time(meta.get("creationTimestamp")),

@@ -22,9 +22,11 @@ from typing import Any, Protocol
 
 import structlog
 
-from scheduler.kube import convert, informer
+from scheduler.facts import ClusterFacts
+from scheduler.kube import convert, informer, native_convert, storage
 from scheduler.kube.client import KubeClient
 from scheduler.model import Node, NodeLabelConfig
+from scheduler.model.native import NativeGroupInfo, WorkloadInfo
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
 
 log = structlog.get_logger()
@@ -41,6 +43,12 @@ class Cache(Protocol):
     def delete_group(self, key: str) -> None: ...
     def upsert_job(self, job: JobInfo) -> None: ...
     def delete_job(self, key: str) -> None: ...
+    def upsert_native_group(self, group: NativeGroupInfo) -> None: ...
+    def delete_native_group(self, key: str) -> None: ...
+    def upsert_workload(self, workload: WorkloadInfo) -> None: ...
+    def delete_workload(self, key: str) -> None: ...
+    def change_facts(self, change: Callable[[ClusterFacts], bool], *,
+                     namespaces: bool = False) -> None: ...
 
 
 def converting_handler(to_model: Callable[[dict[str, Any]], Any],
@@ -102,13 +110,25 @@ class PriorityClasses:
             value = pc.value if pc is not None else convert.default_priority(self._classes)
         return pod if value == pod.priority else dataclasses.replace(pod, priority=value)
 
+    def resolve_group(self, group: NativeGroupInfo) -> NativeGroupInfo:
+        """*group* with the priority of its ``priorityClassName`` when admission left
+        ``spec.priority`` unset (the Priority plugin fills it in on a default cluster)."""
+        policy = group.policy
+        if policy.priority is not None:
+            return group
+        with self._lock:
+            pc = self._classes.get(policy.priority_class_name)
+            value = pc.value if pc is not None else convert.default_priority(self._classes)
+        return dataclasses.replace(group, policy=dataclasses.replace(policy, priority=value))
+
 
 def cache_informers(client: KubeClient, cache: Cache,
                     label_config: NodeLabelConfig | None = None) -> list[informer.Informer]:
-    """Informers for PriorityClasses, nodes, pods, PodGroups and Jobs feeding *cache* (not
-    started). PriorityClasses come first, so that a one-shot read in this order resolves
-    every pod; a running scheduler re-resolves the pods without ``spec.priority`` whenever a
-    class changes, so the result never depends on which informer delivered first."""
+    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, and Kubernetes' own
+    Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
+    that a one-shot read in this order resolves every pod; a running scheduler re-resolves
+    the pods without ``spec.priority`` whenever a class changes, so the result never depends
+    on which informer delivered first."""
     classes = PriorityClasses()
     pod_lock = threading.Lock()  # one delivery at a time: the watch's, or a re-resolution's
     to_pod = converting_handler(lambda o: classes.resolve(convert.pod_from_json(o), o),
@@ -148,7 +168,68 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.JOBS, converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o)))),
+        *native_informers(client, cache, classes),
+        *fact_informers(client, cache),
     ]
+
+
+def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
+    """Namespaces (their labels, for namespaceSelector) and the volume objects placement
+    reads: claims, PVs, StorageClasses, CSINodes (attach limits)."""
+    def fact(kind: informer.ResourceKind, to_model: Callable[[dict[str, Any]], Any],
+             set_: Callable[[ClusterFacts, str, Any], bool], key: Callable[[Any], str],
+             raw_key: Callable[[dict[str, Any]], str], namespaces: bool = False,
+             ) -> informer.Informer:
+        def upsert(value: Any) -> None:
+            cache.change_facts(lambda f: set_(f, key(value), value), namespaces=namespaces)
+
+        def delete(obj: dict[str, Any]) -> None:
+            cache.change_facts(lambda f: set_(f, raw_key(obj), None), namespaces=namespaces)
+
+        return informer.Informer(client, kind, converting_handler(to_model, upsert, delete))
+
+    def pair_key(v: tuple[str, Any]) -> str:
+        return v[0]
+
+    def name(o: dict[str, Any]) -> str:
+        return _meta(o, "name")
+
+    return [
+        fact(informer.NAMESPACES, storage.namespace_from_json,
+             lambda f, k, v: f.set_namespace(k, None if v is None else v[1]), pair_key, name,
+             namespaces=True),
+        fact(informer.CLAIMS, storage.claim_from_json, ClusterFacts.set_claim,
+             lambda c: c.key, informer.object_id),
+        fact(informer.VOLUMES, storage.volume_from_json, ClusterFacts.set_volume,
+             lambda v: v.name, name),
+        fact(informer.STORAGE_CLASSES, storage.storage_class_from_json, ClusterFacts.set_class,
+             lambda c: c.name, name),
+        fact(informer.CSINODES, storage.csinode_from_json,
+             lambda f, k, v: f.set_limits(k, None if v is None else v[1]), pair_key, name),
+    ]
+
+
+def native_informers(client: KubeClient, cache: Cache,
+                     classes: PriorityClasses) -> list[informer.Informer]:
+    """Workloads and ``scheduling.k8s.io`` PodGroups of every served version (1.36 serves
+    v1alpha2, 1.37 v1beta1; a version not served is an empty, optional kind)."""
+    out: list[informer.Informer] = []
+    for workloads, groups in zip(informer.WORKLOADS, informer.NATIVE_PODGROUPS, strict=True):
+        version = "scheduling.k8s.io/" + groups.path.split("/")[3]
+
+        def to_workload(o: dict[str, Any], v: str = version) -> WorkloadInfo:
+            return native_convert.workload_from_json(o, v)
+
+        def to_group(o: dict[str, Any], v: str = version) -> NativeGroupInfo:
+            return classes.resolve_group(native_convert.podgroup_from_json(o, v))
+
+        out.append(informer.Informer(client, workloads, converting_handler(
+            to_workload, cache.upsert_workload,
+            lambda o: cache.delete_workload(informer.object_id(o)))))
+        out.append(informer.Informer(client, groups, converting_handler(
+            to_group, cache.upsert_native_group,
+            lambda o: cache.delete_native_group(informer.object_id(o)))))
+    return out
 
 
 def wait_for_sync(informers: list[informer.Informer], timeout: float) -> bool:

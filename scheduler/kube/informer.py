@@ -53,8 +53,22 @@ JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
 PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 namespaced=False)
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
+# Kubernetes' own gang API: served at v1alpha2 by 1.36 and v1beta1 by 1.37, off by default, so
+# every version is optional (a version the apiserver does not serve has no objects).
+NATIVE_PODGROUPS = tuple(
+    ResourceKind(f"podgroups.{v}", f"/apis/scheduling.k8s.io/{v}/podgroups", optional=True)
+    for v in ("v1alpha2", "v1beta1"))
+WORKLOADS = tuple(
+    ResourceKind(f"workloads.{v}", f"/apis/scheduling.k8s.io/{v}/workloads", optional=True)
+    for v in ("v1alpha2", "v1beta1"))
 QUEUES = ResourceKind("queues", "/apis/gangscheduler.io/v1alpha1/queues", optional=True,
                       namespaced=False)
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces", namespaced=False)
+CLAIMS = ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims")
+VOLUMES = ResourceKind("persistentvolumes", "/api/v1/persistentvolumes", namespaced=False)
+STORAGE_CLASSES = ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses",
+                               namespaced=False)
+CSINODES = ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes", namespaced=False)
 
 
 class EventType(StrEnum):

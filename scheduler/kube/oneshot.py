@@ -11,7 +11,9 @@ scheduler last wrote) instead of failing with a 403 or deciding on half a cluste
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
@@ -83,3 +85,59 @@ def _list(client: KubeClient, kind: informer.ResourceKind, namespace: str | None
         return []
     unseen.append(f"{kind.name} outside namespace {namespace} (forbidden)")
     return items
+
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """What the caller could read: the cache built from it, the Queue objects, each pending
+    pod's ``PodScheduled=False`` message (uid -> message) and whether nodes were readable."""
+
+    cache: ClusterCache
+    queues: tuple[dict[str, Any], ...]
+    conditions: Mapping[str, str]
+    nodes_readable: bool
+
+
+def read_visible(client: KubeClient, config: SchedulerConfig,
+                 namespaces: Sequence[str] | None) -> Visible:
+    """The cluster as the caller's RBAC shows it: pods, PodGroups and Jobs of *namespaces*
+    (None: of all), Queues, and nodes and PriorityClasses when the caller may list them
+    (a 403 there is not an error: a tenant sees no nodes)."""
+    cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
+                                        default_queue=config.default_queue))
+    conditions: dict[str, str] = {}
+    queues: list[dict[str, Any]] = []
+    nodes_readable = True
+    for inf in feed.cache_informers(client, cache, config.node_labels):
+        namespaced = inf.kind.namespaced
+        kinds = ([inf.kind] if not namespaced or namespaces is None else
+                 [inf.kind.in_namespace(ns) for ns in namespaces])
+        for kind in kinds:
+            try:
+                items, _ = informer.list_all(client, kind)
+            except informer.ResourceAbsent:
+                continue
+            except ApiError as exc:
+                if exc.status == 403 and not namespaced:
+                    nodes_readable = nodes_readable and inf.kind.name != "nodes"
+                    continue
+                raise
+            for obj in items:
+                inf.handler(informer.EventType.ADDED, obj)
+                if inf.kind.name == "pods":
+                    message = unschedulable_message(obj)
+                    if message:
+                        conditions[str(obj["metadata"].get("uid", ""))] = message
+    try:
+        queues, _ = informer.list_all(client, informer.QUEUES)
+    except informer.ResourceAbsent:
+        queues = []
+    return Visible(cache, tuple(queues), conditions, nodes_readable)
+
+
+def unschedulable_message(pod: Mapping[str, Any]) -> str:
+    """The ``PodScheduled=False`` message the scheduler wrote on a pending pod, or ""."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("message") or "")
+    return ""

@@ -37,6 +37,8 @@ from scheduler.kube.status import StatusWriter
 from scheduler.loop import Scheduler
 from scheduler.metrics import SchedulerMetrics
 from scheduler.serve import Health
+from scheduler.views import live as live_view
+from scheduler.views.state import ClusterView
 
 log = structlog.get_logger("gang_scheduler.runner")
 
@@ -48,7 +50,7 @@ class LiveScheduler:
                  queue_status_interval: float | None = None) -> None:
         self.config = config
         self.client = client
-        self.metrics = metrics or SchedulerMetrics()
+        self.metrics = metrics or SchedulerMetrics(pricing=config.pricing)
         # Read at scrape time: a refused Queue shows in the gauge as soon as its Valid=False
         # condition is written, not one loop iteration later.
         self.metrics.invalid_queues.set_function(lambda: len(self.policies.invalid))
@@ -86,6 +88,7 @@ class LiveScheduler:
                                       renew_deadline=le.renew_deadline_seconds,
                                       retry_period=le.retry_period_seconds)
                         if le.enabled else None)
+        self.recent = live_view.Recent()  # preemptions and reservations, for the dashboard
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
@@ -137,14 +140,25 @@ class LiveScheduler:
                     if not was_leader:
                         log.info("leading", identity=self.identity)
                         self.queue_status.took_over()
+                        self.scheduler.forget_accounting()
                     try:
-                        self.scheduler.run_once(takeover=not was_leader)
+                        plan = self.scheduler.run_once(takeover=not was_leader)
+                        self.recent.observe(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
                         self.group_sync.sync()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
                     was_leader = True
             self.stop_event.wait(self.poll_interval)
+
+    def view(self) -> ClusterView | None:
+        """The views' rows from the last cycle; None on a replica that has not led one."""
+        last, plan = self.scheduler.last_cycle, self.scheduler.last_plan
+        if last is None or plan is None or not self.is_leader:
+            return None
+        inp, policies = last
+        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
+                               self.cache.gang_pods, self.recent.events)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end."""

@@ -7,9 +7,11 @@ identical workers are two roles), so the solver reasons about integer counts per
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.resources import Resources, total
 
@@ -36,6 +38,11 @@ class Role:
     min_count: int | None = None  # None: all ``count`` are required
     #: The concrete pending pods, sorted by name; may be empty in the simulator.
     pods: tuple[PodRef, ...] = ()
+    #: The labels every member carries: what other pods' affinity and spread selectors
+    #: see. Keys some members lack or carry with another value are in ``mixed_labels``; a
+    #: gang's roles are split on every key its own selectors read, so those are never mixed.
+    labels: Labels = NO_LABELS
+    mixed_labels: frozenset[str] = frozenset()
 
     @property
     def required(self) -> int:
@@ -86,6 +93,9 @@ class Gang:
     min_resources: Resources | None = None
     #: The gang is a PodGroup's (whose uid is ``uid``): its status and events go there.
     pod_group: bool = False
+    #: The ``scheduling.k8s.io`` PodGroup the gang's pods name, if any: its conditions and
+    #: events go there. Where to write, not what to decide: not compared.
+    native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)
 
     @property
     def min_member(self) -> int:
@@ -146,6 +156,10 @@ class RunningGang:
     #: Some bound pod is being deleted (deletionTimestamp set): an eviction already under
     #: way, whoever decided it (this leader, a previous one, or a restarted scheduler).
     terminating: bool = False
+    #: (role, node, pods) of the gang's members, sorted: which role's pods run where, for
+    #: the labels, ports and volumes other pods' constraints see. Empty when unknown (a
+    #: gang built from resource totals only); its pods are then invisible to selectors.
+    members: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def id(self) -> str:

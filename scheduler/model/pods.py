@@ -1,5 +1,12 @@
 """What a pod needs from a node: resources, node selection and taint tolerations.
 
+Node eligibility follows kube-scheduler's NodeAffinity, NodeUnschedulable and TaintToleration
+filters: a cordoned node takes pods that tolerate ``node.kubernetes.io/unschedulable``, and
+a node whose Ready condition is not True is treated as carrying the
+``node.kubernetes.io/not-ready:NoSchedule`` taint the node lifecycle controller gives it
+(kube-scheduler itself reads only the taint; the controller adds it within seconds).
+What a pod asks of other pods and of volumes is in ``constraints`` (``model.constraints``).
+
 Requests follow Kubernetes' own rule (``resourcehelper.PodRequests``): app containers and
 restartable ("sidecar") init containers are summed, each ordinary init container is maxed
 against that sum plus the sidecars started before it, then ``spec.overhead`` is added.
@@ -13,8 +20,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from scheduler.model.constraints import NO_CONSTRAINTS, PodConstraints
 from scheduler.model.nodes import Node, Taint, TaintEffect
 from scheduler.resources import PODS, Resources
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
+NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", TaintEffect.NO_SCHEDULE)
+#: The only field a node selector term's ``matchFields`` may name.
+NODE_NAME_FIELD = "metadata.name"
 
 
 class SelectorOperator(StrEnum):
@@ -69,13 +82,34 @@ class NodeSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
-    """All requirements must hold (AND); an empty term matches nothing, as in Kubernetes."""
+    """All requirements must hold (AND); an empty term matches nothing, as in Kubernetes.
+
+    ``match_fields`` can only name ``metadata.name`` (the node's name), as the API allows.
+    """
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        exprs = self.match_expressions
-        return bool(exprs) and all(r.matches(labels) for r in exprs)
+    def matches(self, labels: Mapping[str, str], node_name: str = "") -> bool:
+        exprs, fields = self.match_expressions, self.match_fields
+        if not exprs and not fields:
+            return False
+        if fields and not all(f.matches({NODE_NAME_FIELD: node_name}) for f in fields):
+            return False
+        return all(r.matches(labels) for r in exprs)
+
+    def describe(self) -> str:
+        parts = [r.describe() for r in self.match_expressions]
+        parts += [f"node name {r.operator} ({', '.join(r.values)})" for r in self.match_fields]
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredNodeTerm:
+    """A ``preferredDuringSchedulingIgnoredDuringExecution`` node affinity term."""
+
+    weight: int
+    term: NodeSelectorTerm
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +126,9 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
-        return bool(self.key) and self.value == taint.value
+        # Lt / Gt are alpha (TaintTolerationComparisonOperators, off by default): no match.
+        # (An empty key with Equal never passes API validation.)
+        return self.operator in ("", "Equal") and bool(self.key) and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,23 +140,34 @@ class PodRequirements:
     #: Required node affinity terms, OR'ed; empty means no constraint.
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    #: Preferred node affinity (a score, never a filter).
+    preferred_terms: tuple[PreferredNodeTerm, ...] = ()
+    #: Inter-pod affinity, topology spread, host ports, volumes, unsupported fields.
+    constraints: PodConstraints = NO_CONSTRAINTS
 
     def __hash__(self) -> int:
         return hash((self.requests, tuple(sorted(self.node_selector.items())),
-                     self.affinity_terms, self.tolerations))
+                     self.affinity_terms, self.tolerations, self.preferred_terms,
+                     self.constraints))
 
     @property
     def effective_requests(self) -> Resources:
         """Requests including the one ``pods`` slot the pod takes on its node."""
         return self.requests + {PODS: 1}
 
+    def tolerates(self, taint: Taint) -> bool:
+        return any(t.tolerates(taint) for t in self.tolerations)
+
     def untolerated_taint(self, node: Node) -> Taint | None:
-        """The first NoSchedule/NoExecute taint of *node* this pod does not tolerate."""
+        """The first NoSchedule/NoExecute taint of *node* this pod does not tolerate
+        (including the not-ready taint a node that is not Ready carries)."""
         for taint in node.taints:
             if taint.effect is TaintEffect.PREFER_NO_SCHEDULE:
                 continue
-            if not any(t.tolerates(taint) for t in self.tolerations):
+            if not self.tolerates(taint):
                 return taint
+        if not node.ready and not self.tolerates(NOT_READY_TAINT):
+            return NOT_READY_TAINT
         return None
 
     def selects(self, node: Node) -> bool:
@@ -128,12 +175,22 @@ class PodRequirements:
         labels = node.labels
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
             return False
-        return not self.affinity_terms or any(t.matches(labels) for t in self.affinity_terms)
+        return not self.affinity_terms or any(t.matches(labels, node.name)
+                                              for t in self.affinity_terms)
+
+    def cordon_allows(self, node: Node) -> bool:
+        """NodeUnschedulable: a cordoned node only takes pods tolerating its taint."""
+        return not node.unschedulable or self.tolerates(UNSCHEDULABLE_TAINT)
 
     def allows(self, node: Node) -> bool:
-        """May this pod run on *node* at all (capacity aside)?"""
-        return (not node.unschedulable and node.ready and self.selects(node)
+        """May this pod run on *node* at all (capacity and other pods aside)?"""
+        return (self.cordon_allows(node) and self.selects(node)
                 and self.untolerated_taint(node) is None)
+
+    def preference(self, node: Node) -> int:
+        """The summed weights of the preferred node affinity terms *node* matches."""
+        return sum(p.weight for p in self.preferred_terms
+                   if p.term.matches(node.labels, node.name))
 
 
 def _container_requests(container: Mapping[str, Any]) -> Resources:
@@ -210,23 +267,46 @@ def _toleration(raw: Any, where: str) -> Toleration:
     return Toleration(key=key, operator=operator, value=value, effect=parsed)
 
 
+def node_selector_term(raw: Mapping[str, Any], where: str) -> NodeSelectorTerm:
+    """One ``nodeSelectorTerms`` entry (pods' node affinity, PVs' node affinity)."""
+    exprs = tuple(_requirement(r, f"{where}.matchExpressions[{j}]")
+                  for j, r in enumerate(raw.get("matchExpressions") or ()))
+    fields = tuple(_requirement(r, f"{where}.matchFields[{j}]")
+                   for j, r in enumerate(raw.get("matchFields") or ()))
+    for j, f in enumerate(fields):
+        if f.key != NODE_NAME_FIELD:
+            raise ValueError(f"{where}.matchFields[{j}].key: only {NODE_NAME_FIELD} is a "
+                             f"node field, got {f.key!r}")
+    return NodeSelectorTerm(exprs, fields)
+
+
 def requirements_from_pod_spec(spec: Mapping[str, Any]) -> PodRequirements:
-    """Build ``PodRequirements`` from a pod's JSON spec (plain dicts, as the apiserver sends)."""
-    terms: list[NodeSelectorTerm] = []
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    for i, term in enumerate(required.get("nodeSelectorTerms") or ()):
-        where = f"spec.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]"
-        exprs = tuple(_requirement(r, f"{where}.matchExpressions[{j}]")
-                      for j, r in enumerate(term.get("matchExpressions") or ()))
-        terms.append(NodeSelectorTerm(exprs))
+    """Build ``PodRequirements`` from a pod's JSON spec (plain dicts, as the apiserver sends).
+
+    Node-level fields only; ``scheduler.kube.podspec`` adds the ``constraints``.
+    """
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = tuple(node_selector_term(term, f"spec.affinity.nodeAffinity.required."
+                                           f"nodeSelectorTerms[{i}]")
+                  for i, term in enumerate(required.get("nodeSelectorTerms") or ()))
+    preferred: list[PreferredNodeTerm] = []
+    for i, raw in enumerate(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+                            or ()):
+        where = f"spec.affinity.nodeAffinity.preferred[{i}]"
+        weight = raw.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ValueError(f"{where}.weight: must be an integer in 1..100, got {weight!r}")
+        preferred.append(PreferredNodeTerm(weight, node_selector_term(
+            raw.get("preference") or {}, f"{where}.preference")))
     tolerations = tuple(_toleration(t, f"spec.tolerations[{i}]")
                         for i, t in enumerate(spec.get("tolerations") or ()))
     return PodRequirements(
         requests=requests_from_pod_spec(spec),
         node_selector=_selector(spec.get("nodeSelector"), "spec.nodeSelector"),
-        affinity_terms=tuple(terms),
+        affinity_terms=terms,
         tolerations=tolerations,
+        preferred_terms=tuple(preferred),
     )
 
 
@@ -234,5 +314,5 @@ def describe_selector(req: PodRequirements) -> Sequence[str]:
     """Human fragments for reasons: ``nodeSelector pool=a100``, ``affinity gpu In (h100)``."""
     parts = [f"nodeSelector {k}={v}" for k, v in sorted(req.node_selector.items())]
     for term in req.affinity_terms:
-        parts.append("affinity " + " and ".join(r.describe() for r in term.match_expressions))
+        parts.append("affinity " + term.describe())
     return parts

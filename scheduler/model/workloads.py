@@ -63,6 +63,10 @@ class PodInfo:
     started_at: float | None = None
     #: ``spec.preemptionPolicy`` (from the PriorityClass, like ``spec.priority``).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    #: ``spec.schedulingGates`` names: while any is left, no scheduler may place the pod.
+    scheduling_gates: tuple[str, ...] = ()
+    #: ``spec.schedulingGroup.podGroupName``: its ``scheduling.k8s.io`` PodGroup ("" if none).
+    pod_group_name: str = ""
 
     def __hash__(self) -> int:
         return hash(self.uid)
@@ -118,6 +122,8 @@ class JobInfo:
     uid: str
     parallelism: int = 1
     completions: int | None = None
+    #: ``status.succeeded``: completions already done, which the controller will not redo.
+    succeeded: int = 0
     active_deadline_seconds: int | None = None
     #: The Job's own creation: its gang's age, which must survive pods being recreated.
     creation_time: float = 0.0
@@ -127,3 +133,12 @@ class JobInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def gang_size(self) -> int:
+        """How many pods the Job controller runs at once: ``parallelism``, but never more
+        than the completions still to go (a Job with parallelism 4 and completions 2 makes
+        2 pods; an Indexed Job with 3 of 4 ranks Succeeded retries only the 4th). At least 1."""
+        if self.completions is None:
+            return max(1, self.parallelism)
+        return max(1, min(self.parallelism, self.completions - self.succeeded))

@@ -5,6 +5,7 @@
 """
 
 from scheduler.placement.solve import solve
+from scheduler.placement.terms import context_key
 from scheduler.placement.types import (
     Assignment,
     Placement,
@@ -16,5 +17,5 @@ from scheduler.placement.types import (
 
 __all__ = [
     "Assignment", "Placement", "PlacementParams", "PlacementResult", "Unplaceable",
-    "UnplaceableReason", "solve",
+    "UnplaceableReason", "context_key", "solve",
 ]

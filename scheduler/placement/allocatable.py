@@ -40,7 +40,7 @@ class DomainView:
 
 
 def _key(problem: Problem, *extra: object) -> tuple[object, ...]:
-    roles = tuple((rv.key, rv.request, rv.required) for rv in problem.roles)
+    roles = tuple((rv.key, rv.request, rv.required, rv.limits.cap) for rv in problem.roles)
     return (roles, problem.params.excluded_nodes, problem.params.allowed_nodes, *extra)
 
 
@@ -56,18 +56,22 @@ def _cached(problem: Problem, key: tuple[object, ...], kind: type[View],
     return hit
 
 
-def pods_in(request: Resources, required: int, capacities: Iterable[Resources]) -> int:
-    """Pods of *request* the capacities hold, counting at most *required*."""
-    return sum(min(request.copies_in(c), required) for c in capacities)
+def pods_in(request: Resources, required: int, capacities: Iterable[Resources],
+            cap: int = 0) -> int:
+    """Pods of *request* the capacities hold, counting at most *required* (and at most
+    *cap* per node when the role's constraints cap it)."""
+    per = min(required, cap) if cap else required
+    return sum(min(request.copies_in(c), per) for c in capacities)
 
 
 def alloc_view(problem: Problem) -> AllocView:
     def build() -> AllocView:
         nodes = problem.snapshot.nodes
-        union = tuple(sorted({n for rv in problem.roles if rv.required for n in rv.nodes}))
+        union = tuple(sorted({n for rv in problem.roles if rv.required for n in rv.open}))
         return AllocView(
             union, total(nodes[n].allocatable for n in union),
-            tuple(pods_in(rv.request, rv.required, (nodes[n].allocatable for n in rv.nodes))
+            tuple(pods_in(rv.request, rv.required, (nodes[n].allocatable for n in rv.open),
+                          rv.limits.cap)
                   for rv in problem.roles))
     return _cached(problem, _key(problem), AllocView, build)
 
@@ -76,7 +80,7 @@ def domain_view(problem: Problem, topology: Topology, level: str, primary: str) 
     def build() -> DomainView:
         nodes = problem.snapshot.nodes
         usable = set(alloc_view(problem).union)
-        per_role = [(rv, frozenset(rv.nodes)) for rv in problem.roles if rv.required]
+        per_role = [(rv, frozenset(rv.open)) for rv in problem.roles if rv.required]
         need = problem.required_total
         largest, holds = 0, False
         for members in topology.domains(level).values():
@@ -85,7 +89,8 @@ def domain_view(problem: Problem, topology: Topology, level: str, primary: str) 
             holds = holds or (
                 all(sum(a.get(k, 0) for a in allocs) >= v for k, v in need.items())
                 and all(pods_in(rv.request, rv.required,
-                                (nodes[n].allocatable for n in members if n in allowed))
+                                (nodes[n].allocatable for n in members if n in allowed),
+                                rv.limits.cap)
                         >= rv.required for rv, allowed in per_role))
         return DomainView(holds, largest)
     return _cached(problem, _key(problem, level, primary), DomainView, build)

@@ -46,10 +46,13 @@ def candidates(problem: Problem) -> Candidates:
             continue
         index = free_index(snapshot, rv.key, rv.eligible)
         request, filtered, usable = rv.request, problem.filtered, problem.usable
+        blocked, cap = rv.limits.blocked, rv.limits.cap
         for name in index.ascending(rv.gpus):
-            if filtered and not usable(name):
+            if (filtered and not usable(name)) or (blocked and name in blocked):
                 continue
             n = request.copies_in(free(name))
+            if cap and n > cap:
+                n = cap
             if n:
                 found[name] = n if n < k else k
         union.update(found)

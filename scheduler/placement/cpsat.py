@@ -10,7 +10,9 @@ for "node used" (and "domain used" under a preferred topology) in the objective:
     minimise  W * domains used  +  sum over used nodes of (B + free GPUs of the node)
 
 so fewer domains first, then fewer nodes, then nodes that are already partly used (the
-best-fit rule of the greedy pass). The greedy result, when there is one, is a full hint.
+best-fit rule of the greedy pass), less the members' preference scores. The rules that
+couple members (``rules``: pod anti-affinity and affinity, spread, claims, attach limits)
+add their own constraints. The greedy result, when there is one, is a full hint.
 
 Reproducible by construction: fixed seed, one worker by default, and a deterministic-time
 limit; the wall-clock limit only guards a slow machine (hitting it may change the answer).
@@ -26,6 +28,7 @@ from ortools.sat.python import cp_model
 from scheduler.placement.candidates import Candidates, primary_resource
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.greedy import Assign
+from scheduler.placement.rules import Encoding
 from scheduler.resources import GPU
 
 
@@ -67,6 +70,7 @@ def solve_counts(
     model = cp_model.CpModel()
     roles = [rv for rv in problem.roles if rv.required]
     x: dict[tuple[str, str], cp_model.IntVar] = {}
+    bounds: dict[tuple[str, str], int] = {}
     per_node: dict[str, list[tuple[int, cp_model.IntVar, int]]] = {}
     for ri, rv in enumerate(roles):
         caps = cands.caps[rv.name]
@@ -76,6 +80,7 @@ def solve_counts(
             if c:
                 var = model.new_int_var(0, c, f"x[{rv.name},{n}]")
                 x[(rv.name, n)] = var
+                bounds[(rv.name, n)] = c
                 per_node.setdefault(n, []).append((ri, var, c))
                 terms.append(var)
         if sum(caps.get(n, 0) for n in nodes) < rv.required:
@@ -100,9 +105,20 @@ def solve_counts(
         y = model.new_bool_var(f"used[{n}]")
         model.add(sum(v for _, v, _ in entries) <= sum(c for _, _, c in entries) * y)
         used[n] = y
+    if problem.terms.rules:
+        enc = Encoding(model, x, bounds, nodes)
+        for rule in problem.terms.rules:
+            rule.encode(enc)
     cost = {n: base + (weights[n] if unit else 0) for n in used}
     objective_vars: list[cp_model.IntVar] = list(used.values())
     coefficients = [cost[n] for n in used]
+    for rv in roles:
+        score = rv.limits.score
+        for n in nodes:
+            s = score.get(n, 0)
+            if s and (rv.name, n) in x:
+                objective_vars.append(x[(rv.name, n)])
+                coefficients.append(-s)
     if domain_of is not None:
         big = sum(cost.values()) + 1
         zs: dict[str, cp_model.IntVar] = {}

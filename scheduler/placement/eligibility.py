@@ -2,8 +2,10 @@
 
 Eligibility (selectors, affinity, taints, cordons, readiness) does not depend on what is
 running, so the snapshot caches it per requirements; this module adds the per-solve
-``excluded_nodes`` / ``allowed_nodes`` and packages the result as a ``Problem`` for the
-greedy and CP-SAT stages. The explanation for an empty set is computed only on that path.
+``excluded_nodes`` / ``allowed_nodes`` and the nodes the gang's pod-level constraints rule
+out (``terms``), and packages the result as a ``Problem`` for the greedy and CP-SAT stages.
+A role using a field the scheduler does not evaluate is refused here. The explanation for
+an empty set is computed only on that path.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from scheduler.model import Gang, PodRequirements, Role, describe_selector
 from scheduler.placement.index import SelectionKey, selection_key
+from scheduler.placement.terms import NO_LIMITS, NO_TERMS, RoleLimits, Terms, compile_terms
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
 from scheduler.resources import GPU, PODS, Resources, format_amount
 from scheduler.snapshot import Snapshot
@@ -26,9 +29,23 @@ class RoleView:
     required: int
     optional: int
     request: Resources  # per pod, including the ``pods`` slot
-    nodes: tuple[str, ...]  # eligible and allowed by the params, sorted
+    nodes: tuple[str, ...]  # eligible, allowed by the params and not ruled out, sorted
     eligible: tuple[str, ...]  # eligible regardless of the params (what the index covers)
     key: SelectionKey  # for the free-GPU index of ``eligible``
+    #: What the gang's pod-level constraints leave (blocked nodes, a per-node cap, scores).
+    limits: RoleLimits = NO_LIMITS
+    #: Eligible and allowed by the params, before the constraints rule nodes out: what
+    #: "never fits" is judged on (running pods that rule nodes out may go).
+    open: tuple[str, ...] = ()
+
+    def allowed(self, node: str) -> bool:
+        """Not ruled out by the constraints (the params are checked by ``Problem.usable``)."""
+        return node not in self.limits.blocked
+
+    def cap(self, pods: int) -> int:
+        """*pods* that fit on a node, limited by the constraints' per-node cap."""
+        cap = self.limits.cap
+        return pods if not cap or pods < cap else cap
 
     @property
     def gpus(self) -> int:
@@ -50,6 +67,13 @@ class Problem:
     snapshot: Snapshot
     params: PlacementParams
     roles: tuple[RoleView, ...]
+    terms: Terms = NO_TERMS
+
+    @property
+    def coupled(self) -> bool:
+        """Do rules couple members across nodes, or preferences order nodes? Then the
+        constructive pass places members one at a time (``constrained``)."""
+        return bool(self.terms.rules) or any(rv.limits.score for rv in self.roles)
 
     @property
     def filtered(self) -> bool:
@@ -77,25 +101,51 @@ def _order_key(rv: RoleView) -> tuple[int, int, int, str]:
 
 
 def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem | Unplaceable:
-    """Eligible nodes per role, or ``NO_ELIGIBLE_NODES`` naming what excludes them."""
+    """Eligible nodes per role, or why the gang cannot be placed at all: a field it uses is
+    not supported, a constraint cannot be met, or nothing excludes no node."""
+    for role in gang.roles:
+        unsupported = role.requirements.constraints.unsupported
+        if role.count > 0 and unsupported:
+            return Unplaceable(gang.id, UnplaceableReason.UNSUPPORTED,
+                               f"role {role.name}: {unsupported[0]}; gang-scheduler refuses the "
+                               "gang rather than bind it as if the field were absent")
+    terms = compile_terms(gang, snapshot)
+    if terms.impossible:
+        reason, message = terms.impossible
+        return Unplaceable(gang.id, reason, message)
     views: list[RoleView] = []
     for role in gang.roles:
         if role.count <= 0:
             continue
+        limits = terms.limits_of(role.name)
         eligible = nodes = snapshot.eligible_nodes(role.requirements)
         if params.excluded_nodes or params.allowed_nodes is not None:
             allowed = params.allowed_nodes
             nodes = tuple(n for n in nodes if n not in params.excluded_nodes
                           and (allowed is None or n in allowed))
+        open_nodes = nodes
+        if limits.blocked:
+            nodes = tuple(n for n in nodes if n not in limits.blocked)
         if not nodes and role.required > 0:  # a role of optional members only may go unplaced
+            if open_nodes:
+                return _ruled_out(gang, role, limits, len(open_nodes))
             return Unplaceable(gang.id, UnplaceableReason.NO_ELIGIBLE_NODES,
                                explain_no_eligible(role, snapshot, params))
         views.append(RoleView(
             name=role.name, required=max(role.required, 0),
             optional=max(role.count - max(role.required, 0), 0),
             request=role.requests, nodes=nodes, eligible=eligible,
-            key=selection_key(role.requirements)))
-    return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)))
+            key=selection_key(role.requirements), limits=limits, open=open_nodes))
+    return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
+
+
+def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int) -> Unplaceable:
+    """Every usable node is ruled out by the role's constraints."""
+    parts = "; ".join(f"{n} by {why}" for why, n in limits.why)
+    reason = (UnplaceableReason.POD_CONSTRAINTS if limits.by_running
+              else UnplaceableReason.NO_ELIGIBLE_NODES)
+    return Unplaceable(gang.id, reason,
+                       f"role {role.name}: all {count} eligible nodes are ruled out: {parts}")
 
 
 def _pools(snapshot: Snapshot, names: list[str]) -> str:

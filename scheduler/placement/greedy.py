@@ -45,10 +45,14 @@ def single_node(problem: Problem) -> Assign | None:
     else:
         names = frozenset(active[0].eligible).intersection(*(rv.eligible for rv in active[1:]))
         index = free_index(problem.snapshot, frozenset(rv.key for rv in active), names)
+    if any(rv.limits.cap and rv.required > rv.limits.cap for rv in active):
+        return None  # capped below the gang's size on any one node
     free = problem.snapshot.free
     filtered, usable = problem.filtered, problem.usable
+    limited = problem.terms.active
     for name in index.ascending(need.get(GPU, 0)):
-        if need.fits_in(free(name)) and (not filtered or usable(name)):
+        if need.fits_in(free(name)) and (not filtered or usable(name)) and (
+                not limited or all(rv.allowed(name) for rv in active)):
             return {(rv.name, name): rv.required for rv in active}
     return None
 
@@ -78,7 +82,7 @@ def fill(
                 continue
             left = remaining.get(name)
             if left is not None:
-                c = min(k, request.copies_in(left))
+                c = min(k, rv.cap(request.copies_in(left)))
                 if not c:
                     continue
             have = (free(name) if left is None else left).get(GPU, 0)
@@ -177,6 +181,8 @@ def add_optional(
                 continue
             held = remaining.get(name)
             c = min(k, rv.request.copies_in(free(name) if held is None else held))
+            if rv.limits.cap:
+                c = min(c, rv.limits.cap - out.get((rv.name, name), 0))
             if c:
                 near = inner >= 0 and topology.path(name)[inner] in used_domains
                 entries.append((name not in remaining, not near, -c, name))

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from scheduler.model import HOSTNAME_LABEL
 from scheduler.placement.allocatable import alloc_view, domain_view, free_sum
 from scheduler.placement.candidates import Candidates, DomainLoad, primary_resource
-from scheduler.placement.eligibility import Problem
+from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.types import Unplaceable, UnplaceableReason
 from scheduler.resources import CPU, GPU, Resources, format_amount, total
 from scheduler.topology import Topology
@@ -71,6 +71,9 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
                          f"{format_amount(res, static.totals.get(res, 0))} are allocatable on "
                          f"eligible nodes (never fits)")
     for rv, fit in zip(problem.roles, static.pods, strict=True):
+        if rv.limits.cap and rv.required and fit < rv.required:
+            return _fail(problem, UnplaceableReason.NEVER_FITS,
+                         f"{_capped(rv, _holding(problem, rv, rv.open))} eligible (never fits)")
         if fit == 0 and rv.required:
             return _fail(problem, UnplaceableReason.NEVER_FITS,
                          f"role {rv.name}: one pod needs {rv.request_text}; no eligible node "
@@ -93,13 +96,58 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     primary = primary_resource(problem)
     for rv in problem.roles:
         fit = sum(cands.caps[rv.name].values())
+        if fit < rv.required and rv.limits.cap:
+            return _fail(problem, _constrained(rv),
+                         f"{_capped(rv, len(cands.caps[rv.name]))} match{_ruled(rv)}")
         if fit < rv.required:
             have = free_sum(problem, static.union, primary)
             return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
                          f"role {rv.name}: needs {_n_pods(rv.required)} of {rv.request_text}; "
                          f"free capacity on eligible nodes holds only {fit} "
-                         f"({format_amount(primary, have)} {primary} free, in pieces too small)")
+                         f"({format_amount(primary, have)} {primary} free"
+                         f"{'' if rv.limits.blocked else ', in pieces too small'}){_ruled(rv)}")
     return packing_failure(problem, within="")
+
+
+def _holding(problem: Problem, rv: RoleView, nodes: Iterable[str]) -> int:
+    allocatable = problem.snapshot.nodes
+    return sum(1 for n in nodes if rv.request.copies_in(allocatable[n].allocatable))
+
+
+def _capped(rv: RoleView, nodes: int) -> str:
+    """``role worker: anti-affinity app=trainer per kubernetes.io/hostname: 8 members need
+    8 nodes, 5`` (the caller says of what)."""
+    cap = rv.limits.cap
+    need = -(-rv.required // cap)
+    return (f"role {rv.name}: {rv.limits.cap_why}: {rv.required} members need {need} "
+            f"node{'s' if need > 1 else ''}, {nodes}")
+
+
+def _ruled(rv: RoleView) -> str:
+    """``; 3 more nodes are ruled out: 2 by ...`` when constraints rule some out."""
+    why = rv.limits.why
+    if not why:
+        return ""
+    parts = "; ".join(f"{n} by {text}" for text, n in why)
+    return f" ({len(rv.limits.blocked & set(rv.open))} eligible nodes are ruled out: {parts})"
+
+
+def _constrained(rv: RoleView) -> UnplaceableReason:
+    """Running pods are in the way (preemption may help), or only capacity is."""
+    return (UnplaceableReason.POD_CONSTRAINTS if rv.limits.by_running
+            else UnplaceableReason.INSUFFICIENT_CAPACITY)
+
+
+def constraint_failure(problem: Problem, within: str = "") -> Unplaceable:
+    """Capacity suffices, but no placement meets the rules coupling the members."""
+    rules = "; ".join(r.describe() for r in problem.terms.rules)
+    where = f" within any one {within}" if within else " on the free capacity of eligible nodes"
+    reason = (UnplaceableReason.POD_CONSTRAINTS
+              if any(rv.limits.by_running for rv in problem.roles)
+              else UnplaceableReason.INSUFFICIENT_CAPACITY)
+    return _fail(problem, reason,
+                 f"needs {describe_need(problem)}; no placement{where} meets the members' "
+                 f"constraints ({rules})")
 
 
 def packing_failure(problem: Problem, within: str) -> Unplaceable:

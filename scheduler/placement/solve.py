@@ -2,8 +2,11 @@
 
 The stages, cheapest first, each skipped when an earlier one answers:
 
-1. eligibility per role (cached per requirements) -> ``NO_ELIGIBLE_NODES``;
-2. the whole gang on one best-fit node, through the free-GPU index (the common case);
+1. eligibility per role (cached per requirements) -> ``NO_ELIGIBLE_NODES``; the gang's
+   pod-level constraints compiled (``terms``): nodes they rule out, per-node caps, rules
+   coupling members, preferences -> ``UNSUPPORTED`` / ``VOLUMES`` / ``POD_CONSTRAINTS``;
+2. the whole gang on one best-fit node, through the free-GPU index (the common case;
+   skipped when rules couple the members or preferences order the nodes);
 3. candidate nodes with room per role, and totals against free and allocatable
    -> ``NEVER_FITS`` / ``INSUFFICIENT_CAPACITY``;
 4. a required topology: candidate domains that could hold the gang, tightest first
@@ -12,6 +15,11 @@ The stages, cheapest first, each skipped when an earlier one answers:
    or, under a preferred topology, spreads over more domains than needed;
 6. members beyond the required ones, as capacity allows (an elastic gang first tries to
    place every member at once, greedy only, so that all of them land close together).
+
+Gangs whose members are coupled by rules, or that prefer nodes, are placed by the
+constructive pass (``constrained``) wherever the packing greedy would run; CP-SAT encodes
+the same rules. Every result is checked against the rules before it is returned, and
+carries the decisions for the gang's unbound claims.
 
 CP-SAT answering "unknown" within its limits gives ``SOLVER_LIMIT``; there is never a
 partial placement.
@@ -23,11 +31,14 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
-from scheduler.placement import greedy, reasons
+from scheduler.model.volumes import ClaimDecision
+from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
 from scheduler.placement.cpsat import Budget, solve_counts
+from scheduler.placement.diagnose import rule_shortfall
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign
+from scheduler.placement.rules import check_all
 from scheduler.placement.types import (
     Assignment,
     Placement,
@@ -64,7 +75,7 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
     required = constraint is not None and constraint.mode is TopologyMode.REQUIRED
     if not any(rv.required for rv in problem.roles):
         return _finish(problem, {}, "greedy", _largest_domain(problem) if required else None)
-    fast = greedy.single_node(problem)
+    fast = None if problem.coupled else greedy.single_node(problem)
     if fast is not None:
         scope = None
         if required and constraint is not None:
@@ -74,12 +85,14 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
         return _finish(problem, fast, "greedy", scope)
     cands = candidates(problem)
     short = reasons.capacity_shortfall(problem, cands)
+    if short is None and problem.terms.rules:
+        short = rule_shortfall(problem, cands)
     if short is not None:
         return short
     if required and constraint is not None:
         return _solve_required(problem, cands, constraint.level)
     topology = snapshot.topology
-    assign = greedy.place(problem, cands, topology, topology.levels[:-1])
+    assign = _greedy(problem, cands, topology, topology.levels[:-1])
     budget = Budget(params.cpsat_deterministic_limit, params.cpsat_time_limit)
     if assign is None:
         if not params.use_cpsat or budget.exhausted:
@@ -88,7 +101,7 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
         outcome = solve_counts(problem, cands, cands.nodes, budget)
         if outcome.assign is None:
             if outcome.infeasible:
-                return reasons.packing_failure(problem, within="")
+                return _infeasible(problem, within="")
             return _limit(problem, "CP-SAT found no placement within its limits")
         return _finish(problem, outcome.assign, "cpsat", None)
     if constraint is not None and params.use_cpsat:
@@ -122,7 +135,7 @@ def _solve_required(problem: Problem, cands: Candidates, level: str) -> Placemen
     inner = topology.levels[topology.level_index(level) + 1:-1]
     for load in fitting[:GREEDY_DOMAINS]:
         scope = domains[load.name]
-        assign = greedy.place(problem, cands, topology, inner, frozenset(scope))
+        assign = _greedy(problem, cands, topology, inner, frozenset(scope))
         if assign is not None:
             return _finish(problem, assign, "greedy", scope)
     if not params.use_cpsat:
@@ -145,7 +158,22 @@ def _solve_required(problem: Problem, cands: Candidates, level: str) -> Placemen
         return _limit(problem, f"no placement proven within one {level}: CP-SAT decided "
                                f"{tried - undecided} of {len(fitting)} candidate "
                                f"{reasons.level_name(level)}s within its limits")
-    return reasons.packing_failure(problem, within=level)
+    return _infeasible(problem, within=level)
+
+
+def _greedy(problem: Problem, cands: Candidates, topology: Topology, levels: tuple[str, ...],
+            scope: frozenset[str] | None = None) -> Assign | None:
+    """The packing greedy, or the constructive pass when members are coupled."""
+    if problem.coupled:
+        return constrained.place(problem, cands, topology, levels, scope)
+    return greedy.place(problem, cands, topology, levels, scope)
+
+
+def _infeasible(problem: Problem, within: str) -> Unplaceable:
+    """CP-SAT proved no placement: the rules, when there are any, are what is in the way."""
+    if problem.terms.rules:
+        return reasons.constraint_failure(problem, within)
+    return reasons.packing_failure(problem, within=within)
 
 
 def _fewer_domains(problem: Problem, cands: Candidates, topology: Topology, level: str,
@@ -195,12 +223,28 @@ def _limit(problem: Problem, message: str) -> Unplaceable:
 
 
 def _finish(problem: Problem, assign: Assign, solved_by: str,
-            scope: Collection[str] | None) -> Placement:
-    """Add the optional members, then freeze the result (sorted, counts > 0)."""
+            scope: Collection[str] | None) -> Placement | Unplaceable:
+    """Add the optional members, check the constraints, decide the claims, then freeze the
+    result (sorted, counts > 0)."""
     snapshot = problem.snapshot
+    terms = problem.terms
     if any(rv.optional for rv in problem.roles):
-        assign = greedy.add_optional(problem, assign, snapshot.topology,
-                                     frozenset(scope) if scope is not None else None)
+        within = frozenset(scope) if scope is not None else None
+        assign = (constrained.add_optional(problem, assign, within) if problem.coupled
+                  else greedy.add_optional(problem, assign, snapshot.topology, within))
+    claims: tuple[ClaimDecision, ...] = ()
+    first = False
+    if terms.active:
+        broken = _broken(problem, assign)
+        if broken is not None:
+            return Unplaceable(problem.gang.id, UnplaceableReason.POD_CONSTRAINTS,
+                               f"no placement found that meets the constraints ({broken})")
+        if terms.claims is not None:
+            decided = terms.claims.decide(assign)
+            if decided is None:
+                return Unplaceable(problem.gang.id, UnplaceableReason.VOLUMES,
+                                   "no PV or provisioning reaches every member's node")
+            claims, first = decided, terms.claims.provision_first(assign, decided)
     constraint = problem.gang.topology
     domains_used = 0
     if constraint is not None and assign:
@@ -209,4 +253,17 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
         domains_used = len({topology.path(n)[depth] for _, n in assign})
     assignments = tuple(Assignment(role, node, count)
                         for (role, node), count in sorted(assign.items()) if count > 0)
-    return Placement(problem.gang.id, assignments, solved_by, domains_used)
+    return Placement(problem.gang.id, assignments, solved_by, domains_used, claims, first)
+
+
+def _broken(problem: Problem, assign: Assign) -> str | None:
+    """The first constraint *assign* violates: a ruled-out node, a cap, or a rule."""
+    views = {rv.name: rv for rv in problem.roles}
+    for (role, node), count in sorted(assign.items()):
+        rv = views[role]
+        if count and not rv.allowed(node):
+            return f"role {role} on ruled-out node {node}"
+        if rv.limits.cap and count > rv.limits.cap:
+            return f"role {role}: {count} members on {node}, {rv.limits.cap_why} allows " \
+                   f"{rv.limits.cap}"
+    return check_all(problem.terms.rules, assign)

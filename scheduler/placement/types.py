@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from scheduler.model import Gang, RunningGang
+from scheduler.model.volumes import ClaimDecision
 from scheduler.resources import Resources, total
 
 if TYPE_CHECKING:
@@ -51,6 +52,11 @@ class UnplaceableReason(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"  # would fit if running work left
     TOPOLOGY = "Topology"  # enough capacity overall, but not within one required domain
     SOLVER_LIMIT = "SolverLimit"  # CP-SAT ran out of time without proving either way
+    #: Inter-pod affinity, topology spread or host ports rule out what is free now; running
+    #: pods are involved, so removing some may help.
+    POD_CONSTRAINTS = "PodConstraints"
+    VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
+    UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +66,24 @@ class Assignment:
     count: int
 
 
+#: Failures that removing running gangs may cure (capacity they hold, their pods'
+#: constraints): preemption may help, where eligibility or size never changes.
+RUNNING_GANGS_IN_THE_WAY = frozenset({UnplaceableReason.INSUFFICIENT_CAPACITY,
+                                      UnplaceableReason.TOPOLOGY,
+                                      UnplaceableReason.POD_CONSTRAINTS})
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     gang_id: str
     assignments: tuple[Assignment, ...]  # sorted by (role, node); counts > 0
     solved_by: str = "greedy"  # "greedy" | "cpsat"
     domains_used: int = 0  # domains of the gang's topology level touched (0 without a constraint)
+    #: What to do with the gang's unbound WaitForFirstConsumer claims before any member binds.
+    claims: tuple[ClaimDecision, ...] = ()
+    #: A claim shared across nodes must be provisioned (and bound) before the members bind:
+    #: carry out ``claims`` and wait, instead of binding.
+    volumes_first: bool = False
 
     def allocations(self, gang: Gang) -> tuple[tuple[str, Resources], ...]:
         """What the placement uses per node, sorted by node."""
@@ -81,10 +99,15 @@ class Placement:
     def pods_placed(self) -> int:
         return sum(a.count for a in self.assignments)
 
+    @property
+    def members(self) -> tuple[tuple[str, str, int], ...]:
+        """(role, node, pods): what ``RunningGang.members`` records."""
+        return tuple((a.role, a.node, a.count) for a in self.assignments)
+
     def as_running(self, gang: Gang, start_time: float) -> RunningGang:
         end = start_time + gang.runtime_estimate if gang.runtime_estimate is not None else None
         return RunningGang(gang=gang, allocations=self.allocations(gang), start_time=start_time,
-                           expected_end=end)
+                           expected_end=end, members=self.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +118,7 @@ class Unplaceable:
 
     @property
     def preemption_may_help(self) -> bool:
-        return self.reason in (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
+        return self.reason in RUNNING_GANGS_IN_THE_WAY
 
 
 PlacementResult = Placement | Unplaceable

@@ -21,8 +21,8 @@ def write_report(
     """Write every report file into *out_dir* (created if needed); returns name -> path.
 
     Files: ``summary.json``, ``summary.csv``, ``queues.csv``, ``outcomes.csv``, and unless
-    *with_plots* is False ``utilization.png``, ``queueing_delay_cdf.png``, ``queue_shares.png``;
-    finally ``report.html`` embedding the plots.
+    *with_plots* is False ``utilization.png``, ``backlog.png``, ``queueing_delay_cdf.png``,
+    ``queue_shares.png``; finally ``report.html`` embedding the plots.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -36,6 +36,7 @@ def write_report(
     images: dict[str, Path] = {}
     if with_plots:
         images["utilization"] = plots.plot_utilization(runs, out / "utilization.png")
+        images["backlog"] = plots.plot_backlog(runs, out / "backlog.png")
         images["queueing_delay_cdf"] = plots.plot_queueing_cdf(runs, out / "queueing_delay_cdf.png")
         images["queue_shares"] = plots.plot_queue_shares(runs, out / "queue_shares.png")
     files.update({path.name: path for path in images.values()})

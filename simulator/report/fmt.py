@@ -1,5 +1,9 @@
 """Figures formatted for people, shared by the terminal table and the HTML report so both
 show the same text for the same number; plus the list of summary rows both render.
+
+Every label carries its unit, and one time unit is used everywhere a reader compares times
+(tables, plots, the sweep): hours. A delay of 30 s reads 0.01 h next to a p95 of 115 h, which
+is what a capacity planner compares; mixing "30s" and "4.8d" in one column invites misreading.
 """
 
 from __future__ import annotations
@@ -13,17 +17,9 @@ from simulator.metrics import PolicyReport
 MISSING = "-"
 
 
-def duration(seconds: float | None) -> str:
-    """``42s``, ``12.5m``, ``3.2h``, ``4.1d``: short, and sortable by eye within a column."""
-    if seconds is None:
-        return MISSING
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    if seconds < 86400 * 2:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+def hours(seconds: float | None) -> str:
+    """Seconds as hours, two decimals: the one time unit of every report."""
+    return MISSING if seconds is None else f"{seconds / 3600:,.2f}"
 
 
 def percent(value: float | None) -> str:
@@ -59,29 +55,57 @@ def _count(value: float | None) -> str:
 ROWS: tuple[Row, ...] = (
     Row("jobs finished", lambda r: r.finished, _count, Better.HIGHER),
     Row("jobs never started", lambda r: r.never_started, _count, Better.LOWER),
-    Row("GPU utilization (busy)", lambda r: r.gpu_utilization, percent, Better.HIGHER),
-    Row("GPU goodput (busy, less lost work)", lambda r: r.gpu_goodput, percent, Better.HIGHER),
-    Row("GPU allocation (held)", lambda r: r.gpu_allocation, percent),
-    Row("queueing delay mean", lambda r: r.queueing_delay.mean, duration, Better.LOWER),
-    Row("queueing delay p50", lambda r: r.queueing_delay.p50, duration, Better.LOWER),
-    Row("queueing delay p95", lambda r: r.queueing_delay.p95, duration, Better.LOWER),
-    Row("queueing delay p99", lambda r: r.queueing_delay.p99, duration, Better.LOWER),
-    Row("JCT mean", lambda r: r.jct.mean, duration, Better.LOWER),
-    Row("JCT p50", lambda r: r.jct.p50, duration, Better.LOWER),
-    Row("JCT p95", lambda r: r.jct.p95, duration, Better.LOWER),
-    Row("JCT p99", lambda r: r.jct.p99, duration, Better.LOWER),
-    Row("Jain index (share/entitlement)", lambda r: r.jain_index, ratio, Better.HIGHER),
-    Row("Jain index (vs demand-capped share)", lambda r: r.jain_index_demand, ratio,
+    Row("utilization, whole horizon (%)", lambda r: r.gpu_utilization,
+        percent, Better.HIGHER),
+    Row("utilization, arrival window (%)", lambda r: r.gpu_utilization_arrivals, percent,
         Better.HIGHER),
-    Row("stranded GPUs (mean)", lambda r: r.stranded_gpus_mean, number, Better.LOWER),
-    Row("preemptions", lambda r: r.preemptions, _count, Better.LOWER),
-    Row("GPU-hours lost to preemption/failure", lambda r: r.gpu_hours_lost, number,
+    Row("utilization, steady state (%)", lambda r: r.gpu_utilization_steady, percent,
+        Better.HIGHER),
+    Row("goodput, whole horizon (%)", lambda r: r.gpu_goodput, percent, Better.HIGHER),
+    Row("allocation, whole horizon (%)", lambda r: r.gpu_allocation,
+        percent),
+    Row("backlog, arrival window (GPUs)", lambda r: r.backlog_gpus_mean, number,
         Better.LOWER),
-    Row("GPU-hours idle in partial gangs", lambda r: r.gpu_hours_idle_partial, number,
+    Row("queueing delay mean (h)", lambda r: r.queueing_delay.mean, hours, Better.LOWER),
+    Row("queueing delay p50 (h)", lambda r: r.queueing_delay.p50, hours, Better.LOWER),
+    Row("queueing delay p95 (h)", lambda r: r.queueing_delay.p95, hours, Better.LOWER),
+    Row("queueing delay p99 (h)", lambda r: r.queueing_delay.p99, hours, Better.LOWER),
+    Row("JCT mean (h)", lambda r: r.jct.mean, hours, Better.LOWER),
+    Row("JCT p50 (h)", lambda r: r.jct.p50, hours, Better.LOWER),
+    Row("JCT p95 (h)", lambda r: r.jct.p95, hours, Better.LOWER),
+    Row("JCT p99 (h)", lambda r: r.jct.p99, hours, Better.LOWER),
+    Row("fairness (Jain index, 1 = fair)", lambda r: r.jain_index_demand,
+        ratio, Better.HIGHER),
+    Row("stranded GPUs (mean)", lambda r: r.stranded_gpus_mean,
+        number, Better.LOWER),
+    Row("preemptions (gangs)", lambda r: r.preemptions, _count, Better.LOWER),
+    Row("work lost (GPU-h)", lambda r: r.gpu_hours_lost, number,
         Better.LOWER),
-    Row("GPU-hours allocated", lambda r: r.gpu_hours_allocated, number),
-    Row("cost", lambda r: r.total_cost, lambda v: number(v, 2 if v is not None and v < 100 else 0)),
+    Row("checkpoint writes (GPU-h)", lambda r: r.gpu_hours_checkpointing, number,
+        Better.LOWER),
+    Row("idle in partial gangs (GPU-h)", lambda r: r.gpu_hours_idle_partial, number,
+        Better.LOWER),
+    Row("allocated (GPU-h)", lambda r: r.gpu_hours_allocated, number),
+    Row("cost ({currency})", lambda r: r.total_cost,
+        lambda v: number(v, 2 if v is not None and v < 100 else 0)),
 )
+
+#: What the rows mean, in sentences printed under every table that shows them.
+FAIRNESS = ("Utilization is busy GPU-time (gangs running whole) over GPU-time; goodput "
+            "leaves out work later thrown away (preemption, failures) and checkpoint writes; "
+            "allocation counts every GPU held, partly placed gangs included. The arrival "
+            "window runs from the first submission to the last; steady state leaves out its "
+            "first tenth; the backlog is the mean GPUs of submitted work not running. "
+            "Fairness is Jain's index over queues of GPU share held divided by fair share "
+            "(the entitlement, capped by what the queue asked for at that moment, what idle "
+            "queues leave going to waiting ones), time-weighted: 1.0 means every queue got "
+            "what it was owed, 1/n that one of n queues got everything. Times are in hours.")
+
+
+def label(row: Row, reports: Sequence[PolicyReport]) -> str:
+    """The row's label with the run's currency filled in."""
+    currency = reports[0].currency if reports else "USD"
+    return row.label.replace("{currency}", currency)
 
 
 def best_columns(row: Row, reports: Sequence[PolicyReport]) -> set[int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from simulator.metrics import PolicyReport
 from simulator.report import fmt
 from simulator.report.info import RunInfo
+from simulator.report.meaning import what_this_means
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #222; }
@@ -26,10 +27,13 @@ td.best { font-weight: bold; color: #1a7f37; }
 code { background: #f4f4f4; padding: 0.1rem 0.3rem; word-break: break-all; }
 img { max-width: 100%; display: block; margin: 0.5rem 0 1.5rem; }
 .notes li { color: #555; }
+p.meaning { background: #f6f8fa; padding: 0.6rem 0.9rem; max-width: 60rem; }
+p.note { color: #555; max-width: 60rem; }
 """
 
 PLOT_TITLES = {
     "utilization": "GPU utilization over time",
+    "backlog": "Backlog: GPUs of work waiting, and GPUs busy",
     "queueing_delay_cdf": "Queueing delay CDF",
     "queue_shares": "Share per queue vs entitlement",
 }
@@ -45,8 +49,11 @@ def render_html(
         f"<title>{escape(info.title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(info.title)}</h1>",
         _run_table(info),
+        "<h2>What this means</h2>",
+        f"<p class='meaning'>{escape(' '.join(what_this_means(reports)))}</p>",
         "<h2>Summary</h2>",
         _summary_table(reports),
+        f"<p class='note'>{escape(fmt.FAIRNESS)} {escape(_window_note(reports))}</p>",
     ]
     for key, path in images.items():
         title = PLOT_TITLES.get(key, key)
@@ -81,27 +88,38 @@ def _summary_table(reports: Sequence[PolicyReport]) -> str:
             f"<td{' class=best' if i in best else ''}>{escape(row.text(row.value(r)))}</td>"
             for i, r in enumerate(reports)
         )
-        lines.append(f"<tr><td>{escape(row.label)}</td>{cells}</tr>")
+        lines.append(f"<tr><td>{escape(fmt.label(row, reports))}</td>{cells}</tr>")
     lines.append("</table>")
     return "\n".join(lines)
 
 
 _QUEUE_COLUMNS = (
-    "queue", "jobs", "finished", "never started", "entitlement", "mean share",
-    "fair share", "GPU-hours", "cost", "idle in partial gangs (GPU-h)", "preemptions",
-    "p95 queueing delay",
+    "queue", "jobs", "finished", "never started", "entitlement (share of GPUs)",
+    "mean share (%)", "fair share (%)", "held (GPU-h)", "cost ({currency})",
+    "idle in partial gangs (GPU-h)", "preemptions (gangs)", "queueing delay p95 (h)",
 )
 
 
+def _window_note(reports: Sequence[PolicyReport]) -> str:
+    if not reports:
+        return ""
+    r = reports[0]
+    return (f"Here the arrival window runs from {fmt.hours(r.arrival_start)} h to "
+            f"{fmt.hours(r.arrival_end)} h of a {fmt.hours(r.horizon_seconds)} h horizon.")
+
+
 def _queue_table(report: PolicyReport) -> str:
-    head = "".join(f"<th>{c}</th>" for c in _QUEUE_COLUMNS)
+    head = "".join(f"<th>{escape(c.replace('{currency}', report.currency))}</th>"
+                   for c in _QUEUE_COLUMNS)
     lines = [f"<table><tr>{head}</tr>"]
     for q in report.queues:
         cells = (
             q.queue, f"{q.jobs:,}", f"{q.finished:,}", f"{q.never_started:,}",
-            fmt.ratio(q.entitlement), fmt.percent(q.mean_share), fmt.percent(q.mean_fair_share),
+            fmt.ratio(q.entitlement), fmt.number(None if q.mean_share is None
+                                                 else 100 * q.mean_share),
+            fmt.number(None if q.mean_fair_share is None else 100 * q.mean_fair_share),
             fmt.number(q.gpu_hours), fmt.number(q.cost, 2), fmt.number(q.gpu_hours_idle_partial),
-            f"{q.preemptions:,}", fmt.duration(q.queueing_delay_p95),
+            f"{q.preemptions:,}", fmt.hours(q.queueing_delay_p95),
         )
         lines.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     lines.append("</table>")

@@ -1,8 +1,14 @@
 """PNG plots of a simulation, one figure per question a reader asks.
 
-- Is the cluster busy? GPU utilization over time, per policy.
+- Is the cluster busy? GPU utilization over time, per policy, with the arrival window marked
+  (after it the cluster drains, whatever the policy).
+- Does work pile up? The backlog (GPUs of submitted work not running) beside the busy GPUs
+  and the cluster's size: a backlog above the busy line that keeps growing is a cluster too
+  small for the load; one that stays near zero is a cluster with room to spare.
 - How long do jobs wait? The queueing-delay CDF, per policy, on a log axis because delays span
   seconds to days.
+
+Every time axis is in hours, as every time in the tables is.
 - Does every team get what it is owed? Mean share of the cluster per queue, per policy, against
   the entitlement and the demand-capped fair share.
 
@@ -21,10 +27,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simulator import stats
-from simulator.metrics import PolicyRun
+from simulator.metrics import HOUR, PolicyRun
 from simulator.report import fmt
 
 MAX_POINTS = 400
@@ -63,29 +70,67 @@ def utilization_steps(
         return edges, weights[0] / weights[2], weights[1] / weights[2]
 
 
-def _time_axis(span_seconds: float) -> tuple[float, str]:
-    if span_seconds > 3 * 86400:
-        return 86400.0, "days"
-    if span_seconds > 3 * 3600:
-        return 3600.0, "hours"
-    return 60.0, "minutes"
+def _arrival_window(ax: Axes, runs: Sequence[PolicyRun]) -> None:
+    """Shade the arrival window (the same trace for every run: the first run's)."""
+    if runs and runs[0].report.arrival_end > runs[0].report.arrival_start:
+        r = runs[0].report
+        ax.axvspan(r.arrival_start / HOUR, r.arrival_end / HOUR, color="grey", alpha=0.12,
+                   lw=0, label="arrival window")
 
 
 def plot_utilization(runs: Sequence[PolicyRun], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    span = max((r.report.horizon_seconds for r in runs), default=0.0)
-    unit, label = _time_axis(span)
+    _arrival_window(ax, runs)
     for i, run in enumerate(runs):
         edges, busy, alloc = utilization_steps(run)
         color = f"C{i}"
-        ax.stairs(100 * busy, edges / unit, color=color, lw=1.4,
+        ax.stairs(100 * busy, edges / HOUR, color=color, lw=1.4,
                   label=f"{run.report.policy} busy")
-        ax.stairs(100 * alloc, edges / unit, color=color, lw=0.9, ls="--", alpha=0.7,
+        ax.stairs(100 * alloc, edges / HOUR, color=color, lw=0.9, ls="--", alpha=0.7,
                   label=f"{run.report.policy} allocated")
-    ax.set(xlabel=f"simulated time ({label})", ylabel="% of cluster GPUs", ylim=(0, 102),
+    ax.set(xlabel="simulated time (hours)", ylabel="% of cluster GPUs", ylim=(0, 102),
            title="GPU utilization over time")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=max(1, len(runs)), loc="upper center",
+              bbox_to_anchor=(0.5, -0.16), frameon=False)
+    return _save(fig, path)
+
+
+def backlog_steps(run: PolicyRun, bins: int = MAX_POINTS) -> tuple[np.ndarray, ...]:
+    """(edges, pending GPUs, busy GPUs, cluster GPUs), time-averaged into at most *bins*."""
+    samples = sorted(run.samples, key=lambda s: s.time)
+    if not samples:
+        return np.zeros(1), np.zeros(0), np.zeros(0), np.zeros(0)
+    times = np.array([s.time for s in samples])
+    end = max(times[-1], times[0] + run.report.horizon_seconds)
+    series = [np.array([getattr(s, f) for s in samples], dtype=float)
+              for f in ("pending_gpus", "busy_gpus", "total_gpus")]
+    if len(samples) <= bins or end <= times[0]:
+        return (np.append(times, end), *series)
+    edges = np.linspace(times[0], end, bins + 1)
+    width = edges[1] - edges[0]
+    dt = stats.interval_lengths(times, end)
+    return (edges, *(np.array([stats.integral_over(times, dt, v, a, a + width) / width
+                               for a in edges[:-1]]) for v in series))
+
+
+def plot_backlog(runs: Sequence[PolicyRun], path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    _arrival_window(ax, runs)
+    for i, run in enumerate(runs):
+        edges, pending, busy, total = backlog_steps(run)
+        ax.stairs(pending, edges / HOUR, color=f"C{i}", lw=1.4,
+                  label=f"{run.report.policy} waiting (backlog)")
+        ax.stairs(busy, edges / HOUR, color=f"C{i}", lw=0.9, ls=":",
+                  label=f"{run.report.policy} busy")
+        if i == 0:
+            ax.stairs(total, edges / HOUR, color="black", lw=0.8, ls="--",
+                      label="cluster GPUs")
+    ax.set(xlabel="simulated time (hours)", ylabel="GPUs",
+           title="Backlog: GPUs of submitted work waiting, against GPUs busy")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=max(1, min(len(runs), 3)), loc="upper center",
               bbox_to_anchor=(0.5, -0.16), frameon=False)
     return _save(fig, path)
 
@@ -101,15 +146,16 @@ def plot_queueing_cdf(runs: Sequence[PolicyRun], path: Path) -> Path:
             continue
         longest = max(longest, float(delays[-1]))
         share = np.arange(1, delays.size + 1) / len(run.outcomes)  # never-started stay below 1
-        ax.step(np.maximum(delays, 1.0), 100 * share, where="post", color=f"C{i}",
-                label=f"{run.report.policy} (p95 {fmt.duration(run.report.queueing_delay.p95)})")
+        p95 = fmt.hours(run.report.queueing_delay.p95)
+        ax.step(np.maximum(delays, 1.0) / HOUR, 100 * share, where="post", color=f"C{i}",
+                label=f"{run.report.policy} (p95 {p95} h)")
     ax.set_xscale("log")
-    ax.set(xlabel="queueing delay (seconds, log scale; 0 plotted at 1 s)",
+    ax.set(xlabel="queueing delay (hours, log scale; 0 plotted at 1 s)",
            ylabel="% of jobs started within", ylim=(0, 101), title="Queueing delay CDF")
     for seconds, text in ((60, "1 min"), (3600, "1 hour"), (86400, "1 day"), (604800, "1 week")):
         if seconds < longest:
-            ax.axvline(seconds, color="grey", lw=0.6, alpha=0.5)
-            ax.text(seconds, 2, f" {text}", color="grey", fontsize=8, va="bottom")
+            ax.axvline(seconds / HOUR, color="grey", lw=0.6, alpha=0.5)
+            ax.text(seconds / HOUR, 2, f" {text}", color="grey", fontsize=8, va="bottom")
     ax.grid(alpha=0.3, which="major")
     ax.legend(fontsize=8, ncol=max(1, min(len(runs), 3)), loc="upper center",
               bbox_to_anchor=(0.5, -0.16), frameon=False)

@@ -23,7 +23,9 @@ def summary_table(reports: Sequence[PolicyReport], title: str | None = None) -> 
             f"[bold green]{row.text(row.value(r))}[/]" if i in best else row.text(row.value(r))
             for i, r in enumerate(reports)
         ]
-        table.add_row(row.label, *cells)
+        table.add_row(fmt.label(row, reports), *cells)
+    table.caption = fmt.FAIRNESS
+    table.caption_justify = "left"
     return table
 
 

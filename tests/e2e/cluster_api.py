@@ -20,11 +20,14 @@ from kubernetes import client
 from scheduler import clusterspec
 from scheduler.devcluster import nodes, rest
 from scheduler.devcluster.cluster import DevCluster
+from tests.e2e.capacity import CapacityWatch
 
 T = TypeVar("T")
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 SCHEDULER_NAME = "gang-scheduler"
 SIMULATED_RUNTIME = "gangscheduler.io/simulated-runtime"
+SIMULATED_EXIT_CODE = "gangscheduler.io/simulated-exit-code"
+SIMULATED_SHUTDOWN = "gangscheduler.io/simulated-shutdown"
 
 
 def answers_ready(port: int) -> bool:
@@ -56,6 +59,8 @@ class ControlPlane:
     """A running dev cluster plus API helpers; what the `control_plane` fixture yields."""
 
     cluster: DevCluster
+    capacity: CapacityWatch | None = None  # the over-commit watch of this cluster, if any
+    operators: bool = False  # JobSet and Kubeflow Trainer run
     api: client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,7 +81,7 @@ class ControlPlane:
     def new_namespace(self, prefix: str = "e2e") -> str:
         """A fresh namespace, ready for pods (its `default` ServiceAccount exists).
 
-        Tests never delete namespaces: without kube-controller-manager they stay Terminating.
+        Tests do not delete their namespaces: pods left running there cost nothing.
         """
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         rest.call(self.core.create_namespace, {"metadata": {"name": name}})
@@ -109,7 +114,8 @@ class ControlPlane:
                    annotations: Mapping[str, str] | None = None,
                    runtime_s: float | None = None, priority_class: str | None = None
                    ) -> dict[str, Any]:
-        """A pod for `scheduler_name`; `runtime_s` makes the fake kubelet finish it."""
+        """A pod for `scheduler_name`; `runtime_s` makes kwok finish it that long after it
+        started."""
         name = name or f"pod-{uuid.uuid4().hex[:8]}"
         requests = {"cpu": cpu, "memory": memory}
         limits: dict[str, str] = {}

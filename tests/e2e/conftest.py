@@ -1,9 +1,13 @@
-"""The `control_plane` fixture: one real etcd + kube-apiserver (+ fake kubelet) per session.
+"""The `control_plane` fixture: one dev cluster (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok) per session, and the over-commit invariant checked around every test.
 
 Why session-scoped: starting a control plane takes seconds and tests isolate themselves with a
 fresh namespace each (`control_plane.new_namespace()`). The binaries are built on first use and
 reused from ~/.cache/gang-scheduler/bin afterwards. Teardown always runs: the fixture's
 finalizer, and, if the test process dies, atexit / signal handlers and PR_SET_PDEATHSIG.
+
+Every dev cluster a fixture starts is watched (`capacity.watching`); `no_overcommit` fails a
+test during which any node held more than its allocatable.
 
 Set ``GANG_SCHEDULER_E2E=0`` to skip every e2e test (CI runs them).
 """
@@ -18,11 +22,19 @@ import pytest
 
 from scheduler.devcluster import build
 from scheduler.devcluster.cluster import DevCluster
+from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane
 from tests.e2e.live import InProcessScheduler, Tenant, tenant_config
 
 E2E_ENV = "GANG_SCHEDULER_E2E"
 SKIP_REASON = f"{E2E_ENV}=0: end-to-end tests against a real kube-apiserver are disabled"
+# GANG_SCHEDULER_E2E_OPERATORS=0 starts the session cluster without JobSet and Kubeflow
+# Trainer (quicker; their tests skip).
+OPERATORS_ENV = "GANG_SCHEDULER_E2E_OPERATORS"
+
+
+def with_operators() -> bool:
+    return os.environ.get(OPERATORS_ENV, "").strip() != "0"
 
 
 def e2e_disabled() -> bool:
@@ -43,13 +55,27 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     """A fresh, running dev cluster with no nodes; torn down at the end of the session."""
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
+    operators = with_operators()
+    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"), operators=operators)
     cluster = DevCluster(tmp_path_factory.mktemp("dev-cluster"), owned=True)
     try:
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"))
-        yield ControlPlane(cluster)
+        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"),
+                   training_operators=operators)
+        with capacity.watching(cluster.kubeconfig, "the session cluster") as watch:
+            yield ControlPlane(cluster, watch, operators)
     finally:
         cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+@pytest.fixture(autouse=True)
+def no_overcommit() -> Iterator[None]:
+    """Fail the test if, while it ran, a node of any watched cluster held more than its
+    allocatable (kwok admits anything: this is the kubelet's check, as an invariant)."""
+    marks = [(watch, len(watch.violations)) for watch in capacity.ACTIVE]
+    yield
+    found = [f"{watch.name}: {v}" for watch, mark in marks for v in watch.unexpected(mark)]
+    if found:
+        pytest.fail("over-commit: " + "; ".join(found[:5]), pytrace=False)
 
 
 @pytest.fixture

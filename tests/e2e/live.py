@@ -246,6 +246,7 @@ class PodWatch:
         self.names: dict[str, str] = {}  # uid -> name
         self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
         self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
+        self.seen: dict[str, list[dict[str, Any]]] = {}  # name -> every version, in order
         kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
         self.informer = informer.Informer(self.client, kind, self._handle)
 
@@ -261,6 +262,7 @@ class PodWatch:
     def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
         meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
         with self._lock:
+            self.seen.setdefault(meta["name"], []).append(obj)
             seen = self.nodes.setdefault(meta["uid"], [])
             self.names[meta["uid"]] = meta["name"]
             if node and (not seen or seen[-1] != node):
@@ -272,6 +274,17 @@ class PodWatch:
     def bound_names(self) -> set[str]:
         with self._lock:
             return {self.names[u] for u, nodes in self.nodes.items() if nodes}
+
+    def phases(self, name: str) -> list[str]:
+        """The distinct phases pod `name` went through, in order."""
+        with self._lock:
+            phases = [str((o.get("status") or {}).get("phase")) for o in self.seen.get(name, [])]
+        return [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
+
+    def last(self, name: str) -> dict[str, Any]:
+        """The last version of pod `name` seen (the deleted object once it is gone)."""
+        with self._lock:
+            return self.seen[name][-1]
 
     def rebinds(self) -> dict[str, list[str]]:
         """Pods (by name) whose nodeName changed once set: must always be empty."""

@@ -26,7 +26,13 @@ from scheduler.kube.client import connect
 from scheduler.kube.runner import LiveScheduler
 from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 from scheduler.serve import serve
-from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, ControlPlane
+from tests.e2e.cluster_api import (
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    SIMULATED_SHUTDOWN,
+    ControlPlane,
+)
 from tests.e2e.live import (
     GPU,
     POOL_LABEL,
@@ -38,7 +44,9 @@ from tests.e2e.live import (
     tenant_config,
 )
 
-HOLD = "e2e.gangscheduler.io/hold"  # a finalizer: the pod lingers while terminating
+# A finalizer: the pod lingers while terminating. Its container also runs on for its whole
+# grace period (kwok, no simulated-shutdown annotation) until `release` lets it exit.
+HOLD = "e2e.gangscheduler.io/hold"
 
 
 @dataclass
@@ -118,6 +126,8 @@ class Ops:
             meta["labels"]["scheduling.x-k8s.io/pod-group"] = group
         if hold:
             meta["finalizers"] = [HOLD]
+        else:  # a trainer that checkpoints and exits a second after SIGTERM, as kwok plays it
+            meta["annotations"] = {SIMULATED_SHUTDOWN: "1"}
         spec: dict[str, Any] = {
             "schedulerName": self.tenant.scheduler_name, "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 30, "nodeSelector": {POOL_LABEL: self.tenant.pool},
@@ -154,7 +164,11 @@ class Ops:
                   {"metadata": {"annotations": {LAST_CHECKPOINT_ANNOTATION: stamp}}})
 
     def release(self, pod: str) -> None:
-        """Drop the hold finalizer: a terminating pod is then really gone."""
+        """The victim's checkpoint is done: its container exits now (kwok makes the pod
+        Failed) and the hold finalizer goes, so a terminating pod is then really gone."""
+        rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
+                  {"metadata": {"annotations": {SIMULATED_SHUTDOWN: "0"}}},
+                  _content_type=rest.MERGE_PATCH)
         rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
                   [{"op": "remove", "path": "/metadata/finalizers"}],
                   _content_type="application/json-patch+json")

@@ -19,7 +19,13 @@ from kubernetes import client
 from scheduler import clusterspec
 from scheduler.devcluster import build, kubeconfig, nodes, procs, rest, state
 from scheduler.devcluster.cluster import DevCluster
-from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.cluster_api import (
+    SIMULATED_EXIT_CODE,
+    SIMULATED_RUNTIME,
+    ControlPlane,
+    wait_for,
+)
+from tests.e2e.live import PodWatch
 
 pytestmark = pytest.mark.e2e
 
@@ -104,26 +110,82 @@ def test_simulated_runtime_pod_succeeds(control_plane: ControlPlane, namespace: 
     assert done["status"]["startTime"]
 
 
-def test_overcommitted_pod_is_rejected_like_a_kubelet(control_plane: ControlPlane,
-                                                      namespace: str) -> None:
+def test_failing_container_exits_with_the_annotated_code(control_plane: ControlPlane,
+                                                         namespace: str) -> None:
+    node = control_plane.create_node()
+    control_plane.create_pod(namespace, "crash", runtime_s=1,
+                             annotations={SIMULATED_EXIT_CODE: "3"})
+    assert control_plane.bind(namespace, "crash", node) == 201
+    failed = control_plane.wait_pod_phase(namespace, "crash", "Failed", timeout_s=30)
+    (container,) = failed["status"]["containerStatuses"]
+    assert container["state"]["terminated"]["exitCode"] == 3
+    assert container["state"]["terminated"]["reason"] == "Error"
+
+
+def test_a_malformed_simulation_annotation_is_named_in_a_warning(control_plane: ControlPlane,
+                                                                 namespace: str) -> None:
+    node = control_plane.create_node()
+    control_plane.create_pod(namespace, "odd", annotations={SIMULATED_RUNTIME: "2 minutes"})
+    assert control_plane.bind(namespace, "odd", node) == 201
+    control_plane.wait_pod_phase(namespace, "odd", "Running")
+    warning = wait_for(lambda: [e for e in rest.call(control_plane.core.list_namespaced_event,
+                                                     namespace,
+                                                     field_selector="involvedObject.name=odd")
+                                ["items"] if e["reason"] == "BadSimulationAnnotation"], 30,
+                       what="the BadSimulationAnnotation warning")
+    assert SIMULATED_RUNTIME in warning[0]["message"]
+    time.sleep(1)
+    pod = control_plane.get_pod(namespace, "odd")
+    assert pod is not None and pod["status"]["phase"] == "Running"
+
+
+def test_an_overcommit_is_caught_by_the_capacity_watch(control_plane: ControlPlane,
+                                                       namespace: str) -> None:
+    """kwok admits whatever is bound (a kubelet would refuse it): the capacity watch, which
+    fails any test that over-commits a node, sees it."""
+    watch = control_plane.capacity
+    assert watch is not None
     node = control_plane.create_node(gpus=8)
     control_plane.create_pod(namespace, "big", gpus=8)
     control_plane.create_pod(namespace, "extra", gpus=1)
     assert control_plane.bind(namespace, "big", node) == 201
     control_plane.wait_pod_phase(namespace, "big", "Running")
-    assert control_plane.bind(namespace, "extra", node) == 201
-    failed = control_plane.wait_pod_phase(namespace, "extra", "Failed")
-    assert failed["status"]["reason"] == "OutOfnvidia.com/gpu"
+    before = len(watch.violations)
+    with watch.expect(node):
+        assert control_plane.bind(namespace, "extra", node) == 201
+        wait_for(lambda: len(watch.violations) > before, 30, what="the over-commit recorded")
+        for pod in ("extra", "big"):
+            rest.call(control_plane.core.delete_namespaced_pod, pod, namespace,
+                      grace_period_seconds=0)
+    violation = watch.violations[before]
+    assert (violation.node, violation.resource) == (node, "nvidia.com/gpu")
+    assert (violation.used, violation.allocatable) == (9, 8)
 
 
-def test_deleting_a_bound_pod_completes(control_plane: ControlPlane, namespace: str) -> None:
+def test_deleting_a_bound_pod_honours_its_grace_period(control_plane: ControlPlane,
+                                                       namespace: str) -> None:
+    """The pod keeps running for its terminationGracePeriodSeconds, is Failed (killed, exit
+    137) at the end of it, and then goes."""
     node = control_plane.create_node()
-    control_plane.create_pod(namespace, "victim", gpus=2)
-    assert control_plane.bind(namespace, "victim", node) == 201
+    body = {"metadata": {"name": "victim"}, "spec": {
+        "schedulerName": "gang-scheduler", "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 3, "nodeName": node,
+        "containers": [{"name": "main", "image": "registry.invalid/x",
+                        "resources": {"requests": {"cpu": "100m"}}}]}}
+    rest.call(control_plane.core.create_namespaced_pod, namespace, body)
     control_plane.wait_pod_phase(namespace, "victim", "Running")
-    rest.call(control_plane.core.delete_namespaced_pod, "victim", namespace)
-    wait_for(lambda: control_plane.get_pod(namespace, "victim") is None, 15,
-             what="the deleted pod to disappear")
+    with PodWatch(control_plane, namespace) as history:
+        started = time.monotonic()
+        rest.call(control_plane.core.delete_namespaced_pod, "victim", namespace)
+        wait_for(lambda: control_plane.get_pod(namespace, "victim") is None, 60,
+                 what="the deleted pod to disappear")
+        gone = time.monotonic() - started
+    # deletionTimestamp (when the grace period ends, and when kwok kills the pod) has whole
+    # seconds: the apiserver's now + 3 s, truncated, so it is 2 to 3 s after the delete.
+    assert gone >= 2.0, f"gone after {gone:.1f}s, before its 3 s grace period"
+    assert history.phases("victim")[-1] == "Failed", history.phases("victim")
+    terminated = history.last("victim")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 137
 
 
 def test_minted_service_account_token_is_bound_by_rbac(control_plane: ControlPlane,
@@ -182,7 +244,8 @@ def test_cli_up_env_down_across_processes_leaves_nothing(tmp_path: Path) -> None
     recorded = state.load(tmp_path)
     assert recorded is not None
     assert [p.name for p in recorded.processes] == [
-        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent"]
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+        "jobset-controller", "trainer-controller"]
     assert all(procs.is_alive(p) for p in recorded.processes)
 
     env = _cli(tmp_path, "env")

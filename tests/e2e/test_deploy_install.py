@@ -149,7 +149,7 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
     assert nodes and all(n.startswith("a100-") for n in nodes)
     wait_for(lambda: all(p["status"].get("phase") == "Running"
                          for n, p in _pods(env, "team-a").items() if n in fits), 30,
-             what="fake kubelet ran the gang")
+             what="kwok ran the gang")
     # PodGroup status (podgroups/status), Scheduled and FailedScheduling events, the pending
     # reason on the pods (pods/status), Queue status (queues/status): all written.
     group = wait_for(lambda: cp.get_pod_group("team-a", "fits")

@@ -13,6 +13,7 @@ an admin to run, so that is what is tested; the binary is built from the same pi
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import subprocess
@@ -20,13 +21,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from scheduler import clusterspec
 from scheduler.devcluster import build
 from scheduler.devcluster.cluster import DevCluster
+from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 
 REPO = build.REPO_ROOT
@@ -70,8 +72,13 @@ class Deployed:
     sa_kubeconfig: Path = Path()
 
     @property
+    def cluster_operators(self) -> bool:
+        """Whether JobSet and Kubeflow Trainer run (see conftest.with_operators)."""
+        return bool(self.cluster.state and "trainer-controller" in self.cluster.state.versions)
+
+    @property
     def cp(self) -> ControlPlane:
-        return ControlPlane(self.cluster)
+        return ControlPlane(self.cluster, operators=self.cluster_operators)
 
     @property
     def admin(self) -> Path:
@@ -127,46 +134,68 @@ class Deployed:
         return answers_ready(self.port)
 
     def stop_scheduler(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def delete_workloads(self, *namespaces: str) -> None:
-        """Jobs go first with their pods (foreground: the garbage collector deletes the pods
-        before the Job, so its controller cannot recreate any), then PodGroups and the other
-        pods (the fake kubelet completes deletes). Namespaces stay: the next test applies
-        the same examples into them."""
+        """Clean up between tests: TrainJobs, JobSets and Jobs go first, leaving what they
+        made (so no controller recreates any), then PodGroups and every pod at once (grace 0:
+        a test's cleanup need not wait out the examples' 30 s grace periods). Namespaces
+        stay: the next test applies the same examples into them."""
+        owners = "trainjobs,jobsets,jobs" if self.cluster_operators else "jobs"
         for ns in namespaces:
-            self.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=foreground",
+            self.kubectl("-n", ns, "delete", owners, "--all", "--cascade=orphan",
                          "--wait=true", "--ignore-not-found")
-            self.kubectl("-n", ns, "delete", "pods,podgroups", "--all", "--wait=true",
-                         "--ignore-not-found")
+            self.kubectl("-n", ns, "delete", "pods,podgroups.scheduling.x-k8s.io,"
+                         "podgroups.scheduling.k8s.io,workloads", "--all", "--grace-period=0",
+                         "--force", "--wait=true", "--ignore-not-found")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+D = TypeVar("D", bound="Deployed")
+
+
+def installed(tmp_path_factory: pytest.TempPathFactory, kind: type[D], name: str) -> Iterator[D]:
+    """The body of a module fixture: a dev cluster of its own without pre-installed CRDs,
+    ``kind.install()``, the training operators (after it: Trainer needs the PodGroup CRD the
+    install brings), the dev pools and the scheduler, watched for over-commits; torn down
+    after."""
+    from tests.e2e.conftest import SKIP_REASON, e2e_disabled, with_operators
+
+    if e2e_disabled():
+        pytest.skip(SKIP_REASON)
+    say = functools.partial(print, "[dev-cluster]")
+    build.ensure_all(log=say, operators=with_operators())
+    workdir = tmp_path_factory.mktemp(name)
+    env = kind(DevCluster(workdir / "cluster", owned=True), workdir)
+    try:
+        started = time.monotonic()
+        # Without the CRDs `dev-cluster up` would pre-install: the install brings them.
+        env.cluster.up(log=say, install_crds=False, training_operators=False)
+        env.install()
+        if with_operators():
+            env.cluster.start_training_operators(log=say)
+        env.create_nodes()
+        env.start_scheduler()
+        print(f"[{name}] installed and scheduling in {time.monotonic() - started:.1f}s")
+        with capacity.watching(env.cluster.kubeconfig, f"the {name} cluster"):
+            yield env
+    finally:
+        env.stop_scheduler()
+        env.cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     """One installed cluster per test module, with the scheduler running; torn down after."""
-    from tests.e2e.conftest import SKIP_REASON, e2e_disabled
-
-    if e2e_disabled():
-        pytest.skip(SKIP_REASON)
-    build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"))
-    workdir = tmp_path_factory.mktemp("deployed")
-    cluster = DevCluster(workdir / "cluster", owned=True)
-    env = Deployed(cluster, workdir)
-    try:
-        started = time.monotonic()
-        # Without the CRDs `dev-cluster up` would pre-install: kubectl installs them here.
-        cluster.up(log=lambda line: print(f"[dev-cluster] {line}"), install_crds=False)
-        env.install()
-        env.create_nodes()
-        env.start_scheduler()
-        print(f"[deployed] installed and scheduling in {time.monotonic() - started:.1f}s")
-        yield env
-    finally:
-        env.stop_scheduler()
-        cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+    yield from installed(tmp_path_factory, Deployed, "deployed")

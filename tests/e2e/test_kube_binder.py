@@ -118,7 +118,7 @@ def test_delete_and_evict(control_plane: ControlPlane, namespace: str, binder: B
     guarded = control_plane.create_pod(namespace, "guarded", labels={"protected": "yes"})
     guarded_ref = PodRef(namespace, "guarded", guarded["metadata"]["uid"])
     assert binder.bind_gang([(guarded_ref, node)], "gang-scheduler").ok
-    # Pending pods bypass PodDisruptionBudgets; the fake kubelet makes this one Running.
+    # Pending pods bypass PodDisruptionBudgets; kwok makes this one Running.
     control_plane.wait_pod_phase(namespace, "guarded", "Running")
     out = binder.evict_pods([refs[0], guarded_ref, PodRef(namespace, "ghost")],
                             grace_period_seconds=0)

@@ -32,7 +32,9 @@ from tests.e2e.test_ops_failover import Replica
 pytestmark = pytest.mark.e2e
 
 LEASE_S, RENEW_S, RETRY_S = 3, 2, 0.5
-GRACE_S = 7
+# Long enough that victim-a is still terminating (its container running out its grace period)
+# through the failover and the observation; the test lets it exit (`ops.release`) after.
+GRACE_S = 120
 OBSERVE_S = 8  # how long the new leader is watched deciding (cycles of 0.5 s)
 
 

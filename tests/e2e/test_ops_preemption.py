@@ -29,6 +29,10 @@ def ops(control_plane: ControlPlane) -> Iterator[Ops]:
     yield from ops_for(control_plane)
 
 GRACE_S = 7
+# Long enough that held victims are still terminating (their containers running out their
+# grace period, as a checkpointing trainer does) for every step the test watches; the test
+# lets them exit (`ops.release`) well before.
+HELD_GRACE_S = 120
 
 
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -41,7 +45,7 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
     queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
     with DeletionWatch(ops.cp, ops.ns) as watch:
-        runner = ops.start_scheduler(eviction_grace_period_seconds=GRACE_S)
+        runner = ops.start_scheduler(eviction_grace_period_seconds=HELD_GRACE_S)
         victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
         wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
         # A low-priority pod that would fit in half of what the victim frees: it must wait.
@@ -52,7 +56,7 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         # The whole victim is evicted (half of it would have made room): marked, then deleted
         # through the Eviction API with the configured grace period.
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
-        assert {n: watch.deleting[n] for n in victim} == {n: GRACE_S for n in victim}
+        assert {n: watch.deleting[n] for n in victim} == {n: HELD_GRACE_S for n in victim}
         # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the
         # scheduler writes its own again once the eviction is accepted, in the background.
         def marked(name: str) -> dict[str, Any]:
@@ -84,6 +88,9 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
         assert ops.tenant.nodes_of(preemptor) == nominated
         if "rival" in watch.first_bound:  # it may take what is left once every victim is gone
+            # (This test's watch may see the last deletion after the scheduler's did.)
+            wait_for(lambda: all(n in watch.deleted for n in victim), 30,
+                     what="the watch saw both victims deleted")
             assert watch.first_bound["rival"] >= max(watch.deleted[n] for n in victim)
         assert watch.rebinds() == {}
         metrics = runner.live.metrics.registry

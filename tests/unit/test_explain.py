@@ -53,3 +53,18 @@ def test_unknown_gang() -> None:
     cache, policies = setup(4, 2, quota=16)
     text, found = explain_text("ns/other", cache, policies, now=0.0)
     assert not found and "not found" in text
+
+
+def test_says_a_field_it_does_not_evaluate_is_why_the_gang_is_refused() -> None:
+    from dataclasses import replace
+
+    from scheduler.model.constraints import PodConstraints
+
+    cache, policies = setup(4, 2, quota=16)
+    for pod in cache.pods():
+        refused = replace(pod.requirements, constraints=PodConstraints(unsupported=(
+            "spec.resourceClaims: Dynamic Resource Allocation is not supported",)))
+        cache.upsert_pod(replace(pod, requirements=refused))
+    text, found = explain_text("ns/g", cache, policies, now=0.0)
+    assert found and "pending: Unsupported" in text
+    assert "spec.resourceClaims: Dynamic Resource Allocation is not supported" in text

@@ -58,6 +58,23 @@ CASES = [
          [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(8)],
          jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=8)},
          pending={"ns/j": (8, 8, False)}),
+    # Regression (issue 11, first stall): the controller makes only `completions` pods, so
+    # a gang of `parallelism` would wait for members that never come.
+    Case("a Job with more parallelism than completions is a gang of its completions",
+         [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(2)],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4, completions=2)},
+         pending={"ns/j": (2, 2, False)}),
+    # Regression (second stall): ranks 0-2 Succeeded, rank 3 is retried: it runs alone.
+    Case("completions already succeeded count: an Indexed Job's last rank is a gang of one",
+         [pod("j-3", owner=OwnerRef("Job", "j", "juid"))],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4, completions=4,
+                               succeeded=3)},
+         pending={"ns/j": (1, 1, False)}),
+    Case("a Job without completions runs parallelism pods",
+         [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(3)],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=3, completions=None,
+                               succeeded=5)},
+         pending={"ns/j": (3, 3, False)}),
     Case("job pods seen before their Job wait for it, never lone pods",
          [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(8)],
          problems={"ns/j"}),

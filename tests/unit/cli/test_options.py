@@ -66,3 +66,26 @@ def test_kubeconfig_is_found_as_kubectl_finds_it(tmp_path: Path) -> None:
     (home / ".kube").mkdir(parents=True)
     (home / ".kube" / "config").write_text("x")
     assert kubeconfig_source(None, {}, home)[0] == str(home / ".kube" / "config")
+
+
+@pytest.mark.parametrize("argv", [
+    ["dev-cluster", "--kubernetes", "1.37", "--state-dir", "{d}", "env"],
+    ["dev-cluster", "--state-dir", "{d}", "env", "--kubernetes", "1.37"],
+])
+def test_kubernetes_release_before_or_after_the_subcommand_chooses_the_pins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str]) -> None:
+    from scheduler.devcluster import build
+
+    # Recorded by monkeypatch, so the value the CLI sets is undone after the test.
+    monkeypatch.setenv(build.RELEASE_ENV, build.DEFAULT_RELEASE)
+    main.main([a.format(d=tmp_path / "state") for a in argv])
+    assert build.release() == "1.37"
+    assert build.KUBE_APISERVER.version.startswith("v1.37.")
+
+
+def test_an_unknown_kubernetes_release_is_refused_with_the_choices(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main.main(["dev-cluster", "--kubernetes", "1.30", "build"])
+    assert "1.36" in capsys.readouterr().err

@@ -104,3 +104,43 @@ class FakeClient:
 
     def list_queries(self) -> list[dict[str, Any]]:
         return [q for m, _, q, _ in self.calls if m == "GET"]
+
+
+@dataclass
+class RecordingApi:
+    """Answers every write (201 to a POST, 200 otherwise) and records PATCHes to a
+    ``/status`` subresource and POSTed events: what the actuator's writers send."""
+
+    patches: list[tuple[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        with self.lock:
+            if method == "PATCH" and path.endswith("/status"):
+                self.patches.append((path, body))
+            if method == "POST" and path.endswith("/events"):
+                self.events.append(body)
+        return Response(201 if method == "POST" else 200, b"{}")
+
+
+def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
+    """A ``KubeActuator`` over a ``RecordingApi``, and a cache holding *pods* for tests that
+    run a cycle (the actuator itself reads only the plan). The body of a fixture: yields,
+    then closes the actuator and its binder."""
+    from scheduler.cache import ClusterCache
+    from scheduler.kube.actuator import KubeActuator
+    from scheduler.kube.binder import Binder
+    from scheduler.kube.events import EventRecorder
+    from scheduler.kube.status import StatusWriter
+
+    api, cache = RecordingApi(), ClusterCache()
+    for p in pods:
+        cache.upsert_pod(p)
+    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
+    actuator = KubeActuator(api, binder, StatusWriter(api),  # type: ignore[arg-type]
+                            EventRecorder(api))  # type: ignore[arg-type]
+    yield api, cache, actuator
+    actuator.close()
+    binder.close()

@@ -223,6 +223,11 @@ def test_job() -> None:
     assert defaulted.parallelism == 1
     with pytest.raises(convert.ConversionError, match=r"job team-a/train: spec\.parallelism"):
         convert.job_from_json(patched(fixture("job.json"), "spec.parallelism", 2.5))
+    assert job.succeeded == 0  # no status yet
+    done3 = convert.job_from_json(patched(fixture("job.json"), "status", {"succeeded": 3}))
+    assert (done3.succeeded, done3.gang_size) == (3, 1)
+    with pytest.raises(convert.ConversionError, match=r"job team-a/train: status\.succeeded"):
+        convert.job_from_json(patched(fixture("job.json"), "status", {"succeeded": "3"}))
 
 
 @pytest.mark.parametrize(("obj", "expected"), [

@@ -10,57 +10,38 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
+from scheduler.cache import ClusterCache
 from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
-from scheduler.kube.client import Response
-from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter
 from scheduler.model import PodRef
 from scheduler.plan import CyclePlan, Nomination
+from tests.unit.kube.fakes import RecordingApi, recording_actuator
 from tests.unit.kube.test_group_status_writes import PLAN, POD_NODES, PODS
 
-
-@dataclass
-class Api:
-    patches: list[tuple[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
-                content_type: str = "", timeout: Any = None) -> Response:
-        with self.lock:
-            if method == "PATCH" and path.endswith("/status"):
-                self.patches.append((path, body))
-        return Response(201 if method == "POST" else 200, b"{}")
+Api = RecordingApi
+Setup = tuple[Api, ClusterCache, KubeActuator]
 
 
 @pytest.fixture
-def setup() -> Iterator[tuple[Api, KubeActuator]]:
-    api = Api()
-    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
-    actuator = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
-    yield api, actuator
-    actuator.close()
-    binder.close()
+def setup() -> Iterator[Setup]:
+    yield from recording_actuator(PODS)
 
 
 def nominations(api: Api) -> list[str]:
     return [path for path, body in api.patches if "nominatedNodeName" in body["status"]]
 
 
-def test_a_pending_preemptor_gets_its_nomination(setup: tuple[Api, KubeActuator]) -> None:
-    api, actuator = setup
+def test_a_pending_preemptor_gets_its_nomination(setup: Setup) -> None:
+    api, _, actuator = setup
     pod = PODS[0]
     actuator._nominate_pod(PodRef(pod.namespace, pod.name, pod.uid), "n0")
     assert nominations(api) == [f"/api/v1/namespaces/ns/pods/{pod.name}/status"]
 
 
-def test_no_nomination_lands_on_a_pod_being_bound(setup: tuple[Api, KubeActuator]) -> None:
-    api, actuator = setup
+def test_no_nomination_lands_on_a_pod_being_bound(setup: Setup) -> None:
+    api, _, actuator = setup
     binding = PODS[0]
     with actuator._explain_lock:
         actuator._binding = {binding.uid: 0}  # handed to the binder, the watch not yet caught up
@@ -68,8 +49,8 @@ def test_no_nomination_lands_on_a_pod_being_bound(setup: tuple[Api, KubeActuator
     assert nominations(api) == []
 
 
-def test_a_nomination_queued_before_the_bind_is_dropped(setup: tuple[Api, KubeActuator]) -> None:
-    api, actuator = setup
+def test_a_nomination_queued_before_the_bind_is_dropped(setup: Setup) -> None:
+    api, _, actuator = setup
     held, release = threading.Event(), threading.Event()
 
     def stall() -> None:

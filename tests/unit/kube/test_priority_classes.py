@@ -96,3 +96,21 @@ def test_a_malformed_class_is_skipped() -> None:
     handlers[informer.PRIORITY_CLASSES](ADDED, bad)
     handlers[informer.PODS](ADDED, with_spec(pod("a", "1"), priorityClassName="high"))
     assert priorities(cache) == {"a": 0}
+
+
+@pytest.mark.parametrize("class_name,priority,expected", [
+    ("high", None, 1000),  # admission left it unset: the class's value
+    ("missing", None, 10),  # unknown class: the globalDefault's
+    ("", None, 10),
+    ("high", 7, 7),  # admission resolved it: kept
+])
+def test_resolve_native_podgroup(class_name: str, priority: int | None, expected: int) -> None:
+    """Kubernetes' own PodGroups carry a priority too; resolved the same way as pods'."""
+    from scheduler.model.native import GroupPolicy, NativeGroupInfo
+
+    classes = feed.PriorityClasses()
+    for pc in (priority_class("high", 1000), priority_class("normal", 10, default=True)):
+        classes.upsert(convert.priority_class_from_json(pc))
+    group = NativeGroupInfo("ns", "g", GroupPolicy(min_count=2, priority=priority,
+                                                   priority_class_name=class_name))
+    assert classes.resolve_group(group).policy.priority == expected

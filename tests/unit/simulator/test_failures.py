@@ -45,13 +45,45 @@ def test_same_seed_same_failures() -> None:
 
 
 def test_young_daly_interval_is_used_without_a_job_interval() -> None:
-    from simulator.actuator import SimulatedCluster
+    from simulator.actuator import young_daly
 
     nodes = cluster(1)
-    sim = Simulation(nodes, [], make_preset("gang-scheduler", default_queues(["team"], nodes)),
+    jobs = [job("solo", 0.0, pods=1, gpus=8, duration=5000.0)]
+    sim = Simulation(nodes, jobs, make_preset("gang-scheduler", default_queues(["team"], nodes)),
                      SimulationOptions(failures=FailureModel(mtbf_hours={"a100": 10.0},
                                                              checkpoint_write_seconds=60.0)))
     sim._young_daly()
-    assert isinstance(sim.cluster, SimulatedCluster)
-    write, mtbf = sim.cluster.young_daly or (0.0, 0.0)
-    assert (write, mtbf) == (60.0, 36_000.0)  # sqrt(2 * 60 * 36000) ~ 2078 s for one node
+    sim._arrive(jobs[0], 0.0)
+    interval = sim.cluster._checkpoint_interval(sim.cluster.jobs["solo"])
+    assert interval == young_daly(60.0, 36_000.0) == pytest.approx(2078.46, abs=0.01)
+
+
+def test_every_checkpoint_costs_its_write_time() -> None:
+    """3,000 s of work, a checkpoint every 1,000 s taking 100 s: two are written (none at the
+    end), so the job runs 3,200 s, 200 s of them writing, on all its 8 GPUs."""
+    nodes = cluster(1)
+    jobs = [job("solo", 0.0, pods=1, gpus=8, duration=3000.0, checkpoint=1000.0)]
+    sim = Simulation(nodes, jobs, make_preset("gang-scheduler", default_queues(["team"], nodes)),
+                     SimulationOptions(failures=FailureModel(checkpoint_write_seconds=100.0)))
+    (outcome,) = sim.run().outcomes
+    assert (outcome.start_time, outcome.end_time) == (0.0, 3200.0)
+    assert outcome.gpu_seconds_checkpointing == 200.0 * 8
+    assert outcome.gpu_seconds_lost == 0.0
+
+
+def test_a_failure_keeps_the_work_of_completed_checkpoints_only() -> None:
+    """Interval 1,000 s, write 100 s: a failure 2,500 s into the run has seen two completed
+    checkpoints (at 1,100 s and 2,200 s of running), keeps 2,000 s of work and loses the
+    300 s since, on 8 GPUs; the rerun does the remaining 1,000 s without writing."""
+    nodes = cluster(1)
+    jobs = [job("solo", 0.0, pods=1, gpus=8, duration=3000.0, checkpoint=1000.0)]
+    sim = Simulation(nodes, jobs, make_preset("gang-scheduler", default_queues(["team"], nodes)),
+                     SimulationOptions(failures=FailureModel(checkpoint_write_seconds=100.0,
+                                                             repair_seconds=500.0)))
+    from simulator.clock import EventKind
+
+    sim.clock.push(2500.0, EventKind.NODE_FAILURE, nodes[0].name)
+    (outcome,) = sim.run().outcomes
+    assert outcome.gpu_seconds_lost == 300.0 * 8
+    assert outcome.gpu_seconds_checkpointing == 200.0 * 8
+    assert outcome.end_time == 2500.0 + 500.0 + 1000.0  # repaired, then the last 1,000 s

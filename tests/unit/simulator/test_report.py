@@ -54,11 +54,11 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_every_file_is_written_and_non_empty(written: dict[str, Path]) -> None:
     assert set(written) == {
         "summary.json", "summary.csv", "queues.csv", "outcomes.csv", "utilization.png",
-        "queueing_delay_cdf.png", "queue_shares.png", "report.html",
+        "backlog.png", "queueing_delay_cdf.png", "queue_shares.png", "report.html",
     }
     for path in written.values():
         assert path.stat().st_size > 0
-    for name in ("utilization.png", "queueing_delay_cdf.png", "queue_shares.png"):
+    for name in ("utilization.png", "backlog.png", "queueing_delay_cdf.png", "queue_shares.png"):
         assert written[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -67,7 +67,7 @@ def test_html_is_self_contained_and_says_how_it_was_made(written: dict[str, Path
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<script" not in page  # the command's <script> is escaped, and there are no scripts
     assert "&lt;script&gt;" in page
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4
     assert "--seed 7" in page and "shared GPUs rounded up" in page
     assert "Queues under gang-scheduler" in page
 
@@ -107,14 +107,16 @@ def test_terminal_summary_puts_policies_side_by_side() -> None:
     print_summary([r.report for r in RUNS], console=console)
     text = console.export_text()
     assert "fifo-gang" in text and "gang-scheduler" in text
-    delay_row = next(line for line in text.splitlines() if "queueing delay p50" in line)
-    assert "30s" in delay_row and "10s" in delay_row
+    delay_row = next(line for line in text.splitlines() if "queueing delay p50 (h)" in line)
+    assert "0.01" in delay_row and "0.00" in delay_row  # 30 s and 10 s, in hours
+    assert "cost (USD)" in text and "1 = fair" in text
+    assert "Jain's index over queues" in text  # the sentences under the table
     assert "never started" in text
 
 
 def test_best_value_is_marked_only_when_visible() -> None:
     reports = [r.report for r in RUNS]
-    p50 = next(row for row in fmt.ROWS if row.label == "queueing delay p50")
+    p50 = next(row for row in fmt.ROWS if row.label == "queueing delay p50 (h)")
     assert fmt.best_columns(p50, reports) == {1}
     finished = next(row for row in fmt.ROWS if row.label == "jobs finished")
     assert fmt.best_columns(finished, reports) == set()  # both finished 2
@@ -122,8 +124,8 @@ def test_best_value_is_marked_only_when_visible() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(None, "-"), (0.0, "0s"), (59.4, "59s"), (90.0, "1.5m"), (7200.0, "2.0h"),
-     (3 * 86400.0, "3.0d")],
+    [(None, "-"), (0.0, "0.00"), (30.0, "0.01"), (5400.0, "1.50"), (3 * 86400.0, "72.00"),
+     (400 * 3600.0, "400.00"), (4000 * 3600.0, "4,000.00")],
 )
-def test_duration_format(seconds: float | None, text: str) -> None:
-    assert fmt.duration(seconds) == text
+def test_every_time_is_in_hours(seconds: float | None, text: str) -> None:
+    assert fmt.hours(seconds) == text

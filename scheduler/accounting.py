@@ -1,0 +1,105 @@
+"""What the cluster's GPUs are doing after a cycle, for chargeback and capacity alerts.
+
+Worked out by the loop (only when it exports metrics) from the cycle's snapshot and plan, so
+the pure ``decide`` knows nothing of it and the live scheduler and a simulation with metrics
+count the same way. Pure: no clock, no I/O.
+
+- ``held``: GPUs held by running gangs (this plan's binds included, its evictions too: a
+  victim holds its GPUs until its pods are gone) per (queue, namespace, pool). The loop
+  integrates it over time into GPU-seconds and, at the configured price, cost.
+- per pool, of the GPUs free on ready, schedulable nodes (``idle``):
+  ``stranded``: on nodes where no pending gang could place even one pod (the shape of the
+  free space, a selector or a taint keeps all waiting work off them), counted only while
+  some gang waits, since free GPUs with nothing waiting are just idle;
+  ``reserved_idle``: on nodes held for a reserved or nominated gang that has not started.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.model import Gang
+from scheduler.plan import CyclePlan
+from scheduler.resources import Resources
+from scheduler.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGpus:
+    pool: str
+    total: int  # allocatable GPUs of ready, schedulable nodes
+    idle: int  # of those, free
+    stranded: int  # free, on nodes no pending gang could use
+    reserved_idle: int  # free, on nodes held for a gang that has not started
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGpus:
+    """One ready, schedulable node's GPUs once the plan is carried out."""
+
+    name: str
+    pool: str
+    total: int
+    free: int
+    stranded: bool  # it has free GPUs, and they fit no pod of any waiting gang
+    reserved: bool  # held for a reserved or nominated gang that has not started
+    held: tuple[tuple[str, int], ...] = ()  # (queue, GPUs) of running gangs, by queue
+
+
+@dataclass(frozen=True, slots=True)
+class Accounting:
+    held: Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> GPUs
+    pools: tuple[PoolGpus, ...]  # sorted by pool
+    nodes: tuple[NodeGpus, ...] = ()  # sorted by name
+
+
+def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang]) -> Accounting:
+    """The GPUs of the cluster once *plan* is carried out; *pending* are the cycle's gangs."""
+    nodes = snapshot.nodes
+    free = {name: snapshot.free(name) for name in snapshot.node_names}
+    held: dict[tuple[str, str, str], int] = defaultdict(int)
+    on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for rg in snapshot.running.values():
+        for where, res in rg.allocations:
+            if where in nodes and res.gpus:
+                held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += res.gpus
+                on_node[where][rg.gang.queue] += res.gpus
+    by_id = {g.id: g for g in pending}
+    for bind in plan.binds:
+        gang = by_id.get(bind.gang_id)
+        requests = {r.name: r.requests for r in gang.roles} if gang is not None else {}
+        gang_ns = bind.gang_id.split("/", 1)[0]
+        for a in bind.placement.assignments:
+            res = requests.get(a.role, Resources()) * a.count
+            if a.node in free:
+                free[a.node] = free[a.node] - res
+            if a.node in nodes and res.gpus:
+                held[(bind.queue, gang_ns, nodes[a.node].pool)] += res.gpus
+                on_node[a.node][bind.queue] += res.gpus
+    bound = {b.gang_id for b in plan.binds}
+    waiting = [g for g in by_id.values() if g.id not in bound and g.is_complete]
+    shapes = {(role.requirements, role.requests) for g in waiting for role in g.roles}
+    usable: set[str] = set()
+    for requirements, request in shapes:
+        usable.update(n for n in snapshot.eligible_nodes(requirements)
+                      if request.fits_in(free[n]))
+    held_nodes = {n for r in plan.reservations for n in r.nodes}
+    held_nodes |= {n for nom in plan.nominations for n in nom.nodes}
+    states = tuple(NodeGpus(name, node.pool, node.allocatable.gpus, max(0, free[name].gpus),
+                            bool(waiting) and name not in usable and free[name].gpus > 0,
+                            name in held_nodes,
+                            tuple(sorted(on_node.get(name, {}).items())))
+                   for name, node in sorted(nodes.items())
+                   if node.ready and not node.unschedulable)
+    per_pool: dict[str, list[int]] = {}
+    for n in states:
+        cell = per_pool.setdefault(n.pool, [0, 0, 0, 0])
+        cell[0] += n.total
+        cell[1] += n.free
+        cell[2] += n.free if n.stranded else 0
+        cell[3] += n.free if n.reserved else 0
+    pools = tuple(PoolGpus(p, *c) for p, c in sorted(per_pool.items()))
+    return Accounting(dict(sorted(held.items())), pools, states)
+

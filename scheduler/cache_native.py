@@ -1,0 +1,118 @@
+"""The cache's record of the objects that lend gangs their size and labels: Jobs, and Kubernetes'
+own gang API objects (PodGroups, Workloads) with who refers to whom.
+
+Why apart: a Workload or a Job changes the gangs of the PodGroups made from it (their labels
+name the queue, their annotations the runtime), so the cache must know which gangs to rebuild
+when one of them changes. This store keeps that index; ``ClusterCache`` marks what it returns
+dirty. Not thread-safe on its own: the cache calls it under its lock (``WorkloadFeeding``,
+the part of ``ClusterCache`` that feeds and reads it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from scheduler.model.native import NativeGroupInfo, ResolvedGroup, WorkloadInfo
+from scheduler.model.workloads import JobInfo
+
+
+class NativeStore:
+    """``scheduling.k8s.io`` PodGroups and Workloads by ``namespace/name``."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, NativeGroupInfo] = {}
+        self.workloads: dict[str, WorkloadInfo] = {}
+        self._referrers: dict[str, set[str]] = {}  # Workload or Job key -> PodGroup keys
+
+    def referrers(self, key: str) -> set[str]:
+        """The PodGroups made from Workload or Job *key* (their gangs change with it)."""
+        return set(self._referrers.get(key, ()))
+
+    def upsert_group(self, group: NativeGroupInfo) -> None:
+        self.delete_group(group.key)
+        self.groups[group.key] = group
+        for ref in (group.workload_key, group.job_key):
+            if ref:
+                self._referrers.setdefault(ref, set()).add(group.key)
+
+    def delete_group(self, key: str) -> bool:
+        """Forget PodGroup *key*; True if it was known."""
+        old = self.groups.pop(key, None)
+        if old is None:
+            return False
+        for ref in (old.workload_key, old.job_key):
+            keys = self._referrers.get(ref or "")
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._referrers[ref or ""]
+        return True
+
+    def resolve(self, key: str) -> ResolvedGroup | None:
+        """PodGroup *key* with its Workload (None: no such PodGroup seen)."""
+        group = self.groups.get(key)
+        if group is None:
+            return None
+        workload = self.workloads.get(group.workload_key) if group.workload_key else None
+        return ResolvedGroup(group, workload)
+
+
+class WorkloadFeeding:
+    """``ClusterCache``'s methods for the objects that lend gangs their size and labels: Jobs,
+    and Kubernetes' own Workloads and PodGroups (a mixin: the cache provides the lock, the
+    stores, the dirty set and ``_touch``)."""
+
+    _lock: threading.RLock
+    _jobs: dict[str, JobInfo]
+    _native: NativeStore
+    _dirty: set[str]
+
+    def _touch(self) -> None:
+        raise NotImplementedError
+
+    def upsert_job(self, job: JobInfo) -> None:
+        with self._lock:
+            self._jobs[job.key] = job
+            # Its pods are its gang already (grouping.group_id), and PodGroups it made.
+            self._dirty |= {job.key, *self._native.referrers(job.key)}
+            self._touch()
+
+    def delete_job(self, key: str) -> None:
+        with self._lock:
+            if self._jobs.pop(key, None) is not None:
+                self._dirty |= {key, *self._native.referrers(key)}
+                self._touch()
+
+    def upsert_native_group(self, group: NativeGroupInfo) -> None:
+        """A ``scheduling.k8s.io`` PodGroup (its pods name it in ``spec.schedulingGroup``)."""
+        with self._lock:
+            self._native.upsert_group(group)
+            self._dirty.add(group.key)
+            self._touch()
+
+    def delete_native_group(self, key: str) -> None:
+        with self._lock:
+            if self._native.delete_group(key):
+                self._dirty.add(key)
+                self._touch()
+
+    def upsert_workload(self, workload: WorkloadInfo) -> None:
+        with self._lock:
+            self._native.workloads[workload.key] = workload
+            self._dirty |= self._native.referrers(workload.key)
+            self._touch()
+
+    def delete_workload(self, key: str) -> None:
+        with self._lock:
+            if self._native.workloads.pop(key, None) is not None:
+                self._dirty |= self._native.referrers(key)
+                self._touch()
+
+    def native_group(self, key: str) -> NativeGroupInfo | None:
+        """The ``scheduling.k8s.io`` PodGroup *key* (``namespace/name``), if seen."""
+        with self._lock:
+            return self._native.groups.get(key)
+
+    def native_groups(self) -> list[NativeGroupInfo]:
+        with self._lock:
+            return list(self._native.groups.values())

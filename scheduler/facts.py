@@ -1,0 +1,127 @@
+"""Namespaces and volumes as the cluster cache knows them, with this scheduler's claim
+decisions assumed until the watch shows them (as pods are assumed bound).
+
+Why apart from ``ClusterCache``: the cache groups pods into gangs; these are plain facts
+the snapshot carries for placement (namespace labels for ``namespaceSelector``; claims, PVs,
+classes and attach limits for volume binding). A claim decision written by the actuator
+(a PV's claimRef, a claim's selected-node annotation) is assumed in the catalog the next
+cycles see, so no other gang is given the same PV meanwhile; the assumption ends when the
+watch reports the claim (or PV) changed that way, or after ``ttl`` seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.model.volumes import (
+    Claim,
+    ClaimAction,
+    ClaimDecision,
+    StorageClass,
+    Volume,
+    VolumeCatalog,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Assumed:
+    decision: ClaimDecision
+    at: float
+
+
+class ClusterFacts:
+    """Not thread-safe by itself: the cache calls it under its lock."""
+
+    def __init__(self, ttl: float = 60.0) -> None:
+        self.ttl = ttl
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._claims: dict[str, Claim] = {}
+        self._volumes: dict[str, Volume] = {}
+        self._classes: dict[str, StorageClass] = {}
+        self._limits: dict[str, dict[str, int]] = {}
+        self._assumed: dict[str, _Assumed] = {}  # claim key -> decision
+        self._catalog: VolumeCatalog | None = None
+        self._ns_view: dict[str, dict[str, str]] | None = None
+
+    # Feeding: each returns whether anything changed ------------------------------------
+    def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> bool:
+        old = self._namespaces.get(name)
+        if labels is None:
+            if old is None:
+                return False
+            del self._namespaces[name]
+        elif old == dict(labels):
+            return False
+        else:
+            self._namespaces[name] = dict(labels)
+        self._ns_view = None
+        return True
+
+    def _put(self, table: dict[str, object], key: str, value: object | None) -> bool:
+        if value is None:
+            if table.pop(key, None) is None:
+                return False
+        elif table.get(key) == value:
+            return False
+        else:
+            table[key] = value
+        self._catalog = None
+        return True
+
+    def set_claim(self, key: str, claim: Claim | None) -> bool:
+        changed = self._put(self._claims, key, claim)  # type: ignore[arg-type]
+        assumed = self._assumed.get(key)
+        if assumed is not None and (claim is None or _shows(claim, assumed.decision)):
+            del self._assumed[key]
+            self._catalog = None
+        return changed
+
+    def set_volume(self, name: str, volume: Volume | None) -> bool:
+        return self._put(self._volumes, name, volume)  # type: ignore[arg-type]
+
+    def set_class(self, name: str, cls: StorageClass | None) -> bool:
+        return self._put(self._classes, name, cls)  # type: ignore[arg-type]
+
+    def set_limits(self, node: str, limits: Mapping[str, int] | None) -> bool:
+        return self._put(self._limits, node,  # type: ignore[arg-type]
+                         dict(limits) if limits is not None else None)
+
+    def assume(self, decisions: Iterable[ClaimDecision], now: float) -> bool:
+        changed = False
+        for d in decisions:
+            self._assumed[d.claim] = _Assumed(d, now)
+            changed = True
+        if changed:
+            self._catalog = None
+        return changed
+
+    def expire(self, now: float) -> bool:
+        stale = [k for k, a in self._assumed.items() if now - a.at > self.ttl]
+        for k in stale:
+            del self._assumed[k]
+        if stale:
+            self._catalog = None
+        return bool(stale)
+
+    # Reading ----------------------------------------------------------------------------
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        if self._ns_view is None:
+            self._ns_view = dict(sorted(self._namespaces.items()))
+        return self._ns_view
+
+    def catalog(self) -> VolumeCatalog:
+        """The catalog with assumed decisions applied (one object while nothing changed)."""
+        if self._catalog is None:
+            base = VolumeCatalog.of(self._claims.values(), self._volumes.values(),
+                                    self._classes.values(), self._limits)
+            assumed = [a.decision for _, a in sorted(self._assumed.items())]
+            self._catalog = base.with_decisions(assumed) if assumed else base
+        return self._catalog
+
+
+def _shows(claim: Claim, decision: ClaimDecision) -> bool:
+    """Does the watched claim already reflect *decision* (or moved past it)?"""
+    if decision.action is ClaimAction.BIND:
+        return bool(claim.volume_name)
+    return claim.selected_node == decision.target or bool(claim.volume_name)

@@ -1,0 +1,129 @@
+"""A ``ClusterView`` from what the caller may read through the apiserver.
+
+Nothing is decided here: the running scheduler already wrote what it knows where Kubernetes
+keeps it (Queue status: usage, quota, shares, gang counts; each pending pod's
+``PodScheduled=False`` message: reason category, position in the cycle's order, the
+reservation's estimated start). So a tenant whose RBAC covers a few namespaces (and, through
+the view ClusterRole, Queues) sees exactly their gangs and the queues that admit them. Gangs
+are formed by the scheduler's own grouping (``ClusterCache``) from the pods read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from scheduler.grouping import GangSet
+from scheduler.model import Node
+from scheduler.model.workloads import PodInfo
+from scheduler.resources import GPU, parse_quantity
+from scheduler.views.state import (
+    ClusterView,
+    GangRow,
+    NodeRow,
+    QueuePool,
+    QueueRow,
+    ranks_of,
+    tree_order,
+    with_lent,
+)
+
+#: str(PendingReason): "Quota (#3 in queue order): team-a needs ..."
+_REASON = re.compile(r"^(?P<category>[A-Za-z]+)(?: \(#(?P<position>\d+) in queue order\))?: "
+                     r"(?P<message>.*)$", re.S)
+
+
+def parse_reason(text: str) -> tuple[str, int | None, str]:
+    """(category, position or None, message) of a ``PodScheduled=False`` message."""
+    m = _REASON.match(text or "")
+    if m is None:
+        return "", None, text or ""
+    position = m.group("position")
+    return m.group("category"), int(position) if position else None, m.group("message")
+
+
+def eta_of(gang_id: str, message: str) -> float | None:
+    """The estimated start a reservation gives *gang_id*, in seconds, if the message says."""
+    m = re.search(rf"{re.escape(gang_id)} \(estimated start in (\d+)s\)", message) or \
+        re.search(r"estimated start in (\d+)s", message)
+    return float(m.group(1)) if m else None
+
+
+def _gpus(quantities: Mapping[str, Any] | None) -> int:
+    value = (quantities or {}).get(GPU)
+    return parse_quantity(str(value), GPU) if value is not None else 0
+
+
+def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
+    rows = []
+    for q in items:
+        spec, status = q.get("spec") or {}, q.get("status") or {}
+        own = {p.get("pool", ""): _gpus(p.get("nominal")) for p in spec.get("quotas") or ()}
+        reported = {p.get("pool", ""): p for p in status.get("pools") or ()}
+        pools = []
+        for pool in sorted(set(own) | set(reported)):
+            p = reported.get(pool, {})
+            nominal = _gpus(p.get("nominal")) if "nominal" in p else own.get(pool, 0)
+            pools.append(QueuePool(pool, nominal, _gpus(p.get("allocated")),
+                                   _gpus(p.get("borrowed")), 0))
+        rows.append(QueueRow(
+            name=str(q["metadata"]["name"]), parent=str(spec.get("parent") or ""), depth=0,
+            weight=float(spec.get("weight", 1)), namespaces=tuple(spec.get("namespaces") or ()),
+            pools=tuple(pools), fair_share=float(status.get("fairShare") or 0.0),
+            usage_share=float(status.get("usageShare") or 0.0),
+            running=int(status.get("admittedGangs") or 0),
+            pending=int(status.get("pendingGangs") or 0)))
+    return tree_order(with_lent(rows))
+
+
+def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
+          conditions: Mapping[str, str], queues: Iterable[Mapping[str, Any]],
+          nodes: Sequence[Node] | None, now: float) -> ClusterView:
+    """*conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only)."""
+    pending = []
+    for g in gangs.pending:
+        message = next((conditions[p.uid] for p in pods_of(g.id) if p.uid in conditions), "")
+        category, position, text = parse_reason(message)
+        pending.append(GangRow(
+            id=g.id, namespace=g.namespace, queue=g.queue, state="Pending",
+            gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
+            cluster_position=position, reason=category or "Unknown",
+            message=text or "not considered by the scheduler yet",
+            eta_seconds=eta_of(g.id, text) if category == "Reserved" else None))
+    pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
+    counted: dict[str, int] = {}
+    ranked = []
+    for r in pending:  # position among the gangs of its queue that the caller can see
+        if r.cluster_position is not None:
+            counted[r.queue] = counted.get(r.queue, 0) + 1
+        ranked.append(dataclasses.replace(r, queue_position=counted.get(r.queue)
+                                          if r.cluster_position is not None else None))
+    running = []
+    for gid, rg in sorted(gangs.running_by_id.items()):
+        pods = pods_of(gid)
+        running.append(GangRow(
+            id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
+            gpus=rg.usage.gpus, pods=len(pods), priority=rg.gang.priority,
+            age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes, ranks=ranks_of(pods)))
+    return ClusterView(now=now, source="apiserver", queues=queue_rows(queues),
+                       pending=tuple(ranked), running=tuple(running),
+                       nodes=None if nodes is None else _nodes(gangs, nodes))
+
+
+def _nodes(gangs: GangSet, nodes: Sequence[Node]) -> tuple[NodeRow, ...]:
+    used: dict[str, dict[str, int]] = {}
+    for rg in gangs.running_by_id.values():
+        for node, res in rg.allocations:
+            per = used.setdefault(node, {})
+            per[rg.gang.queue] = per.get(rg.gang.queue, 0) + res.gpus
+    rows = []
+    for n in nodes:
+        mine = {q: v for q, v in used.get(n.name, {}).items() if v}
+        other = gangs.other_usage.get(n.name)
+        other_gpus = other.gpus if other is not None else 0
+        free = max(0, n.allocatable.gpus - sum(mine.values()) - other_gpus)
+        rows.append(NodeRow(n.name, n.pool, n.allocatable.gpus, tuple(sorted(mine.items())),
+                            other_gpus, free, reserved=False, stranded=False, borrowed=0))
+    return tuple(sorted(rows, key=lambda r: (r.pool, r.name)))

@@ -1,0 +1,184 @@
+"""The read-only dashboard: one HTML page rendered on the server from a ``ClusterView``.
+
+No scripts, no forms, no links out, nothing that writes: the page refreshes itself every few
+seconds (a ``<meta http-equiv="refresh">``) and shows only what the views show (names,
+counts, reasons the scheduler wrote) — no Secrets, tokens or environment. Colours repeat
+what the text says (each GPU cell has a title and the legend names every kind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from html import escape
+
+from scheduler.views.state import ClusterView, GangRow, NodeRow
+from scheduler.views.text import fmt_age
+
+REFRESH_SECONDS = 5
+PALETTE = ("#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#ff7f0e", "#7f7f7f")
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.2rem 2rem; color: #1d1d1f; }
+h1 { font-size: 1.35rem; margin: 0 0 .2rem; } h2 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
+.meta { color: #555; font-size: .85rem; }
+table { border-collapse: collapse; font-size: .85rem; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: .22rem .6rem; text-align: left;
+         vertical-align: top; }
+th { background: #f5f5f7; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.why { max-width: 40rem; color: #333; }
+.grid { display: flex; flex-wrap: wrap; gap: .9rem 1.4rem; }
+.node { font-size: .75rem; } .cells { display: flex; gap: 2px; margin-top: 2px; }
+.cell { width: 14px; height: 14px; border-radius: 2px; box-sizing: border-box; }
+.free { background: #fff; border: 1px solid #bbb; }
+.other { background: #c7c7c7; }
+.reserved { background: repeating-linear-gradient(45deg, #f6c343 0 3px, #fff 3px 6px);
+            border: 1px solid #d4a017; }
+.stranded { background: #fff; border: 2px dashed #d62728; }
+.borrowed { outline: 2px solid #000; outline-offset: -2px; }
+.legend { margin: .3rem 0 .6rem; font-size: .8rem; }
+.legend > span { display: inline-flex; align-items: center; gap: .3rem; margin-right: 1rem; }
+.legend .cell { display: inline-block; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+          margin-right: .35rem; }
+.tag { display: inline-block; padding: 0 .35rem; border-radius: .6rem; background: #eef;
+       font-size: .75rem; }
+"""
+
+
+def queue_color(queue: str) -> str:
+    digest = hashlib.sha256(queue.encode()).digest()
+    return PALETTE[digest[0] % len(PALETTE)]
+
+
+def render(view: ClusterView, title: str = "gang-scheduler") -> str:
+    when = datetime.fromtimestamp(view.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p class='meta'>Read-only view of the scheduler's last cycle at {when}: "
+        f"{len(view.running)} gangs running, {len(view.pending)} pending. "
+        f"Refreshes every {REFRESH_SECONDS} s.</p>",
+        "<h2>Queues</h2>", _queues(view),
+        "<h2>Pending gangs</h2>", _pending(view.pending),
+        "<h2>Running gangs</h2>", _running(view.running),
+    ]
+    if view.nodes is not None:
+        parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes)]
+    parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
+              "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _queues(view: ClusterView) -> str:
+    pools = sorted({p.pool for q in view.queues for p in q.pools})
+    head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
+    rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
+            "<th>usage share</th><th>running</th><th>pending</th></tr>"]
+    for q in view.queues:
+        cells = []
+        for pool in pools:
+            p = next((x for x in q.pools if x.pool == pool), None)
+            if p is None:
+                cells.append("<td class='n'>-</td>")
+                continue
+            extra = (f" <span class='tag'>borrowed {p.borrowed}</span>" if p.borrowed else "")
+            extra += f" <span class='tag'>lent {p.lent}</span>" if p.lent else ""
+            cells.append(f"<td class='n'>{p.allocated} / {p.nominal}{extra}</td>")
+        swatch = f"<span class='swatch' style='background:{queue_color(q.name)}'></span>"
+        name = "&nbsp;&nbsp;&nbsp;&nbsp;" * q.depth + swatch + escape(q.name)
+        rows.append(
+            f"<tr data-queue='{escape(q.name)}'><td>{name}</td><td class='n'>{q.weight:g}</td>"
+            f"{''.join(cells)}<td class='n'>{q.fair_share:.2f}</td>"
+            f"<td class='n'>{q.usage_share:.2f}</td><td class='n'>{q.running}</td>"
+            f"<td class='n'>{q.pending}</td></tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def _pending(rows: tuple[GangRow, ...]) -> str:
+    if not rows:
+        return "<p id='pending'>No gang is waiting.</p>"
+    out = ["<table id='pending'><tr><th>#</th><th>in queue</th><th>gang</th><th>queue</th>"
+           "<th>GPUs</th><th>reason</th><th>ETA</th><th>why</th></tr>"]
+    for g in rows:
+        out.append(
+            f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
+            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(g.id)}</td>"
+            f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
+            f"<td class='n'>{fmt_age(g.eta_seconds)}</td>"
+            f"<td class='why'>{escape(g.message)}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _running(rows: tuple[GangRow, ...]) -> str:
+    if not rows:
+        return "<p id='running'>No gang is running.</p>"
+    out = ["<table id='running'><tr><th>gang</th><th>queue</th><th>GPUs</th><th>age</th>"
+           "<th>ranks: node (state)</th></tr>"]
+    for g in rows:
+        ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
+                            f"({escape(r.phase)})" for r in g.ranks)
+        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(g.id)}</td>"
+                   f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
+                   f"<td class='n'>{fmt_age(g.age_seconds)}</td><td>{ranks}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _cells(n: NodeRow) -> str:
+    cells = []
+    borrowed = n.borrowed
+    for queue, gpus in n.used:
+        for _ in range(gpus):
+            extra, what = (" borrowed", f"{queue}, borrowed quota") if borrowed > 0 else \
+                ("", queue)
+            borrowed -= 1 if borrowed > 0 else 0
+            cells.append(f"<div class='cell used{extra}' title='{escape(what)}' "
+                         f"style='background:{queue_color(queue)}'></div>")
+    cells += ["<div class='cell other' title='other pods'></div>"] * n.other
+    kind = "reserved" if n.reserved else "stranded" if n.stranded else "free"
+    cells += [f"<div class='cell {kind}' title='{kind}'></div>"] * n.free
+    return "".join(cells)
+
+
+def _pools(nodes: tuple[NodeRow, ...]) -> str:
+    keys = (("used' style='background:#1f77b4", "held by a queue (its colour)"),
+            ("used borrowed' style='background:#1f77b4", "borrowed quota"),
+            ("reserved", "reserved for a waiting gang"),
+            ("stranded", "stranded: no waiting gang fits"), ("other", "other pods"),
+            ("free", "free"))
+    legend = "<div class='legend'>" + "".join(
+        f"<span><span class='cell {cls}'></span>{escape(text)}</span>" for cls, text in keys
+    ) + "</div>"
+    out = [legend]
+    for pool in sorted({n.pool for n in nodes}):
+        mine = [n for n in nodes if n.pool == pool]
+        used = sum(n.gpus - n.free for n in mine)
+        total = sum(n.gpus for n in mine)
+        out.append(f"<h3 style='font-size:.9rem'>{escape(pool)}: {used} of {total} GPUs in use"
+                   "</h3><div class='grid'>")
+        out += [f"<div class='node' data-node='{escape(n.name)}'>{escape(n.name)} "
+                f"({n.free} free)<div class='cells'>{_cells(n)}</div></div>" for n in mine]
+        out.append("</div>")
+    return "\n".join(out)
+
+
+def _events(view: ClusterView) -> str:
+    if not view.events:
+        return "<p id='events'>None since the scheduler started.</p>"
+    out = ["<table id='events'><tr><th>when</th><th>what</th><th>gang</th><th>why</th></tr>"]
+    for e in view.events:
+        when = datetime.fromtimestamp(e.at, UTC).strftime("%H:%M:%S")
+        out.append(f"<tr><td>{when}</td><td>{escape(e.kind)}</td><td>{escape(e.gang)}</td>"
+                   f"<td class='why'>{escape(e.message)}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _pos(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,207 @@
+"""The rows of every view, as plain frozen values that serialise to JSON and YAML as they are.
+
+GPUs are counts, times are seconds (``now`` is epoch seconds; ages and ETAs are seconds from
+it), shares are 0..1. A field a source cannot know is None (a tenant cannot list nodes: no
+``nodes``), never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from scheduler.model.workloads import PodInfo
+
+RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
+               "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
+               "jobset.sigs.k8s.io/job-index")
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePool:
+    pool: str
+    nominal: int  # GPUs of quota (the subtree's, for a parent)
+    allocated: int  # GPUs held by running gangs
+    borrowed: int  # allocated above nominal: idle quota of others in use
+    lent: int  # own idle quota that others of the same parent use now
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    parent: str  # "" for a root
+    depth: int  # 0 for a root: the tree is the order of the rows
+    weight: float
+    namespaces: tuple[str, ...]  # patterns of the namespaces it admits
+    pools: tuple[QueuePool, ...]
+    fair_share: float  # weight among siblings (1 for a root)
+    usage_share: float
+    running: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    rank: str  # completion index or the trainer's rank label; else the pod's order in the gang
+    pod: str
+    node: str  # "" while pending
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class GangRow:
+    id: str  # namespace/name
+    namespace: str
+    queue: str
+    state: str  # Pending or Running
+    gpus: int
+    pods: int
+    priority: int
+    #: Pending: 1-based position among the queue's pending gangs and in the whole cycle's
+    #: order (None: not ordered, e.g. members missing); why, and the estimated start in
+    #: seconds when a reservation gives one.
+    queue_position: int | None = None
+    cluster_position: int | None = None
+    reason: str = ""
+    message: str = ""
+    eta_seconds: float | None = None
+    #: Running: seconds since it started, and each rank's node and state.
+    age_seconds: float | None = None
+    nodes: tuple[str, ...] = ()
+    ranks: tuple[RankRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    name: str
+    pool: str
+    gpus: int
+    used: tuple[tuple[str, int], ...]  # (queue, GPUs) of running gangs, sorted by queue
+    other: int  # GPUs of pods that are not gang-scheduler's
+    free: int
+    reserved: bool  # its free GPUs are held for a reserved or nominated gang
+    stranded: bool  # its free GPUs fit no pod of any waiting gang
+    borrowed: int  # of ``used``, GPUs of queues above their nominal quota in this pool
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    at: float  # epoch seconds
+    kind: str  # Preempted or Reserved
+    gang: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    now: float
+    source: str  # "scheduler" (its own last cycle) or "apiserver" (what the caller may read)
+    queues: tuple[QueueRow, ...]
+    pending: tuple[GangRow, ...]  # in the order they will be considered
+    running: tuple[GangRow, ...]  # by id
+    nodes: tuple[NodeRow, ...] | None = None  # None: not readable by the caller
+    events: tuple[EventRow, ...] = ()  # newest first
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterView:
+        """Read back ``to_dict`` (the scheduler's ``/api/v1/state``)."""
+        def gang(g: Mapping[str, Any]) -> GangRow:
+            return GangRow(**{**g, "nodes": tuple(g.get("nodes") or ()),
+                              "ranks": tuple(RankRow(**r) for r in g.get("ranks") or ())})
+
+        nodes = data.get("nodes")
+        return cls(
+            now=float(data["now"]), source=str(data["source"]),
+            queues=tuple(QueueRow(**{**q, "namespaces": tuple(q["namespaces"]),
+                                     "pools": tuple(QueuePool(**p) for p in q["pools"])})
+                         for q in data["queues"]),
+            pending=tuple(gang(g) for g in data["pending"]),
+            running=tuple(gang(g) for g in data["running"]),
+            nodes=None if nodes is None else tuple(
+                NodeRow(**{**n, "used": tuple(tuple(u) for u in n["used"])}) for n in nodes),
+            events=tuple(EventRow(**e) for e in data.get("events") or ()))
+
+    def for_namespaces(self, namespaces: Iterable[str] | None) -> ClusterView:
+        """Only the gangs of *namespaces* and the queues that admit one of them (None: all)."""
+        if namespaces is None:
+            return self
+        wanted = set(namespaces)
+        queues = tuple(q for q in self.queues if any(fnmatchcase(ns, pattern) for ns in wanted
+                                                     for pattern in q.namespaces))
+        names = {q.name for q in queues}
+        # Keep the ancestors of a visible queue, so the tree still reads as a tree.
+        by_name = {q.name: q for q in self.queues}
+        for q in queues:
+            parent = q.parent
+            while parent and parent in by_name:
+                names.add(parent)
+                parent = by_name[parent].parent
+        return dataclasses.replace(
+            self, queues=tuple(q for q in self.queues if q.name in names),
+            pending=tuple(g for g in self.pending if g.namespace in wanted),
+            running=tuple(g for g in self.running if g.namespace in wanted),
+            events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
+
+
+def rank_of(labels: Mapping[str, str], annotations: Mapping[str, str], ordinal: int) -> str:
+    """A pod's rank: its completion index or trainer rank label, else its order in the gang."""
+    for key in RANK_LABELS:
+        value = labels.get(key) or annotations.get(key)
+        if value:
+            return value
+    return str(ordinal)
+
+
+def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
+    """A gang's pods as ranks, in rank order (numeric ranks first)."""
+    ordered = sorted(pods, key=lambda p: p.name)
+    rows = [RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name, str(p.phase))
+            for i, p in enumerate(ordered)]
+    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if r.rank.isdigit()
+                        else (1, 0, r.rank)))
+
+
+def tree_order(rows: Iterable[QueueRow]) -> tuple[QueueRow, ...]:
+    """Queues as a tree: each root, then its children (depth-first, by name)."""
+    rows = list(rows)
+    children: dict[str, list[QueueRow]] = {}
+    for r in rows:
+        children.setdefault(r.parent, []).append(r)
+    known = {r.name for r in rows}
+    out: list[QueueRow] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for r in sorted(children.get(parent, ()), key=lambda q: q.name):
+            out.append(dataclasses.replace(r, depth=depth))
+            walk(r.name, depth + 1)
+
+    walk("", 0)
+    for r in rows:  # orphans (a parent that does not exist) last, as roots
+        if r.parent and r.parent not in known:
+            out.append(dataclasses.replace(r, depth=0))
+            walk(r.name, 1)
+    return tuple(out)
+
+
+def with_lent(rows: Iterable[QueueRow]) -> tuple[QueueRow, ...]:
+    """Fill ``lent``: a queue's idle quota in a pool that its siblings' borrowing uses."""
+    rows = list(rows)
+    borrowed: dict[tuple[str, str], int] = {}
+    for r in rows:
+        for p in r.pools:
+            borrowed[(r.parent, p.pool)] = borrowed.get((r.parent, p.pool), 0) + p.borrowed
+    out = []
+    for r in rows:
+        pools = []
+        for p in r.pools:  # roots share nothing: a tree uses only its own quota
+            idle = max(0, p.nominal - p.allocated)
+            others = borrowed.get((r.parent, p.pool), 0) - p.borrowed if r.parent else 0
+            pools.append(dataclasses.replace(p, lent=min(idle, max(0, others))))
+        out.append(dataclasses.replace(r, pools=tuple(pools)))
+    return tuple(out)

@@ -1,0 +1,147 @@
+"""The views as terminal tables (rich): ``queues``, ``gangs`` and ``top``, which is both.
+
+Units in every header; times in the same short form everywhere in the CLI (``fmt_age``).
+Colours only repeat what the text says.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.views.state import ClusterView, GangRow, NodeRow
+
+BOX = box.SIMPLE_HEAD
+
+
+def fmt_age(seconds: float | None) -> str:
+    """``45s``, ``12m``, ``3h05m``, ``2d04h``: an age or an ETA."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def queues_table(view: ClusterView) -> Table:
+    pools = sorted({p.pool for q in view.queues for p in q.pools})
+    table = Table(title="Queues (GPUs: in use / nominal, borrowed +, lent -)",
+                  title_justify="left", box=BOX)
+    table.add_column("queue")
+    table.add_column("weight", justify="right")
+    for pool in pools:
+        table.add_column(pool, justify="right")
+    for col in ("fair share", "usage", "running", "pending"):
+        table.add_column(col, justify="right")
+    for q in view.queues:
+        cells = []
+        for pool in pools:
+            p = next((x for x in q.pools if x.pool == pool), None)
+            if p is None:
+                cells.append(Text("-", style="dim"))
+                continue
+            extra = (f" +{p.borrowed}" if p.borrowed else "") + (f" -{p.lent}" if p.lent else "")
+            cells.append(Text(f"{p.allocated}/{p.nominal}{extra}",
+                              style="bold" if p.borrowed else ""))
+        table.add_row("  " * q.depth + q.name, f"{q.weight:g}", *cells,
+                      f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
+                      str(q.pending))
+    return table
+
+
+def pending_table(rows: tuple[GangRow, ...]) -> RenderableType:
+    """The pending gangs in order, then why each waits (its own lines: a reason is long, and
+    a table on an 80-column terminal would crush it or cut the gang names)."""
+    table = Table(title="Pending gangs (in the order they are considered)", title_justify="left",
+                  box=BOX)
+    for col, justify in (("#", "right"), ("in queue", "right"), ("gang", "left"),
+                         ("queue", "left"), ("GPUs", "right"), ("reason", "left"),
+                         ("ETA", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    why = Text()
+    for g in rows:
+        table.add_row(_pos(g.cluster_position), _pos(g.queue_position), g.id, g.queue,
+                      str(g.gpus), g.reason, fmt_age(g.eta_seconds))
+        why.append(f"{g.id}: ", style="bold")
+        why.append(f"{g.message}\n")
+    return Group(table, why) if rows else table
+
+
+def running_table(rows: tuple[GangRow, ...]) -> Table:
+    table = Table(title="Running gangs", title_justify="left", box=BOX)
+    for col, justify in (("gang", "left"), ("queue", "left"), ("GPUs", "right"),
+                         ("age", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("ranks (rank:node)")
+    for g in rows:
+        ranks = " ".join(f"{r.rank}:{r.node or '-'}" + ("" if r.phase == "Running"
+                                                        else f"({r.phase})") for r in g.ranks)
+        table.add_row(g.id, g.queue, str(g.gpus), fmt_age(g.age_seconds),
+                      Text(ranks or ", ".join(g.nodes), overflow="fold"))
+    return table
+
+
+def queue_letters(nodes: tuple[NodeRow, ...]) -> dict[str, str]:
+    """One letter per queue holding GPUs (a, b, c, ... by name), for the node bars."""
+    queues = sorted({q for n in nodes for q, _ in n.used})
+    letters = "abcdefghijklmnpqtuvwxyz"  # no o, r, s: those mark other, reserved, stranded
+    return {q: letters[i % len(letters)] for i, q in enumerate(queues)}
+
+
+def node_bar(n: NodeRow, letters: dict[str, str]) -> Text:
+    """One cell per GPU: its queue's letter where held (upper case: borrowed quota), ``o``
+    other pods, ``r`` reserved, ``s`` stranded, ``.`` free."""
+    bar = Text()
+    borrowed = n.borrowed
+    for queue, gpus in n.used:
+        for _ in range(gpus):
+            mark = letters.get(queue, "?")
+            if borrowed > 0:
+                mark, borrowed = mark.upper(), borrowed - 1
+            bar.append(mark, style="bold cyan")
+    bar.append("o" * n.other, style="dim")
+    free = "r" if n.reserved else "s" if n.stranded else "."
+    bar.append(free * n.free, style="yellow" if free != "." else "dim")
+    return bar
+
+
+def nodes_table(nodes: tuple[NodeRow, ...]) -> RenderableType:
+    letters = queue_letters(nodes)
+    table = Table(title="Nodes (one cell per GPU)", title_justify="left", box=BOX)
+    for col in ("pool", "node", "GPUs"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("free", justify="right")
+    for n in nodes:
+        table.add_row(n.pool, n.name, node_bar(n, letters), f"{n.free}/{n.gpus}")
+    legend = "  ".join(f"{letter}={q}" for q, letter in letters.items())
+    return Group(table, Text(f"{legend}  (UPPER: borrowed quota)  o other pods  r reserved  "
+                             "s stranded  . free", style="dim"))
+
+
+def top(view: ClusterView) -> RenderableType:
+    parts: list[RenderableType] = [
+        Text.assemble(("gang-scheduler top", "bold"), f"   source: {view.source}   "
+                      f"{len(view.running)} running, {len(view.pending)} pending"),
+        queues_table(view), pending_table(view.pending), running_table(view.running)]
+    if view.nodes is not None:
+        parts.append(nodes_table(view.nodes))
+    if view.events:
+        events = Table(title="Recent preemptions and reservations", title_justify="left",
+                       box=BOX)
+        for col in ("kind", "gang", "what"):
+            events.add_column(col)
+        for e in view.events[:8]:
+            events.add_row(e.kind, e.gang, Text(e.message, overflow="fold"))
+        parts.append(events)
+    return Group(*parts)
+
+
+def _pos(value: int | None) -> str:
+    return "-" if value is None else str(value)

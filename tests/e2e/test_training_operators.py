@@ -1,0 +1,195 @@
+"""The dev cluster's training operators, JobSet and Kubeflow Trainer, run for real: their
+webhooks (on loopback, trusted through the cluster CA) admit and refuse, and their controllers
+turn JobSets into Jobs and TrainJobs into a JobSet, a PodGroup and pods that gang-scheduler
+places whole.
+
+Skipped when the session cluster runs without them (``GANG_SCHEDULER_E2E_OPERATORS=0``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.devcluster import rest
+from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
+from tests.e2e.live import GPU, GROUP_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
+
+pytestmark = pytest.mark.e2e
+
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+TRAINER = "trainer.kubeflow.org"
+RUNTIMES = (TRAINER, "v1alpha1", "trainingruntimes")
+TRAINJOBS = (TRAINER, "v1alpha1", "trainjobs")
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+@pytest.fixture(autouse=True)
+def operators(control_plane: ControlPlane) -> None:
+    if not control_plane.operators:
+        pytest.skip("the session cluster runs without the training operators")
+
+
+def jobset(name: str, pod_spec: dict[str, Any], jobs: dict[str, int],
+           annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A JobSet of one-pod Jobs: replicated job name -> replicas."""
+    template = {"metadata": {"annotations": annotations or {}}, "spec": pod_spec}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name},
+            "spec": {"replicatedJobs": [
+                {"name": job, "replicas": replicas,
+                 "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                       "template": template}}}
+                for job, replicas in jobs.items()], **spec}}
+
+
+def test_a_jobset_becomes_jobs_whose_pods_run_and_it_completes(control_plane: ControlPlane,
+                                                               namespace: str) -> None:
+    node = control_plane.create_node(gpus=0)
+    pod_spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [{"name": "main", "image": "registry.invalid/x",
+                                "resources": {"requests": {"cpu": "100m"}}}]}
+    body = jobset("pair", pod_spec, {"leader": 1, "workers": 2}, {SIMULATED_RUNTIME: "1"})
+    created = rest.call(control_plane.custom.create_namespaced_custom_object, *JOBSETS[:2],
+                        namespace, JOBSETS[2], body)
+    # The defaulting webhook ran: what the user left out is filled in.
+    assert created["spec"]["successPolicy"]["operator"] == "All", created["spec"]
+    batch = client.BatchV1Api(control_plane.api)
+
+    def jobs() -> list[dict[str, Any]]:
+        return list(rest.call(batch.list_namespaced_job, namespace)["items"])
+
+    wait_for(lambda: len(jobs()) == 3, 60, what="the JobSet's 3 Jobs")
+    assert sorted(j["metadata"]["name"] for j in jobs()) == [
+        "pair-leader-0", "pair-workers-0", "pair-workers-1"]
+
+    def status() -> dict[str, Any]:
+        js = rest.call(control_plane.custom.get_namespaced_custom_object, *JOBSETS[:2],
+                       namespace, JOBSETS[2], "pair")
+        return {c["type"]: c["status"] for c in js.get("status", {}).get("conditions") or []}
+
+    wait_for(lambda: status().get("Completed") == "True", 90, what="the JobSet Completed")
+    pods = rest.call(control_plane.core.list_namespaced_pod, namespace)["items"]
+    assert {p["metadata"]["labels"][JOBSET_LABEL] for p in pods} == {"pair"}
+
+
+def test_the_jobset_webhook_refuses_an_invalid_jobset(control_plane: ControlPlane,
+                                                      namespace: str) -> None:
+    """Refused by the validating webhook (the CRD schema cannot see that the success policy
+    names a replicated job that does not exist)."""
+    body = jobset("bad", {"restartPolicy": "Never",
+                          "containers": [{"name": "main", "image": "registry.invalid/x"}]},
+                  {"workers": 1},
+                  successPolicy={"operator": "All", "targetReplicatedJobs": ["nope"]})
+    with pytest.raises(client.ApiException) as refused:
+        rest.call(control_plane.custom.create_namespaced_custom_object, *JOBSETS[:2],
+                  namespace, JOBSETS[2], body)
+    assert refused.value.status in (400, 403, 422), refused.value
+    message = json.loads(refused.value.body or "{}").get("message", "")
+    assert 'admission webhook "vjobset.kb.io" denied the request' in message, message
+    assert "nope" in message, message
+
+
+def training_runtime(tenant: Tenant, name: str, coscheduling: bool) -> dict[str, Any]:
+    """A namespaced TrainingRuntime whose pods go to `tenant`'s scheduler, queue and pool."""
+    spec: dict[str, Any] = {
+        "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+        "template": {"spec": {"replicatedJobs": [{
+            "name": "node",
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step":
+                                        "trainer"}},
+                "spec": {"template": {
+                    "metadata": {"labels": {QUEUE_LABEL: tenant.queue},
+                                 "annotations": {SIMULATED_RUNTIME: "2"}},
+                    "spec": {**tenant.pod_spec(gpus=0),
+                             "containers": [{"name": "node",
+                                             "image": "registry.invalid/torch"}]}}}}}]}}}
+    if coscheduling:
+        spec["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
+    return {"apiVersion": f"{TRAINER}/v1alpha1", "kind": "TrainingRuntime",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def trainjob(name: str, runtime: str, nodes: int, gpus: int) -> dict[str, Any]:
+    per_node = {"cpu": "1", "memory": "1Gi", GPU: str(gpus)}
+    return {"apiVersion": f"{TRAINER}/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+            "spec": {"runtimeRef": {"apiGroup": TRAINER, "kind": "TrainingRuntime",
+                                    "name": runtime},
+                     "trainer": {"numNodes": nodes,
+                                 "resourcesPerNode": {"requests": per_node,
+                                                      "limits": {GPU: str(gpus)}}}}}
+
+
+def create_trainjob(tenant: Tenant, body: dict[str, Any]) -> None:
+    """Create a TrainJob whose runtime was just created.
+
+    Trainer's validating webhook looks the runtime up in its informer cache, which may not
+    have seen the runtime yet on a loaded machine ("specified trainingRuntime must be created
+    before the TrainJob is created"): that refusal is retried until the cache catches up.
+    """
+    def created() -> bool:
+        try:
+            rest.call(tenant.cp.custom.create_namespaced_custom_object, *TRAINJOBS[:2],
+                      tenant.namespace, TRAINJOBS[2], body)
+        except client.ApiException as exc:
+            if exc.status == 403 and "must be created before" in str(exc.body):
+                return False
+            raise
+        return True
+
+    wait_for(created, 30, what="Trainer's webhook to see the new runtime")
+
+
+def test_a_trainjob_with_coscheduling_is_one_podgroup_placed_whole_and_completes(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    cp = tenant.cp
+    tenant.create_nodes(2, gpus=8)
+    rest.call(cp.custom.create_namespaced_custom_object, *RUNTIMES[:2], tenant.namespace,
+              RUNTIMES[2], training_runtime(tenant, "torch-gang", coscheduling=True))
+    create_trainjob(tenant, trainjob("finetune", "torch-gang", nodes=3, gpus=4))
+    # Trainer's PodGroup: every training node is a member, their requests its minResources.
+    def group() -> dict[str, Any]:
+        try:
+            return cp.get_pod_group(tenant.namespace, "finetune")
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+
+    def training_pods() -> list[str]:
+        return sorted(n for n, p in tenant.pods().items()
+                      if p["metadata"]["labels"].get(GROUP_LABEL) == "finetune")
+
+    spec = wait_for(group, 60, what="Trainer's PodGroup")["spec"]
+    assert spec["minMember"] == 3, spec
+    # Seen with Trainer v2.0.0: minResources counts the runtime's pod template, not the
+    # TrainJob's resourcesPerNode, so here (no requests in the template) it is empty.
+    assert spec.get("minResources", {}).get(GPU) in (None, "12"), spec
+    wait_for(lambda: len(training_pods()) == 3, 60, what="the TrainJob's 3 pods")
+    names = training_pods()
+    requests = {n: tenant.pods()[n]["spec"]["containers"][0]["resources"]["requests"]
+                for n in names}
+    assert all(r.get(GPU) == "4" for r in requests.values()), requests
+    wait_for(lambda: tenant.all_bound(names), 60, what="the 3 training pods bound")
+    assert len(set(tenant.nodes_of(names).values())) == 2, "12 GPUs take both 8-GPU nodes"
+
+    def complete() -> bool:
+        job = rest.call(cp.custom.get_namespaced_custom_object, *TRAINJOBS[:2],
+                        tenant.namespace, TRAINJOBS[2], "finetune")
+        return any(c["type"] == "Complete" and c["status"] == "True"
+                   for c in job.get("status", {}).get("conditions") or [])
+
+    wait_for(complete, 90, what="the TrainJob Complete")
+
+
+def test_the_trainer_webhook_refuses_a_trainjob_of_a_missing_runtime(tenant: Tenant) -> None:
+    with pytest.raises(client.ApiException) as refused:
+        rest.call(tenant.cp.custom.create_namespaced_custom_object, *TRAINJOBS[:2],
+                  tenant.namespace, TRAINJOBS[2], trainjob("orphan", "no-such-runtime", 1, 1))
+    assert refused.value.status in (400, 403, 422), refused.value
+    assert "admission webhook" in str(refused.value.body), refused.value.body

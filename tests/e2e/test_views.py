@@ -1,0 +1,269 @@
+"""The everyday views against the dev cluster: ``gang-scheduler queues | gangs | top``
+through the apiserver (as an admin, and as a tenant with deploy/users' namespace RBAC only),
+from the scheduler's ``/api/v1/state``, as the ``kubectl-gang`` plugin; and the read-only
+dashboard in a real
+headless Chromium (Debian's chromium and chromium-driver, driven by selenium), asserting what
+a person sees on the page.
+
+One scene for the module: a live scheduler for this test's tenant, 3 nodes x 8 GPUs, queues
+org > a (16 GPUs) and b (8 GPUs). In a, a running gang of two 4-GPU ranks (completion
+indexes 0 and 1) and a waiting gang of two 8-GPU pods; in b, a gang of two 6-GPU pods that
+borrows 4 of a's idle GPUs and leaves 2 GPUs stranded on each of its nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.cli.main import main
+from scheduler.devcluster import rest
+from scheduler.serve import serve
+from tests.cli_logging import errors_only_logged, quiet_cli_logging
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import Tenant
+from tests.e2e.ops_support import Ops
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+#: Where to save a screenshot of the page (the README's is made this way), if set.
+SCREENSHOT_DIR = "GANG_SCHEDULER_SCREENSHOT_DIR"
+RANK = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    yield from quiet_cli_logging(monkeypatch)
+
+
+@dataclass
+class Scene:
+    ops: Ops
+    queue: str  # a
+    other: str  # b, the borrower
+    port: int  # the scheduler's metrics + dashboard port
+    config: Path  # a scheduler config naming this tenant's schedulerName
+
+    @property
+    def ns(self) -> str:
+        return self.ops.ns
+
+    def cli(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def scene(control_plane: ControlPlane) -> Iterator[Scene]:
+    tenant = Tenant.create(control_plane)
+    ops = Ops(control_plane, tenant, f"views-{tenant.pool.removeprefix('pool-')}")
+    # The scene's scheduler logs nothing into the stdout the CLI's JSON is read from.
+    with errors_only_logged():
+        try:
+            tenant.create_nodes(3, gpus=8)
+            ops.queue("org")
+            queue = ops.queue("a", gpus=16, parent="org")
+            other = ops.queue("b", gpus=8, parent="org")
+            runner = ops.start_scheduler()
+            server = serve(runner.live.metrics.registry, runner.live.health, "127.0.0.1", 0,
+                           view=runner.live.view)
+            ops.cleanup.append(server.shutdown)
+            for i in range(2):
+                ops.pod(f"train-{i}", 4, queue, group="train", labels={RANK: str(i)})
+            rest.call(control_plane.custom.create_namespaced_custom_object, "scheduling.x-k8s.io",
+                      "v1alpha1", ops.ns, "podgroups",
+                      {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                       "metadata": {"name": "train", "labels": {"gangscheduler.io/queue": queue}},
+                       "spec": {"minMember": 2}})
+            wait_for(lambda: tenant.all_bound(["train-0", "train-1"]), 30, what="train bound")
+            borrow = ops.gang("borrow", 2, 6, other)
+            wait_for(lambda: tenant.all_bound(borrow), 30, what="borrow bound")
+            ops.gang("wide", 2, 8, queue)
+            config = Path(tempfile.mkdtemp()) / "config.yaml"
+            config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
+                                              "defaultQueue": queue}))
+            scene = Scene(ops, queue, other, server.server_address[1], config)
+            # The scheduler has written its reason on the waiting pods.
+            wait_for(lambda: all(_scheduled_false(p) for n, p in tenant.pods().items()
+                                 if n.startswith("wide-")), 30, what="wide's pods say why")
+            yield scene
+        finally:
+            for stop in reversed(ops.cleanup):
+                stop()
+
+
+def _scheduled_false(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def test_gangs_through_the_apiserver_as_an_admin(scene: Scene,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    admin = str(scene.ops.cp.kubeconfig)
+    code, out, err = scene.cli(capsys, "gangs", "--kubeconfig", admin, "--config",
+                               str(scene.config), "-n", scene.ns, "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    running = {g["id"]: g for g in doc["running"]}
+    assert set(running) == {f"{scene.ns}/train", f"{scene.ns}/borrow"}
+    train = running[f"{scene.ns}/train"]
+    assert train["gpus"] == 8
+    assert [(r["rank"], r["phase"]) for r in train["ranks"]] == [("0", "Running"),
+                                                                  ("1", "Running")]
+    assert all(r["node"].startswith(scene.ops.tenant.pool) for r in train["ranks"])
+    (wide,) = doc["pending"]
+    assert wide["id"] == f"{scene.ns}/wide" and wide["gpus"] == 16
+    assert wide["cluster_position"] == 1 and wide["queue_position"] == 1
+    assert wide["reason"] in ("Quota", "Placement", "Reserved") and wide["message"]
+    # The same as a table, and as yaml from the kubectl plugin.
+    code, out, _ = scene.cli(capsys, "gangs", "--kubeconfig", admin, "--config",
+                             str(scene.config), "-n", scene.ns)
+    assert code == 0 and "Pending gangs" in out and f"{scene.ns}/wide" in out
+    plugin = shutil.which("kubectl-gang", path=str(REPO / ".venv" / "bin"))
+    assert plugin, "the kubectl-gang entry point is installed with the package"
+    proc = subprocess.run([plugin, "gangs", "-n", scene.ns, "--config", str(scene.config),
+                           "-o", "yaml", "--kubeconfig", admin], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(proc.stdout)["pending"][0]["id"] == f"{scene.ns}/wide"
+
+
+def test_a_tenant_sees_its_namespace_and_the_queues_it_may_use(
+        scene: Scene, capsys: pytest.CaptureFixture[str]) -> None:
+    cp, ns = scene.ops.cp, scene.ns
+    kubeconfig = _tenant(cp, ns)
+    common = ["--kubeconfig", str(kubeconfig), "--config", str(scene.config)]
+    code, out, err = scene.cli(capsys, "gangs", *common, "-n", ns, "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [g["id"] for g in doc["running"]] == [f"{ns}/borrow", f"{ns}/train"]
+    assert [g["id"] for g in doc["pending"]] == [f"{ns}/wide"]
+    code, out, err = scene.cli(capsys, "queues", *common, "-n", ns, "-o", "json")
+    assert code == 0, err
+    queues = {q["name"]: q for q in json.loads(out)["queues"]}
+    # Only the queues that admit this namespace: the tenant's own and the scene's.
+    assert set(queues) == {scene.queue, scene.other, scene.ops.name("org"),
+                           scene.ops.tenant.queue}
+    pool = scene.ops.tenant.pool
+    a = next(p for p in queues[scene.queue]["pools"] if p["pool"] == pool)
+    b = next(p for p in queues[scene.other]["pools"] if p["pool"] == pool)
+    assert (a["allocated"], a["nominal"], a["lent"]) == (8, 16, 4)
+    assert (b["allocated"], b["nominal"], b["borrowed"]) == (12, 8, 4)
+    # No nodes for a tenant (it may not list them), and no other namespace.
+    code, out, err = scene.cli(capsys, "top", *common, "-n", ns, "-o", "json")
+    assert code == 0 and json.loads(out)["nodes"] is None
+    code, _, err = scene.cli(capsys, "gangs", *common)
+    assert code == 1 and "pass -n NAMESPACE" in err
+
+
+def _tenant(cp: ControlPlane, ns: str) -> Path:
+    """A ServiceAccount with deploy/users' RBAC for one namespace: gang-scheduler-tenant bound
+    in *ns* only, and gang-scheduler-queue-viewer (every authenticated user may read Queues)."""
+    users = REPO / "deploy" / "users"
+    objects = [yaml.safe_load((users / f).read_text())
+               for f in ("queue-viewer.yaml", "queue-viewer-binding.yaml", "tenant.yaml")]
+    objects.append({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "alice-gangs", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "gang-scheduler-tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": ns}]})
+    from kubernetes import utils
+
+    kubeconfig = cp.service_account_kubeconfig(ns, "alice")
+    for obj in objects:
+        try:
+            utils.create_from_dict(cp.api, obj)
+        except utils.FailToCreateError as exc:  # the cluster-scoped ones: once per session
+            if not all(getattr(e, "status", 0) == 409 for e in exc.api_exceptions):
+                raise
+    return kubeconfig
+
+
+def test_top_and_the_state_endpoint_show_the_schedulers_own_view(
+        scene: Scene, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{scene.port}"
+    with urllib.request.urlopen(f"{url}/api/v1/state?namespace={scene.ns}", timeout=10) as r:
+        state = json.loads(r.read())
+    assert state["source"] == "scheduler"
+    mine = [n for n in state["nodes"] if n["pool"] == scene.ops.tenant.pool]
+    assert len(mine) == 3 and sum(n["free"] for n in mine) == 4  # 20 of 24 GPUs held
+    assert sum(n["borrowed"] for n in mine) == 4
+    assert [n["free"] for n in mine if n["stranded"]] == [2, 2]  # no 8-GPU pod fits there
+    code, out, err = scene.cli(capsys, "top", "--scheduler", url, "-n", scene.ns,
+                               "--iterations", "1")
+    assert code == 0, err
+    for text in ("Queues", "Pending gangs", "Running gangs", "Nodes", f"{scene.ns}/wide",
+                 "0:" + scene.ops.tenant.pool):
+        assert text in out, text
+
+
+def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or ""
+    profile = tempfile.mkdtemp(prefix="views-chromium-")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1400,1500",
+                 f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""),
+                              options=options)
+    try:
+        driver.get(f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}")
+        assert driver.title == "gang-scheduler"
+        body = driver.find_element(By.TAG_NAME, "body").text
+        for heading in ("Queues", "Pending gangs", "Running gangs", "GPUs by pool",
+                        "Recent preemptions and reservations"):
+            assert heading in body, heading
+        queue_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.queue}']")
+        assert "8 / 16" in queue_row.text and "lent 4" in queue_row.text  # in use / nominal
+        other_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.other}']")
+        assert "12 / 8" in other_row.text and "borrowed 4" in other_row.text
+        wide = driver.find_element(By.CSS_SELECTOR, f"#pending tr[data-gang='{scene.ns}/wide']")
+        cells = [c.text for c in wide.find_elements(By.TAG_NAME, "td")]
+        assert cells[0] == "1" and cells[1] == "1" and cells[4] == "16"
+        assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7]
+        train = driver.find_element(By.CSS_SELECTOR,
+                                    f"#running tr[data-gang='{scene.ns}/train']")
+        assert "rank 0: " + scene.ops.tenant.pool in train.text
+        assert "rank 1: " + scene.ops.tenant.pool in train.text
+        # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them held
+        # (4 on borrowed quota), the 4 left stranded.
+        nodes = [n for n in driver.find_elements(By.CSS_SELECTOR, "[data-node]")
+                 if (n.get_attribute("data-node") or "").startswith(scene.ops.tenant.pool)]
+        assert len(nodes) == 3
+        kinds = [cell.get_attribute("class") or "" for n in nodes
+                 for cell in n.find_elements(By.CSS_SELECTOR, ".cell")]
+        assert len(kinds) == 24
+        assert sum("used" in k for k in kinds) == 20 and sum("borrowed" in k for k in kinds) == 4
+        assert sum("stranded" in k for k in kinds) == 4
+        assert "stranded: no waiting gang fits" in body  # the legend says what that means
+        # Read-only: nothing to click that changes anything, no script.
+        assert not driver.find_elements(By.TAG_NAME, "form")
+        assert not driver.find_elements(By.TAG_NAME, "script")
+        assert not driver.find_elements(By.TAG_NAME, "button")
+        if os.environ.get(SCREENSHOT_DIR):
+            driver.save_screenshot(str(Path(os.environ[SCREENSHOT_DIR]) / "dashboard.png"))
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,108 @@
+"""Live accounting (scheduler/accounting.py and the loop's metrics): GPU-seconds and cost per
+queue, namespace and pool, and where free GPUs sit unused (idle, stranded, reserved).
+
+Run through the real loop: a ``ClusterCache`` with pods and nodes, ``Scheduler.run_once`` with
+the real ``decide``, the fake actuator of test_loop_metrics, a clock the test moves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.config import PricingConfig
+from scheduler.metrics import SchedulerMetrics
+from tests.unit.policies.builders import policies, queue
+from tests.unit.test_loop_metrics import (
+    TEAM,
+    FakeActuator,
+    Scheduler,
+    gang_pods,
+    make,
+    node,
+    other_pod,
+    sample,
+)
+
+PRICES = PricingConfig(currency="EUR", gpu_hour={"p": 3.6}, default_gpu_hour=1.0)
+
+
+def priced(sched: Scheduler) -> SchedulerMetrics:
+    """Give *sched* metrics with PRICES (``make`` builds unpriced ones)."""
+    sched.metrics = SchedulerMetrics(pricing=PRICES)
+    return sched.metrics
+
+
+def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
+    sched, _, clock = make(gang_pods("g1", 2, 4), [node("n1"), node("n2")], TEAM)
+    m = priced(sched)
+    sched.run_once()  # binds g1 (8 GPUs): nothing held before, nothing charged yet
+    gpu_s = ("gang_scheduler_allocated_gpu_seconds_total",
+             {"queue": "team", "namespace": "ns", "pool": "p"})
+    assert sample(m, gpu_s[0], **gpu_s[1]) == 0
+    clock.now += 10
+    sched.run_once()
+    assert sample(m, gpu_s[0], **gpu_s[1]) == 80  # 8 GPUs for 10 s
+    clock.now += 5
+    sched.run_once()
+    assert sample(m, gpu_s[0], **gpu_s[1]) == 120
+    cost = sample(m, "gang_scheduler_gpu_cost_total", queue="team", namespace="ns", pool="p",
+                  currency="EUR")
+    assert math.isclose(cost, 120 / 3600 * 3.6)
+    assert sample(m, "gang_scheduler_gpu_hour_price", pool="p", currency="EUR") == 3.6
+
+
+def test_a_leadership_gap_is_not_charged() -> None:
+    sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
+    m = priced(sched)
+    sched.run_once()
+    clock.now += 2
+    sched.run_once()
+    sched.forget_accounting()  # the runner calls this on taking the Lease (back)
+    clock.now += 1000
+    sched.run_once()
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
+                  namespace="ns", pool="p") == 16
+
+
+@pytest.mark.parametrize(("pods", "nodes", "idle", "stranded"), [
+    # Nothing waits: free GPUs are idle, not stranded.
+    (gang_pods("g1", 1, 4), [node("n1")], 4, 0),
+    # A waiting 8-GPU gang cannot use the 4 free GPUs of n1 (a 4-GPU pod runs there).
+    ([*gang_pods("big", 1, 8), other_pod("x", "n1", 4)], [node("n1")], 4, 4),
+    # A waiting 2-GPU gang over quota could use them: quota, not shape, holds it back.
+    (gang_pods("g1", 1, 8, node="n1") + gang_pods("g2", 1, 2, created=1),
+     [node("n1"), node("n2")], 8, 0),
+])
+def test_idle_and_stranded_gpus(pods: list, nodes: list, idle: int, stranded: int) -> None:
+    sched, m, _ = make(pods, nodes, TEAM)
+    sched.run_once()
+    assert sample(m, "gang_scheduler_idle_gpus", pool="p") == idle
+    assert sample(m, "gang_scheduler_stranded_gpus", pool="p") == stranded
+    assert sample(m, "gang_scheduler_schedulable_gpus", pool="p") == 8 * len(nodes)
+
+
+def test_gpus_free_on_nodes_held_for_a_preemptor_are_reserved_but_idle() -> None:
+    # low holds 4 of n1's 8 GPUs; high (8 GPUs, higher priority) evicts it and holds n1.
+    pods = gang_pods("low", 1, 4, node="n1") + gang_pods("high", 1, 8, priority=100)
+    sched, m, _ = make(pods, [node("n1")], TEAM)
+    plan = sched.run_once()
+    assert plan.nominations and plan.nominations[0].nodes == ("n1",)
+    assert sample(m, "gang_scheduler_reserved_idle_gpus", pool="p") == 4
+
+
+def test_charged_per_queue_namespace_and_pool() -> None:
+    two = policies(queue("a", quota={"p": 8, "q": 8}), queue("b", quota={"p": 8}))
+    pods = gang_pods("ga", 1, 8, "a") + gang_pods("gb", 1, 4, "b", created=1)
+    sched, _, clock = make(pods, [node("n1", pool="p"), node("n2", pool="p"),
+                                  node("n3", pool="q")], two, FakeActuator())
+    m = priced(sched)
+    sched.run_once()
+    clock.now += 100
+    sched.run_once()
+    charged = {(s.labels["queue"], s.labels["pool"]): s.value
+               for fam in m.registry.collect() if fam.name == "gang_scheduler_allocated_gpu_seconds"
+               for s in fam.samples if s.name.endswith("_total")}
+    assert sum(charged.values()) == 1200  # (8 + 4) GPUs x 100 s
+    assert charged[("b", "p")] == 400
