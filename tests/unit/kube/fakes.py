@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import deque
@@ -144,3 +145,21 @@ def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
     yield api, cache, actuator
     actuator.close()
     binder.close()
+
+
+@contextlib.contextmanager
+def stalled(writer: Any) -> Iterator[None]:
+    """The actuator's background *writer* held up by a task of its own for the block: what
+    is submitted meanwhile queues behind it. On leaving, the writer runs it all (flushed)."""
+    held, release = threading.Event(), threading.Event()
+
+    def stall() -> None:
+        held.set()
+        release.wait(10)
+    writer.submit("stall", stall)
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+    assert writer.flush()

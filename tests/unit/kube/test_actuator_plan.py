@@ -26,6 +26,7 @@ from scheduler.plan import (
     ReasonCategory,
     Rollback,
 )
+from tests.unit.kube.fakes import stalled
 
 PODS = (PodRef("ns", "g-0", "u0"), PodRef("ns", "g-1", "u1"))
 WAITING = PendingReason(ReasonCategory.QUOTA, "queue q is full", 1)
@@ -81,19 +82,11 @@ def test_nominations_pending_reasons_give_ups_and_rollbacks_come_from_the_plan(
 def test_a_reason_decided_before_a_bind_is_never_written_on_the_bound_pods(
         actuator: tuple[Api, KubeActuator]) -> None:
     api, act = actuator
-    held, release = threading.Event(), threading.Event()
-
-    def stall() -> None:
-        held.set()
-        release.wait(10)
-    act.writer.submit("stall", stall)
-    assert held.wait(10)
-    act.apply(CyclePlan(now=0.0, pending={"ns/g": WAITING},
-                        members={"ns/g": Members(PODS)}), 0.0)  # queued behind the stall
-    placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
-    act.apply(CyclePlan(now=1.0, binds=(Bind("ns/g", "q", placement,
-                                             ((PODS[0], "n1"), (PODS[1], "n1"))),)), 1.0)
-    release.set()
-    assert act.writer.flush()
+    with stalled(act.writer):
+        act.apply(CyclePlan(now=0.0, pending={"ns/g": WAITING},
+                            members={"ns/g": Members(PODS)}), 0.0)  # queued behind the stall
+        placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
+        act.apply(CyclePlan(now=1.0, binds=(Bind("ns/g", "q", placement,
+                                                 ((PODS[0], "n1"), (PODS[1], "n1"))),)), 1.0)
     assert len(api.paths("POST", "/binding")) == 2
     assert not [p for p in api.paths("PATCH", "/status") if "/pods/g-" in p]

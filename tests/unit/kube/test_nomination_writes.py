@@ -8,7 +8,6 @@ The bind drops the queued nomination; one running meanwhile skips the pods being
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +16,7 @@ from scheduler.cache import ClusterCache
 from scheduler.kube.actuator import KubeActuator
 from scheduler.model import PodRef
 from scheduler.plan import CyclePlan, Nomination
-from tests.unit.kube.fakes import RecordingApi, recording_actuator
+from tests.unit.kube.fakes import RecordingApi, recording_actuator, stalled
 from tests.unit.kube.test_group_status_writes import PLAN, POD_NODES, PODS
 
 Api = RecordingApi
@@ -51,16 +50,8 @@ def test_no_nomination_lands_on_a_pod_being_bound(setup: Setup) -> None:
 
 def test_a_nomination_queued_before_the_bind_is_dropped(setup: Setup) -> None:
     api, _, actuator = setup
-    held, release = threading.Event(), threading.Event()
-
-    def stall() -> None:
-        held.set()
-        release.wait(10)
-    actuator.writer.submit("stall", stall)
-    assert held.wait(10)
-    actuator.apply(CyclePlan(now=0.0, nominations=(Nomination(
-        "ns/g", ("n0", "n1"), ("ns/low",), 0.0, pod_nodes=POD_NODES),)), 0.0)
-    actuator.apply(PLAN, 1.0)  # the victims are gone: the preemptor binds
-    release.set()
-    assert actuator.writer.flush()
+    with stalled(actuator.writer):
+        actuator.apply(CyclePlan(now=0.0, nominations=(Nomination(
+            "ns/g", ("n0", "n1"), ("ns/low",), 0.0, pod_nodes=POD_NODES),)), 0.0)
+        actuator.apply(PLAN, 1.0)  # the victims are gone: the preemptor binds
     assert nominations(api) == []
