@@ -178,8 +178,10 @@ class Scheduler:
             per_queue: Counter[str] = Counter()
             for (queue, _), n in self._waiting_of(plan, inp).items():
                 per_queue[queue] += n
-            statuses = queue_statuses(inp.snapshot, inp.gangs.pending, policies, plan, recall)
-            reports = queue_reports(statuses, policies, per_queue)
+            snapshot = inp.snapshot
+            capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
+            statuses = queue_statuses(snapshot, inp.gangs.pending, policies, plan, recall)
+            reports = queue_reports(statuses, policies, per_queue, capacity)
             self._reported = (plan, inp, policies, recall, reports)
         return reports
 

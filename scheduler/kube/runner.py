@@ -28,8 +28,9 @@ from scheduler.kube import feed, informer
 from scheduler.kube.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
-from scheduler.kube.events import EventRecorder
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.group_sync import GroupStatusSync
+from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
@@ -67,13 +68,15 @@ class LiveScheduler:
                                                  min_interval=queue_status_interval)
         self.policies = LivePolicies(client, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity)
-        self.informers = feed.cache_informers(client, self.cache, config.node_labels)
+        self.input_warnings = InputWarnings()
+        self.informers = feed.cache_informers(client, self.cache, config.node_labels,
+                                              self.input_warnings)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
         self.binder = Binder(client, concurrency=config.bind_concurrency,
                              queue_of=self.cache.queue_of)
+        self.events = EventRecorder(client, interval=config.event_min_interval_seconds)
         self.actuator = KubeActuator(
-            client, self.binder, StatusWriter(client),
-            EventRecorder(client, interval=config.event_min_interval_seconds),
+            client, self.binder, StatusWriter(client), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
             self.metrics)
         self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
@@ -146,6 +149,7 @@ class LiveScheduler:
                         self.recent.observe(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
                         self.group_sync.sync()
+                        self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
                     was_leader = True
@@ -159,6 +163,13 @@ class LiveScheduler:
         inp, policies = last
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
                                self.cache.gang_pods, self.recent.events)
+
+    def _warn_of_inputs(self) -> None:
+        """A Warning event on each object whose annotations the informers found unreadable
+        since the last cycle (the leader only: standbys log them, see ``InputWarnings``)."""
+        for f in self.input_warnings.drain():
+            self.events.emit(ObjectRef(f.kind, f.namespace, f.name, f.uid, f.api_version),
+                             EventReason.INVALID_ANNOTATION, f.message, EventType.WARNING)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end."""
