@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from policies.queues import Queue
 from policies.quota import QuotaLedger
-from scheduler.model import Gang, PodRequirements
+from scheduler.model import Gang
 from scheduler.placement.types import Assignment, Placement
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
@@ -32,45 +32,13 @@ class QuotaVerdict:
         return bool(self.pools)
 
 
-_POOLS_CACHE = "policies.admission.pools"
-
-
-def eligible_pools(snapshot: Snapshot, requirements: PodRequirements) -> tuple[str, ...]:
-    """Pools with a node a pod may use; memoised with the snapshot's node-derived caches."""
-    cache = snapshot.solver_cache.setdefault(_POOLS_CACHE, {})
-    hit = cache.get(requirements)
-    if hit is None:
-        nodes = snapshot.nodes
-        hit = cache[requirements] = tuple(sorted({nodes[n].pool for n in
-                                                  snapshot.eligible_nodes(requirements)}))
-    return hit  # type: ignore[no-any-return]
-
-
-_BOUNDS_CACHE = "policies.admission.bounds"
-
-
 def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
-    """Per pool, the most the gang could be charged there: each role in every pool it may use.
-
-    Memoised with the snapshot's node-derived caches by the identity of the gang's roles
-    (the cluster cache hands the same objects to every cycle while a gang is unchanged), so
-    a gang pending for many cycles is worked out once.
-    """
-    cache = snapshot.solver_cache.setdefault(_BOUNDS_CACHE, {})
-    hit = cache.get(id(gang.roles))
-    if hit is None or hit[0] is not gang.roles:
-        if len(cache) > 100_000:
-            cache.clear()  # gangs come and go; keep the memo bounded
-        hit = cache[id(gang.roles)] = (gang.roles, _pool_bounds(gang, snapshot))
-    return dict(hit[1])
-
-
-def _pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
+    """Per pool, the most the gang could be charged there: each role in every pool it may use."""
     per_pool: dict[str, list[Resources]] = {}
     for role in gang.roles:
         if role.required <= 0:
             continue
-        for pool in eligible_pools(snapshot, role.requirements):
+        for pool in snapshot.eligible_pools(role.requirements):
             per_pool.setdefault(pool, []).append(role.requests * role.required)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 
@@ -202,8 +170,3 @@ def describe_never(queue: str, bounds: Mapping[str, Resources], ledger: QuotaLed
     return (f"can never be admitted to queue {queue}, even with every queue idle ("
             + "; ".join(parts) + "): raise the queue's quota or borrowing limit, or make the "
             "gang smaller")
-
-
-def pool_nodes(snapshot: Snapshot, pools: Iterable[str]) -> frozenset[str]:
-    wanted = set(pools)
-    return frozenset(name for name, node in snapshot.nodes.items() if node.pool in wanted)

@@ -23,10 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.admission import charge_all
+from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang
-from scheduler.resources import Resources, total
+from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 
@@ -42,41 +43,11 @@ class Candidate:
         return self.running.id
 
 
-def running_charges(rg: RunningGang, snapshot: Snapshot,
-                    cache: dict[str, dict[str, Resources]] | None = None,
-                    ) -> dict[str, Resources]:
-    """What a running gang is charged per pool (memoised in *cache* by gang id)."""
-    if cache is not None:
-        hit = cache.get(rg.id)
-        if hit is None:
-            hit = cache[rg.id] = running_charges(rg, snapshot)
-        return hit
-    # Kept with the snapshot's node-derived caches by the identity of the running gang: the
-    # same object stays in every snapshot while the gang runs.
-    memo: dict[int, tuple[RunningGang, dict[str, Resources]]] = \
-        snapshot.solver_cache.setdefault(_CHARGES_CACHE, {})
-    known = memo.get(id(rg))
-    if known is not None and known[0] is rg:
-        return known[1]
-    if len(memo) > 100_000:
-        memo.clear()  # gangs come and go; keep the memo bounded
-    nodes = snapshot.nodes
-    per_pool: dict[str, list[Resources]] = {}
-    for node, res in rg.allocations:
-        if node in nodes:
-            per_pool.setdefault(nodes[node].pool, []).append(res)
-    charges = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
-    memo[id(rg)] = (rg, charges)
-    return charges
-
-
-_CHARGES_CACHE = "policies.preemption.charges"
-
-
-def ledger_without(ledger: QuotaLedger, victims: list[RunningGang], snapshot: Snapshot,
-                   cache: dict[str, dict[str, Resources]] | None = None) -> QuotaLedger:
+def ledger_without(ledger: QuotaLedger, victims: list[RunningGang],
+                   snapshot: Snapshot) -> QuotaLedger:
+    """*ledger* with the usage of *victims* released."""
     for rg in victims:
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snapshot, cache), sign=-1)
+        ledger = charge_all(ledger, rg.gang.queue, snapshot.pool_usage(rg), sign=-1)
     return ledger
 
 
@@ -106,8 +77,8 @@ def within_quota_pools(ledger: QuotaLedger, queue: str,
 
 
 def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue,
-                  ledger: QuotaLedger, snapshot: Snapshot, reclaim_pools: frozenset[str],
-                  cache: dict[str, dict[str, Resources]] | None = None) -> str | None:
+                  ledger: QuotaLedger, snapshot: Snapshot,
+                  reclaim_pools: frozenset[str]) -> str | None:
     """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state."""
     lower = rg.gang.priority < gang.priority
     if victim_queue.name == queue.name:
@@ -121,7 +92,7 @@ def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue
     paths = ledger.tree.paths
     if not reclaim_pools or paths[victim_queue.name][0] != paths[queue.name][0]:
         return None
-    for pool in running_charges(rg, snapshot, cache):
+    for pool in snapshot.pool_usage(rg):
         if pool in reclaim_pools and borrowing_below(ledger, victim_queue.name, queue.name,
                                                      pool):
             return (f"queue {victim_queue.name} borrows quota in pool {pool} that queue "
@@ -137,59 +108,56 @@ def running_by_queue(snapshot: Snapshot) -> dict[str, list[RunningGang]]:
     return out
 
 
-def candidates(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
-               queues: QueueSet, bounds: Mapping[str, Resources], now: float,
-               terminating: frozenset[str],
-               cache: dict[str, dict[str, Resources]] | None = None,
-               by_queue: Mapping[str, list[RunningGang]] | None = None,
-               memo: dict[tuple[object, ...], tuple[QuotaLedger, list[Candidate]]] | None = None,
-               ) -> list[Candidate]:
-    """Every running gang the policy lets *gang* preempt, sorted by id.
+def candidates(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
+               queues: QueueSet, now: float, untouchable: frozenset[str],
+               by_queue: Mapping[str, list[RunningGang]] | None = None) -> list[Candidate]:
+    """Every running gang the policy lets the applicant preempt, sorted by id.
 
-    Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
-    when it may reclaim at all, the other queues of its tree. *memo* shares the answer
-    between gangs of one queue and priority while the ledger (the same object) and the
-    gangs being evicted are unchanged, which is most of a cycle.
+    *untouchable*: gangs being evicted or bound this cycle. *by_queue*:
+    ``running_by_queue(snapshot)``, when the caller has it already.
     """
-    if not gang.may_preempt:
-        return []  # preemptionPolicy Never (before the memo: its answer is not this gang's)
-    key = (id(ledger), queue.name, gang.priority, tuple(bounds.items()), len(terminating))
-    if memo is not None:
-        hit = memo.get(key)
-        if hit is not None and hit[0] is ledger:
-            return [c for c in hit[1] if c.id != gang.id]
-    reclaim_pools = within_quota_pools(ledger, queue.name, bounds)
-    found = _scan(gang, queue, snapshot, ledger, queues, reclaim_pools, now, terminating,
-                  cache, by_queue)
-    if memo is not None:
-        memo[key] = (ledger, found)
+    if not applicant.gang.may_preempt:
+        return []  # preemptionPolicy Never
+    return without(scan(applicant, snapshot, ledger, queues, now, untouchable, by_queue),
+                   applicant.gang)
+
+
+def without(found: list[Candidate], gang: Gang) -> list[Candidate]:
+    """*found* without the gang's own running part (a gang is never its own victim)."""
     return [c for c in found if c.id != gang.id]
 
 
-def _scan(gang: Gang, queue: Queue, snapshot: Snapshot, ledger: QuotaLedger,
-          queues: QueueSet, reclaim_pools: frozenset[str], now: float,
-          terminating: frozenset[str], cache: dict[str, dict[str, Resources]] | None,
-          by_queue: Mapping[str, list[RunningGang]] | None) -> list[Candidate]:
-    scan: list[str] = []
+def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,
+         now: float, untouchable: frozenset[str],
+         by_queue: Mapping[str, list[RunningGang]] | None = None) -> list[Candidate]:
+    """``candidates``, the gang's own running part included: the same for every gang of the
+    queue, priority and bounds (so one scan may serve them all).
+
+    Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
+    when it may reclaim at all, the other queues of its tree.
+    """
+    gang, queue = applicant.gang, applicant.queue
+    reclaim_pools = within_quota_pools(ledger, queue.name, applicant.bounds)
+    names: list[str] = []
     if queue.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY:
-        scan.append(queue.name)
+        names.append(queue.name)
     if queue.preemption.reclaim_from_others is not ReclaimPolicy.NEVER and reclaim_pools:
         paths = ledger.tree.paths
         root = paths[queue.name][0]
-        scan.extend(n for n in paths if n != queue.name and paths[n][0] == root)
-    if not scan:
+        names.extend(n for n in paths if n != queue.name and paths[n][0] == root)
+    if not names:
         return []
     if by_queue is None:
         by_queue = running_by_queue(snapshot)
     out: list[Candidate] = []
-    for name in scan:
+    for name in names:
         vq = queues.queues[name]
         for rg in by_queue.get(name, ()):
-            if rg.id in terminating or rg.id not in snapshot.running:
+            if rg.id in untouchable or rg.id not in snapshot.running:
                 continue
             if now - rg.start_time < vq.preemption.min_runtime_seconds:
                 continue
-            why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, cache)
+            why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools)
             if why is not None:
                 out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
     out.sort(key=lambda c: c.id)
@@ -215,6 +183,6 @@ def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,
         return False
     if queues.root_of(vq.name) != queues.root_of(queue.name):
         return False
-    back = within_quota_pools(ledger_after, vq.name, running_charges(victim.running, snapshot))
+    back = within_quota_pools(ledger_after, vq.name, snapshot.pool_usage(victim.running))
     return any(pool in back and borrowing_below(ledger_after, queue.name, vq.name, pool)
                for pool in charges)

@@ -82,17 +82,6 @@ class QuotaTree:
         return cls(queues, paths, {k: frozenset(v) for k, v in covered.items()}, subtree,
                    guaranteed, {k: tuple(v) for k, v in pools_by_root.items()})
 
-    @classmethod
-    def of(cls, queues: QueueSet) -> QuotaTree:
-        """``build``, memoised by the identity of *queues* (the policies in force are one
-        object from cycle to cycle, and the tree depends on nothing else)."""
-        hit = _TREES.get(id(queues))
-        if hit is None or hit[0] is not queues:
-            if len(_TREES) >= 8:
-                _TREES.clear()
-            hit = _TREES[id(queues)] = (queues, cls.build(queues))
-        return hit[1]
-
     def pools_of(self, queue: str) -> tuple[str, ...]:
         """Pools the queue's tree holds quota in (the only pools it may use)."""
         path = self.paths.get(queue)
@@ -111,13 +100,13 @@ Hold = tuple[str, str, Resources]
 
 _NO_HOLDS: Mapping[Key, tuple[Hold, ...]] = MappingProxyType({})
 
-#: ``QuotaTree.of``'s memo: id of a queue set -> (that queue set, its tree).
-_TREES: dict[int, tuple[QueueSet, QuotaTree]] = {}
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QuotaLedger:
-    """Usage charged to queues, per pool; ``charge`` returns a new ledger."""
+    """Usage charged to queues, per pool; ``charge`` returns a new ledger.
+
+    Compared (and hashed) by identity: a ledger only changes by replacement, so "the same
+    ledger" is one object, and answers worked out against it can be kept by it."""
 
     tree: QuotaTree
     stored: Mapping[Key, Amounts]  # own usage + children's usage above their guarantee

@@ -25,21 +25,15 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from policies.admission import (
-    admissible_pools,
-    check_charges,
-    placement_charges,
-    pool_nodes,
-    required_only,
-)
-from policies.preemption import running_charges
+from policies.admission import admissible_pools
+from policies.fit import Applicant, Fit, World, fit
 from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
-from scheduler.placement.types import Placement, PlacementParams, Solver
+from scheduler.placement.types import PlacementParams
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 
@@ -98,37 +92,25 @@ def release_events(snapshot: Snapshot, queues: QueueSet,
     return [(t, tuple(sorted(ids))) for t, ids in sorted(by_time.items())]
 
 
-@dataclass(frozen=True, slots=True)
-class ReservationRequest:
-    """Everything ``reserve`` needs about the gang and the cycle's state."""
-
-    gang: Gang
-    queue: Queue
-    snapshot: Snapshot
-    ledger: QuotaLedger
-    bounds: Mapping[str, Resources]  # the gang's upper-bound quota charge per pool
-    params: PlacementParams
-
-
-def reserve(req: ReservationRequest, queues: QueueSet, now: float,
-            solve: Solver) -> Reservation | None:
-    """The earliest release event after which the gang is admitted and fits, with its nodes.
+def reserve(applicant: Applicant, world: World, queues: QueueSet,
+            now: float) -> Reservation | None:
+    """The earliest release event after which the applicant fits in *world*, with its nodes.
 
     A quota check and a GPU count skip events cheaply; then a galloping search over the
     remaining events (both only get easier as gangs leave) keeps solves logarithmic.
     """
-    gang, snapshot = req.gang, req.snapshot
+    gang, snapshot = applicant.gang, world.snapshot
     events = release_events(snapshot, queues, now)
     if not events:
         return None
-    slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, req.params))
-    ledgers = _Ledgers(req.ledger, events, snapshot)
+    slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, world.params))
+    ledgers = _Ledgers(world.ledger, events, snapshot)
     start = len(events)
     for i, (_, ids) in enumerate(events):
         for gid in ids:
             slots.release(snapshot.running[gid].allocations)
-        if slots.enough() and admissible_pools(gang, req.queue, ledgers.at(i), req.bounds,
-                                               explain=False).admitted:
+        if slots.enough() and admissible_pools(gang, applicant.queue, ledgers.at(i),
+                                               applicant.bounds, explain=False).admitted:
             start = i
             break
     if start == len(events):
@@ -137,7 +119,7 @@ def reserve(req: ReservationRequest, queues: QueueSet, now: float,
 
     def fits_after(i: int) -> Reservation | None:
         if i not in cache:
-            cache[i] = _try(req, events, i, ledgers.at(i), solve)
+            cache[i] = _try(applicant, world, events, i, ledgers.at(i))
         return cache[i]
 
     lo, step, hi = start, 1, None  # lo: first index not known to fail
@@ -166,7 +148,7 @@ class _Ledgers:
     in between taken off, summed per (queue, pool): quota only frees up as gangs leave.
     """
 
-    __slots__ = ("_charges", "_done", "_events", "_ledgers", "_snapshot")
+    __slots__ = ("_done", "_events", "_ledgers", "_snapshot")
 
     def __init__(self, ledger: QuotaLedger, events: list[tuple[float, tuple[str, ...]]],
                  snapshot: Snapshot) -> None:
@@ -174,7 +156,6 @@ class _Ledgers:
         self._snapshot = snapshot
         self._ledgers: dict[int, QuotaLedger] = {-1: ledger}
         self._done = [-1]  # indexes worked out, sorted
-        self._charges: dict[str, dict[str, Resources]] = {}
 
     def at(self, i: int) -> QuotaLedger:
         hit = self._ledgers.get(i)
@@ -187,7 +168,7 @@ class _Ledgers:
         for _, ids in self._events[before + 1: i + 1]:
             for gid in ids:
                 rg = running[gid]
-                for pool, res in running_charges(rg, self._snapshot, self._charges).items():
+                for pool, res in self._snapshot.pool_usage(rg).items():
                     released.setdefault((rg.gang.queue, pool), []).append(res)
         ledger = self._ledgers[before]
         for (queue, pool), parts in sorted(released.items()):
@@ -197,31 +178,18 @@ class _Ledgers:
         return ledger
 
 
-def _try(req: ReservationRequest, events: list[tuple[float, tuple[str, ...]]], i: int,
-         ledger: QuotaLedger, solve: Solver) -> Reservation | None:
-    """Admission (on *ledger*) and placement once the gangs of events[0..i] have ended."""
-    ids = [gid for _, group in events[: i + 1] for gid in group]
-    verdict = admissible_pools(req.gang, req.queue, ledger, req.bounds, explain=False)
-    if not verdict.admitted:
+def _try(applicant: Applicant, world: World, events: list[tuple[float, tuple[str, ...]]],
+         i: int, ledger: QuotaLedger) -> Reservation | None:
+    """The applicant's reservation once the gangs of events[0..i] have ended (on *ledger*)."""
+    ids = tuple(gid for _, group in events[: i + 1] for gid in group)
+    trial = fit(applicant, replace(world, ledger=ledger, gone=ids))
+    if not isinstance(trial, Fit):
         return None
-    future = req.snapshot.without_gangs(ids)
-    params = req.params
-    if set(verdict.pools) != set(future.pools()):
-        allowed = pool_nodes(future, verdict.pools)
-        if params.allowed_nodes is not None:
-            allowed &= params.allowed_nodes
-        params = replace(params, allowed_nodes=allowed)
-    result = solve(req.gang, future, params)
-    if not isinstance(result, Placement):
-        return None
-    result = required_only(req.gang, result)  # reserve for the required members only
-    charges = placement_charges(req.gang, result, future)
-    if check_charges(req.queue, ledger, charges) is not None:
-        return None
-    nodes = future.nodes
-    return Reservation(req.gang.id, result.nodes, events[i][0], req.queue.name,
-                       tuple(sorted(charges.items())),
-                       tuple(sorted({nodes[n].pool for n in result.nodes})))
+    nodes = world.snapshot.nodes
+    placement = trial.placement
+    return Reservation(applicant.gang.id, placement.nodes, events[i][0], applicant.queue.name,
+                       tuple(sorted(trial.charges.items())),
+                       tuple(sorted({nodes[n].pool for n in placement.nodes})))
 
 
 def relevant(reservations: Iterable[Reservation],

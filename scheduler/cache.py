@@ -32,9 +32,10 @@ from scheduler.grouping import (
     group_id,
     is_ours,
 )
-from scheduler.model import Gang, Node, PodRef
+from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
 from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.node_index import NodeIndex
 from scheduler.occupancy import Occupant
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
@@ -88,6 +89,8 @@ class ClusterCache(WorkloadFeeding):
         self._dirty: set[str] = set()
         self._rebuild_all = True
         self._rebuild_snapshot = True
+        #: Derived from the nodes alone, shared until a node changes (``NodeIndex``).
+        self._node_index: NodeIndex | None = None
         self._generation = 0
         self._memo: CycleInput | None = None
 
@@ -98,12 +101,14 @@ class ClusterCache(WorkloadFeeding):
     def upsert_node(self, node: Node) -> None:
         with self._lock:
             self._nodes[node.name] = node
+            self._node_index = None
             self._rebuild_snapshot = True
             self._touch()
 
     def delete_node(self, name: str) -> None:
         with self._lock:
             if self._nodes.pop(name, None) is not None:
+                self._node_index = None
                 self._rebuild_snapshot = True
                 self._touch()
 
@@ -380,8 +385,10 @@ class ClusterCache(WorkloadFeeding):
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]
-            return Snapshot(self._nodes.values(), running, other, other_pods=self._other_pods(),
-                            namespaces=self.facts.namespaces(), volumes=self.facts.catalog())
+            if self._node_index is None:
+                self._node_index = NodeIndex(self._nodes.values(), DEFAULT_TOPOLOGY_LABELS)
+            return Snapshot.on(self._node_index, running, other, other_pods=self._other_pods(),
+                               namespaces=self.facts.namespaces(), volumes=self.facts.catalog())
         snapshot = memo.snapshot
         if volumes:
             snapshot = snapshot.with_volumes(self.facts.catalog())

@@ -211,8 +211,10 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
     runtime = _runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
-    if running is not None and terms is not None and terms.priority is not None:
-        running = replace(running, gang=replace(running.gang, priority=terms.priority))
+    if running is not None and terms is not None:
+        running = replace(running, gang=replace(
+            running.gang, native=native.group if native is not None else None,
+            priority=running.gang.priority if terms.priority is None else terms.priority))
     partial: tuple[PodRef, ...] = ()
     if (bound and waiting and len(bound) < min_member
             and (terms is None or terms.may_roll_back)):
@@ -245,6 +247,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
                                if group and group.schedule_timeout_seconds and not bound
                                else None),
+            pod_group=group is not None,
+            native=native.group if terms is not None and native is not None else None,
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
 

@@ -7,7 +7,10 @@ simulated cluster) differ. Nothing here knows which one it has.
 What the loop adds around the pure ``decide``:
 
 - binds that failed are forgotten by the cache and their gang waits out an exponential
-  backoff before it is tried again (a pod deleted under us is not retried every cycle);
+  backoff before it is tried again (a pod deleted under us is not retried every cycle): the
+  loop keeps the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
+  not formed, gangs partly bound, whether this cycle is a takeover);
+- a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - successful binds are assumed in the cache until the watch confirms them;
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
 - metrics and one summary log line per cycle (info when the cycle did something, debug when
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,15 +34,21 @@ import structlog
 
 from scheduler import accounting, cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
+from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
 from scheduler.metrics import SchedulerMetrics
-from scheduler.model import Gang
+from scheduler.model import Gang, PodRef
 from scheduler.model.volumes import ClaimDecision
+from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
+from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
+from scheduler.statuses import queue_statuses
 
 log = structlog.get_logger("gang_scheduler.loop")
+
+_NO_HOUSEKEEPING = Housekeeping()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,38 +102,45 @@ class Scheduler:
         self.backoff_max = backoff_max
         self._backoff: dict[str, _Backoff] = {}
         self._previous: CyclePlan | None = None
+        self._recall: Recall | None = None  # kept while the nodes (the node index) stay
         self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
         self._tracked: tuple[Gang, ...] | None = None  # the pending gangs last tracked
         self._complete_of: dict[str, tuple[Gang, bool]] = {}  # gang id -> (gang, complete?)
         self._solve_s = 0.0  # placement time within the current decide
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
-        #: The last cycle's plan, input and policies, and its queue reports once worked out.
-        self._reported: tuple[CyclePlan, CycleInput, cycle.Policies,
+        #: The last cycle's plan, input, policies and recall, and its queue reports once
+        #: worked out.
+        self._reported: tuple[CyclePlan, CycleInput, cycle.Policies, Recall,
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
         #: When the GPUs held were last accounted, and what was held then (metrics only).
         self._accounted: tuple[float, Mapping[tuple[str, str, str], int]] | None = None
 
-    def run_once(self) -> CyclePlan:
-        """One cycle: decide on a snapshot, apply the plan, remember what happened."""
+    def run_once(self, takeover: bool = False) -> CyclePlan:
+        """One cycle: decide on a snapshot, apply the plan, remember what happened.
+
+        *takeover*: the first cycle after becoming leader, when gangs a predecessor left
+        partly bound are rolled back even if their members started (see ``housekeeping``).
+        """
         self.cycles += 1
         with structlog.contextvars.bound_contextvars(cycle=self.cycles):
-            return self._cycle()
+            return self._cycle(takeover)
 
-    def _cycle(self) -> CyclePlan:
+    def _cycle(self, takeover: bool) -> CyclePlan:
         now = self.clock()
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
-        pending: Sequence[Gang] = (
-            [g for g in inp.gangs.pending if self._ready(g.id, now)] if self._backoff
-            else inp.gangs.pending)
-        pending = self._drop_timed_out(pending, now)
+        house = self._housekeeping(inp, now, takeover)
         policies = self.policies.current()
         self._solve_s = 0.0
         started = time.perf_counter()
-        plan = cycle.decide(inp.snapshot, pending, policies, now, previous=self._previous,
-                            solver=self._timed_solve if self.metrics is not None else None)
+        if self._recall is None or self._recall.index is not inp.snapshot.index:
+            self._recall = Recall(inp.snapshot.index)
+        plan = cycle.decide(inp.snapshot, inp.gangs.pending, policies, now,
+                            previous=self._previous,
+                            solver=self._timed_solve if self.metrics is not None else None,
+                            recall=self._recall, house=house)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -140,9 +156,14 @@ class Scheduler:
                 self._fail(b.gang_id, now)
             elif b.gang_id in bound:
                 self._backoff.pop(b.gang_id, None)
+        for b in plan.binds:
+            partial = house.partly_bound.get(b.gang_id)
+            if partial is not None and b.gang_id in bound:
+                log.info("partial_gang_completed", gang=b.gang_id, bound=len(partial.pods),
+                         namespace=b.gang_id.split("/", 1)[0], queue=b.queue)
         self._previous = plan
         self.last_plan = plan
-        self._reported = (plan, inp, policies, None)
+        self._reported = (plan, inp, policies, self._recall, None)
         self._observe(plan, result, decided - started, applied - decided, inp)
         return plan
 
@@ -152,15 +173,16 @@ class Scheduler:
         reads them, the live scheduler's status writer reads them at most every few seconds)."""
         if self._reported is None:
             return ()
-        plan, inp, policies, reports = self._reported
+        plan, inp, policies, recall, reports = self._reported
         if reports is None:
             per_queue: Counter[str] = Counter()
             for (queue, _), n in self._waiting_of(plan, inp).items():
                 per_queue[queue] += n
             snapshot = inp.snapshot
             capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
-            reports = queue_reports(plan.queues, policies, per_queue, capacity)
-            self._reported = (plan, inp, policies, reports)
+            statuses = queue_statuses(snapshot, inp.gangs.pending, policies, plan, recall)
+            reports = queue_reports(statuses, policies, per_queue, capacity)
+            self._reported = (plan, inp, policies, recall, reports)
         return reports
 
     @property
@@ -185,29 +207,24 @@ class Scheduler:
             self.metrics.solver_duration.labels(solver).observe(elapsed)
         return result
 
-    # Backoff --------------------------------------------------------------------------------
-    def _drop_timed_out(self, pending: Sequence[Gang], now: float) -> Sequence[Gang]:
-        """Gangs past their PodGroup's scheduleTimeoutSeconds are given up, not retried.
-
-        They leave the cycle (so they cost nothing and hold nothing), and the actuator, if it
-        can, marks them terminally (PodGroup ``Failed``, reason ``ScheduleTimeout``) once.
-        Recreating or editing the PodGroup starts a new deadline.
-        """
-        expired = [g for g in pending
-                   if g.schedule_deadline is not None and now > g.schedule_deadline]
-        if not expired:
-            return pending
-        report = getattr(self.actuator, "give_up", None)
-        if report is not None:
-            report({g.id: f"not scheduled within the PodGroup's scheduleTimeoutSeconds "
-                          f"({g.schedule_deadline - g.creation_time:.0f}s); recreate the "
-                          "PodGroup to try again" for g in expired if g.schedule_deadline})
-        gone = {g.id for g in expired}
-        return [g for g in pending if g.id not in gone]
-
-    def _ready(self, gang_id: str, now: float) -> bool:
-        b = self._backoff.get(gang_id)
-        return b is None or b.until <= now
+    # Housekeeping -------------------------------------------------------------------------
+    def _housekeeping(self, inp: CycleInput, now: float, takeover: bool) -> Housekeeping:
+        """What ``decide`` needs to know besides the pending gangs: backoffs, gangs that
+        cannot be formed and gangs left partly bound (with their pods, from the cache)."""
+        gangs = inp.gangs
+        if not (self._backoff or gangs.problems or gangs.partially_bound or takeover):
+            return _NO_HOUSEKEEPING
+        unformed = {gid: FormationProblem(why, tuple(
+            PodRef(p.namespace, p.name, p.uid)
+            for p in self.cache.gang_pods(gid) if not p.node_name), self.cache.native_group(gid))
+            for gid, why in gangs.problems.items()}
+        partly = {}
+        for gid, refs in gangs.partially_bound.items():
+            pods = {p.uid: p for p in self.cache.gang_pods(gid)}
+            started = any(r.uid in pods and pods[r.uid].phase is not PodPhase.PENDING
+                          for r in refs)
+            partly[gid] = PartlyBound(refs, started)
+        return Housekeeping(self.backing_off(now), unformed, partly, takeover)
 
     def _fail(self, gang_id: str, now: float) -> None:
         prev = self._backoff.get(gang_id)
@@ -305,6 +322,8 @@ class Scheduler:
             m.binds.labels("failure").inc(len(result.failed))
             for why in result.failed.values():
                 m.rollbacks.labels(rollback_reason(why)).inc()
+        for r in plan.rollbacks:
+            m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
         if result.blocked:
             m.evictions_blocked.inc(len(result.blocked))
         running = inp.snapshot.running

@@ -1,22 +1,27 @@
 """What one cycle decided: the plan the actuator carries out and people read.
 
-A ``CyclePlan`` is a frozen value: binds (with the exact pod -> node mapping), evictions
-(each naming its preemptor), nominations and reservations that hold capacity for gangs that
-will start later, a reason for every gang left pending, and per-queue status. The next cycle
-gets the plan back as ``previous`` so held capacity survives between cycles.
+A ``CyclePlan`` is a frozen value and everything an actuator needs to carry the cycle out,
+so neither the live actuator nor the simulated cluster looks anything up again: binds (with
+the exact pod -> node mapping), evictions (each naming its preemptor and the victim's pods),
+nominations (with the pod -> node map for ``nominatedNodeName``) and reservations that hold
+capacity for gangs that will start later, a reason for every gang left pending (and the pods
+to write it on), gangs given up (past their PodGroup's scheduleTimeoutSeconds), partly bound
+gangs to roll back, and gangs that cannot even be formed. The next cycle gets the plan back
+as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
+is a separate pure function of the input and the plan (``scheduler.statuses``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
 from scheduler.model import Gang, PodRef
+from scheduler.model.native import NativeGroupInfo
 from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement
-from scheduler.resources import Resources
 
 
 class ReasonCategory(StrEnum):
@@ -52,6 +57,8 @@ class Bind:
     placement: Placement
     #: Each role's pods in order, mapped onto the placement's nodes (empty without pods).
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    group_uid: str | None = None  # its PodGroup's, if it has one (events go there)
+    native: NativeGroupInfo | None = None  # its scheduling.k8s.io PodGroup, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,51 @@ class Eviction:
     victim: str
     preemptor: str
     message: str
+    queue: str = ""  # the victim's
+    pods: tuple[PodRef, ...] = ()  # the victim's bound pods
+    native: NativeGroupInfo | None = None  # the victim's scheduling.k8s.io PodGroup, if any
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The pods of a gang the plan speaks about, and its PodGroup when it has one (events
+    and status then go to the PodGroup, else to its first pod): a scheduler-plugins
+    PodGroup's uid, or Kubernetes' own PodGroup."""
+
+    pods: tuple[PodRef, ...] = ()
+    group_uid: str | None = None
+    native: NativeGroupInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """A gang past its PodGroup's scheduleTimeoutSeconds: marked failed, not tried again."""
+
+    gang_id: str
+    message: str
+    members: Members = Members()
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """A gang left partly bound (fewer than minMember bound) that this cycle cannot
+    complete: its bound pods are deleted so that their controller recreates them."""
+
+    gang_id: str
+    pods: tuple[PodRef, ...]
+    reason: str
+    #: Decided on the first cycle after taking over (a predecessor may have crashed mid-bind).
+    takeover: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unformed:
+    """A group of pods that is not a gang yet (its PodGroup is missing, an annotation is
+    unreadable): why, on its pods."""
+
+    gang_id: str
+    reason: PendingReason
+    members: Members = Members()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,23 +134,11 @@ class Nomination:
     #: The victims were already terminating (evicted by an earlier leader or run whose plan
     #: is lost), not evicted by this scheduler: said so in the reason on every cycle.
     inherited: bool = False
+    #: The gang's pods onto the placement's nodes, for their ``nominatedNodeName``.
+    pod_nodes: tuple[tuple[PodRef, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class QueueStatus:
-    name: str
-    usage: tuple[tuple[str, Resources], ...]  # per pool, after this plan's binds
-    running: int  # gangs running, including this plan's binds
-    admitted: int  # gangs bound by this plan
-    pending: int
-    fair_share: float  # weighted dominant share of what the queue borrows (0: within quota)
-
-
-#: Per-queue status, or a pure function of the cycle that works it out when first read.
-Statuses = tuple[QueueStatus, ...] | Callable[[], tuple[QueueStatus, ...]]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
 class CyclePlan:
     now: float
     binds: tuple[Bind, ...] = ()
@@ -107,31 +147,13 @@ class CyclePlan:
     reservations: tuple[Reservation, ...] = ()
     provisions: tuple[Provision, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
-    #: See ``queues``; ``decide`` passes a function so a cycle nobody reports on (most of a
-    #: simulation) does not pay for the status of every queue.
-    statuses: Statuses = ()
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()
-
-    @property
-    def queues(self) -> tuple[QueueStatus, ...]:
-        """Per-queue status after this plan's binds (worked out once, when first read)."""
-        statuses = self.statuses
-        if callable(statuses):
-            statuses = statuses()
-            object.__setattr__(self, "statuses", statuses)
-        return statuses
-
-    def _key(self) -> tuple[object, ...]:
-        return (self.now, self.binds, self.evictions, self.nominations, self.reservations,
-                self.provisions, dict(self.pending), self.queues, self.order)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CyclePlan):
-            return NotImplemented
-        return self._key() == other._key()
-
-    __hash__ = None  # type: ignore[assignment]  # holds a mapping, as before
+    #: The pods of each pending gang, for its reason.
+    members: Mapping[str, Members] = field(default_factory=dict)
+    give_ups: tuple[GiveUp, ...] = ()
+    rollbacks: tuple[Rollback, ...] = ()
+    unformed: tuple[Unformed, ...] = ()
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)
@@ -200,6 +222,15 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
     if reservation is not None:
         lines.append(f"{gang_id}: reserved {', '.join(reservation.nodes)}; estimated start "
                      f"in {max(0.0, reservation.estimated_start - plan.now):.0f}s")
+    for g in plan.give_ups:
+        if g.gang_id == gang_id:
+            lines.append(f"{gang_id}: given up: {g.message}")
+    for r in plan.rollbacks:
+        if r.gang_id == gang_id:
+            lines.append(f"{gang_id}: rolled back ({len(r.pods)} bound pods deleted): {r.reason}")
+    for u in plan.unformed:
+        if u.gang_id == gang_id:
+            lines.append(f"{gang_id}: not a gang yet: {u.reason.message}")
     if not lines:
         lines.append(f"{gang_id}: not in this cycle (unknown, running, or backing off)")
     return "\n".join(lines)

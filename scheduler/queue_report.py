@@ -1,8 +1,8 @@
 """Per-queue figures an operator reads: usage and quota per pool, gang counts, shares.
 
-Derived from one cycle's ``plan.queues`` and the policies that cycle ran with, so the metrics
-(``scheduler.loop``, live and simulated alike) and the Queue status the leader writes
-(``scheduler.kube.queue_status``) show the same numbers. Pure: no clock, no I/O.
+Derived from one cycle's queue statuses (``scheduler.statuses``) and the policies that cycle
+ran with, so the metrics (``scheduler.loop``, live and simulated alike) and the Queue status
+the leader writes (``scheduler.kube.queue_status``) show the same numbers. Pure: no clock, no I/O.
 
 A parent queue holds no gangs of its own; its figures are those of its whole subtree, so
 ``kubectl get queues`` adds up. Two shares make fairness visible:
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from policies.cluster_check import quota_warnings
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
-from scheduler.plan import QueueStatus
 from scheduler.resources import Resources, total
+from scheduler.statuses import QueueStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
                         for s in members),
             fair_share=_fair_share(policies, name),
             usage_share=_usage_share(tree, policies, name, pools),
-            borrowed_share=own.fair_share if own is not None else 0.0,
+            borrowed_share=own.borrowed_share if own is not None else 0.0,
             warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity)))
     return tuple(out)
 

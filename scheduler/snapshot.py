@@ -6,8 +6,10 @@ derives a new snapshot (``with_running`` after a placement, ``without_gangs`` to
 of preemption victims); the original is never touched, so undoing a simulated removal is
 simply using the old snapshot again.
 
-Deriving is cheap: node objects, eligibility and the topology graph live in a shared
-``_Static`` part; only the per-node free vectors of the changed nodes are replaced.
+Deriving is cheap: the nodes and what is derived from them alone (eligibility, pools, the
+topology graph) live in a shared ``NodeIndex``; only the per-node free vectors of the changed
+nodes are replaced. The cluster cache keeps one index while the nodes stay the same, so the
+snapshots of many cycles share it too.
 
 The running pods as other pods' constraints see them (labels, affinity terms, host ports,
 claims) are an ``Occupancy`` that is derived along with the snapshot at no cost until a
@@ -15,46 +17,26 @@ solve reads it; namespaces' labels and the volume catalog (claims, PVs, classes,
 limits) are carried as they are, the catalog replaced when a placement decides claims.
 
 Each snapshot also carries a short ``lineage``: for itself and its nearest ancestors, the
-nodes whose free resources changed since. The solver keeps indexes of free capacity in
-``solver_cache`` and uses the lineage to bring an index from the snapshot it last served to
-the one at hand by touching only those nodes, instead of rescanning every node per placement.
+nodes whose free resources changed since. The solver keeps indexes of free capacity in the
+node index and uses the lineage to bring an index from the snapshot it last served to the one
+at hand by touching only those nodes, instead of rescanning every node per placement.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
+from scheduler.node_index import NodeIndex
 from scheduler.occupancy import Occupancy, Occupant
 from scheduler.resources import EMPTY, Resources, total
 
 if TYPE_CHECKING:
     from scheduler.topology import Topology
-
-
-class _Static:
-    """What does not change within a cycle: nodes and caches derived from them alone."""
-
-    __slots__ = ("eligible", "extras", "namespaces", "node_names", "nodes", "pools", "topology",
-                 "topology_labels", "versions")
-
-    def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...],
-                 namespaces: Mapping[str, Labels]) -> None:
-        self.nodes: dict[str, Node] = {n.name: n for n in sorted(nodes, key=lambda n: n.name)}
-        self.node_names: tuple[str, ...] = tuple(self.nodes)
-        self.pools: tuple[str, ...] = tuple(sorted({n.pool for n in self.nodes.values()}))
-        self.eligible: dict[PodRequirements, tuple[str, ...]] = {}
-        self.topology: Topology | None = None
-        #: Free-form per-static caches for the solver (keyed by the solver's own names).
-        self.extras: dict[str, Any] = {}
-        self.topology_labels = topology_labels
-        #: Version numbers of the snapshots sharing this static part (see ``Snapshot.lineage``).
-        self.versions = itertools.count()
-        self.namespaces = namespaces  # namespace -> its labels (namespaceSelector)
 
 
 #: How many ancestors a snapshot remembers the changed nodes for.
@@ -65,8 +47,8 @@ _NOTHING: frozenset[str] = frozenset()
 class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
-    __slots__ = ("_count", "_free", "_lineage", "_occupancy", "_running", "_static", "_usage",
-                 "_version", "_volumes")
+    __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
+                 "_running", "_usage", "_version", "_volumes")
 
     def __init__(
         self,
@@ -88,13 +70,34 @@ class Snapshot:
         pods' labels, terms, ports and claims (for other pods' constraints); ``namespaces``
         the namespaces' labels; ``volumes`` the claims, PVs and classes.
         """
-        self._static = _Static(nodes, tuple(topology_labels), {
-            ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())})
-        self._version = next(self._static.versions)
+        self._build(NodeIndex(nodes, tuple(topology_labels)), running, other_usage,
+                    other_pods, namespaces, volumes)
+
+    @classmethod
+    def on(cls, index: NodeIndex, running: Iterable[RunningGang] = (),
+           other_usage: Mapping[str, Resources] | None = None, *,
+           other_pods: Iterable[Occupant] = (),
+           namespaces: Mapping[str, Mapping[str, str]] | None = None,
+           volumes: VolumeCatalog = EMPTY_CATALOG) -> Snapshot:
+        """A snapshot of the nodes of *index*, sharing it (the cluster cache's way: one
+        index for as long as the nodes do not change)."""
+        snap = cls.__new__(cls)
+        snap._build(index, running, other_usage, other_pods, namespaces, volumes)
+        return snap
+
+    def _build(self, index: NodeIndex, running: Iterable[RunningGang],
+               other_usage: Mapping[str, Resources] | None, other_pods: Iterable[Occupant],
+               namespaces: Mapping[str, Mapping[str, str]] | None,
+               volumes: VolumeCatalog) -> None:
+        self._index = index
+        # Namespaces are not node-derived: they are the snapshot's, not the index's.
+        self._namespaces: dict[str, Labels] = {
+            ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())}
+        self._version = next(index.versions)
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
         self._running: dict[str, RunningGang] = {
             g.id: g for g in sorted(running, key=lambda g: g.id)}
-        used: dict[str, dict[str, int]] = {name: {} for name in self._static.node_names}
+        used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
         for name, res in (other_usage or {}).items():
             if name in used:
                 _accumulate(used[name], res)
@@ -102,7 +105,7 @@ class Snapshot:
             for name, res in rg.allocations:
                 if name in used:
                     _accumulate(used[name], res)
-        nodes_by_name = self._static.nodes
+        nodes_by_name = index.nodes
         self._free: dict[str, Resources] = {
             name: nodes_by_name[name].allocatable - u for name, u in used.items()
         }
@@ -120,14 +123,15 @@ class Snapshot:
                 count: dict[str, int] | None = None,
                 occupancy: Occupancy | None = None) -> Snapshot:
         snap = cls.__new__(cls)
-        snap._static = parent._static
+        snap._index = parent._index
+        snap._namespaces = parent._namespaces
         snap._free = free
         snap._running = running
         snap._occupancy = parent._occupancy if occupancy is None else occupancy
         snap._volumes = parent._volumes
         snap._usage = parent._usage if usage is None else usage
         snap._count = parent._count if count is None else count
-        snap._version = next(parent._static.versions)
+        snap._version = next(parent._index.versions)
         delta = frozenset(changed)
         lineage = {snap._version: _NOTHING}
         for version, since in itertools.islice(parent._lineage.items(), _LINEAGE_DEPTH - 1):
@@ -138,12 +142,12 @@ class Snapshot:
     # Reading ------------------------------------------------------------------------------
     @property
     def nodes(self) -> Mapping[str, Node]:
-        return self._static.nodes
+        return self._index.nodes
 
     @property
     def node_names(self) -> tuple[str, ...]:
         """Node names, sorted: the deterministic iteration order for everything downstream."""
-        return self._static.node_names
+        return self._index.node_names
 
     @property
     def running(self) -> Mapping[str, RunningGang]:
@@ -171,25 +175,25 @@ class Snapshot:
         return self._free.get(node, EMPTY)
 
     def used(self, node: str) -> Resources:
-        return self._static.nodes[node].allocatable - self._free[node]
+        return self._index.nodes[node].allocatable - self._free[node]
 
     def total_allocatable(self, pool: str | None = None) -> Resources:
-        return total(n.allocatable for n in self._static.nodes.values() if pool in (None, n.pool))
+        return total(n.allocatable for n in self._index.nodes.values() if pool in (None, n.pool))
 
     def total_free(self, pool: str | None = None) -> Resources:
-        nodes = self._static.nodes
+        nodes = self._index.nodes
         return total(f.clamp_nonnegative() for name, f in self._free.items()
                      if pool in (None, nodes[name].pool))
 
     def pools(self) -> tuple[str, ...]:
-        return self._static.pools
+        return self._index.pools
 
     def eligible_nodes(self, requirements: PodRequirements) -> tuple[str, ...]:
         """Nodes a pod with *requirements* may use, capacity aside (cached per requirements)."""
-        cache = self._static.eligible
+        cache = self._index.eligible
         hit = cache.get(requirements)
         if hit is None:
-            hit = tuple(name for name, node in self._static.nodes.items()
+            hit = tuple(name for name, node in self._index.nodes.items()
                         if requirements.allows(node))
             cache[requirements] = hit
         return hit
@@ -197,12 +201,12 @@ class Snapshot:
     @property
     def topology(self) -> Topology:
         """The network topology graph of the nodes (built once, shared by derived snapshots)."""
-        if self._static.topology is None:
+        if self._index.topology is None:
             from scheduler.topology import Topology
 
-            self._static.topology = Topology.from_nodes(
-                self._static.nodes.values(), self._static.topology_labels)
-        return self._static.topology
+            self._index.topology = Topology.from_nodes(
+                self._index.nodes.values(), self._index.topology_labels)
+        return self._index.topology
 
     @property
     def version(self) -> int:
@@ -219,23 +223,62 @@ class Snapshot:
         return self._lineage
 
     @property
+    def index(self) -> NodeIndex:
+        """What is derived from the nodes alone; shared by derived snapshots (and, through the
+        cluster cache, by the cycles' snapshots while the nodes are unchanged)."""
+        return self._index
+
+    def eligible_pools(self, requirements: PodRequirements) -> tuple[str, ...]:
+        """Pools with a node a pod with *requirements* may use, sorted."""
+        cache = self._index.pools_by_requirements
+        hit = cache.get(requirements)
+        if hit is None:
+            nodes = self._index.nodes
+            hit = cache[requirements] = tuple(sorted(
+                {nodes[n].pool for n in self.eligible_nodes(requirements)}))
+        return hit
+
+    def nodes_in(self, pools: Iterable[str]) -> frozenset[str]:
+        """The nodes of *pools*."""
+        key = tuple(sorted(set(pools)))
+        cache = self._index.pool_nodes
+        hit = cache.get(key)
+        if hit is None:
+            wanted = set(key)
+            hit = cache[key] = frozenset(
+                name for name, node in self._index.nodes.items() if node.pool in wanted)
+        return hit
+
+    def pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
+        """What a running gang uses per pool (shared: not to be changed)."""
+        cache = self._index.charges
+        known = cache.get(id(gang))
+        if known is not None and known[0] is gang:
+            return known[1]
+        if len(cache) > 100_000:
+            cache.clear()  # gangs come and go; keep the memo bounded
+        nodes = self._index.nodes
+        per_pool: dict[str, list[Resources]] = {}
+        for node, res in gang.allocations:
+            if node in nodes:
+                per_pool.setdefault(nodes[node].pool, []).append(res)
+        usage = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+        cache[id(gang)] = (gang, usage)
+        return usage
+
+    @property
     def pods(self) -> Occupancy:
         """The running pods' labels, terms, ports and claims, per node (lazy)."""
         return self._occupancy
 
     def namespace_labels(self, namespace: str) -> Labels:
         """A namespace's labels (empty for an unknown one, as kube-scheduler assumes)."""
-        return self._static.namespaces.get(namespace, NO_LABELS)
+        return self._namespaces.get(namespace, NO_LABELS)
 
     @property
     def volumes(self) -> VolumeCatalog:
         """Claims, PVs, storage classes and attach limits (with this cycle's decisions)."""
         return self._volumes
-
-    @property
-    def solver_cache(self) -> dict[str, Any]:
-        """Scratch space for the solver's node-derived indexes; shared by derived snapshots."""
-        return self._static.extras
 
     # Deriving -----------------------------------------------------------------------------
     def with_running(self, gang: RunningGang) -> Snapshot:
@@ -245,7 +288,7 @@ class Snapshot:
             free[name] = free[name] - res
         running = dict(self._running)
         usage, count = dict(self._usage), dict(self._count)
-        nodes = self._static.nodes
+        nodes = self._index.nodes
         old = running.get(gang.id)
         if old is not None:
             _charge(usage, count, old, nodes, -1)
@@ -279,7 +322,7 @@ class Snapshot:
         free = dict(self._free)
         running = dict(self._running)
         usage, count = dict(self._usage), dict(self._count)
-        nodes = self._static.nodes
+        nodes = self._index.nodes
         changed: set[str] = set()
         for gid in sorted(ids):
             rg = running.pop(gid, None)

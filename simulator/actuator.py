@@ -1,13 +1,17 @@
 """The simulated cluster: carries out plans the way Kubernetes and the training jobs would.
 
-A bind makes pods run at once (no kubelet latency); when every pod of a job runs, the job
-starts doing work and its completion is scheduled. An eviction returns the victim's pods to
-pending and throws away the work done since its last checkpoint. Writing a checkpoint takes
+It carries out the same plan entries as the live actuator, from the plan alone: a bind makes
+pods run at once (no kubelet latency); when every pod of a job runs, the job starts doing
+work and its completion is scheduled. An eviction returns the victim's pods to pending and
+throws away the work done since its last checkpoint. Writing a checkpoint takes
 ``checkpoint_write`` seconds in which the job makes no progress (a job alternates T seconds
 of work and W of writing; none is written at the very end), so frequent checkpoints cost time
-and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. Pods bound while their job
-is not yet whole (only possible under the ``per-pod`` baseline) hold GPUs doing nothing: the
-waste a gang scheduler exists to prevent, and that the report counts.
+and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. A rollback returns a
+partly bound gang's bound pods to pending (what their controller does after the scheduler
+deletes them); a gang given up (past its scheduleTimeoutSeconds) leaves the cluster
+unstarted. Pods bound while their job is not yet whole (only possible under the ``per-pod``
+baseline) hold GPUs doing nothing: the waste a gang scheduler exists to prevent, and that the
+report counts.
 
 Accounting is exact and incremental so that a months-long trace stays fast: allocated,
 busy and stranded GPUs and per-queue allocation are updated on every change, never recomputed
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scheduler.cache import ClusterCache
 from scheduler.loop import ApplyResult
-from scheduler.model import Node
+from scheduler.model import Node, PodRef
 from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.plan import CyclePlan
 from simulator.clock import EventKind, VirtualClock
@@ -47,6 +51,7 @@ class JobState:
     checkpoint_gpu_seconds: float = 0.0  # GPU time spent writing checkpoints that completed
     partial_since: float | None = None  # some but not all pods bound
     idle_partial_gpu_seconds: float = 0.0
+    given_up: float | None = None  # when the scheduler gave it up (it never starts then)
 
     @property
     def running(self) -> bool:
@@ -131,8 +136,18 @@ class SimulatedCluster:
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evicted = []
         for ev in plan.evictions:
-            self._interrupt_gang(ev.victim, now, preempted=True)
+            for st in self._jobs_of(ev.pods):
+                self.interrupt_job(st, now, preempted=True)
             evicted.append(ev.victim)
+        for rollback in plan.rollbacks:
+            for st in self._jobs_of(rollback.pods):
+                if st.running:  # rolled back after a takeover although it had started
+                    self.interrupt_job(st, now, preempted=False)
+                else:
+                    self._unbind_all(st, now)
+        for give_up in plan.give_ups:
+            for st in self._jobs_of(give_up.members.pods):
+                self._give_up(st, now)
         bound = []
         for b in plan.binds:
             for ref, node in b.pod_nodes:
@@ -202,12 +217,20 @@ class SimulatedCluster:
         st.partial_since = None
         self.partial.discard(st.job.job_id)
 
-    def _interrupt_gang(self, gang_id: str, now: float, preempted: bool) -> None:
-        """Stop every job with pods in *gang_id* (a whole job for gang policies)."""
-        pods = self.cache.gang_pods(gang_id)
+    def _jobs_of(self, pods: tuple[PodRef, ...]) -> list[JobState]:
+        """The jobs these pods belong to (a whole job for gang policies), by id."""
         jobs = sorted({self.job_of_pod[p.uid] for p in pods if p.uid in self.job_of_pod})
-        for jid in jobs:
-            self.interrupt_job(self.jobs[jid], now, preempted=preempted)
+        return [self.jobs[jid] for jid in jobs]
+
+    def _give_up(self, st: JobState, now: float) -> None:
+        """The job will never start: its pods and PodGroup leave the cluster."""
+        if st.given_up is not None or st.end is not None:
+            return
+        self._unbind_all(st, now)
+        st.given_up = now
+        for uid in st.pod_uids:
+            self.cache.delete_pod(uid)
+        self.cache.delete_group(f"{st.job.queue}/{st.job.job_id}")
 
     def interrupt_job(self, st: JobState, now: float, preempted: bool) -> None:
         if st.run_start is not None:

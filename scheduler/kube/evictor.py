@@ -13,12 +13,15 @@ whole gang running rather than half of it (a budget allowing fewer disruptions t
 gang has pods can still split it; the rest is then retried).
 
 A refused victim keeps its preemptor's nomination (``decide`` carries it over while the
-victim runs), so the eviction is retried here every ``retry_seconds`` for as long as the plan
-still nominates that preemptor: once the budget allows it, the preemption completes.
+victim runs), so the eviction of the pods still not evicted is retried here every
+``retry_seconds`` for as long as the plan still nominates that preemptor: once the budget
+allows it, the preemption completes. Everything comes from the plan (the victim's pods and
+queue are in its ``Eviction``); the cluster cache is never read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -27,14 +30,13 @@ from typing import Protocol
 
 import structlog
 
-from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder, EvictOutcome
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.status import format_time
 from scheduler.model import PodRef
-from scheduler.plan import CyclePlan
+from scheduler.plan import CyclePlan, Eviction
 
 log = structlog.get_logger("gang_scheduler.evictor")
 
@@ -48,66 +50,61 @@ class Submitter(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Victim:
-    gang: str
-    preemptor: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class EvictionReport:
     evicted: tuple[str, ...]  # victim gangs whose every bound pod is now being evicted
     blocked: dict[str, str]  # victim gang -> why not (the apiserver's words)
 
 
 class Evictor:
-    def __init__(self, cache: ClusterCache, binder: Binder, events: EventRecorder,
-                 writer: Submitter, grace_period_seconds: int, retry_seconds: float = 5.0,
+    def __init__(self, binder: Binder, events: EventRecorder, writer: Submitter,
+                 grace_period_seconds: int, retry_seconds: float = 5.0,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.cache, self.binder, self.events = cache, binder, events
+        self.binder, self.events = binder, events
         self.writer, self.grace, self.retry_seconds = writer, grace_period_seconds, retry_seconds
         self._monotonic = monotonic
-        self._blocked: dict[str, float] = {}  # victim gang -> when its eviction was refused
+        #: Victim gang -> when its eviction was refused, and its pods not evicted yet.
+        self._blocked: dict[str, tuple[float, Eviction]] = {}
 
     def evict(self, plan: CyclePlan, now: float) -> EvictionReport:
-        victims = [Victim(e.victim, e.preemptor, e.message) for e in plan.evictions]
-        fresh = {v.gang for v in victims}
+        fresh = {e.victim for e in plan.evictions}
         tick = self._monotonic()
-        retries = [Victim(v, n.gang_id, "retrying an eviction the apiserver refused")
+        retries = [dataclasses.replace(self._blocked[v][1], preemptor=n.gang_id,
+                                       message="retrying an eviction the apiserver refused")
                    for n in plan.nominations for v in n.victims
                    if v in self._blocked and v not in fresh
-                   and tick - self._blocked[v] >= self.retry_seconds]
+                   and tick - self._blocked[v][0] >= self.retry_seconds]
         nominated = {v for n in plan.nominations for v in n.victims}
-        self._blocked = {v: t for v, t in self._blocked.items() if v in nominated}
+        self._blocked = {v: b for v, b in self._blocked.items() if v in nominated}
         evicted: list[str] = []
         blocked: dict[str, str] = {}
-        running = self.cache.cycle_input(now).snapshot.running
-        todo = [(v, False) for v in victims] + [(v, True) for v in retries]
+        todo = [(e, False) for e in plan.evictions] + [(e, True) for e in retries]
         for victim, retry in todo:
-            rg = running.get(victim.gang)
-            why = self._evict_one(victim, rg.gang.queue if rg is not None else "", retry)
-            if why is None:
-                evicted.append(victim.gang)
-                self._blocked.pop(victim.gang, None)
+            refused, left = self._evict_one(victim, retry)
+            if not refused:
+                evicted.append(victim.victim)
+                self._blocked.pop(victim.victim, None)
             else:
-                blocked[victim.gang] = why
-                self._blocked[victim.gang] = tick
+                blocked[victim.victim] = refused[0].reason
+                self._blocked[victim.victim] = (tick, dataclasses.replace(victim, pods=left))
         return EvictionReport(tuple(evicted), blocked)
 
-    def _evict_one(self, victim: Victim, queue: str, retry: bool) -> str | None:
-        """Evict every bound, not yet terminating pod of the victim; None when all went."""
-        pods = [p for p in self.cache.gang_pods(victim.gang) if p.node_name and not p.terminating]
-        refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
-        ns = victim.gang.split("/", 1)[0]
-        keys = {"gang": victim.gang, "namespace": ns, "queue": queue}
+    def _evict_one(self, victim: Eviction,
+                   retry: bool) -> tuple[list[EvictOutcome], tuple[PodRef, ...]]:
+        """Evict the victim's pods (those bound and not yet terminating when ``decide`` chose
+        it): the refusals (none when every pod went) and the pods still to evict."""
+        refs = list(victim.pods)
+        ns = victim.victim.split("/", 1)[0]
+        keys = {"gang": victim.victim, "namespace": ns, "queue": victim.queue}
         message = f"preempted by gang {victim.preemptor}: {victim.message}"
         refused = [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok]
+        left = victim.pods  # a refused dry run evicts nothing
         if not refused:
             if not retry:
                 for ref in refs:
                     self._mark(ref, message, keys)
             outcomes = self.binder.evict_pods(refs, self.grace)
             refused = [o for o in outcomes if not o.ok]
+            left = tuple(o.pod for o in refused)
         else:
             outcomes = refused
         for o in outcomes:
@@ -121,10 +118,10 @@ class Evictor:
         if refused:
             log.warning("eviction_blocked", **keys, preemptor=victim.preemptor,
                         pods=len(refused), status=refused[0].status, reason=refused[0].reason)
-            return refused[0].reason
+            return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=self.grace, retry=retry)
-        return None
+        return [], ()
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
         """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor;

@@ -29,10 +29,10 @@ from typing import Any
 
 import structlog
 
-from scheduler.kube.actuator import BackgroundWriter
 from scheduler.kube.client import MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.status import format_time
+from scheduler.kube.writer import BackgroundWriter
 from scheduler.queue_report import QueueReport
 from scheduler.resources import GPU
 

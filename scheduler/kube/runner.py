@@ -5,9 +5,9 @@ cycles and writes. A cycle runs as soon as something changed (polled every
 ``poll_interval``) and at least every ``cycle_interval`` seconds, so a newly complete gang
 is placed within a fraction of a second and reservations still advance on an idle cluster.
 
-On becoming leader the first cycle also repairs what a crashed predecessor may have left: a
-gang found partly bound is completed if this cycle can place its missing members, and
-otherwise rolled back (its bound members deleted so their controller recreates them).
+The first cycle after becoming leader is a takeover: ``decide`` then also rolls back gangs a
+crashed predecessor left partly bound that this cycle cannot complete (see
+``scheduler.housekeeping``). After each cycle the bound PodGroups' status follows their pods.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.fence import FencedClient
+from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
@@ -37,8 +38,6 @@ from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.status import StatusWriter
 from scheduler.loop import Scheduler
 from scheduler.metrics import SchedulerMetrics
-from scheduler.model import PodRef
-from scheduler.plan import CyclePlan
 from scheduler.serve import Health
 from scheduler.views import live as live_view
 from scheduler.views.state import ClusterView
@@ -84,9 +83,11 @@ class LiveScheduler:
                              queue_of=self.cache.queue_of)
         self.events = EventRecorder(writes, interval=config.event_min_interval_seconds)
         self.actuator = KubeActuator(
-            writes, self.cache, self.binder, StatusWriter(writes), self.events,
+            writes, self.binder, StatusWriter(writes), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
             self.metrics)
+        self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
+                                          self.actuator.writer)
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
@@ -151,14 +152,10 @@ class LiveScheduler:
                         self.queue_status.took_over()
                         self.scheduler.forget_accounting()
                     try:
-                        # Read before the cycle: once its binds are assumed, a gang it
-                        # completed no longer looks partly bound.
-                        partial = dict(self.cache.cycle_input(time.time()).gangs.partially_bound)
-                        plan = self.scheduler.run_once()
+                        plan = self.scheduler.run_once(takeover=not was_leader)
                         self.recent.observe(plan)
-                        self._repair_partial(plan, partial, startup=not was_leader)
                         self.queue_status.publish(self.scheduler.last_queues)
-                        self.actuator.sync_group_statuses()
+                        self.group_sync.sync()
                         self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
@@ -185,38 +182,6 @@ class LiveScheduler:
         """Called by the elector before it gives the Lease up: let the current cycle end."""
         with self._cycle_lock:
             pass
-
-    def _gang_keys(self, gang_id: str) -> dict[str, str]:
-        """``namespace`` and ``queue`` for log lines about a gang."""
-        return {"namespace": gang_id.split("/", 1)[0], "queue": self.cache.queue_of(gang_id)}
-
-    def _repair_partial(self, plan: CyclePlan, partial: dict[str, tuple[PodRef, ...]],
-                        startup: bool) -> None:
-        """Roll back gangs left partly bound (before the cycle) that it did not complete."""
-        if not partial:
-            return  # the usual case: no second look at the cache
-        after = self.cache.cycle_input(time.time()).gangs.partially_bound
-        for gang_id, refs in partial.items():
-            if gang_id not in after:
-                if plan.bind_of(gang_id) is not None:
-                    log.info("partial_gang_completed", gang=gang_id, bound=len(refs),
-                             **self._gang_keys(gang_id))
-                continue
-            refs = after[gang_id]
-            pods = {p.uid: p for p in self.cache.gang_pods(gang_id)}
-            never_started = all(pods.get(r.uid) is None or pods[r.uid].phase == "Pending"
-                                for r in refs)
-            if not (startup or never_started):
-                continue
-            keys = self._gang_keys(gang_id)
-            log.warning("partial_gang_rolled_back", gang=gang_id, bound=len(refs), **keys,
-                        reason=str(plan.pending.get(gang_id, "not placeable this cycle")))
-            failures = self.binder.delete_pods([PodRef(r.namespace, r.name, r.uid) for r in refs],
-                                               gang=gang_id)
-            self.metrics.rollbacks.labels("partial_at_startup" if startup else "partial").inc()
-            for f in failures:
-                log.error("rollback_failed", gang=gang_id, pod=str(f.pod), reason=f.reason,
-                          **keys)
 
     def stop(self) -> None:
         self.stop_event.set()

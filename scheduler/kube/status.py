@@ -128,8 +128,9 @@ class StatusWriter:
         if pod.uid:
             body["metadata"] = {"uid": pod.uid}  # a recreated namesake rejects the patch
         path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}/status"
-        return self._patch(path, body, STRATEGIC_MERGE_PATCH, namespace=pod.namespace,
-                           pod=pod.name)
+        # A pod deleted since the plan was made has nothing left to report on.
+        return self._patch(path, body, STRATEGIC_MERGE_PATCH, gone_ok=True,
+                           namespace=pod.namespace, pod=pod.name)
 
     # PodGroups ----------------------------------------------------------------------------
     def set_podgroup_status(self, namespace: str, name: str, status: PodGroupStatus) -> bool:

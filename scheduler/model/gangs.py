@@ -7,10 +7,11 @@ identical workers are two roles), so the solver reasons about integer counts per
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.resources import Resources, total
 
@@ -90,6 +91,11 @@ class Gang:
     #: PodGroup ``minResources``: what the whole gang will need, declared before its pods
     #: exist, so a gang that could never fit is told so while it still waits for members.
     min_resources: Resources | None = None
+    #: The gang is a PodGroup's (whose uid is ``uid``): its status and events go there.
+    pod_group: bool = False
+    #: The ``scheduling.k8s.io`` PodGroup the gang's pods name, if any: its conditions and
+    #: events go there. Where to write, not what to decide: not compared.
+    native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)
 
     @property
     def min_member(self) -> int:
@@ -121,6 +127,11 @@ class Gang:
     def gpus(self) -> int:
         """GPUs of the required members."""
         return self.min_requests.gpus
+
+    @property
+    def pods(self) -> tuple[PodRef, ...]:
+        """Every role's pods, in role order."""
+        return tuple(p for r in self.roles for p in r.pods)
 
     def role(self, name: str) -> Role:
         for r in self.roles:

@@ -3,21 +3,23 @@
 Deciding ``NEVER_FITS`` (preemption cannot help) against ``INSUFFICIENT_CAPACITY`` needs
 totals over allocatable, which do not change within a snapshot family. Unplaceable gangs
 are the common case in a busy cluster (every pending gang is retried every cycle), so
-these totals are computed once per (roles, node filter) and kept in ``solver_cache``.
+these totals are computed once per (roles, node filter) and kept in the snapshot's
+``NodeIndex`` (``capacity``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from scheduler.placement.eligibility import Problem
 from scheduler.resources import Resources, total
 from scheduler.topology import Topology
 
-_CACHE_KEY = "placement.allocatable"
 _MAX_ENTRIES = 256
+
+View = TypeVar("View", "AllocView", "DomainView")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +44,11 @@ def _key(problem: Problem, *extra: object) -> tuple[object, ...]:
     return (roles, problem.params.excluded_nodes, problem.params.allowed_nodes, *extra)
 
 
-def _cached(problem: Problem, key: tuple[object, ...], build: Any) -> Any:
-    cache: dict[tuple[object, ...], Any] = problem.snapshot.solver_cache.setdefault(_CACHE_KEY, {})
+def _cached(problem: Problem, key: tuple[object, ...], kind: type[View],
+            build: Callable[[], View]) -> View:
+    cache = problem.snapshot.index.capacity
     hit = cache.get(key)
-    if hit is None:
+    if not isinstance(hit, kind):
         hit = build()
         if len(cache) >= _MAX_ENTRIES:
             del cache[next(iter(cache))]
@@ -70,8 +73,7 @@ def alloc_view(problem: Problem) -> AllocView:
             tuple(pods_in(rv.request, rv.required, (nodes[n].allocatable for n in rv.open),
                           rv.limits.cap)
                   for rv in problem.roles))
-    view: AllocView = _cached(problem, _key(problem), build)
-    return view
+    return _cached(problem, _key(problem), AllocView, build)
 
 
 def domain_view(problem: Problem, topology: Topology, level: str, primary: str) -> DomainView:
@@ -91,8 +93,7 @@ def domain_view(problem: Problem, topology: Topology, level: str, primary: str) 
                                 rv.limits.cap)
                         >= rv.required for rv, allowed in per_role))
         return DomainView(holds, largest)
-    view: DomainView = _cached(problem, _key(problem, level, primary), build)
-    return view
+    return _cached(problem, _key(problem, level, primary), DomainView, build)
 
 
 def free_sum(problem: Problem, names: Iterable[str], resource: str) -> int:

@@ -67,15 +67,18 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
         d = rule.domain_of.get(n)
         if d is not None:
             by_domain.setdefault(d, []).append(n)
-    # Against allocatable: the same for every snapshot of the family (kept with its caches).
-    cache: dict[object, int] = problem.snapshot.solver_cache.setdefault("placement.groups", {})
+    # Against allocatable: the same for every snapshot of the node index (kept in it; the
+    # domains by identity, held with the answer so that the id cannot be reused).
+    cache = problem.snapshot.index.groups
     key = (id(rule.domain_of), rv.key, rv.request, rv.limits.cap, rv.open)
-    best_ever = cache.get(key)
-    if best_ever is None:
+    known = cache.get(key)
+    if known is not None and known[0] is rule.domain_of:
+        best_ever = known[1]
+    else:
         if len(cache) > 256:
             cache.clear()
-        best_ever = cache[key] = max((_fits(problem, rv, ns) for ns in by_domain.values()),
-                                     default=0)
+        best_ever = max((_fits(problem, rv, ns) for ns in by_domain.values()), default=0)
+        cache[key] = (rule.domain_of, best_ever)
     what = f"role {rv.name}: affinity {rule.term}: all {rv.required} members in one domain"
     if best_ever < rv.required:
         return Unplaceable(problem.gang.id, UnplaceableReason.NEVER_FITS,

@@ -3,10 +3,10 @@
 Placing 1,000 single-GPU pods one after another must not rescan 1,000 nodes per pod: the
 best-fit node is the first one, in (free GPUs, name) order, with enough of everything.
 A ``FreeIndex`` holds the eligible nodes of one selection (nodeSelector, affinity,
-tolerations) in buckets per free-GPU count. It lives in ``snapshot.solver_cache`` (shared by
-all snapshots derived from the same original) and records the ``lineage`` of the snapshot it
-last served; moving to another snapshot of that family touches only the nodes that changed
-in between (``Snapshot.lineage``), or rebuilds when the two are not closely related.
+tolerations) in buckets per free-GPU count. It lives in the snapshot's ``NodeIndex`` (shared
+by every snapshot of the same nodes) and records the ``lineage`` of the snapshot it last
+served; moving to another snapshot of that family touches only the nodes that changed in
+between (``Snapshot.lineage``), or rebuilds when the two are not closely related.
 
 The buckets only order the search; every caller still checks the snapshot's actual free
 resources, so an index can make a placement worse if it were wrong, never over capacity.
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 #: Selection key: the requirements minus their requests (what decides eligibility).
 SelectionKey = tuple[object, ...]
 
-_CACHE_KEY = "placement.free_index"
-#: Indexes kept per snapshot family; the least recently used one is dropped beyond this.
+#: Indexes kept per node index; the least recently used one is dropped beyond this.
 _MAX_INDEXES = 64
 
 
@@ -116,7 +115,7 @@ class FreeIndex:
 
 def free_index(snapshot: Snapshot, key: object, names: Iterable[str]) -> FreeIndex:
     """The index for selection *key* over *names*, synced to *snapshot* (built on first use)."""
-    indexes: dict[object, FreeIndex] = snapshot.solver_cache.setdefault(_CACHE_KEY, {})
+    indexes = snapshot.index.free
     index = indexes.pop(key, None)
     if index is None:
         index = FreeIndex(names)

@@ -82,11 +82,11 @@ def static_scores(gang: Gang, role: Role, snapshot: Snapshot) -> dict[str, int]:
 
 
 def _soft_tainted(snapshot: Snapshot) -> tuple[str, ...]:
-    """Nodes with a PreferNoSchedule taint (cached per snapshot family)."""
-    cache = snapshot.solver_cache
-    hit: tuple[str, ...] | None = cache.get("placement.soft_tainted")
+    """Nodes with a PreferNoSchedule taint (kept in the node index)."""
+    index = snapshot.index
+    hit = index.soft_tainted
     if hit is None:
-        hit = cache["placement.soft_tainted"] = tuple(
+        hit = index.soft_tainted = tuple(
             n for n in snapshot.node_names
             if any(t.effect is TaintEffect.PREFER_NO_SCHEDULE for t in snapshot.nodes[n].taints))
     return hit

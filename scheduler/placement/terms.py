@@ -71,12 +71,13 @@ class Terms:
 NO_LIMITS = RoleLimits()
 NO_TERMS = Terms()
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 
 
 def domains(snapshot: Snapshot, key: str) -> Mapping[str, str]:
-    """node -> its value of label *key*, for the nodes that have it (cached per snapshot
-    family: node labels do not change within it)."""
-    cache: dict[str, dict[str, str]] = snapshot.solver_cache.setdefault("placement.domains", {})
+    """node -> its value of label *key*, for the nodes that have it (kept in the node
+    index: node labels do not change while it lives)."""
+    cache = snapshot.index.domains
     hit = cache.get(key)
     if hit is None:
         nodes = snapshot.nodes
@@ -196,7 +197,7 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
         return {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
                 if all(n in d for d in per_key)}
 
-    domain_of = _cached(snapshot, "placement.composite", keys, composite)
+    domain_of = _cached(snapshot.index.composite, keys, composite)
     if len(domain_of) < len(snapshot.node_names):
         blocks.block(set(snapshot.node_names) - set(domain_of),
                      f"affinity {desc}: the node lacks the topology key")
@@ -232,10 +233,9 @@ def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, .
     return ""
 
 
-def _cached(snapshot: Snapshot, name: str, key: object, build: Callable[[], _T]) -> _T:
-    """A node-derived value, kept with the snapshot family's caches (node labels, taints and
-    eligibility do not change within it)."""
-    cache: dict[object, _T] = snapshot.solver_cache.setdefault(name, {})
+def _cached(cache: dict[_K, _T], key: _K, build: Callable[[], _T]) -> _T:
+    """A node-derived value, kept in the snapshot's node index (node labels, taints and
+    eligibility do not change while it lives)."""
     hit = cache.get(key)
     if hit is None:
         if len(cache) > 256:
@@ -250,9 +250,9 @@ def _spread(role: Role, snapshot: Snapshot, blocks: Blocks,
     if not required:
         return
     keys = frozenset(c.topology_key for c in required)
-    keyed = _cached(snapshot, "placement.keyed", keys, lambda: tuple(
+    keyed = _cached(snapshot.index.keyed, keys, lambda: tuple(
         n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()))
-    missing = _cached(snapshot, "placement.unkeyed", keys, lambda: frozenset(
+    missing = _cached(snapshot.index.unkeyed, keys, lambda: frozenset(
         snapshot.node_names) - frozenset(keyed))
     blocks.block(missing, f"topology spread: the node lacks {', '.join(sorted(keys))}")
     spreads.extend((role, c, keyed) for c in required)
@@ -272,7 +272,7 @@ def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint
                 and (c.node_taints_policy == "Ignore"
                      or req.untolerated_taint(snapshot.nodes[n]) is None)}
 
-    domain_of = _cached(snapshot, "placement.spread_nodes",
+    domain_of = _cached(snapshot.index.spread_nodes,
                         (selection_key(req), c.topology_key, c.node_affinity_policy,
                          c.node_taints_policy, keyed), counted)
     existing = dict.fromkeys(sorted(set(domain_of.values())), 0)

@@ -66,6 +66,13 @@ class Assignment:
     count: int
 
 
+#: Failures that removing running gangs may cure (capacity they hold, their pods'
+#: constraints): preemption may help, where eligibility or size never changes.
+RUNNING_GANGS_IN_THE_WAY = frozenset({UnplaceableReason.INSUFFICIENT_CAPACITY,
+                                      UnplaceableReason.TOPOLOGY,
+                                      UnplaceableReason.POD_CONSTRAINTS})
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     gang_id: str
@@ -111,8 +118,7 @@ class Unplaceable:
 
     @property
     def preemption_may_help(self) -> bool:
-        return self.reason in (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY,
-                               UnplaceableReason.POD_CONSTRAINTS)
+        return self.reason in RUNNING_GANGS_IN_THE_WAY
 
 
 PlacementResult = Placement | Unplaceable

@@ -1,4 +1,5 @@
-"""A gang past its PodGroup's scheduleTimeoutSeconds leaves the cycle and is reported once."""
+"""A gang past its PodGroup's scheduleTimeoutSeconds leaves the cycle and is given up: a plan
+entry (``GiveUp``) with the gang's pods, which the actuator marks."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ from scheduler.resources import GPU
 
 class Recorder:
     def __init__(self) -> None:
-        self.given_up: list[dict[str, str]] = []
         self.plans: list[CyclePlan] = []
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         self.plans.append(plan)
         return ApplyResult()
 
-    def give_up(self, expired: dict[str, str]) -> None:
-        self.given_up.append(expired)
+    @property
+    def given_up(self) -> list[dict[str, str]]:
+        return [{g.gang_id: g.message for g in p.give_ups} for p in self.plans if p.give_ups]
 
 
 def scheduler_with_big_gang(timeout: int | None) -> tuple[Scheduler, Recorder, list[float]]:
@@ -61,6 +62,9 @@ def test_after_the_deadline_it_is_given_up_and_not_decided() -> None:
     assert "ns/big" not in plan.pending and not plan.binds
     assert list(rec.given_up[0]) == ["ns/big"]
     assert "scheduleTimeoutSeconds (10s)" in rec.given_up[0]["ns/big"]
+    (give_up,) = plan.give_ups
+    assert [p.name for p in give_up.members.pods] == ["big-0", "big-1"]
+    assert give_up.members.group_uid is not None  # its PodGroup is marked failed
 
 
 def test_without_a_timeout_it_waits_forever() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import deque
@@ -126,8 +127,9 @@ class RecordingApi:
 
 
 def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
-    """A ``KubeActuator`` over a ``RecordingApi`` and a cache holding *pods* (the body of a
-    fixture: yields, then closes the actuator and its binder)."""
+    """A ``KubeActuator`` over a ``RecordingApi``, and a cache holding *pods* for tests that
+    run a cycle (the actuator itself reads only the plan). The body of a fixture: yields,
+    then closes the actuator and its binder."""
     from scheduler.cache import ClusterCache
     from scheduler.kube.actuator import KubeActuator
     from scheduler.kube.binder import Binder
@@ -138,8 +140,26 @@ def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
     for p in pods:
         cache.upsert_pod(p)
     binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
-    actuator = KubeActuator(api, cache, binder, StatusWriter(api),  # type: ignore[arg-type]
+    actuator = KubeActuator(api, binder, StatusWriter(api),  # type: ignore[arg-type]
                             EventRecorder(api))  # type: ignore[arg-type]
     yield api, cache, actuator
     actuator.close()
     binder.close()
+
+
+@contextlib.contextmanager
+def stalled(writer: Any) -> Iterator[None]:
+    """The actuator's background *writer* held up by a task of its own for the block: what
+    is submitted meanwhile queues behind it. On leaving, the writer runs it all (flushed)."""
+    held, release = threading.Event(), threading.Event()
+
+    def stall() -> None:
+        held.set()
+        release.wait(10)
+    writer.submit("stall", stall)
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+    assert writer.flush()

@@ -1,8 +1,11 @@
-"""Preemptions carried out: whole gangs, the Eviction API with the grace period, budgets obeyed."""
+"""Preemptions carried out: whole gangs, the Eviction API with the grace period, budgets obeyed.
+
+The victims' pods come from the plan's evictions (what ``decide`` saw bound and not yet
+terminating); a refused eviction is retried for the pods not evicted yet.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +18,7 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor
-from scheduler.model import PodRequirements, Resources
+from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.plan import CyclePlan, Eviction, Nomination
 
@@ -69,6 +72,10 @@ def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1") -> N
             annotations={"gangscheduler.io/min-member": str(size)}))
 
 
+#: The pods of the victim gang "low" (two members).
+LOW = tuple(PodRef("ns", f"low-{i}", f"uid-low-{i}") for i in range(2))
+
+
 class Clock:
     now = 0.0
 
@@ -78,23 +85,22 @@ class Clock:
 
 @pytest.fixture
 def setup() -> Any:
-    api, cache, clock = Api(), ClusterCache(), Clock()
-    bound_gang(cache, "low", 2)
+    api, clock = Api(), Clock()
     binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
-    evictor = Evictor(cache, binder, EventRecorder(api), Inline(),
+    evictor = Evictor(binder, EventRecorder(api), Inline(),
                       grace_period_seconds=17, retry_seconds=5, monotonic=clock)
-    yield api, cache, clock, evictor
+    yield api, clock, evictor
     binder.close()
 
 
-def plan(evict: bool) -> CyclePlan:
+def plan(evict: bool, pods: tuple[PodRef, ...] = LOW) -> CyclePlan:
     nom = Nomination("ns/high", ("n1",), ("ns/low",), since=0.0)
-    ev = (Eviction("ns/low", "ns/high", "priority 100 > 0"),) if evict else ()
+    ev = (Eviction("ns/low", "ns/high", "priority 100 > 0", "team", pods),) if evict else ()
     return CyclePlan(now=0.0, evictions=ev, nominations=(nom,))
 
 
 def test_every_pod_of_the_victim_is_marked_and_evicted_with_the_grace_period(setup: Any) -> None:
-    api, _, _, evictor = setup
+    api, _, evictor = setup
     report = evictor.evict(plan(True), 0.0)
     assert report.evicted == ("ns/low",) and report.blocked == {}
     assert sorted(api.evicted) == ["low-0", "low-1"]
@@ -110,7 +116,7 @@ def test_every_pod_of_the_victim_is_marked_and_evicted_with_the_grace_period(set
 
 
 def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> None:
-    api, _, _, evictor = setup
+    api, _, evictor = setup
     api.protected = {"low-1"}
     report = evictor.evict(plan(True), 0.0)
     assert report.evicted == ()
@@ -122,7 +128,7 @@ def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> 
 
 
 def test_a_refused_eviction_is_retried_while_the_preemptor_stays_nominated(setup: Any) -> None:
-    api, _, clock, evictor = setup
+    api, clock, evictor = setup
     api.protected = {"low-0", "low-1"}
     assert evictor.evict(plan(True), 0.0).blocked
     clock.now = 2.0
@@ -136,7 +142,7 @@ def test_a_refused_eviction_is_retried_while_the_preemptor_stays_nominated(setup
 
 
 def test_no_retry_once_the_preemptor_is_no_longer_nominated(setup: Any) -> None:
-    api, _, clock, evictor = setup
+    api, clock, evictor = setup
     api.protected = {"low-0"}
     evictor.evict(plan(True), 0.0)
     api.protected = set()
@@ -145,9 +151,44 @@ def test_no_retry_once_the_preemptor_is_no_longer_nominated(setup: Any) -> None:
     assert api.evicted == {}
 
 
-def test_pods_already_terminating_are_not_evicted_again(setup: Any) -> None:
-    api, cache, _, evictor = setup
-    for p in cache.gang_pods("ns/low"):
-        cache.upsert_pod(dataclasses.replace(p, terminating=True))
-    report = evictor.evict(plan(True), 0.0)
-    assert report.evicted == ("ns/low",) and api.evicted == {}
+def test_only_the_pods_the_plan_names_are_evicted(setup: Any) -> None:
+    """``decide`` leaves out pods already terminating: the evictor evicts exactly these."""
+    api, _, evictor = setup
+    report = evictor.evict(plan(True, LOW[1:]), 0.0)
+    assert report.evicted == ("ns/low",) and sorted(api.evicted) == ["low-1"]
+
+
+@dataclass
+class DryRunsPass(Api):
+    """The budget answers dry runs yes but refuses the real eviction of ``refuse``'s pods
+    (another disruption took its allowance meanwhile); real evictions are counted."""
+
+    refuse: set[str] = field(default_factory=set)
+    real: list[str] = field(default_factory=list)
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        if path.endswith("/eviction") and (query or {}).get("dryRun") != "All":
+            name = path.split("/")[6]
+            if name in self.refuse:
+                return Response(429, json.dumps({"message": PDB_REFUSAL}).encode())
+            self.real.append(name)
+        return super().request(method, path, query=query, body=body,
+                               content_type=content_type, timeout=timeout)
+
+
+def test_a_retry_evicts_only_the_pods_not_evicted_yet() -> None:
+    api, clock = DryRunsPass(), Clock()
+    api.refuse = {"low-1"}
+    binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
+    evictor = Evictor(binder, EventRecorder(api), Inline(), grace_period_seconds=17,
+                      retry_seconds=5, monotonic=clock)
+    try:
+        assert evictor.evict(plan(True), 0.0).blocked
+        assert api.real == ["low-0"]
+        api.refuse = set()
+        clock.now = 6.0
+        assert evictor.evict(plan(False), 6.0).evicted == ("ns/low",)
+        assert api.real == ["low-0", "low-1"]  # low-0 was not evicted a second time
+    finally:
+        binder.close()

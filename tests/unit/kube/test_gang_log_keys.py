@@ -101,13 +101,12 @@ class FailingStatus(Api):
 
 @pytest.mark.parametrize("protected", [False, True], ids=["preempted", "blocked"])
 def test_evictor_lines_carry_gang_namespace_and_queue(logs: Logs, protected: bool) -> None:
-    api, cache = FailingStatus(), ClusterCache()
+    api = FailingStatus()
     if protected:
         api.protected = {"low-1"}
-    bound_gang(cache, "low", 2)  # queue "team"
     binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
-    evictor = Evictor(cache, binder, EventRecorder(api), Inline(), grace_period_seconds=5,
-                      monotonic=Clock())
+    evictor = Evictor(binder, EventRecorder(api), Inline(), grace_period_seconds=5,
+                      monotonic=Clock())  # the plan's eviction names the victim's queue
     try:
         evictor.evict(plan(True), 0.0)
     finally:

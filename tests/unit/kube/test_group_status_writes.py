@@ -1,7 +1,9 @@
-"""A gang bind writes its PodGroup's status once: the next sync computes the same status.
+"""A bound gang's PodGroup status is written once, by the sync after the cycle.
 
-Before, the bind wrote ``Scheduled`` with its own counts and start time and the per-cycle sync
-wrote it again with others (two PATCHes, and briefly inconsistent counts).
+The actuator carries the plan out and writes nothing about bound PodGroups; the sync that
+follows (the binds assumed in the cache) writes ``Scheduled`` once, with the bind's start
+time, and again only when the pods move on. (Once, the bind wrote ``Scheduled`` with its own
+counts and the sync wrote it again with others: two PATCHes, briefly inconsistent counts.)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from scheduler.kube.actuator import KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.status import StatusWriter
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
@@ -61,35 +64,48 @@ PLAN = CyclePlan(now=NOW, binds=(Bind("ns/g", "team-a", Placement(
     "ns/g", (Assignment("", "n0", 1), Assignment("", "n1", 1))), POD_NODES),))
 
 
+@dataclass
+class Setup:
+    api: Api
+    cache: ClusterCache
+    actuator: KubeActuator
+    sync: GroupStatusSync
+
+    def sync_and_flush(self) -> None:
+        self.sync.sync()
+        assert self.actuator.writer.flush()
+
+
 @pytest.fixture
-def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
+def setup() -> Iterator[Setup]:
     api, cache = Api(), ClusterCache()
     cache.upsert_group(PodGroupInfo("ns", "g", uid="g-uid", min_member=2))
     for p in PODS:
         cache.upsert_pod(p)
     binder = Binder(api, concurrency=2)
-    actuator = KubeActuator(api, cache, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
-    yield api, cache, actuator
+    actuator = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
+    yield Setup(api, cache, actuator, GroupStatusSync(cache, actuator.statuses, actuator.writer))
     actuator.close()
     binder.close()
 
 
-def bind_then_sync(cache: ClusterCache, actuator: KubeActuator, flush_between: bool) -> None:
+def bind_then_sync(s: Setup, flush_between: bool) -> None:
     """What ``Scheduler.run_once`` and the runner do: apply, assume (same now), then sync."""
-    result = actuator.apply(PLAN, NOW)
+    result = s.actuator.apply(PLAN, NOW)
     assert result.bound == ("ns/g",)
-    cache.assume(POD_NODES, NOW)
+    s.cache.assume(POD_NODES, NOW)
     if flush_between:
-        assert actuator.writer.flush()
-    actuator.sync_group_statuses()
-    assert actuator.writer.flush()
+        assert s.actuator.writer.flush()
+        assert s.api.group_patches == []  # the bind itself writes nothing about the group
+    s.sync_and_flush()
 
 
 @pytest.mark.parametrize("flush_between", [True, False], ids=["bind-written", "bind-queued"])
 def test_bind_and_next_sync_patch_the_podgroup_status_once(
-        setup: tuple[Api, ClusterCache, KubeActuator], flush_between: bool) -> None:
-    api, cache, actuator = setup
-    bind_then_sync(cache, actuator, flush_between)
+        setup: Setup, flush_between: bool) -> None:
+    bind_then_sync(setup, flush_between)
+    setup.sync_and_flush()
+    api = setup.api
     assert len(api.group_patches) == 1
     status = api.group_patches[0]
     assert (status["phase"], status["scheduled"], status["running"]) == ("Scheduled", 2, 0)
@@ -97,34 +113,32 @@ def test_bind_and_next_sync_patch_the_podgroup_status_once(
 
 
 def test_watch_confirming_the_bind_costs_no_write_and_keeps_the_start_time(
-        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
-    api, cache, actuator = setup
-    bind_then_sync(cache, actuator, flush_between=True)
+        setup: Setup) -> None:
+    api, cache = setup.api, setup.cache
+    bind_then_sync(setup, flush_between=True)
     # One member confirmed, then both (PodScheduled times a little after the bind): same
     # status every time, so nothing is written; partial confirmation never shows 1 of 2.
     cache.upsert_pod(member(0, node_name="n0", started_at=NOW + 0.7))
-    actuator.sync_group_statuses()
+    setup.sync.sync()
     cache.upsert_pod(member(1, node_name="n1", started_at=NOW + 1.2))
-    actuator.sync_group_statuses()
-    assert actuator.writer.flush()
+    setup.sync_and_flush()
     assert len(api.group_patches) == 1
     # The pods start: a real change, written once, still with the bind's start time.
     for i, p in enumerate(PODS):
         cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}", phase=PodPhase.RUNNING,
                                              started_at=NOW + 5))
-    actuator.sync_group_statuses()
-    actuator.sync_group_statuses()
-    assert actuator.writer.flush()
+    setup.sync.sync()
+    setup.sync_and_flush()
     assert [s["phase"] for s in api.group_patches] == ["Scheduled", "Running"]
     assert api.group_patches[1]["scheduleStartTime"] == "2024-05-01T12:00:00Z"
 
 
-def test_a_failed_status_write_is_retried_by_the_next_sync(
-        setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
-    api, cache, actuator = setup
+def test_a_failed_status_write_is_retried_by_the_next_sync(setup: Setup) -> None:
+    api = setup.api
     api.fail_group_patches = 1
-    bind_then_sync(cache, actuator, flush_between=True)
-    assert len(api.group_patches) == 1  # the bind's write failed; the sync wrote it
-    actuator.sync_group_statuses()
-    assert actuator.writer.flush()
+    bind_then_sync(setup, flush_between=True)
+    assert api.group_patches == []  # the sync's write failed
+    setup.sync_and_flush()
+    assert len(api.group_patches) == 1  # the next sync wrote it
+    setup.sync_and_flush()
     assert len(api.group_patches) == 1

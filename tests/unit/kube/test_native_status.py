@@ -4,6 +4,10 @@ Bound: ``PodGroupScheduled`` (v1alpha2) / ``PodGroupInitiallyScheduled`` (v1beta
 reason ``Scheduled``; waiting: False, ``Unschedulable`` with the pending reason; a group
 that cannot be formed: False, ``SchedulerError``; never back to False once True; preempted:
 ``DisruptionTarget`` ``PreemptionByScheduler``. Events name the PodGroup in its own API version.
+
+The actuator reads only the plan: its entries carry the group (``Members.native``,
+``Bind.native``, ``Eviction.native``); the refused group goes through a whole cycle, from
+the cache to the plan's ``unformed`` entry.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from typing import Any
 
 import pytest
 
+from policies.queues import PolicySet, QueueSet
 from scheduler.cache import ClusterCache
 from scheduler.kube.actuator import KubeActuator
+from scheduler.loop import Scheduler
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.native import V1ALPHA2, V1BETA1, GroupPolicy, NativeGroupInfo
 from scheduler.model.workloads import PodInfo
 from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import Bind, CyclePlan, Eviction, PendingReason, ReasonCategory
+from scheduler.plan import Bind, CyclePlan, Eviction, Members, PendingReason, ReasonCategory
 from tests.unit.kube.fakes import RecordingApi, recording_actuator
 
 NOW = 1_714_564_800.0
@@ -43,16 +49,29 @@ def member(i: int) -> PodInfo:
 
 PODS = [member(0), member(1)]
 POD_NODES = tuple((PodRef("ns", p.name, p.uid), f"n{i}") for i, p in enumerate(PODS))
-BIND = CyclePlan(now=NOW, binds=(Bind("ns/g", "team-a", Placement(
-    "ns/g", (Assignment("", "n0", 1), Assignment("", "n1", 1))), POD_NODES),))
-WAIT = CyclePlan(now=NOW, pending={"ns/g": PendingReason(
-    ReasonCategory.PLACEMENT, "needs 16 GPUs, 8 free")})
 
 
 def native(version: str = V1ALPHA2, **changes: Any) -> NativeGroupInfo:
     group = NativeGroupInfo("ns", "g", GroupPolicy(min_count=2), uid="pg-uid",
                             api_version=version, generation=3)
     return dataclasses.replace(group, **changes)
+
+
+def bind(group: NativeGroupInfo) -> CyclePlan:
+    return CyclePlan(now=NOW, binds=(Bind("ns/g", "team-a", Placement(
+        "ns/g", (Assignment("", "n0", 1), Assignment("", "n1", 1))), POD_NODES,
+        native=group),))
+
+
+def wait(group: NativeGroupInfo) -> CyclePlan:
+    return CyclePlan(now=NOW, pending={"ns/g": PendingReason(
+        ReasonCategory.PLACEMENT, "needs 16 GPUs, 8 free")}, members={"ns/g": Members(
+            tuple(ref for ref, _ in POD_NODES), native=group)})
+
+
+class Fixed:
+    def current(self) -> PolicySet:
+        return PolicySet(QueueSet.of([]))
 
 
 @pytest.fixture
@@ -69,11 +88,11 @@ def apply(actuator: KubeActuator, plan: CyclePlan) -> None:
                                                (V1BETA1, "PodGroupInitiallyScheduled")])
 def test_waiting_then_bound_in_the_object_own_version(
         setup: tuple[Api, ClusterCache, KubeActuator], version: str, kind: str) -> None:
-    api, cache, actuator = setup
-    cache.upsert_native_group(native(version))
-    apply(actuator, WAIT)
-    apply(actuator, WAIT)  # unchanged: not written again
-    apply(actuator, BIND)
+    api, _, actuator = setup
+    group = native(version)
+    apply(actuator, wait(group))
+    apply(actuator, wait(group))  # unchanged: not written again
+    apply(actuator, bind(group))
     assert conditions(api) == [(kind, "False", "Unschedulable"), (kind, "True", "Scheduled")]
     path, body = next((p, b) for p, b in api.patches if "/podgroups/" in p)
     assert path == f"/apis/{version}/namespaces/ns/podgroups/g/status"
@@ -87,18 +106,16 @@ def test_waiting_then_bound_in_the_object_own_version(
 
 def test_never_back_to_false_once_scheduled(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
-    api, cache, actuator = setup
-    cache.upsert_native_group(native())
-    apply(actuator, BIND)
-    apply(actuator, WAIT)  # e.g. a replacement member waits: the group was scheduled
+    api, _, actuator = setup
+    apply(actuator, bind(native()))
+    apply(actuator, wait(native()))  # e.g. a replacement member waits: the group was scheduled
     assert conditions(api) == [("PodGroupScheduled", "True", "Scheduled")]
 
 
 def test_a_group_seen_scheduled_by_another_scheduler_is_not_marked_unschedulable(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
-    api, cache, actuator = setup
-    cache.upsert_native_group(native(scheduled=True))
-    apply(actuator, WAIT)
+    api, _, actuator = setup
+    apply(actuator, wait(native(scheduled=True)))
     assert conditions(api) == []
 
 
@@ -106,7 +123,8 @@ def test_a_refused_group_says_scheduler_error(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
     api, cache, actuator = setup
     cache.upsert_native_group(native(policy=GroupPolicy(min_count=2, resource_claims=("ib",))))
-    apply(actuator, CyclePlan(now=NOW))
+    Scheduler(cache, Fixed(), lambda: NOW, actuator).run_once()
+    assert actuator.writer.flush()
     assert conditions(api) == [("PodGroupScheduled", "False", "SchedulerError")]
     message = next(b for p, b in api.patches if "/podgroups/" in p)["status"]["conditions"][0][
         "message"]
@@ -115,10 +133,8 @@ def test_a_refused_group_says_scheduler_error(
 
 def test_a_preempted_group_is_a_disruption_target(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
-    api, cache, actuator = setup
-    cache.upsert_native_group(native())
-    for i, p in enumerate(PODS):
-        cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}"))
-    apply(actuator, CyclePlan(now=NOW, evictions=(
-        Eviction("ns/g", "ns/urgent", "higher priority"),)))
+    api, _, actuator = setup
+    apply(actuator, CyclePlan(now=NOW, evictions=(Eviction(
+        "ns/g", "ns/urgent", "higher priority", pods=tuple(ref for ref, _ in POD_NODES),
+        native=native()),)))
     assert ("DisruptionTarget", "True", "PreemptionByScheduler") in conditions(api)

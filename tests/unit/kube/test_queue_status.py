@@ -13,9 +13,9 @@ from scheduler.kube import informer
 from scheduler.kube.client import MERGE_PATCH, Response
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher, status_of
-from scheduler.plan import QueueStatus
 from scheduler.queue_report import queue_reports
 from scheduler.resources import Resources
+from scheduler.statuses import QueueStatus
 from tests.unit.policies.builders import policies, queue
 
 TREE = policies(queue("org", quota={"p": 16}), queue("a", "org", weight=1, quota={"p": 0}),
@@ -26,10 +26,10 @@ def reports(a_gpus: int = 4, b_gpus: int = 12, pending: int = 2,
             capacity: dict[str, Resources] | None = None) -> Any:
     statuses = [
         QueueStatus("a", (("p", Resources.of(gpu=a_gpus, cpu=1500)),), running=a_gpus,
-                    admitted=1, pending=pending, fair_share=0.0),
+                    admitted=1, pending=pending, borrowed_share=0.0),
         QueueStatus("b", (("p", Resources.of(gpu=b_gpus)),), running=b_gpus, admitted=0,
-                    pending=4, fair_share=0.5),
-        QueueStatus("org", (), running=0, admitted=0, pending=0, fair_share=0.0),
+                    pending=4, borrowed_share=0.5),
+        QueueStatus("org", (), running=0, admitted=0, pending=0, borrowed_share=0.0),
     ]
     return queue_reports(statuses, TREE, capacity=capacity)
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from policies.admission import charge_all, placement_charges
 from policies.queues import (
     Limits,
     PolicySet,
@@ -23,6 +24,7 @@ from policies.queues import (
     SchedulerPolicy,
     WithinQueuePreemption,
 )
+from policies.quota import QuotaLedger
 from scheduler import placement
 from scheduler.model import (
     Gang,
@@ -103,6 +105,19 @@ def running(g: Gang, placement: Mapping[str, int], *, start: float = 0.0,
     role = g.roles[0]
     allocs = tuple((n, role.requests * count) for n, count in sorted(placement.items()))
     return RunningGang(g, allocs, start_time=start, last_checkpoint=checkpoint, expected_end=end)
+
+
+def admit(g: Gang, snapshot: Snapshot, ledger: QuotaLedger,
+          params: PlacementParams) -> tuple[Placement, QuotaLedger] | None:
+    """Place *g* the way the scheduler would, within its queue's quota: the placement and the
+    ledger with it charged, or None where it does not fit or quota refuses it."""
+    result = SOLVE(g, snapshot, params)
+    if not isinstance(result, Placement):
+        return None
+    charges = placement_charges(g, result, snapshot)
+    if any(ledger.shortfall(g.queue, p, r) for p, r in charges.items()):
+        return None
+    return result, charge_all(ledger, g.queue, charges)
 
 
 def _tiny_solve(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> PlacementResult:

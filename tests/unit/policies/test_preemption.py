@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from policies import preemption
+from policies.fit import Applicant, World
 from policies.preemption import Candidate
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger, QuotaTree
-from policies.victims import VictimSearch
+from policies.victims import Room, VictimSearch, free_gpus, usable_nodes
 from scheduler.placement.types import PlacementParams
 from scheduler.resources import GPU
 from scheduler.snapshot import Snapshot
@@ -50,10 +51,10 @@ def test_candidates_follow_the_policy() -> None:
     snap = Snapshot(A100, runs)
     pre = gang("a-new", "a", priority=5)
     bounds = {"a100": pre.min_requests}
-    found = preemption.candidates(pre, qs.queues["a"], snap, led, qs, bounds, 1000.0,
-                                  frozenset())
+    applicant = Applicant(pre, qs.queues["a"], bounds)
+    found = preemption.candidates(applicant, snap, led, qs, 1000.0, frozenset())
     assert [c.id for c in found] == ["ns/a-low"]  # b within quota, other in another tree
-    assert preemption.candidates(pre, qs.queues["a"], snap, led, qs, bounds, 1000.0,
+    assert preemption.candidates(applicant, snap, led, qs, 1000.0,
                                  frozenset({"ns/a-low"})) == []
 
 
@@ -66,8 +67,12 @@ def test_search_frees_one_rack_for_a_rack_bound_gang() -> None:
     led = led.charge("b", "a100", {GPU: 64})
     snap = Snapshot(A100, runs)
     g = gang("a0", "a", pods=4, rack=True)
-    search = VictimSearch(g, qs.queues["a"], snap, led, qs, {"a100": g.min_requests},
-                          PlacementParams(use_cpsat=False), 1000.0, SOLVE)
+    applicant = Applicant(g, qs.queues["a"], {"a100": g.min_requests})
+    world = World(snap, led, PlacementParams(use_cpsat=False), SOLVE)
+    found_candidates = preemption.candidates(applicant, snap, led, qs, 1000.0, frozenset())
+    nodes_usable = usable_nodes(applicant, world)
+    search = VictimSearch(applicant, world, qs, found_candidates,
+                          Room(nodes_usable, free_gpus(snap, nodes_usable)))
     found = search.run()
     assert found is not None
     assert sorted(v.id for v in found.victims) == ["ns/b4", "ns/b5", "ns/b6", "ns/b7"]

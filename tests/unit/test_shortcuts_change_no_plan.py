@@ -1,7 +1,7 @@
 """The cycle's shortcuts change no decision: the same plan as the long way round.
 
 - a gang shaped like one that already failed against the same state reuses its reason
-  (``CycleMemo.failure_key``); turned off here, every gang is decided in full;
+  (``Memo.failure_key``); turned off here, every gang is decided in full;
 - under FIFO ordering one sort replaces the merge of the per-queue lists;
 - under fair share, a queue alone in the heap is not ranked.
 """
@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,14 +19,16 @@ from hypothesis import strategies as st
 
 from policies import fairshare
 from policies.queues import OrderingMode
+from policies.quota import QuotaLedger
 from scheduler import cycle
 from scheduler.cycle import decide
-from scheduler.cycle_memo import CycleMemo
-from scheduler.cycle_state import CycleState
+from scheduler.memo import Memo
 from scheduler.model import Gang
+from scheduler.order import Rank, Turn
 from scheduler.plan import CyclePlan
+from scheduler.statuses import queue_statuses
 from tests.unit.policies.builders import SOLVE
-from tests.unit.test_cycle_properties import NOW, PROPERTY, World, worlds
+from tests.unit.test_decide_properties import NOW, PROPERTY, World, worlds
 
 
 def _with_lookalikes(world: World, data: st.DataObject) -> World:
@@ -58,9 +61,10 @@ _PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _as_text(plan: CyclePlan) -> tuple[object, ...]:
+def _as_text(plan: CyclePlan, world: World) -> tuple[object, ...]:
     return (plan.binds, plan.evictions, plan.nominations, plan.reservations,
-            {g: str(r) for g, r in plan.pending.items()}, plan.order, plan.queues)
+            {g: str(r) for g, r in plan.pending.items()}, plan.order,
+            queue_statuses(world.snapshot, world.pending, world.policies, plan))
 
 
 @pytest.mark.parametrize("preset", sorted(_PRESETS))
@@ -70,10 +74,10 @@ def test_failure_memo_changes_no_plan(preset: str, world: World, data: st.DataOb
     world = _with_lookalikes(world, data)
     fast = _plans(world, preset)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(CycleMemo, "failure_key", lambda *args, **kwargs: None)
+        m.setattr(Memo, "failure_key", lambda *args, **kwargs: None)
         slow = _plans(world, preset)
     for a, b in zip(fast, slow, strict=True):
-        assert _as_text(a) == _as_text(b)
+        assert _as_text(a, world) == _as_text(b, world)
         assert a == b
 
 
@@ -118,18 +122,19 @@ def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
     assert (fast.binds, fast.evictions, fast.nominations, fast.reservations, fast.order) == \
         (long.binds, long.evictions, long.nominations, long.reservations, long.order)
     assert fast.pending == {} and list(long.pending) == ["ns/alien"]
-    assert fast.queues == long.queues
+    assert queue_statuses(world.snapshot, [], world.policies, fast) == \
+        queue_statuses(world.snapshot, [alien], world.policies, long)
 
 
-def _in_order_reference(state: CycleState, by_queue: dict[str, list[Gang]]) -> None:
-    """``cycle._in_order`` as it was before its shortcuts: every queue always ranked."""
-    mode = state.policies.scheduler.ordering
+def _in_order_reference(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,
+                        rank: Rank, ledger: Callable[[], QuotaLedger]) -> None:
+    """``order.in_order`` as it was before its shortcuts: every queue always ranked."""
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
 
     def entry(q: str) -> tuple[object, ...]:
         head = lists[q][-1]
-        key = () if mode is OrderingMode.FIFO else state.queue_key(q, head)
+        key = () if mode is OrderingMode.FIFO else rank(q, head)
         return (key, fairshare.gang_key(head, mode), q)
 
     heap = [entry(q) for q in sorted(lists)]
@@ -138,9 +143,9 @@ def _in_order_reference(state: CycleState, by_queue: dict[str, list[Gang]]) -> N
         q = heapq.heappop(heap)[-1]
         assert isinstance(q, str)
         gang = lists[q].pop()
-        before = state.ledger
-        state.consider(gang, state.policies.queues.queues[q])
-        if state.ledger is not before and mode is OrderingMode.FAIR_SHARE:
+        before = ledger()
+        turn(gang, q)
+        if ledger() is not before and mode is OrderingMode.FAIR_SHARE:
             heap = [entry(name) for name in sorted(lists) if lists[name]]
             heapq.heapify(heap)
         elif lists[q]:
@@ -155,7 +160,7 @@ def test_ordering_shortcuts_change_no_plan(preset: str, world: World,
     world = _with_lookalikes(world, data)
     fast = _plans(world, preset)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(cycle, "_in_order", _in_order_reference)
+        m.setattr(cycle, "in_order", _in_order_reference)
         slow = _plans(world, preset)
     for a, b in zip(fast, slow, strict=True):
-        assert _as_text(a) == _as_text(b)
+        assert _as_text(a, world) == _as_text(b, world)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from scheduler.cycle import NOMINATION_TIMEOUT_SECONDS, decide
 from scheduler.plan import CyclePlan, ReasonCategory, explain
 from scheduler.snapshot import Snapshot
+from scheduler.statuses import queue_statuses
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 A100 = nodes("a100", 4)
@@ -89,13 +90,14 @@ def test_previously_reserved_gang_goes_first() -> None:
 
 def test_queue_status() -> None:
     snap = Snapshot(A100, B_FULL[:2])
-    plan = decide(snap, [gang("a0", "a"), gang("x", "a", present=0)], TEAMS, 0.0, solver=SOLVE)
-    status = {q.name: q for q in plan.queues}
+    pending = [gang("a0", "a"), gang("x", "a", present=0)]
+    plan = decide(snap, pending, TEAMS, 0.0, solver=SOLVE)
+    status = {q.name: q for q in queue_statuses(snap, pending, TEAMS, plan)}
     assert status["a"].admitted == 1 and status["a"].running == 1
     assert status["a"].pending == 1  # the gang still waiting for its members
     assert status["b"].running == 2 and status["b"].usage[0][0] == "a100"
     assert status["b"].usage[0][1].gpus == 16
-    assert status["b"].fair_share == 0.0  # within its nominal quota
+    assert status["b"].borrowed_share == 0.0  # within its nominal quota
 
 
 def test_explain() -> None:

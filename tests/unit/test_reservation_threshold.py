@@ -2,7 +2,7 @@
 ``queueing.reserveAfterSeconds``): a gang gets a reservation only once it has been pending
 that long; before, it waits while later gangs start wherever they fit.
 
-The cluster of ``test_cycle_reservations``: in each pool of three 8-GPU nodes the first runs a
+The cluster of ``test_reservations_per_pool``: in each pool of three 8-GPU nodes the first runs a
 gang until a known time and the last one a gang with no known end, so a gang of two 8-GPU pods
 fits only once the first ends, and the middle node is free for a one-node gang meanwhile.
 """

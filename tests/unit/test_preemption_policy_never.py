@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from policies.fit import Applicant
 from policies.preemption import candidates
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.cycle import decide
@@ -146,12 +147,12 @@ def test_same_shape_gangs_do_not_share_a_verdict_across_policies() -> None:
 def test_candidates_skip_a_never_preemptor() -> None:
     pol = policies(*TEAMS)
     snap = Snapshot(nodes("a100", 4), RUNNING)
-    ledger = QuotaLedger.empty(QuotaTree.of(pol.queues))
+    ledger = QuotaLedger.empty(QuotaTree.build(pol.queues))
     for rg in RUNNING:
         ledger = ledger.charge(rg.gang.queue, "a100", rg.usage)
     q = pol.queues.queues["a"]
     g = gang("a9", "a", priority=5)
     bounds = {"a100": Resources({"nvidia.com/gpu": 8})}
-    args: tuple[Any, ...] = (q, snap, ledger, pol.queues, bounds, 10_000.0, frozenset())
-    assert [c.id for c in candidates(g, *args)] == ["ns/a0", "ns/a1"]
-    assert candidates(never(g), *args) == []
+    args: tuple[Any, ...] = (snap, ledger, pol.queues, 10_000.0, frozenset())
+    assert [c.id for c in candidates(Applicant(g, q, bounds), *args)] == ["ns/a0", "ns/a1"]
+    assert candidates(Applicant(never(g), q, bounds), *args) == []

@@ -7,18 +7,18 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.admission import charge_all, placement_charges, pool_bounds
-from policies.preemption import running_charges
+from policies import fit
+from policies.admission import charge_all, pool_bounds
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
-from policies.reservation import ReservationRequest, reserve
+from policies.reservation import reserve
 from scheduler.cycle import decide
 from scheduler.model import Gang, RunningGang
-from scheduler.placement.types import Placement, PlacementParams
+from scheduler.placement.types import PlacementParams
 from scheduler.plan import CyclePlan
 from scheduler.resources import GPU
 from scheduler.snapshot import Snapshot
-from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue
+from tests.unit.policies.builders import SOLVE, admit, gang, nodes, policies, queue
 
 NOW = 10_000.0
 PARAMS = PlacementParams(use_cpsat=False)
@@ -59,13 +59,10 @@ def worlds(draw: st.DrawFn, pools: tuple[str, ...] = ("a100", "h100"),
         g = gang(f"r{i}", draw(st.sampled_from(names)), gpus=draw(st.sampled_from([4, 8])),
                  pods=draw(st.integers(1, 3)), priority=draw(st.integers(0, 2)),
                  pool=draw(st.sampled_from(pools)))
-        result = SOLVE(g, snap, PARAMS)
-        if not isinstance(result, Placement):
+        admitted = admit(g, snap, ledger, PARAMS)
+        if admitted is None:
             continue
-        charges = placement_charges(g, result, snap)
-        if any(ledger.shortfall(g.queue, p, r) for p, r in charges.items()):
-            continue
-        ledger = charge_all(ledger, g.queue, charges)
+        result, ledger = admitted
         start = draw(st.sampled_from([0.0, 8_000.0, 9_900.0]))
         snap = snap.with_running(RunningGang(
             g, result.allocations(g), start_time=start,
@@ -96,7 +93,7 @@ def applied(world: World, plan: CyclePlan) -> Snapshot:
 def ledger_of(world: World, snap: Snapshot) -> QuotaLedger:
     ledger = QuotaLedger.empty(QuotaTree.build(world.policies.queues))
     for rg in snap.running.values():
-        ledger = charge_all(ledger, rg.gang.queue, running_charges(rg, snap))
+        ledger = charge_all(ledger, rg.gang.queue, snap.pool_usage(rg))
     return ledger
 
 
@@ -153,9 +150,9 @@ def test_backfill_never_delays_a_reservation(world: World) -> None:
         g = next(x for x in world.pending if x.id == res.gang_id)
         assert NOW - g.creation_time >= threshold  # only a starving gang reserves
         # The reserved gang's start, recomputed with every gang bound this cycle running.
-        request = ReservationRequest(g, world.policies.queues.queues[g.queue], after,
-                                     ledger_of(world, after), pool_bounds(g, after), PARAMS)
-        again = reserve(request, world.policies.queues, NOW, SOLVE)
+        applicant = fit.Applicant(g, world.policies.queues.queues[g.queue], pool_bounds(g, after))
+        again = reserve(applicant, fit.World(after, ledger_of(world, after), PARAMS, SOLVE),
+                        world.policies.queues, NOW)
         assert again is not None
         assert again.estimated_start <= res.estimated_start
 

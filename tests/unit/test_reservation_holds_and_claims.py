@@ -7,6 +7,7 @@ waits for them.
 
 from __future__ import annotations
 
+from policies.fit import Applicant
 from policies.preemption import candidates
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import Reservation
@@ -24,7 +25,7 @@ A_END, H_END = NOW + 1000.0, NOW + 2000.0
 def test_a_hold_alone_does_not_make_a_queue_borrow() -> None:
     pol = policies(queue("p"), queue("r", "p", quota={"a100": 16}),
                    queue("o", "p", quota={"a100": 16}))
-    led = QuotaLedger.empty(QuotaTree.of(pol.queues)).charge("r", "a100", {GPU: 8})
+    led = QuotaLedger.empty(QuotaTree.build(pol.queues)).charge("r", "a100", {GPU: 8})
     held = led.hold("r", "a100", {GPU: 16}, "ns/big")
     assert held.available("o", "a100")[GPU] == 8  # the hold still limits everyone...
     assert not held.borrowing("r", "a100")  # ...but r's running gangs borrow nothing
@@ -37,11 +38,11 @@ def test_the_reserved_gangs_queue_is_not_reclaimed_from_for_its_hold() -> None:
     pol = policies(queue("p"), queue("r", "p", quota={"a100": 16}),
                    queue("o", "p", quota={"a100": 16}))
     snap = Snapshot(nodes("a100", 4), [running(gang("rr", "r", pool="a100"), {"a100-0000": 1})])
-    led = QuotaLedger.empty(QuotaTree.of(pol.queues)).charge("r", "a100", {GPU: 8})
+    led = QuotaLedger.empty(QuotaTree.build(pol.queues)).charge("r", "a100", {GPU: 8})
     held = led.hold("r", "a100", {GPU: 16}, "ns/big")
     preemptor = gang("x", "o", pool="a100")
-    found = candidates(preemptor, pol.queues.queues["o"], snap, held, pol.queues,
-                       {"a100": Resources({GPU: 8})}, NOW, frozenset())
+    applicant = Applicant(preemptor, pol.queues.queues["o"], {"a100": Resources({GPU: 8})})
+    found = candidates(applicant, snap, held, pol.queues, NOW, frozenset())
     assert [c.id for c in found] == []
 
 

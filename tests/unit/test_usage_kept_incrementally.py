@@ -1,7 +1,7 @@
 """Usage kept incrementally (snapshot per queue and pool, the cycle's ledger) equals a recount.
 
 The snapshot updates ``queue_usage`` and ``running_per_queue`` as gangs are added and
-removed, and ``cycle._ledger`` brings the previous cycle's ledger up to date by charging
+removed, and ``Recall.ledger`` brings the previous cycle's ledger up to date by charging
 only what changed. Both must answer exactly what a count from scratch answers.
 """
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from policies.preemption import ledger_without
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import _Ledgers
-from scheduler.cycle import _ledger
 from scheduler.model import RunningGang
+from scheduler.recall import Recall
 from scheduler.resources import Resources, total
 from scheduler.snapshot import Snapshot
 from tests.unit.policies.builders import gang, nodes, policies, queue, running
@@ -65,8 +65,9 @@ step = st.tuples(st.booleans(), st.integers(0, 11), st.sampled_from(QUEUES),
 @given(st.lists(step, max_size=25))
 def test_usage_and_ledger_follow_every_derivation(steps: list[tuple[bool, int, str,
                                                                    list[tuple[int, int]]]]) -> None:
-    tree = QuotaTree.of(POLICIES.queues)
     snapshot = Snapshot(NODES)
+    recall = Recall(snapshot.index)
+    tree = recall.tree(POLICIES.queues)
     for add, i, queue_name, where in steps:
         gid = f"ns/g{i}"
         if add:
@@ -80,15 +81,16 @@ def test_usage_and_ledger_follow_every_derivation(steps: list[tuple[bool, int, s
         usage, count = _recount(snapshot)
         assert dict(snapshot.queue_usage) == usage
         assert dict(snapshot.running_per_queue) == count
-        assert _answers(_ledger(tree, snapshot)) == _answers(_fresh_ledger(tree, snapshot))
+        assert _answers(recall.ledger(tree, snapshot)) == _answers(_fresh_ledger(tree, snapshot))
     rebuilt = Snapshot(NODES, snapshot.running.values())
     assert dict(rebuilt.queue_usage) == dict(snapshot.queue_usage)
 
 
 def test_quota_tree_is_built_once_per_queue_set() -> None:
-    assert QuotaTree.of(POLICIES.queues) is QuotaTree.of(POLICIES.queues)
+    recall = Recall(Snapshot(NODES).index)
+    assert recall.tree(POLICIES.queues) is recall.tree(POLICIES.queues)
     other = policies(queue("p", quota={"a100": 8}))
-    assert QuotaTree.of(other.queues) is not QuotaTree.of(POLICIES.queues)
+    assert recall.tree(other.queues) is not recall.tree(POLICIES.queues)
 
 
 @settings(max_examples=40, deadline=None)
@@ -97,7 +99,7 @@ def test_quota_tree_is_built_once_per_queue_set() -> None:
        st.lists(st.integers(-1, 5), min_size=1, max_size=8))
 def test_reservation_ledgers_equal_releasing_gang_by_gang(
         gangs: list[tuple[str, int, int, int]], probes: list[int]) -> None:
-    tree = QuotaTree.of(POLICIES.queues)
+    tree = QuotaTree.build(POLICIES.queues)
     snapshot = Snapshot(NODES)
     for i, (queue_name, node, gpus, _) in enumerate(gangs):
         rg = running(gang(f"g{i}", queue_name, gpus=1), {NODES[node].name: gpus})
@@ -106,7 +108,7 @@ def test_reservation_ledgers_equal_releasing_gang_by_gang(
     for i, (_, _, _, end) in enumerate(gangs):
         by_end.setdefault(end, []).append(f"ns/g{i}")
     events = [(float(t), tuple(sorted(ids))) for t, ids in sorted(by_end.items())]
-    start = _ledger(tree, snapshot)
+    start = Recall(snapshot.index).ledger(tree, snapshot)
     lazy = _Ledgers(start, events, snapshot)
     for probe in probes:  # any order, as the galloping and binary searches ask
         i = min(probe, len(events) - 1)

@@ -1,0 +1,77 @@
+"""Which pending gangs ``decide`` considers at all, and why not the others.
+
+A gang is considered once all its required members exist and it names a queue that exists,
+holds gangs (a leaf) and admits its namespace. Otherwise it gets a reason at once, outside
+the queue order; a gang still waiting for members is told early when its PodGroup
+``minResources`` could never be met (the coscheduling plugin's check).
+"""
+
+from __future__ import annotations
+
+from policies.queues import QueueSet
+from policies.quota import QuotaLedger, QuotaTree
+from scheduler.model import Gang
+from scheduler.plan import ReasonCategory
+from scheduler.recall import Admissible
+from scheduler.snapshot import Snapshot
+
+R = ReasonCategory
+
+
+def admissible(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,
+               parents: frozenset[str]) -> Admissible:
+    """The gang's queue, or why the gang cannot be considered (*parents*: queues with
+    children)."""
+    present, needed = gang.members_present, gang.min_member
+    if present < needed:
+        never = _min_resources_never(gang, snapshot, queues, tree, parents)
+        if never is not None:
+            return never
+        return (R.WAITING_FOR_MEMBERS, f"{present} of {needed} required members exist; the "
+                "gang is considered once all of them do")
+    queue = queues.get(gang.queue)
+    if queue is None:
+        known = ", ".join(queues.queues) or "none defined"
+        return (R.NOT_ALLOWED, f"queue {gang.queue!r} does not exist; set label "
+                f"gangscheduler.io/queue to one of: {known}")
+    if queue.name in parents:
+        children = queues.children_of(queue.name)
+        return (R.NOT_ALLOWED, f"queue {queue.name} is a parent queue and holds no gangs; "
+                f"submit to one of: {', '.join(children)}")
+    if not queue.admits_namespace(gang.namespace):
+        allowed = ", ".join(queue.namespaces) or "none"
+        return (R.NOT_ALLOWED, f"namespace {gang.namespace} may not submit to queue "
+                f"{queue.name} (allowed: {allowed}); pick another queue or extend "
+                "spec.namespaces")
+    return queue
+
+
+def _min_resources_never(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,
+                         parents: frozenset[str]) -> tuple[ReasonCategory, str] | None:
+    """Do the gang's ``minResources`` exceed what the cluster has, or what its queue could
+    ever hold in all its pools together? Then say so now, before every member exists."""
+    want = gang.min_resources
+    if want is None:
+        return None
+    capacity = snapshot.total_allocatable()
+    over = [f"{want[r]} {r} asked, the cluster has {capacity.get(r)}"
+            for r in sorted(want) if want[r] > capacity.get(r)]
+    if over:
+        return (R.PLACEMENT, f"PodGroup minResources can never be met: {', '.join(over)}; "
+                "lower minResources or add nodes")
+    queue = queues.get(gang.queue)
+    if queue is None or queue.name in parents:
+        return None  # the reason about the queue comes once the members exist
+    idle = QuotaLedger.empty(tree)
+    pools = tree.pools_of(queue.name)
+    most: dict[str, int] = {}
+    for pool in pools:
+        for r, v in idle.available(queue.name, pool).items():
+            most[r] = most.get(r, 0) + v
+    over = [f"{want[r]} {r} asked, at most {most[r]} ever available"
+            for r in sorted(want) if r in most and want[r] > most[r]]
+    if not over:
+        return None
+    return (R.QUOTA, f"PodGroup minResources can never be admitted to queue {queue.name}, "
+            f"even with every queue idle ({', '.join(over)} across pools {', '.join(pools)}): "
+            "raise the queue's quota or borrowing limit, or lower minResources")

@@ -1,0 +1,88 @@
+"""PodGroup status from its pods: ``Scheduled`` -> ``Running`` -> ``Finished`` (or ``Failed``).
+
+Like the coscheduling plugin's PodGroup controller, this follows the pods, not the plan: after
+every cycle (the binds assumed in the cache) each PodGroup with a member bound or finished
+gets the phase and counts its pods imply. It is the one place that writes a bound PodGroup's
+status, so a bind and the sync never write it twice with briefly different counts. A status
+equal to the one queued or last written is not submitted again, so a sync costs no API
+traffic when nothing moved. A failed write is not recorded, so the next sync retries it.
+
+Pending PodGroups are the plan's: the actuator writes their reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from scheduler.cache import ClusterCache
+from scheduler.kube.evictor import Submitter
+from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.model.workloads import PodInfo, PodPhase
+
+
+def group_status(min_member: int, pods: list[PodInfo]) -> PodGroupStatus | None:
+    """The PodGroup status its pods imply, or None while nothing was ever bound (pending)."""
+    scheduled = sum(1 for p in pods if p.node_name)
+    running = sum(1 for p in pods if p.phase is PodPhase.RUNNING)
+    succeeded = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
+    failed = sum(1 for p in pods if p.phase is PodPhase.FAILED)
+    if not scheduled:
+        return None
+    started = min((p.started_at for p in pods if p.started_at is not None), default=None)
+    if failed and running + succeeded < min_member:
+        phase, reason = PodGroupPhase.FAILED, "MembersFailed"
+        message = f"{failed} member(s) failed; {running} running, {succeeded} succeeded"
+    elif succeeded >= min_member and not running:
+        phase, reason, message = PodGroupPhase.FINISHED, "Finished", f"{succeeded} succeeded"
+    elif running + succeeded >= min_member:
+        phase, reason, message = PodGroupPhase.RUNNING, "Running", f"{running} running"
+    else:
+        phase, reason = PodGroupPhase.SCHEDULED, "Scheduled"
+        message = f"{scheduled} bound, {running} running"
+    return PodGroupStatus(phase, scheduled=scheduled, running=running, succeeded=succeeded,
+                          failed=failed, schedule_start_time=started, reason=reason,
+                          message=message)
+
+
+class GroupStatusSync:
+    """Writes the status of bound PodGroups through *writer* (the actuator's)."""
+
+    def __init__(self, cache: ClusterCache, statuses: StatusWriter, writer: Submitter) -> None:
+        self.cache, self.statuses, self.writer = cache, statuses, writer
+        self._lock = threading.Lock()
+        self._queued: dict[str, PodGroupStatus] = {}  # submitted, not yet run, by ns/name
+
+    def sync(self) -> None:
+        """Phase and counts of every PodGroup with a member bound or finished."""
+        for group in self.cache.groups():
+            status = group_status(group.min_member,
+                                  self.cache.gang_pods(group.key, assumed=True))
+            if status is None:
+                continue
+            known = self._known(group.namespace, group.name)
+            if known is not None and known.schedule_start_time is not None:
+                # Set once, at the first bind: the watch later reports the members' own start
+                # times, which would otherwise move it (and cost a write) for nothing.
+                status = replace(status, schedule_start_time=known.schedule_start_time)
+            if status != known:
+                self._submit(group.namespace, group.name, status)
+
+    def _known(self, ns: str, name: str) -> PodGroupStatus | None:
+        """The status queued for the PodGroup, else the one last written."""
+        with self._lock:
+            queued = self._queued.get(f"{ns}/{name}")
+        return queued if queued is not None else self.statuses.podgroup_status(ns, name)
+
+    def _submit(self, ns: str, name: str, status: PodGroupStatus) -> None:
+        key = f"{ns}/{name}"
+        with self._lock:
+            self._queued[key] = status
+
+        def task() -> None:
+            with self._lock:  # dequeued: from now on the writer's cache is the record
+                if self._queued.get(key) is status:
+                    del self._queued[key]
+            if self.cache.group(key) is not None:
+                self.statuses.set_podgroup_status(ns, name, status)
+        self.writer.submit(f"group/{key}", task)

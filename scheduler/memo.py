@@ -1,0 +1,195 @@
+"""This cycle's shortcuts, in one place: answers shared by gangs asking the same question of
+the same state.
+
+Within a cycle most gangs are tried against the same quota ledger (it changes only when a
+gang is admitted or nominated), and many share a queue and a shape. So:
+
+- a gang no easier than one that already failed against the very same state (same snapshot,
+  ledger and ``Obstacles``: the *epoch*) gets that gang's reason without being tried
+  (``failure_key``): every step depends on the gang only through its queue, priority,
+  preemption policy, topology, shape, the reservations it must keep off, whether it may
+  reserve and, where pod constraints can read them, its namespace and members' labels
+  (``placement.terms.context_key``; KAI-Scheduler's minimal job representatives);
+- fair-share ranks, preemption candidates and the nodes a preemptor may use are kept by
+  the ledger (or snapshot) they were worked out against, and the placement knobs by the
+  nominated nodes and reservations they exclude.
+
+Each is a memo of a pure function of what it is keyed by, so the plan is the one the long
+way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure memo). A
+``Memo`` lives for one ``decide`` call; what outlives it is the ``Recall``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from policies import fairshare
+from policies.admission import admissible_pools
+from policies.fit import Applicant, World
+from policies.preemption import Candidate, running_by_queue, scan, without
+from policies.queues import QueueSet
+from policies.quota import QuotaLedger, QuotaTree
+from policies.reservation import Reservation, backfill_params
+from policies.victims import Room, free_gpus, usable_nodes
+from scheduler.model import Gang, RunningGang
+from scheduler.obstacles import Obstacles
+from scheduler.placement.terms import context_key
+from scheduler.placement.types import PlacementParams
+from scheduler.plan import ReasonCategory
+from scheduler.recall import Recall, Shape
+from scheduler.snapshot import Snapshot
+
+FailureKey = tuple[object, ...]
+Epoch = tuple[Snapshot, QuotaLedger, Obstacles]
+
+
+class Memo:
+    """See the module docstring; each cache says what it is keyed by."""
+
+    __slots__ = ("_base", "_by_queue", "_candidates", "_epoch", "_ever", "_failures",
+                 "_ranks", "_reserved", "_restricted", "_rooms", "recall")
+
+    def __init__(self, recall: Recall) -> None:
+        self.recall = recall
+        self._epoch: Epoch | None = None
+        self._failures: dict[FailureKey, tuple[ReasonCategory, str]] = {}  # in the epoch
+        self._ranks: dict[tuple[object, ...], fairshare.QueueKey] = {}  # ledger, queue, bounds
+        self._ever: dict[tuple[object, ...], bool] = {}  # queue, bounds
+        self._candidates: dict[tuple[object, ...], list[Candidate]] = {}  # ledger, queue, ...
+        self._by_queue: dict[str, list[RunningGang]] | None = None  # at the first search
+        self._rooms: dict[tuple[object, ...], tuple[Snapshot, Room]] = {}  # shape, params
+        self._reserved: dict[tuple[object, ...], QuotaLedger] = {}  # ledger, reservations
+        self._base: tuple[frozenset[str], PlacementParams] | None = None  # nominated nodes
+        self._restricted: tuple[PlacementParams, dict[tuple[Reservation, ...],
+                                                      PlacementParams]] | None = None
+
+    def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
+        return self.recall.shape(gang, snapshot)
+
+    # Failures -----------------------------------------------------------------------------
+    def failure_key(self, epoch: Epoch, gang: Gang, queue: str,
+                    restricting: tuple[Reservation, ...], may_reserve: bool,
+                    shape: Shape) -> FailureKey | None:
+        """The failure memo's key for *gang* (starting a new epoch if the state changed), or
+        None when the gang's outcome may depend on more than its shape: a gang with members
+        already running is not a candidate victim of itself, unlike one of the same shape.
+        The reservations it must keep off are part of the key: gangs of one shape may differ
+        in runtime (so in which reservations they end before) and in age (so in whether they
+        may reserve, *may_reserve*)."""
+        if gang.id in epoch[0].running:
+            return None
+        if not self._same(epoch):
+            self._failures.clear()
+            self._epoch = epoch
+        return (queue, gang.priority, gang.preemption_policy, gang.topology,
+                tuple(r.gang_id for r in restricting), may_reserve, shape.number,
+                context_key(gang, epoch[0]))
+
+    def failed(self, key: FailureKey | None) -> tuple[ReasonCategory, str] | None:
+        """The reason of a gang of this key that failed in the current epoch."""
+        return self._failures.get(key) if key is not None else None
+
+    def remember(self, key: FailureKey | None, epoch: Epoch,
+                 reason: tuple[ReasonCategory, str]) -> None:
+        """Keep *reason* for *key* if deciding it left the state as it was."""
+        if key is not None and self._same(epoch):
+            self._failures[key] = reason
+
+    def _same(self, epoch: Epoch) -> bool:
+        now = self._epoch
+        return (now is not None and now[0] is epoch[0] and now[1] is epoch[1]
+                and now[2] is epoch[2])
+
+    # Quota and fair share -----------------------------------------------------------------
+    def rank(self, ledger: QuotaLedger, queue: str, head: Gang,
+             snapshot: Snapshot) -> fairshare.QueueKey:
+        """The fair-share rank of *queue* with *head* next."""
+        shape = self.shape(head, snapshot)
+        key = (ledger, queue, shape.key)
+        hit = self._ranks.get(key)
+        if hit is None:
+            hit = self._ranks[key] = fairshare.queue_key(ledger, queue, shape.bounds)
+        return hit
+
+    def ever_admissible(self, applicant: Applicant, tree: QuotaTree, key: object) -> bool:
+        """Would quota admit the applicant with every queue idle? (*key*: its bounds.)"""
+        memo_key = (applicant.queue.name, key)
+        hit = self._ever.get(memo_key)
+        if hit is None:
+            hit = self._ever[memo_key] = admissible_pools(
+                applicant.gang, applicant.queue, QuotaLedger.empty(tree), applicant.bounds,
+                explain=False).admitted
+        return hit
+
+    def reserved_ledger(self, ledger: QuotaLedger,
+                        restricting: tuple[Reservation, ...]) -> QuotaLedger:
+        """*ledger* with the reservations' quota held (one object while unchanged)."""
+        if not restricting:
+            return ledger
+        key = (ledger, *restricting)
+        hit = self._reserved.get(key)
+        if hit is None:
+            if len(self._reserved) > 64:
+                self._reserved.clear()  # the ledger changes with every admission
+            hit = ledger
+            for r in restricting:
+                hit = r.hold(hit)
+            self._reserved[key] = hit
+        return hit
+
+    # Placement knobs ----------------------------------------------------------------------
+    def base_params(self, policy: PlacementParams, obstacles: Obstacles) -> PlacementParams:
+        """The policy's placement knobs with the nominated nodes excluded."""
+        nominated = obstacles.nominated
+        if self._base is None or self._base[0] is not nominated:
+            self._base = (nominated, replace(
+                policy, excluded_nodes=policy.excluded_nodes | nominated))
+        return self._base[1]
+
+    def backfill_params(self, restricting: tuple[Reservation, ...],
+                        base: PlacementParams) -> PlacementParams:
+        """``reservation.backfill_params``, once per set of reservations (and base)."""
+        if not restricting:
+            return base
+        if self._restricted is None or self._restricted[0] is not base:
+            self._restricted = (base, {})
+        known = self._restricted[1]
+        hit = known.get(restricting)
+        if hit is None:
+            hit = known[restricting] = backfill_params(restricting, base)
+        return hit
+
+    # Preemption ---------------------------------------------------------------------------
+    def candidates(self, applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
+                   queues: QueueSet, now: float,
+                   untouchable: frozenset[str]) -> list[Candidate]:
+        """``preemption.candidates``, scanned once per ledger, queue, priority and bounds
+        while the untouchable gangs stay the same."""
+        if not applicant.gang.may_preempt:
+            return []
+        gang = applicant.gang
+        key = (ledger, applicant.queue.name, gang.priority, tuple(applicant.bounds.items()),
+               len(untouchable))
+        found = self._candidates.get(key)
+        if found is None:
+            if self._by_queue is None:
+                self._by_queue = running_by_queue(snapshot)
+            found = self._candidates[key] = scan(applicant, snapshot, ledger, queues, now,
+                                                 untouchable, self._by_queue)
+        return without(found, gang)
+
+    def room(self, applicant: Applicant, world: World) -> Room:
+        """``victims.Room``: the usable nodes once per shape, queue pools and params; their
+        free GPUs once per snapshot."""
+        params = world.params
+        key = (tuple(r.requirements for r in applicant.gang.roles),
+               world.ledger.tree.pools_of(applicant.queue.name), params.allowed_nodes,
+               params.excluded_nodes)
+        hit = self._rooms.get(key)
+        if hit is not None and hit[0] is world.snapshot:
+            return hit[1]
+        nodes = hit[1].nodes if hit is not None else usable_nodes(applicant, world)
+        room = Room(nodes, free_gpus(world.snapshot, nodes))
+        self._rooms[key] = (world.snapshot, room)
+        return room
+
