@@ -141,10 +141,12 @@ def delete_pods(client: KubeClient, namespace: str, pool: ThreadPoolExecutor,
 
 class BindWatch:
     """A watch of one namespace's pods that stamps (epoch seconds) when each pod was first
-    seen with a node; the benchmark's view of "bound", the same for every contender."""
+    seen with a node; the benchmark's view of "bound", the same for every contender. It also
+    stamps when a pod was first reported ``PodScheduled=False`` reason ``Unschedulable``."""
 
     def __init__(self, client: KubeClient, namespace: str) -> None:
         self.bound: dict[str, float] = {}  # pod name -> when its bind was seen
+        self.unschedulable: dict[str, float] = {}  # pod name -> when it was first so marked
         self.deleted: dict[str, float] = {}  # pod name -> when its deletion was seen
         self._changed = threading.Condition()
         self._informer = informer.Informer(client, informer.PODS.in_namespace(namespace),
@@ -158,6 +160,8 @@ class BindWatch:
                 self.deleted.setdefault(name, now)
             elif (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
                 self.bound[name] = now
+            elif name not in self.unschedulable and _unschedulable(obj):
+                self.unschedulable[name] = now
             else:
                 return
             self._changed.notify_all()
@@ -195,6 +199,12 @@ class BindWatch:
         with self._changed:
             times = list(self.bound.values())
         return min(times), max(times)
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or ())
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,12 +177,13 @@ def print_cpu(label: str, before: dict[str, float], after: dict[str, float], cou
     print(f"  {label} cpu per pod (ms): {', '.join(parts)}")
 
 
-def spawn_scheduler(kubeconfig: str, workdir: Path, queue: str,
-                    concurrency: int) -> tuple[subprocess.Popen[bytes], Path, int]:
+def spawn_scheduler(kubeconfig: str, workdir: Path, queue: str, concurrency: int,
+                    extra: str = "") -> tuple[subprocess.Popen[bytes], Path, int]:
     """``gang-scheduler run`` as a child process (as deployed: its own interpreter), not
-    waited for: (process, its log, its metrics port)."""
+    waited for: (process, its log, its metrics port). *extra*: more config YAML lines."""
     config = workdir / "config.yaml"
-    config.write_text(f"defaultQueue: {queue}\nbindConcurrency: {concurrency}\nlogLevel: info\n")
+    config.write_text(f"defaultQueue: {queue}\nbindConcurrency: {concurrency}\nlogLevel: info\n"
+                      + extra)
     port = procs.free_port()
     log = workdir / "scheduler.log"
     proc = subprocess.Popen(
@@ -193,10 +194,10 @@ def spawn_scheduler(kubeconfig: str, workdir: Path, queue: str,
     return proc, log, port
 
 
-def start_scheduler(kubeconfig: str, workdir: Path, queue: str,
-                    concurrency: int) -> tuple[subprocess.Popen[bytes], Path, int]:
+def start_scheduler(kubeconfig: str, workdir: Path, queue: str, concurrency: int,
+                    extra: str = "") -> tuple[subprocess.Popen[bytes], Path, int]:
     """``spawn_scheduler``, then wait until its /readyz says its caches are synced."""
-    proc, log, port = spawn_scheduler(kubeconfig, workdir, queue, concurrency)
+    proc, log, port = spawn_scheduler(kubeconfig, workdir, queue, concurrency, extra)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
