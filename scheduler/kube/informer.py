@@ -17,6 +17,7 @@ import contextlib
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -28,6 +29,9 @@ import urllib3
 from scheduler.kube.client import ApiError, KubeClient, Response, TransportError, path_segment
 
 log = structlog.get_logger()
+#: How often a list that takes long (tens of thousands of pods on a busy apiserver) logs how
+#: many objects it has so far.
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,11 @@ def list_all(client: KubeClient, kind: ResourceKind, page_size: int = 500,
     """
     items: list[dict[str, Any]] = []
     cont: str | None = None
+    said = time.monotonic()
     while True:
+        if time.monotonic() - said >= PROGRESS_EVERY_S:  # a long list says how far it got
+            said = time.monotonic()
+            log.info("listing", resource=kind.name, objects=len(items))
         query = {"limit": page_size, "continue": cont,
                  "resourceVersion": None if cont else resource_version}
         resp = client.request("GET", kind.path, query=query, timeout=(5.0, 120.0))
