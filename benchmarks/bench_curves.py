@@ -5,6 +5,8 @@
   gangs of one 8-GPU pod: none fits, and after the first the failure memo answers each one
   (a gang no easier than one that failed this cycle gets its reason without a search), so the
   curve should stay far below linear;
+- gangs that fit: the same nodes empty, and 1 .. N pending gangs of one one-GPU pod (what a
+  backlog of lone pods is): each one placed is assumed into the snapshot before the next;
 - nodes: 250 .. M empty 8-GPU nodes and ``--gangs`` pending gangs of 8 one-GPU pods, all of
   which fit: every placement scans the candidates, so the curve should be near linear.
 
@@ -77,6 +79,13 @@ def gang_curve(node_count: int, counts: list[int], runs: int) -> list[tuple[int,
             for n in counts]
 
 
+def fit_curve(node_count: int, counts: list[int], runs: int) -> list[tuple[int, float]]:
+    """Pending one-pod gangs that all fit: CPU per cycle by how many are pending."""
+    snap, pols = Snapshot(nodes(node_count)), policies(node_count * 8)
+    return [(n, cpu_per_cycle(snap, [gang(f"g{i:05d}", 1, 1) for i in range(n)], pols, runs))
+            for n in counts]
+
+
 def node_curve(counts: list[int], gangs: int, runs: int) -> list[tuple[int, float]]:
     """Pending gangs that all fit: CPU per cycle by how many nodes there are."""
     out = []
@@ -100,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the gangs curve")
     parser.add_argument("--gang-counts", default="125,250,500,1000,2000,4000")
+    parser.add_argument("--fit-counts", default="250,500,1000,2000,4000")
     parser.add_argument("--node-counts", default="250,500,1000,2000,4000")
     parser.add_argument("--gangs", type=int, default=250, help="pending gangs of the nodes curve")
     parser.add_argument("--runs", type=int, default=3)
@@ -109,25 +119,28 @@ def main(argv: list[str] | None = None) -> int:
     nodes_at = [int(x) for x in args.node_counts.split(",")]
     by_gangs = gang_curve(args.nodes, gangs_at, args.runs)
     show(f"pending gangs of one shape that do not fit, {args.nodes} nodes:", "gangs", by_gangs)
+    by_fit = fit_curve(args.nodes, [int(x) for x in args.fit_counts.split(",")], args.runs)
+    show(f"pending one-GPU gangs that all fit, {args.nodes} nodes:", "gangs", by_fit)
     by_nodes = node_curve(nodes_at, args.gangs, args.runs)
     show(f"{args.gangs} pending gangs of 8 x 1 GPU that fit, by nodes:", "nodes", by_nodes)
     if args.plot:
-        draw(Path(args.plot), by_gangs, by_nodes, args)
+        draw(Path(args.plot), by_gangs, by_fit, by_nodes, args)
         print(f"plot: {args.plot}")
     return 0
 
 
-def draw(path: Path, by_gangs: list[tuple[int, float]], by_nodes: list[tuple[int, float]],
-         args: argparse.Namespace) -> None:
+def draw(path: Path, by_gangs: list[tuple[int, float]], by_fit: list[tuple[int, float]],
+         by_nodes: list[tuple[int, float]], args: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, curve, xlabel, title in (
-            (left, by_gangs, "pending gangs (one shape, none fits)", f"{args.nodes} nodes"),
-            (right, by_nodes, "nodes", f"{args.gangs} pending gangs that fit")):
+            (axes[0], by_gangs, "pending gangs (one shape, none fits)", f"{args.nodes} nodes"),
+            (axes[1], by_fit, "pending one-GPU gangs (all fit)", f"{args.nodes} nodes"),
+            (axes[2], by_nodes, "nodes", f"{args.gangs} pending gangs that fit")):
         xs, ys = [n for n, _ in curve], [t * 1000 for _, t in curve]
         ax.plot(xs, ys, "o-", label="decide")
         ax.plot(xs, [ys[0] * x / xs[0] for x in xs], "--", color="grey", label="linear")
