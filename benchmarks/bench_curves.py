@@ -146,6 +146,8 @@ def draw(path: Path, by_gangs: list[tuple[int, float]], by_fit: list[tuple[int, 
         ax.plot(xs, [ys[0] * x / xs[0] for x in xs], "--", color="grey", label="linear")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_xlabel(xlabel)
         ax.set_ylabel("CPU ms per cycle")
         ax.set_title(title)
