@@ -2,15 +2,18 @@
 
 A pod belongs to, in order of precedence:
 
-0. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
-   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``);
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
 2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
-3. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
+3. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
+   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``). After the
+   two above because, with the ``WorkloadWithJob`` gate, the Job controller gives every
+   Indexed Job its own PodGroup: a TrainJob's or JobSet's pods that name one group across
+   all their Jobs (Trainer's coscheduling policy) would otherwise be split into a gang per Job;
+4. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
    parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
-4. otherwise, itself: a lone pod is a gang of one.
+5. otherwise, itself: a lone pod is a gang of one.
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
 plugin), so a replacement for one failed worker of a running gang is not held hostage to the
@@ -34,6 +37,7 @@ from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
@@ -46,7 +50,6 @@ from scheduler.resources import Resources, total
 
 TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
-MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +85,8 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) 
     """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
     if config.per_pod:
         return f"{pod.namespace}/{pod.name}"
-    if pod.pod_group_name:
-        return f"{pod.namespace}/{pod.pod_group_name}"
-    name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
+    name = (pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
+            or pod.pod_group_name)
     if name:
         return f"{pod.namespace}/{name}"
     owner = pod.owner
@@ -187,8 +189,9 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     bound = [p for p in gang_pods if p.is_bound]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    terms = (grouping_native.native_terms(gid, native, bound)
-             if not config.per_pod and grouping_native.names_native_group(gang_pods) else None)
+    terms = (grouping_native.native_terms(gid, native, bound, job)
+             if not config.per_pod and grouping_native.names_native_group(gid, gang_pods)
+             else None)
     if terms is not None:
         group = None  # a namesake scheduler-plugins PodGroup is not this gang's
     meta = [*(terms.annotations if terms else ()), group.annotations if group else {},

@@ -40,3 +40,8 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    # urllib3 warns once per retried request ("Retrying (Retry(total=2...))"): hundreds of
+    # lines while the apiserver restarts. The client logs one warning per outage instead,
+    # with its duration (scheduler.kube.client.Outages); urllib3's own errors still show.
+    if numeric > logging.DEBUG:
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

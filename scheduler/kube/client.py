@@ -13,14 +13,19 @@ methods can stand in for the apiserver.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
+import structlog
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+
+log = structlog.get_logger()
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -81,14 +86,49 @@ def path_segment(value: str) -> str:
     return quote(value, safe="")
 
 
+class Outages:
+    """One warning when the apiserver stops answering and one line when it answers again,
+    with how long it was away and how many requests failed meanwhile, rather than a warning
+    per failed request (a restart is otherwise hundreds of lines that hide real problems).
+    Shared by a client and the clients derived from it (``FencedClient``)."""
+
+    def __init__(self, host: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.host, self._clock = host, clock
+        self._lock = threading.Lock()
+        self._down: tuple[float, int] | None = None  # (since, failed requests)
+
+    @property
+    def down(self) -> bool:
+        return self._down is not None
+
+    def failed(self, what: str, error: object) -> None:
+        with self._lock:
+            first = self._down is None
+            since, count = self._down or (self._clock(), 0)
+            self._down = (since, count + 1)
+        if first:
+            log.warning("apiserver_unreachable", host=self.host, first=what, error=str(error))
+
+    def answered(self) -> None:
+        if self._down is None:  # the common case, without the lock
+            return
+        with self._lock:
+            down, self._down = self._down, None
+        if down is not None:
+            log.warning("apiserver_reachable_again", host=self.host,
+                        unreachable_s=round(self._clock() - down[0], 1), failed_requests=down[1])
+
+
 class KubeClient:
     """JSON requests and watch streams over one pooled, authenticated ``ApiClient``."""
 
     def __init__(self, api_client: k8s_client.ApiClient,
-                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+                 timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+                 outages: Outages | None = None) -> None:
         self.api_client = api_client
         self.timeout = timeout
         self._host = api_client.configuration.host.rstrip("/")
+        self.outages = outages or Outages(self._host)
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON, "User-Agent": "gang-scheduler"}
@@ -113,11 +153,15 @@ class KubeClient:
                 method, self._url(path, query), header_params=self._headers(content_type),
                 body=body, _request_timeout=timeout or self.timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self.outages.failed(f"{method} {path}", exc)
             raise TransportError(f"{method} {path}: {exc}") from exc
         except k8s_client.ApiException as exc:  # TLS failures surface as status 0
             if exc.status:
+                self.outages.answered()
                 raise
+            self.outages.failed(f"{method} {path}", exc.reason)
             raise TransportError(f"{method} {path}: {exc.reason}") from exc
+        self.outages.answered()
         return raw.response
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,

@@ -179,12 +179,15 @@ class Ops:
                 self.release(name)
 
     # The scheduler ---------------------------------------------------------------------------
-    def start_scheduler(self, metrics_port: bool = False, **overrides: Any) -> InProcessScheduler:
-        """An in-process scheduler for this tenant; Queue status every second, not every 3."""
+    def start_scheduler(self, metrics_port: bool = False, identity: str | None = None,
+                        **overrides: Any) -> InProcessScheduler:
+        """An in-process scheduler for this tenant; Queue status every second, not every 3.
+        Replicas sharing a Lease need their own *identity* (the default is host and pid)."""
         config = tenant_config(self.tenant, **overrides)
         kube = connect(str(self.cp.kubeconfig), pool_maxsize=max(64, config.bind_concurrency * 2))
         runner = InProcessScheduler(LiveScheduler(config, kube, poll_interval=0.02,
-                                                  queue_status_interval=1.0))
+                                                  queue_status_interval=1.0,
+                                                  identity=identity))
         self.cleanup.append(runner.stop)
         runner.live.start(sync_timeout=60)
         runner.thread = threading.Thread(target=runner._run, name="ops-scheduler", daemon=True)
