@@ -37,6 +37,7 @@ from typing import Any
 
 from bench_kwok import (
     BindWatch,
+    create_job,
     create_namespace,
     create_nodes,
     delete_pods,
@@ -66,35 +67,6 @@ def queue(client: KubeClient, name: str, parent: str | None, namespace: str | No
         "metadata": {"name": name}, "spec": spec})
     if not reply.ok:
         raise RuntimeError(f"queue {name}: HTTP {reply.status}: {reply.message()}")
-
-
-def pods(client: KubeClient, namespace: str, queue_name: str, names: list[str], gpus: int,
-         pool: ThreadPoolExecutor, group: str | None = None) -> float:
-    """Create the pods (and their PodGroup first); returns when the last POST returned."""
-    if group:
-        body = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": group}, "spec": {"minMember": len(names)}}
-        reply = client.request(
-            "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-            body=body)
-        if not reply.ok:
-            raise RuntimeError(f"podgroup {group}: HTTP {reply.status}: {reply.message()}")
-
-    def create(name: str) -> float:
-        labels = {"gangscheduler.io/queue": queue_name}
-        if group:
-            labels["scheduling.x-k8s.io/pod-group"] = group
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-                "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never",
-                         "containers": [{"name": "main", "image": "registry.invalid/x",
-                                         "resources": {"requests": {"cpu": "1", GPU: str(gpus)},
-                                                       "limits": {GPU: str(gpus)}}}]}}
-        reply = client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
-        if not reply.ok:
-            raise RuntimeError(f"pod {name}: HTTP {reply.status}: {reply.message()}")
-        return time.time()
-
-    return max(pool.map(create, names))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.nodes} kwok nodes x 8 GPUs; {load()}")
             with BindWatch(client, ns_a) as watch_a, BindWatch(client, ns_b) as watch_b:
                 big = [f"big-{i:04d}" for i in range(args.gang)]
-                created = pods(client, ns_a, f"kai-a-{run}", big, 1, pool, group="big")
+                created = create_job(client, ns_a, f"kai-a-{run}", big, 1, pool, group="big")
                 watch_a.wait(big, args.stall)
                 if all(n in watch_a.bound for n in big):
                     print(f"1. one {args.gang}-pod job: last member created -> last bound "
@@ -144,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"1. one {args.gang}-pod job: not all bound in time")
                 huge = [f"huge-{i:04d}" for i in range(args.nodes + 1)]
-                created = pods(client, ns_b, f"kai-b-{run}", huge, 8, pool, group="huge")
+                created = create_job(client, ns_b, f"kai-b-{run}", huge, 8, pool, group="huge")
                 deadline = time.monotonic() + args.stall
                 while not any(n in watch_b.unschedulable for n in huge):
                     if time.monotonic() > deadline:
@@ -172,7 +144,7 @@ def fill(client: KubeClient, namespace: str, queue_name: str, count: int,
          pool: ThreadPoolExecutor, watch: BindWatch, args: argparse.Namespace) -> None:
     names = [f"fill-{i:05d}" for i in range(count)]
     start = time.time()
-    created = pods(client, namespace, queue_name, names, 1, pool)
+    created = create_job(client, namespace, queue_name, names, 1, pool)
     watch.wait(names, args.stall)
     done = [watch.bound[n] for n in names if n in watch.bound]
     print(f"3. cluster fill: {len(done)} of {count} one-GPU jobs bound "
@@ -185,7 +157,7 @@ def reclaim(client: KubeClient, namespace: str, queue_name: str, pool: ThreadPoo
     times = []
     for i in range(args.reclaims):
         name = f"reclaim-{i}"
-        created = pods(client, namespace, queue_name, [name], 1, pool)
+        created = create_job(client, namespace, queue_name, [name], 1, pool)
         if watch.wait([name], args.stall):
             times.append(watch.bound[name] - created)
     if times:

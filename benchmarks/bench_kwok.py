@@ -103,6 +103,39 @@ def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
         time.sleep(1.0)
 
 
+def create_job(client: KubeClient, namespace: str, queue: str, names: Sequence[str], gpus: int,
+               pool: ThreadPoolExecutor, group: str | None = None,
+               annotations: dict[str, str] | None = None) -> float:
+    """Pods of *gpus* GPUs and one CPU for gang-scheduler in *queue*, created concurrently,
+    with their PodGroup first when *group* names one; returns when the last POST returned
+    (the benchmarks' "last member created")."""
+    if group:
+        body = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": group}, "spec": {"minMember": len(names)}}
+        reply = client.request(
+            "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+            body=body)
+        if not reply.ok:
+            raise RuntimeError(f"podgroup {group}: HTTP {reply.status}: {reply.message()}")
+
+    def create(name: str) -> float:
+        labels = {"gangscheduler.io/queue": queue}
+        if group:
+            labels["scheduling.x-k8s.io/pod-group"] = group
+        meta = {"name": name, "labels": labels, "annotations": annotations or {}}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "registry.invalid/x",
+                                         "resources": {"requests": {"cpu": "1", GPU: str(gpus)},
+                                                       "limits": {GPU: str(gpus)}}}]}}
+        reply = client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
+        if not reply.ok:
+            raise RuntimeError(f"pod {name}: HTTP {reply.status}: {reply.message()}")
+        return time.time()
+
+    return max(pool.map(create, names))
+
+
 def list_pages(client: KubeClient, path: str, page: int = 2000) -> Iterator[dict[str, Any]]:
     """Every object at *path*, listed in pages."""
     cont: str | None = None

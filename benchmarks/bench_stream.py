@@ -27,42 +27,23 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_kwok import BindWatch, create_namespace, create_nodes, kwok_cluster, load, say, usage
-from bench_scheduler_setup import GPU, create_queue, start_scheduler
+from bench_kwok import (
+    BindWatch,
+    create_job,
+    create_namespace,
+    create_nodes,
+    kwok_cluster,
+    load,
+    say,
+    usage,
+)
+from bench_scheduler_setup import create_queue, start_scheduler
 
 from scheduler.kube.client import KubeClient, connect
 from scheduler.logconfig import configure_logging
 
 HISTOGRAM = "gang_scheduler_gang_scheduling_latency_seconds"
 RUNTIME_ANNOTATION = "gangscheduler.io/simulated-runtime"
-
-
-def create_gang(client: KubeClient, namespace: str, queue: str, name: str, size: int,
-                runtime_s: float, pool: ThreadPoolExecutor) -> float:
-    """One PodGroup and its pods (one GPU each); returns when the last pod's POST returned."""
-    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": name}, "spec": {"minMember": size}}
-    reply = client.request(
-        "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-        body=group)
-    if not reply.ok:
-        raise RuntimeError(f"podgroup {name}: HTTP {reply.status}: {reply.message()}")
-
-    def create(i: int) -> float:
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"{name}-{i}",
-            "labels": {"gangscheduler.io/queue": queue, "scheduling.x-k8s.io/pod-group": name},
-            "annotations": {RUNTIME_ANNOTATION: f"{runtime_s:g}"}},
-            "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never",
-                     "containers": [{"name": "main", "image": "registry.invalid/x",
-                                     "resources": {"requests": {"cpu": "1", GPU: "1"},
-                                                   "limits": {GPU: "1"}}}]}}
-        reply = client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
-        if not reply.ok:
-            raise RuntimeError(f"pod {name}-{i}: HTTP {reply.status}: {reply.message()}")
-        return time.time()
-
-    return max(pool.map(create, range(size)))
 
 
 def histogram(port: int, name: str) -> list[tuple[float, float]]:
@@ -165,8 +146,9 @@ def stream(client: KubeClient, namespace: str, args: argparse.Namespace,
     lock = threading.Lock()
 
     def one(name: str) -> None:
-        done = create_gang(client, namespace, namespace, name, args.gang_size, args.runtime,
-                           pool)
+        done = create_job(client, namespace, namespace,
+                          [f"{name}-{i}" for i in range(args.gang_size)], 1, pool, group=name,
+                          annotations={RUNTIME_ANNOTATION: f"{args.runtime:g}"})
         with lock:
             created[name] = done
 
