@@ -218,13 +218,16 @@ class BindWatch:
             return all(n in self.bound for n in names)
 
         with self._changed:
+            seen, since = len(self.bound), time.monotonic()
             while not done():
-                seen = len(self.bound)
-                self._changed.wait(stall_s)
-                if len(self.bound) == seen and not done():
-                    return False
                 if alive is not None and not alive():
-                    return done()
+                    return False
+                if len(self.bound) != seen:  # progress: the stall clock starts again
+                    seen, since = len(self.bound), time.monotonic()
+                left = stall_s - (time.monotonic() - since)
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 1.0))
             return True
 
     def span(self) -> tuple[float, float]:
