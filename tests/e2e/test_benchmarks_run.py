@@ -27,7 +27,8 @@ CASES = {
                         ["last member created -> last member bound (watch): p50"]),
     "bench_kai.py": (["--nodes", "4", "--gang", "8", "--reclaims", "1", "--stall", "120"],
                      ["1. one 8-pod job: last member created -> last bound",
-                      "marked Unschedulable", "3. cluster fill: 32 of 32", "4. reclaim one GPU:"]),
+                      "every member marked Unschedulable", "3. cluster fill: 32 of 32",
+                      "4. reclaim one GPU:"]),
 }
 
 
