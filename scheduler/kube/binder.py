@@ -7,6 +7,15 @@ left partly bound. Binds carry the pod's uid as a precondition, so a deleted-and
 namesake is never bound by mistake, and an already bound pod answers 409 and fails its gang:
 a bound pod is never re-bound.
 
+Complete before undoing: when every failure of a gang is transient (no reply, 429, 5xx: the
+apiserver restarting, etcd slow), the failed and skipped members are bound again a few times
+(``complete_delays``) before anything is deleted, because a rollback deletes pods, and a pod
+without a controller (a bare-pod PodGroup, an MPI launcher) is then lost for good. A retried
+bind that answers 409 because the first attempt did land (its reply was lost) counts as bound
+when the pod is on the intended node. A failure that retrying cannot mend (the pod deleted or
+recreated, already bound elsewhere, forbidden, or a write fenced because this replica lost the
+Lease) rolls the gang back at once.
+
 A bind whose reply was lost (timeout, reset) has an unknown outcome; rollback reads the pod back
 and deletes it if it did get bound. Rollback deletions are retried; any that still fail are
 reported loudly in ``BindOutcome.rollback_failed`` for the startup repair to finish.
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 import structlog
 
 from scheduler.kube.client import Requester, TransportError, path_segment
+from scheduler.kube.fence import Fenced
 from scheduler.model import PodRef
 
 log = structlog.get_logger()
@@ -30,6 +40,9 @@ log = structlog.get_logger()
 PodNode = tuple[PodRef, str]
 UNKNOWN = 0  # status of a request whose outcome is unknown (no reply)
 SKIPPED = -1  # status of a bind not attempted because another member had already failed
+FENCED = -2  # status of a bind not sent: this replica does not hold the leader Lease
+#: Replies that a later attempt may not get: the apiserver or etcd overloaded or restarting.
+TRANSIENT = frozenset({UNKNOWN, SKIPPED, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +106,13 @@ class Binder:
 
     def __init__(self, client: Requester, *, concurrency: int = 32,
                  timeout: tuple[float, float] = (5.0, 30.0), rollback_attempts: int = 3,
-                 queue_of: Callable[[str], str] | None = None) -> None:
+                 queue_of: Callable[[str], str] | None = None,
+                 complete_delays: Sequence[float] = (0.5, 1.0, 2.0)) -> None:
         self.client = client
         self.queue_of = queue_of
         self.timeout = timeout
         self.rollback_attempts = rollback_attempts
+        self.complete_delays = tuple(complete_delays)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bind")
         pool = getattr(getattr(getattr(client, "api_client", None), "configuration", None),
                        "connection_pool_maxsize", None)
@@ -133,7 +148,7 @@ class Binder:
                 for ref, node in pods]))
         outcomes = []
         for gang, keys, pods, futures in started:
-            results = [f.result() for f in futures]
+            results = self._complete(pods, [f.result() for f in futures], keys)
             failures = tuple(r for r in results if r is not None)
             if not failures:
                 log.debug("gang_bound", **keys, pods=len(pods), scheduler=scheduler_name)
@@ -145,8 +160,27 @@ class Binder:
             outcomes.append(self._roll_back(gang, keys, failures, bound, unknown))
         return outcomes
 
+    def _complete(self, pods: Sequence[PodNode], results: list[PodFailure | None],
+                  keys: dict[str, str]) -> list[PodFailure | None]:
+        """Bind the failed members again while every failure is transient (see the module
+        docstring); the results of the last attempt."""
+        for attempt, delay in enumerate(self.complete_delays, start=1):
+            failed = [i for i, r in enumerate(results) if r is not None]
+            if not failed or not all(r.status in TRANSIENT for r in results if r is not None):
+                break
+            log.info("gang_bind_retried", **keys, attempt=attempt, pods=len(failed),
+                     reason=str(next(r for r in results if r is not None and
+                                     r.status != SKIPPED)))
+            time.sleep(delay)
+            gang_failed = threading.Event()
+            futures = {i: self.executor.submit(self._bind_member, *pods[i], keys, gang_failed,
+                                               True) for i in failed}
+            for i, future in futures.items():
+                results[i] = future.result()
+        return results
+
     def _bind_member(self, ref: PodRef, node: str, keys: dict[str, str],
-                     gang_failed: threading.Event) -> PodFailure | None:
+                     gang_failed: threading.Event, retry: bool = False) -> PodFailure | None:
         if gang_failed.is_set():
             return PodFailure(ref, node, SKIPPED, "not attempted: another member failed")
         metadata = {"name": ref.name, "namespace": ref.namespace}
@@ -157,11 +191,14 @@ class Binder:
         try:
             resp = self.client.request("POST", _pod_path(ref, "binding"), body=body,
                                        timeout=self.timeout)
+        except Fenced as exc:
+            gang_failed.set()
+            return PodFailure(ref, node, FENCED, str(exc))
         except TransportError as exc:
             gang_failed.set()
             return PodFailure(ref, node, UNKNOWN, f"no reply from the apiserver: {exc}")
-        if resp.ok:
-            return None
+        if resp.ok or (retry and resp.status == 409 and self._bound_to(ref, node)):
+            return None  # (a 409 on a retry: the first attempt landed, its reply was lost)
         gang_failed.set()
         reason = _bind_reason(resp.status, resp.message())
         log.info("bind_failed", **(keys or {"namespace": ref.namespace}), pod=ref.name, node=node,
@@ -184,6 +221,16 @@ class Binder:
         else:
             log.info("gang_rolled_back", **keys, reason=outcome.describe())
         return outcome
+
+    def _bound_to(self, ref: PodRef, node: str) -> bool:
+        """Is this incarnation of the pod bound to *node* (False when we cannot tell)?"""
+        try:
+            resp = self.client.request("GET", _pod_path(ref), timeout=self.timeout)
+        except TransportError:
+            return False
+        pod = (resp.json() or {}) if resp.ok else {}
+        return ((not ref.uid or (pod.get("metadata") or {}).get("uid") == ref.uid)
+                and (pod.get("spec") or {}).get("nodeName") == node)
 
     def _is_bound(self, ref: PodRef) -> bool:
         """True when the pod (this incarnation) has a node, or when we cannot tell."""

@@ -24,6 +24,7 @@ class PodStore:
     no_reply: set[str] = field(default_factory=set)  # bind never reaches the server
     undeletable: set[str] = field(default_factory=set)
     pdb_protected: set[str] = field(default_factory=set)
+    unavailable: dict[str, int] = field(default_factory=dict)  # name -> 503s before it binds
     calls: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -44,6 +45,9 @@ class PodStore:
         pod = self.pods.get(name)
         if method == "POST" and sub == "binding" and name in self.no_reply:
             raise TransportError("connection reset")
+        if method == "POST" and sub == "binding" and self.unavailable.get(name, 0) > 0:
+            self.unavailable[name] -= 1
+            return _status(503, "the server is currently unable to handle the request")
         if pod is None:
             return _status(404, f'pods "{name}" not found')
         if method == "GET":
@@ -80,7 +84,8 @@ def store() -> PodStore:
 
 @pytest.fixture
 def binder(store: PodStore) -> Iterator[Binder]:
-    b = Binder(store, concurrency=4, rollback_attempts=2)  # type: ignore[arg-type]
+    b = Binder(store, concurrency=4, rollback_attempts=2,  # type: ignore[arg-type]
+               complete_delays=(0.0, 0.0))
     yield b
     b.close()
 
@@ -126,7 +131,7 @@ def test_an_already_bound_pod_is_not_rebound_and_fails_its_gang(store: PodStore,
 def test_a_lost_reply_is_read_back_and_undone(store: PodStore, binder: Binder) -> None:
     refs = store.add("w0", "w1", "w2")
     store.lost_reply.add("w0")  # bound, but we never heard
-    store.no_reply.add("w2")  # never reached the server
+    store.no_reply.add("w2")  # never reaches the server, however often it is retried
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler")
     assert not out.ok
     assert {f.pod.name for f in out.failed if f.status == UNKNOWN} <= {"w0", "w2"}
@@ -194,3 +199,38 @@ def test_a_pool_smaller_than_the_concurrency_is_reported(store: PodStore) -> Non
     with structlog.testing.capture_logs() as logs:
         Binder(store, concurrency=8).close()  # type: ignore[arg-type]
     assert [e["event"] for e in logs] == ["connection_pool_too_small"]
+
+
+def test_transient_failures_complete_the_gang_instead_of_deleting_it(store: PodStore,
+                                                                      binder: Binder) -> None:
+    """The issue's case: while the apiserver restarts, binds answer 503 or lose their reply.
+    Deleting the bound members would lose pods that have no controller; the gang is
+    completed instead, and nothing is deleted."""
+    refs = store.add("w0", "w1", "w2")
+    store.unavailable["w1"] = 1  # a 503, then it binds
+    store.lost_reply.add("w2")  # bound at once, but the reply is lost: the retry answers 409
+    out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    assert out.ok, out.describe()
+    assert [store.pods[n]["node"] for n in ("w0", "w1", "w2")] == ["n0"] * 3
+    assert not any(method == "DELETE" for method, _ in store.calls)
+
+
+def test_a_failure_retrying_cannot_mend_rolls_back_at_once(store: PodStore) -> None:
+    serial = Binder(store, concurrency=1, complete_delays=(0.0, 0.0))  # type: ignore[arg-type]
+    refs = store.add("w0", "w1")
+    del store.pods["w0"]  # 404: retrying would not bring it back
+    store.unavailable["w1"] = 1
+    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    serial.close()
+    assert not out.ok and [f.status for f in out.failed] == [404, SKIPPED]
+    assert ("POST binding", "w1") not in store.calls  # no retry
+
+
+def test_an_apiserver_that_stays_unavailable_rolls_the_gang_back_after_the_retries(
+        store: PodStore, binder: Binder) -> None:
+    refs = store.add("w0", "w1")
+    store.unavailable["w1"] = 99
+    out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    assert not out.ok
+    assert store.calls.count(("POST binding", "w1")) == 3  # the first attempt + 2 retries
+    assert "w0" not in store.pods or store.pods["w0"]["node"] == ""  # undone
