@@ -177,11 +177,13 @@ def print_cpu(label: str, before: dict[str, float], after: dict[str, float], cou
     print(f"  {label} cpu per pod (ms): {', '.join(parts)}")
 
 
-def start_scheduler(kubeconfig: str, workdir: Path, queue: str,
-                    concurrency: int) -> tuple[subprocess.Popen[bytes], Path, int]:
-    """``gang-scheduler run`` as a child process (as deployed: its own interpreter), ready."""
+def spawn_scheduler(kubeconfig: str, workdir: Path, queue: str, concurrency: int,
+                    extra: str = "") -> tuple[subprocess.Popen[bytes], Path, int]:
+    """``gang-scheduler run`` as a child process (as deployed: its own interpreter), not
+    waited for: (process, its log, its metrics port). *extra*: more config YAML lines."""
     config = workdir / "config.yaml"
-    config.write_text(f"defaultQueue: {queue}\nbindConcurrency: {concurrency}\nlogLevel: info\n")
+    config.write_text(f"defaultQueue: {queue}\nbindConcurrency: {concurrency}\nlogLevel: info\n"
+                      + extra)
     port = procs.free_port()
     log = workdir / "scheduler.log"
     proc = subprocess.Popen(
@@ -189,6 +191,13 @@ def start_scheduler(kubeconfig: str, workdir: Path, queue: str,
          "--config", str(config), "--no-leader-election", "--log-format", "json",
          "--metrics-address", f"127.0.0.1:{port}"],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=die_with_parent)
+    return proc, log, port
+
+
+def start_scheduler(kubeconfig: str, workdir: Path, queue: str, concurrency: int,
+                    extra: str = "") -> tuple[subprocess.Popen[bytes], Path, int]:
+    """``spawn_scheduler``, then wait until its /readyz says its caches are synced."""
+    proc, log, port = spawn_scheduler(kubeconfig, workdir, queue, concurrency, extra)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:

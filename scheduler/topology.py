@@ -13,7 +13,9 @@ A cluster using other keys passes them as ``labels`` (outermost first), the same
 domain there (see ``NodeLabelConfig.topology_of``), so it never counts as "in the same rack"
 as another unlabelled node.
 
-The graph is a tree (``networkx.DiGraph``, edges point away from the spine). Distances are
+The graph is a tree (``networkx.DiGraph``, edges point away from the spine), checked when the
+topology is built but made into a graph only when someone asks for it: nothing in a cycle
+does, and networkx costs half a second or more of every process start. Distances are
 computed from each host's domain path (hops up to the lowest common domain and back down),
 which equals the tree's shortest path length but costs a tuple comparison instead of a graph
 search; they are memoised per pair anyway because the solver asks for the same pairs often.
@@ -23,10 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, HOSTNAME_LABEL, Node, NodeLabelConfig
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Graph id of the root. Domains are ``(level, domain)`` and hosts ``(HOSTNAME_LABEL, name)``.
 SPINE = "spine"
@@ -35,7 +39,7 @@ SPINE = "spine"
 class Topology:
     """Hosts grouped into nested domains; immutable once built (caches aside)."""
 
-    __slots__ = ("_distances", "_domains", "_index", "_paths", "graph", "levels")
+    __slots__ = ("_distances", "_domains", "_graph", "_index", "_paths", "_tree", "levels")
 
     def __init__(self, levels: Sequence[str], paths: Mapping[str, tuple[str, ...]]) -> None:
         """*levels*: topology label keys outermost first, then ``kubernetes.io/hostname``.
@@ -48,7 +52,21 @@ class Topology:
         self._paths: dict[str, tuple[str, ...]] = {n: paths[n] for n in sorted(paths)}
         self._distances: dict[tuple[str, str], int] = {}
         self._domains: dict[str, Mapping[str, tuple[str, ...]]] = {}
-        self.graph: nx.DiGraph = _build_graph(self.levels, self._paths)
+        self._tree = _tree(self.levels, self._paths)
+        self._graph: nx.DiGraph | None = None
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The tree as a ``networkx.DiGraph`` (spine -> domains -> hosts), built on first use."""
+        if self._graph is None:
+            import networkx as nx
+
+            attrs, parent_of = self._tree
+            graph = nx.DiGraph()
+            graph.add_nodes_from(attrs)  # in bulk: an order of magnitude cheaper than one by one
+            graph.add_edges_from((parent, gid) for gid, parent in parent_of.items())
+            self._graph = graph
+        return self._graph
 
     @classmethod
     def from_nodes(
@@ -128,8 +146,12 @@ class Topology:
         return hit
 
 
-def _build_graph(levels: tuple[str, ...], paths: Mapping[str, tuple[str, ...]]) -> nx.DiGraph:
-    """Spine -> one graph node per domain and level -> hosts, rejecting non-tree input."""
+_Tree = tuple[list[tuple[object, dict[str, object]]], dict[tuple[str, str], object]]
+
+
+def _tree(levels: tuple[str, ...], paths: Mapping[str, tuple[str, ...]]) -> _Tree:
+    """Spine -> one graph node per domain and level -> hosts, rejecting non-tree input:
+    (graph nodes with their attributes, each domain's parent)."""
     parent_of: dict[tuple[str, str], object] = {}
     attrs: list[tuple[object, dict[str, object]]] = [(SPINE, {"level": "spine", "depth": 0})]
     for name, path in paths.items():
@@ -147,7 +169,4 @@ def _build_graph(levels: tuple[str, ...], paths: Mapping[str, tuple[str, ...]]) 
                     f"node {name}: {level} {domain!r} is under {parent!r} but also under {seen!r}"
                 )
             parent = gid
-    graph = nx.DiGraph()
-    graph.add_nodes_from(attrs)  # in bulk: an order of magnitude cheaper than one by one
-    graph.add_edges_from((parent, gid) for gid, parent in parent_of.items())
-    return graph
+    return attrs, parent_of

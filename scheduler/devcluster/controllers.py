@@ -97,31 +97,48 @@ def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, st
     return proc
 
 
-def scheduler_config(client: Path) -> dict[str, object]:
-    """kube-scheduler's configuration: the default profile (``default-scheduler``), so it
-    places every pod that does not name another scheduler, and no leader election."""
+def scheduler_config(client: Path, scheduler_name: str = "default-scheduler",
+                     qps: float | None = API_QPS, burst: int | None = API_BURST,
+                     ) -> dict[str, object]:
+    """kube-scheduler's configuration: one profile (by default ``default-scheduler``, so it
+    places every pod that does not name another scheduler), and no leader election.
+
+    ``qps``/``burst`` None leave kube-scheduler's shipped client limits (50/100), which is what
+    a benchmark against an out-of-the-box kube-scheduler wants.
+    """
+    connection: dict[str, object] = {"kubeconfig": str(client)}
+    if qps is not None:
+        connection["qps"] = qps
+    if burst is not None:
+        connection["burst"] = burst
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(client), "qps": API_QPS, "burst": API_BURST},
+        "clientConnection": connection,
         "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": "default-scheduler"}],
+        "profiles": [{"schedulerName": scheduler_name}],
     }
 
 
 def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                    owned: bool, version: str) -> procs.ManagedProcess:
-    """kube-scheduler with its default profile; returns once ``/readyz`` says ok (its
-    informers have synced)."""
-    name = "kube-scheduler"
+                    owned: bool, version: str, *, name: str = "kube-scheduler",
+                    scheduler_name: str = "default-scheduler", qps: float | None = API_QPS,
+                    burst: int | None = API_BURST, wait: bool = True) -> procs.ManagedProcess:
+    """kube-scheduler with one profile; returns once ``/readyz`` says ok (its informers have
+    synced), or at once with ``wait=False`` (a benchmark timing its start-up itself).
+
+    *name* names its files (config, kubeconfig, log), so a second kube-scheduler (say a
+    benchmark's, with another ``scheduler_name``) can run beside the dev cluster's own.
+    """
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
-                                     pki, name)
+                                     pki, "kube-scheduler")
     config = state_dir / "config" / f"{name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(yaml.safe_dump(scheduler_config(client), sort_keys=False),
-                      encoding="utf-8")
+    config.write_text(yaml.safe_dump(scheduler_config(client, scheduler_name, qps, burst),
+                                     sort_keys=False), encoding="utf-8")
     port = procs.free_port()
     argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
-            "--profiling=false", "--v=1", gates.feature_gates_flag(name, version)]
+            "--profiling=false", "--v=1", gates.feature_gates_flag("kube-scheduler", version)]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
-    _wait_ready(proc, port, "/readyz", pki)
+    if wait:
+        _wait_ready(proc, port, "/readyz", pki)
     return proc

@@ -21,6 +21,7 @@ import structlog
 
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
+from scheduler import memory
 from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
@@ -114,13 +115,18 @@ class LiveScheduler:
         return self.elector is None or self.elector.is_leader
 
     def start(self, sync_timeout: float = 120.0) -> None:
-        for inf in self.informers:
-            inf.start()
-        if not feed.wait_for_sync(self.informers, sync_timeout):
-            raise TimeoutError(f"informers did not sync within {sync_timeout:.0f}s")
+        started = time.monotonic()
+        memory.hold()  # the first lists are the cache, not garbage (scheduler.memory)
+        try:
+            for inf in self.informers:
+                inf.start()
+            if not feed.wait_for_sync(self.informers, sync_timeout):
+                raise TimeoutError(f"informers did not sync within {sync_timeout:.0f}s")
+        finally:
+            memory.settle()
         self.health.set_ready(True)
         log.info("caches_synced", identity=self.identity, nodes=len(self.cache.nodes()),
-                 pods=len(self.cache.pods()))
+                 pods=len(self.cache.pods()), seconds=round(time.monotonic() - started, 2))
         if self.elector is not None:
             t = threading.Thread(target=self.elector.run, args=(self.stop_event, self._quiesce),
                                  name="leader-election", daemon=True)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ortools.sat.python import cp_model
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 from scheduler.placement.candidates import Candidates, primary_resource
 from scheduler.placement.eligibility import Problem
@@ -67,6 +69,10 @@ def solve_counts(
 
     *domain_of* (node -> domain) adds the "fewest domains" term for a preferred topology.
     """
+    # Imported here: ortools (and the pandas it loads) costs about a second of start-up
+    # CPU, and most cycles never reach CP-SAT.
+    from ortools.sat.python import cp_model
+
     model = cp_model.CpModel()
     roles = [rv for rv in problem.roles if rv.required]
     x: dict[tuple[str, str], cp_model.IntVar] = {}

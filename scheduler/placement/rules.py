@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ortools.sat.python import cp_model
+if TYPE_CHECKING:  # only in annotations: CP-SAT (and pandas with it) loads when a solve needs it
+    from ortools.sat.python import cp_model
 
 #: (role, node) -> pods.
 Assign = dict[tuple[str, str], int]

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ortools.sat.python import cp_model
+if TYPE_CHECKING:  # only in annotations: CP-SAT loads when a solve needs it
+    from ortools.sat.python import cp_model
 
 from scheduler.placement.rules import Encoding, group_by_domain, per_domain
 

@@ -52,9 +52,15 @@ def test_bad_quantities_name_the_resource(text: str | int, fragment: str) -> Non
         parse_quantity(text, "memory")
 
 
-@given(st.integers(0, 10**12), st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]))
-def test_agrees_with_the_kubernetes_parser(number: int, suffix: str) -> None:
-    text = f"{number}{suffix}"
+SUFFIXES = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+            "e3", "E-2", "e+1"]
+
+
+@given(st.integers(0, 10**12), st.sampled_from(["", ".", ".5", ".125", ".000001"]),
+       st.sampled_from(SUFFIXES))
+def test_agrees_with_the_kubernetes_parser(number: int, fraction: str, suffix: str) -> None:
+    """Our own parser (no ``kubernetes`` import in the core) against the client's, exactly."""
+    text = f"{number}{fraction}{suffix}"
     want = k8s_parse(text)
     assert parse_quantity(text, "memory") == math.ceil(want)
     assert parse_quantity(text, "cpu") == math.ceil(want * 1000)

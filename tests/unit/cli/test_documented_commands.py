@@ -27,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,10 @@ RULES: tuple[Run | Covered, ...] = (
             "tests/e2e/test_native_gangs.py", "1.37"),
     Run(r"^\.venv/bin/python benchmarks/bench_sim\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_reservations\.py "),
+    Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),
+    *(Covered(rf"^\.venv/bin/python benchmarks/{name}\.py( |$)",
+              "tests/e2e/test_benchmarks_run.py", f'"{name}.py"')
+      for name in ("bench_versus", "bench_stream", "bench_kai")),
     Covered(r"^kubectl apply -k deploy/?$", "tests/e2e/test_deploy_support.py",
             '"apply", "-k", str(REPO / "deploy")'),
     Covered(r"^kubectl apply -k deploy/queues$", "tests/e2e/test_deploy_support.py",
@@ -218,7 +223,9 @@ def _argv(text: str, out: Path) -> list[str]:
 RUNS = [(c, r) for c in COMMANDS if isinstance(r := rule_of(c), Run)]
 
 
-BOUNDS = {"--seeds": lambda v: "1", "--rates": lambda v: v.split(",")[0]}
+BOUNDS = {"--seeds": lambda v: "1", "--rates": lambda v: v.split(",")[0],
+          # bench_curves: its plot goes to the temporary directory, not over the committed one
+          "--plot": lambda v: str(Path(tempfile.gettempdir()) / Path(v).name)}
 
 
 def _run_script(text: str) -> None:

@@ -49,6 +49,8 @@ def test_list_then_watch_with_bookmark_and_pages() -> None:
     assert inf.has_synced
     lists = client.list_queries()
     assert lists[0]["limit"] == 1 and lists[0]["continue"] is None and lists[1]["continue"] == "tok"
+    # The first list is answered from the watch cache; its next page by the continue token.
+    assert lists[0]["resourceVersion"] == "0" and lists[1]["resourceVersion"] is None
     watches = client.watch_queries()
     assert watches[0]["resourceVersion"] == "10" and watches[0]["allowWatchBookmarks"] == "true"
     assert watches[1]["resourceVersion"] == "16"  # the watch ended: resume, no re-list
@@ -70,6 +72,8 @@ def test_410_relists_and_emits_a_consistent_diff(gone: FakeStream) -> None:
                         ("MODIFIED", "b", "20"), ("ADDED", "c", "21"), ("ADDED", "d", "22")]
     assert inf.relists == 1
     assert client.watch_queries()[-1]["resourceVersion"] == "30"
+    # A re-list after 410 asks for the latest state, not the (possibly stale) watch cache.
+    assert [q["resourceVersion"] for q in client.list_queries()] == ["0", None]
 
 
 def test_vanished_objects_are_deleted_on_relist() -> None:

@@ -1,0 +1,292 @@
+"""The cluster side of the kwok benchmarks (``bench_versus``, ``bench_scale``, ``bench_kai``,
+``bench_stream``): a dev cluster whose nodes kwok runs, the contenders' processes, a watch
+that stamps every bind, and per-process CPU and memory.
+
+Why apart: each benchmark script then reads as the experiment it runs. Why kwok nodes rather
+than bare Node objects: they are what the field's published scale tests run on (KAI-Scheduler,
+Kueue, kube-scheduler's own), with Leases renewed and pods taken to Running, so the apiserver
+carries the load a real cluster puts on it while the schedulers work.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_scheduler_setup import GPU, MERGE, POOL, cpu_seconds
+
+from scheduler.devcluster import build, certs, controllers, procs
+from scheduler.devcluster.cluster import DevCluster
+from scheduler.devcluster.nodes import (
+    FAKE_NODE_LABEL,
+    KWOK_ANNOTATION,
+    KWOK_VALUE,
+    is_ready,
+    node_ip,
+    status_body,
+)
+from scheduler.kube import informer
+from scheduler.kube.client import KubeClient
+
+POOL_LABEL = "gangscheduler.io/pool"
+
+
+def load() -> str:
+    """The machine's load averages, printed beside every figure (the machine is shared)."""
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def say(line: str) -> None:
+    """Progress on stderr, so that stdout holds only the figures."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def kwok_cluster(state_dir: str | None) -> Iterator[DevCluster]:
+    """A running dev cluster: the one in *state_dir*, or a throwaway one (no training
+    operators: nothing here needs them) stopped on exit."""
+    if state_dir:
+        cluster = DevCluster(Path(state_dir))
+        if not cluster.running():
+            raise SystemExit(f"no running dev cluster in {state_dir}")
+        yield cluster
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-kwok-") as tmp:
+        cluster = DevCluster(Path(tmp), owned=True)
+        cluster.up(log=lambda line: say(f"dev-cluster: {line}"), training_operators=False)
+        try:
+            yield cluster
+        finally:
+            cluster.down(log=lambda line: None)
+
+
+def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
+                 pool: ThreadPoolExecutor, labels: dict[str, str] | None = None,
+                 timeout_s: float | None = None) -> None:
+    """kwok nodes with *gpus* GPUs, 64 CPUs and 512 GiB each, in the bench pool, registered as
+    a kubelet registers (``scheduler.devcluster.nodes``); returns once all are Ready and the
+    node lifecycle controller has lifted ``not-ready`` (by default allowing a second per node:
+    5,000 nodes were not all Ready after 10 minutes on this machine at load 10-13)."""
+    allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti",
+                   GPU: str(gpus)}
+
+    def create(item: tuple[int, str]) -> None:
+        index, name = item
+        meta = {"name": name, "annotations": {KWOK_ANNOTATION: KWOK_VALUE},
+                "labels": {"kubernetes.io/hostname": name, POOL_LABEL: POOL,
+                           FAKE_NODE_LABEL: "true", **(labels or {})}}
+        reply = client.request("POST", "/api/v1/nodes",
+                               body={"apiVersion": "v1", "kind": "Node", "metadata": meta})
+        if not reply.ok and reply.status != 409:
+            raise RuntimeError(f"node {name}: HTTP {reply.status}: {reply.message()}")
+        reply = client.request("PATCH", f"/api/v1/nodes/{name}/status", content_type=MERGE,
+                               body=status_body(allocatable, node_ip(index), name))
+        if not reply.ok:
+            raise RuntimeError(f"node {name} status: HTTP {reply.status}: {reply.message()}")
+
+    list(pool.map(create, enumerate(names)))
+    wanted = set(names)
+    deadline = time.monotonic() + (timeout_s if timeout_s is not None else max(600, len(names)))
+    while True:
+        ready = {n["metadata"]["name"] for n in list_pages(client, "/api/v1/nodes") if is_ready(n)}
+        if not (missing := wanted - ready):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(missing)} of {len(wanted)} nodes not Ready")
+        say(f"{len(wanted) - len(missing)} of {len(wanted)} nodes Ready")
+        # Each look lists every node: a few MB at thousands of nodes, so not too often.
+        time.sleep(min(10.0, 1.0 + len(names) / 500))
+
+
+def create_job(client: KubeClient, namespace: str, queue: str, names: Sequence[str], gpus: int,
+               pool: ThreadPoolExecutor, group: str | None = None,
+               annotations: dict[str, str] | None = None) -> float:
+    """Pods of *gpus* GPUs and one CPU for gang-scheduler in *queue*, created concurrently,
+    with their PodGroup first when *group* names one; returns when the last POST returned
+    (the benchmarks' "last member created")."""
+    if group:
+        body = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": group}, "spec": {"minMember": len(names)}}
+        reply = client.request(
+            "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+            body=body)
+        if not reply.ok:
+            raise RuntimeError(f"podgroup {group}: HTTP {reply.status}: {reply.message()}")
+
+    def create(name: str) -> float:
+        labels = {"gangscheduler.io/queue": queue}
+        if group:
+            labels["scheduling.x-k8s.io/pod-group"] = group
+        meta = {"name": name, "labels": labels, "annotations": annotations or {}}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "registry.invalid/x",
+                                         "resources": {"requests": {"cpu": "1", GPU: str(gpus)},
+                                                       "limits": {GPU: str(gpus)}}}]}}
+        reply = client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
+        if not reply.ok:
+            raise RuntimeError(f"pod {name}: HTTP {reply.status}: {reply.message()}")
+        return time.time()
+
+    return max(pool.map(create, names))
+
+
+def list_pages(client: KubeClient, path: str, page: int = 2000) -> Iterator[dict[str, Any]]:
+    """Every object at *path*, listed in pages."""
+    cont: str | None = None
+    while True:
+        body = client.get_json(path, {"limit": page, "continue": cont})
+        yield from body.get("items") or ()
+        cont = body["metadata"].get("continue")
+        if not cont:
+            return
+
+
+def create_namespace(client: KubeClient, name: str) -> None:
+    reply = client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    if not reply.ok and reply.status != 409:
+        raise RuntimeError(f"namespace {name}: HTTP {reply.status}: {reply.message()}")
+
+
+def delete_pods(client: KubeClient, namespace: str, pool: ThreadPoolExecutor,
+                timeout_s: float = 600.0) -> None:
+    """Delete every pod of *namespace*, grace 0, from the pool's threads (one
+    ``deletecollection`` takes minutes on a loaded apiserver), and wait until none is left,
+    so the next contender starts on a cluster of the same size."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    def delete(name: str) -> None:
+        reply = client.request("DELETE", f"{path}/{name}", query={"gracePeriodSeconds": 0})
+        if not reply.ok and reply.status != 404:
+            say(f"delete pod {namespace}/{name}: HTTP {reply.status}: {reply.message()}")
+
+    deadline = time.monotonic() + timeout_s
+    while names := [p["metadata"]["name"] for p in list_pages(client, path)]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(names)} pods of {namespace} left after {timeout_s:.0f}s")
+        list(pool.map(delete, names))
+
+
+class BindWatch:
+    """A watch of one namespace's pods that stamps (epoch seconds) when each pod was first
+    seen with a node; the benchmark's view of "bound", the same for every contender. It also
+    stamps when a pod was first reported ``PodScheduled=False`` reason ``Unschedulable``."""
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.bound: dict[str, float] = {}  # pod name -> when its bind was seen
+        self.unschedulable: dict[str, float] = {}  # pod name -> when it was first so marked
+        self.deleted: dict[str, float] = {}  # pod name -> when its deletion was seen
+        self._changed = threading.Condition()
+        self._informer = informer.Informer(client, informer.PODS.in_namespace(namespace),
+                                           self._on_event)
+
+    def _on_event(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        now = time.time()
+        with self._changed:
+            if event is informer.EventType.DELETED:
+                self.deleted.setdefault(name, now)
+            elif (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+                self.bound[name] = now
+            elif name not in self.unschedulable and _unschedulable(obj):
+                self.unschedulable[name] = now
+            else:
+                return
+            self._changed.notify_all()
+
+    def __enter__(self) -> BindWatch:
+        self._informer.start()
+        if not self._informer.wait_for_sync(120):
+            raise TimeoutError("the benchmark's pod watch did not sync")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._informer.stop()
+
+    def wait(self, names: Sequence[str] | int, stall_s: float,
+             alive: Any = None) -> bool:
+        """Until every pod named (or that many pods) is bound; False when no new bind came
+        for *stall_s* seconds or ``alive()`` turned false."""
+        def done() -> bool:
+            if isinstance(names, int):
+                return len(self.bound) >= names
+            return all(n in self.bound for n in names)
+
+        with self._changed:
+            seen, since = len(self.bound), time.monotonic()
+            while not done():
+                if alive is not None and not alive():
+                    return False
+                if len(self.bound) != seen:  # progress: the stall clock starts again
+                    seen, since = len(self.bound), time.monotonic()
+                left = stall_s - (time.monotonic() - since)
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 1.0))
+            return True
+
+    def span(self) -> tuple[float, float]:
+        """(first bind, last bind) in epoch seconds."""
+        with self._changed:
+            times = list(self.bound.values())
+        return min(times), max(times)
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a process used: CPU seconds (user + system) and its peak resident memory."""
+
+    cpu_s: float
+    peak_rss_mib: float
+
+
+def usage(pid: int) -> Usage:
+    """CPU so far and ``VmHWM`` (peak RSS) of a live process, from ``/proc``."""
+    peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return Usage(cpu_seconds(pid), peak)
+
+
+def cluster_pids(cluster: DevCluster) -> dict[str, int]:
+    """The dev cluster's own processes by name (apiserver, etcd, kwok, ...)."""
+    assert cluster.state is not None
+    return {p.name: p.pid for p in cluster.state.processes if procs.is_alive(p)}
+
+
+def cluster_cpu(cluster: DevCluster) -> dict[str, float]:
+    out = {}
+    for name, pid in cluster_pids(cluster).items():
+        try:
+            out[name] = cpu_seconds(pid)
+        except OSError:
+            continue
+    return out
+
+
+def start_kube_scheduler(cluster: DevCluster, name: str, scheduler_name: str,
+                         qps: float | None, burst: int | None) -> procs.ManagedProcess:
+    """A second kube-scheduler (the cluster's own binary) with one profile, *scheduler_name*,
+    and the given client limits (None: its shipped 50/100); not waited for."""
+    st = cluster.state
+    assert st is not None
+    return controllers.start_scheduler(
+        build.KUBE_SCHEDULER.binary(), st.server, certs.CertPaths.under(cluster.state_dir / "pki"),
+        cluster.state_dir, True, build.KUBE_SCHEDULER.version, name=name,
+        scheduler_name=scheduler_name, qps=qps, burst=burst, wait=False)

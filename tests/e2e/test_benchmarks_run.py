@@ -1,0 +1,44 @@
+"""The kwok benchmarks run end to end, at a tiny size, and print their figures.
+
+Why here: their documented commands need a cluster for many minutes, which no test can
+afford; this runs each script as a user would (its own throwaway dev cluster, no training
+operators) on a few nodes and pods, so a broken script fails CI rather than the next person
+who measures. The figures themselves are not checked: a loaded CI machine gives any number.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.devcluster import build
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+CASES = {
+    "bench_versus.py": (["--nodes", "4", "--pods", "16", "--contenders", "kube-fast,gang-groups"],
+                        ["gang-groups / kube-fast: throughput from process start"]),
+    "bench_stream.py": (["--nodes", "4", "--gang-size", "2", "--rate", "1", "--duration", "4",
+                         "--runtime", "5"],
+                        ["last member created -> last member bound (watch): p50"]),
+    "bench_kai.py": (["--nodes", "4", "--gang", "8", "--reclaims", "1", "--stall", "120"],
+                     ["1. one 8-pod job: last member created -> last bound",
+                      "every member marked Unschedulable", "3. cluster fill: 32 of 32",
+                      "4. reclaim one GPU:"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_a_kwok_benchmark_runs_and_prints_its_figures(script: str, tmp_path: Path) -> None:
+    build.ensure_all(log=lambda line: None, operators=False)
+    args, expected = CASES[script]
+    proc = subprocess.run([sys.executable, f"benchmarks/{script}", *args,
+                           "--workdir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for text in expected:
+        assert text in proc.stdout, (text, proc.stdout[-3000:], proc.stderr[-2000:])
