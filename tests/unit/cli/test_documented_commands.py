@@ -142,6 +142,10 @@ RULES: tuple[Run | Covered, ...] = (
     Covered(r"^python3 -m venv \.venv$", ".ci/run", "python3 -m venv .venv"),
     Covered(r"^\.venv/bin/pip install -e '\.\[dev\]'$", ".ci/run", "pip install"),
     Covered(r"^\.venv/bin/pytest( |$)", ".ci/run", ".venv/bin/pytest"),
+    # Re-records the decision digests: run on purpose only (it rewrites plans.json); the
+    # test replays exactly what it records.
+    Covered(r"^\.venv/bin/python -m tests\.unit\.recorded\.record$",
+            "tests/unit/test_decisions_unchanged.py", "record.RECORD"),
     Covered(r"^GANG_SCHEDULER_KUBERNETES=1\.37 \.venv/bin/pytest ",
             "tests/e2e/test_native_gangs.py", "1.37"),
     Run(r"^\.venv/bin/python benchmarks/bench_sim\.py( |$)"),
