@@ -13,7 +13,8 @@ A pod belongs to, in order of precedence:
 4. otherwise, itself: a lone pod is a gang of one.
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
-plugin), so a replacement for one failed worker of a running gang is not held hostage to the
+plugin; members being deleted do not: an evicted gang's replacements are a new gang, placed
+whole), so a replacement for one failed worker of a running gang is not held hostage to the
 whole gang's size, and a gang left partly bound by a crash is completed by placing just the
 missing members, or rolled back by the caller when that is impossible.
 """
@@ -185,9 +186,13 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         return GangEntry()
     gang_pods.sort(key=lambda p: p.name)
     bound = [p for p in gang_pods if p.is_bound]
+    # Members being deleted (evicted, preempted, on a lost node) are leaving: they count
+    # towards nothing, so replacements their controller creates at once form the gang anew
+    # (all of them, together) instead of being bound one by one beside the leavers.
+    staying = [p for p in bound if not p.terminating]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    terms = (grouping_native.native_terms(gid, native, bound)
+    terms = (grouping_native.native_terms(gid, native, staying)
              if not config.per_pod and grouping_native.names_native_group(gang_pods) else None)
     if terms is not None:
         group = None  # a namesake scheduler-plugins PodGroup is not this gang's
@@ -211,12 +216,12 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     if running is not None and terms is not None and terms.priority is not None:
         running = replace(running, gang=replace(running.gang, priority=terms.priority))
     partial: tuple[PodRef, ...] = ()
-    if (bound and waiting and len(bound) < min_member
+    if (staying and waiting and len(staying) < min_member
             and (terms is None or terms.may_roll_back)):
-        partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in bound)
+        partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in staying)
     pending = None
     if waiting and not problem:
-        required = max(0, min_member - len(bound))
+        required = max(0, min_member - len(staying))
         # The owner's age, not its pods': a Job's pods recreated after an eviction or a
         # rollback keep the gang's place in line (and its reservation threshold clock).
         created = (terms.creation_time if terms and terms.creation_time is not None
@@ -240,7 +245,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
-                               if group and group.schedule_timeout_seconds and not bound
+                               if group and group.schedule_timeout_seconds and not staying
                                else None),
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)

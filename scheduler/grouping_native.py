@@ -17,7 +17,9 @@ Rules, each from the API's own documentation:
   already-scheduled pods": a group with a running member is never rolled back as partly
   bound because its minimum grew.
 * ``priority`` (written by the Priority admission plugin from ``priorityClassName``) is the
-  gang's priority, pending and running; unset, the members' highest priority is used.
+  gang's priority, pending and running; unset, the members' highest priority is used. So is
+  it for a group the Job controller made without a ``priorityClassName``: the controller
+  does not copy the pod template's class, so its 0 is admission's default, not the user's.
 * ``schedulingConstraints.topology[0].key`` is a *required* topology level.
 * ``preemptionPolicy: Never`` (1.37) makes the gang non-preempting, like a member's own.
 * ``resourceClaims`` is refused with a reason: the claim would have to be allocated by the
@@ -32,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.model.gangs import TopologyConstraint, TopologyMode
-from scheduler.model.native import GROUP, ResolvedGroup
+from scheduler.model.native import GROUP, NativeGroupInfo, ResolvedGroup
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import PodInfo, PodPhase
 
@@ -83,7 +85,7 @@ def native_terms(gid: str, resolved: ResolvedGroup | None,
     return NativeTerms(
         min_member=max(1, policy.min_count) if policy.min_count is not None else None,
         problem=problem,
-        priority=policy.priority,
+        priority=_priority(group),
         topology=topology,
         preemption_policy=PreemptionPolicy.NEVER if never else None,
         labels=(group.labels, *((workload.labels,) if workload else ())),
@@ -92,3 +94,11 @@ def native_terms(gid: str, resolved: ResolvedGroup | None,
         uid=group.uid or None,
         may_roll_back=not any(p.phase is PodPhase.RUNNING for p in bound),
     )
+
+
+def _priority(group: NativeGroupInfo) -> int | None:
+    """The group's own priority, or None where its members' should decide (see above)."""
+    policy = group.policy
+    if group.job_key and not policy.priority_class_name:
+        return None
+    return policy.priority

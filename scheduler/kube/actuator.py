@@ -81,7 +81,7 @@ class BackgroundWriter:
 @dataclass(frozen=True, slots=True)
 class ActuatorConfig:
     scheduler_name: str = "gang-scheduler"
-    eviction_grace_period_seconds: int = 30
+    eviction_grace_period_seconds: int = 300
 
 
 def group_status(min_member: int, pods: list[PodInfo]) -> PodGroupStatus | None:

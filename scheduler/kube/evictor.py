@@ -2,9 +2,12 @@
 
 Each victim pod first gets a ``DisruptionTarget`` condition naming the preemptor (so the
 workload and its controller can tell a preemption from a node failure), then an Eviction with
-the configured grace period, so a trainer can checkpoint on SIGTERM. The Eviction API writes
-its own ``DisruptionTarget`` ("EvictionByEvictionAPI"), so the condition is written again
-once the eviction is accepted: who preempted the pod is what its owner needs to know.
+its own ``terminationGracePeriodSeconds``, capped by the configured
+``evictionGracePeriodSeconds`` (``victim_grace``): a trainer keeps the time it asked for to
+checkpoint on SIGTERM, and a preemptor never waits longer than the cap for its victims.
+The Eviction API writes its own ``DisruptionTarget`` ("EvictionByEvictionAPI"), so the
+condition is written again once the eviction is accepted: who preempted the pod is what its
+owner needs to know.
 
 Evictions honour PodDisruptionBudgets: one the apiserver refuses (429) is reported on the
 pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. Every pod
@@ -39,6 +42,19 @@ from scheduler.plan import CyclePlan
 log = structlog.get_logger("gang_scheduler.evictor")
 
 EVICTION_BLOCKED = "EvictionBlocked"
+
+
+#: What the apiserver gives a pod that states no ``terminationGracePeriodSeconds``.
+DEFAULT_POD_GRACE_SECONDS = 30
+
+
+def victim_grace(pod_grace: int | None, cap: int) -> int:
+    """The grace period a victim pod is evicted with: its own (the apiserver's default when
+    it states none), never more than *cap*. A cap rather than a floor: a pod that asked
+    for less (0 for a stateless worker) is not kept longer than it wants, and one that asked
+    for an hour does not hold its preemptor's nodes for an hour."""
+    own = DEFAULT_POD_GRACE_SECONDS if pod_grace is None else pod_grace
+    return max(0, min(own, cap))
 
 
 class Submitter(Protocol):
@@ -98,6 +114,7 @@ class Evictor:
         """Evict every bound, not yet terminating pod of the victim; None when all went."""
         pods = [p for p in self.cache.gang_pods(victim.gang) if p.node_name and not p.terminating]
         refs = [PodRef(p.namespace, p.name, p.uid) for p in pods]
+        graces = {p.uid: victim_grace(p.grace_period_seconds, self.grace) for p in pods}
         ns = victim.gang.split("/", 1)[0]
         keys = {"gang": victim.gang, "namespace": ns, "queue": queue}
         message = f"preempted by gang {victim.preemptor}: {victim.message}"
@@ -106,7 +123,7 @@ class Evictor:
             if not retry:
                 for ref in refs:
                     self._mark(ref, message, keys)
-            outcomes = self.binder.evict_pods(refs, self.grace)
+            outcomes = self.binder.evict_pods(refs, graces)
             refused = [o for o in outcomes if not o.ok]
         else:
             outcomes = refused
@@ -123,7 +140,7 @@ class Evictor:
                         pods=len(refused), status=refused[0].status, reason=refused[0].reason)
             return refused[0].reason
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
-                 grace_period_seconds=self.grace, retry=retry)
+                 grace_period_seconds=max(graces.values(), default=0), retry=retry)
         return None
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:

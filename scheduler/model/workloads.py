@@ -67,6 +67,9 @@ class PodInfo:
     scheduling_gates: tuple[str, ...] = ()
     #: ``spec.schedulingGroup.podGroupName``: its ``scheduling.k8s.io`` PodGroup ("" if none).
     pod_group_name: str = ""
+    #: ``spec.terminationGracePeriodSeconds`` (None: not given; the apiserver defaults 30):
+    #: the time this pod asks for between SIGTERM and SIGKILL, which an eviction keeps.
+    grace_period_seconds: int | None = None
 
     def __hash__(self) -> int:
         return hash(self.uid)

@@ -54,7 +54,8 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         preemptor = ops.gang("preemptor", 2, 4, queue, priority_class=high)
         pods = ops.tenant.pods
         # The whole victim is evicted (half of it would have made room): marked, then deleted
-        # through the Eviction API with the configured grace period.
+        # through the Eviction API with the configured cap as grace period (the held pods ask
+        # for more: each victim keeps its own grace up to the cap).
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
         assert {n: watch.deleting[n] for n in victim} == {n: HELD_GRACE_S for n in victim}
         # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the

@@ -14,7 +14,7 @@ from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor
+from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor, victim_grace
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.plan import CyclePlan, Eviction, Nomination
@@ -59,9 +59,11 @@ class Inline:
         task()
 
 
-def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1") -> None:
+def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1",
+               graces: tuple[int | None, ...] = ()) -> None:
     for i in range(size):
         cache.upsert_pod(PodInfo(
+            grace_period_seconds=graces[i] if i < len(graces) else None,
             uid=f"uid-{name}-{i}", namespace="ns", name=f"{name}-{i}",
             requirements=PodRequirements(Resources.of(gpu=4)), scheduler_name="gang-scheduler",
             node_name=node, phase=PodPhase.RUNNING,
@@ -151,3 +153,30 @@ def test_pods_already_terminating_are_not_evicted_again(setup: Any) -> None:
         cache.upsert_pod(dataclasses.replace(p, terminating=True))
     report = evictor.evict(plan(True), 0.0)
     assert report.evicted == ("ns/low",) and api.evicted == {}
+
+
+@pytest.mark.parametrize(("own", "cap", "given"), [
+    (None, 17, 17),   # no grace stated: the apiserver's 30, capped
+    (None, 300, 30),  # ... under a larger cap: the 30 the pod would get from a delete
+    (0, 17, 0),       # a pod that wants none is not kept waiting
+    (5, 17, 5),       # its own, shorter than the cap
+    (17, 17, 17),
+    (3600, 17, 17),   # an hour asked: the preemptor waits the cap, no more
+    (120, 0, 0),      # a cap of 0: every victim goes at once
+])
+def test_a_victim_keeps_its_own_grace_period_up_to_the_cap(own: int | None, cap: int,
+                                                           given: int) -> None:
+    assert victim_grace(own, cap) == given
+
+
+def test_each_victim_pod_is_evicted_with_its_own_grace_period() -> None:
+    api, cache = Api(), ClusterCache()
+    bound_gang(cache, "low", 3, graces=(0, 10, 600))
+    binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
+    try:
+        evictor = Evictor(cache, binder, EventRecorder(api), Inline(), grace_period_seconds=60)
+        evictor.evict(plan(True), 0.0)
+    finally:
+        binder.close()
+    assert {n: o["gracePeriodSeconds"] for n, o in api.evicted.items()} == {
+        "low-0": 0, "low-1": 10, "low-2": 60}
