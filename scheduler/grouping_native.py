@@ -58,9 +58,10 @@ class NativeTerms:
     may_roll_back: bool
 
 
-def names_native_group(pods: list[PodInfo]) -> bool:
-    """Do these pods name a ``scheduling.k8s.io`` PodGroup (``spec.schedulingGroup``)?"""
-    return any(p.pod_group_name for p in pods)
+def names_native_group(gid: str, pods: list[PodInfo]) -> bool:
+    """Is gang *gid* the ``scheduling.k8s.io`` PodGroup its pods name (``spec.
+    schedulingGroup``)? (A JobSet's pods name their Job's group but are the JobSet's gang.)"""
+    return any(f"{p.namespace}/{p.pod_group_name}" == gid for p in pods if p.pod_group_name)
 
 
 def native_terms(gid: str, resolved: ResolvedGroup | None,

@@ -10,10 +10,13 @@ condition is written again once the eviction is accepted: who preempted the pod 
 owner needs to know.
 
 Evictions honour PodDisruptionBudgets: one the apiserver refuses (429) is reported on the
-pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. Every pod
-of a victim is first evicted with ``dryRun``, so a budget that refuses any of them leaves the
-whole gang running rather than half of it (a budget allowing fewer disruptions than the
-gang has pods can still split it; the rest is then retried).
+pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. The apiserver
+checks a budget one pod at a time, so a budget allowing fewer disruptions than it covers of
+the gang would let the first pods go and refuse the rest: a split gang. So the victim's
+budgets are read first and the whole gang is refused when any budget covers more of its
+pods than it allows (``budget_refusal``); then every pod is evicted with ``dryRun``, and
+only then for real. (A budget that shrinks between that check and the evictions can still
+refuse a late pod; the rest is then retried.)
 
 A refused victim keeps its preemptor's nomination (``decide`` carries it over while the
 victim runs), so the eviction is retried here every ``retry_seconds`` for as long as the plan
@@ -24,9 +27,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -35,8 +38,11 @@ from scheduler.kube.binder import Binder, EvictOutcome
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.podspec import label_selector
 from scheduler.kube.status import format_time
 from scheduler.model import PodRef
+from scheduler.model.labels import LabelSelector
+from scheduler.model.workloads import PodInfo
 from scheduler.plan import CyclePlan
 
 log = structlog.get_logger("gang_scheduler.evictor")
@@ -55,6 +61,38 @@ def victim_grace(pod_grace: int | None, cap: int) -> int:
     for an hour does not hold its preemptor's nodes for an hour."""
     own = DEFAULT_POD_GRACE_SECONDS if pod_grace is None else pod_grace
     return max(0, min(own, cap))
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A PodDisruptionBudget as the disruption controller last counted it."""
+
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+
+
+def budget_refusal(pods: Sequence[PodInfo], budgets: Sequence[Budget]) -> str | None:
+    """Why evicting all of *pods* at once would break a budget (None: it would not). A
+    budget covering k of them must allow k disruptions: fewer would split the gang."""
+    for budget in sorted(budgets, key=lambda b: b.name):
+        covered = sum(1 for p in pods if budget.selector.matches(p.labels))
+        if covered > budget.disruptions_allowed:
+            return (f"blocked by PodDisruptionBudget {budget.name}: it allows "
+                    f"{max(0, budget.disruptions_allowed)} disruption(s) and covers {covered} "
+                    "of the gang's pods (evicting all would break the disruption budget, "
+                    "fewer would split the gang)")
+    return None
+
+
+def budget_from_json(obj: Mapping[str, Any]) -> Budget:
+    """``policy/v1`` PodDisruptionBudget -> Budget (``ValueError`` naming a bad field)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    allowed = (obj.get("status") or {}).get("disruptionsAllowed", 0)
+    if isinstance(allowed, bool) or not isinstance(allowed, int):
+        raise ValueError(f"status.disruptionsAllowed: expected an integer, got {allowed!r}")
+    return Budget(str(meta.get("name") or "?"), label_selector(spec.get("selector"),
+                                                                "spec.selector"), allowed)
 
 
 class Submitter(Protocol):
@@ -118,7 +156,9 @@ class Evictor:
         ns = victim.gang.split("/", 1)[0]
         keys = {"gang": victim.gang, "namespace": ns, "queue": queue}
         message = f"preempted by gang {victim.preemptor}: {victim.message}"
-        refused = [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok]
+        whole = budget_refusal(pods, self._budgets(ns))
+        refused = ([EvictOutcome(ref, False, 429, whole) for ref in refs] if whole else
+                   [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok])
         if not refused:
             if not retry:
                 for ref in refs:
@@ -161,6 +201,27 @@ class Evictor:
         if not resp.ok and resp.status not in (404, 409):  # gone already: nothing to say
             log.warning("disruption_target_failed", **keys, pod=pod.name, status=resp.status,
                         reason=resp.message())
+
+    def _budgets(self, namespace: str) -> list[Budget]:
+        """The namespace's PodDisruptionBudgets; none readable: the dry runs still guard."""
+        path = f"/apis/policy/v1/namespaces/{seg(namespace)}/poddisruptionbudgets"
+        try:
+            resp = self.binder.client.request("GET", path, timeout=self.binder.timeout)
+        except TransportError as exc:
+            log.warning("budgets_unread", namespace=namespace, reason=str(exc))
+            return []
+        if not resp.ok:
+            log.warning("budgets_unread", namespace=namespace, status=resp.status,
+                        reason=resp.message())
+            return []
+        budgets = []
+        for item in (resp.json() or {}).get("items") or ():
+            try:
+                budgets.append(budget_from_json(item))
+            except (ValueError, AttributeError, TypeError) as exc:
+                log.warning("budget_skipped", namespace=namespace,
+                            budget=(item.get("metadata") or {}).get("name"), reason=str(exc))
+        return budgets
 
     def _dry_run(self, pod: PodRef) -> EvictOutcome:
         """Would the apiserver evict *pod* now (PodDisruptionBudgets)? Nothing is changed."""

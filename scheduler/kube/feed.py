@@ -23,11 +23,11 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler.facts import ClusterFacts
-from scheduler.kube import convert, informer, native_convert, storage
+from scheduler.kube import convert, informer, jobset_convert, native_convert, storage
 from scheduler.kube.client import KubeClient
 from scheduler.model import Node, NodeLabelConfig
 from scheduler.model.native import NativeGroupInfo, WorkloadInfo
-from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 
 log = structlog.get_logger()
 
@@ -43,6 +43,8 @@ class Cache(Protocol):
     def delete_group(self, key: str) -> None: ...
     def upsert_job(self, job: JobInfo) -> None: ...
     def delete_job(self, key: str) -> None: ...
+    def upsert_jobset(self, jobset: JobSetInfo) -> None: ...
+    def delete_jobset(self, key: str) -> None: ...
     def upsert_native_group(self, group: NativeGroupInfo) -> None: ...
     def delete_native_group(self, key: str) -> None: ...
     def upsert_workload(self, workload: WorkloadInfo) -> None: ...
@@ -124,7 +126,7 @@ class PriorityClasses:
 
 def cache_informers(client: KubeClient, cache: Cache,
                     label_config: NodeLabelConfig | None = None) -> list[informer.Informer]:
-    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, and Kubernetes' own
+    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, JobSets, and Kubernetes' own
     Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
     that a one-shot read in this order resolves every pod; a running scheduler re-resolves
     the pods without ``spec.priority`` whenever a class changes, so the result never depends
@@ -168,6 +170,9 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.JOBS, converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o)))),
+        watch(informer.JOBSETS, converting_handler(
+            jobset_convert.jobset_from_json, cache.upsert_jobset,
+            lambda o: cache.delete_jobset(informer.object_id(o)))),
         *native_informers(client, cache, classes),
         *fact_informers(client, cache),
     ]

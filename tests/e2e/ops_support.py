@@ -159,6 +159,13 @@ class Ops:
                      labels={"gang": name})
         return names
 
+    def budget(self, name: str, gang: str, **spec: Any) -> None:
+        """A PodDisruptionBudget over the pods of *gang* (``minAvailable``, ``maxUnavailable``)."""
+        rest.call(client.PolicyV1Api(self.cp.api).create_namespaced_pod_disruption_budget,
+                  self.ns, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                            "metadata": {"name": name},
+                            "spec": {**spec, "selector": {"matchLabels": {"gang": gang}}}})
+
     def checkpoint(self, group: str, at: float) -> None:
         """Record on PodGroup *group* that its gang last checkpointed at *at* (epoch seconds):
         what a victim loses if evicted is counted from then (the cheapest victim goes first)."""

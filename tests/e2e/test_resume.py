@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 WRITER_ROLE = REPO / "deploy" / "users" / "checkpoint-writer.yaml"
 #: What the shipped examples put on a Job so that a preemption is not one of its failures.
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
-                                 "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+                                 "onPodConditions": [{"type": "DisruptionTarget",
+                                                      "status": "True"}]}]}
 
 
 @pytest.fixture

@@ -129,6 +129,7 @@ EXPECTED_CLUSTER_RULES = {
     *(("", "pods", v) for v in ("get", "list", "watch", "delete")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"),
     *(("", "pods/status", v) for v in ("patch", "update")),
     *((g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch", "update")),
     *(("", "nodes", v) for v in ("get", "list", "watch")),
@@ -138,6 +139,7 @@ EXPECTED_CLUSTER_RULES = {
     *(("storage.k8s.io", r, v) for r in ("storageclasses", "csinodes")
       for v in ("get", "list", "watch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch")),
+    *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups/status", v) for v in ("update", "patch")),

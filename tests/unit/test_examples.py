@@ -40,7 +40,8 @@ def test_the_examples_ship_jobs() -> None:
 @pytest.mark.parametrize(("where", "spec"), SPECS, ids=[name for name, _ in SPECS])
 def test_a_shipped_job_is_recreated_after_a_preemption(where: str, spec: dict[str, Any]) -> None:
     rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
-    assert any(r["action"] == "Ignore" and {"type": "DisruptionTarget"} in
+    # (``status`` is defaulted by the Job API but required by Trainer's CRD schema.)
+    assert any(r["action"] == "Ignore" and {"type": "DisruptionTarget", "status": "True"} in
                r.get("onPodConditions", []) for r in rules), f"{where}: no DisruptionTarget rule"
     assert spec["template"]["spec"].get("restartPolicy") == "Never", where
     assert 0 < spec.get("backoffLimit", 6) <= 6, f"{where}: backoffLimit"

@@ -81,6 +81,13 @@ CASES = [
                        owner_name="j")],
          jobs=[JobInfo("ns", "j", "juid", parallelism=4)],
          pending={"ns/g": (4, 4, "default", 1000)}),
+    # Regression (issue 11, second stall, on 1.36 where the Job controller makes the group):
+    # ranks 0-2 Succeeded, rank 3 is retried; minCount stays 4, the gang is 1.
+    Case("a Job controller's PodGroup: completions done count, the retried rank runs alone",
+         [dataclasses.replace(WORKERS[3], owner=OwnerRef("Job", "j", "juid"))],
+         [native_group(4, owner_kind="Job", owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4, completions=4, succeeded=3)],
+         pending={"ns/g": (1, 1, "default", 0)}),
     Case("a Job controller's PodGroup with a priority class: the group's",
          [dataclasses.replace(p, owner=OwnerRef("Job", "j", "juid"), priority=1000)
           for p in WORKERS],
