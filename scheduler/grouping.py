@@ -9,8 +9,8 @@ A pod belongs to, in order of precedence:
    (``grouping_jobset``);
 3. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
    (Kubernetes' own gang API; its terms are worked out in ``grouping_native``). After 1 and
-   2 because on 1.36 the Job controller names one for every Indexed Job by itself, which
-   would split a JobSet or a TrainJob into one gang per Job;
+   2 because, with the ``WorkloadWithJob`` gate, the Job controller gives every Indexed Job
+   its own PodGroup, which would split a JobSet or a TrainJob into one gang per Job;
 4. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
    parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
@@ -43,6 +43,7 @@ from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
@@ -56,7 +57,6 @@ from scheduler.resources import Resources, total
 
 TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
-MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 #: Controllers that create pods themselves, one gang per job, without a size gang-scheduler
 #: reads (Kubeflow's training operator v1 kinds).
 OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
@@ -213,7 +213,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     staying = [p for p in bound if not p.terminating]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    terms = (grouping_native.native_terms(gid, native, staying)
+    terms = (grouping_native.native_terms(gid, native, staying, job)
              if not config.per_pod and grouping_native.names_native_group(gid, gang_pods)
              else None)
     if terms is not None:
@@ -224,11 +224,6 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
               job.labels if job else {}, *(p.labels for p in gang_pods)]
     if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
-        if (job is not None and job.completions is not None and native is not None
-                and native.group.job_key):
-            # The Job controller's PodGroup keeps minCount = parallelism; what still runs is
-            # fewer once completions are done (an Indexed Job's retried last rank runs alone).
-            min_member = min(min_member, max(1, job.completions - job.succeeded))
     else:
         min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
         problem = terms.problem if terms is not None and terms.problem else problem

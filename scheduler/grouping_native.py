@@ -15,7 +15,9 @@ Rules, each from the API's own documentation:
   a running gang whose minCount grows (1.37 makes it mutable) places the difference
   together, and one whose minCount shrinks needs fewer. minCount "does not affect
   already-scheduled pods": a group with a running member is never rolled back as partly
-  bound because its minimum grew.
+  bound because its minimum grew. A group the Job controller made for a Job (the
+  ``WorkloadWithJob`` gate) never needs more members than the Job has completions still to
+  go: an Indexed Job whose ranks 0-2 Succeeded retries rank 3 alone, though minCount is 4.
 * ``priority`` (written by the Priority admission plugin from ``priorityClassName``) is the
   gang's priority, pending and running; unset, the members' highest priority is used. So is
   it for a group the Job controller made without a ``priorityClassName``: the controller
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from scheduler.model.gangs import TopologyConstraint, TopologyMode
 from scheduler.model.native import GROUP, NativeGroupInfo, ResolvedGroup
 from scheduler.model.pods import PreemptionPolicy
-from scheduler.model.workloads import PodInfo, PodPhase
+from scheduler.model.workloads import JobInfo, PodInfo, PodPhase
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +66,10 @@ def names_native_group(gid: str, pods: list[PodInfo]) -> bool:
     return any(f"{p.namespace}/{p.pod_group_name}" == gid for p in pods if p.pod_group_name)
 
 
-def native_terms(gid: str, resolved: ResolvedGroup | None,
-                 bound: list[PodInfo]) -> NativeTerms:
-    """The gang terms of *gid*'s PodGroup; a missing or unsupported group is a problem."""
+def native_terms(gid: str, resolved: ResolvedGroup | None, bound: list[PodInfo],
+                 job: JobInfo | None = None) -> NativeTerms:
+    """The gang terms of *gid*'s PodGroup; a missing or unsupported group is a problem.
+    *job* is the Job that made the group, if a Job did."""
     if resolved is None:
         return NativeTerms(
             min_member=1, labels=(), annotations=(), creation_time=None, uid=None,
@@ -83,8 +86,11 @@ def native_terms(gid: str, resolved: ResolvedGroup | None,
     topology = (TopologyConstraint(policy.topology_key, TopologyMode.REQUIRED)
                 if policy.topology_key else None)
     never = policy.preemption_policy is PreemptionPolicy.NEVER
+    min_member = max(1, policy.min_count) if policy.min_count is not None else None
+    if min_member is not None and job is not None and job.completions is not None:
+        min_member = max(1, min(min_member, job.completions - job.succeeded))
     return NativeTerms(
-        min_member=max(1, policy.min_count) if policy.min_count is not None else None,
+        min_member=min_member,
         problem=problem,
         priority=_priority(group),
         topology=topology,

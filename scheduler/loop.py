@@ -157,7 +157,9 @@ class Scheduler:
             per_queue: Counter[str] = Counter()
             for (queue, _), n in self._waiting_of(plan, inp).items():
                 per_queue[queue] += n
-            reports = queue_reports(plan.queues, policies, per_queue)
+            snapshot = inp.snapshot
+            capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
+            reports = queue_reports(plan.queues, policies, per_queue, capacity)
             self._reported = (plan, inp, policies, reports)
         return reports
 

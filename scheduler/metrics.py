@@ -57,6 +57,10 @@ class SchedulerMetrics:
             "gang_scheduler_evictions_blocked_total",
             "Victim gangs whose eviction the apiserver refused (a PodDisruptionBudget, mostly).",
             registry=r)
+        self.fenced_writes = Counter(
+            "gang_scheduler_fenced_writes_total",
+            "Writes not sent because this replica did not hold the leader Lease at the moment "
+            "of the write (a paused or deposed leader; scheduler.kube.fence).", registry=r)
         self.preemptions = Counter(
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
             ["queue"], registry=r)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from policies.cluster_check import quota_warnings
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
 from scheduler.plan import QueueStatus
@@ -51,6 +52,8 @@ class QueueReport:
     fair_share: float
     usage_share: float
     borrowed_share: float  # decide's weighted dominant share of what the queue borrows
+    #: The queue's own quotas that the cluster cannot honour (``policies.cluster_check``).
+    warnings: tuple[str, ...] = ()
 
     @property
     def allocated_gpus(self) -> int:
@@ -62,11 +65,13 @@ class QueueReport:
 
 
 def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
-                  pending: Mapping[str, int] | None = None) -> tuple[QueueReport, ...]:
+                  pending: Mapping[str, int] | None = None,
+                  capacity: Mapping[str, Resources] | None = None) -> tuple[QueueReport, ...]:
     """One report per queue of *policies* (sorted by name), from a plan's queue statuses.
 
     *pending* counts every waiting gang per queue (the loop knows gangs the plan never
     considered: members missing, bind backoff); without it the plan's own counts are used.
+    *capacity* (allocatable per pool with nodes) adds each queue's quota warnings.
     """
     queues = policies.queues
     tree = QuotaTree.build(queues)
@@ -95,7 +100,8 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
                         for s in members),
             fair_share=_fair_share(policies, name),
             usage_share=_usage_share(tree, policies, name, pools),
-            borrowed_share=own.fair_share if own is not None else 0.0))
+            borrowed_share=own.fair_share if own is not None else 0.0,
+            warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity)))
     return tuple(out)
 
 

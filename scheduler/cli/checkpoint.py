@@ -12,16 +12,18 @@ import sys
 from datetime import datetime
 
 EPILOG = """\
-examples (inside a training pod, after saving a checkpoint):
+examples:
+  # inside a training pod, after saving a checkpoint
   gang-scheduler checkpoint mark                       # now, on this pod ($POD_NAME)
   gang-scheduler checkpoint mark --at 2026-12-01T09:30:00Z
   gang-scheduler checkpoint mark --job ddp-train       # on the Job (outlives its pods)
 
-The pod's ServiceAccount needs the gang-scheduler-checkpoint-writer ClusterRole
-(deploy/users/checkpoint-writer.yaml) bound in its namespace:
-  kubectl -n team-a create rolebinding trainer-checkpoints \\
-      --clusterrole gang-scheduler-checkpoint-writer --serviceaccount team-a:trainer
-and POD_NAME set from the downward API (env valueFrom fieldRef metadata.name).
+setup:
+  The pod's ServiceAccount needs the gang-scheduler-checkpoint-writer ClusterRole
+  (deploy/users/checkpoint-writer.yaml) bound in its namespace (kubectl -n team-a create
+  rolebinding trainer-checkpoints --clusterrole gang-scheduler-checkpoint-writer
+  --serviceaccount team-a:trainer), and POD_NAME set from the downward API (env valueFrom
+  fieldRef metadata.name).
 """
 
 

@@ -39,6 +39,7 @@ class EventReason(StrEnum):
     FAILED_SCHEDULING = "FailedScheduling"
     PREEMPTED = "Preempted"
     GANG_ROLLED_BACK = "GangRolledBack"
+    INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.input_warnings
 
 
 class EventType(StrEnum):

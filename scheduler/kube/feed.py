@@ -25,6 +25,7 @@ import structlog
 from scheduler.facts import ClusterFacts
 from scheduler.kube import convert, informer, jobset_convert, native_convert, storage
 from scheduler.kube.client import KubeClient
+from scheduler.kube.input_warnings import InputWarnings
 from scheduler.model import Node, NodeLabelConfig
 from scheduler.model.native import NativeGroupInfo, WorkloadInfo
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
@@ -125,9 +126,10 @@ class PriorityClasses:
 
 
 def cache_informers(client: KubeClient, cache: Cache,
-                    label_config: NodeLabelConfig | None = None) -> list[informer.Informer]:
-    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, JobSets, and Kubernetes' own
-    Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
+                    label_config: NodeLabelConfig | None = None,
+                    warnings: InputWarnings | None = None) -> list[informer.Informer]:
+    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, JobSets, and Kubernetes'
+    own Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
     that a one-shot read in this order resolves every pod; a running scheduler re-resolves
     the pods without ``spec.priority`` whenever a class changes, so the result never depends
     on which informer delivered first."""
@@ -136,11 +138,15 @@ def cache_informers(client: KubeClient, cache: Cache,
     to_pod = converting_handler(lambda o: classes.resolve(convert.pod_from_json(o), o),
                                 cache.upsert_pod, lambda o: cache.delete_pod(_meta(o, "uid")))
 
+    def checked(kind: str, api_version: str, handler: informer.Handler) -> informer.Handler:
+        """*handler*, with the annotations of what it is handed checked for *warnings*."""
+        return handler if warnings is None else warnings.checking(kind, api_version, handler)
+
     def on_pod(event: informer.EventType, obj: dict[str, Any]) -> None:
         with pod_lock:
             to_pod(event, obj)
 
-    pods = informer.Informer(client, informer.PODS, on_pod)
+    pods = informer.Informer(client, informer.PODS, checked("Pod", "v1", on_pod))
 
     def reresolve(changed: bool) -> None:
         """Convert again the pods whose priority comes from the classes. The informer stores
@@ -164,15 +170,16 @@ def cache_informers(client: KubeClient, cache: Cache,
             lambda o: convert.node_from_json(o, label_config), cache.upsert_node,
             lambda o: cache.delete_node(_meta(o, "name")))),
         pods,
-        watch(informer.PODGROUPS, converting_handler(
-            convert.podgroup_from_json, cache.upsert_group,
-            lambda o: cache.delete_group(informer.object_id(o)))),
-        watch(informer.JOBS, converting_handler(
+        watch(informer.PODGROUPS, checked(
+            "PodGroup", "scheduling.x-k8s.io/v1alpha1", converting_handler(
+                convert.podgroup_from_json, cache.upsert_group,
+                lambda o: cache.delete_group(informer.object_id(o))))),
+        watch(informer.JOBS, checked("Job", "batch/v1", converting_handler(
             convert.job_from_json, cache.upsert_job,
-            lambda o: cache.delete_job(informer.object_id(o)))),
-        watch(informer.JOBSETS, converting_handler(
+            lambda o: cache.delete_job(informer.object_id(o))))),
+        watch(informer.JOBSETS, checked("JobSet", "jobset.x-k8s.io/v1alpha2", converting_handler(
             jobset_convert.jobset_from_json, cache.upsert_jobset,
-            lambda o: cache.delete_jobset(informer.object_id(o)))),
+            lambda o: cache.delete_jobset(informer.object_id(o))))),
         *native_informers(client, cache, classes),
         *fact_informers(client, cache),
     ]

@@ -4,6 +4,10 @@ What ``kubectl get queues`` shows comes from here: the CRD's printer columns rea
 ``allocatedGPUs``, ``nominalGPUs``, ``pendingGangs``, ``admittedGangs``, ``fairShare``,
 ``usageShare`` and the ``Valid`` condition. Figures come from each cycle's queue reports
 (``scheduler.queue_report``); the condition from ``LivePolicies``, through ``set_validity``.
+A second condition, ``QuotaFitsCluster``, says whether the cluster's pools can honour the
+queue's quotas (``policies.cluster_check``): False names each pool no node carries and each
+quota larger than its pool. A merge patch replaces the whole ``conditions`` list, so both
+conditions are written together, whichever of them changed.
 
 Why so careful about writing: every status write is an etcd write and a watch event for
 every Queue watcher. A queue's figures are written only when they changed, at most every
@@ -28,6 +32,7 @@ import structlog
 from scheduler.kube.actuator import BackgroundWriter
 from scheduler.kube.client import MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
+from scheduler.kube.status import format_time
 from scheduler.queue_report import QueueReport
 from scheduler.resources import GPU
 
@@ -72,6 +77,7 @@ class QueueStatusPublisher:
         self._validity_written: dict[str, Status] = {}
         self._figures_written: dict[str, Status] = {}
         self._figures_at: dict[str, float] = {}  # when figures were last submitted
+        self._fit: dict[str, Status] = {}  # the QuotaFitsCluster condition last worked out
         self.writer = BackgroundWriter("queue-status")
 
     # Validity (from LivePolicies, on the informer thread) ---------------------------------
@@ -85,9 +91,10 @@ class QueueStatusPublisher:
     def _submit_validity(self, name: str, status: Status) -> None:
         with self._lock:
             self._validity_written[name] = status  # optimistic; undone if the write fails
+            body = self._with_fit(name, status)
 
         def task() -> None:
-            if not self._patch(name, status):
+            if not self._patch(name, body):
                 with self._lock:
                     if self._validity_written.get(name) is status:
                         del self._validity_written[name]  # the next publish retries it
@@ -103,6 +110,10 @@ class QueueStatusPublisher:
             names.add(report.name)
             desired = status_of(report)
             with self._lock:
+                fit = self._fit_condition(report)
+                validity = self._validity.get(report.name)
+                if validity is not None:  # else the Valid condition a predecessor wrote stays
+                    desired["conditions"] = [*validity.get("conditions", ()), fit]
                 same = self._figures_written.get(report.name) == desired
                 due = now - self._figures_at.get(report.name, float("-inf")) >= self.min_interval
                 if same or not due:
@@ -116,9 +127,36 @@ class QueueStatusPublisher:
             for gone in set(self._figures_written) - names:
                 self._figures_written.pop(gone, None)
                 self._figures_at.pop(gone, None)
+                self._fit.pop(gone, None)
         for name, status in unwritten:
             self._submit_validity(name, status)
         return submitted
+
+    def _fit_condition(self, report: QueueReport) -> Status:
+        """The queue's ``QuotaFitsCluster`` condition; its transition time moves only when its
+        verdict or message does, so an unchanged queue is not written again. Under the lock."""
+        fits = not report.warnings
+        message = ("every quota is within a pool that has nodes" if fits
+                   else "; ".join(report.warnings))
+        last = self._fit.get(report.name)
+        if last is not None and last["message"] == message:
+            return last
+        if not fits:
+            log.warning("queue_quota_unhonourable", queue=report.name, warnings=message)
+        condition = {"type": "QuotaFitsCluster", "status": "True" if fits else "False",
+                     "reason": "QuotaFits" if fits else "QuotaExceedsCluster",
+                     "message": message[:32000],
+                     "lastTransitionTime": format_time(time.time())}
+        self._fit[report.name] = condition
+        return condition
+
+    def _with_fit(self, name: str, validity: Status) -> Status:
+        """A validity write that keeps the queue's last QuotaFitsCluster condition. Under
+        the lock."""
+        fit = self._fit.get(name)
+        if fit is None:
+            return validity
+        return {**validity, "conditions": [*validity.get("conditions", ()), fit]}
 
     def _figures_task(self, name: str, status: Status) -> Callable[[], None]:
         def task() -> None:

@@ -28,7 +28,9 @@ from scheduler.kube import feed, informer
 from scheduler.kube.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
-from scheduler.kube.events import EventRecorder
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.fence import FencedClient
+from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
@@ -64,17 +66,25 @@ class LiveScheduler:
         # most every queueStatusIntervalSeconds (the argument overrides it, for tests).
         if queue_status_interval is None:
             queue_status_interval = config.queue_status_interval_seconds
-        self.queue_status = QueueStatusPublisher(client, lambda: self.is_leader,
+        # Every write (binds, evictions, status, events) goes through the fence; reads and the
+        # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
+        # KubeClients and have no apiserver to fence.
+        writes: KubeClient = (FencedClient(client, lambda: self.is_leader,
+                                           self.metrics.fenced_writes.inc)
+                              if isinstance(client, KubeClient) else client)
+        self.queue_status = QueueStatusPublisher(writes, lambda: self.is_leader,
                                                  min_interval=queue_status_interval)
-        self.policies = LivePolicies(client, initial=PolicyStore(PolicySet(
+        self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity)
-        self.informers = feed.cache_informers(client, self.cache, config.node_labels)
+        self.input_warnings = InputWarnings()
+        self.informers = feed.cache_informers(client, self.cache, config.node_labels,
+                                              self.input_warnings)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
-        self.binder = Binder(client, concurrency=config.bind_concurrency,
+        self.binder = Binder(writes, concurrency=config.bind_concurrency,
                              queue_of=self.cache.queue_of)
+        self.events = EventRecorder(writes, interval=config.event_min_interval_seconds)
         self.actuator = KubeActuator(
-            client, self.cache, self.binder, StatusWriter(client),
-            EventRecorder(client, interval=config.event_min_interval_seconds),
+            writes, self.cache, self.binder, StatusWriter(writes), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
             self.metrics)
         self.scheduler = Scheduler(
@@ -149,6 +159,7 @@ class LiveScheduler:
                         self._repair_partial(plan, partial, startup=not was_leader)
                         self.queue_status.publish(self.scheduler.last_queues)
                         self.actuator.sync_group_statuses()
+                        self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
                     was_leader = True
@@ -162,6 +173,13 @@ class LiveScheduler:
         inp, policies = last
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
                                self.cache.gang_pods, self.recent.events)
+
+    def _warn_of_inputs(self) -> None:
+        """A Warning event on each object whose annotations the informers found unreadable
+        since the last cycle (the leader only: standbys log them, see ``InputWarnings``)."""
+        for f in self.input_warnings.drain():
+            self.events.emit(ObjectRef(f.kind, f.namespace, f.name, f.uid, f.api_version),
+                             EventReason.INVALID_ANNOTATION, f.message, EventType.WARNING)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end."""

@@ -17,6 +17,7 @@ from scheduler.resources import Resources
 QUEUE_LABEL = "gangscheduler.io/queue"
 EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"
 LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
+MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 ROLE_LABEL = "gangscheduler.io/role"
 #: scheduler-plugins coscheduling (and Kubeflow Trainer's coscheduling podGroupPolicy).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"

@@ -59,7 +59,8 @@ def _anti(problem: Problem, cands: Candidates, rule: AntiRule) -> Unplaceable | 
 
 def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceable | None:
     rv = _view(problem, rule.owner)
-    if rv is None or not rv.required:
+    if rv is None or not rv.required or rule.anchors:
+        # With anchors, members go to any domain an anchor member is in: not one domain.
         return None
     by_domain: dict[tuple[str, ...], list[str]] = {}
     for n in rv.open:

@@ -21,6 +21,7 @@ from typing import TypeVar
 from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
 from scheduler.model.labels import LabelSelector
+from scheduler.occupancy import Occupant
 from scheduler.placement import claims as claim_terms
 from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
@@ -115,6 +116,13 @@ def _existing_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) -
                              "running pods' anti-affinity selects it", True)
 
 
+def _surely_selects(snapshot: Snapshot, term: PodAffinityTerm, occ: Occupant) -> bool:
+    """Do all of *occ*'s pods fall under *term* (its namespaces and its selector)?"""
+    return occ.surely_matches(term.selector) and (
+        occ.namespace in term.namespaces
+        or term.namespace_selector.matches(snapshot.namespace_labels(occ.namespace)))
+
+
 def _matching_running(snapshot: Snapshot, term: PodAffinityTerm, surely: bool) -> list[str]:
     """Nodes of running pods the term selects."""
     out = []
@@ -192,12 +200,11 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
     if len(domain_of) < len(snapshot.node_names):
         blocks.block(set(snapshot.node_names) - set(domain_of),
                      f"affinity {desc}: the node lacks the topology key")
-    # Running pods matching *all* the terms (kube-scheduler's affinityCounts).
-    holders: set[str] | None = None
-    for t in terms:
-        nodes = set(_matching_running(snapshot, t, True))
-        holders = nodes if holders is None else holders & nodes
-    fixed = frozenset(domain_of[n] for n in holders or () if n in domain_of)
+    # Running pods each matching *all* the terms (kube-scheduler's affinityCounts count a
+    # pod only if it matches every term: two pods on one node, each matching one, do not).
+    holders = {occ.node for occ in snapshot.pods.matching(terms[0].selector)
+               if all(_surely_selects(snapshot, t, occ) for t in terms)}
+    fixed = frozenset(domain_of[n] for n in holders if n in domain_of)
     return _Affinity(role, terms, desc, domain_of, fixed,
                      snapshot.namespace_labels(gang.namespace))
 

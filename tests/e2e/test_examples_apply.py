@@ -130,11 +130,11 @@ def test_trainer_gang_binds_whole_in_its_team_queue(env: Deployed) -> None:
         pytest.skip("the dev cluster runs without the training operators")
     env.kubectl("apply", "-f", str(EXAMPLES / "trainer-runtime-coscheduling.yaml"))
     trainjob = kubectl_json(env.admin, "-n", "team-b", "get", "trainjob", "llm-finetune")
-    # (The scheduler-plugins kind by its full name: on 1.36 `podgroups` means
-    # scheduling.k8s.io, where the Job controller gives Trainer's Job a PodGroup of its own.)
+    # Named in full: the Job controller (WorkloadWithJob) gives each of the JobSet's Indexed
+    # Jobs a scheduling.k8s.io PodGroup too, and plain "podgroups" may mean either kind.
     group = wait_for(lambda: kubectl_json(env.admin, "-n", "team-b", "get",
-                                          "podgroups.scheduling.x-k8s.io")["items"], 60,
-                     what="Trainer's PodGroup")[0]
+                                          "podgroups.scheduling.x-k8s.io")["items"],
+                     60, what="Trainer's PodGroup")[0]
     assert group["metadata"]["name"] == "llm-finetune"
     assert group["spec"]["minMember"] == 4, group["spec"]
     assert group["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]

@@ -108,6 +108,18 @@ CASES = [
     Case("the PodGroup's label beats the pods'",
          [dataclasses.replace(p, labels={QUEUE: "pod-q"}) for p in WORKERS],
          [native_group(labels={QUEUE: "pg-q"})], pending={"ns/g": (4, 4, "pg-q", 0)}),
+    Case("a Job's Indexed PodGroup with 3 of 4 ranks Succeeded: the retried rank alone",
+         [dataclasses.replace(WORKERS[3], owner=OwnerRef("Job", "j", "juid"))],
+         [native_group(4, owner_kind="Job", owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4, completions=4, succeeded=3)],
+         pending={"ns/g": (1, 1, "default", 0)}),
+    Case("a group named by the scheduler-plugins label spans the Jobs' own PodGroups "
+         "(Trainer's coscheduling on WorkloadWithJob)",
+         [dataclasses.replace(member(f"w{i}", group=f"job{i % 2}"), labels={PG: "train"})
+          for i in range(4)],
+         [native_group(2, name="job0"), native_group(2, name="job1")],
+         plugin_groups=[PodGroupInfo("ns", "train", min_member=4)],
+         pending={"ns/train": (4, 4, "default", 0)}),
     Case("a scheduler-plugins namesake is not this gang's group", WORKERS, [native_group(4)],
          plugin_groups=[PodGroupInfo("ns", "g", min_member=9)],
          pending={"ns/g": (4, 4, "default", 0)}),

@@ -4,6 +4,9 @@ server plays the apiserver; tests/e2e/test_resume.py runs it against the real on
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -114,3 +117,25 @@ def test_the_cli_reports_a_bad_time_and_a_failed_write(
     assert cli.main(["checkpoint", "mark", "--job", "train"]) == 1
     assert "not running in a pod" in capsys.readouterr().err
     assert checkpoint.ANNOTATION == LAST_CHECKPOINT_ANNOTATION  # (a copy: stdlib only)
+
+
+def test_the_cli_marks_the_job_inside_a_pod(server: Connection, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(Connection, "in_cluster", classmethod(lambda cls: server))
+    args = ["checkpoint", "mark", "--job", "ddp-train", "--at", "2026-12-01T09:30:00Z"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.strip() == (
+        "gangscheduler.io/last-checkpoint=2026-12-01T09:30:00Z on the job")
+    assert Apiserver.seen[0]["path"] == "/apis/batch/v1/namespaces/team-a/jobs/ddp-train"
+
+
+def test_the_module_copied_into_an_image_runs_as_a_script(tmp_path: Path) -> None:
+    """``python3 checkpoint.py``: the file alone, outside this package, standard library only."""
+    copy = tmp_path / "checkpoint.py"
+    copy.write_text(Path(checkpoint.__file__).read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    done = subprocess.run([sys.executable, "-I", str(copy)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("checkpoint: not running in a pod: "
+                                   "KUBERNETES_SERVICE_HOST/PORT unset")

@@ -22,7 +22,8 @@ TREE = policies(queue("org", quota={"p": 16}), queue("a", "org", weight=1, quota
                 queue("b", "org", weight=3, quota={"p": 0}))
 
 
-def reports(a_gpus: int = 4, b_gpus: int = 12, pending: int = 2) -> Any:
+def reports(a_gpus: int = 4, b_gpus: int = 12, pending: int = 2,
+            capacity: dict[str, Resources] | None = None) -> Any:
     statuses = [
         QueueStatus("a", (("p", Resources.of(gpu=a_gpus, cpu=1500)),), running=a_gpus,
                     admitted=1, pending=pending, fair_share=0.0),
@@ -30,7 +31,7 @@ def reports(a_gpus: int = 4, b_gpus: int = 12, pending: int = 2) -> Any:
                     pending=4, fair_share=0.5),
         QueueStatus("org", (), running=0, admitted=0, pending=0, fair_share=0.0),
     ]
-    return queue_reports(statuses, TREE)
+    return queue_reports(statuses, TREE, capacity=capacity)
 
 
 @dataclass
@@ -110,7 +111,8 @@ def test_a_standby_writes_nothing_and_catches_up_on_validity_when_it_leads() -> 
     api, clock = Api(), Clock()
     leading = [False]
     pub = QueueStatusPublisher(api, lambda: leading[0], monotonic=clock)
-    valid = {"conditions": [{"type": "Valid", "status": "False"}], "observedGeneration": 2}
+    condition = {"type": "Valid", "status": "False"}
+    valid = {"conditions": [condition], "observedGeneration": 2}
     pub.set_validity("a", valid)
     pub.flush()
     assert api.patches == []
@@ -118,7 +120,8 @@ def test_a_standby_writes_nothing_and_catches_up_on_validity_when_it_leads() -> 
     pub.took_over()
     pub.publish(reports())
     pub.close()
-    assert valid in api.by_queue()["a"]
+    last = api.by_queue()["a"][-1]
+    assert last["observedGeneration"] == 2 and condition in last["conditions"]
 
 
 def test_validity_is_written_at_once_by_the_leader() -> None:
@@ -185,3 +188,52 @@ def test_a_status_only_change_is_not_judged_again() -> None:
     live.handle(informer.EventType.MODIFIED, queue_obj("team", generation=2, gpus=4))
     assert len(written) == 2
     assert live.current().queues.queues["team"].quotas[0].nominal.gpus == 4
+
+
+def conditions_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in body.get("conditions", ())}
+
+
+def test_a_quota_the_cluster_cannot_honour_is_a_condition_beside_valid() -> None:
+    """The issue's case: a live Queue whose quota names a pool no node carries was marked
+    only "queue accepted and in force". Now the leader says so, naming the field, and keeps
+    the Valid condition (a merge patch replaces the whole list)."""
+    api, clock = Api(), Clock()
+    pub = QueueStatusPublisher(api, lambda: True, min_interval=3.0, monotonic=clock)
+    pub.set_validity("org", {"conditions": [{"type": "Valid", "status": "True"}]})
+    pub.publish(reports(capacity={"q": Resources.of(gpu=64)}))  # pool "p" has no nodes
+    pub.flush()
+    org = conditions_of(api.by_queue()["org"][-1])
+    assert org["Valid"]["status"] == "True"
+    assert org["QuotaFitsCluster"]["status"] == "False"
+    assert "spec.quotas[pool=p].pool: no node carries pool 'p'" in \
+        org["QuotaFitsCluster"]["message"]
+    # Nothing changed: nothing written, however often the cycle reports.
+    clock.now = 10.0
+    written = len(api.patches)
+    assert pub.publish(reports(capacity={"q": Resources.of(gpu=64)})) == 0
+    # The nodes arrive, smaller than the quota: a new verdict, written once due.
+    assert pub.publish(reports(capacity={"p": Resources.of(gpu=8)})) >= 1
+    pub.flush()
+    assert len(api.patches) > written
+    org = conditions_of(api.by_queue()["org"][-1])
+    assert "spec.quotas[pool=p].nominal.nvidia.com/gpu: 16 is more than pool 'p' has (8)" in \
+        org["QuotaFitsCluster"]["message"]
+    # An edit's verdict is written at once and keeps the quota condition.
+    pub.set_validity("org", {"conditions": [{"type": "Valid", "status": "False"}]})
+    pub.close()
+    org = conditions_of(api.by_queue()["org"][-1])
+    assert org["Valid"]["status"] == "False" and org["QuotaFitsCluster"]["status"] == "False"
+
+
+def test_a_queue_whose_quotas_fit_says_so_and_without_validity_keeps_its_conditions() -> None:
+    api = Api()
+    pub = QueueStatusPublisher(api, lambda: True)
+    pub.publish(reports(capacity={"p": Resources.of(gpu=16)}))
+    pub.flush()
+    # No verdict on the spec known yet (a new leader): the conditions are left alone.
+    assert all("conditions" not in body for body in api.by_queue()["org"])
+    pub.set_validity("org", {"conditions": [{"type": "Valid", "status": "True"}]})
+    pub.close()
+    org = conditions_of(api.by_queue()["org"][-1])
+    assert org["QuotaFitsCluster"]["status"] == "True", org

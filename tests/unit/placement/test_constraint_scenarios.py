@@ -167,6 +167,24 @@ CASES = [
          reason=UnplaceableReason.NO_ELIGIBLE_NODES,
          message="role worker: pod affinity app=cache per topology.kubernetes.io/zone: no "
                  "running pod matches it and the gang's members do not match it themselves"),
+    Case("two affinity terms are met only by one running pod matching both, not by two pods "
+         "on one node each matching one (found by the differential test)", zoned(3),
+         gang(workers(1, PodConstraints(affinity=(
+             PodAffinityTerm(LabelSelector.equals({"app": "cache"}), ZONE, frozenset({"ns"})),
+             PodAffinityTerm(LabelSelector.equals({"app": "web"}), ZONE, frozenset({"ns"})))))),
+         others=[Occupant("n1", "ns", {"app": "cache"}), Occupant("n1", "ns", {"app": "web"})],
+         reason=UnplaceableReason.NO_ELIGIBLE_NODES,
+         message="role worker: pod affinity app=cache per topology.kubernetes.io/zone and "
+                 "app=web per topology.kubernetes.io/zone: no running pod matches it and the "
+                 "gang's members do not match it themselves"),
+    Case("members with affinity to an anchor role spread over its domains (a host port "
+         "keeps one per node; found by the placement properties)", zoned(2, zones="ab", gpu=2),
+         gang(workers(2, labels={"app": "y"}, name="anchor", gpu=0),
+              workers(2, PodConstraints(
+                  affinity=(PodAffinityTerm(LabelSelector.equals({"app": "y"}), ZONE,
+                                            frozenset({"ns"})),),
+                  host_ports=(HostPort(80),)), gpu=0)),
+         want=lambda p: {a.node for a in p.assignments if a.role == "worker"} == {"n0", "n1"}),
     Case("workers join the launcher's zone (an anchor role)", zoned(6),
          gang(workers(1, labels={"app": "launcher"}, name="launcher", gpu=0),
               workers(3, affinity(ZONE, LabelSelector.equals({"app": "launcher"})))),

@@ -1,0 +1,72 @@
+"""What ``kubectl get`` shows: a PodGroup's queue and reason, and a Queue whose quota the
+cluster cannot honour (a pool no node carries), each a column on the real apiserver with the
+real kubectl, written by a live scheduler."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from scheduler.devcluster import build, rest
+from tests.e2e.cluster_api import wait_for
+from tests.e2e.live import GPU, QUEUES, InProcessScheduler, Tenant
+
+pytestmark = pytest.mark.e2e
+
+
+def kubectl_table(tenant: Tenant, *args: str) -> list[dict[str, str]]:
+    """``kubectl get`` as a person reads it: one dict per row, keyed by the column headers."""
+    out = subprocess.run([str(build.kubectl_path()), "--kubeconfig", str(tenant.cp.kubeconfig),
+                          "get", *args], capture_output=True, text=True, check=True,
+                         timeout=60).stdout.splitlines()
+    header = out[0]
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    names = [header[a:b].strip() for a, b in bounds]
+    return [{n: line[a:b].strip() for n, (a, b) in zip(names, bounds, strict=True)}
+            for line in out[1:]]
+
+
+def test_kubectl_get_podgroups_shows_queue_and_reason(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    tenant.create_nodes(1, gpus=8)
+    tenant.create_gang("fits", 2, gpus=4)
+    tenant.create_gang("waits", 2, gpus=8)  # 16 GPUs on one 8-GPU node: never fits
+
+    def rows() -> dict[str, dict[str, str]]:
+        table = {r["NAME"]: r for r in kubectl_table(tenant, "podgroups.scheduling.x-k8s.io",
+                                                     "-n", tenant.namespace)}
+        return table if all(r.get("REASON") for r in table.values()) and len(table) == 2 else {}
+
+    table = wait_for(rows, 60, what="both PodGroups with a reason")
+    assert {r["QUEUE"] for r in table.values()} == {tenant.queue}, table
+    assert table["waits"]["PHASE"] == "Pending" and table["waits"]["REASON"] == "Unschedulable"
+    wide = {r["NAME"]: r for r in kubectl_table(tenant, "podgroups.scheduling.x-k8s.io", "-n",
+                                                tenant.namespace, "-o", "wide")}
+    assert wide["waits"]["MESSAGE"], wide
+
+
+def test_a_queue_naming_a_pool_without_nodes_is_shown_as_not_fitting(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    tenant.create_nodes(1, gpus=8)
+    name = f"{tenant.queue}-typo"
+    rest.call(tenant.cp.custom.create_cluster_custom_object, *QUEUES, {
+        "apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue", "metadata": {"name": name},
+        "spec": {"namespaces": [tenant.namespace],
+                 "quotas": [{"pool": f"{tenant.pool}x", "nominal": {GPU: 8}}]}})
+
+    def condition() -> dict[str, str]:
+        obj = rest.call(tenant.cp.custom.get_cluster_custom_object, *QUEUES, name)
+        found = [c for c in (obj.get("status") or {}).get("conditions") or ()
+                 if c["type"] == "QuotaFitsCluster"]
+        return found[0] if found else {}
+
+    fit = wait_for(condition, 60, what="the QuotaFitsCluster condition")
+    assert fit["status"] == "False", fit
+    assert f"spec.quotas[pool={tenant.pool}x].pool: no node carries pool" in fit["message"]
+    row = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}[name]
+    assert (row["VALID"], row["QUOTA-FITS"]) == ("True", "False"), row
+    # The tenant's own queue has 1000 GPUs of quota on one 8-GPU node: said, and still valid.
+    own = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}[tenant.queue]
+    assert (own["VALID"], own["QUOTA-FITS"]) == ("True", "False"), own

@@ -1,0 +1,73 @@
+"""Unreadable gangscheduler.io annotations are named with the accepted forms, never ignored
+silently; the forms users write are accepted."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.kube import informer
+from scheduler.kube.input_warnings import InputWarnings
+from scheduler.model.annotation_checks import annotation_problems
+
+RUNTIME = "gangscheduler.io/expected-runtime"
+CHECKPOINT = "gangscheduler.io/last-checkpoint"
+MIN_MEMBER = "gangscheduler.io/min-member"
+
+
+@pytest.mark.parametrize(("annotations", "named"), [
+    ({RUNTIME: "soon"}, [RUNTIME]),
+    ({RUNTIME: "1d"}, []),
+    ({RUNTIME: "PT2H"}, []),
+    ({RUNTIME: "90m"}, []),
+    ({RUNTIME: "3600"}, []),
+    ({CHECKPOINT: "yesterday"}, [CHECKPOINT]),
+    ({CHECKPOINT: "2026-11-30T09:00:00"}, [CHECKPOINT]),  # no zone: which 09:00?
+    ({CHECKPOINT: "2026-11-30T09:00:00Z"}, []),
+    ({MIN_MEMBER: "four"}, [MIN_MEMBER]),
+    ({MIN_MEMBER: "0"}, [MIN_MEMBER]),
+    ({MIN_MEMBER: "4"}, []),
+    ({RUNTIME: "soon", CHECKPOINT: "yesterday", "other.io/x": "soon"}, [RUNTIME, CHECKPOINT]),
+    ({}, []),
+])
+def test_annotation_problems(annotations: dict[str, str], named: list[str]) -> None:
+    problems = annotation_problems(annotations)
+    assert [p.split(":")[0] for p in problems] == [f"annotation {k}" for k in named]
+
+
+def test_a_problem_says_the_value_the_accepted_forms_and_what_happens_instead() -> None:
+    (problem,) = annotation_problems({RUNTIME: "soon"})
+    assert "cannot read 'soon'" in problem
+    assert "1d" in problem and "PT2H" in problem  # the accepted forms
+    assert "treated as no estimate" in problem
+
+
+def pod(uid: str, **annotations: str) -> dict[str, object]:
+    return {"metadata": {"uid": uid, "namespace": "ns", "name": f"pod-{uid}",
+                         "annotations": annotations}}
+
+
+def test_each_object_is_warned_once_per_finding_and_again_after_a_fix_is_undone() -> None:
+    sink = InputWarnings()
+    sink.check("Pod", "v1", pod("a", **{RUNTIME: "soon"}))
+    sink.check("Pod", "v1", pod("a", **{RUNTIME: "soon"}))  # an unrelated update
+    sink.check("Pod", "v1", pod("b", **{RUNTIME: "2h"}))
+    (finding,) = sink.drain()
+    assert (finding.kind, finding.namespace, finding.name, finding.uid) == \
+        ("Pod", "ns", "pod-a", "a")
+    assert sink.drain() == []
+    sink.check("Pod", "v1", pod("a", **{RUNTIME: "2h"}))  # fixed
+    sink.check("Pod", "v1", pod("a", **{RUNTIME: "later"}))  # broken again
+    assert [f.message.split(";")[0] for f in sink.drain()] == \
+        [f"annotation {RUNTIME}: cannot read 'later'"]
+
+
+def test_a_finding_fixed_or_deleted_before_the_loop_drains_it_is_not_emitted() -> None:
+    sink = InputWarnings()
+    seen: list[str] = []
+    handle = sink.checking("Pod", "v1", lambda event, obj: seen.append(event.value))
+    handle(informer.EventType.ADDED, pod("a", **{CHECKPOINT: "yesterday"}))
+    handle(informer.EventType.DELETED, pod("a", **{CHECKPOINT: "yesterday"}))
+    sink.check("Pod", "v1", pod("b", **{MIN_MEMBER: "four"}))
+    sink.check("Pod", "v1", pod("b", **{MIN_MEMBER: "4"}))
+    assert sink.drain() == []
+    assert seen == ["ADDED", "DELETED"]  # the wrapped handler still gets every event
