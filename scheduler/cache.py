@@ -34,7 +34,7 @@ from scheduler.grouping import (
 )
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
 from scheduler.model.volumes import ClaimDecision
-from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 from scheduler.node_index import NodeIndex
 from scheduler.occupancy import Occupant
 from scheduler.resources import Resources, total
@@ -65,6 +65,7 @@ class ClusterCache(WorkloadFeeding):
         self._pods: dict[str, PodInfo] = {}  # by uid
         self._groups: dict[str, PodGroupInfo] = {}  # by namespace/name
         self._jobs: dict[str, JobInfo] = {}
+        self._jobsets: dict[str, JobSetInfo] = {}
         self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
         self._assumed: dict[str, _Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
@@ -126,7 +127,7 @@ class ClusterCache(WorkloadFeeding):
 
     def _index(self, pod: PodInfo) -> None:
         if is_ours(pod, self.grouping):
-            gid = group_id(pod, self._jobs, self.grouping)
+            gid = group_id(pod, self._jobs, self.grouping, self._jobsets)
             self._gid_of[pod.uid] = gid
             self._members.setdefault(gid, set()).add(pod.uid)
             self._dirty.add(gid)
@@ -310,8 +311,9 @@ class ClusterCache(WorkloadFeeding):
                 before = self._entries.pop(gid, None)
                 if uids:
                     native = self._native.resolve(gid)
-                    entry = build_gang(gid, [self._effective(u) for u in uids],
-                                       self._groups.get(gid), gang_job(gid, self._jobs, native),
+                    pods = [self._effective(u) for u in uids]
+                    entry = build_gang(gid, pods, self._groups.get(gid),
+                                       gang_job(gid, pods, self._jobs, native, self._jobsets),
                                        self.grouping, native)
                     if entry != GangEntry():
                         self._entries[gid] = entry

@@ -1,5 +1,5 @@
-"""The cache's record of the objects that lend gangs their size and labels: Jobs, and Kubernetes'
-own gang API objects (PodGroups, Workloads) with who refers to whom.
+"""The cache's record of the objects that lend gangs their size and labels: Jobs, JobSets, and
+Kubernetes' own gang API objects (PodGroups, Workloads) with who refers to whom.
 
 Why apart: a Workload or a Job changes the gangs of the PodGroups made from it (their labels
 name the queue, their annotations the runtime), so the cache must know which gangs to rebuild
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 
+from scheduler import grouping_jobset
 from scheduler.model.native import NativeGroupInfo, ResolvedGroup, WorkloadInfo
-from scheduler.model.workloads import JobInfo
+from scheduler.model.workloads import JobInfo, JobSetInfo, PodInfo
 
 
 class NativeStore:
@@ -64,24 +65,61 @@ class WorkloadFeeding:
 
     _lock: threading.RLock
     _jobs: dict[str, JobInfo]
+    _jobsets: dict[str, JobSetInfo]
     _native: NativeStore
     _dirty: set[str]
+    _pods: dict[str, PodInfo]
 
     def _touch(self) -> None:
         raise NotImplementedError
 
+    def _index(self, pod: PodInfo) -> None:
+        raise NotImplementedError
+
+    def _unindex(self, pod: PodInfo) -> None:
+        raise NotImplementedError
+
+    def _job_gangs(self, job: JobInfo) -> set[str]:
+        """The gangs *job* sizes: its own, its JobSet's, and the PodGroups it made."""
+        by_set = grouping_jobset.set_gang_id(job.namespace, job.labels, self._jobsets)
+        return {job.key, *((by_set,) if by_set else ()), *self._native.referrers(job.key)}
+
     def upsert_job(self, job: JobInfo) -> None:
         with self._lock:
+            old = self._jobs.get(job.key)
             self._jobs[job.key] = job
-            # Its pods are its gang already (grouping.group_id), and PodGroups it made.
-            self._dirty |= {job.key, *self._native.referrers(job.key)}
+            self._dirty |= self._job_gangs(job) | (self._job_gangs(old) if old else set())
             self._touch()
 
     def delete_job(self, key: str) -> None:
         with self._lock:
-            if self._jobs.pop(key, None) is not None:
-                self._dirty |= {key, *self._native.referrers(key)}
+            old = self._jobs.pop(key, None)
+            if old is not None:
+                self._dirty |= self._job_gangs(old)
                 self._touch()
+
+    def upsert_jobset(self, jobset: JobSetInfo) -> None:
+        """A JobSet; a change of its spec regroups its pods (rare: a new JobSet, mostly)."""
+        with self._lock:
+            if self._jobsets.get(jobset.key) == jobset:
+                return
+            self._jobsets[jobset.key] = jobset
+            self._regroup(jobset.key)
+
+    def delete_jobset(self, key: str) -> None:
+        with self._lock:
+            if self._jobsets.pop(key, None) is not None:
+                self._regroup(key)
+
+    def _regroup(self, jobset: str) -> None:
+        """Index again the pods of *jobset*: which gang each is in follows its spec."""
+        ns, name = jobset.split("/", 1)
+        for pod in list(self._pods.values()):
+            if (pod.namespace == ns
+                    and pod.labels.get(grouping_jobset.JOBSET_NAME_LABEL) == name):
+                self._unindex(pod)  # (both mark the pod's gang, old and new, to rebuild)
+                self._index(pod)
+        self._touch()
 
     def upsert_native_group(self, group: NativeGroupInfo) -> None:
         """A ``scheduling.k8s.io`` PodGroup (its pods name it in ``spec.schedulingGroup``)."""

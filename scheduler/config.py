@@ -68,7 +68,10 @@ class SchedulerConfig:
     pool_label: str = DEFAULT_POOL_LABEL
     topology_labels: tuple[str, ...] = DEFAULT_TOPOLOGY_LABELS
     bind_concurrency: int = 32
-    eviction_grace_period_seconds: int = 30
+    #: A cap, not an override: each preempted pod is evicted with its own
+    #: ``terminationGracePeriodSeconds`` (its time to checkpoint on SIGTERM), at most this
+    #: (how long a preemptor may wait for its victims). ``scheduler.kube.evictor.victim_grace``.
+    eviction_grace_period_seconds: int = 300
     event_min_interval_seconds: float = 60.0
     bind_backoff_initial_seconds: float = 5.0
     bind_backoff_max_seconds: float = 300.0

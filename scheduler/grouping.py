@@ -3,20 +3,26 @@
 A pod belongs to, in order of precedence:
 
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
-   (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create);
-2. the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
+   (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create), or
+   the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
+2. the JobSet that made its Job: one gang across the replicated Jobs that start together
+   (``grouping_jobset``);
 3. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
-   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``). After the
-   two above because, with the ``WorkloadWithJob`` gate, the Job controller gives every
-   Indexed Job its own PodGroup: a TrainJob's or JobSet's pods that name one group across
-   all their Jobs (Trainer's coscheduling policy) would otherwise be split into a gang per Job;
+   (Kubernetes' own gang API; its terms are worked out in ``grouping_native``). After 1 and
+   2 because, with the ``WorkloadWithJob`` gate, the Job controller gives every Indexed Job
+   its own PodGroup, which would split a JobSet or a TrainJob into one gang per Job;
 4. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
    parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
-5. otherwise, itself: a lone pod is a gang of one.
+5. its controlling training operator's job (PyTorchJob, MPIJob, TFJob, ...: kinds in
+   ``OPERATOR_KINDS``), whose size gang-scheduler does not read: with the
+   ``gangscheduler.io/min-member`` annotation that is the gang; without, its pods wait with
+   a reason naming the PodGroup that is missing (never a gang of one each);
+6. otherwise, itself: a lone pod is a gang of one.
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
-plugin), so a replacement for one failed worker of a running gang is not held hostage to the
+plugin; members being deleted do not: an evicted gang's replacements are a new gang, placed
+whole), so a replacement for one failed worker of a running gang is not held hostage to the
 whole gang's size, and a gang left partly bound by a crash is completed by placing just the
 missing members, or rolled back by the caller when that is impossible.
 """
@@ -27,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from scheduler import grouping_native
+from scheduler import grouping_jobset, grouping_native
 from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.gangs import TopologyMode
@@ -43,6 +49,7 @@ from scheduler.model.workloads import (
     ROLE_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
+    JobSetInfo,
     PodGroupInfo,
     PodInfo,
 )
@@ -50,6 +57,10 @@ from scheduler.resources import Resources, total
 
 TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
+#: Controllers that create pods themselves, one gang per job, without a size gang-scheduler
+#: reads (Kubeflow's training operator v1 kinds).
+OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
+                            "JAXJob"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +92,26 @@ class GangSet:
         return tuple(by_id[gid] for gid in sorted(by_id))
 
 
-def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig) -> str:
-    """The gang a pod belongs to, as ``namespace/name`` of its group, Job or itself."""
+def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig,
+             jobsets: Mapping[str, JobSetInfo] | None = None) -> str:
+    """The gang a pod belongs to, as ``namespace/name`` of its group, JobSet, Job, operator
+    job or itself."""
     if config.per_pod:
         return f"{pod.namespace}/{pod.name}"
-    name = (pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
-            or pod.pod_group_name)
+    name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
+    owner = pod.owner
     if name:
         return f"{pod.namespace}/{name}"
-    owner = pod.owner
+    by_set = (grouping_jobset.set_gang_id(pod.namespace, pod.labels, jobsets or {})
+              if owner is not None and owner.kind == "Job" else None)
+    if by_set:
+        return by_set
+    if pod.pod_group_name:
+        return f"{pod.namespace}/{pod.pod_group_name}"
     if owner is not None and owner.kind == "Job":
         # Even before the Job itself is seen (another watch): never a lone pod meanwhile.
+        return f"{pod.namespace}/{owner.name}"
+    if owner is not None and owner.kind in OPERATOR_KINDS:
         return f"{pod.namespace}/{owner.name}"
     return f"{pod.namespace}/{pod.name}"
 
@@ -187,9 +207,13 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         return GangEntry()
     gang_pods.sort(key=lambda p: p.name)
     bound = [p for p in gang_pods if p.is_bound]
+    # Members being deleted (evicted, preempted, on a lost node) are leaving: they count
+    # towards nothing, so replacements their controller creates at once form the gang anew
+    # (all of them, together) instead of being bound one by one beside the leavers.
+    staying = [p for p in bound if not p.terminating]
     waiting = [p for p in gang_pods if not p.is_bound and not p.terminating]
     ns, name = gid.split("/", 1)
-    terms = (grouping_native.native_terms(gid, native, bound, job)
+    terms = (grouping_native.native_terms(gid, native, staying, job)
              if not config.per_pod and grouping_native.names_native_group(gid, gang_pods)
              else None)
     if terms is not None:
@@ -216,12 +240,12 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             running.gang, native=native.group if native is not None else None,
             priority=running.gang.priority if terms.priority is None else terms.priority))
     partial: tuple[PodRef, ...] = ()
-    if (bound and waiting and len(bound) < min_member
+    if (staying and waiting and len(staying) < min_member
             and (terms is None or terms.may_roll_back)):
-        partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in bound)
+        partial = tuple(PodRef(p.namespace, p.name, p.uid) for p in staying)
     pending = None
     if waiting and not problem:
-        required = max(0, min_member - len(bound))
+        required = max(0, min_member - len(staying))
         # The owner's age, not its pods': a Job's pods recreated after an eviction or a
         # rollback keep the gang's place in line (and its reservation threshold clock).
         created = (terms.creation_time if terms and terms.creation_time is not None
@@ -245,7 +269,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
             schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
-                               if group and group.schedule_timeout_seconds and not bound
+                               if group and group.schedule_timeout_seconds and not staying
                                else None),
             pod_group=group is not None,
             native=native.group if terms is not None and native is not None else None,
@@ -266,11 +290,15 @@ def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resourc
     )
 
 
-def gang_job(gid: str, jobs: Mapping[str, JobInfo],
-             native: ResolvedGroup | None) -> JobInfo | None:
-    """The Job behind a gang: the gang's own id, or the Job that made its native PodGroup."""
+def gang_job(gid: str, pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo],
+             native: ResolvedGroup | None,
+             jobsets: Mapping[str, JobSetInfo] | None = None) -> JobInfo | None:
+    """The Job behind a gang: the gang's own id, the Job that made its native PodGroup, or
+    its JobSet's Jobs that start together, as one (``grouping_jobset.set_job``)."""
     job_key = native.group.job_key if native is not None else None
-    return jobs.get(job_key) if job_key else jobs.get(gid)
+    if job_key:
+        return jobs.get(job_key)
+    return grouping_jobset.set_job(gid, pods, jobsets or {}, jobs) or jobs.get(gid)
 
 
 def build_gangs(
@@ -279,10 +307,12 @@ def build_gangs(
     jobs: Mapping[str, JobInfo],
     config: GroupingConfig,
     natives: Mapping[str, ResolvedGroup] | None = None,
+    jobsets: Mapping[str, JobSetInfo] | None = None,
 ) -> GangSet:
     """Group *pods* (all pods in the cluster) into pending and running gangs; *natives* are
-    the ``scheduling.k8s.io`` PodGroups by ``namespace/name``."""
+    the ``scheduling.k8s.io`` PodGroups and *jobsets* the JobSets by ``namespace/name``."""
     natives = natives or {}
+    jobsets = jobsets or {}
     other: dict[str, list[Resources]] = defaultdict(list)
     members: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
@@ -292,8 +322,9 @@ def build_gangs(
             continue
         if pod.is_finished:
             continue
-        members[group_id(pod, jobs, config)].append(pod)
-    entries = {gid: build_gang(gid, ps, groups.get(gid), gang_job(gid, jobs, natives.get(gid)),
+        members[group_id(pod, jobs, config, jobsets)].append(pod)
+    entries = {gid: build_gang(gid, ps, groups.get(gid),
+                               gang_job(gid, ps, jobs, natives.get(gid), jobsets),
                                config, natives.get(gid))
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
@@ -317,10 +348,17 @@ def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: 
         return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
                    f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
     if job is not None:
-        return job.gang_size, None
+        return job.gang_size, job.unknown or None
     if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
         return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
                    "size (parallelism) is known")
+    operator = next((p.owner for p in pods if p.owner is not None
+                     and p.owner.kind in OPERATOR_KINDS), None)
+    if operator is not None:
+        return 1, (f"{operator.kind} {gid} names no gang: gang-scheduler does not read "
+                   f"{operator.kind} replicas, so the PodGroup {gid} is missing; enable the "
+                   "operator's gang scheduling (it creates the PodGroup) or set annotation "
+                   f"{MIN_MEMBER_ANNOTATION} on the pods")
     return 1, None
 
 

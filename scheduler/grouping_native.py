@@ -19,7 +19,9 @@ Rules, each from the API's own documentation:
   ``WorkloadWithJob`` gate) never needs more members than the Job has completions still to
   go: an Indexed Job whose ranks 0-2 Succeeded retries rank 3 alone, though minCount is 4.
 * ``priority`` (written by the Priority admission plugin from ``priorityClassName``) is the
-  gang's priority, pending and running; unset, the members' highest priority is used.
+  gang's priority, pending and running; unset, the members' highest priority is used. So is
+  it for a group the Job controller made without a ``priorityClassName``: the controller
+  does not copy the pod template's class, so its 0 is admission's default, not the user's.
 * ``schedulingConstraints.topology[0].key`` is a *required* topology level.
 * ``preemptionPolicy: Never`` (1.37) makes the gang non-preempting, like a member's own.
 * ``resourceClaims`` is refused with a reason: the claim would have to be allocated by the
@@ -34,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.model.gangs import TopologyConstraint, TopologyMode
-from scheduler.model.native import GROUP, ResolvedGroup
+from scheduler.model.native import GROUP, NativeGroupInfo, ResolvedGroup
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import JobInfo, PodInfo, PodPhase
 
@@ -59,8 +61,8 @@ class NativeTerms:
 
 
 def names_native_group(gid: str, pods: list[PodInfo]) -> bool:
-    """Is gang *gid* the ``scheduling.k8s.io`` PodGroup its pods name (``spec.schedulingGroup``),
-    rather than a group their labels name first?"""
+    """Is gang *gid* the ``scheduling.k8s.io`` PodGroup its pods name (``spec.
+    schedulingGroup``)? (A JobSet's pods name their Job's group but are the JobSet's gang.)"""
     return any(f"{p.namespace}/{p.pod_group_name}" == gid for p in pods if p.pod_group_name)
 
 
@@ -90,7 +92,7 @@ def native_terms(gid: str, resolved: ResolvedGroup | None, bound: list[PodInfo],
     return NativeTerms(
         min_member=min_member,
         problem=problem,
-        priority=policy.priority,
+        priority=_priority(group),
         topology=topology,
         preemption_policy=PreemptionPolicy.NEVER if never else None,
         labels=(group.labels, *((workload.labels,) if workload else ())),
@@ -99,3 +101,11 @@ def native_terms(gid: str, resolved: ResolvedGroup | None, bound: list[PodInfo],
         uid=group.uid or None,
         may_roll_back=not any(p.phase is PodPhase.RUNNING for p in bound),
     )
+
+
+def _priority(group: NativeGroupInfo) -> int | None:
+    """The group's own priority, or None where its members' should decide (see above)."""
+    policy = group.policy
+    if group.job_key and not policy.priority_class_name:
+        return None
+    return policy.priority

@@ -43,7 +43,7 @@ log = structlog.get_logger("gang_scheduler.actuator")
 @dataclass(frozen=True, slots=True)
 class ActuatorConfig:
     scheduler_name: str = "gang-scheduler"
-    eviction_grace_period_seconds: int = 30
+    eviction_grace_period_seconds: int = 300
 
 
 class KubeActuator:

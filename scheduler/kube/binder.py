@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -310,10 +310,17 @@ class Binder:
         return EvictOutcome(pod, False, resp.status, resp.message())
 
     def evict_pods(self, pods: Sequence[PodRef],
-                   grace_period_seconds: int | None = None) -> list[EvictOutcome]:
-        """Evict many pods concurrently (a whole victim gang)."""
+                   grace_period_seconds: int | Mapping[str, int] | None = None,
+                   ) -> list[EvictOutcome]:
+        """Evict many pods concurrently (a whole victim gang); the grace period is one for
+        all, or each pod's by uid."""
+        def grace(p: PodRef) -> int | None:
+            if isinstance(grace_period_seconds, Mapping):
+                return grace_period_seconds.get(p.uid)
+            return grace_period_seconds
+
         futures: list[Future[EvictOutcome]] = [
-            self.executor.submit(self.evict_pod, p, grace_period_seconds) for p in pods]
+            self.executor.submit(self.evict_pod, p, grace(p)) for p in pods]
         return [f.result() for f in futures]
 
 

@@ -298,6 +298,8 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         preemption_policy=preemption,
         scheduling_gates=gates,
         pod_group_name=_scheduling_group(spec),
+        grace_period_seconds=_int(spec, "terminationGracePeriodSeconds",
+                                  "spec.terminationGracePeriodSeconds", None, minimum=0),
     )
 
 

@@ -2,15 +2,21 @@
 
 Each victim pod first gets a ``DisruptionTarget`` condition naming the preemptor (so the
 workload and its controller can tell a preemption from a node failure), then an Eviction with
-the configured grace period, so a trainer can checkpoint on SIGTERM. The Eviction API writes
-its own ``DisruptionTarget`` ("EvictionByEvictionAPI"), so the condition is written again
-once the eviction is accepted: who preempted the pod is what its owner needs to know.
+its own ``terminationGracePeriodSeconds``, capped by the configured
+``evictionGracePeriodSeconds`` (``victim_grace``): a trainer keeps the time it asked for to
+checkpoint on SIGTERM, and a preemptor never waits longer than the cap for its victims.
+The Eviction API writes its own ``DisruptionTarget`` ("EvictionByEvictionAPI"), so the
+condition is written again once the eviction is accepted: who preempted the pod is what its
+owner needs to know.
 
 Evictions honour PodDisruptionBudgets: one the apiserver refuses (429) is reported on the
-pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. Every pod
-of a victim is first evicted with ``dryRun``, so a budget that refuses any of them leaves the
-whole gang running rather than half of it (a budget allowing fewer disruptions than the
-gang has pods can still split it; the rest is then retried).
+pod as an ``EvictionBlocked`` event and in the result, never forced by a delete. The apiserver
+checks a budget one pod at a time, so a budget allowing fewer disruptions than it covers of
+the gang would let the first pods go and refuse the rest: a split gang. So the victim's
+budgets are read first and the whole gang is refused when any budget covers more of its
+pods than it allows (``budget_refusal``); then every pod is evicted with ``dryRun``, and
+only then for real. (A budget that shrinks between that check and the evictions can still
+refuse a late pod; the rest is then retried.)
 
 A refused victim keeps its preemptor's nomination (``decide`` carries it over while the
 victim runs), so the eviction of the pods still not evicted is retried here every
@@ -24,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -34,13 +40,79 @@ from scheduler.kube.binder import Binder, EvictOutcome
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.podspec import label_selector
 from scheduler.kube.status import format_time
 from scheduler.model import PodRef
+from scheduler.model.labels import LabelSelector
 from scheduler.plan import CyclePlan, Eviction
 
 log = structlog.get_logger("gang_scheduler.evictor")
 
 EVICTION_BLOCKED = "EvictionBlocked"
+
+
+#: What the apiserver gives a pod that states no ``terminationGracePeriodSeconds``.
+DEFAULT_POD_GRACE_SECONDS = 30
+
+
+def victim_grace(pod_grace: int | None, cap: int) -> int:
+    """The grace period a victim pod is evicted with: its own (the apiserver's default when
+    it states none), never more than *cap*. A cap rather than a floor: a pod that asked
+    for less (0 for a stateless worker) is not kept longer than it wants, and one that asked
+    for an hour does not hold its preemptor's nodes for an hour."""
+    own = DEFAULT_POD_GRACE_SECONDS if pod_grace is None else pod_grace
+    return max(0, min(own, cap))
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A PodDisruptionBudget as the disruption controller last counted it."""
+
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class VictimPod:
+    """What evicting one victim pod needs beyond the plan: its labels (which budgets cover
+    it) and its own grace period. Read from the apiserver at eviction time: the plan names
+    the pods, and the actuators never read the cache."""
+
+    ref: PodRef
+    labels: Mapping[str, str]
+    grace_period_seconds: int | None
+
+    @classmethod
+    def from_json(cls, ref: PodRef, obj: Mapping[str, Any]) -> VictimPod:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        grace = spec.get("terminationGracePeriodSeconds")
+        labels = meta.get("labels") or {}
+        return cls(ref, {str(k): str(v) for k, v in labels.items()},
+                   grace if isinstance(grace, int) and not isinstance(grace, bool) else None)
+
+
+def budget_refusal(pods: Sequence[VictimPod], budgets: Sequence[Budget]) -> str | None:
+    """Why evicting all of *pods* at once would break a budget (None: it would not). A
+    budget covering k of them must allow k disruptions: fewer would split the gang."""
+    for budget in sorted(budgets, key=lambda b: b.name):
+        covered = sum(1 for p in pods if budget.selector.matches(p.labels))
+        if covered > budget.disruptions_allowed:
+            return (f"blocked by PodDisruptionBudget {budget.name}: it allows "
+                    f"{max(0, budget.disruptions_allowed)} disruption(s) and covers {covered} "
+                    "of the gang's pods (evicting all would break the disruption budget, "
+                    "fewer would split the gang)")
+    return None
+
+
+def budget_from_json(obj: Mapping[str, Any]) -> Budget:
+    """``policy/v1`` PodDisruptionBudget -> Budget (``ValueError`` naming a bad field)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    allowed = (obj.get("status") or {}).get("disruptionsAllowed", 0)
+    if isinstance(allowed, bool) or not isinstance(allowed, int):
+        raise ValueError(f"status.disruptionsAllowed: expected an integer, got {allowed!r}")
+    return Budget(str(meta.get("name") or "?"), label_selector(spec.get("selector"),
+                                                                "spec.selector"), allowed)
 
 
 class Submitter(Protocol):
@@ -91,18 +163,23 @@ class Evictor:
     def _evict_one(self, victim: Eviction,
                    retry: bool) -> tuple[list[EvictOutcome], tuple[PodRef, ...]]:
         """Evict the victim's pods (those bound and not yet terminating when ``decide`` chose
-        it): the refusals (none when every pod went) and the pods still to evict."""
+        it), each with its own grace (``victim_grace``): the refusals (none when every pod
+        went) and the pods still to evict."""
         refs = list(victim.pods)
         ns = victim.victim.split("/", 1)[0]
         keys = {"gang": victim.victim, "namespace": ns, "queue": victim.queue}
         message = f"preempted by gang {victim.preemptor}: {victim.message}"
-        refused = [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok]
+        pods = self._read_pods(refs)
+        graces = {p.ref.uid: victim_grace(p.grace_period_seconds, self.grace) for p in pods}
+        whole = budget_refusal(pods, self._budgets(ns))
+        refused = ([EvictOutcome(ref, False, 429, whole) for ref in refs] if whole else
+                   [o for o in self.binder.executor.map(self._dry_run, refs) if not o.ok])
         left = victim.pods  # a refused dry run evicts nothing
         if not refused:
             if not retry:
                 for ref in refs:
                     self._mark(ref, message, keys)
-            outcomes = self.binder.evict_pods(refs, self.grace)
+            outcomes = self.binder.evict_pods(refs, graces)
             refused = [o for o in outcomes if not o.ok]
             left = tuple(o.pod for o in refused)
         else:
@@ -120,7 +197,7 @@ class Evictor:
                         pods=len(refused), status=refused[0].status, reason=refused[0].reason)
             return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
-                 grace_period_seconds=self.grace, retry=retry)
+                 grace_period_seconds=max(graces.values(), default=0), retry=retry)
         return [], ()
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
@@ -141,6 +218,42 @@ class Evictor:
         if not resp.ok and resp.status not in (404, 409):  # gone already: nothing to say
             log.warning("disruption_target_failed", **keys, pod=pod.name, status=resp.status,
                         reason=resp.message())
+
+    def _read_pods(self, refs: Sequence[PodRef]) -> list[VictimPod]:
+        """The victim pods as they are now (a pod gone or recreated since is left out: its
+        eviction answers 404/409 and counts as done)."""
+        def read(ref: PodRef) -> VictimPod | None:
+            path = f"/api/v1/namespaces/{seg(ref.namespace)}/pods/{seg(ref.name)}"
+            try:
+                resp = self.binder.client.request("GET", path, timeout=self.binder.timeout)
+            except TransportError:
+                return VictimPod(ref, {}, None)  # unknown: the default grace, no budget match
+            obj = resp.json() if resp.ok else None
+            if not isinstance(obj, dict) or (obj.get("metadata") or {}).get("uid") != ref.uid:
+                return None
+            return VictimPod.from_json(ref, obj)
+        return [p for p in self.binder.executor.map(read, refs) if p is not None]
+
+    def _budgets(self, namespace: str) -> list[Budget]:
+        """The namespace's PodDisruptionBudgets; none readable: the dry runs still guard."""
+        path = f"/apis/policy/v1/namespaces/{seg(namespace)}/poddisruptionbudgets"
+        try:
+            resp = self.binder.client.request("GET", path, timeout=self.binder.timeout)
+        except TransportError as exc:
+            log.warning("budgets_unread", namespace=namespace, reason=str(exc))
+            return []
+        if not resp.ok:
+            log.warning("budgets_unread", namespace=namespace, status=resp.status,
+                        reason=resp.message())
+            return []
+        budgets = []
+        for item in (resp.json() or {}).get("items") or ():
+            try:
+                budgets.append(budget_from_json(item))
+            except (ValueError, AttributeError, TypeError) as exc:
+                log.warning("budget_skipped", namespace=namespace,
+                            budget=(item.get("metadata") or {}).get("name"), reason=str(exc))
+        return budgets
 
     def _dry_run(self, pod: PodRef) -> EvictOutcome:
         """Would the apiserver evict *pod* now (PodDisruptionBudgets)? Nothing is changed."""

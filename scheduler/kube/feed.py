@@ -23,12 +23,12 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler.facts import ClusterFacts
-from scheduler.kube import convert, informer, native_convert, storage
+from scheduler.kube import convert, informer, jobset_convert, native_convert, storage
 from scheduler.kube.client import KubeClient
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.model import Node, NodeLabelConfig
 from scheduler.model.native import NativeGroupInfo, WorkloadInfo
-from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo
+from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 
 log = structlog.get_logger()
 
@@ -44,6 +44,8 @@ class Cache(Protocol):
     def delete_group(self, key: str) -> None: ...
     def upsert_job(self, job: JobInfo) -> None: ...
     def delete_job(self, key: str) -> None: ...
+    def upsert_jobset(self, jobset: JobSetInfo) -> None: ...
+    def delete_jobset(self, key: str) -> None: ...
     def upsert_native_group(self, group: NativeGroupInfo) -> None: ...
     def delete_native_group(self, key: str) -> None: ...
     def upsert_workload(self, workload: WorkloadInfo) -> None: ...
@@ -126,8 +128,8 @@ class PriorityClasses:
 def cache_informers(client: KubeClient, cache: Cache,
                     label_config: NodeLabelConfig | None = None,
                     warnings: InputWarnings | None = None) -> list[informer.Informer]:
-    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, and Kubernetes' own
-    Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
+    """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, JobSets, and Kubernetes'
+    own Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
     that a one-shot read in this order resolves every pod; a running scheduler re-resolves
     the pods without ``spec.priority`` whenever a class changes, so the result never depends
     on which informer delivered first."""
@@ -175,6 +177,9 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.JOBS, checked("Job", "batch/v1", converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o))))),
+        watch(informer.JOBSETS, checked("JobSet", "jobset.x-k8s.io/v1alpha2", converting_handler(
+            jobset_convert.jobset_from_json, cache.upsert_jobset,
+            lambda o: cache.delete_jobset(informer.object_id(o))))),
         *native_informers(client, cache, classes),
         *fact_informers(client, cache),
     ]

@@ -54,6 +54,7 @@ class ResourceKind:
 NODES = ResourceKind("nodes", "/api/v1/nodes", namespaced=False)
 PODS = ResourceKind("pods", "/api/v1/pods")
 JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
+JOBSETS = ResourceKind("jobsets", "/apis/jobset.x-k8s.io/v1alpha2/jobsets", optional=True)
 PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 namespaced=False)
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)

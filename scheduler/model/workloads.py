@@ -68,6 +68,9 @@ class PodInfo:
     scheduling_gates: tuple[str, ...] = ()
     #: ``spec.schedulingGroup.podGroupName``: its ``scheduling.k8s.io`` PodGroup ("" if none).
     pod_group_name: str = ""
+    #: ``spec.terminationGracePeriodSeconds`` (None: not given; the apiserver defaults 30):
+    #: the time this pod asks for between SIGTERM and SIGKILL, which an eviction keeps.
+    grace_period_seconds: int | None = None
 
     def __hash__(self) -> int:
         return hash(self.uid)
@@ -135,11 +138,54 @@ class JobInfo:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    #: Why the gang's size is not known yet (a JobSet's, ``grouping_jobset``); "" if it is.
+    unknown: str = ""
+
     @property
-    def gang_size(self) -> int:
+    def remaining(self) -> int:
         """How many pods the Job controller runs at once: ``parallelism``, but never more
         than the completions still to go (a Job with parallelism 4 and completions 2 makes
-        2 pods; an Indexed Job with 3 of 4 ranks Succeeded retries only the 4th). At least 1."""
+        2 pods; an Indexed Job with 3 of 4 ranks Succeeded retries only the 4th); 0 once
+        every completion is done."""
         if self.completions is None:
-            return max(1, self.parallelism)
-        return max(1, min(self.parallelism, self.completions - self.succeeded))
+            return max(0, self.parallelism)
+        return max(0, min(self.parallelism, self.completions - self.succeeded))
+
+    @property
+    def gang_size(self) -> int:
+        """``remaining``, at least 1: the gang of the Job's pods that still run."""
+        return max(1, self.remaining)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatedJobInfo:
+    """One ``spec.replicatedJobs[]`` entry of a JobSet: *replicas* Jobs of one template."""
+
+    name: str
+    replicas: int = 1
+    parallelism: int = 1
+    completions: int | None = None
+    #: ``dependsOn`` names: its Jobs are created only once those have progressed.
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def pods_per_job(self) -> int:
+        """What each of its Jobs runs at once, before any completes (``JobInfo.remaining``)."""
+        return JobInfo("", "", "", self.parallelism, self.completions).remaining
+
+
+@dataclass(frozen=True, slots=True)
+class JobSetInfo:
+    """A ``jobset.x-k8s.io`` JobSet's spec, as far as it says how many pods start together."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    replicated_jobs: tuple[ReplicatedJobInfo, ...] = ()
+    creation_time: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

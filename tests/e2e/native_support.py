@@ -17,7 +17,7 @@ from kubernetes import client
 from scheduler.devcluster import build, gates, rest
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import QUEUE_LABEL
-from tests.e2e.ops_support import HOLD, Ops
+from tests.e2e.ops_support import HELD_POD_GRACE_S, HOLD, Ops
 
 GROUP = "scheduling.k8s.io"
 VERSION = gates.GANG_API_VERSION[gates.minor(build.KUBE_APISERVER.version)]
@@ -97,7 +97,7 @@ class Native:
         for i in range(size):
             spec = self.ops.tenant.pod_spec(gpus, scheduler_name)
             spec["schedulingGroup"] = {"podGroupName": name}
-            spec["terminationGracePeriodSeconds"] = 30
+            spec["terminationGracePeriodSeconds"] = HELD_POD_GRACE_S if hold else 30
             if priority_class:
                 spec["priorityClassName"] = priority_class
             meta: dict[str, Any] = {"name": f"{name}-{i}", "labels": {"gang": name}}

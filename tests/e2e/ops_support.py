@@ -47,6 +47,9 @@ from tests.e2e.live import (
 # A finalizer: the pod lingers while terminating. Its container also runs on for its whole
 # grace period (kwok, no simulated-shutdown annotation) until `release` lets it exit.
 HOLD = "e2e.gangscheduler.io/hold"
+# What a held pod asks for: more than any test's eviction cap, so the cap (the scheduler's
+# evictionGracePeriodSeconds) is the grace it is evicted with.
+HELD_POD_GRACE_S = 3600
 
 
 @dataclass
@@ -130,7 +133,8 @@ class Ops:
             meta["annotations"] = {SIMULATED_SHUTDOWN: "1"}
         spec: dict[str, Any] = {
             "schedulerName": self.tenant.scheduler_name, "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 30, "nodeSelector": {POOL_LABEL: self.tenant.pool},
+            "terminationGracePeriodSeconds": HELD_POD_GRACE_S if hold else 30,
+            "nodeSelector": {POOL_LABEL: self.tenant.pool},
             "containers": [{"name": "main", "image": "registry.invalid/train:latest",
                             "resources": {"requests": {"cpu": "100m", GPU: str(gpus)},
                                           "limits": {GPU: str(gpus)}}}]}
@@ -154,6 +158,13 @@ class Ops:
             self.pod(pod, gpus, queue, group=name, priority_class=priority_class, hold=hold,
                      labels={"gang": name})
         return names
+
+    def budget(self, name: str, gang: str, **spec: Any) -> None:
+        """A PodDisruptionBudget over the pods of *gang* (``minAvailable``, ``maxUnavailable``)."""
+        rest.call(client.PolicyV1Api(self.cp.api).create_namespaced_pod_disruption_budget,
+                  self.ns, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                            "metadata": {"name": name},
+                            "spec": {**spec, "selector": {"matchLabels": {"gang": gang}}}})
 
     def checkpoint(self, group: str, at: float) -> None:
         """Record on PodGroup *group* that its gang last checkpointed at *at* (epoch seconds):

@@ -54,7 +54,8 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         preemptor = ops.gang("preemptor", 2, 4, queue, priority_class=high)
         pods = ops.tenant.pods
         # The whole victim is evicted (half of it would have made room): marked, then deleted
-        # through the Eviction API with the configured grace period.
+        # through the Eviction API with the configured cap as grace period (the held pods ask
+        # for more: each victim keeps its own grace up to the cap).
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
         assert {n: watch.deleting[n] for n in victim} == {n: HELD_GRACE_S for n in victim}
         # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the
@@ -88,10 +89,11 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
         assert ops.tenant.nodes_of(preemptor) == nominated
         if "rival" in watch.first_bound:  # it may take what is left once every victim is gone
-            # (This test's watch may see the last deletion after the scheduler's did.)
-            wait_for(lambda: all(n in watch.deleted for n in victim), 30,
-                     what="the watch saw both victims deleted")
-            assert watch.first_bound["rival"] >= max(watch.deleted[n] for n in victim)
+            # Gone = exited (Failed holds nothing), which one watch orders before the
+            # rival's bind; the deletion itself may come later (its finalizer goes after).
+            wait_for(lambda: all(n in watch.finished for n in victim), 30,
+                     what="the watch saw both victims exit")
+            assert watch.first_bound["rival"] >= max(watch.finished[n] for n in victim)
         assert watch.rebinds() == {}
         metrics = runner.live.metrics.registry
         assert metrics.get_sample_value("gang_scheduler_preemptions_total", {"queue": queue}) == 1
@@ -103,10 +105,7 @@ def test_an_eviction_refused_by_a_disruption_budget_is_reported_not_forced(ops: 
     queue = ops.queue("q", gpus=8, preemption={"withinQueue": "LowerPriority"})
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
     pdbs = client.PolicyV1Api(ops.cp.api)
-    rest.call(pdbs.create_namespaced_pod_disruption_budget, ops.ns, {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "keep-victim"},
-        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"gang": "victim"}}}})
+    ops.budget("keep-victim", "victim", minAvailable=2)
     with DeletionWatch(ops.cp, ops.ns) as watch:
         runner = ops.start_scheduler(metrics_port=True, eviction_grace_period_seconds=GRACE_S)
         victim = ops.gang("victim", 2, 4, queue, priority_class=low)

@@ -125,6 +125,13 @@ def trainjob(name: str, runtime: str, nodes: int, gpus: int) -> dict[str, Any]:
                                                       "limits": {GPU: str(gpus)}}}}}
 
 
+def trainjob_complete(tenant: Tenant, name: str) -> bool:
+    job = rest.call(tenant.cp.custom.get_namespaced_custom_object, *TRAINJOBS[:2],
+                    tenant.namespace, TRAINJOBS[2], name)
+    return any(c["type"] == "Complete" and c["status"] == "True"
+               for c in job.get("status", {}).get("conditions") or [])
+
+
 def create_trainjob(tenant: Tenant, body: dict[str, Any]) -> None:
     """Create a TrainJob whose runtime was just created.
 
@@ -178,13 +185,7 @@ def test_a_trainjob_with_coscheduling_is_one_podgroup_placed_whole_and_completes
     wait_for(lambda: tenant.all_bound(names), 60, what="the 3 training pods bound")
     assert len(set(tenant.nodes_of(names).values())) == 2, "12 GPUs take both 8-GPU nodes"
 
-    def complete() -> bool:
-        job = rest.call(cp.custom.get_namespaced_custom_object, *TRAINJOBS[:2],
-                        tenant.namespace, TRAINJOBS[2], "finetune")
-        return any(c["type"] == "Complete" and c["status"] == "True"
-                   for c in job.get("status", {}).get("conditions") or [])
-
-    wait_for(complete, 90, what="the TrainJob Complete")
+    wait_for(lambda: trainjob_complete(tenant, "finetune"), 90, what="the TrainJob Complete")
 
 
 def test_the_trainer_webhook_refuses_a_trainjob_of_a_missing_runtime(tenant: Tenant) -> None:
@@ -193,3 +194,54 @@ def test_the_trainer_webhook_refuses_a_trainjob_of_a_missing_runtime(tenant: Ten
                   tenant.namespace, TRAINJOBS[2], trainjob("orphan", "no-such-runtime", 1, 1))
     assert refused.value.status in (400, 403, 422), refused.value
     assert "admission webhook" in str(refused.value.body), refused.value.body
+
+
+def with_initializer(runtime: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
+    """*runtime* with a dataset initializer the training step depends on, as Trainer's own
+    runtimes have: the JobSet controller creates the step's Job once the initializer is done."""
+    rjobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    init = {"name": "dataset-initializer",
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step":
+                                        "dataset-initializer"}},
+                "spec": {"template": {
+                    "metadata": {"labels": {QUEUE_LABEL: tenant.queue},
+                                 "annotations": {SIMULATED_RUNTIME: "1"}},
+                    "spec": {**tenant.pod_spec(gpus=0),
+                             "containers": [{"name": "dataset-initializer",
+                                             "image": "registry.invalid/init"}]}}}}}
+    rjobs[0]["dependsOn"] = [{"name": "dataset-initializer", "status": "Complete"}]
+    rjobs.insert(0, init)
+    return runtime
+
+
+def test_a_trainjob_without_coscheduling_is_grouped_by_its_jobset_after_its_initializer(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """No ``podGroupPolicy``: Trainer makes a JobSet and gang-scheduler groups by it. The
+    dataset initializer runs first (its own gang: the training step's Job does not exist
+    yet), then the 3 training nodes are one gang of 3, placed whole, and the TrainJob
+    completes."""
+    cp = tenant.cp
+    tenant.create_nodes(2, gpus=8)
+    runtime = with_initializer(training_runtime(tenant, "torch-plain", coscheduling=False),
+                               tenant)
+    rest.call(cp.custom.create_namespaced_custom_object, *RUNTIMES[:2], tenant.namespace,
+              RUNTIMES[2], runtime)
+    create_trainjob(tenant, trainjob("plain", "torch-plain", nodes=3, gpus=4))
+
+    def step(name: str) -> list[str]:
+        return sorted(n for n, p in tenant.pods().items()
+                      if p["metadata"]["labels"].get(JOBSET_LABEL) == "plain"
+                      and p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name")
+                      == name)
+
+    (init,) = wait_for(lambda: step("dataset-initializer"), 90, what="the initializer pod")
+    assert not any(GROUP_LABEL in p["metadata"]["labels"] for p in tenant.pods().values())
+    wait_for(lambda: tenant.phases([init]).get(init) == "Succeeded", 60,
+             what="the initializer done")
+    names = wait_for(lambda: step("node") if len(step("node")) == 3 else [], 90,
+                     what="the training step's 3 pods, created after the initializer")
+    wait_for(lambda: tenant.all_bound(names), 60, what="the 3 training pods bound")
+    assert len(set(tenant.nodes_of(names).values())) == 2, "12 GPUs take both 8-GPU nodes"
+
+    wait_for(lambda: trainjob_complete(tenant, "plain"), 120, what="the TrainJob Complete")

@@ -129,6 +129,7 @@ EXPECTED_CLUSTER_RULES = {
     *(("", "pods", v) for v in ("get", "list", "watch", "delete")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"),
     *(("", "pods/status", v) for v in ("patch", "update")),
     *((g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch", "update")),
     *(("", "nodes", v) for v in ("get", "list", "watch")),
@@ -138,6 +139,7 @@ EXPECTED_CLUSTER_RULES = {
     *(("storage.k8s.io", r, v) for r in ("storageclasses", "csinodes")
       for v in ("get", "list", "watch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch")),
+    *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups/status", v) for v in ("update", "patch")),
@@ -173,13 +175,20 @@ USERS = DEPLOY / "users"
 def test_user_roles_only_read_and_cover_what_explain_reads() -> None:
     """deploy/users: everyone reads Queues; gang-scheduler-tenant reads a namespace's gangs
     (bound per namespace, and aggregated into view); gang-scheduler-viewer reads what explain's
-    fresh decision needs. None of them may write anything or read Secrets."""
+    fresh decision needs. None of them may write anything (but the checkpoint writer, below)
+    or read Secrets."""
     roles = {o["metadata"]["name"]: o for p in sorted(USERS.glob("*.yaml"))
              if p.name != "kustomization.yaml" for o in docs(p) if o["kind"] == "ClusterRole"}
+    writer = roles.pop("gang-scheduler-checkpoint-writer")
     for role in roles.values():
         got = grants(role)
         assert {v for _, _, v in got} <= {"get", "list", "watch"}, role["metadata"]["name"]
         assert not any(r.split("/")[0] in ("secrets", "configmaps") for _, r, _ in got)
+    # A trainer's account patches (the checkpoint annotation on) its pod, Job or PodGroup
+    # and nothing else: no create, delete, status, Secrets or other kinds.
+    assert grants(writer) == {(g, r, v) for g, r in (("", "pods"), ("batch", "jobs"),
+                                                     ("scheduling.x-k8s.io", "podgroups"))
+                              for v in ("get", "patch")}
     labels = roles["gang-scheduler-tenant"]["metadata"]["labels"]
     assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     binding = one("ClusterRoleBinding", where=USERS)

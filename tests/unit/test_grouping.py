@@ -18,11 +18,12 @@ GPU8 = PodRequirements(requests=Resources.of(gpu=8, cpu=8000))
 def pod(name: str, *, ns: str = "ns", node: str = "", req: PodRequirements = GPU1,
         labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
         owner: OwnerRef | None = None, scheduler: str = "gang-scheduler",
-        phase: PodPhase = PodPhase.PENDING, created: float = 0.0) -> PodInfo:
+        phase: PodPhase = PodPhase.PENDING, created: float = 0.0,
+        terminating: bool = False) -> PodInfo:
     return PodInfo(uid=f"uid-{name}", namespace=ns, name=name, requirements=req,
                    scheduler_name=scheduler, node_name=node, phase=phase,
                    labels=labels or {}, annotations=annotations or {}, owner=owner,
-                   creation_time=created)
+                   creation_time=created, terminating=terminating)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Case:
 
 
 PG = "scheduling.x-k8s.io/pod-group"
+JOB_J = OwnerRef("Job", "j", "juid")
 CASES = [
     Case("lone pod is a gang of one", [pod("a")], pending={"ns/a": (1, 1, False)}),
     Case("podgroup with minMember 4 and 3 pods waits for members",
@@ -83,6 +85,27 @@ CASES = [
           pod("w1", labels={PG: "g"})],
          groups={"ns/g": PodGroupInfo("ns", "g", min_member=2)},
          pending={"ns/g": (1, 1, False)}, running={"ns/g"}),
+    # Regression (issue 11, the partial path): a Job being evicted, whose controller
+    # creates replacements at once. Counting the 4 terminating members made the gang
+    # "complete" and the first 2 replacements optional extras, bound at once (2 of 4).
+    Case("an evicted Job's replacements are a new gang: leaving members count for nothing",
+         [*(pod(f"j-{i}", owner=JOB_J, node="n1", phase=PodPhase.RUNNING, terminating=True)
+            for i in range(4)),
+          *(pod(f"j-new-{i}", owner=JOB_J) for i in range(2))],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4)},
+         pending={"ns/j": (4, 2, True)}, running={"ns/j"}),
+    Case("all replacements of an evicted Job: the whole gang, none optional",
+         [*(pod(f"j-{i}", owner=JOB_J, node="n1", phase=PodPhase.RUNNING, terminating=True)
+            for i in range(4)),
+          *(pod(f"j-new-{i}", owner=JOB_J) for i in range(4))],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4)},
+         pending={"ns/j": (4, 4, False)}, running={"ns/j"}),
+    Case("one member lost from a running gang: its replacement is a repair of one",
+         [*(pod(f"j-{i}", owner=JOB_J, node="n1", phase=PodPhase.RUNNING) for i in range(3)),
+          pod("j-3", owner=JOB_J, node="n2", phase=PodPhase.RUNNING, terminating=True),
+          pod("j-new-3", owner=JOB_J)],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4)},
+         pending={"ns/j": (1, 1, False)}, running={"ns/j"}),
     Case("pods of other schedulers are capacity, not gangs",
          [pod("x", scheduler="default-scheduler", node="n1", phase=PodPhase.RUNNING)]),
     Case("finished pods are ignored",

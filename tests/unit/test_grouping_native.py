@@ -72,6 +72,29 @@ CASES = [
     Case("the group's priority beats its pods'", WORKERS,
          [native_group(policy=GroupPolicy(min_count=4, priority=500))],
          pending={"ns/g": (4, 4, "default", 500)}),
+    # On 1.36 the Job controller's PodGroup names no priorityClassName (admission writes 0):
+    # the pods' class is the user's word, else a high-priority Job could never preempt.
+    Case("a Job controller's PodGroup without a priority class: the members' priority",
+         [dataclasses.replace(p, owner=OwnerRef("Job", "j", "juid"), priority=1000)
+          for p in WORKERS],
+         [native_group(policy=GroupPolicy(min_count=4, priority=0), owner_kind="Job",
+                       owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4)],
+         pending={"ns/g": (4, 4, "default", 1000)}),
+    # Regression (issue 11, second stall, on 1.36 where the Job controller makes the group):
+    # ranks 0-2 Succeeded, rank 3 is retried; minCount stays 4, the gang is 1.
+    Case("a Job controller's PodGroup: completions done count, the retried rank runs alone",
+         [dataclasses.replace(WORKERS[3], owner=OwnerRef("Job", "j", "juid"))],
+         [native_group(4, owner_kind="Job", owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4, completions=4, succeeded=3)],
+         pending={"ns/g": (1, 1, "default", 0)}),
+    Case("a Job controller's PodGroup with a priority class: the group's",
+         [dataclasses.replace(p, owner=OwnerRef("Job", "j", "juid"), priority=1000)
+          for p in WORKERS],
+         [native_group(policy=GroupPolicy(min_count=4, priority=50, priority_class_name="lo"),
+                       owner_kind="Job", owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4)],
+         pending={"ns/g": (4, 4, "default", 50)}),
     Case("queue from the PodGroup's label", WORKERS, [native_group(labels={QUEUE: "pg-q"})],
          pending={"ns/g": (4, 4, "pg-q", 0)}),
     Case("queue from the Workload's label", WORKERS, [native_group(workload="wl")],

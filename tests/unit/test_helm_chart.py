@@ -132,7 +132,7 @@ def test_users_option_installs_deploy_users() -> None:
     chart = {key(o): o for o in render() if "gang-scheduler-" in o["metadata"]["name"]
              and o["kind"] in ("ClusterRole", "ClusterRoleBinding")}
     deploy = {key(o): o for o in deploy_objects("users")}
-    assert set(chart) == set(deploy) and len(deploy) == 4
+    assert set(chart) == set(deploy) and len(deploy) == 5
     for k, want in deploy.items():
         same(chart[k], want)
     for f in (DEPLOY / "users").glob("*.yaml"):

@@ -180,6 +180,12 @@ RULES: tuple[Run | Covered, ...] = (
             "tests/e2e/test_views.py", '"gangs"'),
     Covered(r"^(\.venv/bin/)?gang-scheduler demo( |$)", "tests/e2e/test_examples_demo.py",
             '"demo"'),
+    # (Inside a training pod; the helper's own writes run against the real apiserver in
+    # tests/e2e/test_resume.py.)
+    Covered(r"^(\.venv/bin/)?gang-scheduler checkpoint mark( |$)",
+            "tests/unit/kube/test_checkpoint.py", '"checkpoint", "mark"'),
+    Covered(r"^python3 checkpoint\.py( |$)", "tests/unit/kube/test_checkpoint.py",
+            '"checkpoint.py"'),
 )
 
 

@@ -128,6 +128,9 @@ def test_pod_fixture() -> None:
      lambda p: p.started_at is None),
     ("spec.containers[0].resources", None,
      lambda p: p.requirements.requests["nvidia.com/gpu"] == 0),
+    ("spec.terminationGracePeriodSeconds", 120, lambda p: p.grace_period_seconds == 120),
+    ("spec.terminationGracePeriodSeconds", 0, lambda p: p.grace_period_seconds == 0),
+    ("spec.terminationGracePeriodSeconds", None, lambda p: p.grace_period_seconds is None),
 ])
 def test_pod_variants(path: str, value: Any, check: Any) -> None:
     assert check(convert.pod_from_json(patched(fixture("pod.json"), path, value)))
@@ -153,6 +156,10 @@ def test_pod_variants(path: str, value: Any, check: Any) -> None:
      "pod team-a/train-0: metadata.creationTimestamp: malformed time 'yesterday'"),
     ("spec.containers", {"a": 1}, "pod team-a/train-0: spec.containers: expected a list"),
     ("status.startTime", "soon", "pod team-a/train-0: status.startTime: malformed time 'soon'"),
+    ("spec.terminationGracePeriodSeconds", -1,
+     "pod team-a/train-0: spec.terminationGracePeriodSeconds: must be >= 0"),
+    ("spec.terminationGracePeriodSeconds", "30s",
+     "pod team-a/train-0: spec.terminationGracePeriodSeconds: expected an integer"),
 ])
 def test_pod_errors(path: str, value: Any, message: str) -> None:
     with pytest.raises(convert.ConversionError) as err:

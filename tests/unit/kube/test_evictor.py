@@ -17,8 +17,16 @@ from scheduler.cache import ClusterCache
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.evictor import EVICTION_BLOCKED, Evictor
+from scheduler.kube.evictor import (
+    EVICTION_BLOCKED,
+    Budget,
+    Evictor,
+    VictimPod,
+    budget_refusal,
+    victim_grace,
+)
 from scheduler.model import PodRef, PodRequirements, Resources
+from scheduler.model.labels import EVERYTHING, NOTHING, LabelSelector
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.plan import CyclePlan, Eviction, Nomination
 
@@ -34,9 +42,21 @@ class Api:
     dry_runs: list[str] = field(default_factory=list)
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudget JSON
+    graces: dict[str, int] = field(default_factory=dict)  # pod name -> its own grace period
 
     def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                 content_type: str = "", timeout: Any = None) -> Response:
+        if method == "GET" and path.endswith("/poddisruptionbudgets"):
+            return Response(200, json.dumps({"items": self.budgets}).encode())
+        if method == "GET" and "/pods/" in path:  # a victim pod, as the evictor reads it
+            name = path.split("/")[6]
+            spec = ({"terminationGracePeriodSeconds": self.graces[name]}
+                    if name in self.graces else {})
+            return Response(200, json.dumps({
+                "metadata": {"name": name, "uid": f"uid-{name}",
+                             "labels": {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}},
+                "spec": spec}).encode())
         if path.endswith("/eviction"):
             name = path.split("/")[6]
             dry = (query or {}).get("dryRun") == "All"
@@ -62,9 +82,11 @@ class Inline:
         task()
 
 
-def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1") -> None:
+def bound_gang(cache: ClusterCache, name: str, size: int, node: str = "n1",
+               graces: tuple[int | None, ...] = ()) -> None:
     for i in range(size):
         cache.upsert_pod(PodInfo(
+            grace_period_seconds=graces[i] if i < len(graces) else None,
             uid=f"uid-{name}-{i}", namespace="ns", name=f"{name}-{i}",
             requirements=PodRequirements(Resources.of(gpu=4)), scheduler_name="gang-scheduler",
             node_name=node, phase=PodPhase.RUNNING,
@@ -192,3 +214,75 @@ def test_a_retry_evicts_only_the_pods_not_evicted_yet() -> None:
         assert api.real == ["low-0", "low-1"]  # low-0 was not evicted a second time
     finally:
         binder.close()
+
+
+@pytest.mark.parametrize(("own", "cap", "given"), [
+    (None, 17, 17),   # no grace stated: the apiserver's 30, capped
+    (None, 300, 30),  # ... under a larger cap: the 30 the pod would get from a delete
+    (0, 17, 0),       # a pod that wants none is not kept waiting
+    (5, 17, 5),       # its own, shorter than the cap
+    (17, 17, 17),
+    (3600, 17, 17),   # an hour asked: the preemptor waits the cap, no more
+    (120, 0, 0),      # a cap of 0: every victim goes at once
+])
+def test_a_victim_keeps_its_own_grace_period_up_to_the_cap(own: int | None, cap: int,
+                                                           given: int) -> None:
+    assert victim_grace(own, cap) == given
+
+
+def test_each_victim_pod_is_evicted_with_its_own_grace_period() -> None:
+    api = Api(graces={"low-0": 0, "low-1": 10, "low-2": 600})
+    binder = Binder(api, concurrency=4)  # type: ignore[arg-type]
+    try:
+        evictor = Evictor(binder, EventRecorder(api), Inline(), grace_period_seconds=60)
+        evictor.evict(plan(True, tuple(PodRef("ns", f"low-{i}", f"uid-low-{i}")
+                                       for i in range(3))), 0.0)
+    finally:
+        binder.close()
+    assert {n: o["gracePeriodSeconds"] for n, o in api.evicted.items()} == {
+        "low-0": 0, "low-1": 10, "low-2": 60}
+
+
+def gang_pods(n: int, gang: str = "low") -> list[VictimPod]:
+    return [VictimPod(PodRef("ns", f"{gang}-{i}", f"u{i}"), {"gang": gang, "rank": str(i)},
+                      None) for i in range(n)]
+
+
+@pytest.mark.parametrize(("pods", "budgets", "refused_by"), [
+    (4, [], None),
+    (4, [Budget("all", LabelSelector.equals({"gang": "low"}), 4)], None),
+    # Fewer disruptions than the gang's pods it covers: the apiserver would let 3 go.
+    (4, [Budget("three", LabelSelector.equals({"gang": "low"}), 3)], "three"),
+    (4, [Budget("none", LabelSelector.equals({"gang": "low"}), 0)], "none"),
+    # It covers only rank 0 of the gang: one disruption is enough.
+    (4, [Budget("rank0", LabelSelector.equals({"rank": "0"}), 1)], None),
+    (4, [Budget("rank0", LabelSelector.equals({"rank": "0"}), 0)], "rank0"),
+    (4, [Budget("other", LabelSelector.equals({"gang": "high"}), 0)], None),
+    (2, [Budget("empty-selector", EVERYTHING, 1)], "empty-selector"),
+    (2, [Budget("nil-selector", NOTHING, 0)], None),
+    # Disruption controller's negative allowance (more unhealthy than budgeted): refused.
+    (1, [Budget("overdrawn", EVERYTHING, -1)], "overdrawn"),
+    (4, [Budget("b-ok", EVERYTHING, 4), Budget("a-short", EVERYTHING, 2)], "a-short"),
+])
+def test_budget_arithmetic_evicts_a_gang_whole_or_not_at_all(
+        pods: int, budgets: list[Budget], refused_by: str | None) -> None:
+    why = budget_refusal(gang_pods(pods), budgets)
+    assert (why is None) == (refused_by is None), why
+    if refused_by is not None:
+        assert f"PodDisruptionBudget {refused_by}:" in (why or ""), why
+
+
+def test_a_budget_allowing_one_of_two_refuses_the_whole_gang(setup: Any) -> None:
+    """The apiserver would evict the first pod and refuse the second: never asked at all."""
+    api, _, evictor = setup
+    api.budgets = [{"metadata": {"name": "one"},
+                    "spec": {"selector": {"matchLabels": {POD_GROUP_LABEL: "low"}}},
+                    "status": {"disruptionsAllowed": 1}}]
+    report = evictor.evict(plan(True), 0.0)
+    assert report.evicted == () and "PodDisruptionBudget one" in report.blocked["ns/low"]
+    assert api.evicted == {} and api.dry_runs == [] and api.conditions == {}
+    blocked = [e for e in api.events if e["reason"] == EVICTION_BLOCKED]
+    assert sorted(e["regarding"]["name"] for e in blocked) == ["low-0", "low-1"]
+    api.budgets[0]["status"]["disruptionsAllowed"] = 2
+    assert evictor.evict(plan(True), 0.0).evicted == ("ns/low",)
+    assert sorted(api.evicted) == ["low-0", "low-1"]
