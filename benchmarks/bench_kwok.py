@@ -256,9 +256,14 @@ class Usage:
 
 
 def usage(pid: int) -> Usage:
-    """CPU so far and ``VmHWM`` (peak RSS) of a live process, from ``/proc``."""
+    """CPU so far and ``VmHWM`` (peak RSS) of a live process, from ``/proc``; NaN for a
+    process that is gone (its figures went with it: the caller says it exited)."""
     peak = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return Usage(float("nan"), float("nan"))
+    for line in status.splitlines():
         if line.startswith("VmHWM:"):
             peak = int(line.split()[1]) / 1024
     return Usage(cpu_seconds(pid), peak)

@@ -113,6 +113,9 @@ def run_contender(cluster: DevCluster, client: KubeClient, contender: str, nodes
         try:
             complete = watch.wait(args.pods, args.stall, alive)
             used = usage(pid)
+            if not alive():
+                say(f"{contender}: its process exited before it was measured (CPU and RSS "
+                    f"unknown); see {workdir / contender}")
             after = cluster_cpu(cluster)
         finally:
             stop()
