@@ -75,6 +75,9 @@ class SchedulerConfig:
     event_min_interval_seconds: float = 60.0
     bind_backoff_initial_seconds: float = 5.0
     bind_backoff_max_seconds: float = 300.0
+    #: How long a gang left partly bound whose bound members started is given to be
+    #: completed before they are deleted (``scheduler.housekeeping``).
+    partial_gang_grace_seconds: float = 60.0
     metrics_bind_address: str = "0.0.0.0:8080"
     #: The read-only dashboard (/dashboard) and its data (/api/v1/state) on the metrics port.
     dashboard: bool = True

@@ -3,11 +3,12 @@
     plan = decide(snapshot, pending_gangs, policies, now, previous)
 
 Phases: (1) gangs that cannot be considered get a reason at once (members missing, queue
-unknown or not theirs: ``admissible``); (2) capacity promised by the previous plan is
-honoured first: nominated preemptors whose victims are gone, then the previously reserved
-gangs; (3) the rest in fair-share order (``order``), one gang at a time: ``consider`` returns
-the gang's ``Outcome`` and ``Draft.fold`` takes it into the plan and the state the next gang
-meets; (4) the plan. No I/O, no clock, no randomness, no state outside the arguments: the
+unknown or not theirs: ``admissible``); (2) gangs left partly bound are repaired first
+(``housekeeping``), then capacity promised by the previous plan is honoured: nominated
+preemptors whose victims are gone, then the previously reserved gangs; (3) the rest in
+fair-share order (``order``), one gang at a time: ``consider`` returns the gang's
+``Outcome`` and ``Draft.fold`` takes it into the plan and the state the next gang meets;
+(4) the plan. No I/O, no clock, no randomness, no state outside the arguments: the
 same input gives the same plan. What it reuses from earlier cycles comes in the ``Recall``,
 what it shares within the cycle sits in its ``Memo``.
 """
@@ -61,11 +62,12 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     elif recall.index is not snapshot.index:
         raise ValueError("decide: the recall belongs to another set of nodes")
     gangs, give_ups = housekeeping.ready(sorted(pending_gangs, key=_ID_UID), house, now)
+    rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
         return CyclePlan(now=now, give_ups=give_ups, unformed=housekeeping.unformed(house),
-                         rollbacks=housekeeping.rollbacks(house, (), {}))
+                         rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back))
     queues = policies.queues
     tree = recall.tree(queues)
     memo = Memo(recall)
@@ -84,7 +86,10 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         else:
             draft.wait(gang, *verdict, ordered=False)
     by_id = {g.id: g for gs in by_queue.values() for g in gs}
-    first = _carry_over(draft, previous, by_id)
+    carried = _carry_over(draft, previous, by_id)
+    repairs = [by_id[gid] for gid in housekeeping.repairs(house)
+               if gid in by_id and gid not in draft.pending]
+    first = repairs + [g for g in carried if g.id not in house.partly_bound]
     for gang in first:
         _turn(draft, gang, queues.queues[gang.queue])
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
@@ -101,7 +106,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         pending=pending, order=tuple(draft.order),
         members={gid: members[gid] for gid in pending},
         give_ups=give_ups, unformed=housekeeping.unformed(house),
-        rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending))
+        rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
+                                         now, rolled_back))
 
 
 def _turn(draft: Draft, gang: Gang, queue: Queue) -> None:

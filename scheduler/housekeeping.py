@@ -12,9 +12,16 @@ out like any other decision:
 - a gang past its PodGroup's ``scheduleTimeoutSeconds`` is given up: it leaves the cycle,
   costs nothing and holds nothing, and is marked failed (recreating the PodGroup starts a
   new deadline);
-- a gang partly bound (fewer than minMember members bound, the rest pending) that this cycle
-  does not complete is rolled back when none of its bound members has started, or, on the
-  first cycle after taking over (a crashed predecessor may have left it), in any case.
+- a gang partly bound (fewer than minMember members bound, the rest pending: a crash or a
+  failed rollback mid-bind, a member recreated beside running ones) is repaired on every
+  cycle, not only after a restart: its remaining members are considered before any other
+  gang (its bound members already hold their share), and when this cycle does not complete
+  it, it is rolled back if none of its bound members has started (nothing is lost), on the
+  first cycle after taking over (a crashed predecessor may have left it), once it has been
+  partly bound for ``repair_grace`` seconds (bound members otherwise hold their GPUs for
+  nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a restart), or when an earlier
+  cycle already decided to roll it back (a rollback that failed, say while the apiserver
+  restarted, is retried until it is done).
 """
 
 from __future__ import annotations
@@ -27,11 +34,17 @@ from scheduler.model import Gang, PodRef
 from scheduler.model.native import NativeGroupInfo
 from scheduler.plan import GiveUp, Members, PendingReason, ReasonCategory, Rollback, Unformed
 
+#: How long a partly bound gang whose members started is given to be completed before its
+#: bound members are deleted (the grace covers a member recreated while its predecessor's
+#: resources are still being released).
+REPAIR_GRACE_SECONDS = 60.0
+
 
 @dataclass(frozen=True, slots=True)
 class PartlyBound:
     pods: tuple[PodRef, ...]  # the members bound
     started: bool  # any of them past Pending
+    since: float  # when the scheduler first saw it partly bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,8 @@ class Housekeeping:
         default_factory=lambda: MappingProxyType({}))
     #: The first cycle after becoming leader (or starting).
     takeover: bool = False
+    #: How long a partly bound gang whose members started may wait to be completed.
+    repair_grace: float = REPAIR_GRACE_SECONDS
 
 
 def members(gang: Gang) -> Members:
@@ -85,13 +100,36 @@ def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
                  for gid, p in sorted(house.unformed.items()))
 
 
-def rollbacks(house: Housekeeping, bound: Iterable[str],
-              pending: Mapping[str, PendingReason]) -> tuple[Rollback, ...]:
-    """The partly bound gangs this cycle does not complete and may roll back."""
+def repairs(house: Housekeeping) -> tuple[str, ...]:
+    """The partly bound gangs, whose remaining members go before every other gang."""
+    return tuple(sorted(house.partly_bound))
+
+
+def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, PendingReason],
+              now: float, decided: Iterable[str] = ()) -> tuple[Rollback, ...]:
+    """The partly bound gangs this cycle does not complete and rolls back; *decided*: the
+    gangs an earlier cycle rolled back (still partly bound: the rollback failed)."""
     if not house.partly_bound:
         return ()
-    done = set(bound)
+    done, again = set(bound), set(decided)
     return tuple(
-        Rollback(gid, p.pods, str(pending.get(gid, "not placeable this cycle")), house.takeover)
+        Rollback(gid, p.pods, _why_not_completed(gid, house, pending, now), house.takeover)
         for gid, p in sorted(house.partly_bound.items())
-        if gid not in done and (house.takeover or not p.started))
+        if gid not in done and (house.takeover or not p.started or gid in again
+                                or now - p.since >= house.repair_grace))
+
+
+def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],
+                       now: float) -> str:
+    """The reason its remaining members were not bound this cycle, in the words people read."""
+    reason = pending.get(gid)
+    if reason is not None:
+        return str(reason)
+    problem = house.unformed.get(gid)
+    if problem is not None:
+        return f"{ReasonCategory.WAITING_FOR_MEMBERS}: {problem.message}"
+    until = house.backoff.get(gid)
+    if until is not None and until > now:
+        return (f"its last bind failed; not retried for another {until - now:.0f}s "
+                "(backoff)")
+    return "its remaining members are not pending"

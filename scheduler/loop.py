@@ -7,9 +7,12 @@ simulated cluster) differ. Nothing here knows which one it has.
 What the loop adds around the pure ``decide``:
 
 - binds that failed are forgotten by the cache and their gang waits out an exponential
-  backoff before it is tried again (a pod deleted under us is not retried every cycle): the
-  loop keeps the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
-  not formed, gangs partly bound, whether this cycle is a takeover);
+  backoff before it is tried again (a pod deleted under us is not retried every cycle), except
+  a bind that failed only for want of an answer (the apiserver away): that backoff ends as
+  soon as the cluster answers again, so a gang (above all one left partly bound) is completed
+  at once rather than after a delay that grew while the apiserver restarted. The loop keeps
+  the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
+  not formed, gangs partly bound and since when, whether this cycle is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - successful binds are assumed in the cache until the watch confirms them;
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
@@ -34,7 +37,12 @@ import structlog
 
 from scheduler import accounting, cycle, placement
 from scheduler.cache import ClusterCache, CycleInput
-from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
+from scheduler.housekeeping import (
+    REPAIR_GRACE_SECONDS,
+    FormationProblem,
+    Housekeeping,
+    PartlyBound,
+)
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang, PodRef
 from scheduler.model.volumes import ClaimDecision
@@ -61,6 +69,9 @@ class ApplyResult:
     blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
     #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
     claims: tuple[ClaimDecision, ...] = ()
+    #: Of ``failed``, the gangs whose bind failed only for want of an answer (no reply, 429,
+    #: 5xx): nothing wrong with the gang, so it is retried as soon as the cluster answers.
+    unanswered: tuple[str, ...] = ()
 
 
 class Actuator(Protocol):
@@ -79,6 +90,7 @@ class PolicySource(Protocol):
 class _Backoff:
     until: float
     delay: float
+    unanswered: bool = False  # the last failure had no answer: over once the cluster answers
 
 
 class Scheduler:
@@ -92,7 +104,12 @@ class Scheduler:
         *,
         backoff_initial: float = 5.0,
         backoff_max: float = 300.0,
+        repair_grace: float = REPAIR_GRACE_SECONDS,
+        answering: Callable[[], bool] | None = None,
     ) -> None:
+        """*repair_grace*: see ``housekeeping``. *answering*: does the cluster answer
+        requests right now (the live scheduler's outage tracker)? Without it, a backoff
+        after a failure without an answer runs its course like any other."""
         self.cache = cache
         self.policies = policies
         self.clock = clock
@@ -100,7 +117,10 @@ class Scheduler:
         self.metrics = metrics
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        self.repair_grace = repair_grace
+        self.answering = answering
         self._backoff: dict[str, _Backoff] = {}
+        self._partly_since: dict[str, float] = {}  # gang id -> first cycle seen partly bound
         self._previous: CyclePlan | None = None
         self._recall: Recall | None = None  # kept while the nodes (the node index) stay
         self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
@@ -150,10 +170,11 @@ class Scheduler:
         if assumed:
             self.cache.assume(assumed, now)
         self.cache.assume_claims(result.claims, now)
+        unanswered = set(result.unanswered)
         for b in plan.binds:
             if b.gang_id in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)
-                self._fail(b.gang_id, now)
+                self._fail(b.gang_id, now, b.gang_id in unanswered)
             elif b.gang_id in bound:
                 self._backoff.pop(b.gang_id, None)
         for b in plan.binds:
@@ -212,6 +233,9 @@ class Scheduler:
         """What ``decide`` needs to know besides the pending gangs: backoffs, gangs that
         cannot be formed and gangs left partly bound (with their pods, from the cache)."""
         gangs = inp.gangs
+        since = self._partly_since
+        for gid in [gid for gid in since if gid not in gangs.partially_bound]:
+            del since[gid]
         if not (self._backoff or gangs.problems or gangs.partially_bound or takeover):
             return _NO_HOUSEKEEPING
         unformed = {gid: FormationProblem(why, tuple(
@@ -223,17 +247,21 @@ class Scheduler:
             pods = {p.uid: p for p in self.cache.gang_pods(gid)}
             started = any(r.uid in pods and pods[r.uid].phase is not PodPhase.PENDING
                           for r in refs)
-            partly[gid] = PartlyBound(refs, started)
-        return Housekeeping(self.backing_off(now), unformed, partly, takeover)
+            partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now))
+        return Housekeeping(self.backing_off(now), unformed, partly, takeover,
+                            self.repair_grace)
 
-    def _fail(self, gang_id: str, now: float) -> None:
+    def _fail(self, gang_id: str, now: float, unanswered: bool = False) -> None:
         prev = self._backoff.get(gang_id)
         delay = min(self.backoff_max, prev.delay * 2 if prev else self.backoff_initial)
-        self._backoff[gang_id] = _Backoff(until=now + delay, delay=delay)
+        self._backoff[gang_id] = _Backoff(until=now + delay, delay=delay, unanswered=unanswered)
 
     def backing_off(self, now: float) -> dict[str, float]:
-        """Gang id -> when it may be tried again, for gangs in backoff."""
-        return {gid: b.until for gid, b in self._backoff.items() if b.until > now}
+        """Gang id -> when it may be tried again, for gangs in backoff (a failure without an
+        answer backs off only while the cluster still does not answer)."""
+        answering = self.answering is not None and self.answering()
+        return {gid: b.until for gid, b in self._backoff.items()
+                if b.until > now and not (answering and b.unanswered)}
 
     # Observability ----------------------------------------------------------------------------
     def _track_complete(self, inp: CycleInput, now: float) -> None:

@@ -76,11 +76,12 @@ class KubeActuator:
         claims: list[ClaimDecision] = []
         for prov in plan.provisions:
             claims += self.claims.apply(prov.claims, prov.gang_id).done
-        bound, failed = self._bind(plan, claims)
+        bound, failed, unanswered = self._bind(plan, claims)
         self._roll_back(plan)
         self._explain(plan)
         return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
-                           blocked=evictions.blocked, claims=tuple(claims))
+                           blocked=evictions.blocked, claims=tuple(claims),
+                           unanswered=unanswered)
 
     # Preemption ---------------------------------------------------------------------------
     def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
@@ -120,11 +121,12 @@ class KubeActuator:
                     failed[b.gang_id] = f"claims not bound: {outcome.failure}"
         return failed
 
-    def _bind(self, plan: CyclePlan,
-              claims: list[ClaimDecision]) -> tuple[list[str], dict[str, str]]:
-        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand."""
+    def _bind(self, plan: CyclePlan, claims: list[ClaimDecision],
+              ) -> tuple[list[str], dict[str, str], tuple[str, ...]]:
+        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand.
+        The gangs bound, those that failed (why), and which of those had no answer."""
         if not plan.binds:
-            return [], {}
+            return [], {}, ()
         claims_failed = self._bind_claims(plan)
         binds = [b for b in plan.binds if b.gang_id not in claims_failed]
         started, finished = self.writer.started, self.writer.finished
@@ -158,7 +160,9 @@ class KubeActuator:
                 self.writer.submit(f"event/{b.gang_id}/rollback", partial(
                     self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
                     f"gang rolled back: {why}", EventType.WARNING))
-        return bound, failed
+        unanswered = tuple(b.gang_id for b, out in zip(binds, outcomes, strict=True)
+                           if out.unanswered)
+        return bound, failed, unanswered
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's

@@ -72,6 +72,12 @@ class BindOutcome:
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def unanswered(self) -> bool:
+        """Failed only for want of an answer (no reply, 429, 5xx): nothing wrong with the
+        gang itself, so it may be tried again as soon as the apiserver answers."""
+        return bool(self.failed) and all(f.status in TRANSIENT for f in self.failed)
+
     def describe(self) -> str:
         """One line for events and logs: the first real failure, and what was undone."""
         if self.ok:

@@ -5,9 +5,10 @@ cycles and writes. A cycle runs as soon as something changed (polled every
 ``poll_interval``) and at least every ``cycle_interval`` seconds, so a newly complete gang
 is placed within a fraction of a second and reservations still advance on an idle cluster.
 
-The first cycle after becoming leader is a takeover: ``decide`` then also rolls back gangs a
-crashed predecessor left partly bound that this cycle cannot complete (see
-``scheduler.housekeeping``). After each cycle the bound PodGroups' status follows their pods.
+Gangs left partly bound are repaired on every cycle (completed, or rolled back: see
+``scheduler.housekeeping``); the first cycle after becoming leader is a takeover, when
+``decide`` rolls back at once what a crashed predecessor left partly bound and this cycle
+cannot complete. After each cycle the bound PodGroups' status follows their pods.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -44,6 +46,13 @@ from scheduler.views import live as live_view
 from scheduler.views.state import ClusterView
 
 log = structlog.get_logger("gang_scheduler.runner")
+
+
+def _answering(client: KubeClient) -> Callable[[], bool] | None:
+    """Does the apiserver answer right now (no outage under way)? Unit tests' fakes have no
+    outage tracker."""
+    outages = getattr(client, "outages", None)
+    return None if outages is None else lambda: not outages.down
 
 
 class LiveScheduler:
@@ -92,7 +101,9 @@ class LiveScheduler:
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
-            backoff_max=config.bind_backoff_max_seconds)
+            backoff_max=config.bind_backoff_max_seconds,
+            repair_grace=config.partial_gang_grace_seconds,
+            answering=_answering(client))
         le = config.leader_election
         self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
                                       lease_duration=le.lease_duration_seconds,

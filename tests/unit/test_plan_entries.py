@@ -44,7 +44,7 @@ def test_a_gang_backing_off_is_neither_considered_nor_given_up() -> None:
 
 def test_a_partly_bound_gang_is_rolled_back_unless_this_cycle_completes_it() -> None:
     rest = gang("half", "q", pool="a100", gpus=8, pods=1)
-    never_started = Housekeeping(partly_bound={"ns/half": PartlyBound(BOUND, started=False)})
+    never_started = Housekeeping(partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)})
     full = Snapshot(NODES, [running(gang(f"r{i}", "q", priority=9), {f"a100-000{i}": 1})
                             for i in range(2)])
     plan = decide(full, [rest], POLICIES, NOW, solver=SOLVE, house=never_started)
@@ -56,18 +56,67 @@ def test_a_partly_bound_gang_is_rolled_back_unless_this_cycle_completes_it() -> 
     assert [b.gang_id for b in completed.binds] == ["ns/half"] and completed.rollbacks == ()
 
 
-def test_a_partly_bound_gang_that_started_is_rolled_back_only_on_a_takeover() -> None:
-    started = {"ns/half": PartlyBound(BOUND, started=True)}
-    full = Snapshot(NODES, [running(gang(f"r{i}", "q", priority=9), {f"a100-000{i}": 1})
-                            for i in range(2)])
-    rest = gang("half", "q", pool="a100")
-    plan = decide(full, [rest], POLICIES, NOW, solver=SOLVE,
-                  house=Housekeeping(partly_bound=started))
-    assert plan.rollbacks == ()
-    plan = decide(full, [rest], POLICIES, NOW, solver=SOLVE,
-                  house=Housekeeping(partly_bound=started, takeover=True))
+FULL = Snapshot(NODES, [running(gang(f"r{i}", "q", priority=9), {f"a100-000{i}": 1})
+                        for i in range(2)])
+REST = gang("half", "q", pool="a100")
+
+
+def started_since(since: float, **house: object) -> Housekeeping:
+    return Housekeeping(partly_bound={"ns/half": PartlyBound(BOUND, True, since)},
+                        **house)  # type: ignore[arg-type]
+
+
+def test_a_partly_bound_gang_that_started_is_rolled_back_on_a_takeover_or_after_its_grace(
+        ) -> None:
+    # Within its grace, on a running scheduler: kept, its rest tried again every cycle.
+    plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=started_since(NOW - 59))
+    assert plan.rollbacks == () and "ns/half" in plan.pending
+    plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE,
+                  house=started_since(NOW, takeover=True))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", True)]
     assert "rolled back (1 bound pods deleted)" in explain(plan, "ns/half")
+    # Past its grace, without a restart: its bound members stop holding GPUs for nothing.
+    plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=started_since(NOW - 60))
+    assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", False)]
+    assert plan.rollbacks[0].reason == str(plan.pending["ns/half"])
+    shorter = started_since(NOW - 5, repair_grace=5.0)
+    assert decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=shorter).rollbacks
+
+
+def test_a_rollback_that_did_not_happen_is_decided_again_until_the_gang_is_gone() -> None:
+    first = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE,
+                   house=started_since(NOW, takeover=True))
+    assert first.rollbacks
+    # The deletes failed (the apiserver away): next cycle, no takeover, well within the grace.
+    again = decide(FULL, [REST], POLICIES, NOW + 1, first, solver=SOLVE,
+                   house=started_since(NOW))
+    assert [r.gang_id for r in again.rollbacks] == ["ns/half"]
+    # Without pending members (it cannot be placed at all), still decided again.
+    idle = decide(FULL, [], POLICIES, NOW + 2, again, solver=SOLVE, house=started_since(NOW))
+    assert [r.gang_id for r in idle.rollbacks] == ["ns/half"]
+    assert idle.rollbacks[0].reason == "its remaining members are not pending"
+
+
+def test_a_partly_bound_gang_is_completed_before_any_other_gang_takes_its_room() -> None:
+    # One node free. In queue order the older gang would take it; the partly bound gang's
+    # member goes first, since its bound member already holds its share elsewhere.
+    one_free = Snapshot(NODES, [running(gang("r0", "q", priority=9), {"a100-0000": 1})])
+    older = gang("older", "q", pool="a100", created=NOW - 100)
+    rest = replace(REST, creation_time=NOW - 10)
+    plan = decide(one_free, [older, rest], POLICIES, NOW, solver=SOLVE,
+                  house=started_since(NOW))
+    assert [b.gang_id for b in plan.binds] == ["ns/half"]
+    assert plan.order[0] == "ns/half" and "ns/older" in plan.pending
+    without = decide(one_free, [older, rest], POLICIES, NOW, solver=SOLVE)
+    assert [b.gang_id for b in without.binds] == ["ns/older"]
+
+
+def test_a_partly_bound_gang_backing_off_says_so_when_rolled_back() -> None:
+    house = Housekeeping(backoff={"ns/half": NOW + 8},
+                         partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)})
+    plan = decide(Snapshot(NODES), [REST], POLICIES, NOW, solver=SOLVE, house=house)
+    (rollback,) = plan.rollbacks
+    assert rollback.reason == "its last bind failed; not retried for another 8s (backoff)"
 
 
 def test_groups_of_pods_that_are_not_gangs_get_their_reason_on_their_pods() -> None:
