@@ -1,0 +1,129 @@
+"""A gang left partly bound while the scheduler keeps running is repaired without a restart:
+completed when its other members fit, released when they cannot, a failed release retried,
+and a completion that failed for want of an answer retried as soon as the apiserver answers.
+
+The partly bound state is made the way a scheduler killed mid-bind leaves it: the test binds
+the first member itself (its Binding, as the dead predecessor sent it), waits for it to be
+Running, then creates the other members, which the running scheduler finds pending beside a
+started member. Before live repair, such a gang was only rolled back at a restart (a gang at
+1 of 16 held 8 GPUs until then) and otherwise never.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from scheduler.devcluster import rest
+from scheduler.kube.binder import UNKNOWN, PodFailure
+from scheduler.kube.client import JSON, Response, TransportError
+from scheduler.model import PodRef
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import InProcessScheduler, PodWatch, Tenant
+
+pytestmark = pytest.mark.e2e
+
+GRACE_S = 2.0
+
+
+def leave_partly_bound(cp: ControlPlane, tenant: Tenant, node: str, size: int) -> list[str]:
+    """Gang ``half`` of *size* one-GPU members with ``half-0`` bound to *node* and Running, the
+    others pending; the names."""
+    tenant.create_group("half", size)
+    tenant.create_pod("half-0", group="half")
+    assert cp.bind(tenant.namespace, "half-0", node) == 201
+    cp.wait_pod_phase(tenant.namespace, "half-0", "Running", timeout_s=60)
+    names = [f"half-{i}" for i in range(size)]
+    for name in names[1:]:
+        tenant.create_pod(name, group="half")
+    return names
+
+
+def test_a_started_partly_bound_gang_is_completed_without_a_restart(
+        control_plane: ControlPlane, tenant: Tenant,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    (node,) = tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(partial_gang_grace_seconds=300.0)
+    with PodWatch(control_plane, tenant.namespace) as watch:
+        names = leave_partly_bound(control_plane, tenant, node, 4)
+        wait_for(lambda: tenant.all_bound(names), 60, what="the gang completed")
+        assert watch.rebinds() == {}
+    assert "half-0" in tenant.pods(), "the started member was rolled back, not completed"
+    assert runner.live.scheduler.cycles > 0 and runner.thread is not None
+    assert runner.thread.is_alive(), "the scheduler restarted or died"
+
+
+def test_one_that_cannot_be_completed_is_released_after_its_grace_a_failed_release_retried(
+        control_plane: ControlPlane, tenant: Tenant,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    (node,) = tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(partial_gang_grace_seconds=GRACE_S)
+    binder = runner.live.binder
+    original = binder.delete_pods
+    attempts: list[tuple[str, ...]] = []
+
+    def delete_pods(pods: Sequence[PodRef], grace_period_seconds: int = 0, retries: int = 1,
+                    gang: str = "") -> list[PodFailure]:
+        attempts.append(tuple(p.name for p in pods))
+        if len(attempts) == 1:  # the first rollback fails: the apiserver did not answer
+            return [PodFailure(p, "", UNKNOWN, "delete: no reply") for p in pods]
+        return original(pods, grace_period_seconds, retries, gang)
+
+    binder.delete_pods = delete_pods  # type: ignore[method-assign]
+    # Nothing more fits: no new pod may go to the node (the test's own Binding still may).
+    rest.call(control_plane.core.patch_node, node, {"spec": {"unschedulable": True}})
+    started = time.monotonic()
+    names = leave_partly_bound(control_plane, tenant, node, 4)
+    wait_for(lambda: "half-0" not in tenant.pods(), 90, what="the started member released")
+    assert time.monotonic() - started >= GRACE_S, "released before its grace was over"
+    assert attempts[:2] == [("half-0",), ("half-0",)], attempts
+    assert tenant.bound(names) == []
+    assert runner.thread is not None and runner.thread.is_alive()
+
+
+class Outage:
+    """The binder's requests to bind fail without a reply while ``away`` is set (the
+    apiserver restarting, as the binder sees it); everything else goes through."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.away = inner, threading.Event()
+        self.refused = 0
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = JSON,
+                timeout: float | tuple[float, float] | None = None) -> Response:
+        if self.away.is_set() and method == "POST" and path.endswith("/binding"):
+            self.refused += 1
+            self.inner.outages.failed(f"{method} {path}", "connection refused")
+            raise TransportError(f"{method} {path}: connection refused")
+        return self.inner.request(method, path, query=query, body=body,
+                                  content_type=content_type, timeout=timeout)
+
+
+def test_completion_is_not_held_back_by_the_backoff_once_the_apiserver_answers(
+        control_plane: ControlPlane, tenant: Tenant,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    (node,) = tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(bind_backoff_initial_seconds=120.0,
+                             bind_backoff_max_seconds=300.0, partial_gang_grace_seconds=300.0)
+    outage = Outage(runner.live.binder.client)
+    runner.live.binder.client = outage  # type: ignore[assignment]
+    outage.away.set()
+    gang_id = f"{tenant.namespace}/half"
+    names = leave_partly_bound(control_plane, tenant, node, 4)
+    backoff = wait_for(lambda: runner.live.scheduler.backing_off(0.0).get(gang_id), 60,
+                       what="the completion failed and backs off")
+    assert backoff is not None and outage.refused >= 3
+    assert tenant.bound(names) == ["half-0"]
+    outage.away.clear()
+    # The apiserver is back; the informers' re-list after a real restart is the first request
+    # that gets an answer (this outage only hit binds, so one GET stands in for it).
+    runner.live.client.request("GET", "/version")
+    wait_for(lambda: tenant.all_bound(names), 60, what="the gang completed")
+    # Order, not a margin: completed while its 120 s backoff still had long to run.
+    assert time.time() < backoff, "completed only once the backoff ran out"
+    assert "half-0" in tenant.pods()
