@@ -61,6 +61,14 @@ class SchedulerMetrics:
             "gang_scheduler_fenced_writes_total",
             "Writes not sent because this replica did not hold the leader Lease at the moment "
             "of the write (a paused or deposed leader; scheduler.kube.fence).", registry=r)
+        self.status_writes_failed = Counter(
+            "gang_scheduler_status_writes_failed_total",
+            "Status writes (pod conditions, PodGroup and Queue status, events) that got no "
+            "answer or a 429/5xx, or were held back while the apiserver did not answer; each "
+            "is retried once it answers (scheduler.kube.writer).", registry=r)
+        self.status_write_retries = Counter(
+            "gang_scheduler_status_write_retries_total",
+            "Status writes run again after they failed or were held back.", registry=r)
         self.preemptions = Counter(
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
             ["queue"], registry=r)

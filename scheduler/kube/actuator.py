@@ -30,7 +30,7 @@ from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectR
 from scheduler.kube.evictor import Evictor
 from scheduler.kube.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
-from scheduler.kube.writer import BackgroundWriter, Task
+from scheduler.kube.writer import BackgroundWriter, Retry, Task
 from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
@@ -52,12 +52,13 @@ class KubeActuator:
     def __init__(self, client: KubeClient, binder: Binder, statuses: StatusWriter,
                  events: EventRecorder, config: ActuatorConfig = ActuatorConfig(),
                  metrics: SchedulerMetrics | None = None,
-                 native_statuses: NativeStatusWriter | None = None) -> None:
+                 native_statuses: NativeStatusWriter | None = None,
+                 retry: Retry | None = None) -> None:
         self.client, self.binder = client, binder
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
         # Kubernetes' own PodGroups (scheduling.k8s.io): the condition kube-scheduler writes.
         self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
-        self.writer = BackgroundWriter()
+        self.writer = BackgroundWriter(retry=retry)
         self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
         self.claims = ClaimWriter(binder.client)
         # Pods handed to the binder, with how many writer tasks had been taken up then. A

@@ -35,6 +35,23 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 
 
+#: The methods that change something (what the fence refuses, what a writer retries).
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+_unanswered = threading.local()
+
+
+def unanswered_writes() -> int:
+    """How many writes sent from the calling thread got no answer, or a 429 or 5xx (the
+    apiserver or etcd away or overloaded), so far: a writer reads it before and after a task
+    to learn whether the task must be tried again (``scheduler.kube.writer``)."""
+    return getattr(_unanswered, "count", 0)
+
+
+def _count_unanswered() -> None:
+    _unanswered.count = unanswered_writes() + 1
+
+
 class TransportError(ConnectionError):
     """The request may not have reached the apiserver, or its reply was lost (outcome unknown)."""
 
@@ -168,14 +185,21 @@ class KubeClient:
                 body: Any = None, content_type: str = JSON,
                 timeout: float | tuple[float, float] | None = None) -> Response:
         """Send one request and read the whole reply; never raises on HTTP status."""
-        resp = self._send(method, path, query, body, content_type if body is not None else None,
-                          timeout)
         try:
-            data = resp.data
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransportError(f"{method} {path}: reading reply: {exc}") from exc
-        finally:
-            resp.release_conn()
+            resp = self._send(method, path, query, body,
+                              content_type if body is not None else None, timeout)
+            try:
+                data = resp.data
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise TransportError(f"{method} {path}: reading reply: {exc}") from exc
+            finally:
+                resp.release_conn()
+        except TransportError:
+            if method in WRITES:
+                _count_unanswered()
+            raise
+        if method in WRITES and (resp.status == 429 or resp.status >= 500):
+            _count_unanswered()
         return Response(resp.status, data)
 
     def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> Any:

@@ -158,7 +158,7 @@ class EventRecorder:
             resp = self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH,
                                        timeout=self.timeout)
         except TransportError as exc:
-            log.warning("event_write_failed", reason=str(exc))
+            log.debug("event_write_failed", reason=str(exc))  # outage: logged by the client
             return "failed"
         if resp.status == 404:
             return "gone"
@@ -173,7 +173,7 @@ class EventRecorder:
         try:
             resp = self.client.request(method, path, body=body, timeout=self.timeout)
         except TransportError as exc:
-            log.warning("event_write_failed", event_reason=reason, reason=str(exc))
+            log.debug("event_write_failed", event_reason=reason, reason=str(exc))  # (idem)
             return False
         if not resp.ok:
             log.warning("event_write_failed", event_reason=reason, status=resp.status,

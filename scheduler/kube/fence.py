@@ -26,11 +26,9 @@ from typing import Any
 
 import structlog
 
-from scheduler.kube.client import JSON, KubeClient, Response, TransportError
+from scheduler.kube.client import JSON, WRITES, KubeClient, Response, TransportError
 
 log = structlog.get_logger()
-
-WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class Fenced(TransportError):

@@ -98,8 +98,9 @@ class NativeStatusWriter:
             resp = self.client.request("PATCH", path, body=body,
                                        content_type=STRATEGIC_MERGE_PATCH, timeout=self.timeout)
         except TransportError as exc:
-            log.warning("status_write_failed", namespace=group.namespace, podgroup=group.name,
-                        reason=str(exc))
+            # Debug: the client logs the outage once and the writer retries the write.
+            log.debug("status_write_failed", namespace=group.namespace, podgroup=group.name,
+                      reason=str(exc))
             return False
         if not resp.ok:
             if resp.status not in (404, 409):  # deleted or replaced meanwhile: nothing to say

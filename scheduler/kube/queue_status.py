@@ -32,7 +32,7 @@ import structlog
 from scheduler.kube.client import MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.status import format_time
-from scheduler.kube.writer import BackgroundWriter
+from scheduler.kube.writer import BackgroundWriter, Retry
 from scheduler.queue_report import QueueReport
 from scheduler.resources import GPU
 
@@ -69,7 +69,7 @@ def status_of(report: QueueReport) -> Status:
 class QueueStatusPublisher:
     def __init__(self, client: Requester, is_leader: Callable[[], bool], *,
                  min_interval: float = 5.0, monotonic: Callable[[], float] = time.monotonic,
-                 timeout: tuple[float, float] = (5.0, 30.0)) -> None:
+                 timeout: tuple[float, float] = (5.0, 30.0), retry: Retry | None = None) -> None:
         self.client, self.is_leader, self.min_interval = client, is_leader, min_interval
         self._monotonic, self.timeout = monotonic, timeout
         self._lock = threading.Lock()
@@ -78,7 +78,7 @@ class QueueStatusPublisher:
         self._figures_written: dict[str, Status] = {}
         self._figures_at: dict[str, float] = {}  # when figures were last submitted
         self._fit: dict[str, Status] = {}  # the QuotaFitsCluster condition last worked out
-        self.writer = BackgroundWriter("queue-status")
+        self.writer = BackgroundWriter("queue-status", retry)
 
     # Validity (from LivePolicies, on the informer thread) ---------------------------------
     def set_validity(self, name: str, status: Status) -> None:

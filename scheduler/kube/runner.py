@@ -39,6 +39,7 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.status import StatusWriter
+from scheduler.kube.writer import Retry
 from scheduler.loop import Scheduler
 from scheduler.metrics import SchedulerMetrics
 from scheduler.serve import Health
@@ -81,8 +82,12 @@ class LiveScheduler:
         writes: KubeClient = (FencedClient(client, lambda: self.is_leader,
                                            self.metrics.fenced_writes.inc)
                               if isinstance(client, KubeClient) else client)
+        answering = _answering(client)
+        retry = Retry(answering or (lambda: True), self.metrics.status_writes_failed.inc,
+                      self.metrics.status_write_retries.inc)
         self.queue_status = QueueStatusPublisher(writes, lambda: self.is_leader,
-                                                 min_interval=queue_status_interval)
+                                                 min_interval=queue_status_interval,
+                                                 retry=retry)
         self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity)
         self.input_warnings = InputWarnings()
@@ -95,7 +100,7 @@ class LiveScheduler:
         self.actuator = KubeActuator(
             writes, self.binder, StatusWriter(writes), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
-            self.metrics)
+            self.metrics, retry=retry)
         self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
                                           self.actuator.writer)
         self.scheduler = Scheduler(
@@ -103,7 +108,7 @@ class LiveScheduler:
             backoff_initial=config.bind_backoff_initial_seconds,
             backoff_max=config.bind_backoff_max_seconds,
             repair_grace=config.partial_gang_grace_seconds,
-            answering=_answering(client))
+            answering=answering)
         le = config.leader_election
         self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
                                       lease_duration=le.lease_duration_seconds,

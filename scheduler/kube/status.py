@@ -191,7 +191,8 @@ class StatusWriter:
             resp = self.client.request("PATCH", path, body=body, content_type=content_type,
                                        timeout=self.timeout)
         except TransportError as exc:
-            log.warning("status_write_failed", reason=str(exc), **keys)
+            # Debug: the client logs the outage once and the writer retries the write.
+            log.debug("status_write_failed", reason=str(exc), **keys)
             return 0
         if not resp.ok and not (gone_ok and resp.status == 404):
             log.warning("status_write_failed", status=resp.status, reason=resp.message(), **keys)
