@@ -218,6 +218,38 @@ class DevCluster:
         self.state = None
         return was_running
 
+    def restart(self, name: str, log: Log = build.say) -> float:
+        """Crash one component (SIGKILL, as a machine or OOM kill would) and start it again
+        with the same command line, ports and data; returns once it serves again, with the
+        seconds it took. For fault tests: ``etcd`` and ``kube-apiserver`` keep their ports,
+        so every client finds them again at the same address."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        i, old = next(((i, p) for i, p in enumerate(st.processes) if p.name == name),
+                      (-1, None))
+        if old is None or not old.argv:
+            raise ValueError(f"no restartable process {name!r} in this dev cluster "
+                             f"(have: {', '.join(p.name for p in st.processes)})")
+        started = time.monotonic()
+        procs.kill(old)
+        new = procs.spawn(name, old.argv, Path(old.log), self.owned)
+        st.processes[i] = new
+        state.save(st)
+        context = controlplane.admin_ssl_context(certs.CertPaths.under(self.state_dir / "pki"))
+
+        def serving() -> bool:  # (the apiserver's /readyz checks its etcd too)
+            return controlplane.get(st.server, "/readyz", context) == "ok"
+        ready = {"etcd": lambda: controlplane.etcd_healthy(st.etcd) and serving(),
+                 "kube-apiserver": serving}
+        check = ready.get(name)
+        if check is not None:
+            procs.wait_until(check, controlplane.APISERVER_READY_TIMEOUT_S, f"{name} ready",
+                             new, interval_s=0.1)
+        seconds = time.monotonic() - started
+        log(f"restarted {name} in {seconds:.1f}s (pid {new.pid})")
+        return seconds
+
     # Helpers -------------------------------------------------------------------------------
     def _wipe(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)

@@ -56,12 +56,12 @@ def start_etcd(binary: Path, data_dir: Path, log_dir: Path, owned: bool
         "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
     ]
     proc = procs.spawn("etcd", argv, log_dir / "etcd.log", owned)
-    procs.wait_until(lambda: _etcd_healthy(client_url), ETCD_READY_TIMEOUT_S,
+    procs.wait_until(lambda: etcd_healthy(client_url), ETCD_READY_TIMEOUT_S,
                      "etcd /health", proc)
     return proc, client_url
 
 
-def _etcd_healthy(url: str) -> bool:
+def etcd_healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
             return bool(json.loads(reply.read()).get("health") == "true")

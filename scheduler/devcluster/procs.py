@@ -34,14 +34,17 @@ class ManagedProcess:
     pid: int
     start_ticks: int  # field 22 of /proc/<pid>/stat: distinguishes a recycled pid
     log: str
+    argv: tuple[str, ...] = ()  # how it was started (``DevCluster.restart`` starts it again)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["argv"] = list(self.argv)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ManagedProcess:
         return cls(str(data["name"]), int(data["pid"]), int(data["start_ticks"]),
-                   str(data["log"]))
+                   str(data["log"]), tuple(str(a) for a in data.get("argv") or ()))
 
 
 def free_port() -> int:
@@ -90,7 +93,7 @@ def spawn(name: str, argv: Sequence[str], log: Path, owned: bool,
     _CHILDREN[popen.pid] = popen  # keep it referenced so that we can reap it
     stat = _stat(popen.pid)
     ticks = stat[1] if stat else 0
-    return ManagedProcess(name, popen.pid, ticks, str(log))
+    return ManagedProcess(name, popen.pid, ticks, str(log), tuple(argv))
 
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -100,6 +103,14 @@ def _reap(pid: int) -> None:
     popen = _CHILDREN.get(pid)
     if popen is not None and popen.poll() is not None:
         del _CHILDREN[pid]
+
+
+def kill(proc: ManagedProcess) -> None:
+    """SIGKILL the process group at once (a crash) and wait until it is gone."""
+    if is_alive(proc):
+        _signal_group(proc, signal.SIGKILL)
+        _wait_dead(proc, 10.0)
+    _reap(proc.pid)
 
 
 def stop(proc: ManagedProcess, grace_s: float = 10.0) -> bool:

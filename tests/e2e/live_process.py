@@ -38,27 +38,36 @@ class SchedulerProcess:
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
     runs: int = 0
+    #: With an identity, the replica takes part in leader election (the config's Lease).
+    identity: str = ""
+    kubeconfig: Path | None = None  # default: the control plane's own
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.runs += 1
-        config = self.workdir / "config.yaml"
+        config = self.workdir / f"config{'-' + self.identity if self.identity else ''}.yaml"
         config.write_text(self.config_yaml or "{}\n")
         self.port = procs.free_port()
-        log = (self.workdir / f"scheduler-{self.runs}.log").open("wb")
+        log = self.log_path.open("wb")
+        election = ["--identity", self.identity] if self.identity else ["--no-leader-election"]
         self.proc = subprocess.Popen(
-            [str(CLI), "run", "--kubeconfig", str(self.cp.kubeconfig), "--config", str(config),
-             "--scheduler-name", self.tenant.scheduler_name, "--no-leader-election",
-             "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
+            [str(CLI), "run", "--kubeconfig", str(self.kubeconfig or self.cp.kubeconfig),
+             "--config", str(config), "--scheduler-name", self.tenant.scheduler_name,
+             *election, "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, preexec_fn=_die_with_parent)
         log.close()
         wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "
-                 f"(log: {self.workdir}/scheduler-{self.runs}.log)")
+                 f"(log: {self.log_path})")
+
+    @property
+    def log_path(self) -> Path:
+        name = f"scheduler-{self.identity + '-' if self.identity else ''}{self.runs}.log"
+        return self.workdir / name
 
     def _ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"scheduler exited with {self.proc.returncode}; see "
-                                 f"{self.workdir}/scheduler-{self.runs}.log")
+                                 f"{self.log_path}")
         return answers_ready(self.port)
 
     def kill(self) -> None:
@@ -66,6 +75,18 @@ class SchedulerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        """SIGSTOP: frozen as by a long GC pause or a frozen VM; ``resume`` thaws it."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -76,4 +97,4 @@ class SchedulerProcess:
                 self.kill()
 
     def log(self) -> str:
-        return (self.workdir / f"scheduler-{self.runs}.log").read_text(errors="replace")
+        return self.log_path.read_text(errors="replace")

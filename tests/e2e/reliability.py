@@ -1,0 +1,305 @@
+"""The reliability suite's rig: faults injected into a running pair of schedulers on a dev
+cluster of its own, the invariants checked after each one, the figures printed.
+
+Its own cluster because it crashes etcd and the apiserver (the session cluster serves every
+other test). Two ``gang-scheduler run`` processes (replicas ``a`` and ``b``, leader election
+with a 3 s Lease) talk to the apiserver through a ``CuttableProxy``; the test plays the users,
+one gang-scheduled Job per round (kwok finishes its pods after a simulated runtime), and one
+fault per round:
+
+- ``kill``: the leader SIGKILLed once the round's first member is bound (mid-bind), restarted;
+- ``apiserver`` / ``etcd``: SIGKILLed and started again on the same ports and data;
+- ``cut``: every connection through the proxy reset mid-bind (watch streams included);
+- ``pause``: the leader SIGSTOPped mid-bind past its Lease, resumed once the other replica
+  took over: anything it binds before it notices is a stale write.
+
+After each fault the round must settle (its gang whole, no gang anywhere partly bound, a
+leader) within a deadline; its recovery time runs from the fault to then. Invariants: no
+gang partly bound once settled, no node over its allocatable (``capacity``, from a watch), no
+pod bound twice (``PodWatch``), no pod lost (every Job completes in the end: a pod a rollback
+deleted was recreated and ran), no bind by a leader that no longer held the Lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import urllib3
+from kubernetes import client
+
+from scheduler.devcluster import certs, kubeconfig, rest
+from scheduler.devcluster.cluster import DevCluster
+from tests.e2e import capacity
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import PodWatch, Tenant
+from tests.e2e.live_process import SchedulerProcess
+from tests.e2e.ops_support import scrape, value
+from tests.e2e.tcp_proxy import CuttableProxy
+
+FAULTS = ("kill", "apiserver", "etcd", "cut", "pause")
+LEASE_S = 3.0
+SETTLE_S = 120.0  # a generous deadline on a loaded 2-core machine; the figures say how fast
+JOB_LABEL = "batch.kubernetes.io/job-name"
+
+
+def schedule(kills: int, others: int, seed: int = 18) -> list[str]:
+    """*kills* SIGKILLs and *others* of each other fault, shuffled (the same for a seed)."""
+    faults = ["kill"] * kills + [f for f in FAULTS if f != "kill" for _ in range(others)]
+    random.Random(seed).shuffle(faults)
+    return faults
+
+
+@dataclass
+class Figures:
+    faults: Counter[str] = field(default_factory=Counter)
+    recoveries: list[float] = field(default_factory=list)
+    mid_bind: int = 0  # faults that found the round's gang partly bound
+    fenced: int = 0  # writes the paused leaders' fences refused
+    stale: int = 0  # binds made by a replica that did not hold the Lease
+    violations: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        rec = sorted(self.recoveries)
+        lines = [
+            f"faults injected: {sum(self.faults.values())} "
+            f"({', '.join(f'{k} {n}' for k, n in sorted(self.faults.items()))})",
+            f"faults that landed mid-bind (gang partly bound at the fault): {self.mid_bind}",
+            f"recoveries: {len(rec)} of {sum(self.faults.values())}",
+        ]
+        if rec:
+            lines.append(f"recovery time: median {statistics.median(rec):.2f} s, "
+                         f"max {rec[-1]:.2f} s")
+        lines += [f"stale writes by a paused leader: {self.stale} "
+                  f"(writes refused by its fence: {self.fenced})",
+                  f"violations: {len(self.violations)}"]
+        lines += [f"  - {v}" for v in self.violations[:20]]
+        return "\n".join(lines)
+
+
+@dataclass
+class Rig:
+    cp: ControlPlane
+    tenant: Tenant
+    proxy: CuttableProxy
+    replicas: list[SchedulerProcess]
+    watch: PodWatch
+    figures: Figures = field(default_factory=Figures)
+    jobs: list[tuple[str, int]] = field(default_factory=list)  # (name, size)
+
+    # Reading the cluster ------------------------------------------------------------------
+    def leader(self) -> SchedulerProcess | None:
+        for r in self.replicas:
+            if not r.alive():
+                continue
+            with contextlib.suppress(OSError):
+                if value(scrape(r.port), "gang_scheduler_is_leader") == 1:
+                    return r
+        return None
+
+    def by_job(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in self.jobs}
+        for pod in self.tenant.pods().values():
+            job = pod["metadata"].get("labels", {}).get(JOB_LABEL)
+            if job in out:
+                out[job].append(pod)
+        return out
+
+    def partly_bound(self) -> list[str]:
+        """Jobs with some live members bound and others waiting, fewer bound than the gang."""
+        sizes = dict(self.jobs)
+        found = []
+        for job, pods in self.by_job().items():
+            live = [p for p in pods if p.get("status", {}).get("phase") not in capacity.TERMINAL
+                    and not p["metadata"].get("deletionTimestamp")]
+            bound = sum(1 for p in live if p["spec"].get("nodeName"))
+            if 0 < bound < sizes[job] and bound < len(live):
+                found.append(f"{job} ({bound} of {sizes[job]} bound)")
+        return found
+
+    def whole(self, job: str, size: int) -> bool:
+        """Every member of the round's gang bound (or already finished)."""
+        pods = [p for p in self.by_job()[job] if not p["metadata"].get("deletionTimestamp")]
+        done = [p for p in pods if p["spec"].get("nodeName")
+                or p.get("status", {}).get("phase") == "Succeeded"]
+        return len(done) >= size
+
+    # A round ------------------------------------------------------------------------------
+    def round(self, i: int, fault: str, size: int, runtime_s: float) -> None:
+        job = f"g{i}"
+        self.jobs.append((job, size))
+        marks = (len(self.cp.capacity.violations) if self.cp.capacity else 0,
+                 len(self.watch.rebinds()))
+        self.tenant.create_job(job, parallelism=size, gpus=1, runtime_s=runtime_s,
+                               backoffLimit=10_000)
+        started = self.inject(job, fault)
+        self.figures.faults[fault] += 1
+        try:
+            wait_for(lambda: answered(lambda: self.whole(job, size) and not self.partly_bound()
+                                      and self.leader() is not None), SETTLE_S, 0.05,
+                     what=f"round {i} ({fault}) settled")
+            self.figures.recoveries.append(time.monotonic() - started)
+        except AssertionError:
+            self.figures.violations.append(
+                f"round {i} ({fault}) did not settle in {SETTLE_S:.0f} s; partly bound: "
+                f"{self.partly_bound()}; leader: {self.leader() is not None}")
+        self.check(i, fault, marks)
+
+    def inject(self, job: str, fault: str) -> float:
+        """Carry out *fault* (mid-bind where it can be); when it struck (monotonic)."""
+        if fault in ("kill", "cut", "pause"):
+            with contextlib.suppress(AssertionError):  # a fault after the bind still counts
+                wait_for(lambda: any(n.startswith(f"{job}-") for n in self.watch.bound_names()),
+                         60, 0.002, what=f"{job}'s first member bound")
+        struck = time.monotonic()
+        if fault == "kill":
+            leader = self.leader()
+            if leader is not None:
+                leader.kill()
+                self.count_mid_bind(job)
+                leader.start()
+        elif fault in ("apiserver", "etcd"):
+            self.cp.cluster.restart("kube-apiserver" if fault == "apiserver" else "etcd",
+                                    log=lambda _: None)
+        elif fault == "cut":
+            self.count_mid_bind(job)
+            self.proxy.cut()
+        elif fault == "pause":
+            self.pause(job)
+        return struck
+
+    def count_mid_bind(self, job: str) -> None:
+        if any(p.startswith(f"{job} ") for p in self.partly_bound()):
+            self.figures.mid_bind += 1
+
+    def pause(self, job: str) -> None:
+        leader = self.leader()
+        if leader is None:
+            return
+        mark = leader.log_path.stat().st_size
+        leader.pause()
+        self.count_mid_bind(job)
+        others = [r for r in self.replicas if r is not leader]
+        try:
+            wait_for(lambda: any(value(scrape(r.port), "gang_scheduler_is_leader") == 1
+                                 for r in others), 30, 0.1, what="the standby took over")
+        finally:
+            leader.resume()
+        wait_for(lambda: value(scrape(leader.port), "gang_scheduler_is_leader") == 0, 30, 0.1,
+                 what="the resumed replica stepped down")
+        time.sleep(LEASE_S)  # whatever its stale plan would still send has been sent
+        self.figures.fenced += int(value(scrape(leader.port),
+                                         "gang_scheduler_fenced_writes_total"))
+        self.figures.stale += stale_binds(leader.log_path, mark)
+
+    def check(self, i: int, fault: str, marks: tuple[int, int]) -> None:
+        where = f"round {i} ({fault})"
+        for job in self.partly_bound():
+            self.figures.violations.append(f"{where}: {job} left partly bound")
+        if self.cp.capacity is not None:
+            for v in self.cp.capacity.violations[marks[0]:]:
+                self.figures.violations.append(f"{where}: over-commit: {v}")
+        for name, nodes in list(self.watch.rebinds().items())[marks[1]:]:
+            self.figures.violations.append(f"{where}: {name} bound twice: {nodes}")
+
+    def finish(self, timeout_s: float = 300.0) -> None:
+        """No pod lost: every Job completes (what a rollback deleted was recreated and ran)."""
+        batch = client.BatchV1Api(self.cp.api)
+
+        def incomplete() -> list[str]:
+            jobs = rest.call(batch.list_namespaced_job, self.tenant.namespace)["items"]
+            return [j["metadata"]["name"] for j in jobs
+                    if not any(c.get("type") == "Complete" and c.get("status") == "True"
+                               for c in (j.get("status") or {}).get("conditions") or ())]
+        try:
+            wait_for(lambda: not incomplete(), timeout_s, 0.5, what="every Job complete")
+        except AssertionError:
+            self.figures.violations.append(f"pods lost: Jobs never completed: {incomplete()}")
+        for r in self.replicas:
+            if r.alive() and "Traceback" in r.log():
+                self.figures.violations.append(f"replica {r.identity}: a traceback in its log")
+
+
+def answered(check: Callable[[], bool]) -> bool:
+    """*check*, False while the apiserver does not answer (restarting)."""
+    try:
+        return check()
+    except (OSError, client.ApiException, urllib3.exceptions.HTTPError):
+        return False
+
+
+def stale_binds(log: Path, since: int) -> int:
+    """``gang_bound`` lines the replica logged after *since* (bytes) before it led again."""
+    count = 0
+    with log.open("rb") as f:
+        f.seek(since)
+        for line in f:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line).get("event")
+                if event == "leading":
+                    break
+                count += event == "gang_bound"
+    return count
+
+
+def replica_config(tenant: Tenant, lease_namespace: str) -> str:
+    return "\n".join([
+        f"defaultQueue: {tenant.queue}", "bindConcurrency: 1", "cycleIntervalSeconds: 0.5",
+        "bindBackoffInitialSeconds: 1.0", "bindBackoffMaxSeconds: 5.0",
+        "partialGangGraceSeconds: 5.0", "logLevel: info", "leaderElection:",
+        "  enabled: true", "  leaseName: reliability", f"  leaseNamespace: {lease_namespace}",
+        f"  leaseDurationSeconds: {LEASE_S}", "  renewDeadlineSeconds: 2.0",
+        "  retryPeriodSeconds: 0.5", ""])
+
+
+@contextlib.contextmanager
+def rig(workdir: Path, nodes: int = 6, say: Callable[[str], None] = print) -> Iterator[Rig]:
+    """A dev cluster, a tenant with *nodes* 8-GPU nodes, the proxy and both replicas."""
+    cluster = DevCluster(workdir / "cluster", owned=True)
+    cluster.up(log=lambda line: say(f"[reliability] {line}"), training_operators=False)
+    try:
+        with capacity.watching(cluster.kubeconfig, "the reliability cluster") as cap:
+            cp = ControlPlane(cluster, cap, False)
+            tenant = Tenant.create(cp)
+            tenant.create_nodes(nodes, gpus=8)
+            api = urlparse(cp.server)
+            proxy = CuttableProxy((api.hostname or "127.0.0.1", api.port or 443))
+            proxied = kubeconfig.write_admin(workdir / "proxied.kubeconfig", proxy.url,
+                                             certs.CertPaths.under(cluster.state_dir / "pki"))
+            config = replica_config(tenant, cp.new_namespace("lease"))
+            replicas = [SchedulerProcess(cp, tenant, workdir, config, identity=name,
+                                         kubeconfig=proxied) for name in ("a", "b")]
+            try:
+                for r in replicas:
+                    r.start()
+                with PodWatch(cp, tenant.namespace) as watch:
+                    yield Rig(cp, tenant, proxy, replicas, watch)
+            finally:
+                for r in replicas:
+                    r.stop()
+                proxy.close()
+    finally:
+        cluster.down(log=lambda _: None)
+
+
+def run(workdir: Path, faults: list[str], say: Callable[[str], None] = print) -> Figures:
+    """Every fault in turn, one round each; the figures (also printed)."""
+    gen = random.Random(len(faults))
+    with rig(workdir, say=say) as r:
+        for i, fault in enumerate(faults):
+            r.round(i, fault, size=gen.choice((4, 6, 8)), runtime_s=gen.uniform(1.0, 3.0))
+            if (i + 1) % 10 == 0:
+                say(f"[reliability] {i + 1} of {len(faults)} rounds, "
+                    f"{len(r.figures.violations)} violations")
+        r.finish()
+        say(r.figures.report())
+        return r.figures
