@@ -40,6 +40,7 @@ class EventReason(StrEnum):
     PREEMPTED = "Preempted"
     GANG_ROLLED_BACK = "GangRolledBack"
     INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.input_warnings
+    INVALID_OBJECT = "InvalidObject"  # (idem)
 
 
 class EventType(StrEnum):

@@ -18,6 +18,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 import structlog
@@ -54,10 +55,16 @@ class Cache(Protocol):
                      namespaces: bool = False) -> None: ...
 
 
+Unusable = Callable[[dict[str, Any], str | None], None]  # (object, why or None once usable)
+
+
 def converting_handler(to_model: Callable[[dict[str, Any]], Any],
                        upsert: Callable[[Any], None],
-                       delete: Callable[[dict[str, Any]], None]) -> informer.Handler:
-    """A handler that converts each object before *upsert*; DELETED objects go to *delete* raw."""
+                       delete: Callable[[dict[str, Any]], None],
+                       unusable: Unusable | None = None) -> informer.Handler:
+    """A handler that converts each object before *upsert*; DELETED objects go to *delete* raw.
+    An object that does not convert is skipped, logged, and told to *unusable* (which says so
+    on the object: ``InputWarnings``)."""
 
     def handle(event: informer.EventType, obj: dict[str, Any]) -> None:
         if event is informer.EventType.DELETED:
@@ -66,9 +73,14 @@ def converting_handler(to_model: Callable[[dict[str, Any]], Any],
         try:
             value = to_model(obj)
         except convert.ConversionError as exc:
-            log.warning("object_skipped", kind=exc.kind, object=exc.key, field=exc.path,
-                        reason=exc.reason)
+            if unusable is not None:
+                unusable(obj, f"{exc.path}: {exc.reason}" if exc.path else exc.reason)
+            else:
+                log.warning("object_skipped", kind=exc.kind, object=exc.key, field=exc.path,
+                            reason=exc.reason)
             return
+        if unusable is not None:
+            unusable(obj, None)
         upsert(value)
 
     return handle
@@ -127,16 +139,26 @@ class PriorityClasses:
 
 def cache_informers(client: KubeClient, cache: Cache,
                     label_config: NodeLabelConfig | None = None,
-                    warnings: InputWarnings | None = None) -> list[informer.Informer]:
+                    warnings: InputWarnings | None = None,
+                    scheduler_name: str | None = None) -> list[informer.Informer]:
     """Informers for PriorityClasses, nodes, pods, PodGroups, Jobs, JobSets, and Kubernetes'
     own Workloads and PodGroups feeding *cache* (not started). PriorityClasses come first, so
     that a one-shot read in this order resolves every pod; a running scheduler re-resolves
     the pods without ``spec.priority`` whenever a class changes, so the result never depends
-    on which informer delivered first."""
+    on which informer delivered first. With *warnings*, a PodGroup, or a pod naming
+    *scheduler_name*, that cannot be used gets a warning (other schedulers' pods do not)."""
     classes = PriorityClasses()
     pod_lock = threading.Lock()  # one delivery at a time: the watch's, or a re-resolution's
+
+    def unusable_pod(obj: dict[str, Any], why: str | None) -> None:
+        spec = obj.get("spec")
+        if (warnings is not None and isinstance(spec, dict)
+                and spec.get("schedulerName") == scheduler_name):
+            warnings.unusable("Pod", "v1", obj, why)
+
     to_pod = converting_handler(lambda o: classes.resolve(convert.pod_from_json(o), o),
-                                cache.upsert_pod, lambda o: cache.delete_pod(_meta(o, "uid")))
+                                cache.upsert_pod, lambda o: cache.delete_pod(_meta(o, "uid")),
+                                unusable_pod if scheduler_name else None)
 
     def checked(kind: str, api_version: str, handler: informer.Handler) -> informer.Handler:
         """*handler*, with the annotations of what it is handed checked for *warnings*."""
@@ -173,7 +195,9 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.PODGROUPS, checked(
             "PodGroup", "scheduling.x-k8s.io/v1alpha1", converting_handler(
                 convert.podgroup_from_json, cache.upsert_group,
-                lambda o: cache.delete_group(informer.object_id(o))))),
+                lambda o: cache.delete_group(informer.object_id(o)),
+                None if warnings is None else partial(
+                    warnings.unusable, "PodGroup", "scheduling.x-k8s.io/v1alpha1")))),
         watch(informer.JOBS, checked("Job", "batch/v1", converting_handler(
             convert.job_from_json, cache.upsert_job,
             lambda o: cache.delete_job(informer.object_id(o))))),

@@ -1,5 +1,10 @@
 """Warnings about what users wrote, from the informers to a Warning event on the object.
 
+Two kinds: annotations the scheduler cannot read (``InvalidAnnotation``: it uses a default
+instead), and objects of its own it cannot use at all (``InvalidObject``: a pod with this
+scheduler's name or a PodGroup whose conversion failed, naming the field and the reason; the
+object is ignored until fixed, so without the event its gang would just wait, unexplained).
+
 Why a sink between the two: the informers see every object (on their own threads, and on every
 replica) but must not block on the apiserver; the leader's loop can write events. So an
 informer records what it found (and logs it, once per object and finding), and the loop drains
@@ -11,13 +16,14 @@ often it is updated; a fixed object is forgotten, so breaking it again warns aga
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from scheduler.kube import informer
+from scheduler.kube.events import EventReason
 from scheduler.model.annotation_checks import annotation_problems
 
 log = structlog.get_logger()
@@ -33,6 +39,7 @@ class Finding:
     name: str
     uid: str
     problems: tuple[str, ...]
+    reason: str = EventReason.INVALID_ANNOTATION  # the event's reason
 
     @property
     def message(self) -> str:
@@ -56,27 +63,48 @@ class InputWarnings:
             return
         problems = annotation_problems(
             {str(k): v for k, v in annotations.items() if isinstance(v, str)})
+        self._record(uid, problems, lambda: Finding(
+            kind, api_version, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+            uid, problems))
+
+    def unusable(self, kind: str, api_version: str, obj: Mapping[str, Any],
+                 problem: str | None) -> None:
+        """The object could not be converted (*problem*: why), or could again (None)."""
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
+        if not uid:
+            return
+        problems = (f"{problem}; the scheduler ignores this {kind} until it is fixed",
+                    ) if problem else ()
+        self._record(f"{uid}#object", problems, lambda: Finding(
+            kind, api_version, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+            uid, problems, EventReason.INVALID_OBJECT))
+
+    def _record(self, key: str, problems: tuple[str, ...],
+                finding: Callable[[], Finding]) -> Finding | None:
+        """Remember *problems* under *key*; the new finding, if they changed."""
         with self._lock:
-            if self._seen.get(uid, ()) == problems:
-                return
+            if self._seen.get(key, ()) == problems:
+                return None
             if not problems:
-                self._seen.pop(uid, None)
-                self._new.pop(uid, None)
-                return
+                self._seen.pop(key, None)
+                self._new.pop(key, None)
+                return None
             if len(self._seen) >= self.max_tracked:  # bounded: forget the oldest
                 self._seen.pop(next(iter(self._seen)))
-            self._seen[uid] = problems
-            finding = Finding(kind, api_version, str(meta.get("namespace") or ""),
-                              str(meta.get("name") or ""), uid, problems)
-            self._new[uid] = finding
-        log.warning("annotation_invalid", kind=kind, namespace=finding.namespace,
-                    object=finding.name, problems=finding.message)
+            self._seen[key] = problems
+            self._new[key] = found = finding()
+        log.warning("object_unusable" if found.reason == EventReason.INVALID_OBJECT
+                    else "annotation_invalid", kind=found.kind, namespace=found.namespace,
+                    object=found.name, problems=found.message)
+        return found
 
     def forget(self, obj: Mapping[str, Any]) -> None:
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         with self._lock:
-            self._seen.pop(uid, None)
-            self._new.pop(uid, None)
+            for key in (uid, f"{uid}#object"):
+                self._seen.pop(key, None)
+                self._new.pop(key, None)
 
     def drain(self) -> list[Finding]:
         """The findings since the last drain, oldest first."""

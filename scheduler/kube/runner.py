@@ -31,7 +31,7 @@ from scheduler.kube import feed, informer
 from scheduler.kube.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
-from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.events import EventRecorder, EventType, ObjectRef
 from scheduler.kube.fence import FencedClient
 from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
@@ -92,7 +92,7 @@ class LiveScheduler:
             scheduler=config.policy())), write_status=self.queue_status.set_validity)
         self.input_warnings = InputWarnings()
         self.informers = feed.cache_informers(client, self.cache, config.node_labels,
-                                              self.input_warnings)
+                                              self.input_warnings, config.scheduler_name)
         self.informers.append(informer.Informer(client, informer.QUEUES, self.policies.handle))
         self.binder = Binder(writes, concurrency=config.bind_concurrency,
                              queue_of=self.cache.queue_of)
@@ -194,11 +194,12 @@ class LiveScheduler:
                                self.cache.gang_pods, self.recent.events)
 
     def _warn_of_inputs(self) -> None:
-        """A Warning event on each object whose annotations the informers found unreadable
-        since the last cycle (the leader only: standbys log them, see ``InputWarnings``)."""
+        """A Warning event on each object whose annotations the informers found unreadable,
+        or that they could not use at all, since the last cycle (the leader only: standbys
+        log them, see ``InputWarnings``)."""
         for f in self.input_warnings.drain():
             self.events.emit(ObjectRef(f.kind, f.namespace, f.name, f.uid, f.api_version),
-                             EventReason.INVALID_ANNOTATION, f.message, EventType.WARNING)
+                             f.reason, f.message, EventType.WARNING)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.kube import informer
+from scheduler.kube import convert, informer
+from scheduler.kube.feed import converting_handler
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.model.annotation_checks import annotation_problems
 
@@ -71,3 +72,25 @@ def test_a_finding_fixed_or_deleted_before_the_loop_drains_it_is_not_emitted() -
     sink.check("Pod", "v1", pod("b", **{MIN_MEMBER: "4"}))
     assert sink.drain() == []
     assert seen == ["ADDED", "DELETED"]  # the wrapped handler still gets every event
+
+
+def test_an_object_of_ours_that_cannot_be_used_is_said_once_and_forgotten_when_fixed() -> None:
+    sink = InputWarnings()
+    upserted: list[object] = []
+    handle = converting_handler(
+        convert.pod_from_json, upserted.append, lambda _: None,
+        lambda obj, why: sink.unusable("Pod", "v1", obj, why))
+    bad = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+           "spec": {"schedulerName": "gang-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}
+    handle(informer.EventType.ADDED, bad)
+    handle(informer.EventType.MODIFIED, bad)
+    (finding,) = sink.drain()
+    assert (finding.reason, finding.uid) == ("InvalidObject", "u1") and not upserted
+    assert "spec.containers[0].resources.requests" in finding.message, finding.message
+    assert finding.message.endswith("the scheduler ignores this Pod until it is fixed")
+    good = {**bad, "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}}
+    handle(informer.EventType.MODIFIED, good)
+    assert len(upserted) == 1 and sink.drain() == []
+    handle(informer.EventType.MODIFIED, bad)  # broken again: said again
+    assert [f.reason for f in sink.drain()] == ["InvalidObject"]

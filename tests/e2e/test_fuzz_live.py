@@ -1,0 +1,165 @@
+"""Objects no test wrote, through the real apiserver to a running scheduler.
+
+The hypothesis strategies of ``tests/unit/reliability/strategies.py`` (pods, PodGroups and
+Queues damaged the ways real clusters damage them, every annotation the scheduler reads set to
+values users write and to junk) are sent to the apiserver; what it accepts reaches a running
+in-process scheduler through its informers. Then: no cycle raised, the scheduler still runs,
+every accepted pod of this scheduler that is not bound says why (a ``PodScheduled=False``
+message or a Warning event naming it: ``InvalidObject``, ``InvalidAnnotation``,
+``FailedScheduling``), every accepted Queue has a ``Valid`` condition, with a message when
+False, and a well-formed gang created after them all is still scheduled.
+
+Each object is made safe for the shared session cluster first: its own name, this test's
+namespace, schedulerName and pool (a fuzzed pod may not land on another test's nodes), no
+owner references (the garbage collector would delete the pods), no priority or overhead
+(admission needs PriorityClasses and RuntimeClasses), Queues admitting only this
+namespace (and deleted at the end). ``GANG_SCHEDULER_FUZZ_LIVE`` objects (default 60) in
+the default run, 10,000 in the reliability run (``-m reliability``, README "Operating it").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+
+from scheduler.devcluster import rest
+from scheduler.kube.client import KubeClient, connect
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import POOL_LABEL, QUEUES, InProcessScheduler, Tenant, unschedulable_message
+from tests.unit.reliability import strategies as fuzz
+
+pytestmark = pytest.mark.e2e
+
+COUNT = int(os.environ.get("GANG_SCHEDULER_FUZZ_LIVE", "60"))
+OBJECTS = st.one_of(fuzz.pods(), fuzz.pods(), fuzz.podgroups(), fuzz.queues())
+
+
+@dataclass
+class Sent:
+    """What was sent: accepted (by kind and name) and refused (with the apiserver's reason)."""
+
+    accepted: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)
+    queues: list[str] = field(default_factory=list)
+
+    def send(self, api: KubeClient, tenant: Tenant, obj: dict[str, Any]) -> None:
+        """POST the raw JSON (the generated client would refuse much of it before sending)."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        ns = f"/namespaces/{tenant.namespace}"
+        path = {"Queue": "/apis/gangscheduler.io/v1alpha1/queues",
+                "PodGroup": f"/apis/scheduling.x-k8s.io/v1alpha1{ns}/podgroups",
+                "Pod": f"/api/v1{ns}/pods"}[kind]
+        resp = api.request("POST", path, body=obj)
+        if not resp.ok:
+            self.refused.append(f"{kind} {name}: HTTP {resp.status}: {resp.message()[:160]}")
+            return
+        self.accepted.append(f"{kind} {name}")
+        (self.queues if kind == "Queue" else self.pods if kind == "Pod" else []).append(name)
+
+
+def sanitized(obj: dict[str, Any], tenant: Tenant, n: int) -> dict[str, Any]:
+    """*obj* made safe for the shared cluster (see the module docstring), its damage kept."""
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "Pod"
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    for key in ("uid", "resourceVersion", "creationTimestamp", "ownerReferences"):
+        meta.pop(key, None)
+    meta["name"] = f"fz-{tenant.pool[-8:]}-{n}" if kind == "Queue" else (
+        str(meta.get("name")) if kind == "PodGroup" and meta.get("name") in ("train", "g")
+        else f"fz-{n}")
+    meta["namespace"] = tenant.namespace
+    obj["metadata"] = meta
+    spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+    if kind == "Queue":
+        spec["namespaces"] = [tenant.namespace]
+        obj["kind"], obj["apiVersion"] = "Queue", "gangscheduler.io/v1alpha1"
+    elif kind == "PodGroup":
+        obj["kind"], obj["apiVersion"] = "PodGroup", "scheduling.x-k8s.io/v1alpha1"
+    else:
+        obj["kind"], obj["apiVersion"] = "Pod", "v1"
+        spec["schedulerName"] = tenant.scheduler_name
+        spec["nodeSelector"] = {POOL_LABEL: tenant.pool}
+        for key in ("nodeName", "priority", "priorityClassName", "overhead"):
+            spec.pop(key, None)
+    obj["spec"] = spec
+    obj.pop("status", None)
+    return obj
+
+
+@pytest.fixture
+def sent(control_plane: ControlPlane) -> Iterator[Sent]:
+    out = Sent()
+    yield out
+    for name in out.queues:  # cluster-scoped: no other test may meet them
+        with contextlib.suppress(client.ApiException):
+            rest.call(control_plane.custom.delete_cluster_custom_object, *QUEUES, name)
+
+
+@pytest.mark.parametrize("count", [COUNT, pytest.param(10_000, marks=pytest.mark.reliability)])
+def test_fuzzed_objects_crash_nothing_get_a_reason_and_good_gangs_still_schedule(
+        count: int, control_plane: ControlPlane, tenant: Tenant, sent: Sent,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    tenant.create_nodes(2, gpus=8)
+    runner = start_scheduler()
+    crashes: list[BaseException] = []
+    run_once = runner.live.scheduler.run_once
+
+    def recording(takeover: bool = False) -> Any:
+        try:
+            return run_once(takeover)
+        except BaseException as exc:
+            crashes.append(exc)
+            raise
+
+    runner.live.scheduler.run_once = recording  # type: ignore[method-assign]
+    numbers = itertools.count()
+    api = connect(str(control_plane.kubeconfig))
+
+    @settings(max_examples=count, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(OBJECTS)
+    def send(obj: dict[str, Any]) -> None:
+        sent.send(api, tenant, sanitized(copy.deepcopy(obj), tenant, next(numbers)))
+
+    send()
+    assert sent.accepted, f"the apiserver refused all {len(sent.refused)} objects"
+    cycles = runner.live.scheduler.cycles
+    wait_for(lambda: runner.live.scheduler.cycles >= cycles + 5, 60, what="5 cycles more")
+    assert runner.live.actuator.writer.flush(60)
+
+    good = tenant.create_gang("good", 2)
+    wait_for(lambda: tenant.all_bound(good), 60, what="a good gang bound beside the fuzz")
+    assert crashes == [] and runner.errors == []
+    assert runner.thread is not None and runner.thread.is_alive()
+
+    def silent() -> list[str]:
+        """Accepted pods, not bound, that say nothing about why."""
+        pods = tenant.pods()
+        told = {str((e.get("regarding") or {}).get("uid")) for e in tenant.events()
+                if e.get("type") == "Warning"}
+        return [n for n in sent.pods if (pod := pods.get(n)) is not None
+                and not pod["spec"].get("nodeName") and not unschedulable_message(pod)
+                and pod["metadata"]["uid"] not in told]
+
+    wait_for(lambda: not silent(), 60, what="a reason on every pod not bound")
+    for name in sent.queues:
+        status = rest.call(control_plane.custom.get_cluster_custom_object, *QUEUES,
+                           name).get("status") or {}
+        valid = next((c for c in status.get("conditions") or [] if c.get("type") == "Valid"),
+                     None)
+        assert valid is not None, f"Queue {name}: no Valid condition"
+        assert valid["status"] == "True" or valid.get("message"), valid
+    print(f"fuzzed objects: {len(sent.accepted)} accepted by the apiserver, "
+          f"{len(sent.refused)} refused; pods {len(sent.pods)}, queues {len(sent.queues)}; "
+          f"0 crashes; refused, for example: {sent.refused[:3]}")
+
