@@ -41,6 +41,8 @@ class EventReason(StrEnum):
     GANG_ROLLED_BACK = "GangRolledBack"
     INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.input_warnings
     INVALID_OBJECT = "InvalidObject"  # (idem)
+    BELOW_MINIMUM = "BelowMinimum"  # scheduler.kube.shortfalls
+    MINIMUM_RESTORED = "MinimumRestored"
 
 
 class EventType(StrEnum):
