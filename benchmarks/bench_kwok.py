@@ -10,6 +10,7 @@ carries the load a real cluster puts on it while the schedulers work.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -38,6 +39,20 @@ from scheduler.kube import informer
 from scheduler.kube.client import KubeClient
 
 POOL_LABEL = "gangscheduler.io/pool"
+
+
+def stream_arguments(parser: argparse.ArgumentParser, *, rate: float, runtime: float,
+                     duration: float) -> None:
+    """The options of a stream of gangs on kwok nodes (``bench_stream``, ``bench_soak``)."""
+    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=rate, help="gangs created per second")
+    parser.add_argument("--runtime", type=float, default=runtime,
+                        help="seconds each pod runs once bound")
+    parser.add_argument("--duration", type=float, default=duration,
+                        help="seconds of arrivals")
 
 
 def load() -> str:

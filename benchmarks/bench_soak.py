@@ -35,6 +35,7 @@ from bench_kwok import (
     list_pages,
     load,
     say,
+    stream_arguments,
 )
 from bench_scheduler_setup import create_queue, metric, start_scheduler
 
@@ -63,13 +64,7 @@ def rss_mib(pid: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--rate", type=float, default=1.0, help="gangs arriving per second")
-    parser.add_argument("--runtime", type=float, default=60.0, help="seconds each gang runs")
-    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of churn")
+    stream_arguments(parser, rate=1.0, runtime=60.0, duration=3600.0)
     parser.add_argument("--sample", type=float, default=15.0, help="seconds between samples")
     parser.add_argument("--plot", help="the PNG of RSS and cycle time over time "
                         "(default: soak.png in the workdir)")

@@ -35,6 +35,7 @@ from bench_kwok import (
     kwok_cluster,
     load,
     say,
+    stream_arguments,
     usage,
 )
 from bench_scheduler_setup import create_queue, start_scheduler
@@ -81,15 +82,7 @@ def quantile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--rate", type=float, default=4.0, help="gangs created per second")
-    parser.add_argument("--runtime", type=float, default=120.0,
-                        help="seconds each pod runs once bound")
-    parser.add_argument("--duration", type=float, default=180.0,
-                        help="seconds of arrivals")
+    stream_arguments(parser, rate=4.0, runtime=120.0, duration=180.0)
     parser.add_argument("--max-fill", type=float, default=0.8,
                         help="refuse a stream whose steady state fills more of the GPUs")
     parser.add_argument("--existing-nodes", action="store_true",
