@@ -17,11 +17,13 @@ out like any other decision:
   cycle, not only after a restart: its remaining members are considered before any other
   gang (its bound members already hold their share), and when this cycle does not complete
   it, it is rolled back if none of its bound members has started (nothing is lost), on the
-  first cycle after taking over (a crashed predecessor may have left it), once it has been
-  partly bound for ``repair_grace`` seconds (bound members otherwise hold their GPUs for
-  nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a restart), or when an earlier
-  cycle already decided to roll it back (a rollback that failed, say while the apiserver
-  restarted, is retried until it is done).
+  first cycle after taking over (a crashed predecessor may have left it), once a gang cut
+  while binding has been partly bound for ``repair_grace`` seconds (its bound members
+  otherwise hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a
+  restart), or when an earlier cycle already decided to roll it back (a rollback that
+  failed, say while the apiserver restarted, is retried until it is done). A running gang
+  that lost a member since (a node failed) is not cut: its survivors wait for their
+  replacement, however long, and the user is told it is short (``BelowMinimum``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class PartlyBound:
     pods: tuple[PodRef, ...]  # the members bound
     started: bool  # any of them past Pending
     since: float  # when the scheduler first saw it partly bound
+    #: Cut while binding (a member waiting was there before the bound ones started: a crash
+    #: or a failed rollback mid-bind), not a whole gang that lost a member since (a node
+    #: failure: its replacement is newer, and the survivors wait for it, as
+    #: ``scheduler.model.shortfall`` tells the user).
+    cut: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +123,7 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
         Rollback(gid, p.pods, _why_not_completed(gid, house, pending, now), house.takeover)
         for gid, p in sorted(house.partly_bound.items())
         if gid not in done and (house.takeover or not p.started or gid in again
-                                or now - p.since >= house.repair_grace))
+                                or (p.cut and now - p.since >= house.repair_grace)))
 
 
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -46,7 +46,7 @@ from scheduler.housekeeping import (
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang, PodRef
 from scheduler.model.volumes import ClaimDecision
-from scheduler.model.workloads import PodPhase
+from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
@@ -245,9 +245,10 @@ class Scheduler:
         partly = {}
         for gid, refs in gangs.partially_bound.items():
             pods = {p.uid: p for p in self.cache.gang_pods(gid)}
-            started = any(r.uid in pods and pods[r.uid].phase is not PodPhase.PENDING
-                          for r in refs)
-            partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now))
+            bound = [pods[r.uid] for r in refs if r.uid in pods]
+            started = any(p.phase is not PodPhase.PENDING for p in bound)
+            partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now),
+                                      _cut(bound, pods.values()))
         return Housekeeping(self.backing_off(now), unformed, partly, takeover,
                             self.repair_grace)
 
@@ -359,6 +360,17 @@ class Scheduler:
             rg = running.get(victim)
             m.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
             m.evictions.inc(rg.gang.size if rg is not None else 0)
+
+
+def _cut(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:
+    """Was a gang cut while binding: a member waiting now was created no later than the
+    first bound member started (a replacement for a lost member comes after)?"""
+    starts = [p.started_at for p in bound if p.started_at is not None]
+    if not starts:
+        return True
+    first = min(starts)
+    return any(not p.node_name and not p.is_finished and p.creation_time <= first
+               for p in members)
 
 
 #: Rollback reason label by what the bind failure says (a bounded set: never a pod name).

@@ -95,6 +95,11 @@ class Rig:
     watch: PodWatch
     figures: Figures = field(default_factory=Figures)
     jobs: list[tuple[str, int]] = field(default_factory=list)  # (name, size)
+    say: Callable[[str], None] = print
+
+    def violation(self, text: str) -> None:
+        self.figures.violations.append(text)
+        self.say(f"[reliability] violation: {text}")
 
     # Reading the cluster ------------------------------------------------------------------
     def leader(self) -> SchedulerProcess | None:
@@ -149,7 +154,7 @@ class Rig:
                      what=f"round {i} ({fault}) settled")
             self.figures.recoveries.append(time.monotonic() - started)
         except AssertionError:
-            self.figures.violations.append(
+            self.violation(
                 f"round {i} ({fault}) did not settle in {SETTLE_S:.0f} s; partly bound: "
                 f"{self.partly_bound()}; leader: {self.leader() is not None}")
         self.check(i, fault, marks)
@@ -204,12 +209,12 @@ class Rig:
     def check(self, i: int, fault: str, marks: tuple[int, int]) -> None:
         where = f"round {i} ({fault})"
         for job in self.partly_bound():
-            self.figures.violations.append(f"{where}: {job} left partly bound")
+            self.violation(f"{where}: {job} left partly bound")
         if self.cp.capacity is not None:
             for v in self.cp.capacity.violations[marks[0]:]:
-                self.figures.violations.append(f"{where}: over-commit: {v}")
+                self.violation(f"{where}: over-commit: {v}")
         for name, nodes in list(self.watch.rebinds().items())[marks[1]:]:
-            self.figures.violations.append(f"{where}: {name} bound twice: {nodes}")
+            self.violation(f"{where}: {name} bound twice: {nodes}")
 
     def finish(self, timeout_s: float = 300.0) -> None:
         """No pod lost: every Job completes (what a rollback deleted was recreated and ran)."""
@@ -223,10 +228,10 @@ class Rig:
         try:
             wait_for(lambda: not incomplete(), timeout_s, 0.5, what="every Job complete")
         except AssertionError:
-            self.figures.violations.append(f"pods lost: Jobs never completed: {incomplete()}")
+            self.violation(f"pods lost: Jobs never completed: {incomplete()}")
         for r in self.replicas:
             if r.alive() and "Traceback" in r.log():
-                self.figures.violations.append(f"replica {r.identity}: a traceback in its log")
+                self.violation(f"replica {r.identity}: a traceback in its log")
 
 
 def answered(check: Callable[[], bool]) -> bool:
@@ -282,7 +287,7 @@ def rig(workdir: Path, nodes: int = 6, say: Callable[[str], None] = print) -> It
                 for r in replicas:
                     r.start()
                 with PodWatch(cp, tenant.namespace) as watch:
-                    yield Rig(cp, tenant, proxy, replicas, watch)
+                    yield Rig(cp, tenant, proxy, replicas, watch, say=say)
             finally:
                 for r in replicas:
                     r.stop()

@@ -2,11 +2,12 @@
 completed when its other members fit, released when they cannot, a failed release retried,
 and a completion that failed for want of an answer retried as soon as the apiserver answers.
 
-The partly bound state is made the way a scheduler killed mid-bind leaves it: the test binds
-the first member itself (its Binding, as the dead predecessor sent it), waits for it to be
-Running, then creates the other members, which the running scheduler finds pending beside a
-started member. Before live repair, such a gang was only rolled back at a restart (a gang at
-1 of 16 held 8 GPUs until then) and otherwise never.
+The partly bound state is made the way a scheduler killed mid-bind leaves it: the members
+exist, the test binds the first one itself (its Binding, as the dead predecessor sent it) and
+waits for it to be Running, and the running scheduler then finds the others pending beside a
+started member (until then they sat in a group nobody schedules). Before live repair, such a
+gang was only rolled back at a restart (a gang at 1 of 16 held 8 GPUs until then) and
+otherwise never.
 """
 
 from __future__ import annotations
@@ -23,23 +24,30 @@ from scheduler.kube.binder import UNKNOWN, PodFailure
 from scheduler.kube.client import JSON, Response, TransportError
 from scheduler.model import PodRef
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import InProcessScheduler, PodWatch, Tenant
+from tests.e2e.live import GROUP_LABEL, InProcessScheduler, PodWatch, Tenant
 
 pytestmark = pytest.mark.e2e
 
 GRACE_S = 2.0
+PARKED = "parked"  # a pod group with no PodGroup: its pods wait, unscheduled
 
 
 def leave_partly_bound(cp: ControlPlane, tenant: Tenant, node: str, size: int) -> list[str]:
-    """Gang ``half`` of *size* one-GPU members with ``half-0`` bound to *node* and Running, the
-    others pending; the names."""
+    """Gang ``half`` of *size* one-GPU members with ``half-0`` bound to *node* and Running and
+    the others pending, as a bind cut short leaves it: they existed before ``half-0`` started
+    (parked meanwhile in a group without a PodGroup, which nobody schedules, and moved into
+    ``half`` once it runs); the names."""
     tenant.create_group("half", size)
+    names = [f"half-{i}" for i in range(size)]
+    for name in names[1:]:
+        tenant.create_pod(name, group=PARKED)
     tenant.create_pod("half-0", group="half")
     assert cp.bind(tenant.namespace, "half-0", node) == 201
     cp.wait_pod_phase(tenant.namespace, "half-0", "Running", timeout_s=60)
-    names = [f"half-{i}" for i in range(size)]
     for name in names[1:]:
-        tenant.create_pod(name, group="half")
+        rest.call(cp.core.patch_namespaced_pod, name, tenant.namespace,
+                  {"metadata": {"labels": {GROUP_LABEL: "half"}}},
+                  _content_type=rest.MERGE_PATCH)
     return names
 
 

@@ -39,6 +39,7 @@ def test_every_fault_once_leaves_no_gang_partly_bound_and_loses_nothing(
 
 
 @pytest.mark.reliability
+@pytest.mark.timeout(4 * 3600)  # 140 rounds: 20-45 minutes on a loaded 2-core machine
 def test_the_full_run(tmp_path: Path) -> None:
     kills = int(os.environ.get("GANG_SCHEDULER_RELIABILITY_KILLS", "100"))
     others = int(os.environ.get("GANG_SCHEDULER_RELIABILITY_OTHERS", "10"))

@@ -126,3 +126,17 @@ def test_a_bind_the_apiserver_refused_waits_out_its_backoff_even_when_it_answers
     now[0] += 0.5
     assert not sched.run_once().binds
     assert sched.backing_off(now[0]) == {"ns/half": 205.0}
+
+
+def test_a_running_gang_that_lost_a_member_waits_for_its_replacement_past_the_grace() -> None:
+    # A node failed under it: the survivor started at 150, its replacement came at 190.
+    sched, _, now = cluster(free_gpus=0)
+    sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
+    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=190.0))
+    sched.run_once()
+    now[0] += 60.0
+    assert sched.run_once().rollbacks == ()  # not cut mid-bind: kept, and told BelowMinimum
+    # The same gang cut mid-bind (its other member older than the survivor's start): released.
+    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=140.0))
+    now[0] += 1.0
+    assert [r.gang_id for r in sched.run_once().rollbacks] == ["ns/half"]
