@@ -25,7 +25,6 @@ from scheduler.kube.evictor import Submitter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.model.workloads import PodInfo, PodPhase
 
-
 #: Phases that say members are on nodes: wrong once none is.
 _PLACED = (PodGroupPhase.SCHEDULED, PodGroupPhase.RUNNING)
 
