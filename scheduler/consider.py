@@ -106,6 +106,8 @@ class Trial:
         in its reason that preemption would have helped."""
         if not (self.policy.preemption and self.misfit.preemption_may_help):
             return None
+        if self.misfit.quota and self.hopeless is not None:
+            return None  # no victims make a gang that can never start start
         gang, draft, memo = self.gang, self.draft, self.context.memo
         preemptor = gang if gang.may_preempt else replace(
             gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
@@ -119,15 +121,28 @@ class Trial:
         return select_victims(applicant, world, found, memo.room(applicant, world), queues)
 
     @cached_property
+    def hopeless(self) -> Waiting | None:
+        """Why it can never start, whatever runs, waits or goes first: no node can take one
+        of its pods (or its eligible nodes together cannot hold it, or it names a topology
+        level no node has), else its queue's quota can never admit it. Asked before any
+        reason that waits (quota, a reservation, queue order), since it says what helps: a
+        smaller gang, other nodes or quota, not patience."""
+        memo = self.context.memo
+        found = memo.never_placeable(self.gang, self.shape, self.draft.snapshot,
+                                     self.policy.placement)
+        if found is not None:
+            return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
+        if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
+            return None
+        empty = QuotaLedger.empty(self.ledger.tree)
+        return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+
+    @cached_property
     def final(self) -> Waiting | None:
         """Why it cannot start however long it waits for running gangs, if so."""
         misfit = self.misfit
         if misfit.quota:
-            memo = self.context.memo
-            if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
-                return None
-            empty = QuotaLedger.empty(self.ledger.tree)
-            return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+            return self.hopeless
         if misfit.reason in _CAPACITY:
             return None
         if self.restricted and self._fits_without_reservations():
@@ -177,7 +192,15 @@ class Trial:
 
 # The steps, in order ---------------------------------------------------------------------
 def held_back(t: Trial) -> Waiting | None:
-    """Strict ordering rules that stop a gang before it is even tried."""
+    """Strict ordering rules that stop a gang before it is even tried; a gang that could
+    never start anyway is told that instead (its turn would not help it)."""
+    held = _held_by(t)
+    if held is None:
+        return None
+    return t.hopeless or held
+
+
+def _held_by(t: Trial) -> Waiting | None:
     obstacles, queue = t.draft.obstacles, t.queue
     if not (obstacles.ordering_blocks or t.concern):
         return None
