@@ -36,9 +36,9 @@ from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
 from scheduler.placement.cpsat import Budget, solve_counts
 from scheduler.placement.diagnose import rule_shortfall
-from scheduler.placement.never import unknown_level
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign
+from scheduler.placement.never import unknown_level
 from scheduler.placement.rules import check_all
 from scheduler.placement.types import (
     Assignment,
