@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.cycle import decide
-from scheduler.model import TopologyConstraint, TopologyMode
+from scheduler.model import Gang, TopologyConstraint, TopologyMode
 from scheduler.plan import CyclePlan, ReasonCategory
 from scheduler.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
@@ -36,12 +36,12 @@ BORROWERS = tuple(running(gang(f"b{i}", "b", runtime=7200.0), {f"a100-{i:04d}": 
 WANTS_BACK = gang("big", "a", pods=2, created=0.0)
 
 
-def cycles(times: list[float], pending: list, **policy: object) -> list[CyclePlan]:
+def cycles(times: list[float], pending: list[Gang]) -> list[CyclePlan]:
     """Decide at each time, the previous plan carried over (nothing else changes)."""
     plans: list[CyclePlan] = []
     for now in times:
-        plans.append(decide(Snapshot(A100, BORROWERS), pending, policies(*TEAMS, **policy),
-                            now, plans[-1] if plans else None, solver=SOLVE))
+        plans.append(decide(Snapshot(A100, BORROWERS), pending, policies(*TEAMS), now,
+                            plans[-1] if plans else None, solver=SOLVE))
     return plans
 
 
