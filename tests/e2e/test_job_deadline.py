@@ -50,16 +50,21 @@ def test_a_job_past_its_deadline_leaves_and_its_reservation_is_released(
     wait_for(lambda: tenant.all_bound([busy]), 60, what="the busy Job bound")
 
     tenant.create_job("big", parallelism=2, gpus=8, activeDeadlineSeconds=DEADLINE_S)
-    big = wait_for(lambda: sorted(tenant.job_pods("big")) if len(tenant.job_pods("big")) == 2
-                   else None, 60, what="the big Job's two pods")
+    def big_pods() -> list[str]:
+        names = sorted(tenant.job_pods("big"))
+        return names if len(names) == 2 else []
+
+    big = wait_for(big_pods, 60, what="the big Job's two pods")
     wait_for(lambda: all("reserv" in unschedulable_message(tenant.pods().get(p, {})).lower()
                          for p in big), 60, what="the big Job waiting with a reservation")
 
     tenant.create_job("small", parallelism=1, gpus=8)
     (small,) = wait_for(lambda: list(tenant.job_pods("small")), 60, what="the small Job's pod")
-    reason = wait_for(lambda: (m := unschedulable_message(tenant.pods().get(small, {})))
-                      and not m.startswith("WaitingForMembers") and m, 60,
-                      what="the small Job's pending reason (its Job seen)")
+    def small_reason() -> str:
+        message = unschedulable_message(tenant.pods().get(small, {}))
+        return "" if message.startswith("WaitingForMembers") else message
+
+    reason = wait_for(small_reason, 60, what="the small Job's pending reason (its Job seen)")
     big_job = rest.call(batch.read_namespaced_job, "big", tenant.namespace)
     if failing(big_job) is None:
         # Still within the deadline: the small Job is held for the big one's reservation.
