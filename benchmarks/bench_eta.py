@@ -11,8 +11,10 @@ two-pool workload (``synthetic-two-pools-sample`` redrawn with seeds 1..N) on
 ``--min-runtime`` sets every queue's ``minRuntimeSeconds`` (how long a borrower is protected
 before its quota can be reclaimed). For every gang that gets a reservation, the first
 estimated start (``PendingReason.estimated_start``, what goes to ``status.estimatedStart``)
-is compared with when it actually started; the error (actual - estimated; positive: later
-than promised) is printed as a distribution, for two estimators run on the same workload:
+is compared with when it actually started (its first start: only estimates made before it
+was first bound count, not those of a pending spell after a preemption); the error (actual -
+estimated; positive: later than promised) is printed as a distribution, for two estimators
+run on the same workload:
 
 - ``reclaim-aware``: this scheduler's (running gangs' expected ends, and gangs the reserved
   gang may preempt counted as released when their minimum runtime is over);
@@ -75,6 +77,7 @@ class Watch:
     since: dict[str, float] = field(default_factory=dict)  # first pending
     last: dict[str, float] = field(default_factory=dict)  # last pending
     note: dict[str, str] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)  # bound once: later spells are not counted
     text_changes: int = 0
     note_changes: int = 0
     estimate_moves: int = 0
@@ -94,8 +97,10 @@ class Watch:
             if est is not None and (old is None or not same_estimate(old, est, plan.now)):
                 self.estimate_moves += old is not None
                 self.estimate[gid] = est
-            if reason.category is ReasonCategory.RESERVED and est is not None:
+            if (reason.category is ReasonCategory.RESERVED and est is not None
+                    and gid not in self.bound):
                 self.first.setdefault(gid, (plan.now, est))
+        self.bound.update(b.gang_id for b in plan.binds)
 
 
 class _Watching:
