@@ -21,6 +21,7 @@ way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure me
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from policies import fairshare
@@ -33,9 +34,10 @@ from policies.reservation import Reservation, backfill_params
 from policies.victims import Room, free_gpus, usable_nodes
 from scheduler.model import Gang, RunningGang
 from scheduler.obstacles import Obstacles
+from scheduler.outcomes import Waiting
 from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams
-from scheduler.plan import ReasonCategory
+from scheduler.plan import PendingReason
 from scheduler.recall import Recall, Shape
 from scheduler.snapshot import Snapshot
 
@@ -47,12 +49,13 @@ class Memo:
     """See the module docstring; each cache says what it is keyed by."""
 
     __slots__ = ("_base", "_by_queue", "_candidates", "_epoch", "_ever", "_failures",
-                 "_ranks", "_reserved", "_restricted", "_rooms", "recall")
+                 "_held", "_ranks", "_reserved", "_restricted", "_rooms", "recall")
 
     def __init__(self, recall: Recall) -> None:
         self.recall = recall
         self._epoch: Epoch | None = None
-        self._failures: dict[FailureKey, tuple[ReasonCategory, str]] = {}  # in the epoch
+        self._failures: dict[FailureKey, Waiting] = {}  # in the epoch
+        self._held: dict[tuple[str, str], Waiting] = {}  # (queue or "", the gang it waits behind)
         self._ranks: dict[tuple[object, ...], fairshare.QueueKey] = {}  # ledger, queue, bounds
         self._ever: dict[tuple[object, ...], bool] = {}  # queue, bounds
         self._candidates: dict[tuple[object, ...], list[Candidate]] = {}  # ledger, queue, ...
@@ -62,9 +65,6 @@ class Memo:
         self._base: tuple[frozenset[str], PlacementParams] | None = None  # nominated nodes
         self._restricted: tuple[PlacementParams, dict[tuple[Reservation, ...],
                                                       PlacementParams]] | None = None
-
-    def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
-        return self.recall.shape(gang, snapshot)
 
     # Failures -----------------------------------------------------------------------------
     def failure_key(self, epoch: Epoch, gang: Gang, queue: str,
@@ -85,15 +85,23 @@ class Memo:
                 tuple(r.gang_id for r in restricting), may_reserve, shape.number,
                 context_key(gang, epoch[0]))
 
-    def failed(self, key: FailureKey | None) -> tuple[ReasonCategory, str] | None:
-        """The reason of a gang of this key that failed in the current epoch."""
+    def failed(self, key: FailureKey | None) -> Waiting | None:
+        """The outcome of a gang of this key that failed in the current epoch: its reason,
+        blocking nobody (the gang it was decided for blocked whom it had to)."""
         return self._failures.get(key) if key is not None else None
 
-    def remember(self, key: FailureKey | None, epoch: Epoch,
-                 reason: tuple[ReasonCategory, str]) -> None:
+    def remember(self, key: FailureKey | None, epoch: Epoch, reason: PendingReason) -> None:
         """Keep *reason* for *key* if deciding it left the state as it was."""
         if key is not None and self._same(epoch):
-            self._failures[key] = reason
+            self._failures[key] = Waiting(reason.category, reason.message)
+
+    def held(self, key: tuple[str, str], make: Callable[[], Waiting]) -> Waiting:
+        """The outcome of gangs held back behind one gang (in a queue, or "" for all): the
+        same for each of them, so made once (an outcome is immutable)."""
+        hit = self._held.get(key)
+        if hit is None:
+            hit = self._held[key] = make()
+        return hit
 
     def _same(self, epoch: Epoch) -> bool:
         now = self._epoch
@@ -104,7 +112,7 @@ class Memo:
     def rank(self, ledger: QuotaLedger, queue: str, head: Gang,
              snapshot: Snapshot) -> fairshare.QueueKey:
         """The fair-share rank of *queue* with *head* next."""
-        shape = self.shape(head, snapshot)
+        shape = self.recall.shape(head, snapshot)
         key = (ledger, queue, shape.key)
         hit = self._ranks.get(key)
         if hit is None:
