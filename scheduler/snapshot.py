@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from scheduler.layered import Layered
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
@@ -95,8 +96,8 @@ class Snapshot:
             ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())}
         self._version = next(index.versions)
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
-        self._running: dict[str, RunningGang] = {
-            g.id: g for g in sorted(running, key=lambda g: g.id)}
+        self._running: Layered[str, RunningGang] = Layered({
+            g.id: g for g in sorted(running, key=lambda g: g.id)})
         used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
         for name, res in (other_usage or {}).items():
             if name in used:
@@ -106,9 +107,9 @@ class Snapshot:
                 if name in used:
                     _accumulate(used[name], res)
         nodes_by_name = index.nodes
-        self._free: dict[str, Resources] = {
+        self._free: Layered[str, Resources] = Layered({
             name: nodes_by_name[name].allocatable - u for name, u in used.items()
-        }
+        })
         self._usage: dict[tuple[str, str], Resources] = {}
         self._count: dict[str, int] = {}
         for rg in self._running.values():
@@ -117,8 +118,8 @@ class Snapshot:
         self._volumes = volumes
 
     @classmethod
-    def _derive(cls, parent: Snapshot, free: dict[str, Resources],
-                running: dict[str, RunningGang], changed: Iterable[str],
+    def _derive(cls, parent: Snapshot, free: Layered[str, Resources],
+                running: Layered[str, RunningGang], changed: Iterable[str],
                 usage: dict[tuple[str, str], Resources] | None = None,
                 count: dict[str, int] | None = None,
                 occupancy: Occupancy | None = None) -> Snapshot:
@@ -283,19 +284,19 @@ class Snapshot:
     # Deriving -----------------------------------------------------------------------------
     def with_running(self, gang: RunningGang) -> Snapshot:
         """A snapshot in which *gang* is also running (assume a placement)."""
-        free = dict(self._free)
+        changed: dict[str, Resources] = {}
         for name, res in gang.allocations:
-            free[name] = free[name] - res
-        running = dict(self._running)
+            changed[name] = (changed[name] if name in changed else self._free[name]) - res
+        free = self._free.set(changed.items())
         usage, count = dict(self._usage), dict(self._count)
         nodes = self._index.nodes
-        old = running.get(gang.id)
+        old = self._running.get(gang.id)
         if old is not None:
             _charge(usage, count, old, nodes, -1)
         _charge(usage, count, gang, nodes, 1)
-        running[gang.id] = gang
-        return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations),
-                                usage, count, self._occupancy.derive(running, (gang,), ()))
+        running = self._running.set(((gang.id, gang),))
+        return Snapshot._derive(self, free, running, changed, usage, count,
+                                self._occupancy.derive(running, (gang,), ()))
 
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
         """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
@@ -307,8 +308,7 @@ class Snapshot:
 
     def with_usage(self, node: str, res: Resources) -> Snapshot:
         """A snapshot in which *res* more is used on *node* by something that is not a gang."""
-        free = dict(self._free)
-        free[node] = free[node] - res
+        free = self._free.set(((node, self._free[node] - res),))
         return Snapshot._derive(self, free, self._running, (node,))
 
     def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
@@ -319,22 +319,25 @@ class Snapshot:
         ids = set(gang_ids)
         if not ids:
             return self
-        free = dict(self._free)
-        running = dict(self._running)
+        running = self._running
         usage, count = dict(self._usage), dict(self._count)
         nodes = self._index.nodes
-        changed: set[str] = set()
-        for gid in sorted(ids):
-            rg = running.pop(gid, None)
+        changed: dict[str, Resources] = {}
+        gone = tuple(sorted(ids))
+        for gid in gone:
+            rg = running.get(gid)
             if rg is None:
                 raise KeyError(f"gang {gid} is not running in this snapshot")
             for name, res in rg.allocations:
-                if name in free:
-                    free[name] = free[name] + res
-                    changed.add(name)
+                now = changed.get(name)
+                if now is None:
+                    now = self._free.get(name)
+                if now is not None:
+                    changed[name] = now + res
             _charge(usage, count, rg, nodes, -1)
-        return Snapshot._derive(self, free, running, changed, usage, count,
-                                self._occupancy.derive(running, (), tuple(sorted(ids))))
+        left = running.without(gone)
+        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, usage,
+                                count, self._occupancy.derive(left, (), gone))
 
 
 def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,
