@@ -55,8 +55,7 @@ class Draft:
         # Gangs whose pods are already being deleted (an eviction under way, maybe decided by
         # a previous leader whose plan is lost): never victims again, and awaited rather
         # than added to (see ``Obstacles.draining``).
-        self.obstacles = Obstacles.at_start(
-            gid for gid, rg in snapshot.running.items() if rg.terminating)
+        self.obstacles = Obstacles.at_start(snapshot.terminating)
         self.binds: list[Bind] = []
         self.evictions: list[Eviction] = []
         self.nominations: list[Nomination] = []

@@ -101,6 +101,13 @@ class Layered(Mapping[K, V], Generic[K, V]):
             if t is not _GONE and k not in base:
                 yield k, t  # type: ignore[misc]
 
+    def differing(self, other: Layered[K, V]) -> set[K] | None:
+        """Keys whose entries may differ between this map and *other* (a superset), when the
+        two share their base; None when they do not."""
+        if other._base is not self._base:
+            return None
+        return self._top.keys() | other._top.keys()
+
     # Deriving -----------------------------------------------------------------------------
     def set(self, pairs: Iterable[tuple[K, V]]) -> Layered[K, V]:
         """This map with *pairs* set (in order, as ``dict.__setitem__`` would)."""

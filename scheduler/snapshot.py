@@ -49,7 +49,7 @@ class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
     __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
-                 "_running", "_usage", "_version", "_volumes")
+                 "_running", "_terminating", "_usage", "_version", "_volumes")
 
     def __init__(
         self,
@@ -98,6 +98,7 @@ class Snapshot:
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
         self._running: Layered[str, RunningGang] = Layered({
             g.id: g for g in sorted(running, key=lambda g: g.id)})
+        self._terminating = frozenset(gid for gid, g in self._running.items() if g.terminating)
         used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
         for name, res in (other_usage or {}).items():
             if name in used:
@@ -122,8 +123,10 @@ class Snapshot:
                 running: Layered[str, RunningGang], changed: Iterable[str],
                 usage: dict[tuple[str, str], Resources] | None = None,
                 count: dict[str, int] | None = None,
-                occupancy: Occupancy | None = None) -> Snapshot:
+                occupancy: Occupancy | None = None,
+                terminating: frozenset[str] | None = None) -> Snapshot:
         snap = cls.__new__(cls)
+        snap._terminating = parent._terminating if terminating is None else terminating
         snap._index = parent._index
         snap._namespaces = parent._namespaces
         snap._free = free
@@ -153,6 +156,11 @@ class Snapshot:
     @property
     def running(self) -> Mapping[str, RunningGang]:
         return self._running
+
+    @property
+    def terminating(self) -> frozenset[str]:
+        """The running gangs whose pods are being deleted (kept as snapshots are derived)."""
+        return self._terminating
 
     @property
     def free_by_node(self) -> Mapping[str, Resources]:
@@ -222,6 +230,16 @@ class Snapshot:
         use it to catch up incrementally and rebuild when the version they hold is not listed.
         """
         return self._lineage
+
+    def changed_since(self, before: Snapshot) -> Iterable[str] | None:
+        """Nodes whose free resources may differ from *before*'s (a superset), or None when
+        the two are not closely related (then every node may differ)."""
+        if before._index is not self._index:
+            return None
+        since = self._lineage.get(before._version)
+        if since is not None:
+            return since
+        return self._free.differing(before._free)
 
     @property
     def index(self) -> NodeIndex:
@@ -295,8 +313,13 @@ class Snapshot:
             _charge(usage, count, old, nodes, -1)
         _charge(usage, count, gang, nodes, 1)
         running = self._running.set(((gang.id, gang),))
+        terminating = self._terminating
+        if gang.terminating:
+            terminating = terminating | {gang.id}
+        elif gang.id in terminating:
+            terminating = terminating - {gang.id}
         return Snapshot._derive(self, free, running, changed, usage, count,
-                                self._occupancy.derive(running, (gang,), ()))
+                                self._occupancy.derive(running, (gang,), ()), terminating)
 
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
         """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
@@ -336,8 +359,11 @@ class Snapshot:
                     changed[name] = now + res
             _charge(usage, count, rg, nodes, -1)
         left = running.without(gone)
+        terminating = self._terminating
+        if not terminating.isdisjoint(ids):
+            terminating = terminating - ids
         return Snapshot._derive(self, self._free.set(changed.items()), left, changed, usage,
-                                count, self._occupancy.derive(left, (), gone))
+                                count, self._occupancy.derive(left, (), gone), terminating)
 
 
 def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,
