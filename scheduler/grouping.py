@@ -38,6 +38,7 @@ from scheduler.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang
 from scheduler.model.durations import parse_time
 from scheduler.model.native import ResolvedGroup
+from scheduler.model.shortfall import shortfall
 from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
@@ -47,6 +48,7 @@ from scheduler.model.workloads import (
     JobSetInfo,
     PodGroupInfo,
     PodInfo,
+    PodPhase,
 )
 from scheduler.resources import Resources, total
 
@@ -124,6 +126,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                native: ResolvedGroup | None = None) -> GangEntry:
     """The entry for one gang id from its live (not finished) member pods; *native* is the
     ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
+    succeeded = sum(1 for p in gang_pods if p.phase is PodPhase.SUCCEEDED)
     gang_pods = [p for p in gang_pods if not p.is_finished]
     if not gang_pods:
         return GangEntry()
@@ -162,6 +165,11 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         running = replace(running, gang=replace(
             running.gang, native=native.group if native is not None else None,
             priority=running.gang.priority if terms.priority is None else terms.priority))
+    if running is not None:  # a Job's minimum already leaves out its completions
+        lost = shortfall((p.labels for p in staying), min_member - (0 if job else succeeded),
+                         len(waiting), job.completions if job and job.indexed else None,
+                         job.completed_indexes if job else frozenset())
+        running = replace(running, shortfall=lost) if lost else running
     partial: tuple[PodRef, ...] = ()
     if (staying and waiting and len(staying) < min_member
             and (terms is None or terms.may_roll_back)):
@@ -243,8 +251,6 @@ def build_gangs(
         if not is_ours(pod, config):
             if pod.holds_resources:
                 other[pod.node_name].append(pod.requests)
-            continue
-        if pod.is_finished:
             continue
         members[group_id(pod, jobs, config, jobsets)].append(pod)
     entries = {gid: build_gang(gid, ps, groups.get(gid),

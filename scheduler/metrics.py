@@ -102,6 +102,11 @@ class SchedulerMetrics:
             "gang_scheduler_stranded_gpus",
             "Free GPUs on nodes where no pending gang could place a pod, while gangs wait.",
             ["pool"], registry=r)
+        self.short_gangs = Gauge(
+            "gang_scheduler_gangs_below_minimum",
+            "Running gangs with fewer members than their minimum (a node lost, a member "
+            "evicted or failed); explain names the missing ranks.",
+            ["queue"], registry=r)
         self.reserved_idle_gpus = Gauge(
             "gang_scheduler_reserved_idle_gpus",
             "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
@@ -113,6 +118,9 @@ class SchedulerMetrics:
         gauge.clear()
         for labels, value in values.items():
             gauge.labels(*labels).set(value)
+
+    def set_short(self, counts: Mapping[str, int]) -> None:
+        self._replace(self.short_gangs, {(q,): float(v) for q, v in counts.items()})
 
     def set_pending(self, counts: Mapping[tuple[str, str], int]) -> None:
         self._replace(self.pending_gangs, {k: float(v) for k, v in counts.items()})

@@ -57,8 +57,11 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     if gang_id not in pending:
         if running is not None:
             nodes = ", ".join(running.nodes)
-            lines += [_row("state", "running"), _row("queue", running.gang.queue),
-                      _row("nodes", nodes)]
+            short = running.shortfall
+            lines += [_row("state", "running" if short is None else "running below its minimum"),
+                      _row("queue", running.gang.queue), _row("nodes", nodes)]
+            if short is not None:
+                lines.append(_row("members", short.describe()))
             return "\n".join(lines), True
         problem = inp.gangs.problems.get(gang_id)
         if problem:
@@ -77,6 +80,8 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
         _row("needs", gang.min_requests.describe()),
         _row("priority", gang.priority),
     ]
+    if running is not None and running.shortfall is not None:
+        lines.append(_row("running", running.shortfall.describe()))
     if plan.bind_of(gang_id) is not None:
         lines.append(_row("state", "would be bound in the next cycle"))
     elif reason is not None:
@@ -116,6 +121,9 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
         nodes = ", ".join(sorted({p.node_name for p in bound}))
         lines += [_row("queue", cache.queue_of(gang_id) or "?"),
                   _row("state", f"running ({len(bound)} pods)"), _row("nodes", nodes)]
+        running = inp.snapshot.running.get(gang_id)
+        if running is not None and running.shortfall is not None:
+            lines.append(_row("members", running.shortfall.describe()))
     elif gang_id in inp.gangs.problems:
         lines += [_row("state", "cannot be formed"), _row("why", inp.gangs.problems[gang_id])]
     found = gang is not None or bool(bound) or gang_id in inp.gangs.problems

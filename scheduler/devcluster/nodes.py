@@ -6,8 +6,9 @@ TaintNodesByCondition admission plugin adds ``node.kubernetes.io/not-ready``), i
 capacity, allocatable, addresses and node info. kwok runs it from its registration on (the
 annotation ``kwok.x-k8s.io/node: fake`` must be there when kwok first sees the node: it starts
 a node's Lease on that event only): it reports the node Ready and renews its Lease, and the real
-node lifecycle controller then lifts the ``not-ready`` taint. Taking the annotation away is a
-node whose kubelet died (``stop_kubelet``).
+node lifecycle controller then lifts the ``not-ready`` taint. ``fail_node`` makes it report
+NotReady, as a kubelet whose container runtime died does (kwok-stages.yaml, ``node-failure``),
+and ``recover_node`` makes it Ready again.
 
 The ``gangscheduler.io/fake-node`` label marks the nodes the dev cluster made.
 """
@@ -28,6 +29,7 @@ FAKE_NODE_LABEL = "gangscheduler.io/fake-node"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_VALUE = "fake"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+FAILURE_ANNOTATION = "gangscheduler.io/simulated-node-failure"  # kwok-stages.yaml
 KUBELET_VERSION = "v1.36.3-kwok"
 READY_TIMEOUT_S = 60.0
 
@@ -80,11 +82,21 @@ def register(api: client.ApiClient, name: str, labels: Mapping[str, str],
               _content_type=rest.MERGE_PATCH)
 
 
-def stop_kubelet(api: client.ApiClient, name: str) -> None:
-    """Take node `name` away from kwok: its "kubelet" is gone, its Lease is no longer renewed
-    and the node lifecycle controller will mark it NotReady, as when a machine dies."""
+def fail_node(api: client.ApiClient, name: str, why: str = "node lost") -> None:
+    """Make node `name` report Ready=False (*why* is in its condition's message): the node
+    lifecycle controller taints it ``not-ready`` and the taint-eviction controller evicts the
+    pods that do not tolerate that, as when a machine's kubelet or runtime dies."""
+    _annotate(api, name, why)
+
+
+def recover_node(api: client.ApiClient, name: str) -> None:
+    """Undo ``fail_node``: the node reports Ready again and its ``not-ready`` taints go."""
+    _annotate(api, name, None)
+
+
+def _annotate(api: client.ApiClient, name: str, value: str | None) -> None:
     rest.call(client.CoreV1Api(api).patch_node, name,
-              {"metadata": {"annotations": {KWOK_ANNOTATION: None}}},
+              {"metadata": {"annotations": {FAILURE_ANNOTATION: value}}},
               _content_type=rest.MERGE_PATCH)
 
 

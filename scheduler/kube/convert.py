@@ -22,6 +22,7 @@ from scheduler.kube import podspec
 from scheduler.model import workloads
 from scheduler.model.nodes import Node, NodeLabelConfig, Taint, TaintEffect
 from scheduler.model.pods import PreemptionPolicy
+from scheduler.model.shortfall import parse_indexes
 from scheduler.resources import QuantityError, Resources, parse_quantity
 
 T = TypeVar("T")
@@ -340,20 +341,24 @@ def _podgroup(obj: Mapping[str, Any]) -> workloads.PodGroupInfo:
 
 def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
     """A ``batch/v1`` Job; ``parallelism`` defaults to 1 as in the API."""
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
+    meta, spec, status = (_map(obj, key, key) for key in ("metadata", "spec", "status"))
+    try:
+        done = parse_indexes(str(status.get("completedIndexes") or ""))
+    except ValueError as e:
+        raise _Fail("status.completedIndexes", str(e)) from None
     return workloads.JobInfo(
         namespace=str(meta.get("namespace") or "default"),
         name=_name(meta),
         uid=str(meta.get("uid") or ""),
         parallelism=_int(spec, "parallelism", "spec.parallelism", 1, minimum=0) or 0,
         completions=_int(spec, "completions", "spec.completions", None, minimum=0),
-        succeeded=_int(_map(obj, "status", "status"), "succeeded", "status.succeeded", 0,
-                       minimum=0) or 0,
+        succeeded=_int(status, "succeeded", "status.succeeded", 0, minimum=0) or 0,
         active_deadline_seconds=_int(spec, "activeDeadlineSeconds",
                                      "spec.activeDeadlineSeconds", None, minimum=1),
         creation_time=parse_time(meta.get("creationTimestamp")),
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"),
+        indexed=spec.get("completionMode") == "Indexed", completed_indexes=done,
     )
 
 

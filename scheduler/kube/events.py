@@ -40,6 +40,8 @@ class EventReason(StrEnum):
     PREEMPTED = "Preempted"
     GANG_ROLLED_BACK = "GangRolledBack"
     INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.input_warnings
+    BELOW_MINIMUM = "BelowMinimum"  # scheduler.kube.shortfalls
+    MINIMUM_RESTORED = "MinimumRestored"
 
 
 class EventType(StrEnum):

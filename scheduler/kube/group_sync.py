@@ -13,16 +13,21 @@ Pending PodGroups are the plan's: the actuator writes their reason.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.evictor import Submitter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.model import RunningGang
+from scheduler.model.shortfall import Shortfall
 from scheduler.model.workloads import PodInfo, PodPhase
 
 
-def group_status(min_member: int, pods: list[PodInfo]) -> PodGroupStatus | None:
-    """The PodGroup status its pods imply, or None while nothing was ever bound (pending)."""
+def group_status(min_member: int, pods: list[PodInfo],
+                 shortfall: Shortfall | None = None) -> PodGroupStatus | None:
+    """The PodGroup status its pods imply, or None while nothing was ever bound (pending);
+    a running gang's *shortfall* (members lost) is its condition's reason."""
     scheduled = sum(1 for p in pods if p.node_name)
     running = sum(1 for p in pods if p.phase is PodPhase.RUNNING)
     succeeded = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
@@ -40,6 +45,8 @@ def group_status(min_member: int, pods: list[PodInfo]) -> PodGroupStatus | None:
     else:
         phase, reason = PodGroupPhase.SCHEDULED, "Scheduled"
         message = f"{scheduled} bound, {running} running"
+    if shortfall is not None and phase is not PodGroupPhase.FAILED:
+        reason, message = "BelowMinimum", shortfall.describe()
     return PodGroupStatus(phase, scheduled=scheduled, running=running, succeeded=succeeded,
                           failed=failed, schedule_start_time=started, reason=reason,
                           message=message)
@@ -53,11 +60,14 @@ class GroupStatusSync:
         self._lock = threading.Lock()
         self._queued: dict[str, PodGroupStatus] = {}  # submitted, not yet run, by ns/name
 
-    def sync(self) -> None:
-        """Phase and counts of every PodGroup with a member bound or finished."""
+    def sync(self, running: Mapping[str, RunningGang] | None = None) -> None:
+        """Phase and counts of every PodGroup with a member bound or finished; *running*:
+        the cycle's running gangs, whose shortfalls become the condition."""
         for group in self.cache.groups():
+            gang = (running or {}).get(group.key)
             status = group_status(group.min_member,
-                                  self.cache.gang_pods(group.key, assumed=True))
+                                  self.cache.gang_pods(group.key, assumed=True),
+                                  gang.shortfall if gang is not None else None)
             if status is None:
                 continue
             known = self._known(group.namespace, group.name)

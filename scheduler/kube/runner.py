@@ -36,6 +36,7 @@ from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
+from scheduler.kube.shortfalls import ShortfallReporter
 from scheduler.kube.status import StatusWriter
 from scheduler.loop import Scheduler
 from scheduler.metrics import SchedulerMetrics
@@ -89,6 +90,8 @@ class LiveScheduler:
             self.metrics)
         self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
                                           self.actuator.writer)
+        self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
+                                            self.cache.gang_pods)
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
@@ -161,7 +164,9 @@ class LiveScheduler:
                         plan = self.scheduler.run_once(takeover=not was_leader)
                         self.recent.observe(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
-                        self.group_sync.sync()
+                        running = self.cache.cycle_input(time.time()).snapshot.running
+                        self.group_sync.sync(running)
+                        self.shortfalls.report(running)
                         self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")

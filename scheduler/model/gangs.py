@@ -13,6 +13,7 @@ from enum import StrEnum
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
+from scheduler.model.shortfall import Shortfall
 from scheduler.resources import Resources, total
 
 
@@ -160,6 +161,9 @@ class RunningGang:
     #: the labels, ports and volumes other pods' constraints see. Empty when unknown (a
     #: gang built from resource totals only); its pods are then invisible to selectors.
     members: tuple[tuple[str, str, int], ...] = ()
+    #: Fewer members stay than the gang's minimum (a node lost, a worker failed): how many,
+    #: which ranks. None while it has them all (``scheduler.model.shortfall``).
+    shortfall: Shortfall | None = None
 
     @property
     def id(self) -> str:

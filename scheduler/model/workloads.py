@@ -131,6 +131,10 @@ class JobInfo:
     active_deadline_seconds: int | None = None
     #: The Job's own creation: its gang's age, which must survive pods being recreated.
     creation_time: float = 0.0
+    #: ``completionMode: Indexed``: each pod holds one rank (completion index).
+    indexed: bool = False
+    #: ``status.completedIndexes`` of an Indexed Job: ranks done, which are never rerun.
+    completed_indexes: frozenset[int] = frozenset()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
 

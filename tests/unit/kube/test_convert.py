@@ -235,6 +235,13 @@ def test_job() -> None:
     assert (done3.succeeded, done3.gang_size) == (3, 1)
     with pytest.raises(convert.ConversionError, match=r"job team-a/train: status\.succeeded"):
         convert.job_from_json(patched(fixture("job.json"), "status", {"succeeded": "3"}))
+    indexed = convert.job_from_json(patched(patched(fixture("job.json"), "spec.completionMode",
+                                                    "Indexed"),
+                                            "status", {"completedIndexes": "0-1,3"}))
+    assert (indexed.indexed, indexed.completed_indexes) == (True, {0, 1, 3})
+    with pytest.raises(convert.ConversionError,
+                       match=r"job team-a/train: status\.completedIndexes: not an index"):
+        convert.job_from_json(patched(fixture("job.json"), "status", {"completedIndexes": "x"}))
 
 
 @pytest.mark.parametrize(("obj", "expected"), [

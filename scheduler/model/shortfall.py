@@ -1,0 +1,85 @@
+"""A running gang below its minimum: fewer members staying than it needs to make progress.
+
+Why it is worth a name: a gang started whole can lose members while it runs (a node fails and
+its pods are evicted, another scheduler's preemption, a worker that crashed), and the rest go on
+holding their GPUs while an all-reduce waits for peers that are not there. Nothing is pending
+yet (the controller may take a while to recreate the pod, or never will), so no pending reason
+covers it; the user needs to hear that the gang is short, by how many, and which ranks (the
+completion indices of an Indexed Job) are missing, to tell a slow replacement from a lost one.
+
+Pure: worked out by grouping from the gang's pods and its Job, reported by the edges (a PodGroup
+condition, a Warning event, a metric, ``explain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+#: The label the Job controller puts on each pod of an Indexed Job (its rank).
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+#: Ranks named in a message at most; the rest are counted.
+MAX_NAMED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """*present* members stay bound (not terminating) of the *minimum* the gang needs;
+    *replacements* members wait to be placed; *missing_ranks* are the completion indices no
+    pod holds and no completion covers (empty when the gang's members are not indexed)."""
+
+    present: int
+    minimum: int
+    replacements: int = 0
+    missing_ranks: tuple[int, ...] = ()
+
+    @property
+    def missing(self) -> int:
+        return self.minimum - self.present
+
+    def describe(self) -> str:
+        """One line for a condition, an event and ``explain``; it changes only when the
+        gang's membership does, so a writer that compares messages writes only then."""
+        text = f"{self.present} of {self.minimum} members running: {self.missing} missing"
+        if self.missing_ranks:
+            named = ", ".join(str(r) for r in self.missing_ranks[:MAX_NAMED])
+            more = len(self.missing_ranks) - MAX_NAMED
+            rank_word = "rank" if len(self.missing_ranks) == 1 else "ranks"
+            text += f" ({rank_word} {named}{f' and {more} more' if more > 0 else ''})"
+        if self.replacements:
+            text += f"; {self.replacements} replacement(s) waiting to be placed"
+        else:
+            text += "; no replacement created yet"
+        return text
+
+
+def parse_indexes(text: str) -> frozenset[int]:
+    """A Job's ``status.completedIndexes`` ("1,3-5,7") as a set; raises ValueError naming the
+    part that is not an index or a range."""
+    indexes: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, sep, high = part.partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"not an index or a range of indexes: {part!r}")
+        indexes.update(range(int(low), int(high if sep else low) + 1))
+    return frozenset(indexes)
+
+
+def shortfall(staying: Iterable[Mapping[str, str]], minimum: int, waiting: int,
+              completions: int | None = None,
+              completed: frozenset[int] = frozenset()) -> Shortfall | None:
+    """The shortfall of a gang whose bound, not terminating members carry the labels in
+    *staying*, with *waiting* members unbound, or None when it has its *minimum* or no member
+    runs (then it is pending, not short). An Indexed Job's *completions* and *completed*
+    indexes name the missing ranks."""
+    labels = list(staying)
+    if not labels or len(labels) >= minimum:
+        return None
+    ranks: tuple[int, ...] = ()
+    if completions is not None:
+        held = {int(v) for lb in labels
+                if (v := lb.get(COMPLETION_INDEX_LABEL, "")).isdigit()}
+        if len(held) == len(labels):  # every member indexed: the ranks are meaningful
+            ranks = tuple(i for i in range(completions) if i not in held and i not in completed)
+    return Shortfall(present=len(labels), minimum=minimum, replacements=waiting,
+                     missing_ranks=ranks)

@@ -1,0 +1,126 @@
+"""A node fails under a running gang, end to end with the real controllers.
+
+kwok makes the node report NotReady (kwok-stages.yaml, ``node-failure``: a kubelet whose
+runtime died), the real node lifecycle controller taints it ``not-ready``, the real
+taint-eviction controller evicts the rank on it, the real Job controller recreates that rank,
+and gang-scheduler:
+
+- says the running gang is below its minimum, where users look: a ``BelowMinimum`` Warning
+  event on the Job naming the missing rank, the ``gangs_below_minimum`` gauge, ``explain``;
+- does not place the new rank on the failed node, and while no node has room tells it why;
+- places it beside the surviving rank once a node has room, and says the gang is whole again.
+
+The pods tolerate ``not-ready`` for 0 s instead of the 300 s that admission adds by default,
+so the eviction comes at once (the node lifecycle controller's own grace period still runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.cli.explain import explain_text, resolve
+from scheduler.devcluster import nodes, rest
+from tests.e2e.cluster_api import wait_for
+from tests.e2e.live import (
+    JOB_NAME_LABEL,
+    POOL_LABEL,
+    QUEUE_LABEL,
+    InProcessScheduler,
+    Tenant,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.e2e
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+EVICT_AT_ONCE = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                  "effect": "NoExecute", "tolerationSeconds": 0}]
+
+
+def ready(node: dict[str, Any]) -> str:
+    return next((c["status"] for c in node.get("status", {}).get("conditions") or ()
+                 if c["type"] == "Ready"), "")
+
+
+def rank(tenant: Tenant, index: int) -> list[str]:
+    """The live (not terminating) pods of rank *index* of Job ``train``."""
+    return sorted(n for n, p in tenant.pods().items()
+                  if p["metadata"]["labels"].get(JOB_NAME_LABEL) == "train"
+                  and p["metadata"]["labels"].get(INDEX) == str(index)
+                  and not p["metadata"].get("deletionTimestamp"))
+
+
+def job_events(tenant: Tenant, reason: str) -> list[str]:
+    return [e.get("note", "") for e in tenant.events(reason)
+            if (e.get("regarding") or {}).get("kind") == "Job"
+            and e["regarding"].get("name") == "train"]
+
+
+def short_gangs(live: InProcessScheduler, queue: str) -> float | None:
+    return live.live.metrics.registry.get_sample_value(
+        "gang_scheduler_gangs_below_minimum", {"queue": queue})
+
+
+@pytest.fixture
+def failed_nodes(tenant: Tenant) -> Iterator[list[str]]:
+    """Nodes a test fails; made Ready again at teardown so the cluster stays clean."""
+    failed: list[str] = []
+    yield failed
+    for name in failed:
+        nodes.recover_node(tenant.cp.api, name)
+
+
+def test_a_lost_nodes_rank_is_recreated_and_placed_beside_the_survivor(
+        tenant: Tenant, live_scheduler: InProcessScheduler, failed_nodes: list[str]) -> None:
+    tenant.create_nodes(2, gpus=8)
+    template = {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
+                "spec": {**tenant.pod_spec(gpus=8), "tolerations": EVICT_AT_ONCE}}
+    rest.call(client.BatchV1Api(tenant.cp.api).create_namespaced_job, tenant.namespace, {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "labels": {QUEUE_LABEL: tenant.queue}},
+        "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed",
+                 "backoffLimitPerIndex": 3, "template": template}})
+    (first,) = wait_for(lambda: rank(tenant, 0), 60, what="rank 0")
+    (second,) = wait_for(lambda: rank(tenant, 1), 60, what="rank 1")
+    wait_for(lambda: tenant.all_bound([first, second]), 60, what="both ranks bound")
+    placed = tenant.nodes_of([first, second])
+    lost, survivor = placed[first], placed[second]
+    assert lost != survivor
+
+    failed_nodes.append(lost)
+    nodes.fail_node(tenant.cp.api, lost, "test: node lost")
+    wait_for(lambda: ready(tenant.cp.get_node(lost)) == "False", 60,
+             what=f"{lost} reporting NotReady")
+    (retry,) = wait_for(lambda: [n for n in rank(tenant, 0) if n != first], 180,
+                        what="the taint-eviction controller evicting rank 0 and the Job "
+                             "controller recreating it")
+
+    # The gang is told short, on the Job, naming the rank; the gauge counts it.
+    notes = wait_for(lambda: job_events(tenant, "BelowMinimum"), 60,
+                     what="a BelowMinimum event on the Job")
+    assert any("1 of 2 members running" in n and "rank 0" in n for n in notes), notes
+    wait_for(lambda: short_gangs(live_scheduler, tenant.queue) == 1.0, 30,
+             what="gangs_below_minimum 1")
+    # No room: the survivor's node is full, the lost one tainted: it waits, and says why.
+    message = wait_for(lambda: unschedulable_message(tenant.pods()[retry]), 60,
+                       what="the new rank 0's pending reason")
+    assert tenant.bound([retry]) == [], message
+    cache = live_scheduler.live.cache  # explain of the pod a user sees pending
+    gang, _ = resolve(f"{tenant.namespace}/{retry}", cache, time.time())
+    text, found = explain_text(gang, cache, live_scheduler.live.policies, time.time())
+    assert found and "rank 0" in text and "1 replacement(s) waiting" in text, text
+
+    spare = tenant.cp.create_node(f"{tenant.pool}-spare", gpus=8,
+                                  labels={POOL_LABEL: tenant.pool})
+    wait_for(lambda: tenant.all_bound([retry]), 60, what="the new rank 0 bound")
+    assert tenant.nodes_of([retry, second]) == {retry: spare, second: survivor}
+    assert tenant.phases([second]) == {second: "Running"}, "the surviving rank kept running"
+    wait_for(lambda: job_events(tenant, "MinimumRestored"), 60,
+             what="a MinimumRestored event on the Job")
+    wait_for(lambda: short_gangs(live_scheduler, tenant.queue) is None, 30,
+             what="gangs_below_minimum cleared")

@@ -1,0 +1,152 @@
+"""A running gang below its minimum is seen: how many members, which ranks, told once.
+
+The cases are what users meet: a node lost under an Indexed Job (one rank evicted, the Job
+controller yet to recreate it, then its replacement pending), a PodGroup whose members finish
+at different times (not short), a whole gang evicted (pending again, not short).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from scheduler.grouping import GroupingConfig, build_gangs
+from scheduler.kube.events import EventReason, EventType, ObjectRef
+from scheduler.kube.group_sync import group_status
+from scheduler.kube.shortfalls import ShortfallReporter
+from scheduler.metrics import SchedulerMetrics
+from scheduler.model.shortfall import COMPLETION_INDEX_LABEL, Shortfall, parse_indexes
+from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
+from tests.unit.test_grouping import GPU1, PG, pod
+
+JOB = OwnerRef("Job", "train", "job-uid")
+
+
+def rank(i: int, *, node: str = "", phase: PodPhase = PodPhase.PENDING,
+         terminating: bool = False, suffix: str = "") -> PodInfo:
+    return pod(f"train-{i}{suffix}", node=node, owner=JOB, req=GPU1,
+               phase=PodPhase.RUNNING if node and phase is PodPhase.PENDING else phase,
+               labels={COMPLETION_INDEX_LABEL: str(i)}, terminating=terminating)
+
+
+def indexed_job(completions: int = 4, succeeded: int = 0, done: str = "") -> JobInfo:
+    return JobInfo("ns", "train", "job-uid", parallelism=completions, completions=completions,
+                   succeeded=succeeded, indexed=True, completed_indexes=parse_indexes(done))
+
+
+@dataclass
+class Case:
+    name: str
+    pods: list[PodInfo]
+    jobs: dict[str, JobInfo] = field(default_factory=dict)
+    groups: dict[str, PodGroupInfo] = field(default_factory=dict)
+    gang: str = "ns/train"
+    expected: Shortfall | None = None
+
+
+CASES = [
+    Case("whole gang running is not short",
+         [rank(i, node=f"n{i}") for i in range(4)], {"ns/train": indexed_job()}),
+    Case("a rank evicted from a lost node, not yet recreated",
+         [rank(0, node="n0", terminating=True), *(rank(i, node=f"n{i}") for i in (1, 2, 3))],
+         {"ns/train": indexed_job()},
+         expected=Shortfall(present=3, minimum=4, missing_ranks=(0,))),
+    Case("the lost rank's replacement waits to be placed",
+         [rank(0, suffix="-retry"), *(rank(i, node=f"n{i}") for i in (1, 2, 3))],
+         {"ns/train": indexed_job()},
+         expected=Shortfall(present=3, minimum=4, replacements=1, missing_ranks=(0,))),
+    Case("completed ranks are not missing: ranks 0-1 done, 3 lost",
+         [rank(2, node="n2")], {"ns/train": indexed_job(succeeded=2, done="0-1")},
+         expected=Shortfall(present=1, minimum=2, missing_ranks=(3,))),
+    Case("a whole gang evicted is pending again, not short",
+         [rank(i, node=f"n{i}", terminating=True) for i in range(4)],
+         {"ns/train": indexed_job()}),
+    Case("a PodGroup whose members finish at different times is not short",
+         [pod("w0", node="n0", labels={PG: "g"}, phase=PodPhase.SUCCEEDED),
+          pod("w1", node="n1", labels={PG: "g"}, phase=PodPhase.RUNNING)],
+         groups={"ns/g": PodGroupInfo("ns", "g", min_member=2)}, gang="ns/g"),
+    Case("a PodGroup member failed: short, no ranks without indexes",
+         [pod("w0", node="n0", labels={PG: "g"}, phase=PodPhase.FAILED),
+          pod("w1", node="n1", labels={PG: "g"}, phase=PodPhase.RUNNING)],
+         groups={"ns/g": PodGroupInfo("ns", "g", min_member=2)}, gang="ns/g",
+         expected=Shortfall(present=1, minimum=2)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_shortfall_of_a_running_gang(case: Case) -> None:
+    gangs = build_gangs(case.pods, case.groups, case.jobs, GroupingConfig())
+    running = gangs.running_by_id.get(case.gang)
+    assert running is not None
+    assert running.shortfall == case.expected
+
+
+def test_the_description_names_the_missing_ranks_and_what_comes_next() -> None:
+    assert Shortfall(3, 4, missing_ranks=(0,)).describe() == (
+        "3 of 4 members running: 1 missing (rank 0); no replacement created yet")
+    many = Shortfall(1, 12, replacements=11, missing_ranks=tuple(range(1, 12)))
+    assert many.describe() == ("1 of 12 members running: 11 missing (ranks 1, 2, 3, 4, 5, 6, 7,"
+                               " 8 and 3 more); 11 replacement(s) waiting to be placed")
+
+
+@pytest.mark.parametrize(("text", "indexes"), [
+    ("", frozenset()), ("3", {3}), ("0-2,5", {0, 1, 2, 5}), (" 1 , 4-5 ", {1, 4, 5})])
+def test_completed_indexes_parse(text: str, indexes: set[int]) -> None:
+    assert parse_indexes(text) == indexes
+
+
+@pytest.mark.parametrize("text", ["a", "1-", "-3", "1-x", "1;2"])
+def test_malformed_completed_indexes_name_the_part(text: str) -> None:
+    with pytest.raises(ValueError, match="not an index or a range"):
+        parse_indexes(text)
+
+
+def test_the_podgroup_condition_says_below_minimum() -> None:
+    pods = [pod("w0", node="n0", phase=PodPhase.RUNNING)]
+    status = group_status(2, pods, Shortfall(1, 2))
+    assert status is not None
+    assert (status.reason, status.message) == (
+        "BelowMinimum", "1 of 2 members running: 1 missing; no replacement created yet")
+    whole = group_status(1, pods)
+    assert whole is not None and whole.reason == "Running"
+
+
+class Events:
+    def __init__(self) -> None:
+        self.sent: list[tuple[ObjectRef, str, str, EventType]] = []
+
+    def emit(self, regarding: ObjectRef, reason: str, message: str,
+             type_: EventType = EventType.NORMAL, action: str = "Scheduling") -> bool:
+        self.sent.append((regarding, str(reason), message, type_))
+        return True
+
+
+def test_a_short_gang_is_told_once_per_change_then_restored() -> None:
+    job = {"ns/train": indexed_job()}
+    lost = [rank(0, node="n0", terminating=True), *(rank(i, node=f"n{i}") for i in (1, 2, 3))]
+    retry = [rank(0, suffix="-retry"), *(rank(i, node=f"n{i}") for i in (1, 2, 3))]
+    whole = [rank(0, node="n9", suffix="-retry"), *(rank(i, node=f"n{i}") for i in (1, 2, 3))]
+    events, metrics = Events(), SchedulerMetrics()
+    current: list[PodInfo] = []
+    reporter = ShortfallReporter(events, metrics, lambda gid: None,  # type: ignore[arg-type]
+                                 lambda gid: current)
+
+    def cycle(pods: list[PodInfo]) -> None:
+        current[:] = pods
+        reporter.report(build_gangs(pods, {}, job, GroupingConfig()).running_by_id)
+
+    cycle(lost)
+    cycle(lost)  # unchanged: no second event
+    cycle(retry)  # the replacement is there: what is missing changed
+    cycle(whole)
+    assert [(e[1], e[3]) for e in events.sent] == [
+        (EventReason.BELOW_MINIMUM, EventType.WARNING),
+        (EventReason.BELOW_MINIMUM, EventType.WARNING),
+        (EventReason.MINIMUM_RESTORED, EventType.NORMAL)]
+    assert {e[0] for e in events.sent} == {ObjectRef("Job", "ns", "train", "job-uid", "batch/v1")}
+    assert "rank 0" in events.sent[0][2] and "no replacement" in events.sent[0][2]
+    assert "1 replacement(s) waiting" in events.sent[1][2]
+    gauge = metrics.registry.get_sample_value("gang_scheduler_gangs_below_minimum",
+                                              {"queue": "default"})
+    assert gauge is None  # restored: the series is gone
