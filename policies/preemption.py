@@ -19,7 +19,7 @@ preemption; a victim that could at once preempt its preemptor is never chosen (n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from policies.admission import charge_all
@@ -136,6 +136,35 @@ def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: 
     Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
     when it may reclaim at all, the other queues of its tree.
     """
+    out = [Candidate(rg, vq.name, rg.work_at_risk(now), why)
+           for rg, vq, why in _eligible(applicant, snapshot, ledger, queues, untouchable,
+                                        by_queue)
+           if now - rg.start_time >= vq.preemption.min_runtime_seconds]
+    out.sort(key=lambda c: c.id)
+    return out
+
+
+def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
+                    queues: QueueSet, now: float,
+                    untouchable: frozenset[str]) -> dict[str, float]:
+    """Running gangs the applicant could preempt but for their queue's
+    ``minRuntimeSeconds``, with the time that protection ends: the quota they borrow (or the
+    nodes they hold) is reclaimable then, which an estimated start must count on. Empty for
+    a gang that may not preempt."""
+    if not applicant.gang.may_preempt:
+        return {}
+    return {rg.id: rg.start_time + vq.preemption.min_runtime_seconds
+            for rg, vq, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
+            if now - rg.start_time < vq.preemption.min_runtime_seconds
+            and rg.id != applicant.gang.id}
+
+
+def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,
+              untouchable: frozenset[str],
+              by_queue: Mapping[str, list[RunningGang]] | None = None,
+              ) -> Iterator[tuple[RunningGang, Queue, str]]:
+    """Running gangs the rules let the applicant preempt whatever their runtime so far,
+    with their queue and why."""
     gang, queue = applicant.gang, applicant.queue
     reclaim_pools = within_quota_pools(ledger, queue.name, applicant.bounds)
     names: list[str] = []
@@ -146,22 +175,17 @@ def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: 
         root = paths[queue.name][0]
         names.extend(n for n in paths if n != queue.name and paths[n][0] == root)
     if not names:
-        return []
+        return
     if by_queue is None:
         by_queue = running_by_queue(snapshot)
-    out: list[Candidate] = []
     for name in names:
         vq = queues.queues[name]
         for rg in by_queue.get(name, ()):
             if rg.id in untouchable or rg.id not in snapshot.running:
                 continue
-            if now - rg.start_time < vq.preemption.min_runtime_seconds:
-                continue
             why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools)
             if why is not None:
-                out.append(Candidate(rg, vq.name, rg.work_at_risk(now), why))
-    out.sort(key=lambda c: c.id)
-    return out
+                yield rg, vq, why
 
 
 def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,

@@ -20,12 +20,15 @@ know, so ``decide`` needs no memory of when it first saw a gang.
 
 Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
+A running gang the reserved gang may preempt once its ``minRuntimeSeconds`` are over (a
+borrower whose quota it reclaims, a lower priority gang of its queue) counts as released
+then, if that is sooner: the estimate holds when the start comes from a reclaim.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from policies.admission import admissible_pools
@@ -81,26 +84,35 @@ def expected_end(running: RunningGang, queues: QueueSet, now: float) -> float | 
     return max(end, now)
 
 
-def release_events(snapshot: Snapshot, queues: QueueSet,
-                   now: float) -> list[tuple[float, tuple[str, ...]]]:
-    """Running gangs grouped by expected end, earliest first (unknown ends left out)."""
+def release_events(snapshot: Snapshot, queues: QueueSet, now: float,
+                   reclaimable: Mapping[str, float] | None = None,
+                   ) -> list[tuple[float, tuple[str, ...]]]:
+    """Running gangs grouped by when they release their nodes and quota, earliest first:
+    their expected end or, for a gang the applicant may reclaim once its minimum runtime is
+    over (*reclaimable*: gang id -> that time), that time if sooner. Unknown ends are left
+    out."""
     by_time: dict[float, list[str]] = {}
+    reclaimable = reclaimable or {}
     for gid, rg in snapshot.running.items():
         end = expected_end(rg, queues, now)
+        if gid in reclaimable:
+            at = max(reclaimable[gid], now)
+            end = at if end is None else min(end, at)
         if end is not None:
             by_time.setdefault(end, []).append(gid)
     return [(t, tuple(sorted(ids))) for t, ids in sorted(by_time.items())]
 
 
-def reserve(applicant: Applicant, world: World, queues: QueueSet,
-            now: float) -> Reservation | None:
-    """The earliest release event after which the applicant fits in *world*, with its nodes.
+def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
+            reclaimable: Mapping[str, float] | None = None) -> Reservation | None:
+    """The earliest release event after which the applicant fits in *world*, with its nodes
+    (*reclaimable*: see ``release_events``).
 
     A quota check and a GPU count skip events cheaply; then a galloping search over the
     remaining events (both only get easier as gangs leave) keeps solves logarithmic.
     """
     gang, snapshot = applicant.gang, world.snapshot
-    events = release_events(snapshot, queues, now)
+    events = release_events(snapshot, queues, now, reclaimable)
     if not events:
         return None
     slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, world.params))

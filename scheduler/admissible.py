@@ -31,19 +31,33 @@ def admissible(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree
                 "gang is considered once all of them do")
     queue = queues.get(gang.queue)
     if queue is None:
-        known = ", ".join(queues.queues) or "none defined"
         return (R.NOT_ALLOWED, f"queue {gang.queue!r} does not exist; set label "
-                f"gangscheduler.io/queue to one of: {known}")
+                f"gangscheduler.io/queue to {_open_to(gang.namespace, queues, parents)}")
     if queue.name in parents:
-        children = queues.children_of(queue.name)
+        under = _open_to(gang.namespace, queues, parents, under=queue.name)
         return (R.NOT_ALLOWED, f"queue {queue.name} is a parent queue and holds no gangs; "
-                f"submit to one of: {', '.join(children)}")
+                f"submit to {under}")
     if not queue.admits_namespace(gang.namespace):
         allowed = ", ".join(queue.namespaces) or "none"
         return (R.NOT_ALLOWED, f"namespace {gang.namespace} may not submit to queue "
-                f"{queue.name} (allowed: {allowed}); pick another queue or extend "
-                "spec.namespaces")
+                f"{queue.name} (allowed: {allowed}); submit to "
+                f"{_open_to(gang.namespace, queues, parents)}, or extend spec.namespaces")
     return queue
+
+
+def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
+             under: str | None = None) -> str:
+    """The queues a gang of *namespace* may be submitted to (leaves that admit it; only
+    those below *under* if given), as advice: naming a queue that would refuse the gang
+    too only sends its user round in circles."""
+    names = [q.name for q in queues.queues.values()
+             if q.name not in parents and q.admits_namespace(namespace)
+             and (under is None or under in queues.path_of(q.name)[:-1])]
+    if names:
+        return "one of: " + ", ".join(names)
+    where = f" under {under}" if under is not None else ""
+    return (f"a queue that admits namespace {namespace} (none{where} does: ask an admin to "
+            "add it to a queue's spec.namespaces)")
 
 
 def _min_resources_never(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,

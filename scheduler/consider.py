@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from policies.admission import describe_never
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
-from policies.preemption import ledger_without
+from policies.preemption import ledger_without, protected_until
 from policies.queues import Queue, QueueingStrategy
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, reserve, restricting, starving
@@ -140,35 +140,48 @@ class Trial:
         in its reason that preemption would have helped."""
         if not (self.policy.preemption and self.misfit.preemption_may_help):
             return None
+        if self.misfit.quota and self.hopeless is not None:
+            return None  # no victims make a gang that can never start start
         gang, draft, memo = self.gang, self.draft, self.context.memo
         preemptor = gang if gang.may_preempt else replace(
             gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
         applicant = replace(self.applicant, gang=preemptor)
-        # Gangs being evicted or bound this cycle are not candidates.
-        untouchable = draft.obstacles.terminating | {b.gang_id for b in draft.binds}
         queues = self.context.policies.queues
         found = memo.candidates(applicant, draft.snapshot, self.ledger, queues,
-                                self.context.now, untouchable)
+                                self.context.now, _untouchable(draft))
         if not found:
             return None
         world = self.search
         return select_victims(applicant, world, found, memo.room(applicant, world), queues)
 
     @_lazy
+    def hopeless(self) -> Waiting | None:
+        """Why it can never start, whatever runs, waits or goes first: no node can take one
+        of its pods (or its eligible nodes together cannot hold it, or it names a topology
+        level no node has), else its queue's quota can never admit it. Asked before any
+        reason that waits (quota, a reservation, queue order), since it says what helps: a
+        smaller gang, other nodes or quota, not patience."""
+        memo = self.context.memo
+        found = memo.never_placeable(self.gang, self.shape, self.draft.snapshot,
+                                     self.policy.placement)
+        if found is not None:
+            return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
+        if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
+            return None
+        empty = QuotaLedger.empty(self.ledger.tree)
+        return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+
+    @_lazy
     def final(self) -> Waiting | None:
         """Why it cannot start however long it waits for running gangs, if so."""
         misfit = self.misfit
         if misfit.quota:
-            memo = self.context.memo
-            if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
-                return None
-            empty = QuotaLedger.empty(self.ledger.tree)
-            return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+            return self.hopeless
         if misfit.reason in _CAPACITY:
             return None
         if self.restricted and self._fits_without_reservations():
             return Waiting(R.QUEUED, f"waits for the nodes reserved for "
-                           f"{_reserved_for(self.restricted, self.context.now)}: every node it "
+                           f"{_reserved_for(self.restricted)}: every node it "
                            f"may use is reserved, and it would still run then ({misfit.message})")
         return Waiting(self.category, misfit.message)
 
@@ -214,7 +227,8 @@ class Trial:
 # The steps, in order ---------------------------------------------------------------------
 def held_back(draft: Draft, queue: Queue) -> Waiting | None:
     """Strict ordering rules that stop a gang before it is even tried (before its trial is
-    made: they read only the obstacles and its queue)."""
+    made: they read only the obstacles and its queue). A gang that could never start anyway
+    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
     obstacles = draft.obstacles
     if not obstacles.ordering_blocks:
         return None
@@ -232,11 +246,13 @@ def held_back(draft: Draft, queue: Queue) -> Waiting | None:
 
 
 def behind_reservation(t: Trial) -> Waiting | None:
-    """Its queue does not backfill, and a reservation it could delay is in the way."""
+    """Its queue does not backfill, and a reservation it could delay is in the way; a gang
+    that could never start anyway is told that instead (as ``held_back``'s are)."""
     if not t.concern or t.queue.queueing.backfill:
         return None
-    return Waiting(R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the "
-                   f"reservation of {' and '.join(r.gang_id for r in t.concern)}")
+    return t.hopeless or Waiting(
+        R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the reservation of "
+        f"{' and '.join(r.gang_id for r in t.concern)}")
 
 
 def remembered(t: Trial) -> Waiting | None:
@@ -315,14 +331,18 @@ def reserve_nodes(t: Trial) -> Reserved | None:
     params = _unreserved(t)
     if params is None:
         return None
-    world = World(t.draft.snapshot, t.draft.ledger, params, t.context.solver)
-    found = reserve(t.applicant, world, t.context.policies.queues, now)
+    draft, queues = t.draft, t.context.policies.queues
+    world = World(draft.snapshot, draft.ledger, params, t.context.solver)
+    reclaimable = (protected_until(t.applicant, draft.snapshot, t.ledger, queues, now,
+                                   _untouchable(draft)) if policy.preemption else {})
+    found = reserve(t.applicant, world, queues, now, reclaimable)
     if found is None:
         return None
-    return Reserved(found, f"{t.message}; reserved {len(found.nodes)} node(s) and its quota, "
-                    f"estimated start in {found.estimated_start - now:.0f}s when running gangs "
-                    f"are expected to end{t.never}", blocks_queue=t.blocks_queue,
-                    blocks_all=t.blocks_all)
+    # The estimated start is the reason's own field, never in the message: a message that
+    # counts down changes every cycle (a status write and an event each time).
+    return Reserved(found, f"{t.message}; reserved {len(found.nodes)} node(s) and its quota "
+                    f"until running gangs are expected to end or be reclaimed{t.never}",
+                    blocks_queue=t.blocks_queue, blocks_all=t.blocks_all)
 
 
 def explain(t: Trial) -> Waiting:
@@ -337,7 +357,7 @@ def explain(t: Trial) -> Waiting:
     if t.restricted:
         category = R.QUEUED
         message = (f"{message}; the nodes and quota reserved for "
-                   f"{_reserved_for(t.restricted, t.context.now)} are not usable by a gang "
+                   f"{_reserved_for(t.restricted)} are not usable by a gang "
                    "that would still run then")
     return Waiting(category, message + t.never, blocks_queue=t.blocks_queue,
                    blocks_all=t.blocks_all)
@@ -369,9 +389,14 @@ def _unreserved(t: Trial) -> PlacementParams | None:
     return replace(t.base, excluded_nodes=t.base.excluded_nodes | nodes)
 
 
-def _reserved_for(reservations: tuple[Reservation, ...], now: float) -> str:
-    return " and for ".join(f"{r.gang_id} (estimated start in {r.estimated_start - now:.0f}s)"
-                            for r in reservations)
+def _untouchable(draft: Draft) -> frozenset[str]:
+    """Gangs being evicted or bound this cycle: not candidates for preemption."""
+    return draft.obstacles.terminating | {b.gang_id for b in draft.binds}
+
+
+def _reserved_for(reservations: tuple[Reservation, ...]) -> str:
+    """The reserved gangs, without their estimated starts (those are the reasons' fields)."""
+    return " and for ".join(r.gang_id for r in reservations)
 
 
 def awaiting_terminating(gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:

@@ -114,6 +114,7 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
     ledger = draft.ledger
     held = held_back(draft, queue)
     if held is not None:  # waits behind another gang, blocking nobody: only its reason
+        held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
         draft.wait(gang, held.category, held.message)
         return False
     trial = Trial(gang, queue, draft)

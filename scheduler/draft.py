@@ -69,16 +69,18 @@ class Draft:
         return (self.snapshot, self.ledger, self.obstacles)
 
     def wait(self, gang: Gang, category: ReasonCategory, message: str,
-             ordered: bool = True) -> None:
+             ordered: bool = True, estimated_start: float | None = None) -> None:
         self.pending[gang.id] = PendingReason(category, message,
-                                              len(self.order) if ordered else 0)
+                                              len(self.order) if ordered else 0,
+                                              estimated_start)
 
     def fold(self, gang: Gang, queue: Queue, outcome: Outcome) -> None:
         """Take the gang's outcome into the plan and the state."""
         if isinstance(outcome, NotYet):  # reserved or waiting: most outcomes, so first
             if isinstance(outcome, Reserved):
                 self.obstacles = self.obstacles.reserve(outcome.reservation)
-                self.wait(gang, ReasonCategory.RESERVED, outcome.message)
+                self.wait(gang, ReasonCategory.RESERVED, outcome.message,
+                          estimated_start=outcome.reservation.estimated_start)
             else:
                 self.wait(gang, outcome.category, outcome.message)
             if outcome.blocks_queue:

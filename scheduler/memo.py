@@ -35,8 +35,9 @@ from policies.victims import Room, free_gpus, usable_nodes
 from scheduler.model import Gang, RunningGang
 from scheduler.obstacles import Obstacles
 from scheduler.outcomes import Waiting
+from scheduler.placement.never import never_placeable
 from scheduler.placement.terms import context_key
-from scheduler.placement.types import PlacementParams
+from scheduler.placement.types import PlacementParams, Unplaceable
 from scheduler.plan import PendingReason
 from scheduler.recall import Recall, Shape
 from scheduler.snapshot import Snapshot
@@ -49,8 +50,8 @@ class Memo:
     """See the module docstring; each cache says what it is keyed by."""
 
     __slots__ = ("_base", "_by_queue", "_candidates", "_epoch", "_ever", "_failures",
-                 "_held", "_last_room", "_ranks", "_reserved", "_restricted", "_rooms",
-                 "recall")
+                 "_held", "_last_room", "_never", "_ranks", "_reserved", "_restricted",
+                 "_rooms", "recall")
 
     def __init__(self, recall: Recall) -> None:
         self.recall = recall
@@ -62,6 +63,7 @@ class Memo:
         self._ranks: dict[tuple[object, ...], tuple[QuotaTree, tuple[Key, ...],
                                                     tuple[object, ...], fairshare.QueueKey]] = {}
         self._ever: dict[tuple[object, ...], bool] = {}  # queue, bounds
+        self._never: dict[tuple[object, ...], Unplaceable | None] = {}  # shape, topology
         self._candidates: dict[tuple[object, ...], list[Candidate]] = {}  # ledger, queue, ...
         self._by_queue: dict[str, list[RunningGang]] | None = None  # at the first search
         self._rooms: dict[tuple[object, ...], tuple[Snapshot, Room]] = {}  # shape, params
@@ -143,6 +145,19 @@ class Memo:
                 applicant.gang, applicant.queue, QuotaLedger.empty(tree), applicant.bounds,
                 explain=False).admitted
         return hit
+
+    def never_placeable(self, gang: Gang, shape: Shape, snapshot: Snapshot,
+                        params: PlacementParams) -> Unplaceable | None:
+        """``placement.never.never_placeable``, once per shape and topology (it reads the
+        nodes only, the same all cycle); worked out each time for a gang whose pod
+        constraints read what runs."""
+        if context_key(gang, snapshot):
+            return never_placeable(gang, snapshot, params)
+        key = (shape.number, gang.topology)
+        if key not in self._never:
+            found = never_placeable(gang, snapshot, params)
+            self._never[key] = found
+        return self._never[key]
 
     def reserved_ledger(self, ledger: QuotaLedger,
                         restricting: tuple[Reservation, ...]) -> QuotaLedger:

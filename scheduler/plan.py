@@ -44,6 +44,9 @@ class PendingReason:
     category: ReasonCategory
     message: str  # what a person can do about it
     position: int = 0  # 1-based position in this cycle's order; 0: never ordered
+    #: When it is expected to start (epoch seconds; a reservation's), None: no estimate. Its
+    #: own field, never in the message, so the message changes only when the reason does.
+    estimated_start: float | None = None
 
     def __str__(self) -> str:
         where = f" (#{self.position} in queue order)" if self.position else ""

@@ -89,6 +89,8 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
                   _row("position", f"{reason.position} of {len(plan.order)} in queue order"
                        if reason.position else "not ordered (cannot be considered yet)"),
                   _row("why", reason.message)]
+        if reason.estimated_start is not None:
+            lines.append(_row("starts", describe_estimate(reason.estimated_start, now)))
     extra = [ln for ln in plan_explain(plan, gang_id).splitlines() if ": pending, " not in ln]
     if extra:
         lines += ["", "what this cycle does for it:", *("  " + ln for ln in extra)]
@@ -96,6 +98,14 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     lines += ["", f"cluster free now: {free.gpus} GPUs of "
                   f"{inp.snapshot.total_allocatable().gpus}"]
     return "\n".join(lines), True
+
+
+def describe_estimate(start: float, now: float, made: float | None = None) -> str:
+    """``2026-12-01T17:05:00Z (in 1200s)``, and when the estimate was made if known."""
+    from scheduler.kube.status import format_time
+
+    text = f"estimated {format_time(start)} (in {max(0.0, start - now):.0f}s)"
+    return text if made is None else f"{text}, estimated at {format_time(made)}"
 
 
 def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
@@ -182,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
             text, found = partial_text(gang_id, view.cache, view.unseen, now)
         print(text)
         written = _last_written(client, view.cache, gang_id)
+        estimate = _last_estimate(client, gang_id, now)
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -190,9 +201,29 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if written:
         print(f"\nthe running scheduler last said: {written}")
+    if estimate:
+        print(f"the running scheduler's start estimate: {estimate}")
     elif found and not view.complete:
         print("\nthe running scheduler has written nothing on this gang's pods yet")
     return 0 if found else 1
+
+
+def _last_estimate(client: Any, gang_id: str, now: float) -> str:
+    """The gang's PodGroup ``status.estimatedStart``, as the running scheduler wrote it
+    ("" without a PodGroup, or an estimate)."""
+    from scheduler.kube.client import path_segment as seg
+    from scheduler.kube.oneshot import status_time
+    from scheduler.kube.status import PODGROUP_API
+
+    namespace, _, name = gang_id.partition("/")
+    resp = client.request("GET", f"{PODGROUP_API}/namespaces/{seg(namespace)}/podgroups/"
+                                 f"{seg(name)}")
+    if not resp.ok:
+        return ""
+    group = resp.json()
+    start = status_time(group)
+    return "" if start is None else describe_estimate(start, now,
+                                                      status_time(group, "estimateTime"))
 
 
 def _last_written(client: Any, cache: Any, gang_id: str) -> str:

@@ -88,7 +88,8 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     now = time.time()
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
-                           seen.cache.nodes() if seen.nodes_readable else None, now)
+                           seen.cache.nodes() if seen.nodes_readable else None, now,
+                           seen.estimates)
     return view.for_namespaces(namespaces)
 
 

@@ -212,15 +212,15 @@ class Tracker:
 
 
 def reason_key(message: str) -> str:
-    """A pending reason without what changes every cycle (queue position, estimated start),
-    so the log says when the wait changes, not every time the scheduler re-evaluates it."""
-    return re.sub(r" \(#\d+ in queue order\)|est\. start in \S+", "", compact_reason(message))
+    """A pending reason without what changes as other gangs come and go (queue position), so
+    the log says when the wait changes, not every time the scheduler re-evaluates it."""
+    return re.sub(r" \(#\d+ in queue order\)", "", compact_reason(message))
 
 
 _KIND = re.compile(r"^(\w+)(?: \(#\d+ in queue order\))?:")
 _NEEDS = re.compile(r"queue (\S+) in pool (\S+): needs (\d+) nvidia\.com/gpu, (-?\d+) available")
-_STARTS = re.compile(r"reserved \d+ node\(s\) and its quota, estimated start in (\S+)")
-_BEHIND = re.compile(r"reserved for (\S+) \(estimated start in (\S+)\)")
+_STARTS = re.compile(r"reserved (\d+) node\(s\) and its quota")
+_BEHIND = re.compile(r"reserved for (\S+?)(?: and for |[ :;,]|$)")
 
 
 def compact_reason(message: str) -> str:
@@ -236,7 +236,7 @@ def compact_reason(message: str) -> str:
     parts = [f"{kind.group(1)}: needs {wanted} {pool} GPUs, {max(0, int(available))} "
              f"available to {queue}"]
     if starts := _STARTS.search(message):
-        parts.append(f"reserved, est. start in {starts.group(1)}")
+        parts.append(f"reserved {starts.group(1)} node(s)")
     elif behind := _BEHIND.search(message):
         parts.append(f"behind the reservation of {behind.group(1)}")
     if "can never be admitted" in message:

@@ -189,8 +189,9 @@ class KubeActuator:
 
     def _emit_gang(self, gang_id: str, members: Members, reason: str, message: str,
                    type_: EventType) -> None:
-        """An event on the gang's PodGroup (Kubernetes' own or scheduler-plugins'), else on
-        its first pod."""
+        """An event on the gang's PodGroup (Kubernetes' own or scheduler-plugins'), if it has
+        one, and on each of *members*' pods: ``kubectl describe pod`` is where users look.
+        The recorder folds repeats into a series and rate-limits each object."""
         ns, name = gang_id.split("/", 1)
         native = members.native
         if native is not None:
@@ -199,8 +200,8 @@ class KubeActuator:
         elif members.group_uid is not None:
             self.events.emit(ObjectRef.podgroup(ns, name, members.group_uid), reason, message,
                              type_)
-        elif members.pods:
-            self.events.emit(ObjectRef.pod(members.pods[0]), reason, message, type_)
+        for ref in members.pods:
+            self.events.emit(ObjectRef.pod(ref), reason, message, type_)
 
     # Explaining -------------------------------------------------------------------------------
     def _explain(self, plan: CyclePlan) -> None:
@@ -208,9 +209,13 @@ class KubeActuator:
         the terminal status of gangs given up, on their pods (and PodGroups)."""
         for gang_id, reason in plan.pending.items():
             members = plan.members.get(gang_id, Members())
+            estimate = reason.estimated_start
             self.writer.submit(f"pending/{gang_id}", self._reason_task(
                 gang_id, members, str(reason), PodGroupStatus(
-                    PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason))))
+                    PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason),
+                    estimated_start=estimate,
+                    estimate_time=None if estimate is None else plan.now),
+                note=f"{reason.category}: {reason.message}"))
         for u in plan.unformed:
             self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
                 u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
@@ -220,9 +225,12 @@ class KubeActuator:
                     PodGroupPhase.FAILED, reason="ScheduleTimeout", message=g.message)))
 
     def _reason_task(self, gang_id: str, members: Members, text: str,
-                     status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE) -> Task:
+                     status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE,
+                     note: str | None = None) -> Task:
         """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
-        the scheduling condition (*native_reason*) on its native one; an event."""
+        the scheduling condition (*native_reason*) on its native one; an event (*note*, else
+        *text*: without the queue position, which moves as other gangs come and go, so the
+        event is repeated into its series rather than created anew)."""
         ns, name = gang_id.split("/", 1)
 
         def task() -> None:
@@ -240,7 +248,7 @@ class KubeActuator:
             elif status is not None and members.group_uid is not None:
                 self.statuses.set_podgroup_status(ns, name, status)
             self._emit_gang(gang_id, replace(members, pods=tuple(written)),
-                            EventReason.FAILED_SCHEDULING, text, EventType.WARNING)
+                            EventReason.FAILED_SCHEDULING, note or text, EventType.WARNING)
         return task
 
     def close(self) -> None:

@@ -6,6 +6,11 @@ same message again is only counted, and at most once per ``interval`` the event'
 (count, lastObservedTime) is patched, as client-go's event broadcaster does. A new message for the
 same (object, reason) starts a new event. Event objects expire server-side (default 1 h): a
 series patch that finds its event gone creates a fresh one.
+
+On top of that, each object gets a token bucket, as client-go's event correlator gives each
+(source, object) (``tools/record``: a burst of 25, then one every 5 minutes): an object whose
+reasons keep changing (a gang's pods, every cycle) cannot flood the apiserver either; what
+the bucket refuses is dropped, and logged at debug level.
 """
 
 from __future__ import annotations
@@ -81,6 +86,27 @@ def format_micro_time(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: Per object: writes allowed at once, and one more every this many seconds.
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 300.0
+
+
+@dataclass(slots=True)
+class _Bucket:
+    """A token bucket: *tokens* left at *at*."""
+
+    tokens: float
+    at: float
+
+    def take(self, now: float, burst: int, refill: float) -> bool:
+        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.at) / refill)
+        self.at = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
 @dataclass(slots=True)
 class _Series:
     name: str
@@ -96,8 +122,11 @@ class EventRecorder:
 
     def __init__(self, client: Requester, *, interval: float = 60.0,
                  instance: str | None = None, clock: Callable[[], float] = time.time,
-                 max_tracked: int = 20000, timeout: tuple[float, float] = (5.0, 30.0)) -> None:
+                 max_tracked: int = 20000, timeout: tuple[float, float] = (5.0, 30.0),
+                 burst: int = SPAM_BURST, refill_seconds: float = SPAM_REFILL_SECONDS) -> None:
         self.client, self.interval, self.clock = client, interval, clock
+        self.burst, self.refill_seconds = burst, refill_seconds
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self.instance = (instance or f"gang-scheduler-{socket.gethostname()}-{os.getpid()}")[:128]
         self.max_tracked, self.timeout = max_tracked, timeout
         self._lock = threading.Lock()
@@ -119,6 +148,10 @@ class EventRecorder:
                 count = series.count
             else:
                 count = 0
+            if not self._allowed(key[0], now):
+                log.debug("event_rate_limited", event_reason=str(reason),
+                          object=f"{regarding.kind}/{regarding.namespace}/{regarding.name}")
+                return False
         if count and series is not None:
             status = self._patch_series(series, count, now)
             if status == "ok":
@@ -132,6 +165,17 @@ class EventRecorder:
         with self._lock:
             for key in [k for k in self._series if k[0] == uid]:
                 del self._series[key]
+            self._buckets.pop(uid, None)
+
+    def _allowed(self, obj: str, now: float) -> bool:
+        """Take a token from the object's bucket (the lock held)."""
+        bucket = self._buckets.get(obj)
+        if bucket is None:
+            bucket = self._buckets[obj] = _Bucket(float(self.burst), now)
+            while len(self._buckets) > self.max_tracked:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(obj)
+        return bucket.take(now, self.burst, self.refill_seconds)
 
     def _create(self, key: tuple[str, str], regarding: ObjectRef, reason: str, message: str,
                 type_: EventType, action: str, now: float) -> bool:

@@ -7,7 +7,12 @@ status, so a bind and the sync never write it twice with briefly different count
 equal to the one queued or last written is not submitted again, so a sync costs no API
 traffic when nothing moved. A failed write is not recorded, so the next sync retries it.
 
-Pending PodGroups are the plan's: the actuator writes their reason.
+Pods being deleted (evicted, preempted) no longer count: a preempted gang is not "Running 5"
+while its pods terminate. A PodGroup last reported scheduled or running with no member bound
+any more (its pods preempted, evicted or deleted) goes back to ``Pending`` at once, before
+the next plan gives it a reason: a status is never left saying more than the pods do.
+
+Pending PodGroups are otherwise the plan's: the actuator writes their reason.
 """
 
 from __future__ import annotations
@@ -23,11 +28,16 @@ from scheduler.model import RunningGang
 from scheduler.model.shortfall import Shortfall
 from scheduler.model.workloads import PodInfo, PodPhase
 
+#: Phases that say members are on nodes: wrong once none is.
+_PLACED = (PodGroupPhase.SCHEDULED, PodGroupPhase.RUNNING)
+
 
 def group_status(min_member: int, pods: list[PodInfo],
                  shortfall: Shortfall | None = None) -> PodGroupStatus | None:
-    """The PodGroup status its pods imply, or None while nothing was ever bound (pending);
-    a running gang's *shortfall* (members lost) is its condition's reason."""
+    """The PodGroup status its pods imply (those being deleted left out), or None while none
+    is bound (pending: the plan's reason says why); a running gang's *shortfall* (members
+    lost) is its condition's reason."""
+    pods = [p for p in pods if not p.terminating]
     scheduled = sum(1 for p in pods if p.node_name)
     running = sum(1 for p in pods if p.phase is PodPhase.RUNNING)
     succeeded = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
@@ -52,6 +62,15 @@ def group_status(min_member: int, pods: list[PodInfo],
                           message=message)
 
 
+def unplaced(pods: list[PodInfo]) -> PodGroupStatus:
+    """The status of a PodGroup that was placed and has no member bound any more."""
+    leaving = sum(1 for p in pods if p.terminating)
+    why = f"{leaving} terminating, " if leaving else ""
+    return PodGroupStatus(PodGroupPhase.PENDING, reason="MembersGone",
+                          message=f"no member is bound any more ({why}{len(pods) - leaving} "
+                                  "left): preempted, evicted or deleted; pending again")
+
+
 class GroupStatusSync:
     """Writes the status of bound PodGroups through *writer* (the actuator's)."""
 
@@ -65,12 +84,14 @@ class GroupStatusSync:
         the cycle's running gangs, whose shortfalls become the condition."""
         for group in self.cache.groups():
             gang = (running or {}).get(group.key)
-            status = group_status(group.min_member,
-                                  self.cache.gang_pods(group.key, assumed=True),
+            pods = self.cache.gang_pods(group.key, assumed=True)
+            status = group_status(group.min_member, pods,
                                   gang.shortfall if gang is not None else None)
-            if status is None:
-                continue
             known = self._known(group.namespace, group.name)
+            if status is None:
+                if known is None or known.phase not in _PLACED:
+                    continue
+                status = unplaced(pods)
             if known is not None and known.schedule_start_time is not None:
                 # Set once, at the first bind: the watch later reports the members' own start
                 # times, which would otherwise move it (and cost a write) for nothing.

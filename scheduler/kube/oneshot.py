@@ -12,7 +12,8 @@ scheduler last wrote) instead of failing with a 403 or deciding on half a cluste
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from policies.queues import PolicySet
@@ -90,12 +91,14 @@ def _list(client: KubeClient, kind: informer.ResourceKind, namespace: str | None
 @dataclass(frozen=True, slots=True)
 class Visible:
     """What the caller could read: the cache built from it, the Queue objects, each pending
-    pod's ``PodScheduled=False`` message (uid -> message) and whether nodes were readable."""
+    pod's ``PodScheduled=False`` message (uid -> message), whether nodes were readable, and
+    each PodGroup's ``status.estimatedStart`` (gang id -> epoch seconds)."""
 
     cache: ClusterCache
     queues: tuple[dict[str, Any], ...]
     conditions: Mapping[str, str]
     nodes_readable: bool
+    estimates: Mapping[str, float] = field(default_factory=dict)
 
 
 def read_visible(client: KubeClient, config: SchedulerConfig,
@@ -106,6 +109,7 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
     cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                         default_queue=config.default_queue))
     conditions: dict[str, str] = {}
+    estimates: dict[str, float] = {}
     queues: list[dict[str, Any]] = []
     nodes_readable = True
     for inf in feed.cache_informers(client, cache, config.node_labels):
@@ -128,11 +132,28 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
                     message = unschedulable_message(obj)
                     if message:
                         conditions[str(obj["metadata"].get("uid", ""))] = message
+                elif inf.kind.name == informer.PODGROUPS.name:
+                    estimate = status_time(obj)
+                    if estimate is not None:
+                        meta = obj["metadata"]
+                        estimates[f"{meta.get('namespace', '')}/{meta['name']}"] = estimate
     try:
         queues, _ = informer.list_all(client, informer.QUEUES)
     except informer.ResourceAbsent:
         queues = []
-    return Visible(cache, tuple(queues), conditions, nodes_readable)
+    return Visible(cache, tuple(queues), conditions, nodes_readable, estimates)
+
+
+def status_time(podgroup: Mapping[str, Any], key: str = "estimatedStart") -> float | None:
+    """A time in a PodGroup's status (``estimatedStart``: what the running scheduler
+    estimated; ``estimateTime``: when), in epoch seconds; None when absent or unreadable."""
+    value = (podgroup.get("status") or {}).get(key)
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str:

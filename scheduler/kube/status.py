@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -52,11 +52,20 @@ class PodGroupStatus:
     schedule_start_time: float | None = None
     reason: str = ""  # condition reason: "Unschedulable", "ScheduleTimeout", "Scheduled"
     message: str = ""
+    #: When the gang is expected to start (epoch seconds), None: no estimate. Written as
+    #: ``status.estimatedStart`` with ``status.estimateTime`` (when it was worked out).
+    estimated_start: float | None = None
+    estimate_time: float | None = None
 
     def to_json(self, transition_time: float) -> dict[str, Any]:
         status: dict[str, Any] = {"phase": str(self.phase), "scheduled": self.scheduled,
                                   "running": self.running, "succeeded": self.succeeded,
                                   "failed": self.failed}
+        # A merge patch: null removes an estimate that no longer holds.
+        status["estimatedStart"] = (None if self.estimated_start is None
+                                    else format_time(self.estimated_start))
+        status["estimateTime"] = (None if self.estimated_start is None or
+                                  self.estimate_time is None else format_time(self.estimate_time))
         if self.schedule_start_time is not None:
             status["scheduleStartTime"] = format_time(self.schedule_start_time)
         if self.reason:
@@ -67,6 +76,28 @@ class PodGroupStatus:
                 "reason": self.reason, "message": self.message,
                 "lastTransitionTime": format_time(transition_time)}]
         return status
+
+
+#: An estimated start that moved less than this (or than a tenth of the time still to wait,
+#: if more) is the same estimate: a gang whose running gangs overrun their estimates gets a
+#: new one every cycle, which must not cost a write each time.
+ESTIMATE_SLACK_SECONDS = 60.0
+
+
+def same_estimate(old: float | None, new: float | None, now: float) -> bool:
+    """Is *new* the estimate *old* already says, as far as a reader can tell?"""
+    if old is None or new is None:
+        return old is new
+    return abs(new - old) <= max(ESTIMATE_SLACK_SECONDS, 0.1 * max(0.0, old - now))
+
+
+def settled(last: PodGroupStatus | None, status: PodGroupStatus, now: float) -> PodGroupStatus:
+    """*status*, keeping *last*'s estimate (and when it was made) if the estimate did not
+    really move: then a status equal to the one written is not written again."""
+    if last is not None and same_estimate(last.estimated_start, status.estimated_start, now):
+        return replace(status, estimated_start=last.estimated_start,
+                       estimate_time=last.estimate_time)
+    return status
 
 
 class StatusWriter:
@@ -138,6 +169,7 @@ class StatusWriter:
         key = f"{namespace}/{name}"
         with self._lock:
             last = self._groups.get(key)
+        status = settled(last[0] if last is not None else None, status, self.clock())
         if last is not None and last[0] == status:
             return False
         same_condition = last is not None and (last[0].reason, last[0].phase) == (

@@ -38,6 +38,7 @@ from scheduler.placement.cpsat import Budget, solve_counts
 from scheduler.placement.diagnose import rule_shortfall
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign
+from scheduler.placement.never import unknown_level
 from scheduler.placement.rules import check_all
 from scheduler.placement.types import (
     Assignment,
@@ -65,9 +66,7 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
         return problem
     constraint = gang.topology
     if constraint is not None and not snapshot.topology.has_level(constraint.level):
-        known = ", ".join(snapshot.topology.levels)
-        return Unplaceable(gang.id, UnplaceableReason.NEVER_FITS,
-                           f"topology level {constraint.level} is not configured (known: {known})")
+        return unknown_level(gang, snapshot, constraint.level)
     if any(rv.optional for rv in problem.roles):
         whole = _whole_gang(gang, snapshot, params)
         if whole is not None:

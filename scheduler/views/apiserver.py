@@ -2,8 +2,8 @@
 
 Nothing is decided here: the running scheduler already wrote what it knows where Kubernetes
 keeps it (Queue status: usage, quota, shares, gang counts; each pending pod's
-``PodScheduled=False`` message: reason category, position in the cycle's order, the
-reservation's estimated start). So a tenant whose RBAC covers a few namespaces (and, through
+``PodScheduled=False`` message: reason category, position in the cycle's order; each
+PodGroup's ``status.estimatedStart``). So a tenant whose RBAC covers a few namespaces (and, through
 the view ClusterRole, Queues) sees exactly their gangs and the queues that admit them. Gangs
 are formed by the scheduler's own grouping (``ClusterCache``) from the pods read.
 """
@@ -44,13 +44,6 @@ def parse_reason(text: str) -> tuple[str, int | None, str]:
     return m.group("category"), int(position) if position else None, m.group("message")
 
 
-def eta_of(gang_id: str, message: str) -> float | None:
-    """The estimated start a reservation gives *gang_id*, in seconds, if the message says."""
-    m = re.search(rf"{re.escape(gang_id)} \(estimated start in (\d+)s\)", message) or \
-        re.search(r"estimated start in (\d+)s", message)
-    return float(m.group(1)) if m else None
-
-
 def _gpus(quantities: Mapping[str, Any] | None) -> int:
     value = (quantities or {}).get(GPU)
     return parse_quantity(str(value), GPU) if value is not None else 0
@@ -80,8 +73,11 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
 
 def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
           conditions: Mapping[str, str], queues: Iterable[Mapping[str, Any]],
-          nodes: Sequence[Node] | None, now: float) -> ClusterView:
-    """*conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only)."""
+          nodes: Sequence[Node] | None, now: float,
+          estimates: Mapping[str, float] | None = None) -> ClusterView:
+    """*conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only);
+    *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds)."""
+    estimates = estimates or {}
     pending = []
     for g in gangs.pending:
         message = next((conditions[p.uid] for p in pods_of(g.id) if p.uid in conditions), "")
@@ -91,7 +87,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
             gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
             cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
-            eta_seconds=eta_of(g.id, text) if category == "Reserved" else None))
+            eta_seconds=(max(0.0, estimates[g.id] - now) if g.id in estimates else None)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
     counted: dict[str, int] = {}
     ranked = []

@@ -5,11 +5,12 @@ real kubectl, written by a live scheduler."""
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
 from scheduler.devcluster import build, rest
-from tests.e2e.cluster_api import wait_for
+from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, wait_for
 from tests.e2e.live import GPU, QUEUES, InProcessScheduler, Tenant
 
 pytestmark = pytest.mark.e2e
@@ -70,3 +71,33 @@ def test_a_queue_naming_a_pool_without_nodes_is_shown_as_not_fitting(
     # The tenant's own queue has 1000 GPUs of quota on one 8-GPU node: said, and still valid.
     own = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}[tenant.queue]
     assert (own["VALID"], own["QUOTA-FITS"]) == ("True", "False"), own
+
+
+def test_a_reserved_gang_shows_its_estimated_start_as_a_column_not_in_its_message(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """Issue 16: the ETA was a countdown inside the message (a write per cycle). It is the
+    PodGroup's ``status.estimatedStart`` now, shown by ``kubectl get podgroups``, and the
+    message stays the same from cycle to cycle."""
+    tenant.create_nodes(1, gpus=8)
+    tenant.create_group("runs", 1)
+    rest.call(tenant.cp.custom.patch_namespaced_custom_object, PODGROUP_GROUP, PODGROUP_VERSION,
+              tenant.namespace, PODGROUP_PLURAL, "runs",
+              {"metadata": {"annotations": {"gangscheduler.io/expected-runtime": "2h"}}})
+    tenant.create_pod("runs-0", gpus=8, group="runs")
+    wait_for(lambda: tenant.bound(["runs-0"]), 60, what="the running gang bound")
+    tenant.create_gang("next", 1, gpus=8)
+
+    def reserved() -> dict[str, str]:
+        row = {r["NAME"]: r for r in kubectl_table(
+            tenant, "podgroups.scheduling.x-k8s.io", "-n", tenant.namespace)}.get("next", {})
+        return row if row.get("ESTIMATEDSTART") else {}
+
+    row = wait_for(reserved, 60, what="an EstimatedStart for the waiting gang")
+    status = tenant.group_status("next")
+    assert status["estimatedStart"] == row["ESTIMATEDSTART"] and status["estimateTime"]
+    message = status["conditions"][0]["message"]
+    assert message.startswith("Reserved") and "estimated start in" not in message, message
+    time.sleep(3)  # cycles pass: nothing about the answer changed, so nothing is rewritten
+    again = tenant.group_status("next")
+    assert (again["conditions"][0]["message"], again["estimateTime"]) == (
+        message, status["estimateTime"])

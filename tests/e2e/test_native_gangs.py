@@ -99,8 +99,10 @@ def test_two_job_gangs_on_room_for_one_run_one_whole_and_the_other_waits_with_a_
     name = native.wait_group_of_job(waits)["metadata"]["name"]
     reason = native.wait_scheduled(name, "False")
     assert reason["reason"] == "Unschedulable" and reason["message"], reason
-    for pod in tenant.job_pods(waits).values():
-        assert unschedulable_message(pod), pod["status"]
+    # Every pod gets the reason too (a pod the Job created after the cycle that wrote the
+    # PodGroup's condition gets it from the next one: wait for the state, not a moment).
+    wait_for(lambda: all(unschedulable_message(p) for p in tenant.job_pods(waits).values()),
+             60, what="PodScheduled=False on every pod of the waiting Job")
     events = wait_for(lambda: [e for e in tenant.events("FailedScheduling")
                                if e["regarding"].get("name") == name], 30,
                       what="FailedScheduling regarding the waiting PodGroup")

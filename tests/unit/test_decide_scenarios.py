@@ -65,7 +65,11 @@ SCENARIOS = [
     Scenario("no node the pods may use", [gang("x", "a", pool="tpu")],
              reasons={"ns/x": R.PLACEMENT}),
     Scenario("never admissible: bigger than quota plus all it may borrow",
-             [gang("x", "a", pods=5)], reasons={"ns/x": R.QUOTA}),
+             [gang("x", "a", pods=5)], nodes=tuple(nodes("a100", 6)),
+             reasons={"ns/x": R.QUOTA}),
+    # Bigger than the pool too: that is the answer (more quota would not help).
+    Scenario("bigger than its pool and its quota", [gang("x", "a", pods=5)],
+             reasons={"ns/x": R.PLACEMENT}),
     Scenario("over quota without a parent", [gang("x", "solo", gpus=8, pods=2)],
              queues=(queue("solo", quota={"a100": 8}),), reasons={"ns/x": R.QUOTA}),
     Scenario("no quota in the pool", [gang("x", "solo")],

@@ -83,18 +83,18 @@ def test_observe_pod_reads_labels_requests_and_conditions() -> None:
 RESERVED = ("Reserved (#1 in queue order): queue team-b in pool h100: needs 32 nvidia.com/gpu, "
             "16 available (nominal 16, in use 0); beyond its nominal quota it can only borrow "
             "what queues under research leave idle; wait for gangs to finish, or raise the "
-            "quota; reserved 4 node(s) and its quota, estimated start in 5s when running gangs "
-            "are expected to end")
+            "quota; reserved 4 node(s) and its quota until running gangs are expected to end or "
+            "be reclaimed")
 BEHIND = ("Queued (#2 in queue order): queue team-a in pool h100: needs 8 nvidia.com/gpu, -16 "
           "available (nominal 16, in use 16); beyond its nominal quota it can only borrow what "
           "queues under research leave idle; wait for gangs to finish, or raise the quota; the "
-          "nodes and quota reserved for team-b/b-llm (estimated start in 5s) are not usable by "
+          "nodes and quota reserved for team-b/b-llm are not usable by "
           "a gang that would still run then")
 
 
 def test_compact_reasons_keep_kind_figures_and_reservation() -> None:
     assert compact_reason(RESERVED) == ("Reserved: needs 32 h100 GPUs, 16 available to team-b; "
-                                        "reserved, est. start in 5s")
+                                        "reserved 4 node(s)")
     assert compact_reason(BEHIND) == ("Queued: needs 8 h100 GPUs, 0 available to team-a; "
                                       "behind the reservation of team-b/b-llm")
     assert compact_reason("WaitingForMembers: 3 of 4 exist; x") == "WaitingForMembers: 3 of 4 exist"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
 from scheduler.cache import ClusterCache
-from scheduler.cli.explain import explain_text
+from scheduler.cli.explain import describe_estimate, explain_text
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodGroupInfo, PodInfo
 from scheduler.resources import GPU
@@ -68,3 +68,11 @@ def test_says_a_field_it_does_not_evaluate_is_why_the_gang_is_refused() -> None:
     text, found = explain_text("ns/g", cache, policies, now=0.0)
     assert found and "pending: Unsupported" in text
     assert "spec.resourceClaims: Dynamic Resource Allocation is not supported" in text
+
+
+def test_the_estimate_is_a_time_and_says_when_it_was_made() -> None:
+    assert describe_estimate(1_714_568_400.0, now=1_714_564_800.0) == \
+        "estimated 2024-05-01T13:00:00Z (in 3600s)"
+    assert describe_estimate(1_714_568_400.0, now=1_714_568_500.0,
+                             made=1_714_564_800.0) == (
+        "estimated 2024-05-01T13:00:00Z (in 0s), estimated at 2024-05-01T12:00:00Z")

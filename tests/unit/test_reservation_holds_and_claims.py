@@ -101,5 +101,5 @@ def test_kept_off_reserved_nodes_that_are_all_it_may_use_it_waits_for_them() -> 
     assert pools(plan) == {BIG_A.id: ("a100",)}
     reason = plan.pending[small.id]
     assert reason.category is R.QUEUED, reason
-    assert "waits for the nodes reserved for ns/big-a (estimated start in 1000s)" \
-        in reason.message, reason.message
+    assert "waits for the nodes reserved for ns/big-a: every node" in reason.message, \
+        reason.message

@@ -106,8 +106,9 @@ def test_backfill_in_time_lands_only_where_it_ends_before_the_reservation() -> N
 def test_queued_behind_several_reservations_names_them_all() -> None:
     plan = run([BIG_A, BIG_H, gang("x", "q", created=2.0)])
     message = plan.pending["ns/x"].message
-    assert "reserved for ns/big-a (estimated start in 1000s)" in message, message
-    assert "ns/big-h (estimated start in 2000s)" in message, message
+    assert "reserved for ns/big-a and for ns/big-h" in message, message
+    assert plan.pending["ns/big-a"].estimated_start == plan.now + 1000.0
+    assert plan.pending["ns/big-h"].estimated_start == plan.now + 2000.0
 
 
 def test_a_pool_holds_one_reservation_at_a_time() -> None:

@@ -14,9 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 
+from scheduler.kube.oneshot import status_time
 from scheduler.serve import Health, serve
 from scheduler.views import html, live, text
-from scheduler.views.apiserver import eta_of, parse_reason
+from scheduler.views.apiserver import parse_reason
 from scheduler.views.state import ClusterView, QueuePool, QueueRow, tree_order, with_lent
 from tests.unit.policies.builders import policies, queue
 from tests.unit.test_loop_metrics import gang_pods, make, node
@@ -107,9 +108,12 @@ def test_reasons_the_scheduler_wrote_are_read_back(message: str, parsed: tuple) 
     assert parse_reason(message) == parsed
 
 
-def test_eta_from_a_reservation_message() -> None:
-    assert eta_of("ns/big", "holds a100-1 for ns/big (estimated start in 120s)") == 120.0
-    assert eta_of("ns/big", "no reservation") is None
+def test_eta_from_the_podgroup_field() -> None:
+    """The views read the estimate from ``status.estimatedStart``, not from a message."""
+    assert status_time({"status": {"estimatedStart": "2024-05-01T12:02:00Z"}}) == \
+        1_714_564_920.0
+    assert status_time({"status": {}}) is None
+    assert status_time({"status": {"estimatedStart": "soon"}}) is None
 
 
 def test_text_and_html_show_the_rows(view: ClusterView) -> None:

@@ -142,3 +142,52 @@ def test_a_failed_status_write_is_retried_by_the_next_sync(setup: Setup) -> None
     assert len(api.group_patches) == 1  # the next sync wrote it
     setup.sync_and_flush()
     assert len(api.group_patches) == 1
+
+
+def running_pods(s: Setup) -> None:
+    for i, p in enumerate(PODS):
+        s.cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}", phase=PodPhase.RUNNING,
+                                               started_at=NOW + 5))
+    s.sync_and_flush()
+
+
+def test_a_preempted_gang_is_not_left_running(setup: Setup) -> None:
+    """Issue 16: after preemption the PodGroup still said ``Running`` with no pods left.
+    Terminating pods no longer count, and once no member is bound it is Pending again."""
+    api, cache = setup.api, setup.cache
+    bind_then_sync(setup, flush_between=True)
+    running_pods(setup)
+    assert api.group_patches[-1]["phase"] == "Running"
+    # Evicted: both pods terminating (still on their nodes, still Running until they stop).
+    for i, p in enumerate(PODS):
+        cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}", phase=PodPhase.RUNNING,
+                                             started_at=NOW + 5, terminating=True))
+    setup.sync_and_flush()
+    status = api.group_patches[-1]
+    assert (status["phase"], status["running"]) == ("Pending", 0), status
+    assert status["conditions"][0]["reason"] == "MembersGone"
+    assert "2 terminating" in status["conditions"][0]["message"]
+    # Then deleted, and recreated by their controller: pending, which is the plan's to
+    # explain from now on; the sync writes nothing more.
+    for p in PODS:
+        cache.delete_pod(p.uid)
+    cache.upsert_pod(member(2))
+    writes = len(api.group_patches)
+    setup.sync_and_flush()
+    setup.sync_and_flush()
+    assert len(api.group_patches) == writes
+
+
+def test_a_finished_gang_stays_finished_when_its_pods_are_cleaned_up(setup: Setup) -> None:
+    api, cache = setup.api, setup.cache
+    bind_then_sync(setup, flush_between=True)
+    for i, p in enumerate(PODS):
+        cache.upsert_pod(dataclasses.replace(p, node_name=f"n{i}", phase=PodPhase.SUCCEEDED,
+                                             started_at=NOW + 5))
+    setup.sync_and_flush()
+    assert api.group_patches[-1]["phase"] == "Finished"
+    writes = len(api.group_patches)
+    for p in PODS:
+        cache.delete_pod(p.uid)
+    setup.sync_and_flush()
+    assert len(api.group_patches) == writes  # no pods left says nothing new about it

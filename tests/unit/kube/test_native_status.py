@@ -100,8 +100,9 @@ def test_waiting_then_bound_in_the_object_own_version(
     assert "needs 16 GPUs, 8 free" in condition["message"]
     assert condition["observedGeneration"] == 3 and condition["lastTransitionTime"]
     assert body["metadata"] == {"uid": "pg-uid"}
-    regarding = {e["regarding"]["apiVersion"] for e in api.events}
-    assert regarding == {version}, "events name the PodGroup in its own API version"
+    regarding = {(e["regarding"]["kind"], e["regarding"]["apiVersion"]) for e in api.events}
+    assert regarding == {("PodGroup", version), ("Pod", "v1")}, \
+        "events name the PodGroup in its own API version, and go on its pods too"
 
 
 def test_never_back_to_false_once_scheduled(

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.kube.client import Response, TransportError
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
-from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter, same_estimate
 from scheduler.model import PodRef
 
 POD = PodRef("team-a", "train-0", "uid-0")
@@ -97,6 +97,7 @@ def test_podgroup_status_body_and_dedup() -> None:
     assert body["status"] == {
         "phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
         "scheduleStartTime": "2024-05-01T11:46:40Z",
+        "estimatedStart": None, "estimateTime": None,
         "conditions": [{"type": "Scheduled", "status": "False", "reason": "Unschedulable",
                         "message": "needs 8 GPUs in one rack",
                         "lastTransitionTime": "2024-05-01T12:00:00Z"}]}
@@ -105,6 +106,44 @@ def test_podgroup_status_body_and_dedup() -> None:
     assert writer.set_podgroup_status("team-a", "train", running)
     cond = api.calls[-1][2]["status"]["conditions"][0]
     assert (cond["status"], cond["lastTransitionTime"]) == ("True", "2024-05-01T12:01:00Z")
+
+
+def reserved(start: float, at: float) -> PodGroupStatus:
+    return PodGroupStatus(PodGroupPhase.PENDING, reason="Unschedulable",
+                          message="Reserved: needs 32 GPUs; reserved 4 node(s) and its quota",
+                          estimated_start=start, estimate_time=at)
+
+
+def test_estimated_start_is_a_field_written_only_when_it_moves() -> None:
+    """Issue 16: the countdown was in the message, so a reserved gang's status was written
+    every cycle. Now the estimate is a field (with when it was made), and a cycle whose
+    estimate is the same (within a minute, or a tenth of the wait) writes nothing."""
+    api, clock = Recorder(), Clock()
+    writer = StatusWriter(api, clock=clock)
+    start = clock.now + 3600
+    assert writer.set_podgroup_status("ns", "pg", reserved(start, clock.now))
+    body = api.calls[-1][2]["status"]
+    assert (body["estimatedStart"], body["estimateTime"]) == (
+        "2024-05-01T13:00:00Z", "2024-05-01T12:00:00Z")
+    assert "in 3600s" not in body["conditions"][0]["message"]
+    for cycle in range(1, 120):  # two minutes of one-second cycles, the estimate drifting
+        clock.now += 1
+        assert not writer.set_podgroup_status("ns", "pg", reserved(start + cycle, clock.now))
+    assert len(api.calls) == 1
+    assert writer.set_podgroup_status("ns", "pg", reserved(start + 900, clock.now))
+    assert api.calls[-1][2]["status"]["estimateTime"] == "2024-05-01T12:01:59Z"
+    # No estimate any more: the fields are removed (null in a merge patch).
+    assert writer.set_podgroup_status("ns", "pg", PENDING)
+    assert api.calls[-1][2]["status"]["estimatedStart"] is None
+
+
+@pytest.mark.parametrize(("old", "new", "same"), [
+    (None, None, True), (None, 100.0, False), (100.0, None, False),
+    (1000.0, 1059.0, True), (1000.0, 1061.0, False),  # a minute of slack near the start
+    (10_000.0, 10_900.0, True), (10_000.0, 11_100.0, False)])  # a tenth of a long wait
+def test_same_estimate(old: float | None, new: float | None, same: bool) -> None:
+    now = 900.0 if old == 1000.0 else 0.0
+    assert same_estimate(old, new, now=now) is same
 
 
 def test_podgroup_without_status_subresource_falls_back_to_the_object() -> None:
@@ -136,6 +175,21 @@ def test_a_deleted_podgroup_is_not_written() -> None:
 
 
 # Events ------------------------------------------------------------------------------------
+def test_an_object_whose_events_keep_changing_is_rate_limited() -> None:
+    """client-go's correlator: per object a burst of 25 writes, then one per 5 minutes."""
+    api, clock = Recorder(), Clock()
+    rec = EventRecorder(api, clock=clock, interval=60)
+    ref = ObjectRef.pod(POD)
+    written = [rec.emit(ref, EventReason.FAILED_SCHEDULING, f"reason {i}", EventType.WARNING)
+               for i in range(40)]
+    assert written == [True] * 25 + [False] * 15
+    other = ObjectRef.pod(PodRef("team-a", "train-1", "uid-1"))
+    assert rec.emit(other, EventReason.FAILED_SCHEDULING, "reason 0"), "a bucket per object"
+    clock.now += 300
+    assert rec.emit(ref, EventReason.FAILED_SCHEDULING, "reason 41")
+    assert not rec.emit(ref, EventReason.FAILED_SCHEDULING, "reason 42")
+
+
 def test_event_body() -> None:
     api = Recorder(answer=lambda m, p: 201)
     rec = EventRecorder(api, clock=Clock(), instance="gs-0")
