@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
 
 from policies.admission import describe_never
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
@@ -36,6 +35,7 @@ from policies.quota import QuotaLedger
 from policies.reservation import Reservation, reserve, restricting, starving
 from policies.victims import Preemption, select_victims
 from scheduler.draft import Draft
+from scheduler.lazy import lazy
 from scheduler.memo import FailureKey
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
@@ -52,28 +52,10 @@ _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: 
              UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED}
 
 
-_T = TypeVar("_T")
-
-
-class _lazy(Generic[_T]):  # lower case: a decorator, like cached_property
-    """``functools.cached_property`` without its lock (Python 3.11 takes one on every first
-    read, which cost more than the values on the millions of turns a simulation makes): the
-    value is worked out on first read and kept in the instance's dict, which later reads
-    find first. A ``Trial`` is never shared between threads."""
-
-    def __init__(self, fn: Callable[[Any], _T]) -> None:
-        self.fn, self.name = fn, fn.__name__
-        self.__doc__ = fn.__doc__
-
-    def __get__(self, obj: Any, owner: Any = None) -> _T:
-        value = obj.__dict__[self.name] = self.fn(obj)
-        return value
-
-
 class Trial:
-    """One gang's turn past ``held_back``: what its steps read. What every such turn needs
-    (for ``remembered``) is worked out at once; the rest, which most turns never reach, when
-    first asked for."""
+    """One gang's turn: what its steps read. What every turn past ``held_back`` needs (for
+    ``remembered``) is worked out at once; the rest, which most turns never reach, when first
+    asked for (``lazy``)."""
 
     def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
         self.gang, self.queue, self.draft = gang, queue, draft
@@ -89,21 +71,21 @@ class Trial:
             self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
             if self.concern else ()
 
-    @_lazy
+    @lazy
     def base(self) -> PlacementParams:
         """The policy's placement knobs, nominated nodes excluded."""
         return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
 
-    @_lazy
+    @lazy
     def ledger(self) -> QuotaLedger:
         """The cycle's ledger with the quota of the reservations it keeps off set aside."""
         return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
 
-    @_lazy
+    @lazy
     def applicant(self) -> Applicant:
         return Applicant(self.gang, self.queue, self.shape.bounds)
 
-    @_lazy
+    @lazy
     def world(self) -> World:
         """Where it may start now: off the nodes of the reservations it keeps off."""
         context = self.context
@@ -125,7 +107,7 @@ class Trial:
         assert isinstance(attempt, Misfit)  # the later steps run only after a misfit
         return attempt
 
-    @_lazy
+    @lazy
     def search(self) -> World:
         """The world of the searches: kept to the pools quota admitted it in, if any."""
         world, pools = self.world, self.misfit.pools
@@ -133,7 +115,7 @@ class Trial:
             return world
         return replace(world, params=restrict(world.params, pools, world.snapshot))
 
-    @_lazy
+    @lazy
     def preemption(self) -> Preemption | None:
         """The cheapest proven victim set, if preemption is on and could help. A gang that
         may not preempt (preemptionPolicy Never) is searched for as if it could, only to say
@@ -154,7 +136,7 @@ class Trial:
         world = self.search
         return select_victims(applicant, world, found, memo.room(applicant, world), queues)
 
-    @_lazy
+    @lazy
     def hopeless(self) -> Waiting | None:
         """Why it can never start, whatever runs, waits or goes first: no node can take one
         of its pods (or its eligible nodes together cannot hold it, or it names a topology
@@ -171,7 +153,7 @@ class Trial:
         empty = QuotaLedger.empty(self.ledger.tree)
         return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
 
-    @_lazy
+    @lazy
     def final(self) -> Waiting | None:
         """Why it cannot start however long it waits for running gangs, if so."""
         misfit = self.misfit
