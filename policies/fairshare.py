@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from policies.queues import OrderingMode
-from policies.quota import QuotaLedger
+from policies.quota import Key, QuotaLedger, QuotaTree
 from scheduler.model import Gang
 
 QueueKey = tuple[tuple[float, str], ...]
@@ -81,6 +81,14 @@ def queue_key(ledger: QuotaLedger, queue: str,
                    for pool, req in head.items() if pool in open_pools] or options
     return min(tuple((dominant_share(ledger, name, pool, extra), name) for name in path[1:])
                for pool, extra in options)
+
+
+def reads(tree: QuotaTree, queue: str) -> tuple[Key, ...]:
+    """The ledger entries (``QuotaLedger.total``) that ``queue_key`` of *queue* depends on,
+    besides the tree: every queue of its path below the root, in every pool of its tree."""
+    path = tree.paths[queue]
+    pools = tree.pools_of(queue)
+    return tuple((name, pool) for name in path[1:] for pool in pools)
 
 
 def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:

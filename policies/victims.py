@@ -19,7 +19,8 @@ from policies.admission import charge_all
 from policies.fit import Applicant, Fit, Misfit, World, fit
 from policies.preemption import Candidate, could_preempt_back, ledger_without
 from policies.queues import QueueSet
-from scheduler.model import TopologyMode
+from policies.quota import QuotaLedger
+from scheduler.model import RunningGang, TopologyMode
 from scheduler.placement.types import Placement
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
@@ -44,10 +45,36 @@ class Preemption:
 @dataclass(frozen=True, slots=True)
 class Room:
     """The nodes the preemptor may use (eligible, in its queue's pools, allowed by the
-    world's params) and how many GPUs are free on them now."""
+    world's params) and how many GPUs are free on them now.
+
+    What depends on the nodes alone is kept as searches ask for it, and shared by the rooms
+    of the same nodes on later snapshots (``gains``, ``domains``)."""
 
     nodes: frozenset[str]
     free_gpus: int
+    #: Running gang id -> (that gang, the GPUs it holds on these nodes).
+    gains: dict[str, tuple[RunningGang, int]] = field(default_factory=dict, compare=False)
+    #: Topology level -> node -> its domain there.
+    domains: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
+
+    def gain(self, rg: RunningGang) -> int:
+        """GPUs *rg* would free on these nodes."""
+        hit = self.gains.get(rg.id)
+        if hit is not None and hit[0] is rg:
+            return hit[1]
+        nodes = self.nodes
+        freed = sum(r.gpus for n, r in rg.allocations if n in nodes)
+        self.gains[rg.id] = (rg, freed)
+        return freed
+
+    def domain_of(self, level: str, snapshot: Snapshot) -> dict[str, str]:
+        """Node -> its domain at *level* (a node without the label is a domain of its own)."""
+        hit = self.domains.get(level)
+        if hit is None:
+            nodes = snapshot.nodes
+            hit = self.domains[level] = {n: nodes[n].labels.get(level) or f"<none:{n}>"
+                                         for n in self.nodes}
+        return hit
 
 
 def usable_nodes(applicant: Applicant, world: World) -> frozenset[str]:
@@ -93,6 +120,9 @@ class VictimSearch:
     _proofs: dict[frozenset[str], Preemption | None] = field(default_factory=dict)
     _need: int = 0  # GPUs the gang needs
     _gain: dict[str, int] = field(default_factory=dict)  # GPUs a victim frees on usable nodes
+    #: Victim ids in the order released -> the world's ledger with their usage released
+    #: (a greedy pass adds one victim at a time: each ledger is the last one's plus one).
+    _released: dict[tuple[str, ...], QuotaLedger] = field(default_factory=dict)
 
     def run(self) -> Preemption | None:
         found, gang, snapshot = self.found, self.applicant.gang, self.world.snapshot
@@ -100,8 +130,8 @@ class VictimSearch:
             return None
         usable = self.room.nodes
         self._need = gang.gpus
-        gain = self._gain = {c.id: sum(r.gpus for n, r in c.running.allocations if n in usable)
-                             for c in found}
+        room = self.room
+        gain = self._gain = {c.id: room.gain(c.running) for c in found}
         if self.room.free_gpus + sum(gain.values()) < self._need:
             return None  # even every allowed victim would not free enough
         quota_pools = set(self.applicant.bounds)
@@ -161,8 +191,7 @@ class VictimSearch:
                        level: str) -> list[list[Candidate]]:
         """For a gang bound to one domain: the cheapest victims of the 3 cheapest domains."""
         snapshot = self.world.snapshot
-        nodes = snapshot.nodes
-        domain_of = {n: nodes[n].labels.get(level) or f"<none:{n}>" for n in usable}
+        domain_of = self.room.domain_of(level, snapshot)
         free: dict[str, int] = {}
         for n in usable:
             free[domain_of[n]] = free.get(domain_of[n], 0) + max(0, snapshot.free(n).gpus)
@@ -202,7 +231,7 @@ class VictimSearch:
             return self._proofs[key]
         self._proofs[key] = None
         world, applicant = self.world, self.applicant
-        ledger = ledger_without(world.ledger, [c.running for c in chosen], world.snapshot)
+        ledger = self._release(chosen)
         trial = fit(applicant, replace(world, ledger=ledger, gone=tuple(sorted(key))))
         self.solves += trial.solved if isinstance(trial, Misfit) else 1
         if not isinstance(trial, Fit):
@@ -218,3 +247,16 @@ class VictimSearch:
                            trial.charges)
         self._proofs[key] = proof
         return proof
+
+    def _release(self, chosen: list[Candidate]) -> QuotaLedger:
+        """``ledger_without(world.ledger, chosen)``, releasing only the last victim when the
+        ones before it were released already (the same charges in the same order)."""
+        ids = tuple(c.id for c in chosen)
+        before = self._released.get(ids[:-1])
+        if before is None:
+            ledger = ledger_without(self.world.ledger, [c.running for c in chosen],
+                                    self.world.snapshot)
+        else:
+            ledger = ledger_without(before, [chosen[-1].running], self.world.snapshot)
+        self._released[ids] = ledger
+        return ledger

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scheduler.cache_native import NativeStore, WorkloadFeeding
+from scheduler.cache_others import OtherPods
 from scheduler.facts import ClusterFacts
 from scheduler.grouping import (
     GangEntry,
@@ -36,8 +37,7 @@ from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
 from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 from scheduler.node_index import NodeIndex
-from scheduler.occupancy import Occupant
-from scheduler.resources import Resources, total
+from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
 
 
@@ -71,15 +71,9 @@ class ClusterCache(WorkloadFeeding):
         # Derived indexes, maintained on every change.
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
         self._members: dict[str, set[str]] = {}  # gang id -> uids
-        self._other: dict[str, dict[str, Resources]] = {}  # node -> uid -> usage (not ours)
-        self._occupants: dict[str, dict[str, Occupant]] = {}  # the same pods, as occupants
-        self._occupant_list: tuple[Occupant, ...] | None = ()
+        self._others = OtherPods()  # pods of other schedulers
         self.facts = ClusterFacts()
         self._volumes_changed = False
-        # Per-node totals of _other, recomputed only for nodes whose usage changed: summing
-        # every node's other pods each cycle cost more than the decision on a large cluster.
-        self._other_totals: dict[str, Resources] = {}
-        self._other_dirty: set[str] = set()
         self._entries: dict[str, GangEntry] = {}
         # The entries' parts, kept as entries change, so that a cycle's ``GangSet`` costs what
         # changed rather than a pass over every gang (most of them running, unchanged).
@@ -118,11 +112,7 @@ class ClusterCache(WorkloadFeeding):
         if gid is not None:
             self._members[gid].discard(pod.uid)
             self._dirty.add(gid)
-        elif (pod.node_name in self._other
-              and self._other[pod.node_name].pop(pod.uid, None) is not None):
-            self._occupants[pod.node_name].pop(pod.uid, None)
-            self._occupant_list = None
-            self._other_dirty.add(pod.node_name)
+        elif self._others.remove(pod):
             self._rebuild_snapshot = True
 
     def _index(self, pod: PodInfo) -> None:
@@ -132,12 +122,7 @@ class ClusterCache(WorkloadFeeding):
             self._members.setdefault(gid, set()).add(pod.uid)
             self._dirty.add(gid)
         elif pod.holds_resources:
-            self._other.setdefault(pod.node_name, {})[pod.uid] = pod.requests
-            self._occupants.setdefault(pod.node_name, {})[pod.uid] = Occupant(
-                pod.node_name, pod.namespace, pod.labels, 1, pod.requirements.constraints,
-                pod.terminating)
-            self._occupant_list = None
-            self._other_dirty.add(pod.node_name)
+            self._others.add(pod)
             self._rebuild_snapshot = True
 
     def upsert_pod(self, pod: PodInfo) -> None:
@@ -285,10 +270,7 @@ class ClusterCache(WorkloadFeeding):
         self._problems.clear()
         self._gid_of.clear()
         self._members.clear()
-        self._other_dirty |= set(self._other) | set(self._other_totals)
-        self._other.clear()
-        self._occupants.clear()
-        self._occupant_list = None
+        self._others.clear()
         for pod in self._pods.values():
             self._index(pod)
         self._dirty |= old_ids | set(self._members)
@@ -325,7 +307,7 @@ class ClusterCache(WorkloadFeeding):
                     changed_running[gid] = entry
                 self._index_entry(gid, before, entry)
             self._dirty.clear()
-            other = self._other_usage()
+            other = self._others.usage()
             snapshot = self._next_snapshot(memo, changed_running, other)
             self._memo = CycleInput(snapshot, self._gang_set(snapshot, other), self._generation)
             return self._memo
@@ -360,27 +342,6 @@ class ClusterCache(WorkloadFeeding):
             problems=dict(sorted(self._problems.items())),
         )
 
-    def _other_usage(self) -> dict[str, Resources]:
-        """Per-node usage of other schedulers' pods; a new dict only when some node changed
-        (snapshots keep the one they were built with)."""
-        if self._other_dirty:
-            totals = dict(self._other_totals)
-            for node in self._other_dirty:
-                usage = self._other.get(node)
-                if usage:
-                    totals[node] = total(usage.values())
-                else:
-                    totals.pop(node, None)
-            self._other_totals = dict(sorted(totals.items()))
-            self._other_dirty.clear()
-        return self._other_totals
-
-    def _other_pods(self) -> tuple[Occupant, ...]:
-        if self._occupant_list is None:
-            self._occupant_list = tuple(o for n in sorted(self._occupants)
-                                        for _, o in sorted(self._occupants[n].items()))
-        return self._occupant_list
-
     def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
                        other: dict[str, Resources]) -> Snapshot:
         volumes, self._volumes_changed = self._volumes_changed, False
@@ -389,7 +350,8 @@ class ClusterCache(WorkloadFeeding):
             running = [e.running for e in self._entries.values() if e.running is not None]
             if self._node_index is None:
                 self._node_index = NodeIndex(self._nodes.values(), DEFAULT_TOPOLOGY_LABELS)
-            return Snapshot.on(self._node_index, running, other, other_pods=self._other_pods(),
+            return Snapshot.on(self._node_index, running, other,
+                               other_pods=self._others.occupants(),
                                namespaces=self.facts.namespaces(), volumes=self.facts.catalog())
         snapshot = memo.snapshot
         if volumes:

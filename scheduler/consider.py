@@ -1,11 +1,13 @@
 """One gang at a time: an ordered list of small steps, the first that decides gives the
 ``Outcome``.
 
-    held back -> remembered -> place -> await draining -> preempt -> reserve -> explain
+    held back -> behind a reservation -> remembered -> place -> await draining -> preempt
+    -> reserve -> explain
 
 - *held back*: an ordering rule stops it before it is tried (backfill off and an earlier
-  gang cannot start; its StrictFIFO queue's head cannot start; its queue does not backfill
-  past a reservation it concerns);
+  gang cannot start; its StrictFIFO queue's head cannot start); it reads only the obstacles,
+  so it is taken before a ``Trial`` is made (most turns of a long queue end here);
+- *behind a reservation*: its queue does not backfill past a reservation it concerns;
 - *remembered*: a gang of its shape already failed against this very state (``Memo``);
 - *place*: ``fit`` in the cycle's world, kept off nominated nodes and (EASY backfill) off
   reservations it would still be running at, with their quota set aside;
@@ -15,15 +17,15 @@
   start are kept for it;
 - *explain*: why it waits.
 
-A ``Trial`` holds what the steps read, each part worked out once when first asked for; the
-steps only read it and the ``Draft``. The order in which gangs come here is ``cycle``'s.
+A ``Trial`` holds what the other steps read, each part worked out once when first asked
+for; the steps only read it and the ``Draft``. The order in which gangs come here is
+``cycle``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import cached_property
 
 from policies.admission import describe_never
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
@@ -33,6 +35,7 @@ from policies.quota import QuotaLedger
 from policies.reservation import Reservation, reserve, restricting, starving
 from policies.victims import Preemption, select_victims
 from scheduler.draft import Draft
+from scheduler.lazy import lazy
 from scheduler.memo import FailureKey
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
@@ -50,31 +53,44 @@ _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: 
 
 
 class Trial:
-    """One gang's turn: what its steps read. What every gang needs is worked out at once; what
-    only a gang that does not fit needs (``cached_property``) when first asked for."""
+    """One gang's turn: what its steps read. What every turn past ``held_back`` needs (for
+    ``remembered``) is worked out at once; the rest, which most turns never reach, when first
+    asked for (``lazy``)."""
 
     def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
         self.gang, self.queue, self.draft = gang, queue, draft
         context = self.context = draft.context
         self.policy = context.policies.scheduler
         self.key: FailureKey | None = None  # set by ``remembered``
-        memo = context.memo
-        self.shape: Shape = memo.shape(gang, draft.snapshot)
+        self._attempt: Fit | Misfit | None = None
+        self.shape: Shape = context.memo.recall.shape(gang, draft.snapshot)
         #: Reservations in a pool the gang may use (only those can it delay) and, of those,
         #: the reservations it would still be running at: it keeps off them.
         self.concern: tuple[Reservation, ...] = draft.obstacles.concerning(self.shape.pools)
         self.restricted: tuple[Reservation, ...] = restricting(
             self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
             if self.concern else ()
-        #: The policy's placement knobs, nominated nodes excluded.
-        self.base: PlacementParams = memo.base_params(self.policy.placement, draft.obstacles)
-        #: The cycle's ledger with the quota of the reservations it keeps off set aside.
-        self.ledger: QuotaLedger = memo.reserved_ledger(draft.ledger, self.restricted)
-        self.applicant = Applicant(gang, queue, self.shape.bounds)
-        #: Where it may start now: off the nodes of the reservations it keeps off.
-        self.world = World(draft.snapshot, self.ledger,
-                           memo.backfill_params(self.restricted, self.base), context.solver)
-        self._attempt: Fit | Misfit | None = None
+
+    @lazy
+    def base(self) -> PlacementParams:
+        """The policy's placement knobs, nominated nodes excluded."""
+        return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
+
+    @lazy
+    def ledger(self) -> QuotaLedger:
+        """The cycle's ledger with the quota of the reservations it keeps off set aside."""
+        return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
+
+    @lazy
+    def applicant(self) -> Applicant:
+        return Applicant(self.gang, self.queue, self.shape.bounds)
+
+    @lazy
+    def world(self) -> World:
+        """Where it may start now: off the nodes of the reservations it keeps off."""
+        context = self.context
+        return World(self.draft.snapshot, self.ledger,
+                     context.memo.backfill_params(self.restricted, self.base), context.solver)
 
     @property
     def attempt(self) -> Fit | Misfit:
@@ -91,7 +107,7 @@ class Trial:
         assert isinstance(attempt, Misfit)  # the later steps run only after a misfit
         return attempt
 
-    @cached_property
+    @lazy
     def search(self) -> World:
         """The world of the searches: kept to the pools quota admitted it in, if any."""
         world, pools = self.world, self.misfit.pools
@@ -99,7 +115,7 @@ class Trial:
             return world
         return replace(world, params=restrict(world.params, pools, world.snapshot))
 
-    @cached_property
+    @lazy
     def preemption(self) -> Preemption | None:
         """The cheapest proven victim set, if preemption is on and could help. A gang that
         may not preempt (preemptionPolicy Never) is searched for as if it could, only to say
@@ -120,7 +136,7 @@ class Trial:
         world = self.search
         return select_victims(applicant, world, found, memo.room(applicant, world), queues)
 
-    @cached_property
+    @lazy
     def hopeless(self) -> Waiting | None:
         """Why it can never start, whatever runs, waits or goes first: no node can take one
         of its pods (or its eligible nodes together cannot hold it, or it names a topology
@@ -137,7 +153,7 @@ class Trial:
         empty = QuotaLedger.empty(self.ledger.tree)
         return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
 
-    @cached_property
+    @lazy
     def final(self) -> Waiting | None:
         """Why it cannot start however long it waits for running gangs, if so."""
         misfit = self.misfit
@@ -191,40 +207,46 @@ class Trial:
 
 
 # The steps, in order ---------------------------------------------------------------------
-def held_back(t: Trial) -> Waiting | None:
-    """Strict ordering rules that stop a gang before it is even tried; a gang that could
-    never start anyway is told that instead (its turn would not help it)."""
-    held = _held_by(t)
-    if held is None:
+def held_back(draft: Draft, queue: Queue) -> Waiting | None:
+    """Strict ordering rules that stop a gang before it is even tried (before its trial is
+    made: they read only the obstacles and its queue). A gang that could never start anyway
+    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
+    obstacles = draft.obstacles
+    if not obstacles.ordering_blocks:
         return None
-    return t.hopeless or held
-
-
-def _held_by(t: Trial) -> Waiting | None:
-    obstacles, queue = t.draft.obstacles, t.queue
-    if not (obstacles.ordering_blocks or t.concern):
-        return None
-    if obstacles.blocker is not None:
-        return Waiting(R.QUEUED, f"waits behind {obstacles.blocker}, which does not fit yet "
-                       "(backfill is off)")
+    # Every gang behind one blocker (or one queue's head) gets the same outcome: made once.
+    held = draft.context.memo.held
+    blocker = obstacles.blocker
+    if blocker is not None:
+        return held(("", blocker), lambda: Waiting(
+            R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
     head = obstacles.heads.get(queue.name)
     if head is not None:
-        return Waiting(R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} "
-                       "cannot start yet")
-    if t.concern and not queue.queueing.backfill:
-        return Waiting(R.QUEUED, f"queue {queue.name} does not backfill; waits behind the "
-                       f"reservation of {' and '.join(r.gang_id for r in t.concern)}")
+        return held((queue.name, head), lambda: Waiting(
+            R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
     return None
+
+
+def behind_reservation(t: Trial) -> Waiting | None:
+    """Its queue does not backfill, and a reservation it could delay is in the way; a gang
+    that could never start anyway is told that instead (as ``held_back``'s are)."""
+    if not t.concern or t.queue.queueing.backfill:
+        return None
+    return t.hopeless or Waiting(
+        R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the reservation of "
+        f"{' and '.join(r.gang_id for r in t.concern)}")
 
 
 def remembered(t: Trial) -> Waiting | None:
     """A gang shaped exactly like one that already failed against this very state fails the
     same way, with the same reason."""
-    memo, now = t.context.memo, t.context.now
-    t.key = memo.failure_key(t.draft.epoch, t.gang, t.queue.name, t.restricted,
-                             starving(t.gang, t.queue, t.policy, now), t.shape)
-    hit = memo.failed(t.key)
-    return Waiting(*hit) if hit is not None else None
+    memo, draft = t.context.memo, t.draft
+    key = memo.failure_key(draft.epoch, t.gang, t.queue.name, t.restricted,
+                           starving(t.gang, t.queue, t.policy, t.context.now), t.shape)
+    hit = memo.failed(key)
+    if hit is None:
+        t.key = key  # not known yet: its outcome is remembered for the lookalikes after it
+    return hit
 
 
 def place(t: Trial) -> Bound | Provisioned | None:
@@ -323,8 +345,9 @@ def explain(t: Trial) -> Waiting:
                    blocks_all=t.blocks_all)
 
 
+#: The steps after ``held_back``, which is taken before the trial is made.
 STEPS: tuple[Callable[[Trial], Outcome | None], ...] = (
-    held_back, remembered, place, await_draining, preempt, reserve_nodes, explain)
+    behind_reservation, remembered, place, await_draining, preempt, reserve_nodes, explain)
 
 
 def consider(t: Trial) -> Outcome:

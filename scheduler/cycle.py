@@ -18,12 +18,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 
 from policies.admission import placement_charges
 from policies.queues import PolicySet, Queue
 from scheduler import housekeeping, placement
 from scheduler.admissible import admissible
-from scheduler.consider import Trial, awaiting_terminating, consider
+from scheduler.consider import Trial, awaiting_terminating, consider, held_back
 from scheduler.draft import Context, Draft
 from scheduler.housekeeping import Housekeeping
 from scheduler.memo import Memo
@@ -31,7 +32,7 @@ from scheduler.model import Gang
 from scheduler.order import in_order
 from scheduler.outcomes import Nominated
 from scheduler.placement.types import Solver
-from scheduler.plan import CyclePlan, Members, Nomination, map_pods
+from scheduler.plan import Bind, CyclePlan, Members, Nomination, map_pods
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
 
@@ -90,36 +91,54 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     repairs = [by_id[gid] for gid in housekeeping.repairs(house)
                if gid in by_id and gid not in draft.pending]
     first = repairs + [g for g in carried if g.id not in house.partly_bound]
+    turn = partial(_turn, draft, queues.queues)
     for gang in first:
-        _turn(draft, gang, queues.queues[gang.queue])
+        turn(gang, gang.queue)
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
     in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
-             policies.scheduler.ordering,
-             lambda gang, q: _turn(draft, gang, queues.queues[q]),
-             lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot),
-             lambda: draft.ledger)
+             policies.scheduler.ordering, turn,
+             lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot))
     pending = dict(sorted(draft.pending.items()))
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
         nominations=tuple(sorted(draft.nominations, key=lambda n: n.gang_id)),
         reservations=draft.obstacles.reservations, provisions=tuple(draft.provisions),
         pending=pending, order=tuple(draft.order),
-        members={gid: members[gid] for gid in pending},
+        members=_of_pending(members, draft.binds, pending),
         give_ups=give_ups, unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
                                          now, rolled_back))
 
 
-def _turn(draft: Draft, gang: Gang, queue: Queue) -> None:
-    """Consider one gang and fold its outcome in; remember a failure for its lookalikes."""
+def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:
+    """Consider one gang of queue *name* and fold its outcome in; remember a failure for
+    its lookalikes. True when the quota ledger changed."""
     draft.order.append(gang.id)
-    draft.obstacles = draft.obstacles.unclaim(gang.id)
+    if draft.obstacles.claims:
+        draft.obstacles = draft.obstacles.unclaim(gang.id)
+    queue = queues[name]
+    ledger = draft.ledger
+    held = held_back(draft, queue)
+    if held is not None:  # waits behind another gang, blocking nobody: only its reason
+        held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
+        draft.wait(gang, held.category, held.message)
+        return False
     trial = Trial(gang, queue, draft)
-    outcome = consider(trial)
-    draft.fold(gang, queue, outcome)
-    reason = draft.pending.get(gang.id)
-    if reason is not None and trial.key is not None:
-        draft.context.memo.remember(trial.key, draft.epoch, (reason.category, reason.message))
+    draft.fold(gang, queue, consider(trial))
+    if trial.key is not None:
+        reason = draft.pending.get(gang.id)
+        if reason is not None:
+            draft.context.memo.remember(trial.key, draft.epoch, reason)
+    return draft.ledger is not ledger
+
+
+def _of_pending(members: dict[str, Members], binds: Iterable[Bind],
+                pending: Mapping[str, object]) -> dict[str, Members]:
+    """*members* (of every gang this cycle judged) of the pending gangs only: all but the
+    bound ones, so dropping those is enough (checked by the count)."""
+    for b in binds:
+        members.pop(b.gang_id, None)
+    return members if len(members) == len(pending) else {g: members[g] for g in pending}
 
 
 def _carry_over(draft: Draft, previous: CyclePlan | None,

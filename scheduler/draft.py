@@ -17,7 +17,7 @@ from scheduler.memo import Epoch, Memo
 from scheduler.model import Gang, RunningGang
 from scheduler.model.volumes import ClaimDecision
 from scheduler.obstacles import Obstacles
-from scheduler.outcomes import Bound, Nominated, Outcome, Provisioned, Reserved
+from scheduler.outcomes import Bound, NotYet, Outcome, Provisioned, Reserved
 from scheduler.placement.types import Solver
 from scheduler.plan import (
     Bind,
@@ -55,8 +55,7 @@ class Draft:
         # Gangs whose pods are already being deleted (an eviction under way, maybe decided by
         # a previous leader whose plan is lost): never victims again, and awaited rather
         # than added to (see ``Obstacles.draining``).
-        self.obstacles = Obstacles.at_start(
-            gid for gid, rg in snapshot.running.items() if rg.terminating)
+        self.obstacles = Obstacles.at_start(snapshot.terminating)
         self.binds: list[Bind] = []
         self.evictions: list[Eviction] = []
         self.nominations: list[Nomination] = []
@@ -77,24 +76,7 @@ class Draft:
 
     def fold(self, gang: Gang, queue: Queue, outcome: Outcome) -> None:
         """Take the gang's outcome into the plan and the state."""
-        if isinstance(outcome, Bound):
-            self._bind(gang, queue, outcome)
-        elif isinstance(outcome, Provisioned):
-            claims = outcome.fit.placement.claims
-            self._claim(claims)
-            self.provisions.append(Provision(gang.id, claims))
-            self.wait(gang, ReasonCategory.VOLUMES,
-                      f"its claims are bound first ({describe_claims(claims)}): a claim its "
-                      "members share across nodes is provisioned before they bind")
-        elif isinstance(outcome, Nominated):
-            self.evictions.extend(outcome.evictions)
-            self.nominations.append(outcome.nomination)
-            self.obstacles = self.obstacles.nominate(outcome.nomination.nodes,
-                                                     outcome.evicting, outcome.awaiting)
-            if outcome.charges is not None:
-                self.ledger = charge_all(self.ledger, queue.name, outcome.charges)
-            self.wait(gang, ReasonCategory.PREEMPTION_PENDING, outcome.message)
-        else:  # not yet: reserved or waiting
+        if isinstance(outcome, NotYet):  # reserved or waiting: most outcomes, so first
             if isinstance(outcome, Reserved):
                 self.obstacles = self.obstacles.reserve(outcome.reservation)
                 self.wait(gang, ReasonCategory.RESERVED, outcome.message,
@@ -105,6 +87,23 @@ class Draft:
                 self.obstacles = self.obstacles.block_queue(queue.name, gang.id)
             if outcome.blocks_all:
                 self.obstacles = self.obstacles.block(gang.id)
+        elif isinstance(outcome, Bound):
+            self._bind(gang, queue, outcome)
+        elif isinstance(outcome, Provisioned):
+            claims = outcome.fit.placement.claims
+            self._claim(claims)
+            self.provisions.append(Provision(gang.id, claims))
+            self.wait(gang, ReasonCategory.VOLUMES,
+                      f"its claims are bound first ({describe_claims(claims)}): a claim its "
+                      "members share across nodes is provisioned before they bind")
+        else:
+            self.evictions.extend(outcome.evictions)
+            self.nominations.append(outcome.nomination)
+            self.obstacles = self.obstacles.nominate(outcome.nomination.nodes,
+                                                     outcome.evicting, outcome.awaiting)
+            if outcome.charges is not None:
+                self.ledger = charge_all(self.ledger, queue.name, outcome.charges)
+            self.wait(gang, ReasonCategory.PREEMPTION_PENDING, outcome.message)
 
     def _bind(self, gang: Gang, queue: Queue, outcome: Bound) -> None:
         now = self.context.now

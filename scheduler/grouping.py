@@ -33,21 +33,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from scheduler import grouping_jobset, grouping_native
-from scheduler.model import Gang, PodRef, PodRequirements, Role, RunningGang, TopologyConstraint
-from scheduler.model.durations import parse_duration, parse_time
-from scheduler.model.gangs import TopologyMode
-from scheduler.model.labels import Labels
+from scheduler import grouping_jobset, grouping_native, grouping_terms
+from scheduler.grouping_terms import OPERATOR_KINDS
+from scheduler.model import Gang, PodRef, RunningGang
+from scheduler.model.durations import parse_time
 from scheduler.model.native import ResolvedGroup
-from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.shortfall import shortfall
 from scheduler.model.workloads import (
-    EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
-    MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
-    ROLE_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
     JobSetInfo,
@@ -56,13 +51,6 @@ from scheduler.model.workloads import (
     PodPhase,
 )
 from scheduler.resources import Resources, total
-
-TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
-TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
-#: Controllers that create pods themselves, one gang per job, without a size gang-scheduler
-#: reads (Kubeflow's training operator v1 kinds).
-OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
-                            "JAXJob"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,72 +106,6 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig,
     return f"{pod.namespace}/{pod.name}"
 
 
-def _annotation(key: str, *sources: Mapping[str, str]) -> str | None:
-    for src in sources:
-        if src.get(key):
-            return src[key]
-    return None
-
-
-def _make_roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
-    """Pods with identical requirements form one role; the required count is spread in order.
-
-    Pods are also split by the labels the gang's own affinity and spread selectors read, so
-    that whether a member matches a fellow member's term is a property of its role.
-    """
-    keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
-    by_req: dict[tuple[PodRequirements, tuple[str | None, ...]], list[PodInfo]] = {}
-    for pod in sorted(pods, key=lambda p: p.name):
-        split = tuple(pod.labels.get(k) for k in keys)
-        by_req.setdefault((pod.requirements, split), []).append(pod)
-    groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
-    roles: list[Role] = []
-    remaining = min_total
-    for i, members in enumerate(groups):
-        labels = {p.labels.get(ROLE_LABEL, "") for p in members}
-        name = labels.pop() if len(labels) == 1 and "" not in labels else f"role-{i}"
-        required = min(len(members), max(0, remaining))
-        remaining -= required
-        common, mixed = _shared_labels(members)
-        roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
-                          min_count=required,
-                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members),
-                          labels=common, mixed_labels=mixed))
-    return tuple(roles)
-
-
-def _shared_labels(pods: list[PodInfo]) -> tuple[Labels, frozenset[str]]:
-    """The labels all *pods* carry alike, and the keys only some carry (or differently)."""
-    first = pods[0].labels
-    if all(p.labels == first for p in pods[1:]):
-        return Labels(first), frozenset()
-    common = dict(first)
-    seen: set[str] = set(first)
-    for p in pods[1:]:
-        seen.update(p.labels)
-        for k in list(common):
-            if p.labels.get(k) != common[k]:
-                del common[k]
-    return Labels(common), frozenset(seen - set(common))
-
-
-def _preemption_policy(pods: Iterable[PodInfo]) -> PreemptionPolicy:
-    """``Never`` if any member says so: evicting others for the gang would evict them for
-    that member too, which its PriorityClass forbids."""
-    never = any(p.preemption_policy is PreemptionPolicy.NEVER for p in pods)
-    return PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
-
-
-def _topology(*sources: Mapping[str, str]) -> TopologyConstraint | None:
-    required = _annotation(TOPOLOGY_REQUIRED_ANNOTATION, *sources)
-    if required:
-        return TopologyConstraint(level=required, mode=TopologyMode.REQUIRED)
-    preferred = _annotation(TOPOLOGY_PREFERRED_ANNOTATION, *sources)
-    if preferred:
-        return TopologyConstraint(level=preferred, mode=TopologyMode.PREFERRED)
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class GangEntry:
     """What one group of pods amounts to; the cache keeps one per gang id and rebuilds it
@@ -228,15 +150,16 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
     else:
-        min_member, problem = _min_member(gid, gang_pods, group, job, meta, config)
+        min_member, problem = grouping_terms.min_member(gid, gang_pods, group, job, meta,
+                                                        config.per_pod)
         problem = terms.problem if terms is not None and terms.problem else problem
     gated = next((p for p in waiting if p.scheduling_gates), None)
     if gated is not None and not problem:
         # No scheduler may place a gated pod; the whole gang waits for its gates to go.
         problem = (f"pod {gated.name} has scheduling gates ({', '.join(gated.scheduling_gates)}): "
                    "the gang is considered once they are removed")
-    queue = _annotation(QUEUE_LABEL, *labels) or config.default_queue
-    runtime = _runtime(meta, job)
+    queue = grouping_terms.annotation(QUEUE_LABEL, *labels) or config.default_queue
+    runtime = grouping_terms.runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
     if running is not None and terms is not None:
         running = replace(running, gang=replace(
@@ -266,13 +189,14 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         priority = max(p.priority for p in gang_pods)
         pending = Gang(
             id=gid, uid=uid,
-            namespace=ns, name=name, queue=queue, roles=_make_roles(waiting, required),
+            namespace=ns, name=name, queue=queue, roles=grouping_terms.roles(waiting, required),
             priority=terms.priority if terms and terms.priority is not None else priority,
             creation_time=created,
-            topology=(terms.topology if terms and terms.topology else _topology(*meta)),
+            topology=(terms.topology if terms and terms.topology
+                      else grouping_terms.topology(*meta)),
             runtime_estimate=runtime,
             preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
-                               else _preemption_policy(gang_pods)),
+                               else grouping_terms.preemption_policy(gang_pods)),
             min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
@@ -336,50 +260,6 @@ def build_gangs(
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
 
 
-def _min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: JobInfo | None,
-                meta: list[Mapping[str, str]], config: GroupingConfig) -> tuple[int, str | None]:
-    if config.per_pod:
-        return 1, None
-    named = any(p.labels.get(POD_GROUP_LABEL) or p.annotations.get(VOLCANO_GROUP_ANNOTATION)
-                for p in pods)
-    if group is not None:
-        return max(1, group.min_member), None
-    explicit = _annotation(MIN_MEMBER_ANNOTATION, *meta)
-    if explicit:
-        try:
-            return max(1, int(explicit)), None
-        except ValueError:
-            return 1, f"annotation {MIN_MEMBER_ANNOTATION}: not an integer: {explicit!r}"
-    if named:
-        return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
-                   f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
-    if job is not None:
-        return job.gang_size, job.unknown or None
-    if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
-        return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
-                   "size (parallelism) is known")
-    operator = next((p.owner for p in pods if p.owner is not None
-                     and p.owner.kind in OPERATOR_KINDS), None)
-    if operator is not None:
-        return 1, (f"{operator.kind} {gid} names no gang: gang-scheduler does not read "
-                   f"{operator.kind} replicas, so the PodGroup {gid} is missing; enable the "
-                   "operator's gang scheduling (it creates the PodGroup) or set annotation "
-                   f"{MIN_MEMBER_ANNOTATION} on the pods")
-    return 1, None
-
-
-def _runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
-    text = _annotation(EXPECTED_RUNTIME_ANNOTATION, *meta)
-    if text:
-        try:
-            return parse_duration(text)
-        except ValueError:
-            pass  # an unreadable estimate is treated as none; the queue default applies
-    if job is not None and job.active_deadline_seconds:
-        return float(job.active_deadline_seconds)
-    return None
-
-
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,
                   meta: list[Mapping[str, str]]) -> RunningGang:
     per_node: dict[str, list[Resources]] = defaultdict(list)
@@ -387,7 +267,7 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         if p.holds_resources:
             per_node[p.node_name].append(p.requests)
     start = min((p.started_at if p.started_at is not None else p.creation_time) for p in bound)
-    checkpoint_text = _annotation(LAST_CHECKPOINT_ANNOTATION, *meta)
+    checkpoint_text = grouping_terms.annotation(LAST_CHECKPOINT_ANNOTATION, *meta)
     checkpoint: float | None = None
     if checkpoint_text:
         try:
@@ -395,7 +275,7 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         except ValueError:
             checkpoint = None
     ns, name = gid.split("/", 1)
-    roles = _make_roles(bound, len(bound))
+    roles = grouping_terms.roles(bound, len(bound))
     node_of = {p.uid: p.node_name for p in bound if p.holds_resources}
     members: dict[tuple[str, str], int] = defaultdict(int)
     for r in roles:

@@ -45,7 +45,7 @@ from scheduler.model.workloads import JobInfo, PodInfo, PodPhase
 class NativeTerms:
     """The parts of a gang its PodGroup decides (None: the usual rule applies)."""
 
-    #: None for the ``basic`` policy: the usual rules decide (``grouping._min_member``).
+    #: None for the ``basic`` policy: the usual rules decide (``grouping_terms.min_member``).
     min_member: int | None
     problem: str | None
     priority: int | None

@@ -21,6 +21,7 @@ way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure me
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from policies import fairshare
@@ -28,15 +29,16 @@ from policies.admission import admissible_pools
 from policies.fit import Applicant, World
 from policies.preemption import Candidate, running_by_queue, scan, without
 from policies.queues import QueueSet
-from policies.quota import QuotaLedger, QuotaTree
+from policies.quota import Key, QuotaLedger, QuotaTree
 from policies.reservation import Reservation, backfill_params
 from policies.victims import Room, free_gpus, usable_nodes
 from scheduler.model import Gang, RunningGang
 from scheduler.obstacles import Obstacles
+from scheduler.outcomes import Waiting
 from scheduler.placement.never import never_placeable
 from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams, Unplaceable
-from scheduler.plan import ReasonCategory
+from scheduler.plan import PendingReason
 from scheduler.recall import Recall, Shape
 from scheduler.snapshot import Snapshot
 
@@ -48,25 +50,29 @@ class Memo:
     """See the module docstring; each cache says what it is keyed by."""
 
     __slots__ = ("_base", "_by_queue", "_candidates", "_epoch", "_ever", "_failures",
-                 "_never", "_ranks", "_reserved", "_restricted", "_rooms", "recall")
+                 "_held", "_last_room", "_never", "_ranks", "_reserved", "_restricted",
+                 "_rooms", "recall")
 
     def __init__(self, recall: Recall) -> None:
         self.recall = recall
         self._epoch: Epoch | None = None
-        self._failures: dict[FailureKey, tuple[ReasonCategory, str]] = {}  # in the epoch
-        self._ranks: dict[tuple[object, ...], fairshare.QueueKey] = {}  # ledger, queue, bounds
+        self._failures: dict[FailureKey, Waiting] = {}  # in the epoch
+        self._held: dict[tuple[str, str], Waiting] = {}  # (queue or "", the gang it waits behind)
+        #: (queue, bounds) -> the rank and the ledger entries it was worked out from (a
+        #: ledger's unchanged entries stay the same objects when it is charged).
+        self._ranks: dict[tuple[object, ...], tuple[QuotaTree, tuple[Key, ...],
+                                                    tuple[object, ...], fairshare.QueueKey]] = {}
         self._ever: dict[tuple[object, ...], bool] = {}  # queue, bounds
         self._never: dict[tuple[object, ...], Unplaceable | None] = {}  # shape, topology
         self._candidates: dict[tuple[object, ...], list[Candidate]] = {}  # ledger, queue, ...
         self._by_queue: dict[str, list[RunningGang]] | None = None  # at the first search
         self._rooms: dict[tuple[object, ...], tuple[Snapshot, Room]] = {}  # shape, params
+        #: (shape, pools, allowed nodes) -> the key of the room last made for them.
+        self._last_room: dict[tuple[object, ...], tuple[tuple[object, ...], frozenset[str]]] = {}
         self._reserved: dict[tuple[object, ...], QuotaLedger] = {}  # ledger, reservations
         self._base: tuple[frozenset[str], PlacementParams] | None = None  # nominated nodes
         self._restricted: tuple[PlacementParams, dict[tuple[Reservation, ...],
                                                       PlacementParams]] | None = None
-
-    def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
-        return self.recall.shape(gang, snapshot)
 
     # Failures -----------------------------------------------------------------------------
     def failure_key(self, epoch: Epoch, gang: Gang, queue: str,
@@ -87,15 +93,23 @@ class Memo:
                 tuple(r.gang_id for r in restricting), may_reserve, shape.number,
                 context_key(gang, epoch[0]))
 
-    def failed(self, key: FailureKey | None) -> tuple[ReasonCategory, str] | None:
-        """The reason of a gang of this key that failed in the current epoch."""
+    def failed(self, key: FailureKey | None) -> Waiting | None:
+        """The outcome of a gang of this key that failed in the current epoch: its reason,
+        blocking nobody (the gang it was decided for blocked whom it had to)."""
         return self._failures.get(key) if key is not None else None
 
-    def remember(self, key: FailureKey | None, epoch: Epoch,
-                 reason: tuple[ReasonCategory, str]) -> None:
+    def remember(self, key: FailureKey | None, epoch: Epoch, reason: PendingReason) -> None:
         """Keep *reason* for *key* if deciding it left the state as it was."""
         if key is not None and self._same(epoch):
-            self._failures[key] = reason
+            self._failures[key] = Waiting(reason.category, reason.message)
+
+    def held(self, key: tuple[str, str], make: Callable[[], Waiting]) -> Waiting:
+        """The outcome of gangs held back behind one gang (in a queue, or "" for all): the
+        same for each of them, so made once (an outcome is immutable)."""
+        hit = self._held.get(key)
+        if hit is None:
+            hit = self._held[key] = make()
+        return hit
 
     def _same(self, epoch: Epoch) -> bool:
         now = self._epoch
@@ -106,12 +120,21 @@ class Memo:
     def rank(self, ledger: QuotaLedger, queue: str, head: Gang,
              snapshot: Snapshot) -> fairshare.QueueKey:
         """The fair-share rank of *queue* with *head* next."""
-        shape = self.shape(head, snapshot)
-        key = (ledger, queue, shape.key)
+        shape = self.recall.shape(head, snapshot)
+        key = (queue, shape.key)
+        tree, totals = ledger.tree, ledger.total
         hit = self._ranks.get(key)
-        if hit is None:
-            hit = self._ranks[key] = fairshare.queue_key(ledger, queue, shape.bounds)
-        return hit
+        if hit is not None and hit[0] is tree:
+            _, reads, seen, rank = hit
+            for k, v in zip(reads, seen, strict=True):
+                if totals.get(k) is not v:
+                    break
+            else:
+                return rank
+        reads = fairshare.reads(tree, queue)
+        rank = fairshare.queue_key(ledger, queue, shape.bounds)
+        self._ranks[key] = (tree, reads, tuple(totals.get(k) for k in reads), rank)
+        return rank
 
     def ever_admissible(self, applicant: Applicant, tree: QuotaTree, key: object) -> bool:
         """Would quota admit the applicant with every queue idle? (*key*: its bounds.)"""
@@ -194,17 +217,53 @@ class Memo:
         return without(found, gang)
 
     def room(self, applicant: Applicant, world: World) -> Room:
-        """``victims.Room``: the usable nodes once per shape, queue pools and params; their
-        free GPUs once per snapshot."""
+        """``victims.Room``: the usable nodes once per shape, queue pools and params (from
+        the last room of the same shape, pools and allowed nodes when its excluded nodes are
+        among these); their free GPUs once per snapshot, from the last count where the
+        snapshots are related."""
         params = world.params
-        key = (tuple(r.requirements for r in applicant.gang.roles),
-               world.ledger.tree.pools_of(applicant.queue.name), params.allowed_nodes,
-               params.excluded_nodes)
+        base = (tuple(r.requirements for r in applicant.gang.roles),
+                world.ledger.tree.pools_of(applicant.queue.name), params.allowed_nodes)
+        excluded = params.excluded_nodes
+        key = (*base, excluded)
         hit = self._rooms.get(key)
-        if hit is not None and hit[0] is world.snapshot:
-            return hit[1]
-        nodes = hit[1].nodes if hit is not None else usable_nodes(applicant, world)
-        room = Room(nodes, free_gpus(world.snapshot, nodes))
-        self._rooms[key] = (world.snapshot, room)
+        snapshot = world.snapshot
+        if hit is not None:
+            if hit[0] is snapshot:
+                return hit[1]
+            before, known = hit
+            room = Room(known.nodes, _free_gpus_now(before, known, snapshot), known.gains,
+                        known.domains)
+        else:
+            # Nominations only add excluded nodes: the room of the same shape with fewer
+            # excluded gives this one by taking the newly excluded away.
+            last = self._last_room.get(base)
+            near = self._rooms.get(last[0]) if last is not None and last[1] <= excluded else None
+            if near is not None:
+                before, known = near
+                count = _free_gpus_now(before, known, snapshot)
+                gone = known.nodes & excluded
+                free = snapshot.free
+                room = Room(known.nodes - gone,
+                            count - sum(max(0, free(n).gpus) for n in gone))
+            else:
+                nodes = usable_nodes(applicant, world)
+                room = Room(nodes, free_gpus(snapshot, nodes))
+            self._last_room[base] = (key, excluded)
+        self._rooms[key] = (snapshot, room)
         return room
+
+
+def _free_gpus_now(before: Snapshot, room: Room, snapshot: Snapshot) -> int:
+    """``free_gpus(snapshot, room.nodes)``, from the count on *before*: when the two
+    snapshots are related, only the nodes whose free resources differ are looked at."""
+    changed = snapshot.changed_since(before)
+    if changed is None:
+        return free_gpus(snapshot, room.nodes)
+    count, nodes = room.free_gpus, room.nodes
+    old, new = before.free, snapshot.free
+    for n in changed:
+        if n in nodes:
+            count += max(0, new(n).gpus) - max(0, old(n).gpus)
+    return count
 

@@ -34,7 +34,7 @@ class NodeIndex:
     __slots__ = ("capacity", "charges", "composite", "domains", "eligible", "free", "groups",
                  "keyed", "node_names", "nodes", "pool_nodes", "pools", "pools_by_requirements",
                  "soft_tainted", "spread_nodes", "topology", "topology_labels", "unkeyed",
-                 "versions")
+                 "usable", "versions")
 
     def __init__(self, nodes: Iterable[Node], topology_labels: tuple[str, ...]) -> None:
         self.nodes: dict[str, Node] = {n.name: n for n in sorted(nodes, key=lambda n: n.name)}
@@ -43,6 +43,11 @@ class NodeIndex:
         self.topology_labels = topology_labels
         #: Requirements -> the nodes a pod with them may use (``Snapshot.eligible_nodes``).
         self.eligible: dict[PodRequirements, tuple[str, ...]] = {}
+        #: (requirements, nodes excluded, nodes allowed or None) -> the eligible nodes a solve
+        #: with those params may use (``placement.eligibility``): most solves of a cycle
+        #: share the few sets of nominated or reserved nodes.
+        self.usable: dict[tuple[PodRequirements, frozenset[str], frozenset[str] | None],
+                          tuple[str, ...]] = {}
         #: Requirements -> the pools of those nodes, sorted (``Snapshot.eligible_pools``).
         self.pools_by_requirements: dict[PodRequirements, tuple[str, ...]] = {}
         #: Pool names, sorted -> their nodes (``Snapshot.nodes_in``).

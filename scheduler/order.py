@@ -13,18 +13,18 @@ from collections.abc import Callable
 
 from policies import fairshare
 from policies.queues import OrderingMode
-from policies.quota import QuotaLedger
 from scheduler.model import Gang
 
-#: Considers one gang of the named queue (the ledger may change meanwhile).
-Turn = Callable[[Gang, str], None]
+#: Considers one gang of the named queue; True when that changed the quota ledger (the
+#: queues' ranks are then worked out again).
+Turn = Callable[[Gang, str], bool]
 #: The fair-share key of a queue with this gang next.
 Rank = Callable[[str, Gang], fairshare.QueueKey]
 
 
-def in_order(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn, rank: Rank,
-             ledger: Callable[[], QuotaLedger]) -> None:
-    """Give every gang of *by_queue* its turn, in order (*ledger*: the current one)."""
+def in_order(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,
+             rank: Rank) -> None:
+    """Give every gang of *by_queue* its turn, in order."""
     if mode is OrderingMode.FIFO:
         # Queue keys play no part: the heap below would merge the queues by (gang key,
         # queue), each queue in the order of its list (equal gang keys last-in first); one
@@ -54,9 +54,7 @@ def in_order(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn, ra
         q = heapq.heappop(heap)[-1]
         assert isinstance(q, str)
         gang = lists[q].pop()
-        before = ledger()
-        turn(gang, q)
-        if ledger() is not before:
+        if turn(gang, q):
             heap = ranked()
         elif lists[q]:
             heapq.heappush(heap, entry(q, not heap))

@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from scheduler.layered import Layered
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
@@ -48,7 +49,7 @@ class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
     __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
-                 "_running", "_usage", "_version", "_volumes")
+                 "_running", "_terminating", "_usage", "_version", "_volumes")
 
     def __init__(
         self,
@@ -95,8 +96,9 @@ class Snapshot:
             ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())}
         self._version = next(index.versions)
         self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
-        self._running: dict[str, RunningGang] = {
-            g.id: g for g in sorted(running, key=lambda g: g.id)}
+        self._running: Layered[str, RunningGang] = Layered({
+            g.id: g for g in sorted(running, key=lambda g: g.id)})
+        self._terminating = frozenset(gid for gid, g in self._running.items() if g.terminating)
         used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
         for name, res in (other_usage or {}).items():
             if name in used:
@@ -106,9 +108,9 @@ class Snapshot:
                 if name in used:
                     _accumulate(used[name], res)
         nodes_by_name = index.nodes
-        self._free: dict[str, Resources] = {
+        self._free: Layered[str, Resources] = Layered({
             name: nodes_by_name[name].allocatable - u for name, u in used.items()
-        }
+        })
         self._usage: dict[tuple[str, str], Resources] = {}
         self._count: dict[str, int] = {}
         for rg in self._running.values():
@@ -117,12 +119,14 @@ class Snapshot:
         self._volumes = volumes
 
     @classmethod
-    def _derive(cls, parent: Snapshot, free: dict[str, Resources],
-                running: dict[str, RunningGang], changed: Iterable[str],
+    def _derive(cls, parent: Snapshot, free: Layered[str, Resources],
+                running: Layered[str, RunningGang], changed: Iterable[str],
                 usage: dict[tuple[str, str], Resources] | None = None,
                 count: dict[str, int] | None = None,
-                occupancy: Occupancy | None = None) -> Snapshot:
+                occupancy: Occupancy | None = None,
+                terminating: frozenset[str] | None = None) -> Snapshot:
         snap = cls.__new__(cls)
+        snap._terminating = parent._terminating if terminating is None else terminating
         snap._index = parent._index
         snap._namespaces = parent._namespaces
         snap._free = free
@@ -152,6 +156,11 @@ class Snapshot:
     @property
     def running(self) -> Mapping[str, RunningGang]:
         return self._running
+
+    @property
+    def terminating(self) -> frozenset[str]:
+        """The running gangs whose pods are being deleted (kept as snapshots are derived)."""
+        return self._terminating
 
     @property
     def free_by_node(self) -> Mapping[str, Resources]:
@@ -222,6 +231,16 @@ class Snapshot:
         """
         return self._lineage
 
+    def changed_since(self, before: Snapshot) -> Iterable[str] | None:
+        """Nodes whose free resources may differ from *before*'s (a superset), or None when
+        the two are not closely related (then every node may differ)."""
+        if before._index is not self._index:
+            return None
+        since = self._lineage.get(before._version)
+        if since is not None:
+            return since
+        return self._free.differing(before._free)
+
     @property
     def index(self) -> NodeIndex:
         """What is derived from the nodes alone; shared by derived snapshots (and, through the
@@ -283,19 +302,24 @@ class Snapshot:
     # Deriving -----------------------------------------------------------------------------
     def with_running(self, gang: RunningGang) -> Snapshot:
         """A snapshot in which *gang* is also running (assume a placement)."""
-        free = dict(self._free)
+        changed: dict[str, Resources] = {}
         for name, res in gang.allocations:
-            free[name] = free[name] - res
-        running = dict(self._running)
+            changed[name] = (changed[name] if name in changed else self._free[name]) - res
+        free = self._free.set(changed.items())
         usage, count = dict(self._usage), dict(self._count)
         nodes = self._index.nodes
-        old = running.get(gang.id)
+        old = self._running.get(gang.id)
         if old is not None:
             _charge(usage, count, old, nodes, -1)
         _charge(usage, count, gang, nodes, 1)
-        running[gang.id] = gang
-        return Snapshot._derive(self, free, running, (name for name, _ in gang.allocations),
-                                usage, count, self._occupancy.derive(running, (gang,), ()))
+        running = self._running.set(((gang.id, gang),))
+        terminating = self._terminating
+        if gang.terminating:
+            terminating = terminating | {gang.id}
+        elif gang.id in terminating:
+            terminating = terminating - {gang.id}
+        return Snapshot._derive(self, free, running, changed, usage, count,
+                                self._occupancy.derive(running, (gang,), ()), terminating)
 
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
         """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
@@ -307,8 +331,7 @@ class Snapshot:
 
     def with_usage(self, node: str, res: Resources) -> Snapshot:
         """A snapshot in which *res* more is used on *node* by something that is not a gang."""
-        free = dict(self._free)
-        free[node] = free[node] - res
+        free = self._free.set(((node, self._free[node] - res),))
         return Snapshot._derive(self, free, self._running, (node,))
 
     def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
@@ -319,22 +342,28 @@ class Snapshot:
         ids = set(gang_ids)
         if not ids:
             return self
-        free = dict(self._free)
-        running = dict(self._running)
+        running = self._running
         usage, count = dict(self._usage), dict(self._count)
         nodes = self._index.nodes
-        changed: set[str] = set()
-        for gid in sorted(ids):
-            rg = running.pop(gid, None)
+        changed: dict[str, Resources] = {}
+        gone = tuple(sorted(ids))
+        for gid in gone:
+            rg = running.get(gid)
             if rg is None:
                 raise KeyError(f"gang {gid} is not running in this snapshot")
             for name, res in rg.allocations:
-                if name in free:
-                    free[name] = free[name] + res
-                    changed.add(name)
+                now = changed.get(name)
+                if now is None:
+                    now = self._free.get(name)
+                if now is not None:
+                    changed[name] = now + res
             _charge(usage, count, rg, nodes, -1)
-        return Snapshot._derive(self, free, running, changed, usage, count,
-                                self._occupancy.derive(running, (), tuple(sorted(ids))))
+        left = running.without(gone)
+        terminating = self._terminating
+        if not terminating.isdisjoint(ids):
+            terminating = terminating - ids
+        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, usage,
+                                count, self._occupancy.derive(left, (), gone), terminating)
 
 
 def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,

@@ -9,6 +9,7 @@ plain seconds (``3600``), Go-style units (``90m``, ``2h``, ``1h30m``, ``1.5h``),
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import datetime
@@ -26,6 +27,7 @@ _ISO = re.compile(rf"^P(?:{_NUMBER}W)?(?:{_NUMBER}D)?"
 _ISO_SECONDS = (604800.0, 86400.0, 3600.0, 60.0, 1.0)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few annotations, read on every gang rebuild
 def parse_duration(text: str) -> float:
     """Seconds from any form in ``ACCEPTED``; ``ValueError`` names the text and the forms."""
     value = text.strip()

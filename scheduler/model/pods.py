@@ -144,16 +144,28 @@ class PodRequirements:
     preferred_terms: tuple[PreferredNodeTerm, ...] = ()
     #: Inter-pod affinity, topology spread, host ports, volumes, unsupported fields.
     constraints: PodConstraints = NO_CONSTRAINTS
+    #: The hash and ``effective_requests``, worked out on first use: requirements key the
+    #: eligibility and shape memos, so they are hashed on every look-up (not fields).
+    _hash: int | None = field(default=None, init=False, compare=False, repr=False)
+    _effective: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     def __hash__(self) -> int:
-        return hash((self.requests, tuple(sorted(self.node_selector.items())),
-                     self.affinity_terms, self.tolerations, self.preferred_terms,
-                     self.constraints))
+        known = self._hash
+        if known is None:
+            known = hash((self.requests, tuple(sorted(self.node_selector.items())),
+                          self.affinity_terms, self.tolerations, self.preferred_terms,
+                          self.constraints))
+            object.__setattr__(self, "_hash", known)
+        return known
 
     @property
     def effective_requests(self) -> Resources:
         """Requests including the one ``pods`` slot the pod takes on its node."""
-        return self.requests + {PODS: 1}
+        known = self._effective
+        if known is None:
+            known = self.requests + {PODS: 1}
+            object.__setattr__(self, "_effective", known)
+        return known
 
     def tolerates(self, taint: Taint) -> bool:
         return any(t.tolerates(taint) for t in self.tolerations)

@@ -120,9 +120,7 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
         limits = terms.limits_of(role.name)
         eligible = nodes = snapshot.eligible_nodes(role.requirements)
         if params.excluded_nodes or params.allowed_nodes is not None:
-            allowed = params.allowed_nodes
-            nodes = tuple(n for n in nodes if n not in params.excluded_nodes
-                          and (allowed is None or n in allowed))
+            nodes = _usable(snapshot, role.requirements, eligible, params)
         open_nodes = nodes
         if limits.blocked:
             nodes = tuple(n for n in nodes if n not in limits.blocked)
@@ -137,6 +135,27 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             request=role.requests, nodes=nodes, eligible=eligible,
             key=selection_key(role.requirements), limits=limits, open=open_nodes))
     return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
+
+
+#: Filtered node lists kept per node index before the memo is emptied.
+_USABLE_BOUND = 4096
+
+
+def _usable(snapshot: Snapshot, requirements: PodRequirements, eligible: tuple[str, ...],
+            params: PlacementParams) -> tuple[str, ...]:
+    """*eligible* (the nodes *requirements* allow) without the params' excluded nodes and
+    within its allowed ones, kept in the node index: the sets are frozen, so equal params
+    give an equal answer (and their hashes are computed once per set)."""
+    allowed, excluded = params.allowed_nodes, params.excluded_nodes
+    memo = snapshot.index.usable
+    key = (requirements, excluded, allowed)
+    hit = memo.get(key)
+    if hit is None:
+        if len(memo) >= _USABLE_BOUND:
+            memo.clear()
+        hit = memo[key] = tuple(n for n in eligible if n not in excluded
+                                and (allowed is None or n in allowed))
+    return hit
 
 
 def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int) -> Unplaceable:

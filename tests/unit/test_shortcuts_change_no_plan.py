@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 
 from policies import fairshare
 from policies.queues import OrderingMode
-from policies.quota import QuotaLedger
 from scheduler import cycle
 from scheduler.cycle import decide
 from scheduler.memo import Memo
@@ -127,7 +125,7 @@ def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
 
 
 def _in_order_reference(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,
-                        rank: Rank, ledger: Callable[[], QuotaLedger]) -> None:
+                        rank: Rank) -> None:
     """``order.in_order`` as it was before its shortcuts: every queue always ranked."""
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
@@ -143,9 +141,7 @@ def _in_order_reference(by_queue: dict[str, list[Gang]], mode: OrderingMode, tur
         q = heapq.heappop(heap)[-1]
         assert isinstance(q, str)
         gang = lists[q].pop()
-        before = ledger()
-        turn(gang, q)
-        if ledger() is not before and mode is OrderingMode.FAIR_SHARE:
+        if turn(gang, q) and mode is OrderingMode.FAIR_SHARE:
             heap = [entry(name) for name in sorted(lists) if lists[name]]
             heapq.heapify(heap)
         elif lists[q]:

@@ -1,0 +1,149 @@
+"""What a group of pods asks for, read from the pods, their PodGroup or Job and annotations.
+
+``grouping`` decides which pods form a gang; this module reads what that gang asks for: its
+roles (pods of identical requirements, the required count spread over them), its size
+(``minMember``) or why it cannot be known, its topology constraint, its runtime estimate and
+whether it may preempt. Each is one small pure function of the pods and the objects around
+them, shared by pending and running gangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
+from scheduler.model.durations import parse_duration
+from scheduler.model.gangs import TopologyMode
+from scheduler.model.labels import Labels
+from scheduler.model.pods import PreemptionPolicy
+from scheduler.model.workloads import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
+    POD_GROUP_LABEL,
+    ROLE_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    JobInfo,
+    PodGroupInfo,
+    PodInfo,
+)
+
+TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
+TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
+#: Controllers that create pods themselves, one gang per job, without a size gang-scheduler
+#: reads (Kubeflow's training operator v1 kinds).
+OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
+                            "JAXJob"})
+
+
+def annotation(key: str, *sources: Mapping[str, str]) -> str | None:
+    """The first non-empty value of *key* in *sources* (the gang's own objects first)."""
+    for src in sources:
+        if src.get(key):
+            return src[key]
+    return None
+
+
+def roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
+    """Pods with identical requirements form one role; the required count is spread in order.
+
+    Pods are also split by the labels the gang's own affinity and spread selectors read, so
+    that whether a member matches a fellow member's term is a property of its role.
+    """
+    keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
+    by_req: dict[tuple[PodRequirements, tuple[str | None, ...]], list[PodInfo]] = {}
+    for pod in sorted(pods, key=lambda p: p.name):
+        split = tuple(pod.labels.get(k) for k in keys)
+        by_req.setdefault((pod.requirements, split), []).append(pod)
+    groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
+    roles: list[Role] = []
+    remaining = min_total
+    for i, members in enumerate(groups):
+        labels = {p.labels.get(ROLE_LABEL, "") for p in members}
+        name = labels.pop() if len(labels) == 1 and "" not in labels else f"role-{i}"
+        required = min(len(members), max(0, remaining))
+        remaining -= required
+        common, mixed = _shared_labels(members)
+        roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
+                          min_count=required,
+                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members),
+                          labels=common, mixed_labels=mixed))
+    return tuple(roles)
+
+
+def _shared_labels(pods: list[PodInfo]) -> tuple[Labels, frozenset[str]]:
+    """The labels all *pods* carry alike, and the keys only some carry (or differently)."""
+    first = pods[0].labels
+    if all(p.labels == first for p in pods[1:]):
+        return Labels(first), frozenset()
+    common = dict(first)
+    seen: set[str] = set(first)
+    for p in pods[1:]:
+        seen.update(p.labels)
+        for k in list(common):
+            if p.labels.get(k) != common[k]:
+                del common[k]
+    return Labels(common), frozenset(seen - set(common))
+
+
+def preemption_policy(pods: Iterable[PodInfo]) -> PreemptionPolicy:
+    """``Never`` if any member says so: evicting others for the gang would evict them for
+    that member too, which its PriorityClass forbids."""
+    never = any(p.preemption_policy is PreemptionPolicy.NEVER for p in pods)
+    return PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def topology(*sources: Mapping[str, str]) -> TopologyConstraint | None:
+    required = annotation(TOPOLOGY_REQUIRED_ANNOTATION, *sources)
+    if required:
+        return TopologyConstraint(level=required, mode=TopologyMode.REQUIRED)
+    preferred = annotation(TOPOLOGY_PREFERRED_ANNOTATION, *sources)
+    if preferred:
+        return TopologyConstraint(level=preferred, mode=TopologyMode.PREFERRED)
+    return None
+
+
+def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: JobInfo | None,
+               meta: list[Mapping[str, str]], per_pod: bool) -> tuple[int, str | None]:
+    """The gang's size and, when it cannot be known, why: its PodGroup's minMember, the
+    min-member annotation, its Job's gang size, else 1 (*per_pod*: every pod alone)."""
+    if per_pod:
+        return 1, None
+    named = any(p.labels.get(POD_GROUP_LABEL) or p.annotations.get(VOLCANO_GROUP_ANNOTATION)
+                for p in pods)
+    if group is not None:
+        return max(1, group.min_member), None
+    explicit = annotation(MIN_MEMBER_ANNOTATION, *meta)
+    if explicit:
+        try:
+            return max(1, int(explicit)), None
+        except ValueError:
+            return 1, f"annotation {MIN_MEMBER_ANNOTATION}: not an integer: {explicit!r}"
+    if named:
+        return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
+                   f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
+    if job is not None:
+        return job.gang_size, job.unknown or None
+    if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
+        return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
+                   "size (parallelism) is known")
+    operator = next((p.owner for p in pods if p.owner is not None
+                     and p.owner.kind in OPERATOR_KINDS), None)
+    if operator is not None:
+        return 1, (f"{operator.kind} {gid} names no gang: gang-scheduler does not read "
+                   f"{operator.kind} replicas, so the PodGroup {gid} is missing; enable the "
+                   "operator's gang scheduling (it creates the PodGroup) or set annotation "
+                   f"{MIN_MEMBER_ANNOTATION} on the pods")
+    return 1, None
+
+
+def runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
+    """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None."""
+    text = annotation(EXPECTED_RUNTIME_ANNOTATION, *meta)
+    if text:
+        try:
+            return parse_duration(text)
+        except ValueError:
+            pass  # an unreadable estimate is treated as none; the queue default applies
+    if job is not None and job.active_deadline_seconds:
+        return float(job.active_deadline_seconds)
+    return None
