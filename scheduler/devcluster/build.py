@@ -250,6 +250,10 @@ def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
            ldflags(component, version, info.get("Time", "1970-01-01T00:00:00Z")),
            "-o", str(tmp), component.package]
     _run_with_progress(cmd, component, env, started, log)
+    if component.manifests and not info.get("Dir"):
+        # On an empty module cache `go list -m` knows the version but has no directory until
+        # the build has downloaded the module.
+        info = module_info(component, env)
     _cache_manifests(component, info.get("Dir", ""))
     tmp.replace(binary)  # atomic and last: a binary in the cache means its manifests are too
     elapsed = time.monotonic() - started
