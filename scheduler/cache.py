@@ -1,9 +1,11 @@
 """The long-lived, in-memory picture of the cluster that each cycle snapshots.
 
 Fed by events (the live informers, or the simulator's actuator) and by the scheduler's own
-binds: after a successful bind the pod is *assumed* bound until the watch confirms it, so
-the next cycle does not hand the same capacity out twice (kube-scheduler's assume/forget).
-An assumption that the watch never confirms expires after ``assume_ttl`` seconds.
+binds: a pod handed to the binder is *assumed* bound until the watch confirms it, so the
+next cycle does not hand the same capacity out twice (kube-scheduler's assume/forget). While
+its bind is in flight an assumption never expires (the binder's outcome ends it: ``forget``
+on a failure, ``settle`` on success); a settled one that the watch never confirms expires
+after ``assume_ttl`` seconds.
 
 Incremental: a change marks only its gang dirty; the next cycle rebuilds just those gangs
 and derives the new snapshot from the previous one (``without_gangs`` / ``with_running``).
@@ -52,6 +54,8 @@ class CycleInput:
 class _Assumption:
     node: str
     at: float
+    #: When it lapses unless the watch confirms it; None while the bind is in flight.
+    expires: float | None
 
 
 class ClusterCache(WorkloadFeeding):
@@ -172,14 +176,29 @@ class ClusterCache(WorkloadFeeding):
         self.change_facts(lambda facts: facts.assume(done, now))
 
     # Assume / forget ----------------------------------------------------------------------
-    def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float) -> None:
+    def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float,
+               binding: bool = False) -> None:
+        """Take *pod_nodes* as bound from *now*: their bind done (it lapses after
+        ``assume_ttl`` unless the watch confirms it), or in flight (*binding*: it holds
+        until ``settle`` or ``forget``)."""
+        expires = None if binding else now + self.assume_ttl
         with self._lock:
             for ref, node in pod_nodes:
                 pod = self._pods.get(ref.uid)
                 if pod is not None and not pod.node_name:
-                    self._assumed[ref.uid] = _Assumption(node, now)
+                    self._assumed[ref.uid] = _Assumption(node, now, expires)
                     self._mark_pod_dirty(ref.uid)
             self._touch()
+
+    def settle(self, pods: Iterable[PodRef], now: float) -> None:
+        """The binds of *pods* (assumed while in flight) are done: from *now* their
+        assumptions lapse after ``assume_ttl`` unless the watch confirms them. The pods
+        look the same to a cycle, so nothing is rebuilt."""
+        with self._lock:
+            for ref in pods:
+                assumed = self._assumed.get(ref.uid)
+                if assumed is not None:
+                    assumed.expires = now + self.assume_ttl
 
     def forget(self, pods: Iterable[PodRef]) -> None:
         with self._lock:
@@ -194,7 +213,8 @@ class ClusterCache(WorkloadFeeding):
             self._dirty.add(gid)
 
     def _expire_assumptions(self, now: float) -> None:
-        stale = [uid for uid, a in self._assumed.items() if now - a.at > self.assume_ttl]
+        stale = [uid for uid, a in self._assumed.items()
+                 if a.expires is not None and now > a.expires]
         for uid in stale:
             del self._assumed[uid]
             self._mark_pod_dirty(uid)

@@ -34,6 +34,7 @@ from types import MappingProxyType
 
 from scheduler.model import Gang, PodRef
 from scheduler.model.native import NativeGroupInfo
+from scheduler.model.workloads import PodInfo
 from scheduler.plan import GiveUp, Members, PendingReason, ReasonCategory, Rollback, Unformed
 
 #: How long a partly bound gang whose members started is given to be completed before its
@@ -140,3 +141,13 @@ def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, Pend
         return (f"its last bind failed; not retried for another {until - now:.0f}s "
                 "(backoff)")
     return "its remaining members are not pending"
+
+def cut_while_binding(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:
+    """Was a gang cut while binding: a member waiting now was created no later than the
+    first bound member started (a replacement for a lost member comes after)?"""
+    starts = [p.started_at for p in bound if p.started_at is not None]
+    if not starts:
+        return True
+    first = min(starts)
+    return any(not p.node_name and not p.is_finished and p.creation_time <= first
+               for p in members)

@@ -14,15 +14,19 @@ What the loop adds around the pure ``decide``:
   the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
   not formed, gangs partly bound and since when, whether this cycle is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
-- successful binds are assumed in the cache until the watch confirms them;
+- binds are assumed in the cache until the watch confirms them: from the moment they are
+  handed over when the actuator binds outside the cycle (the live one: ``inflight``), whose
+  outcome the loop takes in when it lands, at the start of a later cycle; a failed bind
+  frees its assumed capacity then;
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
 - metrics and one summary log line per cycle (info when the cycle did something, debug when
   idle), every line of the cycle carrying its number.
 
 Gang scheduling latency runs from the first cycle that saw a gang complete (all required
-members present) to the cycle that bound all of it; a gang that stops being complete or
-pending (a member deleted, the gang withdrawn) starts over. With metrics, ``decide`` gets a
-solver that times each placement solve: the same ``placement.solve``, so plans are unchanged.
+members present) to when all of it was bound (its outcome landed); a gang that stops being
+complete or pending (a member deleted, the gang withdrawn) starts over. With metrics,
+``decide`` gets a solver that times each placement solve: the same ``placement.solve``, so
+plans are unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -42,13 +46,14 @@ from scheduler.housekeeping import (
     FormationProblem,
     Housekeeping,
     PartlyBound,
+    cut_while_binding,
 )
-from scheduler.metrics import SchedulerMetrics
+from scheduler.inflight import ApplyResult, Flight, Flights
+from scheduler.metrics import SchedulerMetrics, rollback_reason
 from scheduler.model import Gang, PodRef
-from scheduler.model.volumes import ClaimDecision
-from scheduler.model.workloads import PodInfo, PodPhase
+from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
-from scheduler.plan import CyclePlan
+from scheduler.plan import Bind, CyclePlan
 from scheduler.queue_report import QueueReport, queue_reports
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
@@ -57,21 +62,6 @@ from scheduler.statuses import queue_statuses
 log = structlog.get_logger("gang_scheduler.loop")
 
 _NO_HOUSEKEEPING = Housekeeping()
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    """What the actuator managed to carry out."""
-
-    bound: tuple[str, ...] = ()  # gang ids whose every member is now bound
-    failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why (rolled back)
-    evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
-    blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
-    #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
-    claims: tuple[ClaimDecision, ...] = ()
-    #: Of ``failed``, the gangs whose bind failed only for want of an answer (no reply, 429,
-    #: 5xx): nothing wrong with the gang, so it is retried as soon as the cluster answers.
-    unanswered: tuple[str, ...] = ()
 
 
 class Actuator(Protocol):
@@ -136,6 +126,7 @@ class Scheduler:
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
         #: When the GPUs held were last accounted, and what was held then (metrics only).
         self._accounted: tuple[float, Mapping[tuple[str, str, str], int]] | None = None
+        self.flights = Flights(clock)  # binds handed to the actuator's binding stage
 
     def run_once(self, takeover: bool = False) -> CyclePlan:
         """One cycle: decide on a snapshot, apply the plan, remember what happened.
@@ -148,6 +139,7 @@ class Scheduler:
             return self._cycle(takeover)
 
     def _cycle(self, takeover: bool) -> CyclePlan:
+        self._land(self.flights.take_landed())
         now = self.clock()
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
@@ -164,29 +156,88 @@ class Scheduler:
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
-
-        bound = set(result.bound)
-        assumed = [pn for b in plan.binds if b.gang_id in bound for pn in b.pod_nodes]
-        if assumed:
-            self.cache.assume(assumed, now)
         self.cache.assume_claims(result.claims, now)
-        unanswered = set(result.unanswered)
-        for b in plan.binds:
-            if b.gang_id in result.failed:
-                self.cache.forget(ref for ref, _ in b.pod_nodes)
-                self._fail(b.gang_id, now, b.gang_id in unanswered)
-            elif b.gang_id in bound:
-                self._backoff.pop(b.gang_id, None)
-        for b in plan.binds:
-            partial = house.partly_bound.get(b.gang_id)
-            if partial is not None and b.gang_id in bound:
-                log.info("partial_gang_completed", gang=b.gang_id, bound=len(partial.pods),
-                         namespace=b.gang_id.split("/", 1)[0], queue=b.queue)
+        since = {b.gang_id: self._complete_since.pop(b.gang_id) for b in plan.binds
+                 if b.gang_id in self._complete_since}
+        partial = {b.gang_id: house.partly_bound[b.gang_id] for b in plan.binds
+                   if b.gang_id in house.partly_bound}
+        if result.binding is not None:
+            self.cache.assume([pn for b in plan.binds for pn in b.pod_nodes], now, binding=True)
+            self.flights.launch(Flight(plan.binds, partial, since, result.binding, now))
+        else:
+            self.cache.assume([pn for b in plan.binds if b.gang_id in result.bound
+                               for pn in b.pod_nodes], now)
+            self._take(plan.binds, result, partial, since, self.clock())
         self._previous = plan
         self.last_plan = plan
         self._reported = (plan, inp, policies, self._recall, None)
         self._observe(plan, result, decided - started, applied - decided, inp)
         return plan
+
+    # Binds in flight ----------------------------------------------------------------------
+    def _take(self, binds: Iterable[Bind], result: ApplyResult,
+              partial: Mapping[str, PartlyBound], since: Mapping[str, float],
+              bound_at: float) -> None:
+        """Take the outcome of *binds* in (their members already assumed bound): forget a
+        failed gang's members, so their capacity is free again, and back the gang off;
+        count and log what was bound, with each gang's latency from *since*."""
+        bound, unanswered = set(result.bound), set(result.unanswered)
+        m = self.metrics
+        for b in binds:
+            gid = b.gang_id
+            if gid in result.failed:
+                self.cache.forget(ref for ref, _ in b.pod_nodes)
+                self._fail(gid, bound_at, gid in unanswered)
+                if gid in since:  # it is pending again: its latency runs on
+                    self._complete_since.setdefault(gid, since[gid])
+                continue
+            if gid not in bound:
+                continue
+            self._backoff.pop(gid, None)
+            ns = gid.split("/", 1)[0]
+            if gid in partial:
+                log.info("partial_gang_completed", gang=gid, bound=len(partial[gid].pods),
+                         namespace=ns, queue=b.queue)
+            latency = max(0.0, bound_at - since[gid]) if gid in since else 0.0
+            log.info("gang_bound", gang=gid, namespace=ns, queue=b.queue,
+                     pods=len(b.pod_nodes), nodes=len(b.placement.nodes),
+                     latency_s=round(latency, 3))
+            if m is not None:
+                m.scheduling_latency.labels(b.queue).observe(latency)
+        if m is None:
+            return
+        if result.bound:
+            m.binds.labels("success").inc(len(result.bound))
+        if result.failed:
+            m.binds.labels("failure").inc(len(result.failed))
+            for why in result.failed.values():
+                m.rollbacks.labels(rollback_reason(why)).inc()
+
+    def _land(self, flights: Iterable[Flight]) -> None:
+        """Take in the outcome of flights that landed."""
+        for f in flights:
+            result = f.outcome.result()
+            landed = f.landed if f.landed is not None else self.clock()
+            self.cache.settle((ref for b in f.binds if b.gang_id in result.bound
+                               for ref, _ in b.pod_nodes), landed)
+            self.cache.assume_claims(result.claims, landed)
+            self._take(f.binds, result, f.partial, f.complete_since, landed)
+            log.debug("binds_landed", bound=len(result.bound), failed=len(result.failed),
+                      bind_ms=round((landed - f.launched) * 1000, 1))
+
+    def drain(self, timeout: float) -> int:
+        """Wait up to *timeout* seconds for the binds in flight and take their outcomes in;
+        abandon the rest (on stepping down: the fence refuses their remaining writes, and
+        whatever they left partly bound is the next leader's repair). Their members are no
+        longer assumed: the cache is the watch's again. The number abandoned."""
+        self._land(self.flights.wait(timeout))
+        abandoned = self.flights.abandon()
+        for f in abandoned:
+            self.cache.forget(f.pods())
+        if abandoned:
+            log.warning("binds_abandoned", gangs=sum(len(f.binds) for f in abandoned),
+                        waited_s=timeout)
+        return len(abandoned)
 
     @property
     def last_queues(self) -> tuple[QueueReport, ...]:
@@ -248,7 +299,7 @@ class Scheduler:
             bound = [pods[r.uid] for r in refs if r.uid in pods]
             started = any(p.phase is not PodPhase.PENDING for p in bound)
             partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now),
-                                      _cut(bound, pods.values()))
+                                      cut_while_binding(bound, pods.values()))
         return Housekeeping(self.backing_off(now), unformed, partly, takeover,
                             self.repair_grace)
 
@@ -314,25 +365,16 @@ class Scheduler:
 
     def _observe(self, plan: CyclePlan, result: ApplyResult, decide_s: float, apply_s: float,
                  inp: CycleInput) -> None:
-        bound_at = self.clock()
-        latencies: dict[str, float] = {}
-        for b in plan.binds:
-            if b.gang_id in result.bound:
-                since = self._complete_since.pop(b.gang_id, None)
-                latencies[b.gang_id] = max(0.0, bound_at - since) if since is not None else 0.0
-                ns = b.gang_id.split("/", 1)[0]
-                log.info("gang_bound", gang=b.gang_id, namespace=ns, queue=b.queue,
-                         pods=len(b.pod_nodes), nodes=len(b.placement.nodes),
-                         latency_s=round(latencies[b.gang_id], 3))
         categories = Counter(r.category for r in plan.pending.values())
         reasons = {c.value: n for c, n in categories.items()}
         busy = plan.binds or plan.evictions or result.failed or result.blocked
         (log.info if busy else log.debug)(
-            "cycle_summary", binds=len(result.bound), failed=len(result.failed),
-            evictions=len(result.evicted), blocked=len(result.blocked),
-            nominations=len(plan.nominations), pending=len(plan.pending),
-            reasons=dict(sorted(reasons.items())), decide_ms=round(decide_s * 1000, 1),
-            solve_ms=round(self._solve_s * 1000, 1), apply_ms=round(apply_s * 1000, 1))
+            "cycle_summary", binds=len(plan.binds), failed=len(result.failed),
+            in_flight=len(self.flights), evictions=len(result.evicted),
+            blocked=len(result.blocked), nominations=len(plan.nominations),
+            pending=len(plan.pending), reasons=dict(sorted(reasons.items())),
+            decide_ms=round(decide_s * 1000, 1), solve_ms=round(self._solve_s * 1000, 1),
+            apply_ms=round(apply_s * 1000, 1))
         m = self.metrics
         if m is None:
             return
@@ -342,15 +384,6 @@ class Scheduler:
         m.set_pending(self._waiting_of(plan, inp))
         m.set_queues(self.last_queues)
         self._account(m, plan, inp)
-        for b in plan.binds:
-            if b.gang_id in latencies:
-                m.scheduling_latency.labels(b.queue).observe(latencies[b.gang_id])
-        if result.bound:
-            m.binds.labels("success").inc(len(result.bound))
-        if result.failed:
-            m.binds.labels("failure").inc(len(result.failed))
-            for why in result.failed.values():
-                m.rollbacks.labels(rollback_reason(why)).inc()
         for r in plan.rollbacks:
             m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
         if result.blocked:
@@ -360,26 +393,3 @@ class Scheduler:
             rg = running.get(victim)
             m.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
             m.evictions.inc(rg.gang.size if rg is not None else 0)
-
-
-def _cut(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:
-    """Was a gang cut while binding: a member waiting now was created no later than the
-    first bound member started (a replacement for a lost member comes after)?"""
-    starts = [p.started_at for p in bound if p.started_at is not None]
-    if not starts:
-        return True
-    first = min(starts)
-    return any(not p.node_name and not p.is_finished and p.creation_time <= first
-               for p in members)
-
-
-#: Rollback reason label by what the bind failure says (a bounded set: never a pod name).
-_ROLLBACK_REASONS = (("pod deleted", "PodDeleted"), ("conflict", "Conflict"),
-                     ("forbidden", "Forbidden"), ("no reply", "NoReply"),
-                     ("http 5", "ServerError"), ("http 4", "Refused"))
-
-
-def rollback_reason(why: str) -> str:
-    """A short, bounded label for the ``rollbacks_total`` metric from a failure description."""
-    text = why.lower()
-    return next((label for key, label in _ROLLBACK_REASONS if key in text), "Other")

@@ -174,3 +174,15 @@ class SchedulerMetrics:
         names = {p.pool for p in pools} | set(self.pricing.gpu_hour)
         self._replace(self.gpu_hour_price,
                       {(pool, currency): self.pricing.price(pool) for pool in names})
+
+
+#: Rollback reason label by what the bind failure says (a bounded set: never a pod name).
+_ROLLBACK_REASONS = (("pod deleted", "PodDeleted"), ("conflict", "Conflict"),
+                     ("forbidden", "Forbidden"), ("no reply", "NoReply"),
+                     ("http 5", "ServerError"), ("http 4", "Refused"))
+
+
+def rollback_reason(why: str) -> str:
+    """A short, bounded label for the ``rollbacks_total`` metric from a failure description."""
+    text = why.lower()
+    return next((label for key, label in _ROLLBACK_REASONS if key in text), "Other")

@@ -8,21 +8,27 @@ scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions 
 the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back.
 The cluster cache is never read here.
 
-Binding is on the critical path and happens inside ``apply`` (every gang atomically, all
-gangs of the plan concurrently). Everything a person reads (pod conditions, PodGroup status,
-events) is handed to a background writer that keeps only the latest desired state per
-object, so ten thousand pending pods never slow a bind, and a reason that did not change is
-never rewritten. A bound PodGroup's status follows its pods (``group_sync``).
+Binding is on the critical path and happens outside the cycle: ``apply`` hands the plan's
+gangs to a binding stage and returns (their outcome is ``ApplyResult.binding``, taken in by
+the loop when it lands: ``scheduler.inflight``), so the next cycle decides while they bind
+(every gang atomically, all gangs of the plan concurrently, by the ``Binder``).
+Everything a person reads (pod conditions, PodGroup status, events) is handed to a
+background writer that keeps only the latest desired state per object, so ten thousand
+pending pods never slow a bind, and a reason that did not change is never rewritten. A
+bound PodGroup's status follows its pods (``group_sync``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 
 import structlog
 
+from scheduler.inflight import ApplyResult
 from scheduler.kube.binder import Binder
 from scheduler.kube.claims import ClaimWriter
 from scheduler.kube.client import KubeClient
@@ -31,13 +37,16 @@ from scheduler.kube.evictor import Evictor
 from scheduler.kube.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.writer import BackgroundWriter, Retry, Task
-from scheduler.loop import ApplyResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
 from scheduler.model.volumes import ClaimDecision
 from scheduler.plan import Bind, CyclePlan, Members
 
 log = structlog.get_logger("gang_scheduler.actuator")
+
+
+#: Cycles whose binds may be on the wire at once.
+BINDING_STAGES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,10 @@ class KubeActuator:
         # writer has finished that many tasks, none can be left.
         self._explain_lock = threading.Lock()
         self._binding: dict[str, int] = {}
+        # The binding stage: each cycle's binds run here, a few cycles' at once (their
+        # members share the binder's pool), so a cycle never waits for an earlier one's.
+        self.stage = ThreadPoolExecutor(max_workers=BINDING_STAGES,
+                                        thread_name_prefix="bind-stage")
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evictions = self.evictor.evict(plan, now)
@@ -77,12 +90,11 @@ class KubeActuator:
         claims: list[ClaimDecision] = []
         for prov in plan.provisions:
             claims += self.claims.apply(prov.claims, prov.gang_id).done
-        bound, failed, unanswered = self._bind(plan, claims)
+        binding = self._hand_off(plan.binds)
         self._roll_back(plan)
         self._explain(plan)
-        return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
-                           blocked=evictions.blocked, claims=tuple(claims),
-                           unanswered=unanswered)
+        return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
+                           claims=tuple(claims), binding=binding)
 
     # Preemption ---------------------------------------------------------------------------
     def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
@@ -112,24 +124,21 @@ class KubeActuator:
             self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
-    def _bind_claims(self, plan: CyclePlan) -> dict[str, str]:
+    def _bind_claims(self, binds: Sequence[Bind]) -> dict[str, str]:
         """Claim writes of each gang before any member binds: gang id -> why they failed."""
         failed = {}
-        for b in plan.binds:
+        for b in binds:
             if b.placement.claims:
                 outcome = self.claims.apply(b.placement.claims, b.gang_id)
                 if not outcome.ok:
                     failed[b.gang_id] = f"claims not bound: {outcome.failure}"
         return failed
 
-    def _bind(self, plan: CyclePlan, claims: list[ClaimDecision],
-              ) -> tuple[list[str], dict[str, str], tuple[str, ...]]:
-        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand.
-        The gangs bound, those that failed (why), and which of those had no answer."""
-        if not plan.binds:
-            return [], {}, ()
-        claims_failed = self._bind_claims(plan)
-        binds = [b for b in plan.binds if b.gang_id not in claims_failed]
+    def _hand_off(self, binds: Sequence[Bind]) -> Future[ApplyResult] | None:
+        """Hand *binds* to the binding stage, after making sure no explanation or nomination
+        decided earlier lands on their pods (see ``__init__``); their outcome to come."""
+        if not binds:
+            return None
         started, finished = self.writer.started, self.writer.finished
         with self._explain_lock:
             self._binding = {u: n for u, n in self._binding.items() if n > finished}
@@ -138,14 +147,23 @@ class KubeActuator:
                 for ref, _ in b.pod_nodes:
                     self.writer.cancel(f"nominate/{ref.uid}")
                     self._binding[ref.uid] = started
+        return self.stage.submit(self._bind, tuple(binds))
+
+    def _bind(self, handed: Sequence[Bind]) -> ApplyResult:
+        """Bind gangs (claims first), on the binding stage: the gangs bound with the claim
+        writes that stand, those that failed (why), and which of those had no answer."""
+        claims_failed = self._bind_claims(handed)
+        binds = [b for b in handed if b.gang_id not in claims_failed]
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
-        with self._explain_lock:
-            for b, out in zip(binds, outcomes, strict=True):
-                if not out.ok:
+        ok = {b.gang_id for b, out in zip(binds, outcomes, strict=True) if out.ok}
+        with self._explain_lock:  # explanations may land on the pods of a failed gang again
+            for b in handed:
+                if b.gang_id not in ok:
                     for ref, _ in b.pod_nodes:
                         self._binding.pop(ref.uid, None)
         bound: list[str] = []
+        claims: list[ClaimDecision] = []
         failed: dict[str, str] = dict(claims_failed)
         for b, out in zip(binds, outcomes, strict=True):
             if out.ok:
@@ -163,7 +181,8 @@ class KubeActuator:
                     f"gang rolled back: {why}", EventType.WARNING))
         unanswered = tuple(b.gang_id for b, out in zip(binds, outcomes, strict=True)
                            if out.unanswered)
-        return bound, failed, unanswered
+        return ApplyResult(bound=tuple(bound), failed=failed, claims=tuple(claims),
+                           unanswered=unanswered)
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's
@@ -257,6 +276,8 @@ class KubeActuator:
         return task
 
     def close(self) -> None:
+        """Let the binds in flight finish (their events go to the writer), then the writes."""
+        self.stage.shutdown(wait=True)
         self.writer.flush()
         self.writer.stop()
 

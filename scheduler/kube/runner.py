@@ -9,6 +9,11 @@ Gangs left partly bound are repaired on every cycle (completed, or rolled back: 
 ``scheduler.housekeeping``); the first cycle after becoming leader is a takeover, when
 ``decide`` rolls back at once what a crashed predecessor left partly bound and this cycle
 cannot complete. After each cycle the bound PodGroups' status follows their pods.
+
+Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a
+cycle, which takes it in. Before giving the Lease up, and on stepping down, the binds in
+flight are waited for (``DRAIN_SECONDS`` at most: every request has a timeout, so they end)
+and the rest abandoned: the fence refuses their remaining writes.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ from scheduler.views import live as live_view
 from scheduler.views.state import ClusterView
 
 log = structlog.get_logger("gang_scheduler.runner")
+
+#: How long stepping down waits for the binds in flight before abandoning them.
+DRAIN_SECONDS = 60.0
 
 
 def _answering(client: KubeClient) -> Callable[[], bool] | None:
@@ -161,13 +169,17 @@ class LiveScheduler:
             leader = self.is_leader
             self.metrics.is_leader.set(1 if leader else 0)
             if not leader:
+                if was_leader:
+                    with self._cycle_lock:
+                        self.scheduler.drain(DRAIN_SECONDS)
                 was_leader = False
                 self.stop_event.wait(self.poll_interval * 4)
                 continue
             now = time.monotonic()
             generation = self.cache.generation
             due = now - last_cycle >= self.config.cycle_interval_seconds
-            if generation != last_generation or due or not was_leader:
+            landed = self.scheduler.flights.any_landed
+            if generation != last_generation or due or landed or not was_leader:
                 last_generation, last_cycle = generation, now
                 with self._cycle_lock:
                     if not self.is_leader:  # stepped down (or shutting down) meanwhile
@@ -207,9 +219,10 @@ class LiveScheduler:
                              f.reason, f.message, EventType.WARNING)
 
     def _quiesce(self) -> None:
-        """Called by the elector before it gives the Lease up: let the current cycle end."""
+        """Called by the elector before it gives the Lease up: let the current cycle end,
+        and the binds in flight."""
         with self._cycle_lock:
-            pass
+            self.scheduler.drain(DRAIN_SECONDS)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -21,8 +21,8 @@ from policies.queues import PolicySet
 from scheduler import loop
 from scheduler.cache import ClusterCache
 from scheduler.grouping import GroupingConfig
-from scheduler.loop import ApplyResult, Scheduler, rollback_reason
-from scheduler.metrics import SchedulerMetrics
+from scheduler.loop import ApplyResult, Scheduler
+from scheduler.metrics import SchedulerMetrics, rollback_reason
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.plan import CyclePlan

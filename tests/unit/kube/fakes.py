@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 from collections import deque
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.inflight import ApplyResult
 from scheduler.kube.client import Response, TransportError
 
 
@@ -163,3 +165,14 @@ def stalled(writer: Any) -> Iterator[None]:
     finally:
         release.set()
     assert writer.flush()
+
+
+def landed(result: ApplyResult, timeout: float = 30.0) -> ApplyResult:
+    """*result* of ``KubeActuator.apply`` once its binds have landed (the live actuator binds
+    outside the cycle): the binding stage's outcome folded in, as the loop takes it."""
+    if result.binding is None:
+        return result
+    done = result.binding.result(timeout=timeout)
+    return dataclasses.replace(result, bound=done.bound, failed=done.failed,
+                               claims=result.claims + done.claims,
+                               unanswered=done.unanswered, binding=None)

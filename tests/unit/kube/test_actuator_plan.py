@@ -26,7 +26,7 @@ from scheduler.plan import (
     ReasonCategory,
     Rollback,
 )
-from tests.unit.kube.fakes import stalled
+from tests.unit.kube.fakes import landed, stalled
 
 PODS = (PodRef("ns", "g-0", "u0"), PodRef("ns", "g-1", "u1"))
 WAITING = PendingReason(ReasonCategory.QUOTA, "queue q is full", 1)
@@ -69,7 +69,7 @@ def test_nominations_pending_reasons_give_ups_and_rollbacks_come_from_the_plan(
         give_ups=(GiveUp("ns/late", "too late", Members((PodRef("ns", "late-0", "l0"),),
                                                         "late-uid")),),
         rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish"),))
-    act.apply(plan, 0.0)
+    landed(act.apply(plan, 0.0))
     assert act.writer.flush()
     pod_status = api.paths("PATCH", "/status")
     assert "/api/v1/namespaces/ns/pods/g-0/status" in pod_status  # nominated + reason
@@ -86,7 +86,8 @@ def test_a_reason_decided_before_a_bind_is_never_written_on_the_bound_pods(
         act.apply(CyclePlan(now=0.0, pending={"ns/g": WAITING},
                             members={"ns/g": Members(PODS)}), 0.0)  # queued behind the stall
         placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
-        act.apply(CyclePlan(now=1.0, binds=(Bind("ns/g", "q", placement,
-                                                 ((PODS[0], "n1"), (PODS[1], "n1"))),)), 1.0)
+        landed(act.apply(CyclePlan(now=1.0, binds=(Bind("ns/g", "q", placement,
+                                                        ((PODS[0], "n1"), (PODS[1], "n1"))),)),
+                         1.0))
     assert len(api.paths("POST", "/binding")) == 2
     assert not [p for p in api.paths("PATCH", "/status") if "/pods/g-" in p]

@@ -27,6 +27,7 @@ from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
 from scheduler.placement.types import Assignment, Placement
 from scheduler.plan import Bind, CyclePlan
+from tests.unit.kube.fakes import landed
 
 GROUP_STATUS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g/status"
 NOW = 1_714_564_800.0
@@ -91,7 +92,7 @@ def setup() -> Iterator[Setup]:
 
 def bind_then_sync(s: Setup, flush_between: bool) -> None:
     """What ``Scheduler.run_once`` and the runner do: apply, assume (same now), then sync."""
-    result = s.actuator.apply(PLAN, NOW)
+    result = landed(s.actuator.apply(PLAN, NOW))
     assert result.bound == ("ns/g",)
     s.cache.assume(POD_NODES, NOW)
     if flush_between:

@@ -27,7 +27,7 @@ from scheduler.model.native import V1ALPHA2, V1BETA1, GroupPolicy, NativeGroupIn
 from scheduler.model.workloads import PodInfo
 from scheduler.placement.types import Assignment, Placement
 from scheduler.plan import Bind, CyclePlan, Eviction, Members, PendingReason, ReasonCategory
-from tests.unit.kube.fakes import RecordingApi, recording_actuator
+from tests.unit.kube.fakes import RecordingApi, landed, recording_actuator
 
 NOW = 1_714_564_800.0
 
@@ -80,7 +80,7 @@ def setup() -> Iterator[tuple[Api, ClusterCache, KubeActuator]]:
 
 
 def apply(actuator: KubeActuator, plan: CyclePlan) -> None:
-    actuator.apply(plan, NOW)
+    landed(actuator.apply(plan, NOW))
     assert actuator.writer.flush()
 
 
