@@ -224,6 +224,8 @@ class Scheduler:
             self._take(f.binds, result, f.partial, f.complete_since, landed)
             log.debug("binds_landed", bound=len(result.bound), failed=len(result.failed),
                       bind_ms=round((landed - f.launched) * 1000, 1))
+            if self.metrics is not None:
+                self.metrics.bind_duration.observe(max(0.0, landed - f.launched))
 
     def drain(self, timeout: float) -> int:
         """Wait up to *timeout* seconds for the binds in flight and take their outcomes in;

@@ -38,7 +38,12 @@ class SchedulerMetrics:
             "gang_scheduler_cycle_duration_seconds", "Time to decide one scheduling cycle.",
             buckets=_CYCLE_BUCKETS, registry=r)
         self.apply_duration = Histogram(
-            "gang_scheduler_apply_duration_seconds", "Time to carry out one cycle's plan.",
+            "gang_scheduler_apply_duration_seconds",
+            "Time to carry out one cycle's plan, up to handing its binds to the binding stage.",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.bind_duration = Histogram(
+            "gang_scheduler_bind_duration_seconds",
+            "Time from handing one cycle's binds over to their outcome (outside the cycle).",
             buckets=_CYCLE_BUCKETS, registry=r)
         self.solver_duration = Histogram(
             "gang_scheduler_solver_duration_seconds", "Placement solve time by solver.",

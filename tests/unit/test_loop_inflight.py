@@ -94,6 +94,7 @@ def test_a_bind_that_landed_is_counted_once_with_its_latency() -> None:
                   queue="team") == 1
     assert sample(metrics, "gang_scheduler_gang_scheduling_latency_seconds_sum",
                   queue="team") == 2
+    assert sample(metrics, "gang_scheduler_bind_duration_seconds_sum") == 2
     assert len(sched.flights) == 0
     # Settled: the assumption now lapses unless the watch confirms it, and the gang is
     # pending again (the watch never showed the pods bound here).
