@@ -14,10 +14,9 @@ What the loop adds around the pure ``decide``:
   the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
   not formed, gangs partly bound and since when, whether this cycle is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
-- binds are assumed in the cache until the watch confirms them: from the moment they are
-  handed over when the actuator binds outside the cycle (the live one: ``inflight``), whose
-  outcome the loop takes in when it lands, at the start of a later cycle; a failed bind
-  frees its assumed capacity then;
+- binds are assumed in the cache until the watch confirms them, from their hand-over when
+  the actuator binds outside the cycle (the live one: ``inflight``); their outcome is taken
+  in when it lands, at the start of a later cycle (a failed bind frees its capacity then);
 - the previous plan is handed to the next ``decide`` so nominations and reservations persist;
 - metrics and one summary log line per cycle (info when the cycle did something, debug when
   idle), every line of the cycle carrying its number.
@@ -96,10 +95,13 @@ class Scheduler:
         backoff_max: float = 300.0,
         repair_grace: float = REPAIR_GRACE_SECONDS,
         answering: Callable[[], bool] | None = None,
+        pool_gauge_interval: float = 0.0,
     ) -> None:
         """*repair_grace*: see ``housekeeping``. *answering*: does the cluster answer
         requests right now (the live scheduler's outage tracker)? Without it, a backoff
-        after a failure without an answer runs its course like any other."""
+        after a failure without an answer runs its course like any other.
+        *pool_gauge_interval*: seconds between updates of the per-pool GPU gauges, a pass
+        over every node (GPU-seconds held are accrued every cycle)."""
         self.cache = cache
         self.policies = policies
         self.clock = clock
@@ -109,6 +111,8 @@ class Scheduler:
         self.backoff_max = backoff_max
         self.repair_grace = repair_grace
         self.answering = answering
+        self.pool_gauge_interval = pool_gauge_interval
+        self._pools_at: float | None = None  # when the pool gauges were last set
         self._backoff: dict[str, _Backoff] = {}
         self._partly_since: dict[str, float] = {}  # gang id -> first cycle seen partly bound
         self._previous: CyclePlan | None = None
@@ -348,12 +352,15 @@ class Scheduler:
 
     def _account(self, m: SchedulerMetrics, plan: CyclePlan, inp: CycleInput) -> None:
         """GPU-seconds held since the last cycle (at what was held then), and pool gauges."""
-        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending)
+        due = self._pools_at is None or plan.now - self._pools_at >= self.pool_gauge_interval
+        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending, pools=due)
         if self._accounted is not None:
             since, held = self._accounted
             m.accrue(held, plan.now - since)
         self._accounted = (plan.now, acc.held)
-        m.set_pools(acc.pools)
+        if due:
+            m.set_pools(acc.pools)
+            self._pools_at = plan.now
 
     def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """Pending gangs by (queue, reason category); gangs backing off have reason Backoff."""
@@ -390,8 +397,4 @@ class Scheduler:
             m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
         if result.blocked:
             m.evictions_blocked.inc(len(result.blocked))
-        running = inp.snapshot.running
-        for victim in result.evicted:
-            rg = running.get(victim)
-            m.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
-            m.evictions.inc(rg.gang.size if rg is not None else 0)
+        m.count_evictions(inp.snapshot.running.get(v) for v in result.evicted)

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from scheduler.accounting import PoolGpus
 from scheduler.config import PricingConfig
+from scheduler.model import RunningGang
 from scheduler.queue_report import QueueReport
 
 _LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -179,6 +180,12 @@ class SchedulerMetrics:
         names = {p.pool for p in pools} | set(self.pricing.gpu_hour)
         self._replace(self.gpu_hour_price,
                       {(pool, currency): self.pricing.price(pool) for pool in names})
+
+    def count_evictions(self, victims: Iterable[RunningGang | None]) -> None:
+        """Victim gangs whose eviction was issued (None: gone from the snapshot already)."""
+        for rg in victims:
+            self.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
+            self.evictions.inc(rg.gang.size if rg is not None else 0)
 
 
 #: Rollback reason label by what the bind failure says (a bounded set: never a pod name).

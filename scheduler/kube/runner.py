@@ -56,6 +56,8 @@ log = structlog.get_logger("gang_scheduler.runner")
 
 #: How long stepping down waits for the binds in flight before abandoning them.
 DRAIN_SECONDS = 60.0
+#: Seconds between updates of the per-pool GPU gauges (``Scheduler``).
+POOL_GAUGE_SECONDS = 1.0
 
 
 def _answering(client: KubeClient) -> Callable[[], bool] | None:
@@ -119,7 +121,7 @@ class LiveScheduler:
             backoff_initial=config.bind_backoff_initial_seconds,
             backoff_max=config.bind_backoff_max_seconds,
             repair_grace=config.partial_gang_grace_seconds,
-            answering=answering)
+            answering=answering, pool_gauge_interval=POOL_GAUGE_SECONDS)
         le = config.leader_election
         self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
                                       lease_duration=le.lease_duration_seconds,

@@ -311,3 +311,20 @@ def test_queue_reports_count_every_waiting_gang_of_the_queue() -> None:
     clock.now += 1
     sched.run_once()
     assert [(q.name, q.pending) for q in sched.last_queues] == [("team", 2)]
+
+
+def test_pool_gauges_follow_their_interval_and_gpu_seconds_every_cycle() -> None:
+    sched, metrics, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
+    sched.pool_gauge_interval = 1.0
+    sched.run_once()
+    assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 8
+    sched.cache.upsert_node(node("n2"))
+    clock.now += 0.5
+    sched.run_once()  # within the interval: the gauge waits, GPU-seconds do not
+    assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 8
+    held = sample(metrics, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
+                  namespace="ns", pool="p")
+    assert held == 8 * 0.5
+    clock.now += 0.5
+    sched.run_once()
+    assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16
