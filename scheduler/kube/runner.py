@@ -11,9 +11,11 @@ Gangs left partly bound are repaired on every cycle (completed, or rolled back: 
 cannot complete. After each cycle the bound PodGroups' status follows their pods.
 
 Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a
-cycle, which takes it in. Before giving the Lease up, and on stepping down, the binds in
-flight are waited for (``DRAIN_SECONDS`` at most: every request has a timeout, so they end)
-and the rest abandoned: the fence refuses their remaining writes.
+cycle, which takes it in. While binds are in flight the loop rests after each cycle as long
+as the cycle took, leaving the binder and the informers half of the interpreter at least.
+Before giving the Lease up, and on stepping down, the binds in flight are waited for
+(``DRAIN_SECONDS`` at most: every request has a timeout, so they end) and the rest
+abandoned: the fence refuses their remaining writes.
 """
 
 from __future__ import annotations
@@ -181,6 +183,7 @@ class LiveScheduler:
             generation = self.cache.generation
             due = now - last_cycle >= self.config.cycle_interval_seconds
             landed = self.scheduler.flights.any_landed
+            rest = self.poll_interval
             if generation != last_generation or due or landed or not was_leader:
                 last_generation, last_cycle = generation, now
                 with self._cycle_lock:
@@ -201,7 +204,12 @@ class LiveScheduler:
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
                     was_leader = True
-            self.stop_event.wait(self.poll_interval)
+                if len(self.scheduler.flights):
+                    # Binds in flight, and the watch confirming each one starts a cycle:
+                    # rest as long as the cycle took, so the binder's threads and the
+                    # informers (one interpreter lock) get at least half of the time.
+                    rest = max(rest, time.monotonic() - now)
+            self.stop_event.wait(rest)
 
     def view(self) -> ClusterView | None:
         """The views' rows from the last cycle; None on a replica that has not led one."""
