@@ -12,7 +12,8 @@ cannot complete. After each cycle the bound PodGroups' status follows their pods
 
 Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a
 cycle, which takes it in. While binds are in flight the loop rests after each cycle as long
-as the cycle took, leaving the binder and the informers half of the interpreter at least.
+as the cycle took (half a second at most), leaving the binder and the informers at least
+half of the interpreter.
 Before giving the Lease up, and on stepping down, the binds in flight are waited for
 (``DRAIN_SECONDS`` at most: every request has a timeout, so they end) and the rest
 abandoned: the fence refuses their remaining writes.
@@ -58,6 +59,8 @@ log = structlog.get_logger("gang_scheduler.runner")
 
 #: How long stepping down waits for the binds in flight before abandoning them.
 DRAIN_SECONDS = 60.0
+#: The longest rest after a cycle while binds are in flight (see the module docstring).
+REST_MAX_SECONDS = 0.5
 #: Seconds between updates of the per-pool GPU gauges (``Scheduler``).
 POOL_GAUGE_SECONDS = 1.0
 
@@ -208,7 +211,7 @@ class LiveScheduler:
                     # Binds in flight, and the watch confirming each one starts a cycle:
                     # rest as long as the cycle took, so the binder's threads and the
                     # informers (one interpreter lock) get at least half of the time.
-                    rest = max(rest, time.monotonic() - now)
+                    rest = max(rest, min(REST_MAX_SECONDS, time.monotonic() - now))
             self.stop_event.wait(rest)
 
     def view(self) -> ClusterView | None:
