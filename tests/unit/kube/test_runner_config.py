@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+
 from scheduler.config import LeaderElectionConfig, SchedulerConfig
+from scheduler.inflight import ApplyResult, Flight
 from scheduler.kube.informer import EventType
 from scheduler.kube.runner import LiveScheduler
 from tests.unit.kube.fakes import FakeClient
@@ -47,4 +51,21 @@ def test_the_scheduler_policy_of_the_config_is_in_force_and_queues_keep_it() -> 
         assert "team-a" in current.queues.queues
         assert (current.scheduler.preemption, current.scheduler.max_reservations) == (False, 3)
     finally:
+        runner.stop()
+
+
+def test_giving_the_lease_up_waits_for_the_binds_in_flight() -> None:
+    runner = live(CONFIG)
+    outcome: Future[ApplyResult] = Future()
+    runner.scheduler.flights.launch(Flight((), {}, {}, outcome, 0.0))
+    quiesced = threading.Event()
+    waiter = threading.Thread(target=lambda: (runner._quiesce(), quiesced.set()))
+    try:
+        waiter.start()
+        assert not quiesced.wait(0.3)  # a bind is still on the wire
+        outcome.set_result(ApplyResult())
+        assert quiesced.wait(30.0)
+        assert len(runner.scheduler.flights) == 0
+    finally:
+        waiter.join(timeout=30.0)
         runner.stop()
