@@ -56,9 +56,9 @@ class Accounting:
 
 
 def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
-            pools: bool = True) -> Accounting:
+            with_pools: bool = True) -> Accounting:
     """The GPUs of the cluster once *plan* is carried out; *pending* are the cycle's gangs.
-    Without *pools*, only ``held`` (the per-node pass is most of the cost on a big cluster,
+    Without *with_pools*, only ``held`` (the per-node pass is most of the cost on a big cluster,
     and the loop needs ``held`` every cycle but the pool gauges less often)."""
     nodes = snapshot.nodes
     free = {name: snapshot.free(name) for name in snapshot.node_names}
@@ -81,7 +81,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
             if a.node in nodes and res.gpus:
                 held[(bind.queue, gang_ns, nodes[a.node].pool)] += res.gpus
                 on_node[a.node][bind.queue] += res.gpus
-    if not pools:
+    if not with_pools:
         return Accounting(dict(sorted(held.items())), ())
     bound = {b.gang_id for b in plan.binds}
     waiting = [g for g in by_id.values() if g.id not in bound and g.is_complete]

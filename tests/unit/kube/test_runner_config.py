@@ -59,7 +59,12 @@ def test_giving_the_lease_up_waits_for_the_binds_in_flight() -> None:
     outcome: Future[ApplyResult] = Future()
     runner.scheduler.flights.launch(Flight((), {}, {}, outcome, 0.0))
     quiesced = threading.Event()
-    waiter = threading.Thread(target=lambda: (runner._quiesce(), quiesced.set()))
+
+    def quiesce() -> None:
+        runner._quiesce()
+        quiesced.set()
+
+    waiter = threading.Thread(target=quiesce)
     try:
         waiter.start()
         assert not quiesced.wait(0.3)  # a bind is still on the wire
