@@ -226,6 +226,7 @@ def summarize_log(log: Path) -> None:
         return
     decide = sum(c.get("decide_ms", 0) for c in cycles) / 1000
     apply = sum(c.get("apply_ms", 0) for c in cycles) / 1000
-    print(f"scheduler: {len(cycles)} cycles bound {sum(c['binds'] for c in cycles)} gangs; "
-          f"decide {decide:.3f}s, apply (binds) {apply:.2f}s; largest cycle "
+    print(f"scheduler: {len(cycles)} cycles decided binds of {sum(c['binds'] for c in cycles)} "
+          f"gangs; decide {decide:.3f}s, apply {apply:.2f}s (binds run outside the cycle: "
+          f"apply hands them over); largest cycle "
           f"{max(c['binds'] for c in cycles)} gangs")
