@@ -42,8 +42,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eta_causes import Causes, merge  # noqa: E402
+
 from policies.queues import QueueSet  # noqa: E402
 from scheduler import consider  # noqa: E402
+from scheduler.cache import ClusterCache, CycleInput  # noqa: E402
 from scheduler.kube.status import same_estimate  # noqa: E402
 from scheduler.loop import ApplyResult  # noqa: E402
 from scheduler.plan import CyclePlan, ReasonCategory  # noqa: E402
@@ -104,13 +107,24 @@ class Watch:
 
 
 class _Watching:
-    """The simulated cluster as actuator, watching each plan before carrying it out."""
+    """The simulated cluster as actuator, watching each plan (and the input it was made
+    from) before carrying it out."""
 
-    def __init__(self, inner: Any, watch: Watch) -> None:
-        self.inner, self.watch = inner, watch
+    def __init__(self, inner: Any, watch: Watch, causes: Causes, cache: ClusterCache) -> None:
+        self.inner, self.watch, self.causes = inner, watch, causes
+        self.input: CycleInput | None = None
+        read = cache.cycle_input
+
+        def remembered(now: float) -> CycleInput:
+            self.input = read(now)
+            return self.input
+
+        cache.cycle_input = remembered  # type: ignore[method-assign]
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         self.watch.see(plan)
+        if self.input is not None:
+            self.causes.see(self.input, plan)
         result: ApplyResult = self.inner.apply(plan, now)
         return result
 
@@ -119,7 +133,7 @@ def _no_reclaim(*_: object, **__: object) -> dict[str, float]:
     return {}
 
 
-def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, float]]:
+def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, float], Causes]:
     """(errors in seconds, (condition text changes, event note changes, estimate moves,
     pending gang-hours))."""
     session.quiet_scheduler_logs()
@@ -135,14 +149,16 @@ def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, float]
     sim = Simulation(inputs.nodes, generate(spec), make_preset("gang-scheduler", queues,
                                                                 inputs.scheduler),
                      SimulationOptions())
-    watch = Watch()
-    sim.scheduler.actuator = _Watching(sim.cluster, watch)  # type: ignore[assignment]
+    watch, causes = Watch(), Causes(queues)
+    sim.scheduler.actuator = _Watching(sim.cluster, watch, causes,  # type: ignore[assignment]
+                                       sim.cache)
     result = sim.run()
     started = {o.job_id: o.start_time for o in result.outcomes if o.start_time is not None}
     errors = [started[gid.split("/", 1)[1]] - est for gid, (_, est) in watch.first.items()
               if gid.split("/", 1)[1] in started]
     hours = sum(watch.last[g] - watch.since[g] for g in watch.since) / 3600
-    return case, errors, (watch.text_changes, watch.note_changes, watch.estimate_moves, hours)
+    churn = (watch.text_changes, watch.note_changes, watch.estimate_moves, hours)
+    return case, errors, churn, causes
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -174,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
              for s in range(1, args.seeds + 1)]
     errors: dict[tuple[float, str], list[float]] = {}
     churn: dict[tuple[float, str], list[tuple[int, int, int, float]]] = {}
+    causes: dict[tuple[float, str], list[Causes]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1) as pool:
-        for done, (case, errs, rate) in enumerate(pool.map(run_case, cases), 1):
+        for done, (case, errs, rate, why) in enumerate(pool.map(run_case, cases), 1):
+            causes.setdefault((case.min_runtime, case.estimator), []).append(why)
             errors.setdefault((case.min_runtime, case.estimator), []).extend(errs)
             churn.setdefault((case.min_runtime, case.estimator), []).append(rate)
             print(f"\r{done}/{len(cases)} runs", end="", file=sys.stderr, flush=True)
@@ -198,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         hours = sum(r[3] for r in runs) or 1.0
         print(f"| {m:g} | {name} | {text / hours:.2f} | {note / hours:.2f} | "
               f"{moves / hours:.2f} | {hours:,.0f} |")
+    for (m, name), found in causes.items():
+        print(f"\nminRuntime {m:g}, {name}: {merge(found).report()}")
     return 0
 
 

@@ -218,9 +218,9 @@ class KubeActuator:
             self.writer.submit(f"pending/{gang_id}", self._reason_task(
                 gang_id, members, str(reason), PodGroupStatus(
                     PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason),
-                    estimated_start=estimate,
+                    estimated_start=estimate, position=reason.position,
                     estimate_time=None if estimate is None else plan.now),
-                note=f"{reason.category}: {reason.message}"))
+                estimate=(estimate, plan.now)))
         for u in plan.unformed:
             self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
                 u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
@@ -231,11 +231,12 @@ class KubeActuator:
 
     def _reason_task(self, gang_id: str, members: Members, text: str,
                      status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE,
-                     note: str | None = None) -> Task:
+                     estimate: tuple[float | None, float] | None = None) -> Task:
         """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
-        the scheduling condition (*native_reason*) on its native one; an event (*note*, else
-        *text*: without the queue position, which moves as other gangs come and go, so the
-        event is repeated into its series rather than created anew)."""
+        the scheduling condition (*native_reason*) on its native one; an event with *text*
+        (which holds neither the queue position nor the estimate: those move as other gangs
+        come and go, so the event is repeated into its series rather than created anew);
+        *estimate* (start or None, when made) as the pods' estimate annotations."""
         ns, name = gang_id.split("/", 1)
 
         def task() -> None:
@@ -245,6 +246,8 @@ class KubeActuator:
                     if ref.uid in self._binding:
                         continue  # bound since this reason was decided
                     self.statuses.set_unschedulable(ref, text)
+                if estimate is not None:
+                    self.statuses.set_estimate(ref, *estimate)
                 written.append(ref)
             if members.pods and not written:
                 return
@@ -253,7 +256,7 @@ class KubeActuator:
             elif status is not None and members.group_uid is not None:
                 self.statuses.set_podgroup_status(ns, name, status)
             self._emit_gang(gang_id, replace(members, pods=tuple(written)),
-                            EventReason.FAILED_SCHEDULING, note or text, EventType.WARNING)
+                            EventReason.FAILED_SCHEDULING, text, EventType.WARNING)
         return task
 
     def close(self) -> None:
