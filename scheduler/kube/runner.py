@@ -36,6 +36,7 @@ from scheduler.kube.fence import FencedClient
 from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.owner_estimates import OwnerEstimates
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.shortfalls import ShortfallReporter
@@ -106,6 +107,8 @@ class LiveScheduler:
                                           self.actuator.writer)
         self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
                                             self.cache.gang_pods)
+        self.owner_estimates = OwnerEstimates(self.actuator.statuses, self.actuator.writer,
+                                              self.cache.gang_pods)
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
@@ -179,6 +182,7 @@ class LiveScheduler:
                     try:
                         plan = self.scheduler.run_once(takeover=not was_leader)
                         self.recent.observe(plan)
+                        self.owner_estimates.publish(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
                         running = self.cache.cycle_input(time.time()).snapshot.running
                         self.group_sync.sync(running)

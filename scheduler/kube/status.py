@@ -114,7 +114,7 @@ class StatusWriter:
         self._pod_messages: dict[str, tuple[str, float]] = {}  # uid -> (message, since)
         self._nominated: dict[str, str] = {}  # uid -> node
         self._groups: dict[str, tuple[PodGroupStatus, float]] = {}  # ns/name -> (status, since)
-        self._estimates: dict[str, float | None] = {}  # uid -> estimated start written
+        self._estimates: dict[str, float] = {}  # pod uid, job/uid -> estimated start written
         self.status_subresource = True  # flips off if the PodGroup CRD lacks it
 
     # Pods ---------------------------------------------------------------------------------
@@ -154,27 +154,40 @@ class StatusWriter:
         return self._patch_pod(pod, {"conditions": [condition]})
 
     def set_estimate(self, pod: PodRef, start: float | None, made: float) -> bool:
-        """The ``gangscheduler.io/estimated-start`` and ``-time`` annotations (None removes
-        them); True if written. Only an estimate that moved beyond ``same_estimate``'s slack
-        is written, so a pending gang costs a write per pod per material move, not per
-        cycle; a pod never given an estimate is not written to remove one."""
+        """The ``gangscheduler.io/estimated-start`` and ``-time`` annotations on a pending
+        pod (None removes them); True if written (see ``_set_estimate``)."""
+        return self._set_estimate(
+            pod.uid, f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}", pod.uid,
+            start, made, namespace=pod.namespace, pod=pod.name)
+
+    def set_job_estimate(self, namespace: str, name: str, uid: str, start: float | None,
+                         made: float) -> bool:
+        """The same annotations on the Job that owns a pending gang's pods."""
+        return self._set_estimate(
+            f"job/{uid}", f"/apis/batch/v1/namespaces/{seg(namespace)}/jobs/{seg(name)}", uid,
+            start, made, namespace=namespace, job=name)
+
+    def _set_estimate(self, key: str, path: str, uid: str, start: float | None, made: float,
+                      **keys: str) -> bool:
+        """Only an estimate that moved beyond ``same_estimate``'s slack is written, so a
+        pending gang costs a write per object per material move, not per cycle; an object
+        never given an estimate is not written to remove one; a failed write is retried."""
         with self._lock:
-            known = pod.uid in self._estimates
-            last = self._estimates.get(pod.uid)
-        if (not known and start is None) or (known and same_estimate(last, start, made)):
+            last = self._estimates.get(key)
+        if same_estimate(last, start, made):  # also: none written, none to write
             return False
-        value = None if start is None else format_time(start)
         body: dict[str, Any] = {"metadata": {"annotations": {
-            ESTIMATED_START_ANNOTATION: value,
+            ESTIMATED_START_ANNOTATION: None if start is None else format_time(start),
             ESTIMATE_TIME_ANNOTATION: None if start is None else format_time(made)}}}
-        if pod.uid:
-            body["metadata"]["uid"] = pod.uid  # a recreated namesake rejects the patch
-        path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}"
-        if not self._patch(path, body, MERGE_PATCH, gone_ok=True, namespace=pod.namespace,
-                           pod=pod.name):
+        if uid:
+            body["metadata"]["uid"] = uid  # a recreated namesake rejects the patch
+        if not self._patch(path, body, MERGE_PATCH, gone_ok=True, **keys):
             return False
         with self._lock:
-            self._estimates[pod.uid] = start
+            if start is None:
+                self._estimates.pop(key, None)
+            else:
+                self._estimates[key] = start
         return True
 
     def forget_pod(self, uid: str) -> None:

@@ -10,9 +10,19 @@ from typing import Any
 import pytest
 
 from scheduler.kube.client import Response
+from scheduler.kube.owner_estimates import OwnerEstimates
 from scheduler.kube.status import ESTIMATE_SLACK_SECONDS, StatusWriter, format_time
+from scheduler.kube.writer import BackgroundWriter
 from scheduler.model import PodRef
-from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
+from scheduler.model.pods import PodRequirements
+from scheduler.model.workloads import (
+    ESTIMATE_TIME_ANNOTATION,
+    ESTIMATED_START_ANNOTATION,
+    OwnerRef,
+    PodInfo,
+)
+from scheduler.plan import CyclePlan, PendingReason, ReasonCategory
+from scheduler.resources import Resources
 
 NOW = 1_800_000_000.0
 POD = PodRef("team-a", "train-0", "uid-0")
@@ -81,3 +91,54 @@ def test_a_failed_write_is_retried_and_a_bound_pod_starts_fresh() -> None:
     writer.forget_pod(POD.uid)  # bound (or deleted): a later pending spell writes again
     assert writer.set_estimate(POD, NOW + 600, NOW)
     assert len(api.patches) == 3
+
+
+# The owning Job -----------------------------------------------------------------------------
+JOB = OwnerRef("Job", "train", "job-uid")
+
+
+def pod_of(owner: OwnerRef | None, i: int = 0) -> PodInfo:
+    return PodInfo(f"uid-{i}", "team-a", f"train-{i}",
+                   PodRequirements(Resources.of(gpu=8)), owner=owner)
+
+
+def plan_with(estimates: dict[str, float | None], now: float) -> CyclePlan:
+    return CyclePlan(now=now, pending={
+        gid: PendingReason(ReasonCategory.RESERVED if start else ReasonCategory.QUOTA, "x", 1,
+                           start) for gid, start in estimates.items()})
+
+
+def job_patches(api: Api) -> list[dict[str, Any]]:
+    return [annotations(body) for path, body in api.patches if "/jobs/" in path]
+
+
+def test_the_owning_job_follows_the_estimate_and_loses_it_when_the_gang_starts() -> None:
+    api = Api()
+    statuses = StatusWriter(api)  # type: ignore[arg-type]
+    writer = BackgroundWriter()
+    pods = {"team-a/train": [pod_of(JOB, 0), pod_of(JOB, 1)],
+            "team-a/lone": [pod_of(None)],
+            "team-a/mixed": [pod_of(JOB), pod_of(OwnerRef("Job", "other", "u2"))]}
+    owners = OwnerEstimates(statuses, writer, lambda gid: pods.get(gid, []))
+    try:
+        for second in range(30):  # drifting by a second a cycle: one write
+            owners.publish(plan_with({"team-a/train": NOW + 600 + second,
+                                      "team-a/lone": NOW + 600, "team-a/mixed": NOW + 600},
+                                     NOW + second))
+            assert writer.flush()
+        assert job_patches(api) == [{ESTIMATED_START_ANNOTATION: format_time(NOW + 600),
+                                     ESTIMATE_TIME_ANNOTATION: format_time(NOW)}]
+        assert api.patches[0][0] == "/apis/batch/v1/namespaces/team-a/jobs/train"
+        assert api.patches[0][1]["metadata"]["uid"] == "job-uid"
+        owners.publish(plan_with({"team-a/train": NOW + 1800}, NOW + 30))  # moved: written
+        assert writer.flush()
+        owners.publish(plan_with({}, NOW + 40))  # started: removed, once
+        assert writer.flush()
+        owners.publish(plan_with({}, NOW + 50))
+        assert writer.flush()
+    finally:
+        writer.stop()
+    moved, removed = job_patches(api)[1:]
+    assert moved[ESTIMATED_START_ANNOTATION] == format_time(NOW + 1800)
+    assert removed == {ESTIMATED_START_ANNOTATION: None, ESTIMATE_TIME_ANNOTATION: None}
+    assert len(api.patches) == 3  # no Job for a lone pod, nor for pods of two Jobs
