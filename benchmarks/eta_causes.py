@@ -6,7 +6,7 @@ more than ``EARLY`` seconds before that estimate, the first of these that holds 
 cause:
 
 - ``own preemption``: it was bound after evicting victims itself (a priority preemption or a
-  reclaim the estimate did not count);
+  reclaim), of gangs running when it was estimated or of one started since (a backfill);
 - ``preempted for another``: a gang it waited for (running then, expected to end after the
   start) was evicted for another gang, pending when the estimate was made or arrived later;
 - ``ended before its estimate``: a gang it waited for finished before the end the estimator
@@ -52,6 +52,7 @@ class Causes:
     queues: QueueSet
     first: dict[str, Estimated] = field(default_factory=dict)
     preemptors: dict[str, list[str]] = field(default_factory=dict)  # gang -> evictions' why
+    victims: dict[str, list[str]] = field(default_factory=dict)  # preemptor -> its victims
     evicted_by: dict[str, str] = field(default_factory=dict)  # victim -> preemptor
     ended: dict[str, float] = field(default_factory=dict)  # gang -> when it left running
     seen_running: dict[str, float] = field(default_factory=dict)  # gang -> last seen running
@@ -71,6 +72,7 @@ class Causes:
             self.ended.pop(gid, None)
         for ev in plan.evictions:
             self.preemptors.setdefault(ev.preemptor, []).append(ev.message)
+            self.victims.setdefault(ev.preemptor, []).append(ev.victim)
             self.evicted_by[ev.victim] = ev.preemptor
         for gid, reason in plan.pending.items():
             if (reason.category is ReasonCategory.RESERVED and reason.estimated_start is not None
@@ -94,8 +96,10 @@ class Causes:
                nodes: tuple[str, ...]) -> str:
         if gid in self.preemptors:
             why = self.preemptors[gid][0]
-            return "own preemption (" + ("priority" if "priority" in why.split(":", 1)[-1]
-                                         else "reclaim") + ")"
+            kind = "priority" if "priority" in why.split(":", 1)[-1] else "reclaim"
+            later = any(v not in est.running for v in self.victims[gid])
+            return (f"own preemption ({kind}, of a gang started after the estimate)" if later
+                    else f"own preemption ({kind})")
         waited = [r for r, (end, _) in est.running.items()
                   if end is not None and end > now and r not in inp.snapshot.running]
         by_other = [r for r in waited if r in self.evicted_by]

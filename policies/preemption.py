@@ -153,10 +153,9 @@ def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedge
     a gang that may not preempt."""
     if not applicant.gang.may_preempt:
         return {}
-    return {rg.id: rg.start_time + vq.preemption.min_runtime_seconds
+    return {rg.id: max(now, rg.start_time + vq.preemption.min_runtime_seconds)
             for rg, vq, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
-            if now - rg.start_time < vq.preemption.min_runtime_seconds
-            and rg.id != applicant.gang.id}
+            if rg.id != applicant.gang.id}
 
 
 def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,
