@@ -64,10 +64,12 @@ def test_a_reserved_jobs_pods_and_job_carry_its_estimated_start(
         assert message.startswith("Reserved: "), message
         assert "in queue order" not in message and "estimated" not in message, message
 
-    job = wait_for(lambda: (lambda j: j if annotated(j) else None)(
-        rest.call(batch.read_namespaced_job, "big", tenant.namespace)), 60,
-        what="the big Job annotated with its estimated start")
-    assert annotated(job) == annotated(pods[0])
+    def big_job_annotated() -> dict[str, Any] | None:
+        job: dict[str, Any] = rest.call(batch.read_namespaced_job, "big", tenant.namespace)
+        return job if annotated(job) else None
+
+    job = wait_for(big_job_annotated, 60, what="the big Job annotated with its estimated start")
+    assert job is not None and annotated(job) == annotated(pods[0])
 
     seen = read_visible(connect(str(tenant.cp.kubeconfig)), tenant_config(tenant),
                         [tenant.namespace])

@@ -40,7 +40,7 @@ class Api:
         return Response(self.status, b"{}")
 
 
-def annotations(body: dict[str, Any]) -> dict[str, Any]:
+def annotations_of(body: dict[str, Any]) -> dict[str, Any]:
     return dict(body["metadata"]["annotations"])
 
 
@@ -58,7 +58,7 @@ def test_an_estimate_drifting_every_cycle_is_written_once_per_material_move() ->
     path, body = api.patches[0]
     assert path == "/api/v1/namespaces/team-a/pods/train-0"  # metadata, not /status
     assert body["metadata"]["uid"] == "uid-0"  # a recreated namesake rejects it
-    assert annotations(body) == {ESTIMATED_START_ANNOTATION: format_time(start),
+    assert annotations_of(body) == {ESTIMATED_START_ANNOTATION: format_time(start),
                                  ESTIMATE_TIME_ANNOTATION: format_time(NOW)}
 
 
@@ -77,7 +77,7 @@ def test_what_is_written(moves: list[float | None], expected: int) -> None:
         writer.set_estimate(POD, start, NOW)
     assert len(api.patches) == expected
     if moves[-1] is None and expected:
-        assert annotations(api.patches[-1][1]) == {ESTIMATED_START_ANNOTATION: None,
+        assert annotations_of(api.patches[-1][1]) == {ESTIMATED_START_ANNOTATION: None,
                                                    ESTIMATE_TIME_ANNOTATION: None}
 
 
@@ -109,7 +109,7 @@ def plan_with(estimates: dict[str, float | None], now: float) -> CyclePlan:
 
 
 def job_patches(api: Api) -> list[dict[str, Any]]:
-    return [annotations(body) for path, body in api.patches if "/jobs/" in path]
+    return [annotations_of(body) for path, body in api.patches if "/jobs/" in path]
 
 
 def test_the_owning_job_follows_the_estimate_and_loses_it_when_the_gang_starts() -> None:
