@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
 
         pod = _pending_pod(client, view.cache, gang_id)
         written = unschedulable_message(pod) if pod is not None else ""
-        estimate = _last_estimate(client, gang_id, pod, now)
+        estimate, position = _last_estimate(client, gang_id, pod, now)
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -206,15 +206,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nthe running scheduler last said: {written}")
     if estimate:
         print(f"the running scheduler's start estimate: {estimate}")
-    elif found and not view.complete:
+    if position:
+        print(f"the running scheduler's queue position: #{position}")
+    if not (written or estimate) and found and not view.complete:
         print("\nthe running scheduler has written nothing on this gang's pods yet")
     return 0 if found else 1
 
 
-def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None, now: float) -> str:
-    """The running scheduler's estimate for the gang: its PodGroup's ``status.estimatedStart``
-    (with ``queuePosition``), else its pending *pod*'s ``gangscheduler.io/estimated-start``
-    annotation, which every gang's pods carry ("" without either)."""
+def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None,
+                   now: float) -> tuple[str, int]:
+    """The running scheduler's estimate for the gang: its PodGroup's ``status.estimatedStart``,
+    else its pending *pod*'s ``gangscheduler.io/estimated-start`` annotation, which every
+    gang's pods carry ("" without either); and the PodGroup's ``status.queuePosition`` (0:
+    none, or no PodGroup)."""
     from scheduler.kube.client import path_segment as seg
     from scheduler.kube.oneshot import annotation_time, status_time
     from scheduler.kube.status import PODGROUP_API
@@ -224,16 +228,14 @@ def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None, now: f
     resp = client.request("GET", f"{PODGROUP_API}/namespaces/{seg(namespace)}/podgroups/"
                                  f"{seg(name)}")
     group = resp.json() if resp.ok else {}
-    position = (group.get("status") or {}).get("queuePosition")
-    where = f"; #{position} in queue order" if isinstance(position, int) and position else ""
+    found = (group.get("status") or {}).get("queuePosition")
+    position = found if isinstance(found, int) and found > 0 else 0
     start = status_time(group)
     if start is not None:
-        return describe_estimate(start, now, status_time(group, "estimateTime")) + where
-    start = annotation_time(pod) if pod is not None else None
-    if start is None:
-        return where.removeprefix("; ")
-    assert pod is not None
-    return describe_estimate(start, now, annotation_time(pod, ESTIMATE_TIME_ANNOTATION)) + where
+        return describe_estimate(start, now, status_time(group, "estimateTime")), position
+    if pod is None or (start := annotation_time(pod)) is None:
+        return "", position
+    return describe_estimate(start, now, annotation_time(pod, ESTIMATE_TIME_ANNOTATION)), position
 
 
 def _pending_pod(client: Any, cache: Any, gang_id: str) -> dict[str, Any] | None:
