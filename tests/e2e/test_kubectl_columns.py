@@ -105,3 +105,26 @@ def test_a_reserved_gang_shows_its_estimated_start_as_a_column_not_in_its_messag
     again = tenant.group_status("next")
     assert (again["conditions"][0]["message"], again["estimateTime"]) == (
         message, status["estimateTime"])
+
+
+def test_kubectl_describe_pod_shows_why_its_gang_waits(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """Issue 16: ``kubectl describe pod`` of a waiting member said ``Events: <none>`` (the
+    events went to the PodGroup only). Its events and its PodScheduled condition now say why,
+    read with the real kubectl as the pod's owner would."""
+    tenant.create_nodes(1, gpus=8)
+    tenant.create_gang("toolarge", 2, gpus=16)  # a pod larger than any node: never fits
+
+    def described() -> str:
+        out = subprocess.run([str(build.kubectl_path()), "--kubeconfig",
+                              str(tenant.cp.kubeconfig), "describe", "pod", "toolarge-0",
+                              "-n", tenant.namespace], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+        return out if "FailedScheduling" in out else ""
+
+    text = wait_for(described, 90, what="a FailedScheduling event on the pod")
+    events = text[text.index("Events:"):]
+    assert "<none>" not in events.splitlines()[0], events
+    assert "gang-scheduler" in events, events
+    assert "never fits" in events, events
+    assert "PodScheduled" in text and "False" in text, text
