@@ -86,8 +86,11 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the Lease afterwards."""
-        now_wall, now = time.time(), self._monotonic()
+        now = self._monotonic()  # before the read: this replica's renewal is no newer
         resp = self._request("GET", self.path)
+        # After the read: another holder's renewal it shows may be that recent, so expiry is
+        # counted from here, and the times written are no earlier than what was decided on.
+        now_wall, seen_at = time.time(), self._monotonic()
         if resp.status == 404:
             body = self._lease_body(None, now_wall, transitions=0)
             created = self._request("POST", self.create_path, body)
@@ -100,14 +103,14 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         seen = (holder, str(spec.get("renewTime") or ""))
         if seen != self._observed:
-            self._observed, self._observed_at = seen, now
+            self._observed, self._observed_at = seen, seen_at
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if holder != self.identity and self._leading.is_set():
             # Somebody else wrote the Lease (or released it) since this replica's last
             # renewal: whatever happens next, the term is over.
             log.warning("leader_lost", identity=self.identity, holder=holder)
             self._leading.clear()
-        if holder and holder != self.identity and now - self._observed_at < duration:
+        if holder and holder != self.identity and seen_at - self._observed_at < duration:
             return False  # somebody else holds a live lease
         counted = int(spec.get("leaseTransitions") or 0)
         renewal = (self._leading.is_set() and holder == self.identity

@@ -348,3 +348,32 @@ def test_a_late_renewal_pauses_writes_but_keeps_the_term() -> None:
     server.down = False
     assert a.try_acquire_or_renew() and a.is_leader and a.term == term
     assert server.lease["spec"]["leaseTransitions"] == 0  # type: ignore[index]
+
+
+def test_a_standby_counts_expiry_from_when_its_read_returned() -> None:
+    """b's read of the Lease takes 1.5 s, and a renews meanwhile: b must wait a whole lease
+    from the reply (a may write until its renewal plus the deadline), not from the moment
+    it asked, or for half a second both would write."""
+    server, clock = LeaseServer(), Clock()
+    timings = {"lease_duration": 3, "renew_deadline": 2, "retry_period": 0.5}
+    a = elector(server, "a", clock, **timings)
+    assert a.try_acquire_or_renew()
+
+    @dataclass
+    class SlowRead(FakeLeaseClient):
+        slow: bool = True
+
+        def request(self, method: str, path: str, **kw: Any) -> Response:
+            if method == "GET" and self.slow:
+                self.slow = False
+                clock.now += 1.5
+                assert a.try_acquire_or_renew()  # a renews while b's read is on its way
+            return super().request(method, path, **kw)
+
+    b = LeaderElector(SlowRead(server), NS, NAME, "b", monotonic=clock, **timings)
+    assert not b.try_acquire_or_renew()
+    clock.now += 1.6  # 3.1 s after b asked, 1.6 s after a's renewal: a still leads
+    assert a.is_leader
+    assert not b.try_acquire_or_renew() and not b.is_leader
+    clock.now += 1.5  # a whole lease after the reply: a is long past its deadline
+    assert not a.is_leader and b.try_acquire_or_renew()
