@@ -100,7 +100,10 @@ def free_gpus(snapshot: Snapshot, nodes: frozenset[str]) -> int:
 def select_victims(applicant: Applicant, world: World, found: list[Candidate], room: Room,
                    queues: QueueSet) -> Preemption | None:
     """The cheapest proven set of *found* (the applicant's candidates, see
-    ``preemption.candidates``) whose removal from *world* lets the applicant start, or None."""
+    ``preemption.candidates``) whose removal from *world* lets the applicant start, or None.
+    A proof only asks whether the gang fits, so its solves do not work out why not."""
+    if world.params.explain:
+        world = replace(world, params=replace(world.params, explain=False))
     return VictimSearch(applicant, world, queues, found, room).run()
 
 

@@ -25,6 +25,9 @@ class Candidates:
     caps: Mapping[str, Mapping[str, int]]
     nodes: tuple[str, ...]  # the union over roles, sorted
     members: frozenset[str]  # the same, for membership tests
+    #: Node -> its free resources, read once here: the later stages sum them per domain
+    #: and level, and a plain map is several times cheaper than asking the snapshot.
+    free: Mapping[str, Resources]
 
 
 def primary_resource(problem: Problem) -> str:
@@ -38,6 +41,7 @@ def candidates(problem: Problem) -> Candidates:
     free = snapshot.free
     caps: dict[str, dict[str, int]] = {}
     union: set[str] = set()
+    seen: dict[str, Resources] = {}
     for rv in problem.roles:
         found: dict[str, int] = {}
         caps[rv.name] = found
@@ -50,13 +54,17 @@ def candidates(problem: Problem) -> Candidates:
         for name in index.ascending(rv.gpus):
             if (filtered and not usable(name)) or (blocked and name in blocked):
                 continue
-            n = request.copies_in(free(name))
+            have = seen.get(name)
+            if have is None:
+                have = seen[name] = free(name)
+            n = request.copies_in(have)
             if cap and n > cap:
                 n = cap
             if n:
                 found[name] = n if n < k else k
         union.update(found)
-    return Candidates(caps, tuple(sorted(union)), frozenset(union))
+    return Candidates(caps, tuple(sorted(union)), frozenset(union),
+                      {n: seen[n] for n in union})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,27 +87,40 @@ def domain_loads(
     problem: Problem, cands: Candidates, topology: Topology, level: str,
     scope: Collection[str] | None = None,
 ) -> list[DomainLoad]:
-    """Loads of the domains at *level* over the candidate nodes in *scope*, sorted by name."""
+    """Loads of the domains at *level* over the candidate nodes in *scope*, sorted by name.
+
+    Only the resources a load is read for are summed: the primary one, and for a gang of
+    several roles those its required members ask for (``DomainLoad.holds``); with
+    thousands of nodes per call, summing every kind of every node was most of a solve."""
     primary = primary_resource(problem)
-    free = problem.snapshot.free
+    free = cands.free
     roles = problem.roles
+    kinds = [primary]
+    if len(roles) > 1:
+        kinds += [k for k, v in problem.required_total.items() if v > 0 and k != primary]
+    caps = [cands.caps[rv.name] for rv in roles]
+    width = len(roles)
     pods: dict[str, list[int]] = {}
-    totals: dict[str, dict[str, int]] = {}
+    totals: dict[str, list[int]] = {}
     depth = topology.level_index(level)
     path = topology.path
     for name in _in_scope(cands, scope):
         dom = path(name)[depth]
         per = pods.get(dom)
         if per is None:
-            per = pods[dom] = [0] * len(roles)
-            totals[dom] = {}
-        for i, rv in enumerate(roles):
-            per[i] += cands.caps[rv.name].get(name, 0)
-        acc = totals[dom]
-        for k, v in free(name).items():
+            per = pods[dom] = [0] * width
+            acc = totals[dom] = [0] * len(kinds)
+        else:
+            acc = totals[dom]
+        for i, cap in enumerate(caps):
+            per[i] += cap.get(name, 0)
+        have = free[name]
+        for j, k in enumerate(kinds):
+            v = have.get(k, 0)
             if v > 0:
-                acc[k] = acc.get(k, 0) + v
-    return [DomainLoad(d, tuple(pods[d]), Resources(totals[d]), totals[d].get(primary, 0))
+                acc[j] += v
+    return [DomainLoad(d, tuple(pods[d]), Resources(zip(kinds, totals[d], strict=True)),
+                       totals[d][0])
             for d in sorted(pods)]
 
 

@@ -55,14 +55,27 @@ def _fail(problem: Problem, reason: UnplaceableReason, message: str) -> Unplacea
     return Unplaceable(problem.gang.id, reason, message)
 
 
+def is_short(problem: Problem, cands: Candidates) -> bool:
+    """Is the free capacity of the candidate nodes too small in total for the gang?"""
+    if any(sum(cands.caps[rv.name].values()) < rv.required for rv in problem.roles):
+        return True
+    if len(problem.roles) > 1:
+        return not problem.required_total.fits_in(total(cands.free[n] for n in cands.nodes))
+    return False
+
+
+def unexplained(problem: Problem) -> Unplaceable:
+    """A failure whose reason was not asked for (``PlacementParams.explain`` off)."""
+    return _fail(problem, UnplaceableReason.UNEXPLAINED, "")
+
+
 def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | None:
     """``None`` when the free capacity suffices in total; else why not (never vs not now)."""
-    short = any(sum(cands.caps[rv.name].values()) < rv.required for rv in problem.roles)
-    need = problem.required_total
-    if not short and len(problem.roles) > 1:
-        short = not need.fits_in(total(problem.snapshot.free(n) for n in cands.nodes))
-    if not short:
+    if not is_short(problem, cands):
         return None
+    if not problem.params.explain:
+        return unexplained(problem)
+    need = problem.required_total
     static = alloc_view(problem)
     for res in _resources_first_gpu(need):
         if static.totals.get(res, 0) < need[res]:
@@ -163,6 +176,8 @@ def topology_shortfall(
     problem: Problem, topology: Topology, level: str, loads: Sequence[DomainLoad],
 ) -> Unplaceable:
     """No domain of *level* can hold the gang: never (allocatable) or not now (free)."""
+    if not problem.params.explain:
+        return unexplained(problem)
     name = level_name(level)
     primary = primary_resource(problem)
     static = domain_view(problem, topology, level, primary)

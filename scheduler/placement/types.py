@@ -38,6 +38,11 @@ class PlacementParams:
     excluded_nodes: frozenset[str] = frozenset()
     #: If set, only these nodes may be used (e.g. backfill into a window).
     allowed_nodes: frozenset[str] | None = None
+    #: Work out why a gang does not fit. A search that only asks yes or no (the victim
+    #: search's proofs) turns it off: the reason of a failed proof is never read, and
+    #: working it out (totals over every eligible node and domain) cost more than the
+    #: failed solve itself. Off, a failure comes back as ``UNEXPLAINED``.
+    explain: bool = True
 
 
 class UnplaceableReason(StrEnum):
@@ -57,6 +62,8 @@ class UnplaceableReason(StrEnum):
     POD_CONSTRAINTS = "PodConstraints"
     VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
     UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
+    #: Not placed, reason not worked out (``PlacementParams.explain`` off).
+    UNEXPLAINED = "Unexplained"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -316,3 +316,26 @@ def test_scenario(sc: Scenario) -> None:
     if sc.domains_used is not None:
         assert result.domains_used == sc.domains_used
     assert list(result.assignments) == sorted(result.assignments, key=lambda a: (a.role, a.node))
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=[s.id for s in SCENARIOS])
+def test_a_yes_or_no_solve_gives_the_same_answer_without_its_reason(sc: Scenario) -> None:
+    """``explain`` off (the victim search's proofs) changes whether a failure's reason is
+    worked out, never whether or where the gang is placed: a failure comes back unexplained,
+    or exactly as before where its reason costs nothing more."""
+    quiet = replace(sc, params=replace(sc.params, explain=False))
+    explained, unexplained = _run(sc), _run(quiet)
+    if isinstance(explained, Placement):
+        assert unexplained == explained
+        return
+    assert isinstance(unexplained, Unplaceable)
+    if unexplained.reason is not R.UNEXPLAINED:
+        assert unexplained == explained
+
+
+@pytest.mark.parametrize("name", ["insufficient-names-holders", "required-rack-topology-reason"])
+def test_a_yes_or_no_solve_skips_the_reason_of_what_is_free_now(name: str) -> None:
+    sc = next(s for s in SCENARIOS if s.id == name)
+    result = _run(replace(sc, params=replace(sc.params, explain=False)))
+    assert isinstance(result, Unplaceable)
+    assert (result.reason, result.message) == (R.UNEXPLAINED, "")
