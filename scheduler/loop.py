@@ -10,7 +10,9 @@ What the loop adds around the pure ``decide``:
   backoff before it is tried again (a pod deleted under us is not retried every cycle), except
   a bind that failed only for want of an answer (the apiserver away): that backoff ends as
   soon as the cluster answers again, so a gang (above all one left partly bound) is completed
-  at once rather than after a delay that grew while the apiserver restarted. The loop keeps
+  at once rather than after a delay that grew while the apiserver restarted; and a bind this
+  replica was fenced from midway (its Lease lost or renewed late) does not back off at all,
+  its members bound so far assumed bound, so its repair comes next cycle. The loop keeps
   the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
   not formed, gangs partly bound and since when, whether this cycle is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
@@ -72,6 +74,13 @@ class ApplyResult:
     #: Of ``failed``, the gangs whose bind failed only for want of an answer (no reply, 429,
     #: 5xx): nothing wrong with the gang, so it is retried as soon as the cluster answers.
     unanswered: tuple[str, ...] = ()
+    #: Of ``failed``, the gangs this replica stopped being allowed to bind midway (it lost the
+    #: leader Lease, or its renewal was late): nothing wrong with the gang, no backoff.
+    fenced: tuple[str, ...] = ()
+    #: Members of failed gangs that were bound and kept (not rolled back: see ``fenced``).
+    #: They are assumed bound, so the next cycle repairs their gang instead of placing the
+    #: members again.
+    left: tuple[tuple[PodRef, str], ...] = ()
 
 
 class Actuator(Protocol):
@@ -166,17 +175,19 @@ class Scheduler:
         applied = time.perf_counter()
 
         bound = set(result.bound)
-        assumed = [pn for b in plan.binds if b.gang_id in bound for pn in b.pod_nodes]
-        if assumed:
-            self.cache.assume(assumed, now)
-        self.cache.assume_claims(result.claims, now)
-        unanswered = set(result.unanswered)
+        unanswered, fenced = set(result.unanswered), set(result.fenced)
         for b in plan.binds:
             if b.gang_id in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)
-                self._fail(b.gang_id, now, b.gang_id in unanswered)
+                if b.gang_id not in fenced:
+                    self._fail(b.gang_id, now, b.gang_id in unanswered)
             elif b.gang_id in bound:
                 self._backoff.pop(b.gang_id, None)
+        assumed = [pn for b in plan.binds if b.gang_id in bound for pn in b.pod_nodes]
+        assumed += result.left
+        if assumed:
+            self.cache.assume(assumed, now)
+        self.cache.assume_claims(result.claims, now)
         for b in plan.binds:
             partial = house.partly_bound.get(b.gang_id)
             if partial is not None and b.gang_id in bound:

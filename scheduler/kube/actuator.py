@@ -18,7 +18,7 @@ never rewritten. A bound PodGroup's status follows its pods (``group_sync``).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import structlog
@@ -38,6 +38,17 @@ from scheduler.model.volumes import ClaimDecision
 from scheduler.plan import Bind, CyclePlan, Members
 
 log = structlog.get_logger("gang_scheduler.actuator")
+
+
+@dataclass(frozen=True, slots=True)
+class _Binds:
+    """What ``_bind`` did, for ``ApplyResult`` (see there)."""
+
+    bound: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unanswered: tuple[str, ...] = ()
+    fenced: tuple[str, ...] = ()
+    left: tuple[tuple[PodRef, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +88,13 @@ class KubeActuator:
         claims: list[ClaimDecision] = []
         for prov in plan.provisions:
             claims += self.claims.apply(prov.claims, prov.gang_id).done
-        bound, failed, unanswered = self._bind(plan, claims)
+        binds = self._bind(plan, claims)
         self._roll_back(plan)
         self._explain(plan)
-        return ApplyResult(bound=tuple(bound), failed=failed, evicted=evictions.evicted,
-                           blocked=evictions.blocked, claims=tuple(claims),
-                           unanswered=unanswered)
+        return ApplyResult(bound=tuple(binds.bound), failed=binds.failed,
+                           evicted=evictions.evicted, blocked=evictions.blocked,
+                           claims=tuple(claims), unanswered=binds.unanswered,
+                           fenced=binds.fenced, left=binds.left)
 
     # Preemption ---------------------------------------------------------------------------
     def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
@@ -122,12 +134,10 @@ class KubeActuator:
                     failed[b.gang_id] = f"claims not bound: {outcome.failure}"
         return failed
 
-    def _bind(self, plan: CyclePlan, claims: list[ClaimDecision],
-              ) -> tuple[list[str], dict[str, str], tuple[str, ...]]:
-        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand.
-        The gangs bound, those that failed (why), and which of those had no answer."""
+    def _bind(self, plan: CyclePlan, claims: list[ClaimDecision]) -> _Binds:
+        """Bind the plan's gangs (claims first); *claims* gets the claim writes that stand."""
         if not plan.binds:
-            return [], {}, ()
+            return _Binds()
         claims_failed = self._bind_claims(plan)
         binds = [b for b in plan.binds if b.gang_id not in claims_failed]
         started, finished = self.writer.started, self.writer.finished
@@ -143,8 +153,10 @@ class KubeActuator:
         with self._explain_lock:
             for b, out in zip(binds, outcomes, strict=True):
                 if not out.ok:
+                    kept = {ref.uid for ref, _ in out.left}  # bound: still no reasons
                     for ref, _ in b.pod_nodes:
-                        self._binding.pop(ref.uid, None)
+                        if ref.uid not in kept:
+                            self._binding.pop(ref.uid, None)
         bound: list[str] = []
         failed: dict[str, str] = dict(claims_failed)
         for b, out in zip(binds, outcomes, strict=True):
@@ -155,15 +167,18 @@ class KubeActuator:
             else:
                 why = out.describe()
                 failed[b.gang_id] = why
-                self.claims.undo(b.placement.claims, b.gang_id)
                 log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
                             queue=b.queue, reason=why)
+                if out.fenced:  # members left bound, claims kept: the leader repairs it
+                    continue
+                self.claims.undo(b.placement.claims, b.gang_id)
                 self.writer.submit(f"event/{b.gang_id}/rollback", partial(
                     self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
                     f"gang rolled back: {why}", EventType.WARNING))
-        unanswered = tuple(b.gang_id for b, out in zip(binds, outcomes, strict=True)
-                           if out.unanswered)
-        return bound, failed, unanswered
+        pairs = list(zip(binds, outcomes, strict=True))
+        return _Binds(bound, failed, tuple(b.gang_id for b, out in pairs if out.unanswered),
+                      tuple(b.gang_id for b, out in pairs if out.fenced),
+                      tuple(pn for _, out in pairs for pn in out.left))
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's
