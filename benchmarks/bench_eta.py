@@ -18,14 +18,19 @@ run on the same workload:
 
 - ``reclaim-aware``: this scheduler's (running gangs' expected ends, and gangs the reserved
   gang may preempt counted as released when their minimum runtime is over);
-- ``expected-ends``: running gangs' expected ends only (the estimator before issue 16),
-  obtained by giving the reservation search no reclaimable gangs.
+- ``expected-ends``: running gangs' expected ends (and gangs being evicted) only, without
+  the gangs the reserved gang may preempt: the estimator before issue 16 counted neither.
+
+Each reserved gang that started more than 10 minutes early is then put down to its cause
+(``eta_causes.py``: its own preemption, a gang it waited for preempted for another, one that
+ended before its estimate, new capacity, or fewer releases than estimated).
 
 Then how often the answers written for pending gangs change, per pending gang-hour: the
-condition text (``str(PendingReason)``, with the queue position: each change a write of every
-pod's condition and the PodGroup status), the event note (the reason without the position:
-each change a new event per object), and the estimate beyond the writer's slack
-(``kube.status.same_estimate``: a PodGroup status write).
+condition text (``str(PendingReason)``: each change a write of every pod's condition and the
+PodGroup status), the event note (each change a new event per object; the same text since
+the queue position left it for ``status.queuePosition``), the queue position (a PodGroup
+status write), and the estimate beyond the writer's slack (``kube.status.same_estimate``: a
+PodGroup status write and one per pod and Job for their annotations).
 """
 
 from __future__ import annotations
@@ -42,8 +47,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eta_causes import Causes, merge  # noqa: E402
+
 from policies.queues import QueueSet  # noqa: E402
 from scheduler import consider  # noqa: E402
+from scheduler.cache import ClusterCache, CycleInput  # noqa: E402
 from scheduler.kube.status import same_estimate  # noqa: E402
 from scheduler.loop import ApplyResult  # noqa: E402
 from scheduler.plan import CyclePlan, ReasonCategory  # noqa: E402
@@ -80,6 +88,8 @@ class Watch:
     bound: set[str] = field(default_factory=set)  # bound once: later spells are not counted
     text_changes: int = 0
     note_changes: int = 0
+    position_moves: int = 0
+    position: dict[str, int] = field(default_factory=dict)
     estimate_moves: int = 0
 
     def see(self, plan: CyclePlan) -> None:
@@ -87,12 +97,15 @@ class Watch:
             self.since.setdefault(gid, plan.now)
             self.last[gid] = plan.now
             text, est = str(reason), reason.estimated_start
-            note = f"{reason.category}: {reason.message}"  # an event's note: no position
+            note = f"{reason.category}: {reason.message}"  # an event's note
             if gid in self.text and self.text[gid] != text:
                 self.text_changes += 1
             if gid in self.note and self.note[gid] != note:
                 self.note_changes += 1
             self.text[gid], self.note[gid] = text, note
+            if gid in self.position and self.position[gid] != reason.position:
+                self.position_moves += 1
+            self.position[gid] = reason.position
             old = self.estimate.get(gid)
             if est is not None and (old is None or not same_estimate(old, est, plan.now)):
                 self.estimate_moves += old is not None
@@ -104,13 +117,24 @@ class Watch:
 
 
 class _Watching:
-    """The simulated cluster as actuator, watching each plan before carrying it out."""
+    """The simulated cluster as actuator, watching each plan (and the input it was made
+    from) before carrying it out."""
 
-    def __init__(self, inner: Any, watch: Watch) -> None:
-        self.inner, self.watch = inner, watch
+    def __init__(self, inner: Any, watch: Watch, causes: Causes, cache: ClusterCache) -> None:
+        self.inner, self.watch, self.causes = inner, watch, causes
+        self.input: CycleInput | None = None
+        read = cache.cycle_input
+
+        def remembered(now: float) -> CycleInput:
+            self.input = read(now)
+            return self.input
+
+        cache.cycle_input = remembered  # type: ignore[method-assign]
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         self.watch.see(plan)
+        if self.input is not None:
+            self.causes.see(self.input, plan)
         result: ApplyResult = self.inner.apply(plan, now)
         return result
 
@@ -119,9 +143,9 @@ def _no_reclaim(*_: object, **__: object) -> dict[str, float]:
     return {}
 
 
-def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, float]]:
-    """(errors in seconds, (condition text changes, event note changes, estimate moves,
-    pending gang-hours))."""
+def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, int, float], Causes]:
+    """(errors in seconds, (condition text changes, event note changes, position moves,
+    estimate moves, pending gang-hours), the causes of early starts)."""
     session.quiet_scheduler_logs()
     if case.estimator == "expected-ends":
         consider.protected_until = _no_reclaim  # type: ignore[assignment]
@@ -135,14 +159,17 @@ def run_case(case: Case) -> tuple[Case, list[float], tuple[int, int, int, float]
     sim = Simulation(inputs.nodes, generate(spec), make_preset("gang-scheduler", queues,
                                                                 inputs.scheduler),
                      SimulationOptions())
-    watch = Watch()
-    sim.scheduler.actuator = _Watching(sim.cluster, watch)  # type: ignore[assignment]
+    watch, causes = Watch(), Causes(queues)
+    sim.scheduler.actuator = _Watching(sim.cluster, watch, causes,  # type: ignore[assignment]
+                                       sim.cache)
     result = sim.run()
     started = {o.job_id: o.start_time for o in result.outcomes if o.start_time is not None}
     errors = [started[gid.split("/", 1)[1]] - est for gid, (_, est) in watch.first.items()
               if gid.split("/", 1)[1] in started]
     hours = sum(watch.last[g] - watch.since[g] for g in watch.since) / 3600
-    return case, errors, (watch.text_changes, watch.note_changes, watch.estimate_moves, hours)
+    churn = (watch.text_changes, watch.note_changes, watch.position_moves,
+             watch.estimate_moves, hours)
+    return case, errors, churn, causes
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -173,9 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     cases = [Case(e, m, args.rate, s) for m in runtimes for e in ESTIMATORS
              for s in range(1, args.seeds + 1)]
     errors: dict[tuple[float, str], list[float]] = {}
-    churn: dict[tuple[float, str], list[tuple[int, int, int, float]]] = {}
+    churn: dict[tuple[float, str], list[tuple[int, int, int, int, float]]] = {}
+    causes: dict[tuple[float, str], list[Causes]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1) as pool:
-        for done, (case, errs, rate) in enumerate(pool.map(run_case, cases), 1):
+        for done, (case, errs, rate, why) in enumerate(pool.map(run_case, cases), 1):
+            causes.setdefault((case.min_runtime, case.estimator), []).append(why)
             errors.setdefault((case.min_runtime, case.estimator), []).extend(errs)
             churn.setdefault((case.min_runtime, case.estimator), []).append(rate)
             print(f"\r{done}/{len(cases)} runs", end="", file=sys.stderr, flush=True)
@@ -188,16 +217,18 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(f"{f(errs):,.1f}" for _, f in ROW) if errs else "-"
         print(f"| {m:g} | {name} | {len(errs)} | {cells} |")
     print("\nChanges of what is written for pending gangs, per pending gang-hour")
-    print("(condition text: with the queue position, on the pods and the PodGroup; event note:"
-          " the reason without it; estimate: moved beyond the writer's slack)")
+    print("(condition text: on the pods and the PodGroup; event note: an event per object;"
+          " position: status.queuePosition; estimate: moved beyond the writer's slack)")
     print("| minRuntime s | estimator | condition text changes | event note changes | "
-          "estimate moves | gang-hours |")
-    print("|---:|---|---:|---:|---:|---:|")
+          "position moves | estimate moves | gang-hours |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for (m, name), runs in churn.items():
-        text, note, moves = (sum(r[i] for r in runs) for i in range(3))
-        hours = sum(r[3] for r in runs) or 1.0
+        text, note, position, moves = (sum(r[i] for r in runs) for i in range(4))
+        hours = sum(r[4] for r in runs) or 1.0
         print(f"| {m:g} | {name} | {text / hours:.2f} | {note / hours:.2f} | "
-              f"{moves / hours:.2f} | {hours:,.0f} |")
+              f"{position / hours:.2f} | {moves / hours:.2f} | {hours:,.0f} |")
+    for (m, name), found in causes.items():
+        print(f"\nminRuntime {m:g}, {name}: {merge(found).report()}")
     return 0
 
 

@@ -147,16 +147,17 @@ def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: 
 def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
                     queues: QueueSet, now: float,
                     untouchable: frozenset[str]) -> dict[str, float]:
-    """Running gangs the applicant could preempt but for their queue's
-    ``minRuntimeSeconds``, with the time that protection ends: the quota they borrow (or the
-    nodes they hold) is reclaimable then, which an estimated start must count on. Empty for
-    a gang that may not preempt."""
+    """Running gangs the rules let the applicant preempt, with the time their queue's
+    ``minRuntimeSeconds`` protection ends (*now* if it has): the quota they borrow (or the
+    nodes they hold) is reclaimable then, which an estimated start must count on. Those
+    unprotected already count too: a gang that cannot fit with them alone starts, by
+    preempting them, as soon as enough else is released. Empty for a gang that may not
+    preempt."""
     if not applicant.gang.may_preempt:
         return {}
-    return {rg.id: rg.start_time + vq.preemption.min_runtime_seconds
+    return {rg.id: max(now, rg.start_time + vq.preemption.min_runtime_seconds)
             for rg, vq, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
-            if now - rg.start_time < vq.preemption.min_runtime_seconds
-            and rg.id != applicant.gang.id}
+            if rg.id != applicant.gang.id}
 
 
 def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,

@@ -22,7 +22,10 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
 A running gang the reserved gang may preempt once its ``minRuntimeSeconds`` are over (a
 borrower whose quota it reclaims, a lower priority gang of its queue) counts as released
-then, if that is sooner: the estimate holds when the start comes from a reclaim.
+then (now, if they are over), and a gang being evicted counts as released now, if that is
+sooner: the estimate holds when the start comes from a reclaim. What it cannot know is
+what arrives later (a higher priority gang preempting what it waits for, a backfilled gang
+it preempts); ``benchmarks/bench_eta.py`` measures how often that moves the start.
 """
 
 from __future__ import annotations

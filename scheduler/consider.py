@@ -315,9 +315,7 @@ def reserve_nodes(t: Trial) -> Reserved | None:
         return None
     draft, queues = t.draft, t.context.policies.queues
     world = World(draft.snapshot, draft.ledger, params, t.context.solver)
-    reclaimable = (protected_until(t.applicant, draft.snapshot, t.ledger, queues, now,
-                                   _untouchable(draft)) if policy.preemption else {})
-    found = reserve(t.applicant, world, queues, now, reclaimable)
+    found = reserve(t.applicant, world, queues, now, _released_early(t))
     if found is None:
         return None
     # The estimated start is the reason's own field, never in the message: a message that
@@ -369,6 +367,22 @@ def _unreserved(t: Trial) -> PlacementParams | None:
         return None
     nodes = t.draft.snapshot.nodes_in(taken)
     return replace(t.base, excluded_nodes=t.base.excluded_nodes | nodes)
+
+
+def _released_early(t: Trial) -> dict[str, float]:
+    """Running gangs that release their nodes and quota before their expected end, with
+    when: gangs being evicted (by this plan or before it) at once, since the nodes their
+    preemptors take are nominated and off limits anyway; and, when the gang may preempt,
+    the gangs it could reclaim once their ``minRuntimeSeconds`` are over. Without the first,
+    a gang estimated in the cycle that evicts what it waits for was promised the victims'
+    expected ends (``benchmarks/bench_eta.py`` names that cause)."""
+    draft, now = t.draft, t.context.now
+    released = (protected_until(t.applicant, draft.snapshot, t.ledger, t.context.policies.queues,
+                                now, _untouchable(draft)) if t.policy.preemption else {})
+    for gid in draft.obstacles.terminating:
+        if gid in draft.snapshot.running:
+            released[gid] = now
+    return released
 
 
 def _untouchable(draft: Draft) -> frozenset[str]:

@@ -43,6 +43,13 @@ class ApplyResult:
     #: Of ``failed``, the gangs whose bind failed only for want of an answer (no reply, 429,
     #: 5xx): nothing wrong with the gang, so it is retried as soon as the cluster answers.
     unanswered: tuple[str, ...] = ()
+    #: Of ``failed``, the gangs this replica stopped being allowed to bind midway (it lost the
+    #: leader Lease, or its renewal was late): nothing wrong with the gang, no backoff.
+    fenced: tuple[str, ...] = ()
+    #: Members of failed gangs that were bound and kept (not rolled back: see ``fenced``).
+    #: They are assumed bound, so the next cycle repairs their gang instead of placing the
+    #: members again.
+    left: tuple[tuple[PodRef, str], ...] = ()
     binding: Future[ApplyResult] | None = None
 
 

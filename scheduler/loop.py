@@ -10,7 +10,9 @@ What the loop adds around the pure ``decide``:
   backoff before it is tried again (a pod deleted under us is not retried every cycle), except
   a bind that failed only for want of an answer (the apiserver away): that backoff ends as
   soon as the cluster answers again, so a gang (above all one left partly bound) is completed
-  at once rather than after a delay that grew while the apiserver restarted. The loop keeps
+  at once rather than after a delay that grew while the apiserver restarted; and a bind this
+  replica was fenced from midway (its Lease lost or renewed late) does not back off at all,
+  its members bound so far assumed bound, so its repair comes next cycle. The loop keeps
   the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
   not formed, gangs partly bound and since when, whether this cycle is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
@@ -191,7 +193,8 @@ class Scheduler:
             gid = b.gang_id
             if gid in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)
-                self._fail(gid, bound_at, gid in unanswered)
+                if gid not in result.fenced:  # fenced: nothing wrong with it, no backoff
+                    self._fail(gid, bound_at, gid in unanswered)
                 if gid in since:  # it is pending again: its latency runs on
                     self._complete_since.setdefault(gid, since[gid])
                 continue
@@ -208,6 +211,8 @@ class Scheduler:
                      latency_s=round(latency, 3))
             if m is not None:
                 m.scheduling_latency.labels(b.queue).observe(latency)
+        if result.left:  # members kept bound by a fenced bind: their gang is repaired
+            self.cache.assume(result.left, bound_at)
         if m is None:
             return
         if result.bound:

@@ -43,14 +43,18 @@ class ReasonCategory(StrEnum):
 class PendingReason:
     category: ReasonCategory
     message: str  # what a person can do about it
-    position: int = 0  # 1-based position in this cycle's order; 0: never ordered
+    #: 1-based position in this cycle's order; 0: never ordered. Its own field (the
+    #: PodGroup's ``status.queuePosition``), never in the text: it moves whenever a gang
+    #: ahead starts or leaves, and the text must change only when the reason does.
+    position: int = 0
     #: When it is expected to start (epoch seconds; a reservation's), None: no estimate. Its
-    #: own field, never in the message, so the message changes only when the reason does.
+    #: own field, never in the message, for the same reason.
     estimated_start: float | None = None
 
     def __str__(self) -> str:
-        where = f" (#{self.position} in queue order)" if self.position else ""
-        return f"{self.category}{where}: {self.message}"
+        """What the pods' ``PodScheduled`` condition and the events say: category and
+        message, without the fields that move while the reason stays."""
+        return f"{self.category}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,8 +191,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             text, found = partial_text(gang_id, view.cache, view.unseen, now)
         print(text)
-        written = _last_written(client, view.cache, gang_id)
-        estimate = _last_estimate(client, gang_id, now)
+        from scheduler.kube.oneshot import unschedulable_message
+
+        pod = _pending_pod(client, view.cache, gang_id)
+        written = unschedulable_message(pod) if pod is not None else ""
+        estimate, position = _last_estimate(client, gang_id, pod, now)
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -203,38 +206,45 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nthe running scheduler last said: {written}")
     if estimate:
         print(f"the running scheduler's start estimate: {estimate}")
-    elif found and not view.complete:
+    if position:
+        print(f"the running scheduler's queue position: #{position}")
+    if not (written or estimate) and found and not view.complete:
         print("\nthe running scheduler has written nothing on this gang's pods yet")
     return 0 if found else 1
 
 
-def _last_estimate(client: Any, gang_id: str, now: float) -> str:
-    """The gang's PodGroup ``status.estimatedStart``, as the running scheduler wrote it
-    ("" without a PodGroup, or an estimate)."""
+def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None,
+                   now: float) -> tuple[str, int]:
+    """The running scheduler's estimate for the gang: its PodGroup's ``status.estimatedStart``,
+    else its pending *pod*'s ``gangscheduler.io/estimated-start`` annotation, which every
+    gang's pods carry ("" without either); and the PodGroup's ``status.queuePosition`` (0:
+    none, or no PodGroup)."""
     from scheduler.kube.client import path_segment as seg
-    from scheduler.kube.oneshot import status_time
+    from scheduler.kube.oneshot import annotation_time, status_time
     from scheduler.kube.status import PODGROUP_API
+    from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION
 
     namespace, _, name = gang_id.partition("/")
     resp = client.request("GET", f"{PODGROUP_API}/namespaces/{seg(namespace)}/podgroups/"
                                  f"{seg(name)}")
-    if not resp.ok:
-        return ""
-    group = resp.json()
+    group = resp.json() if resp.ok else {}
+    found = (group.get("status") or {}).get("queuePosition")
+    position = found if isinstance(found, int) and found > 0 else 0
     start = status_time(group)
-    return "" if start is None else describe_estimate(start, now,
-                                                      status_time(group, "estimateTime"))
+    if start is not None:
+        return describe_estimate(start, now, status_time(group, "estimateTime")), position
+    if pod is None or (start := annotation_time(pod)) is None:
+        return "", position
+    return describe_estimate(start, now, annotation_time(pod, ESTIMATE_TIME_ANNOTATION)), position
 
 
-def _last_written(client: Any, cache: Any, gang_id: str) -> str:
-    """The PodScheduled message on the gang's first pending pod, as the live scheduler wrote it."""
+def _pending_pod(client: Any, cache: Any, gang_id: str) -> dict[str, Any] | None:
+    """The gang's first pending pod as the apiserver has it (what the scheduler wrote)."""
     for pod in cache.gang_pods(gang_id):
         if pod.node_name:
             continue
         resp = client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
-        if not resp.ok:
-            continue
-        from scheduler.kube.oneshot import unschedulable_message
-
-        return unschedulable_message(resp.json())
-    return ""
+        if resp.ok:
+            found: dict[str, Any] = resp.json()
+            return found
+    return None

@@ -39,6 +39,7 @@ class Driver:
         self.t0 = clock()
         self.log: deque[str] = deque(maxlen=50)
         self.last_status = 0.0
+        self.reserved: dict[str, str] = {}  # reserved job -> its team, estimate not told yet
 
     def elapsed(self) -> float:
         return self.clock() - self.t0
@@ -87,6 +88,10 @@ class Driver:
         preempted = [self.tracker.jobs[e.job].spec for e in changes if e.kind == "preempted"]
         if preempted:
             events += self.submit(preempted, now)
+        for e in changes:
+            if e.kind == "waiting" and " waits: Reserved" in e.text:
+                self.reserved[e.job] = self.tracker.jobs[e.job].spec.team
+        events += self._estimates(now)
         for e in events:
             self._emit(e)
         if self.live:
@@ -96,6 +101,26 @@ class Driver:
             self.console.print(f"[{now:6.1f}s] {view.status_line(self.current_frame(pods))}",
                                highlight=False, markup=False, soft_wrap=True)
         return None
+
+    def _estimates(self, now: float) -> list[Event]:
+        """The estimated start of each newly reserved job, read from its PodGroup's
+        ``status.estimatedStart`` (the scheduler writes it there, not in the reason), once
+        it is written; told once per reservation."""
+        from scheduler.kube.oneshot import status_time
+
+        events = []
+        for name, team in list(self.reserved.items()):
+            if self.tracker.jobs[name].started_at is not None:
+                del self.reserved[name]
+                continue
+            resp = self.client.request("GET", f"{PODGROUPS.format(ns=team)}/{name}")
+            start = status_time(resp.json()) if resp.ok else None
+            if start is not None:
+                del self.reserved[name]
+                events.append(Event(now, name, "estimated", f"{name} estimated to start in "
+                                    f"{max(0.0, start - time.time()):.0f}s (its PodGroup's "
+                                    "status.estimatedStart)"))
+        return events
 
     def _emit(self, event: Event) -> None:
         line = f"[{event.at:6.1f}s] {event.text}"

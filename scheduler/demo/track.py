@@ -61,7 +61,7 @@ def observe_pod(pod: Mapping[str, Any]) -> PodObs | None:
 class Event:
     at: float
     job: str
-    kind: str  # submitted, waiting, started, preempted, finished, failed
+    kind: str  # submitted, waiting, estimated, started, preempted, finished, failed
     text: str
 
 

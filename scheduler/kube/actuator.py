@@ -157,11 +157,13 @@ class KubeActuator:
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
         ok = {b.gang_id for b, out in zip(binds, outcomes, strict=True) if out.ok}
+        left = {ref.uid for out in outcomes for ref, _ in out.left}  # bound: still no reasons
         with self._explain_lock:  # explanations may land on the pods of a failed gang again
             for b in handed:
                 if b.gang_id not in ok:
                     for ref, _ in b.pod_nodes:
-                        self._binding.pop(ref.uid, None)
+                        if ref.uid not in left:
+                            self._binding.pop(ref.uid, None)
         bound: list[str] = []
         claims: list[ClaimDecision] = []
         failed: dict[str, str] = dict(claims_failed)
@@ -173,16 +175,19 @@ class KubeActuator:
             else:
                 why = out.describe()
                 failed[b.gang_id] = why
-                self.claims.undo(b.placement.claims, b.gang_id)
                 log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
                             queue=b.queue, reason=why)
+                if out.fenced:  # members left bound, claims kept: the leader repairs it
+                    continue
+                self.claims.undo(b.placement.claims, b.gang_id)
                 self.writer.submit(f"event/{b.gang_id}/rollback", partial(
                     self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
                     f"gang rolled back: {why}", EventType.WARNING))
-        unanswered = tuple(b.gang_id for b, out in zip(binds, outcomes, strict=True)
-                           if out.unanswered)
+        pairs = list(zip(binds, outcomes, strict=True))
         return ApplyResult(bound=tuple(bound), failed=failed, claims=tuple(claims),
-                           unanswered=unanswered)
+                           unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
+                           fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
+                           left=tuple(pn for _, out in pairs for pn in out.left))
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's
@@ -237,9 +242,9 @@ class KubeActuator:
             self.writer.submit(f"pending/{gang_id}", self._reason_task(
                 gang_id, members, str(reason), PodGroupStatus(
                     PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason),
-                    estimated_start=estimate,
+                    estimated_start=estimate, position=reason.position,
                     estimate_time=None if estimate is None else plan.now),
-                note=f"{reason.category}: {reason.message}"))
+                estimate=(estimate, plan.now)))
         for u in plan.unformed:
             self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
                 u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
@@ -250,11 +255,12 @@ class KubeActuator:
 
     def _reason_task(self, gang_id: str, members: Members, text: str,
                      status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE,
-                     note: str | None = None) -> Task:
+                     estimate: tuple[float | None, float] | None = None) -> Task:
         """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
-        the scheduling condition (*native_reason*) on its native one; an event (*note*, else
-        *text*: without the queue position, which moves as other gangs come and go, so the
-        event is repeated into its series rather than created anew)."""
+        the scheduling condition (*native_reason*) on its native one; an event with *text*
+        (which holds neither the queue position nor the estimate: those move as other gangs
+        come and go, so the event is repeated into its series rather than created anew);
+        *estimate* (start or None, when made) as the pods' estimate annotations."""
         ns, name = gang_id.split("/", 1)
 
         def task() -> None:
@@ -264,6 +270,8 @@ class KubeActuator:
                     if ref.uid in self._binding:
                         continue  # bound since this reason was decided
                     self.statuses.set_unschedulable(ref, text)
+                if estimate is not None:
+                    self.statuses.set_estimate(ref, *estimate)
                 written.append(ref)
             if members.pods and not written:
                 return
@@ -272,7 +280,7 @@ class KubeActuator:
             elif status is not None and members.group_uid is not None:
                 self.statuses.set_podgroup_status(ns, name, status)
             self._emit_gang(gang_id, replace(members, pods=tuple(written)),
-                            EventReason.FAILED_SCHEDULING, note or text, EventType.WARNING)
+                            EventReason.FAILED_SCHEDULING, text, EventType.WARNING)
         return task
 
     def close(self) -> None:

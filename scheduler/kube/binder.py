@@ -13,8 +13,14 @@ apiserver restarting, etcd slow), the failed and skipped members are bound again
 without a controller (a bare-pod PodGroup, an MPI launcher) is then lost for good. A retried
 bind that answers 409 because the first attempt did land (its reply was lost) counts as bound
 when the pod is on the intended node. A failure that retrying cannot mend (the pod deleted or
-recreated, already bound elsewhere, forbidden, or a write fenced because this replica lost the
-Lease) rolls the gang back at once.
+recreated, already bound elsewhere, forbidden) rolls the gang back at once.
+
+Fenced mid-gang (this replica stopped holding the Lease, or its renewal is late, between two
+binds): the members bound so far are left as they are (``BindOutcome.left``), not deleted.
+Deleting is not this replica's to do any more: its deletes would be fenced too, or, sent the
+moment its renewal lands, race a new leader that may be completing the gang. The leader, this
+replica again or another, repairs the partly bound gang on its next cycle
+(``scheduler.housekeeping``): it completes it, or rolls it back.
 
 A bind whose reply was lost (timeout, reset) has an unknown outcome; rollback reads the pod back
 and deletes it if it did get bound. Rollback deletions are retried; any that still fail are
@@ -67,10 +73,18 @@ class BindOutcome:
     failed: tuple[PodFailure, ...] = ()  # members whose bind failed (or was skipped)
     rolled_back: tuple[PodRef, ...] = ()  # bound by this call, then deleted
     rollback_failed: tuple[PodFailure, ...] = ()  # still bound: the gang is partly bound!
+    #: Bound by this call and kept: a later bind was fenced, so the leader's repair completes
+    #: or rolls back the partly bound gang (see the module docstring).
+    left: tuple[PodNode, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    @property
+    def fenced(self) -> bool:
+        """Not bound because this replica may not write (nothing wrong with the gang)."""
+        return any(f.status == FENCED for f in self.failed)
 
     @property
     def unanswered(self) -> bool:
@@ -83,6 +97,9 @@ class BindOutcome:
         if self.ok:
             return f"bound {len(self.bound)} pods"
         first = next((f for f in self.failed if f.status != SKIPPED), self.failed[0])
+        if self.fenced:
+            return (f"binding {first} failed; {len(self.left)} bound members left for the "
+                    "leader to complete or roll back")
         text = f"binding {first} failed; rolled back {len(self.rolled_back)} bound members"
         if self.rollback_failed:
             text += f"; could not delete {', '.join(map(str, self.rollback_failed))}"
@@ -160,10 +177,15 @@ class Binder:
                 log.debug("gang_bound", **keys, pods=len(pods), scheduler=scheduler_name)
                 outcomes.append(BindOutcome(gang, bound=tuple(pods)))
                 continue
-            bound = [pn for pn, r in zip(pods, results, strict=True) if r is None]
+            bound = tuple(pn for pn, r in zip(pods, results, strict=True) if r is None)
+            if any(f.status == FENCED for f in failures):
+                log.warning("gang_left_partly_bound", **keys, bound=len(bound),
+                            reason="fenced: the leader completes or rolls it back")
+                outcomes.append(BindOutcome(gang, failed=failures, left=bound))
+                continue
             unknown = [pn for pn, r in zip(pods, results, strict=True)
                        if r is not None and r.status == UNKNOWN]
-            outcomes.append(self._roll_back(gang, keys, failures, bound, unknown))
+            outcomes.append(self._roll_back(gang, keys, failures, list(bound), unknown))
         return outcomes
 
     def _complete(self, pods: Sequence[PodNode], results: list[PodFailure | None],
@@ -279,6 +301,9 @@ class Binder:
             try:
                 resp = self.client.request("DELETE", _pod_path(ref), body=body,
                                            timeout=self.timeout)
+            except Fenced as exc:  # not this replica's to delete: retrying cannot mend it
+                failure = PodFailure(ref, "", FENCED, f"delete: {exc}")
+                break
             except TransportError as exc:
                 failure = PodFailure(ref, "", UNKNOWN, f"delete: no reply: {exc}")
                 continue

@@ -12,6 +12,16 @@ a replica believing it leads after ``renew_deadline``, by which time a standby (
 longer ``lease_duration``) may be about to take over. Requests time out within the deadline too.
 On shutdown the Lease is released only after ``quiesce`` returns (the scheduling loop has
 finished its cycle), so a standby that takes over at once never overlaps a last write.
+
+A renewal that is merely late is not a loss of the Lease, so two things are kept apart:
+``is_leader`` (may write now: renewed within ``renew_deadline``) and ``term``, the tenure this
+replica holds. A term begins each time the Lease is acquired (created, free, expired, or taken
+from another holder) and lasts until another holder is seen or the Lease is released; a
+renewal after a late one, finding the Lease still as this replica left it (its own
+holderIdentity, leaseTransitions unchanged: nobody else held it in between), continues the
+term. The scheduling loop treats only a new term as a takeover (``scheduler.kube.runner``): a
+replica whose renewals come late under load pauses its writes and resumes where it was,
+rather than rolling back what it was binding as if a predecessor had left it.
 """
 
 from __future__ import annotations
@@ -50,27 +60,41 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._last_renew = 0.0
-        self._leading = threading.Event()
+        self._leading = threading.Event()  # a term is held (renewed in time or not)
+        self._terms = 0  # terms begun by this process; the current one while _leading
+        self._transitions: int | None = None  # leaseTransitions as this replica last wrote it
+        self._late = False  # the current renewal is past renew_deadline (logged once)
         half = max(0.5, renew_deadline / 2)
         self.timeout = (min(5.0, half), half)  # (connect, read): both within the deadline
 
     @property
     def is_leader(self) -> bool:
-        """Holding the Lease, renewed within ``renew_deadline`` (by this process's clock)."""
+        """Holding the Lease, renewed within ``renew_deadline`` (by this process's clock):
+        this replica may write now."""
         return self._leading.is_set() and \
             self._monotonic() - self._last_renew <= self.renew_deadline
+
+    @property
+    def term(self) -> int | None:
+        """The tenure held (see the module docstring): the same number through late
+        renewals, a new one after every acquisition; None while another replica holds the
+        Lease or none does."""
+        return self._terms if self._leading.is_set() else None
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         return self.client.request(method, path, body=body, timeout=self.timeout)
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the Lease afterwards."""
-        now_wall, now = time.time(), self._monotonic()
+        now = self._monotonic()  # before the read: this replica's renewal is no newer
         resp = self._request("GET", self.path)
+        # After the read: another holder's renewal it shows may be that recent, so expiry is
+        # counted from here, and the times written are no earlier than what was decided on.
+        now_wall, seen_at = time.time(), self._monotonic()
         if resp.status == 404:
             body = self._lease_body(None, now_wall, transitions=0)
             created = self._request("POST", self.create_path, body)
-            return self._won(created.ok, now)
+            return self._won(created.ok, now, 0, renewal=False)
         if not resp.ok:
             log.warning("lease_read_failed", status=resp.status, reason=resp.message())
             return self._won(False, now)
@@ -79,29 +103,48 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         seen = (holder, str(spec.get("renewTime") or ""))
         if seen != self._observed:
-            self._observed, self._observed_at = seen, now
+            self._observed, self._observed_at = seen, seen_at
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and now - self._observed_at < duration:
-            if self._leading.is_set():
-                log.warning("leader_lost", identity=self.identity, holder=holder)
-                self._leading.clear()
+        if holder != self.identity and self._leading.is_set():
+            # Somebody else wrote the Lease (or released it) since this replica's last
+            # renewal: whatever happens next, the term is over.
+            log.warning("leader_lost", identity=self.identity, holder=holder)
+            self._leading.clear()
+        if holder and holder != self.identity and seen_at - self._observed_at < duration:
             return False  # somebody else holds a live lease
-        transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
+        counted = int(spec.get("leaseTransitions") or 0)
+        renewal = (self._leading.is_set() and holder == self.identity
+                   and counted == self._transitions)
+        transitions = counted + (holder != self.identity)
         body = self._lease_body(lease, now_wall, transitions,
                                 acquired=None if holder == self.identity else now_wall)
         updated = self._request("PUT", self.path, body)
-        return self._won(updated.ok, now)
+        return self._won(updated.ok, now, transitions, renewal)
 
-    def _won(self, ok: bool, now: float) -> bool:
+    def _won(self, ok: bool, now: float, transitions: int | None = None,
+             renewal: bool = True) -> bool:
+        """Record one attempt's result. *transitions*: the leaseTransitions written;
+        *renewal*: the Lease was still this term's (else a success begins a new term)."""
         if ok:
-            self._last_renew = now
-            if not self._leading.is_set():
-                log.info("leader_acquired", identity=self.identity, lease=self.name)
+            if self._late:
+                log.info("lease_renewed_late", identity=self.identity, term=self._terms,
+                         late_s=round(now - self._last_renew - self.renew_deadline, 2),
+                         new_term=not renewal)
+            self._last_renew, self._late = now, False
+            if not (renewal and self._leading.is_set()):
+                self._terms += 1
+                log.info("leader_acquired", identity=self.identity, lease=self.name,
+                         term=self._terms)
+            self._transitions = transitions
             self._leading.set()
         elif self._leading.is_set() and now - self._last_renew > self.renew_deadline:
-            log.warning("leader_lost", identity=self.identity, lease=self.name)
-            self._leading.clear()
-        return self._leading.is_set()
+            # Not lost yet: writes stop (``is_leader``) but the term lasts until another
+            # holder is seen, so a renewal that is only late resumes it.
+            if not self._late:
+                log.warning("lease_renewal_late", identity=self.identity, term=self._terms,
+                            reason="not renewed within renewDeadlineSeconds; writes paused")
+            self._late = True
+        return self.is_leader
 
     def _lease_body(self, current: dict[str, Any] | None, now: float, transitions: int,
                     acquired: float | None = None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from scheduler.grouping import GroupingConfig
 from scheduler.kube import feed, informer
 from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.policy_feed import LivePolicies
+from scheduler.model.workloads import ESTIMATED_START_ANNOTATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,10 @@ class Visible:
     conditions: Mapping[str, str]
     nodes_readable: bool
     estimates: Mapping[str, float] = field(default_factory=dict)
+    #: Pod uid -> its ``gangscheduler.io/estimated-start`` (gangs without a PodGroup).
+    pod_estimates: Mapping[str, float] = field(default_factory=dict)
+    #: Gang id -> its PodGroup's ``status.queuePosition``.
+    positions: Mapping[str, int] = field(default_factory=dict)
 
 
 def read_visible(client: KubeClient, config: SchedulerConfig,
@@ -110,6 +115,8 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
                                         default_queue=config.default_queue))
     conditions: dict[str, str] = {}
     estimates: dict[str, float] = {}
+    pod_estimates: dict[str, float] = {}
+    positions: dict[str, int] = {}
     queues: list[dict[str, Any]] = []
     nodes_readable = True
     for inf in feed.cache_informers(client, cache, config.node_labels):
@@ -130,24 +137,44 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
                 inf.handler(informer.EventType.ADDED, obj)
                 if inf.kind.name == "pods":
                     message = unschedulable_message(obj)
+                    uid = str(obj["metadata"].get("uid", ""))
                     if message:
-                        conditions[str(obj["metadata"].get("uid", ""))] = message
+                        conditions[uid] = message
+                    estimate = annotation_time(obj)
+                    if estimate is not None:
+                        pod_estimates[uid] = estimate
                 elif inf.kind.name == informer.PODGROUPS.name:
+                    meta = obj["metadata"]
+                    gang = f"{meta.get('namespace', '')}/{meta['name']}"
                     estimate = status_time(obj)
                     if estimate is not None:
-                        meta = obj["metadata"]
-                        estimates[f"{meta.get('namespace', '')}/{meta['name']}"] = estimate
+                        estimates[gang] = estimate
+                    position = (obj.get("status") or {}).get("queuePosition")
+                    if isinstance(position, int) and position > 0:
+                        positions[gang] = position
     try:
         queues, _ = informer.list_all(client, informer.QUEUES)
     except informer.ResourceAbsent:
         queues = []
-    return Visible(cache, tuple(queues), conditions, nodes_readable, estimates)
+    return Visible(cache, tuple(queues), conditions, nodes_readable, estimates, pod_estimates,
+                   positions)
 
 
 def status_time(podgroup: Mapping[str, Any], key: str = "estimatedStart") -> float | None:
     """A time in a PodGroup's status (``estimatedStart``: what the running scheduler
     estimated; ``estimateTime``: when), in epoch seconds; None when absent or unreadable."""
-    value = (podgroup.get("status") or {}).get(key)
+    return _time((podgroup.get("status") or {}).get(key))
+
+
+def annotation_time(obj: Mapping[str, Any], key: str = ESTIMATED_START_ANNOTATION
+                    ) -> float | None:
+    """A time the scheduler wrote in an object's annotations (the estimated start on a
+    pending gang's pods, or ``ESTIMATE_TIME_ANNOTATION``), None when absent or unreadable."""
+    return _time(((obj.get("metadata") or {}).get("annotations") or {}).get(key))
+
+
+def _time(value: Any) -> float | None:
+    """RFC 3339 as written by ``status.format_time`` -> epoch seconds (None: not one)."""
     if not value:
         return None
     try:

@@ -6,17 +6,19 @@ cycles and writes. A cycle runs as soon as something changed (polled every
 is placed within a fraction of a second and reservations still advance on an idle cluster.
 
 Gangs left partly bound are repaired on every cycle (completed, or rolled back: see
-``scheduler.housekeeping``); the first cycle after becoming leader is a takeover, when
-``decide`` rolls back at once what a crashed predecessor left partly bound and this cycle
-cannot complete. After each cycle the bound PodGroups' status follows their pods.
+``scheduler.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
+acquired, not merely renewed late) is a takeover, when ``decide`` rolls back at once what a
+crashed predecessor left partly bound and this cycle cannot complete. A replica whose renewal
+was only late holds the same term: it stops writing while late and then carries on without a
+takeover, so it never rolls back a gang it was itself binding. After each cycle the bound
+PodGroups' status follows their pods.
 
 Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a
 cycle, which takes it in. While binds are in flight the loop rests after each cycle as long
 as the cycle took (half a second at most), leaving the binder and the informers at least
-half of the interpreter.
-Before giving the Lease up, and on stepping down, the binds in flight are waited for
-(``DRAIN_SECONDS`` at most: every request has a timeout, so they end) and the rest
-abandoned: the fence refuses their remaining writes.
+half of the interpreter. Before giving the Lease up, and whenever this replica is not
+leading, the binds in flight are waited for (``DRAIN_SECONDS`` at most: every request has a
+timeout, so they end) and the rest abandoned: the fence refuses their remaining writes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from scheduler.kube.fence import FencedClient
 from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.owner_estimates import OwnerEstimates
 from scheduler.kube.policy_feed import LivePolicies
 from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.shortfalls import ShortfallReporter
@@ -95,7 +98,7 @@ class LiveScheduler:
         # Every write (binds, evictions, status, events) goes through the fence; reads and the
         # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
         # KubeClients and have no apiserver to fence.
-        writes: KubeClient = (FencedClient(client, lambda: self.is_leader,
+        writes: KubeClient = (FencedClient(client, self._may_write,
                                            self.metrics.fenced_writes.inc)
                               if isinstance(client, KubeClient) else client)
         answering = _answering(client)
@@ -121,6 +124,8 @@ class LiveScheduler:
                                           self.actuator.writer)
         self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
                                             self.cache.gang_pods)
+        self.owner_estimates = OwnerEstimates(self.actuator.statuses, self.actuator.writer,
+                                              self.cache.gang_pods)
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
@@ -137,6 +142,7 @@ class LiveScheduler:
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
+        self._cycle_term: int | None = None  # the term the last cycle began in
 
     @classmethod
     def from_kubeconfig(cls, config: SchedulerConfig, kubeconfig: str | None,
@@ -147,6 +153,17 @@ class LiveScheduler:
     @property
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader
+
+    @property
+    def term(self) -> int | None:
+        """The leadership term held (0 without leader election), None when not leading."""
+        return 0 if self.elector is None else self.elector.term
+
+    def _may_write(self) -> bool:
+        """The fence's test: leading now, in the term the cycle under way began in (a plan
+        made before the Lease changed hands never goes out in a later term)."""
+        started = self._cycle_term
+        return self.is_leader and (started is None or self.term == started)
 
     def start(self, sync_timeout: float = 120.0) -> None:
         started = time.monotonic()
@@ -169,36 +186,38 @@ class LiveScheduler:
 
     def run(self) -> None:
         """The scheduling loop; returns when ``stop()`` is called."""
-        was_leader = False
+        led: int | None = None  # the term of the last cycle run (None: none yet)
         last_generation, last_cycle = -1, 0.0
         while not self.stop_event.is_set():
             self.health.heartbeat()
-            leader = self.is_leader
+            leader, term = self.is_leader, self.term
             self.metrics.is_leader.set(1 if leader else 0)
-            if not leader:
-                if was_leader:
+            if not leader or term is None:  # a late renewal keeps *led*: see the docstring
+                if len(self.scheduler.flights):
                     with self._cycle_lock:
                         self.scheduler.drain(DRAIN_SECONDS)
-                was_leader = False
                 self.stop_event.wait(self.poll_interval * 4)
                 continue
             now = time.monotonic()
             generation = self.cache.generation
             due = now - last_cycle >= self.config.cycle_interval_seconds
+            takeover = term != led
             landed = self.scheduler.flights.any_landed
             rest = self.poll_interval
-            if generation != last_generation or due or landed or not was_leader:
+            if generation != last_generation or due or takeover or landed:
                 last_generation, last_cycle = generation, now
                 with self._cycle_lock:
-                    if not self.is_leader:  # stepped down (or shutting down) meanwhile
+                    if not self.is_leader or self.term != term:  # changed meanwhile
                         continue
-                    if not was_leader:
-                        log.info("leading", identity=self.identity)
+                    self._cycle_term = term
+                    if takeover:
+                        log.info("leading", identity=self.identity, term=term)
                         self.queue_status.took_over()
                         self.scheduler.forget_accounting()
                     try:
-                        plan = self.scheduler.run_once(takeover=not was_leader)
+                        plan = self.scheduler.run_once(takeover=takeover)
                         self.recent.observe(plan)
+                        self.owner_estimates.publish(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
                         running = self.cache.cycle_input(time.time()).snapshot.running
                         self.group_sync.sync(running)
@@ -206,7 +225,7 @@ class LiveScheduler:
                         self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
-                    was_leader = True
+                    led = term
                 if len(self.scheduler.flights):
                     # Binds in flight, and the watch confirming each one starts a cycle:
                     # rest as long as the cycle took, so the binder's threads and the

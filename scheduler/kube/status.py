@@ -21,6 +21,7 @@ import structlog
 from scheduler.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.model import PodRef
+from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
 
 log = structlog.get_logger()
 
@@ -56,6 +57,8 @@ class PodGroupStatus:
     #: ``status.estimatedStart`` with ``status.estimateTime`` (when it was worked out).
     estimated_start: float | None = None
     estimate_time: float | None = None
+    #: 1-based position in the cycle's order (``status.queuePosition``), 0: none.
+    position: int = 0
 
     def to_json(self, transition_time: float) -> dict[str, Any]:
         status: dict[str, Any] = {"phase": str(self.phase), "scheduled": self.scheduled,
@@ -66,6 +69,7 @@ class PodGroupStatus:
                                     else format_time(self.estimated_start))
         status["estimateTime"] = (None if self.estimated_start is None or
                                   self.estimate_time is None else format_time(self.estimate_time))
+        status["queuePosition"] = self.position or None
         if self.schedule_start_time is not None:
             status["scheduleStartTime"] = format_time(self.schedule_start_time)
         if self.reason:
@@ -110,6 +114,7 @@ class StatusWriter:
         self._pod_messages: dict[str, tuple[str, float]] = {}  # uid -> (message, since)
         self._nominated: dict[str, str] = {}  # uid -> node
         self._groups: dict[str, tuple[PodGroupStatus, float]] = {}  # ns/name -> (status, since)
+        self._estimates: dict[str, float] = {}  # pod uid, job/uid -> estimated start written
         self.status_subresource = True  # flips off if the PodGroup CRD lacks it
 
     # Pods ---------------------------------------------------------------------------------
@@ -148,11 +153,49 @@ class StatusWriter:
                      "lastTransitionTime": format_time(self.clock())}
         return self._patch_pod(pod, {"conditions": [condition]})
 
+    def set_estimate(self, pod: PodRef, start: float | None, made: float) -> bool:
+        """The ``gangscheduler.io/estimated-start`` and ``-time`` annotations on a pending
+        pod (None removes them); True if written (see ``_set_estimate``)."""
+        return self._set_estimate(
+            pod.uid, f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}", pod.uid,
+            start, made, namespace=pod.namespace, pod=pod.name)
+
+    def set_job_estimate(self, namespace: str, name: str, uid: str, start: float | None,
+                         made: float) -> bool:
+        """The same annotations on the Job that owns a pending gang's pods."""
+        return self._set_estimate(
+            f"job/{uid}", f"/apis/batch/v1/namespaces/{seg(namespace)}/jobs/{seg(name)}", uid,
+            start, made, namespace=namespace, job=name)
+
+    def _set_estimate(self, key: str, path: str, uid: str, start: float | None, made: float,
+                      **keys: str) -> bool:
+        """Only an estimate that moved beyond ``same_estimate``'s slack is written, so a
+        pending gang costs a write per object per material move, not per cycle; an object
+        never given an estimate is not written to remove one; a failed write is retried."""
+        with self._lock:
+            last = self._estimates.get(key)
+        if same_estimate(last, start, made):  # also: none written, none to write
+            return False
+        body: dict[str, Any] = {"metadata": {"annotations": {
+            ESTIMATED_START_ANNOTATION: None if start is None else format_time(start),
+            ESTIMATE_TIME_ANNOTATION: None if start is None else format_time(made)}}}
+        if uid:
+            body["metadata"]["uid"] = uid  # a recreated namesake rejects the patch
+        if not self._patch(path, body, MERGE_PATCH, gone_ok=True, **keys):
+            return False
+        with self._lock:
+            if start is None:
+                self._estimates.pop(key, None)
+            else:
+                self._estimates[key] = start
+        return True
+
     def forget_pod(self, uid: str) -> None:
         """The pod was bound or deleted: its next pending spell starts fresh."""
         with self._lock:
             self._pod_messages.pop(uid, None)
             self._nominated.pop(uid, None)
+            self._estimates.pop(uid, None)
 
     def _patch_pod(self, pod: PodRef, status: dict[str, Any]) -> bool:
         body: dict[str, Any] = {"status": status}

@@ -17,6 +17,11 @@ from scheduler.resources import Resources
 QUEUE_LABEL = "gangscheduler.io/queue"
 EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"
 LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
+#: Written by the scheduler on a pending gang's pods: when it is expected to start (RFC 3339)
+#: and when that was worked out. Every gang's pods carry it (lone pods, Jobs, JobSets,
+#: TrainJobs, native PodGroups), not only PodGroups with ``status.estimatedStart``.
+ESTIMATED_START_ANNOTATION = "gangscheduler.io/estimated-start"
+ESTIMATE_TIME_ANNOTATION = "gangscheduler.io/estimate-time"
 MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 ROLE_LABEL = "gangscheduler.io/role"
 #: scheduler-plugins coscheduling (and Kubeflow Trainer's coscheduling podGroupPolicy).

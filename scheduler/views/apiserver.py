@@ -30,7 +30,8 @@ from scheduler.views.state import (
     with_lent,
 )
 
-#: str(PendingReason): "Quota (#3 in queue order): team-a needs ..."
+#: str(PendingReason): "Quota: team-a needs ..." (before issue 16: "Quota (#3 in queue
+#: order): ...", still read, from a scheduler not yet upgraded).
 _REASON = re.compile(r"^(?P<category>[A-Za-z]+)(?: \(#(?P<position>\d+) in queue order\))?: "
                      r"(?P<message>.*)$", re.S)
 
@@ -74,20 +75,29 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
 def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
           conditions: Mapping[str, str], queues: Iterable[Mapping[str, Any]],
           nodes: Sequence[Node] | None, now: float,
-          estimates: Mapping[str, float] | None = None) -> ClusterView:
+          estimates: Mapping[str, float] | None = None,
+          pod_estimates: Mapping[str, float] | None = None,
+          positions: Mapping[str, int] | None = None) -> ClusterView:
     """*conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only);
-    *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds)."""
-    estimates = estimates or {}
+    *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds), else
+    *pod_estimates*: pod uid -> its ``gangscheduler.io/estimated-start``; *positions*: gang
+    id -> its PodGroup's ``status.queuePosition`` (a message of an older scheduler may
+    still hold the position)."""
+    estimates, pod_estimates, positions = estimates or {}, pod_estimates or {}, positions or {}
     pending = []
     for g in gangs.pending:
-        message = next((conditions[p.uid] for p in pods_of(g.id) if p.uid in conditions), "")
+        pods = pods_of(g.id)
+        message = next((conditions[p.uid] for p in pods if p.uid in conditions), "")
         category, position, text = parse_reason(message)
+        position = positions.get(g.id, position)
+        estimate = estimates.get(g.id, next((pod_estimates[p.uid] for p in pods
+                                             if p.uid in pod_estimates), None))
         pending.append(GangRow(
             id=g.id, namespace=g.namespace, queue=g.queue, state="Pending",
             gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
             cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
-            eta_seconds=(max(0.0, estimates[g.id] - now) if g.id in estimates else None)))
+            eta_seconds=None if estimate is None else max(0.0, estimate - now)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
     counted: dict[str, int] = {}
     ranked = []

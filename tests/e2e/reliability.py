@@ -11,7 +11,8 @@ fault per round:
 - ``apiserver`` / ``etcd``: SIGKILLed and started again on the same ports and data;
 - ``cut``: every connection through the proxy reset mid-bind (watch streams included);
 - ``pause``: the leader SIGSTOPped mid-bind past its Lease, resumed once the other replica
-  took over: anything it binds before it notices is a stale write.
+  took over: anything it binds after it resumed is a stale write (a member of a gang it logged
+  bound that the watch first saw bound after the resume).
 
 After each fault the round must settle (its gang whole, no gang anywhere partly bound, a
 leader) within a deadline; its recovery time runs from the fault to then. Invariants: no
@@ -65,6 +66,9 @@ class Figures:
     recoveries: list[float] = field(default_factory=list)
     mid_bind: int = 0  # faults that found the round's gang partly bound
     fenced: int = 0  # writes the paused leaders' fences refused
+    #: Gangs a paused leader logged bound after its pause began (binds sent before it, or
+    #: stale ones); of those, ``stale``: a member first seen bound after it resumed.
+    logged_late: int = 0
     stale: int = 0  # binds made by a replica that did not hold the Lease
     violations: list[str] = field(default_factory=list)
 
@@ -80,7 +84,8 @@ class Figures:
             lines.append(f"recovery time: median {statistics.median(rec):.2f} s, "
                          f"max {rec[-1]:.2f} s")
         lines += [f"stale writes by a paused leader: {self.stale} "
-                  f"(writes refused by its fence: {self.fenced})",
+                  f"(writes refused by its fence: {self.fenced}; gangs it logged bound after "
+                  f"its pause began, their binds sent before it: {self.logged_late - self.stale})",
                   f"violations: {len(self.violations)}"]
         lines += [f"  - {v}" for v in self.violations[:20]]
         return "\n".join(lines)
@@ -199,12 +204,24 @@ class Rig:
                                  for r in others), 30, 0.1, what="the standby took over")
         finally:
             leader.resume()
+            resumed = time.monotonic()
+        # The loop sets the gauge between cycles only: 0 means the cycle the pause cut into
+        # has ended, so whatever its stale plan would send has been sent (or refused).
         wait_for(lambda: value(scrape(leader.port), "gang_scheduler_is_leader") == 0, 30, 0.1,
                  what="the resumed replica stepped down")
-        time.sleep(LEASE_S)  # whatever its stale plan would still send has been sent
         self.figures.fenced += int(value(scrape(leader.port),
                                          "gang_scheduler_fenced_writes_total"))
-        self.figures.stale += stale_binds(leader.log_path, mark)
+        logged = bound_gangs(leader.log_path, mark)
+        self.figures.logged_late += len(logged)
+        self.figures.stale += sum(1 for gang in logged if self.bound_after(gang, resumed))
+
+    def bound_after(self, gang: str, moment: float) -> bool:
+        """Was a member of *gang* ("ns/name") first seen bound after *moment* (monotonic)?"""
+        name = gang.split("/", 1)[-1]
+        jobs = [j for j, _ in self.jobs if name == j or name.startswith(f"{j}-")]
+        first = dict(self.watch.first_bound)
+        return any(t > moment for pod, t in first.items()
+                   for j in jobs if pod.startswith(f"{j}-"))
 
     def check(self, i: int, fault: str, marks: tuple[int, int]) -> None:
         where = f"round {i} ({fault})"
@@ -242,18 +259,22 @@ def answered(check: Callable[[], bool]) -> bool:
         return False
 
 
-def stale_binds(log: Path, since: int) -> int:
-    """``gang_bound`` lines the replica logged after *since* (bytes) before it led again."""
-    count = 0
+def bound_gangs(log: Path, since: int) -> list[str]:
+    """The gangs a replica logged ``gang_bound`` for after *since* (bytes), before it led
+    again. Such a line is only a stale write if a bind went out after the pause: the line is
+    written once the cycle's binds returned, so binds sent just before the SIGSTOP are logged
+    after it (``Rig.pause`` tells the two apart by when the watch first saw each pod bound)."""
+    gangs = []
     with log.open("rb") as f:
         f.seek(since)
         for line in f:
             with contextlib.suppress(ValueError):
-                event = json.loads(line).get("event")
-                if event == "leading":
+                event = json.loads(line)
+                if event.get("event") == "leading":
                     break
-                count += event == "gang_bound"
-    return count
+                if event.get("event") == "gang_bound" and "latency_s" in event:
+                    gangs.append(str(event.get("gang")))
+    return gangs
 
 
 def replica_config(tenant: Tenant, lease_namespace: str) -> str:

@@ -5,6 +5,7 @@ running afterwards, also when interrupted."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -52,8 +53,10 @@ def test_the_demo_runs_every_job_and_cleans_up(tmp_path: Path) -> None:
     # The acts: one ddp gang waits whole for the other, b-llm is reserved, a-eval backfills,
     # a-sweep waits behind the reservation, a-urgent preempts the whole of a-bulk.
     assert "b-ddp waits: Reserved" in out or "a-ddp waits: Reserved" in out
-    # (The estimated start is a PodGroup status field now, not in the reason the demo logs.)
     assert "b-llm waits: Reserved" in out and "; reserved 4 node(s)" in out
+    # The estimated start is the PodGroup's status field, not in the reason: read from there.
+    assert re.search(r"\] b-llm estimated to start in \d+s \(its PodGroup's "
+                     r"status\.estimatedStart\)", out), out[-4000:]
     assert "a-eval started after b-llm was submitted but before it started" in out
     assert "behind the reservation of team-b/b-llm" in out
     assert "preempted a-bulk after" in out and "resubmitted a-bulk (attempt 2" in out

@@ -8,7 +8,6 @@ Skipped when the session cluster runs without the training operators
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -77,7 +76,7 @@ def test_a_jobset_is_one_gang_across_its_replicated_jobs(
     wait_for(lambda: all("needs 5 nvidia.com/gpu" in unschedulable_message(tenant.pods()[n])
                          for n in names), 30,
              what="every pod of the JobSet told it waits for room for all 5")
-    time.sleep(2)  # several cycles with 4 of the 5 GPUs free
+    live_scheduler.run_cycles()  # several cycles with 4 of the 5 GPUs free
     assert tenant.bound(names) == [], "a JobSet started in part"
     tenant.cp.create_node(f"{tenant.pool}-n1", gpus=4, labels={"gangscheduler.io/pool":
                                                                 tenant.pool})
@@ -99,7 +98,7 @@ def test_one_gang_per_replicated_job_on_request(
         jobset_pods(tenant, "split", "workers")) == 4 else [], 90, what="the 4 worker pods")
     wait_for(lambda: tenant.all_bound(workers) or tenant.all_bound(leader), 60,
              what="one replicated Job's gang bound")
-    time.sleep(2)
+    live_scheduler.run_cycles()  # several chances to start the other one in part
     bound = set(tenant.bound(leader + workers))
     assert bound in ({*workers}, {*leader}), bound  # whole gangs, the other one waiting
 

@@ -75,9 +75,10 @@ def test_a_queue_naming_a_pool_without_nodes_is_shown_as_not_fitting(
 
 def test_a_reserved_gang_shows_its_estimated_start_as_a_column_not_in_its_message(
         tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
-    """Issue 16: the ETA was a countdown inside the message (a write per cycle). It is the
-    PodGroup's ``status.estimatedStart`` now, shown by ``kubectl get podgroups``, and the
-    message stays the same from cycle to cycle."""
+    """Issue 16: the ETA was a countdown inside the message (a write per cycle), and the
+    queue position was in it too. They are the PodGroup's ``status.estimatedStart`` and
+    ``status.queuePosition`` now, shown by ``kubectl get podgroups``, and the message stays
+    the same from cycle to cycle."""
     tenant.create_nodes(1, gpus=8)
     tenant.create_group("runs", 1)
     rest.call(tenant.cp.custom.patch_namespaced_custom_object, PODGROUP_GROUP, PODGROUP_VERSION,
@@ -97,7 +98,33 @@ def test_a_reserved_gang_shows_its_estimated_start_as_a_column_not_in_its_messag
     assert status["estimatedStart"] == row["ESTIMATEDSTART"] and status["estimateTime"]
     message = status["conditions"][0]["message"]
     assert message.startswith("Reserved") and "estimated start in" not in message, message
+    # Nor the queue position: a field and a column of its own (it moves as others start).
+    assert "in queue order" not in message, message
+    assert status["queuePosition"] == 1 and row["POSITION"] == "1", (status, row)
     time.sleep(3)  # cycles pass: nothing about the answer changed, so nothing is rewritten
     again = tenant.group_status("next")
     assert (again["conditions"][0]["message"], again["estimateTime"]) == (
         message, status["estimateTime"])
+
+
+def test_kubectl_describe_pod_shows_why_its_gang_waits(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """Issue 16: ``kubectl describe pod`` of a waiting member said ``Events: <none>`` (the
+    events went to the PodGroup only). Its events and its PodScheduled condition now say why,
+    read with the real kubectl as the pod's owner would."""
+    tenant.create_nodes(1, gpus=8)
+    tenant.create_gang("toolarge", 2, gpus=16)  # a pod larger than any node: never fits
+
+    def described() -> str:
+        out = subprocess.run([str(build.kubectl_path()), "--kubeconfig",
+                              str(tenant.cp.kubeconfig), "describe", "pod", "toolarge-0",
+                              "-n", tenant.namespace], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+        return out if "FailedScheduling" in out else ""
+
+    text = wait_for(described, 90, what="a FailedScheduling event on the pod")
+    events = text[text.index("Events:"):]
+    assert "<none>" not in events.splitlines()[0], events
+    assert "gang-scheduler" in events, events
+    assert "never fits" in events, events
+    assert "PodScheduled" in text and "False" in text, text

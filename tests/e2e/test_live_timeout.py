@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from scheduler.devcluster import rest
@@ -39,6 +37,6 @@ def test_gang_past_its_timeout_is_given_up_once(
     assert tenant.bound(["big-0", "big-1"]) == []
     # Given up: no new decisions or events keep coming for it.
     before = len(tenant.events("FailedScheduling"))
-    time.sleep(3)
+    live_scheduler.run_cycles(6)
     assert len(tenant.events("FailedScheduling")) <= before + 1, tenant.events("FailedScheduling")
     assert tenant.group_status("big")["phase"] == "Failed", status

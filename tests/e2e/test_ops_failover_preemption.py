@@ -35,7 +35,7 @@ LEASE_S, RENEW_S, RETRY_S = 3, 2, 0.5
 # Long enough that victim-a is still terminating (its container running out its grace period)
 # through the failover and the observation; the test lets it exit (`ops.release`) after.
 GRACE_S = 120
-OBSERVE_S = 8  # how long the new leader is watched deciding (cycles of 0.5 s)
+OBSERVE_CYCLES = 16  # how many cycles the new leader is watched deciding (0.5 s apart idle)
 
 
 class ReasonWatch(DeletionWatch):
@@ -138,8 +138,11 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
 
         wait_for(preemption_pending, 30, what="b: the preemptor PreemptionPending")
         cycles = b.metric("gang_scheduler_cycles_total")
-        deadline = time.monotonic() + OBSERVE_S
-        while time.monotonic() < deadline:
+        watched = time.monotonic()
+        # Until b has decided OBSERVE_CYCLES times (so many chances to evict more), however
+        # loaded the machine: a fixed span of seconds may hold only a few.
+        while b.metric("gang_scheduler_cycles_total") < cycles + OBSERVE_CYCLES:
+            assert time.monotonic() - watched < 300, "b ran too few cycles in 300 s"
             current = pods()
             left_alone()
             for name in victim_b:
@@ -158,8 +161,8 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
                             reason="PreemptionPending") == 1
             time.sleep(0.5)
         ran = b.metric("gang_scheduler_cycles_total") - cycles
-        assert ran >= OBSERVE_S // 2, f"the new leader ran only {ran} cycles"
-        print(f"b ran {ran:.0f} cycles in {OBSERVE_S}s without evicting; the preemptor's "
+        print(f"b ran {ran:.0f} cycles in {time.monotonic() - watched:.1f}s without evicting; "
+              "the preemptor's "
               f"reasons: {sorted(set(watch.messages_of(preemptor)))}")
         assert b.metric("gang_scheduler_evictions_total") == 0
         assert {e["regarding"]["name"] for e in ops.tenant.events("Preempted")} <= set(victim_a)

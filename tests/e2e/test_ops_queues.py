@@ -8,7 +8,6 @@ its own scheduler once the tree and, where the order matters, the backlog exist.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,10 +74,10 @@ def test_two_queues_under_contention_share_by_weight(ops: Ops) -> None:
     for i in range(16):  # both backlogs exist before the scheduler looks
         ops.pod(f"light-{i:02d}", 1, light)
         ops.pod(f"heavy-{i:02d}", 1, heavy)
-    ops.start_scheduler()
+    runner = ops.start_scheduler()
     names = [f"{q}-{i:02d}" for q in ("light", "heavy") for i in range(16)]
     wait_for(lambda: len(ops.tenant.bound(names)) == 16, 30, what="16 GPUs allocated")
-    time.sleep(1)  # nothing more may start
+    runner.run_cycles()  # nothing more may start
     bound = ops.tenant.bound(names)
     got = {q: sum(n.startswith(q) for n in bound) for q in ("light", "heavy")}
     print(f"weights 1:3 on 16 GPUs -> {got}")
@@ -135,7 +134,7 @@ def test_a_queue_update_applies_live_and_an_invalid_one_is_refused(ops: Ops) -> 
     g2 = ops.gang("g2", 1, 8, queue)
     wait_for(lambda: "Quota" in unschedulable_message(ops.tenant.pods()[g2[0]]), 30,
              what="g2 held by the last good quota (8)")
-    time.sleep(1)
+    runner.run_cycles()  # several chances to bind it on the edited quota
     assert ops.tenant.bound(g2) == []
     # Fixing the edit applies it.
     ops.patch_queue(queue, {"parent": None})

@@ -215,6 +215,7 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
@@ -228,7 +229,8 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""),
                               options=options)
-    try:
+
+    def check() -> None:
         driver.get(f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}")
         assert driver.title == "gang-scheduler"
         body = driver.find_element(By.TAG_NAME, "body").text
@@ -262,6 +264,16 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         assert not driver.find_elements(By.TAG_NAME, "form")
         assert not driver.find_elements(By.TAG_NAME, "script")
         assert not driver.find_elements(By.TAG_NAME, "button")
+    try:
+        # The page refreshes itself every few seconds; on a loaded machine reading it can take
+        # longer, and the elements read go stale: read a freshly loaded page again then.
+        for attempt in range(5):
+            try:
+                check()
+                break
+            except StaleElementReferenceException:
+                if attempt == 4:
+                    raise
         if os.environ.get(SCREENSHOT_DIR):
             driver.save_screenshot(str(Path(os.environ[SCREENSHOT_DIR]) / "dashboard.png"))
     finally:

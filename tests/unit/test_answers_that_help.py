@@ -118,3 +118,42 @@ def test_queue_suggestions_name_only_queues_that_admit_the_namespace() -> None:
     lonely = decide(snap, [gang("w", "nope", namespace="ops")],
                     policies(queues[1], queues[0]), NOW, solver=SOLVE)
     assert "none does: ask an admin" in lonely.pending["ops/w"].message
+
+
+# What the estimate counts as released before its expected end (issue 16, found by
+# benchmarks/bench_eta.py's decomposition of early starts) ---------------------------------
+#: c runs within its quota on nodes 1-3 (one gang ends in 600 s, two in 5000 s); b borrows a's
+#: idle quota on node 0 for two hours and may be reclaimed at once (no minimum runtime).
+MIXED = (queue("research"), queue("a", "research", quota={"a100": 16}),
+         queue("b", "research"), queue("c", "research", quota={"a100": 24}))
+OWN = (running(gang("c1", "c", runtime=600.0), {"a100-0001": 1}, start=NOW, end=NOW + 600),
+       *(running(gang(f"c{i}", "c", runtime=5000.0), {f"a100-{i:04d}": 1}, start=NOW,
+                 end=NOW + 5000) for i in (2, 3)),
+       running(gang("b0", "b", runtime=7200.0), {"a100-0000": 1}, start=NOW - 100,
+               end=NOW - 100 + 7200))
+
+
+def test_a_victim_it_may_reclaim_now_counts_once_enough_else_is_released() -> None:
+    """The reclaimable borrower alone is not enough (one node of two), so the gang is
+    reserved; it starts when c1 ends, by reclaiming b0's node then. Only gangs still within
+    their minimum runtime used to count, so the estimate waited for c2's end (+5000 s)."""
+    plan = decide(Snapshot(A100, OWN), [WANTS_BACK], policies(*MIXED), NOW, solver=SOLVE)
+    reason = plan.pending[WANTS_BACK.id]
+    assert reason.category is R.RESERVED and not plan.evictions, reason
+    assert reason.estimated_start == NOW + 600.0
+    # And it holds: once c1 is gone, the gang reclaims b0's node.
+    later = decide(Snapshot(A100, OWN[1:]), [WANTS_BACK], policies(*MIXED), NOW + 600.0,
+                   plan, solver=SOLVE)
+    assert later.pending[WANTS_BACK.id].category is R.PREEMPTION_PENDING
+    assert [e.victim for e in later.evictions] == [OWN[3].id]
+
+
+def test_a_gang_being_evicted_counts_as_released_now() -> None:
+    """b0 is being evicted already (its pods terminating, nobody waiting for its node): the
+    gang counts on its node now, not at its expected end two hours away, so it is told it
+    starts when c1 ends (+600 s), not when c2 does (+5000 s)."""
+    going = (*OWN[:3], replace(OWN[3], terminating=True))
+    plan = decide(Snapshot(A100, going), [WANTS_BACK], policies(*MIXED), NOW, solver=SOLVE)
+    reason = plan.pending[WANTS_BACK.id]
+    assert reason.category is R.RESERVED and not plan.evictions, reason
+    assert reason.estimated_start == NOW + 600.0

@@ -126,7 +126,7 @@ def test_kubectl_kustomize_builds(directory: str, kinds: set[str]) -> None:
 
 # RBAC -------------------------------------------------------------------------------------
 EXPECTED_CLUSTER_RULES = {
-    *(("", "pods", v) for v in ("get", "list", "watch", "delete")),
+    *(("", "pods", v) for v in ("get", "list", "watch", "delete", "patch")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
@@ -138,7 +138,7 @@ EXPECTED_CLUSTER_RULES = {
       for v in ("get", "list", "watch", "patch")),
     *(("storage.k8s.io", r, v) for r in ("storageclasses", "csinodes")
       for v in ("get", "list", "watch")),
-    *(("batch", "jobs", v) for v in ("get", "list", "watch")),
+    *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
     *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch")),

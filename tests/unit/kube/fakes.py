@@ -175,4 +175,5 @@ def landed(result: ApplyResult, timeout: float = 30.0) -> ApplyResult:
     done = result.binding.result(timeout=timeout)
     return dataclasses.replace(result, bound=done.bound, failed=done.failed,
                                claims=result.claims + done.claims,
-                               unanswered=done.unanswered, binding=None)
+                               unanswered=done.unanswered, fenced=done.fenced,
+                               left=done.left, binding=None)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.binder import SKIPPED, UNKNOWN, Binder
+from scheduler.kube.binder import FENCED, SKIPPED, UNKNOWN, Binder
 from scheduler.kube.client import Response, TransportError
+from scheduler.kube.fence import Fenced
 from scheduler.model import PodRef
 
 
@@ -234,3 +235,45 @@ def test_an_apiserver_that_stays_unavailable_rolls_the_gang_back_after_the_retri
     assert not out.ok
     assert store.calls.count(("POST binding", "w1")) == 3  # the first attempt + 2 retries
     assert "w0" not in store.pods or store.pods["w0"]["node"] == ""  # undone
+
+
+def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: PodStore) -> None:
+    """Its Lease renewal came late between two binds: deleting is not its to do (its deletes
+    would be fenced, or race the leader completing the gang), so nothing is deleted, not
+    even once the fence lifts, and what it bound is reported for the repair."""
+    refs = store.add("w0", "w1", "w2")
+    holds = iter([True, False])  # the first bind goes out, then the fence closes
+
+    class Fencing:
+        def request(self, method: str, path: str, **kw: Any) -> Response:
+            if method in ("POST", "DELETE") and not next(holds, True):
+                raise Fenced(f"{method} {path}: fenced")
+            return store.request(method, path, **kw)
+
+    serial = Binder(Fencing(), concurrency=1, complete_delays=(0.0,))  # type: ignore[arg-type]
+    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    serial.close()
+    assert not out.ok and out.fenced and not out.unanswered
+    assert out.left == ((refs[0], "n0"),) and out.rolled_back == ()
+    assert [f.status for f in out.failed] == [FENCED, SKIPPED]
+    assert store.pods["w0"]["node"] == "n0"
+    assert not any(method == "DELETE" for method, _ in store.calls)
+    assert ("POST binding", "w2") not in store.calls  # no retry on the fence
+    assert out.describe().endswith("1 bound members left for the leader to complete or "
+                                   "roll back")
+
+
+def test_a_fenced_delete_is_not_retried(store: PodStore) -> None:
+    (ref,) = store.add("w0", node="n0")
+
+    class AlwaysFenced:
+        calls = 0
+
+        def request(self, method: str, path: str, **kw: Any) -> Response:
+            AlwaysFenced.calls += 1
+            raise Fenced(f"{method} {path}: fenced")
+
+    b = Binder(AlwaysFenced(), concurrency=1)  # type: ignore[arg-type]
+    (failure,) = b.delete_pods([ref], retries=3)
+    b.close()
+    assert failure.status == FENCED and AlwaysFenced.calls == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,3 +251,129 @@ def test_run_releases_the_lease_after_quiesce_and_a_standby_takes_over_at_once()
     assert order == ["quiesce leader=False holder=a"]  # stopped leading, Lease not yet given up
     assert server.holder() == "" and server.lease["spec"]["leaseDurationSeconds"] == 1  # type: ignore[index]
     assert b.try_acquire_or_renew() and b.is_leader  # no need to wait out the lease
+
+
+# A term: what the scheduling loop treats as a takeover --------------------------------------
+@dataclass(frozen=True)
+class TermCase:
+    """Replica ``a`` leads (lease 3 s, deadline 2 s); then *between* happens (to the server,
+    ``a``'s clock, or standby ``b``), and ``a`` tries to renew *attempts* times, its clock
+    moving 0.5 s before each: does it lead then, in the term it held before?"""
+
+    name: str
+    between: Callable[[LeaseServer, Clock, LeaderElector], None]
+    leads: bool
+    same_term: bool
+    attempts: int = 1
+
+
+def _late(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    clock.now += 2.5  # past the renew deadline, within the lease: nobody could take it
+
+
+def _paused_past_the_lease(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    clock.now += 30.0  # nobody else wanted it: the Lease is still as a left it
+
+
+def _taken(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    b_clock = b._monotonic
+    assert isinstance(b_clock, Clock)
+    assert not b.try_acquire_or_renew()  # b sees a's Lease...
+    b_clock.now += 3.5  # ...not renewed for longer than the lease (a is paused)
+    assert b.try_acquire_or_renew()
+
+
+def _taken_and_released(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    _taken(server, clock, b)
+    b.release()
+
+
+def _deleted(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    server.lease = None  # someone deleted it: whoever held it in between, a term ends
+
+
+def _namesake(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
+    # Another process with a's identity (a restart) took it over and bumped the count.
+    spec = server.lease["spec"]  # type: ignore[index]
+    spec["leaseTransitions"] += 1
+    server.version += 1
+    server.lease["metadata"]["resourceVersion"] = str(server.version)  # type: ignore[index]
+
+
+TERM_CASES = [
+    TermCase("renewed in time", lambda s, c, b: None, leads=True, same_term=True),
+    TermCase("renewed late, nobody took it", _late, leads=True, same_term=True),
+    TermCase("paused past the lease, nobody took it", _paused_past_the_lease,
+             leads=True, same_term=True),
+    TermCase("taken by b, who still holds it", _taken, leads=False, same_term=False),
+    TermCase("taken by b, then released", _taken_and_released, leads=True, same_term=False),
+    TermCase("taken by b, then expired (a waits out b's lease)", _taken, leads=True,
+             same_term=False, attempts=8),
+    TermCase("deleted and recreated", _deleted, leads=True, same_term=False),
+    TermCase("held by a namesake in between", _namesake, leads=True, same_term=False),
+]
+
+
+@pytest.mark.parametrize("case", TERM_CASES, ids=lambda c: c.name)
+def test_a_term_lasts_until_the_lease_changes_hands(case: TermCase) -> None:
+    server, clock = LeaseServer(), Clock()
+    a = elector(server, "a", clock, lease_duration=3, renew_deadline=2, retry_period=0.5)
+    b = elector(server, "b", Clock(), lease_duration=3, renew_deadline=2, retry_period=0.5)
+    assert a.try_acquire_or_renew() and a.term is not None
+    before = a.term
+    case.between(server, clock, b)
+    for _ in range(case.attempts):
+        clock.now += 0.5
+        a.try_acquire_or_renew()
+    assert a.is_leader is case.leads
+    if case.leads:
+        assert (a.term == before) is case.same_term
+    else:
+        assert a.term is None
+
+
+def test_a_late_renewal_pauses_writes_but_keeps_the_term() -> None:
+    """While the renewal is late ``is_leader`` is False (the fence refuses writes) but the
+    term is kept; the renewal that lands resumes it, and the Lease shows no transition."""
+    server, clock = LeaseServer(), Clock()
+    a = elector(server, "a", clock, lease_duration=3, renew_deadline=2, retry_period=0.5)
+    assert a.try_acquire_or_renew()
+    term = a.term
+    server.down = True
+    clock.now += 2.5
+    with pytest.raises(TransportError):
+        a.try_acquire_or_renew()
+    a._won(False, clock.now)
+    assert not a.is_leader and a.term == term
+    server.down = False
+    assert a.try_acquire_or_renew() and a.is_leader and a.term == term
+    assert server.lease["spec"]["leaseTransitions"] == 0  # type: ignore[index]
+
+
+def test_a_standby_counts_expiry_from_when_its_read_returned() -> None:
+    """b's read of the Lease takes 1.5 s, and a renews meanwhile: b must wait a whole lease
+    from the reply (a may write until its renewal plus the deadline), not from the moment
+    it asked, or for half a second both would write."""
+    server, clock = LeaseServer(), Clock()
+    timings = {"lease_duration": 3, "renew_deadline": 2, "retry_period": 0.5}
+    a = elector(server, "a", clock, **timings)
+    assert a.try_acquire_or_renew()
+
+    @dataclass
+    class SlowRead(FakeLeaseClient):
+        slow: bool = True
+
+        def request(self, method: str, path: str, **kw: Any) -> Response:
+            if method == "GET" and self.slow:
+                self.slow = False
+                clock.now += 1.5
+                assert a.try_acquire_or_renew()  # a renews while b's read is on its way
+            return super().request(method, path, **kw)
+
+    b = LeaderElector(SlowRead(server), NS, NAME, "b", monotonic=clock, **timings)
+    assert not b.try_acquire_or_renew()
+    clock.now += 1.6  # 3.1 s after b asked, 1.6 s after a's renewal: a still leads
+    assert a.is_leader
+    assert not b.try_acquire_or_renew() and not b.is_leader
+    clock.now += 1.5  # a whole lease after the reply: a is long past its deadline
+    assert not a.is_leader and b.try_acquire_or_renew()

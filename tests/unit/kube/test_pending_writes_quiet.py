@@ -20,6 +20,7 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.status import StatusWriter, format_time
+from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
 from scheduler.plan import CyclePlan, ReasonCategory
 from scheduler.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, policies
@@ -72,10 +73,18 @@ def test_a_reserved_gang_is_written_once_in_thirty_cycles() -> None:
     finally:
         actuator.close()
         binder.close()
-    # First cycle: PodGroup status, two pod conditions, three events (PodGroup, two pods).
-    assert api.writes == Counter({"PATCH podgroup": 1, "PATCH pod": 2, "POST event": 3}), \
+    # First cycle: PodGroup status, two pod conditions, the two pods' estimate annotations,
+    # three events (PodGroup, two pods).
+    assert api.writes == Counter({"PATCH podgroup": 1, "PATCH pod": 4, "POST event": 3}), \
         api.writes
-    assert per_cycle == [6] + [0] * 29
+    assert per_cycle == [8] + [0] * 29
     status = next(body for kind, body in api.bodies if kind == "podgroup")["status"]
     assert status["estimatedStart"] == format_time(NOW + 200)
     assert "estimated start in" not in status["conditions"][0]["message"]
+    # The queue position is a field too: the message holds neither.
+    assert status["queuePosition"] == 1
+    assert "in queue order" not in status["conditions"][0]["message"]
+    annotations = [body["metadata"]["annotations"] for kind, body in api.bodies
+                   if kind == "pod" and "annotations" in (body.get("metadata") or {})]
+    assert [a[ESTIMATED_START_ANNOTATION] for a in annotations] == [format_time(NOW + 200)] * 2
+    assert [a[ESTIMATE_TIME_ANNOTATION] for a in annotations] == [format_time(NOW)] * 2

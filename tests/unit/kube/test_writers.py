@@ -97,7 +97,7 @@ def test_podgroup_status_body_and_dedup() -> None:
     assert body["status"] == {
         "phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
         "scheduleStartTime": "2024-05-01T11:46:40Z",
-        "estimatedStart": None, "estimateTime": None,
+        "estimatedStart": None, "estimateTime": None, "queuePosition": None,
         "conditions": [{"type": "Scheduled", "status": "False", "reason": "Unschedulable",
                         "message": "needs 8 GPUs in one rack",
                         "lastTransitionTime": "2024-05-01T12:00:00Z"}]}

@@ -96,3 +96,20 @@ def test_gang_key_orders_priority_then_age_then_uid() -> None:
     assert sorted([young, old, vip], key=key) == [vip, old, young]
     fifo = lambda g: fairshare.gang_key(g, OrderingMode.FIFO)  # noqa: E731
     assert sorted([young, old, vip], key=fifo)[0] == vip  # created at 0.0: arrival order only
+
+
+def test_a_quota_in_a_pool_no_node_carries_takes_nothing_from_its_siblings() -> None:
+    """Issue 16: a live Queue whose quota names a pool that does not exist (``a10`` for
+    ``a100``) took fair share from its siblings. Its quota lends nothing into the pools that
+    exist and weighs in no sibling's share: what the siblings may take and their ranks are
+    those of the same tree without it (the Queue gets ``QuotaFitsCluster=False``)."""
+    siblings = (queue("p"), queue("a", "p", quota={"a100": 10}),
+                queue("b", "p", quota={"a100": 10}))
+    typo = queue("t", "p", quota={"a10": 100})
+    for n in (0, 10, 15, 20):
+        with_typo, without = use(ledger(*siblings, typo), "a", n), use(ledger(*siblings), "a", n)
+        for name in ("a", "b"):
+            assert gpus(with_typo, name) == gpus(without, name), (n, name)
+            assert fairshare.dominant_share(with_typo, name) == fairshare.dominant_share(
+                without, name), (n, name)
+            assert fairshare.queue_key(with_typo, name) == fairshare.queue_key(without, name)
