@@ -71,14 +71,30 @@ def job(ops: Ops, name: str, size: int, gpus: int, queue: str, priority_class: s
 
 def release(ops: Ops, pod: str) -> None:
     """Let a held pod exit now and go, keeping the Job controller's own finalizer (it counts
-    the pod's end before the pod is removed)."""
+    the pod's end before the pod is removed).
+
+    The finalizer list is written with the resourceVersion it was read at: the Job
+    controller may drop its own finalizer in between, and a list read before that would put
+    it back on a pod being deleted, which the apiserver refuses (422). A conflict, or that
+    refusal, means the pod changed: read it again."""
     rest.call(ops.cp.core.patch_namespaced_pod, pod, ops.ns,
               {"metadata": {"annotations": {SIMULATED_SHUTDOWN: "0"}}},
               _content_type=rest.MERGE_PATCH)
-    finalizers = ops.tenant.pods()[pod]["metadata"].get("finalizers") or []
-    rest.call(ops.cp.core.patch_namespaced_pod, pod, ops.ns,
-              {"metadata": {"finalizers": [f for f in finalizers if f != HOLD]}},
-              _content_type=rest.MERGE_PATCH)
+    for _ in range(20):
+        meta = ops.tenant.pods()[pod]["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if HOLD not in finalizers:
+            return
+        try:
+            rest.call(ops.cp.core.patch_namespaced_pod, pod, ops.ns,
+                      {"metadata": {"resourceVersion": meta["resourceVersion"],
+                                    "finalizers": [f for f in finalizers if f != HOLD]}},
+                      _content_type=rest.MERGE_PATCH)
+            return
+        except client.ApiException as e:
+            if e.status not in (409, 422):
+                raise
+    raise AssertionError(f"{pod}: its finalizer list kept changing under 20 writes")
 
 
 def live_pods(ops: Ops, name: str) -> list[str]:
