@@ -120,9 +120,11 @@ def test_kubectl_describe_pod_shows_why_its_gang_waits(
                               str(tenant.cp.kubeconfig), "describe", "pod", "toolarge-0",
                               "-n", tenant.namespace], capture_output=True, text=True,
                              check=True, timeout=60).stdout
-        return out if "FailedScheduling" in out else ""
+        # The first event may say the gang waits for its second member (created a moment
+        # later); the event that counts is the one the complete gang gets.
+        return out if "FailedScheduling" in out and "never fits" in out else ""
 
-    text = wait_for(described, 90, what="a FailedScheduling event on the pod")
+    text = wait_for(described, 90, what="a FailedScheduling event on the pod saying why")
     events = text[text.index("Events:"):]
     assert "<none>" not in events.splitlines()[0], events
     assert "gang-scheduler" in events, events

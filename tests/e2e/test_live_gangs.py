@@ -60,7 +60,11 @@ def test_two_gangs_on_room_for_one_run_one_after_the_other(
         wait_for(lambda: any(e["regarding"]["name"] == second
                              for e in tenant.events("FailedScheduling")),
                  30, what=f"a FailedScheduling event about {second}")
-        assert any(e["regarding"]["name"] == first for e in tenant.events("Scheduled"))
+        # Events are written by the actuator's writer thread, after the bind and in no fixed
+        # order with the PodGroup's status: wait for it rather than read it once.
+        wait_for(lambda: any(e["regarding"]["name"] == first
+                             for e in tenant.events("Scheduled")),
+                 30, what=f"a Scheduled event about {first}")
 
         # When the first gang finishes, the second runs whole.
         wait_for(lambda: set(tenant.phases(gangs[first]).values()) == {"Succeeded"}, 60,
