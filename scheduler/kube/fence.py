@@ -38,9 +38,11 @@ from scheduler.kube.client import JSON, WRITES, KubeClient, Response, TransportE
 log = structlog.get_logger()
 
 
-#: Annotations on every Binding and Eviction a leader sends: who sent it, in which term.
+#: Annotations on every Binding and Eviction a leader sends: who sent it, in which term of
+#: which Lease ("namespace/name": two installations in one cluster fence only their own).
 LEADER_ANNOTATION = "gangscheduler.io/leader"
 TERM_ANNOTATION = "gangscheduler.io/leader-term"
+LEASE_ANNOTATION = "gangscheduler.io/leader-lease"
 #: Starts the message of the admission policy's refusal: how a refusal is told apart from
 #: any other 403 (RBAC, another policy).
 REFUSAL_MARK = "gang-scheduler leader fence:"
@@ -57,13 +59,16 @@ class Fenced(TransportError):
 class FenceToken:
     """The term a write is made in, as the Lease records it: its ``holderIdentity`` and its
     ``leaseTransitions``, which every change of holder increments (``LeaderElector``), so a
-    takeover makes every token of the previous term stale."""
+    takeover makes every token of the previous term stale; *lease* ("namespace/name") says
+    which Lease, so only that Lease's policy binding checks it."""
 
     identity: str
     transitions: int
+    lease: str
 
     def annotations(self) -> dict[str, str]:
-        return {LEADER_ANNOTATION: self.identity, TERM_ANNOTATION: str(self.transitions)}
+        return {LEADER_ANNOTATION: self.identity, TERM_ANNOTATION: str(self.transitions),
+                LEASE_ANNOTATION: self.lease}
 
 
 def stamped(path: str, body: Any, token: FenceToken | None) -> Any:
@@ -89,14 +94,17 @@ class FencedClient(KubeClient):
     stamped, the admission policy lets them through).
 
     Shares the connection pool of *inner*. *on_fenced* is called once per refused write
-    (a metric); the refusal is logged once per episode, not once per write.
+    (a metric), and *on_refused_by_apiserver* too when the apiserver refused it; the refusal
+    is logged once per episode, not once per write.
     """
 
     def __init__(self, inner: KubeClient, holds: Callable[[], bool],
                  on_fenced: Callable[[], None] | None = None,
-                 token: Callable[[], FenceToken | None] = lambda: None) -> None:
+                 token: Callable[[], FenceToken | None] = lambda: None,
+                 on_refused_by_apiserver: Callable[[], None] | None = None) -> None:
         super().__init__(inner.api_client, inner.timeout, inner.outages)
         self._holds, self._on_fenced, self._token = holds, on_fenced, token
+        self._on_refused_by_apiserver = on_refused_by_apiserver
         self._lock = threading.Lock()
         self._episode: tuple[float, int] | None = None  # (since, writes refused)
 
@@ -114,6 +122,8 @@ class FencedClient(KubeClient):
                                content_type=content_type, timeout=timeout)
         if method in WRITES:
             if refused_by_policy(resp):
+                if self._on_refused_by_apiserver is not None:
+                    self._on_refused_by_apiserver()
                 self._refused(method, path, resp.message())
                 raise Fenced(f"{method} {path}: refused by the apiserver: {resp.message()}")
             if self._episode is not None:

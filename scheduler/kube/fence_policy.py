@@ -5,12 +5,13 @@
 parameter and refuses a stamped request whose stamp is not the Lease's current holder and
 ``leaseTransitions``: a leader paused between its own check and the send (SIGSTOP, a GC pause,
 a frozen VM) is refused by the apiserver once a standby has taken the Lease, however late it
-resumes. ``matchConditions`` leave every unstamped request alone: kube-scheduler's binds, a
-user's evictions, a single replica with leader election off. ``parameterNotFoundAction:
-Allow`` for the same reason: the apiserver resolves the parameter before it evaluates the
-match conditions, so ``Deny`` would refuse every bind in the cluster while the Lease does not
-exist (before the first replica starts). A stamped write needs a Lease to have been
-acquired, so the Lease only goes missing if someone deletes it.
+resumes. ``matchConditions`` leave every request not stamped for this Lease alone:
+kube-scheduler's binds, a user's evictions, a single replica with leader election off,
+another gang-scheduler installation with a Lease of its own (its own binding checks it).
+``parameterNotFoundAction: Allow`` for the same reason: the apiserver resolves the parameter
+before it evaluates the match conditions, so ``Deny`` would refuse every bind in the cluster
+while the Lease does not exist (before the first replica starts). A stamped write needs a
+Lease to have been acquired, so the Lease only goes missing if someone deletes it.
 
 Pod DELETEs (the rollback of a partly bound gang) are not covered: a DELETE carries no object
 to stamp, only ``DeleteOptions``, which has no free-form field. Fencing them would mean
@@ -37,6 +38,7 @@ import structlog
 from scheduler.kube.client import Requester, TransportError, path_segment
 from scheduler.kube.fence import (
     LEADER_ANNOTATION,
+    LEASE_ANNOTATION,
     REFUSAL_MARK,
     TERM_ANNOTATION,
     FenceToken,
@@ -76,8 +78,11 @@ def policy(name: str = NAME) -> dict[str, Any]:
                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                 "resources": ["pods/binding", "pods/eviction"]}]},
             "matchConditions": [{
-                "name": "stamped-by-a-gang-scheduler-leader",
-                "expression": f"has({_ANNOTATIONS}) && '{LEADER_ANNOTATION}' in {_ANNOTATIONS}"}],
+                "name": "stamped-by-a-leader-of-this-lease",
+                "expression": f"has({_ANNOTATIONS}) && '{LEADER_ANNOTATION}' in {_ANNOTATIONS}"
+                              f" && '{LEASE_ANNOTATION}' in {_ANNOTATIONS} && "
+                              f"{_ANNOTATIONS}['{LEASE_ANNOTATION}'] == "
+                              "params.metadata.namespace + '/' + params.metadata.name"}],
             "variables": [{"name": k, "expression": v} for k, v in variables.items()],
             "validations": [{
                 "expression": "variables.writer == variables.holder && "
@@ -89,12 +94,14 @@ def policy(name: str = NAME) -> dict[str, Any]:
     }
 
 
-def binding(lease_namespace: str, lease_name: str, name: str = NAME) -> dict[str, Any]:
-    """The policy's binding to the scheduler's leader Lease (``leaderElection`` config)."""
+def binding(lease_namespace: str, lease_name: str, name: str = NAME,
+            policy_name: str = NAME) -> dict[str, Any]:
+    """The policy's binding to the scheduler's leader Lease (``leaderElection`` config); one
+    per installation (Lease) in a cluster, all of the one policy."""
     return {
         "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"],
+        "spec": {"policyName": policy_name, "validationActions": ["Deny"],
                  "paramRef": {"name": lease_name, "namespace": lease_namespace,
                               "parameterNotFoundAction": "Allow"}},
     }

@@ -90,7 +90,7 @@ class LeaderElector:
         transitions = self._transitions
         if not self._leading.is_set() or transitions is None:
             return None
-        return FenceToken(self.identity, transitions)
+        return FenceToken(self.identity, transitions, f"{self.namespace}/{self.name}")
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         return self.client.request(method, path, body=body, timeout=self.timeout)

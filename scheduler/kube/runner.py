@@ -99,7 +99,8 @@ class LiveScheduler:
         # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
         # KubeClients and have no apiserver to fence.
         writes: KubeClient = (FencedClient(client, self._may_write,
-                                           self.metrics.fenced_writes.inc, self._fence_token)
+                                           self.metrics.fenced_writes.inc, self._fence_token,
+                                           self.metrics.fenced_by_apiserver.inc)
                               if isinstance(client, KubeClient) else client)
         answering = _answering(client)
         retry = Retry(answering or (lambda: True), self.metrics.status_writes_failed.inc,

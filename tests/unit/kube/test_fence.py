@@ -15,6 +15,7 @@ from scheduler.kube.binder import FENCED, SKIPPED, Binder
 from scheduler.kube.client import KubeClient, Response, TransportError
 from scheduler.kube.fence import (
     LEADER_ANNOTATION,
+    LEASE_ANNOTATION,
     TERM_ANNOTATION,
     Fenced,
     FencedClient,
@@ -83,7 +84,7 @@ def test_the_lease_is_judged_at_the_moment_of_each_write(
 
 
 # The server-side half: the term stamped on Bindings and Evictions, the policy's refusal --------
-TOKEN = FenceToken("replica-a", 5)
+TOKEN = FenceToken("replica-a", 5, "sched/gang-scheduler")
 STALE = ("gang-scheduler leader fence: written by replica-a in term 5, but the Lease "
          "sched/gang-scheduler is held by replica-b in term 6: a stale leader, not sent on")
 
@@ -113,7 +114,8 @@ def test_bindings_and_evictions_carry_the_term_and_other_writes_do_not(
     fc.request("POST", "/api/v1/namespaces/ns/events", body={"metadata": {}})
     (_, _, stamped_body), (_, _, status_body), (_, _, event_body) = sent
     assert stamped_body["metadata"]["annotations"] == {
-        "keep": "me", LEADER_ANNOTATION: "replica-a", TERM_ANNOTATION: "5"}
+        "keep": "me", LEADER_ANNOTATION: "replica-a", TERM_ANNOTATION: "5",
+        LEASE_ANNOTATION: "sched/gang-scheduler"}
     assert body["metadata"]["annotations"] == {"keep": "me"}  # the caller's body untouched
     assert status_body == {"metadata": {}} and event_body == {"metadata": {}}
 
@@ -131,14 +133,14 @@ def test_a_write_the_apiserver_fence_refused_is_fenced_counted_and_logged_once(
     answering(monkeypatch, 403, STALE)
     refused: list[int] = []
     fc = FencedClient(Recording(), lambda: True, on_fenced=lambda: refused.append(1),
-                      token=lambda: TOKEN)
+                      token=lambda: TOKEN, on_refused_by_apiserver=lambda: refused.append(2))
     with capture_logs() as logs:
         for pod in ("a", "b"):
             with pytest.raises(Fenced) as raised:
                 fc.request("POST", f"/api/v1/namespaces/ns/pods/{pod}/binding", body={})
             assert "refused by the apiserver" in str(raised.value)
             assert "term 6" in str(raised.value)
-    assert refused == [1, 1]
+    assert refused == [2, 1, 2, 1]
     assert [e["event"] for e in logs] == ["writes_fenced"] and "term 6" in logs[0]["reason"]
 
 

@@ -12,11 +12,12 @@ import yaml
 
 from scheduler.kube import fence_policy
 from scheduler.kube.client import Response, TransportError
-from scheduler.kube.fence import LEADER_ANNOTATION, TERM_ANNOTATION, FenceToken
+from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION, FenceToken
 
 ROOT = Path(__file__).resolve().parents[3]
 REFUSED = Response(403, json.dumps({"message": "gang-scheduler leader fence: written by a in "
                                                "term 1, but the Lease ns/l is held by b"}).encode())
+B2 = FenceToken("b", 2, "sched/l")
 NO_POD = Response(404, json.dumps({"message": 'pods "gang-scheduler-fence-probe" not found'}
                                   ).encode())
 
@@ -49,13 +50,14 @@ class Clock:
 
 def test_the_new_leader_waits_until_the_apiserver_sees_its_term() -> None:
     client, clock = Answers(REFUSED, REFUSED, NO_POD), Clock()
-    waited = fence_policy.wait_until_seen(client, FenceToken("b", 2), "sched", interval=0.05,
+    waited = fence_policy.wait_until_seen(client, B2, "sched", interval=0.05,
                                           monotonic=clock, sleep=clock.sleep)
     assert waited == pytest.approx(0.10)
     method, path, query, body = client.sent[0]
     assert (method, query) == ("POST", {"dryRun": "All"})  # nothing is ever written
     assert path == "/api/v1/namespaces/sched/pods/gang-scheduler-fence-probe/binding"
-    assert body["metadata"]["annotations"] == {LEADER_ANNOTATION: "b", TERM_ANNOTATION: "2"}
+    assert body["metadata"]["annotations"] == {LEADER_ANNOTATION: "b", TERM_ANNOTATION: "2",
+                                               LEASE_ANNOTATION: "sched/l"}
 
 
 @pytest.mark.parametrize("reply", [
@@ -63,18 +65,18 @@ def test_the_new_leader_waits_until_the_apiserver_sees_its_term() -> None:
     TransportError("connection refused")])
 def test_a_probe_that_cannot_be_answered_gives_up_at_once(reply: Response | Exception) -> None:
     """The writes are still fenced (a lagging apiserver refuses them); only the wait ends."""
-    assert fence_policy.wait_until_seen(Answers(reply), FenceToken("b", 2), "sched") is None
+    assert fence_policy.wait_until_seen(Answers(reply), B2, "sched") is None
 
 
 def test_the_wait_ends_at_its_timeout_or_when_the_term_is_lost() -> None:
     clock = Clock()
-    assert fence_policy.wait_until_seen(Answers(*[REFUSED] * 30), FenceToken("b", 2), "ns",
+    assert fence_policy.wait_until_seen(Answers(*[REFUSED] * 30), B2, "ns",
                                         timeout=1.0, interval=0.1, monotonic=clock,
                                         sleep=clock.sleep) is None
     assert 1.0 <= clock.now < 1.2
     client = Answers(REFUSED)
     holds = iter([True, False])
-    assert fence_policy.wait_until_seen(client, FenceToken("b", 2), "ns",
+    assert fence_policy.wait_until_seen(client, B2, "ns",
                                         holds=lambda: next(holds), sleep=lambda _: None) is None
     assert len(client.sent) == 1
 
@@ -101,6 +103,7 @@ def test_the_policy_checks_only_stamped_creates_of_bindings_and_evictions() -> N
     assert rule["resources"] == ["pods/binding", "pods/eviction"]
     (condition,) = spec["matchConditions"]
     assert f"'{LEADER_ANNOTATION}' in object.metadata.annotations" in condition["expression"]
+    assert f"['{LEASE_ANNOTATION}'] == params.metadata.namespace" in condition["expression"]
     binding = fence_policy.binding("sched", "lease")["spec"]
     # Deny would refuse every bind in the cluster while the Lease does not exist yet.
     assert binding["paramRef"]["parameterNotFoundAction"] == "Allow"

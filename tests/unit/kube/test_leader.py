@@ -22,6 +22,7 @@ from scheduler.kube.leader import LeaderElector
 
 NS, NAME = "gs-system", "gang-scheduler"
 PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{NAME}"
+LEASE = f"{NS}/{NAME}"
 
 
 @dataclass
@@ -387,16 +388,16 @@ def test_the_fence_token_is_the_lease_as_written_and_a_takeover_makes_it_stale()
     server, clock_a, clock_b = LeaseServer(), Clock(), Clock()
     a, b = elector(server, "a", clock_a), elector(server, "b", clock_b)
     assert a.fence_token is None and a.try_acquire_or_renew()
-    assert a.fence_token == FenceToken("a", 0)
+    assert a.fence_token == FenceToken("a", 0, LEASE)
     clock_a.now += 2
-    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 0)
+    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 0, LEASE)
     assert not b.try_acquire_or_renew() and b.fence_token is None
     clock_b.now += 16  # a paused past its Lease: b takes over
     assert b.try_acquire_or_renew()
     spec = server.lease["spec"]  # type: ignore[index]
-    assert b.fence_token == FenceToken(spec["holderIdentity"], spec["leaseTransitions"])
-    assert b.fence_token == FenceToken("b", 1) != FenceToken("a", 0)
+    assert b.fence_token == FenceToken(spec["holderIdentity"], spec["leaseTransitions"], LEASE)
+    assert b.fence_token == FenceToken("b", 1, LEASE) != FenceToken("a", 0, LEASE)
     clock_a.now += 16
     assert not a.try_acquire_or_renew() and a.fence_token is None
     b.release()  # given up and taken again: a new term, a new token
-    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 2)
+    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 2, LEASE)
