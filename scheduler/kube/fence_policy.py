@@ -24,7 +24,10 @@ the previous term for a moment and refuse the new leader's first writes. ``wait_
 asks it: a dry-run Binding of a pod that does not exist, stamped with the new term, is
 refused by the policy while the apiserver still sees the old term and answers 404 (the pod)
 once it sees the new one, or at once when the policy is not installed. The new leader waits
-for that before its first cycle (``scheduler.kube.runner``).
+for that before its first cycle (``scheduler.kube.runner``). Once an apiserver sees the new
+term it refuses the old one's stamps, so a stale write can only have landed before the new
+leader's first write. With several apiservers each has its own informer and the probe asks
+one of them; another may lag a little longer.
 """
 
 from __future__ import annotations
