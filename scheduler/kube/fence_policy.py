@@ -13,11 +13,16 @@ before it evaluates the match conditions, so ``Deny`` would refuse every bind in
 while the Lease does not exist (before the first replica starts). A stamped write needs a
 Lease to have been acquired, so the Lease only goes missing if someone deletes it.
 
-Pod DELETEs (the rollback of a partly bound gang) are not covered: a DELETE carries no object
-to stamp, only ``DeleteOptions``, which has no free-form field. Fencing them would mean
-stamping the pod first (a PATCH, fenced the same way on UPDATE) and refusing the scheduler's
-own DELETE when the pod's stamp is stale, which needs the policy to tell the scheduler's
-deletes from everyone else's by ``request.userInfo`` (README, "Operating it").
+Pod DELETEs (the rollback of a partly bound gang) carry no object to stamp, only
+``DeleteOptions``, which has no field for it. So the scheduler first stamps the pod itself
+(a PATCH, ``FencedClient``), adding the user it deletes as; the policy refuses that UPDATE in a
+stale term, and refuses a DELETE of a pod so stamped, by the user the stamp names, when the
+stamp's term is not the Lease's: a pause between the stamp and the DELETE carries nothing
+through. A pod stamped since by the new leader is one that leader is deleting itself. Deletes
+by anyone else (the kubelet, the garbage collector, a person) are not checked; the one
+exception is a person using the scheduler's own credentials on a pod whose stale delete was
+refused, until the stamp's ``gangscheduler.io/leader-user`` is removed or the leader deletes
+it (README, "Operating it").
 
 The apiserver reads the Lease through an informer, so right after a takeover it may still see
 the previous term for a moment and refuse the new leader's first writes. ``wait_until_seen``
@@ -44,6 +49,7 @@ from scheduler.kube.fence import (
     LEASE_ANNOTATION,
     REFUSAL_MARK,
     TERM_ANNOTATION,
+    USER_ANNOTATION,
     FenceToken,
     refused_by_policy,
 )
@@ -55,44 +61,77 @@ NAME = "gang-scheduler-leader-fence"
 PROBE_POD = "gang-scheduler-fence-probe"
 ADMISSION = "admissionregistration.k8s.io/v1"
 
-_ANNOTATIONS = "object.metadata.annotations"
+_LEASE = "params.metadata.namespace + '/' + params.metadata.name"
+_STAMP_KEYS = (LEADER_ANNOTATION, TERM_ANNOTATION, LEASE_ANNOTATION, USER_ANNOTATION)
+
+
+def _notes(obj: str) -> str:
+    """CEL: the annotations of *obj* (``object``, ``oldObject``), empty when it has none."""
+    return f"{obj}.metadata.?annotations.orValue({{}})"
+
+
+def _checked() -> str:
+    """CEL: the requests the fence checks (everything else goes through unlooked at).
+
+    CREATE of a Binding or Eviction stamped for this Lease; UPDATE of a pod that puts a
+    deletion stamp (one naming a user) for this Lease on it, as the scheduler does before it
+    deletes the pod; DELETE of a pod with such a stamp, by the user it names (everyone else's
+    deletes of the pod, the kubelet's, the garbage collector's, a person's, are not the
+    scheduler's and are not checked). Variables are not available to match conditions.
+    """
+    new, old = _notes("object"), _notes("oldObject")
+    keys = ", ".join(f"'{k}'" for k in _STAMP_KEYS)
+    return "\n".join([
+        f"request.operation == 'CREATE' ? {new}[?'{LEASE_ANNOTATION}'].orValue('') == {_LEASE} :",
+        f"request.operation == 'UPDATE' ? {new}[?'{LEASE_ANNOTATION}'].orValue('') == {_LEASE}",
+        f"  && {new}[?'{USER_ANNOTATION}'].orValue('') != ''",
+        f"  && [{keys}].exists(k, {new}[?k].orValue('') != {old}[?k].orValue('')) :",
+        f"{old}[?'{LEASE_ANNOTATION}'].orValue('') == {_LEASE}",
+        f"  && {old}[?'{USER_ANNOTATION}'].orValue('') == request.userInfo.username"])
 
 
 def policy(name: str = NAME) -> dict[str, Any]:
     """The ValidatingAdmissionPolicy (cluster-scoped; its binding names the Lease)."""
     variables = {
-        "writer": f"{_ANNOTATIONS}['{LEADER_ANNOTATION}']",
-        "writtenTerm": f"'{TERM_ANNOTATION}' in {_ANNOTATIONS} ? "
-                       f"{_ANNOTATIONS}['{TERM_ANNOTATION}'] : '(none)'",
-        "holder": "has(params.spec.holderIdentity) ? params.spec.holderIdentity : ''",
-        "term": "string(has(params.spec.leaseTransitions) ? params.spec.leaseTransitions : 0)",
+        # What was written: the Binding or Eviction, the pod as updated, the pod deleted.
+        "stamp": _notes("(request.operation == 'DELETE' ? oldObject : object)"),
+        "writer": f"variables.stamp[?'{LEADER_ANNOTATION}'].orValue('')",
+        "writtenTerm": f"variables.stamp[?'{TERM_ANNOTATION}'].orValue('(none)')",
+        "stamper": f"variables.stamp[?'{USER_ANNOTATION}'].orValue('')",
+        "holder": "params.spec.?holderIdentity.orValue('')",
+        "term": "string(params.spec.?leaseTransitions.orValue(0))",
     }
-    message = (f"'{REFUSAL_MARK} written by ' + variables.writer + ' in term ' + "
-               "variables.writtenTerm + ', but the Lease ' + params.metadata.namespace + '/' "
-               "+ params.metadata.name + ' is held by ' + (variables.holder == '' ? 'nobody' "
-               ": variables.holder) + ' in term ' + variables.term + ': a stale leader'")
+    message = "\n".join([
+        f"'{REFUSAL_MARK} written by ' + variables.writer + ' in term ' + variables.writtenTerm",
+        "+ ', but the Lease ' + params.metadata.namespace + '/' + params.metadata.name",
+        "+ ' is held by ' + (variables.holder == '' ? 'nobody' : variables.holder)",
+        "+ ' in term ' + variables.term + ': a stale leader'"])
     return {
         "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
             "paramKind": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"},
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": ["pods/binding", "pods/eviction"]}]},
-            "matchConditions": [{
-                "name": "stamped-by-a-leader-of-this-lease",
-                "expression": f"has({_ANNOTATIONS}) && '{LEADER_ANNOTATION}' in {_ANNOTATIONS}"
-                              f" && '{LEASE_ANNOTATION}' in {_ANNOTATIONS} && "
-                              f"{_ANNOTATIONS}['{LEASE_ANNOTATION}'] == "
-                              "params.metadata.namespace + '/' + params.metadata.name"}],
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                 "resources": ["pods/binding", "pods/eviction"]},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE", "DELETE"],
+                 "resources": ["pods"]}]},
+            "matchConditions": [{"name": "stamped-by-a-leader-of-this-lease",
+                                 "expression": _checked()}],
             "variables": [{"name": k, "expression": v} for k, v in variables.items()],
-            "validations": [{
-                "expression": "variables.writer == variables.holder && "
-                              "variables.writtenTerm == variables.term",
-                "messageExpression": message,
-                "message": f"{REFUSAL_MARK} the write's term is not the Lease's",
-                "reason": "Forbidden"}],
+            "validations": [
+                {"expression": "variables.writer == variables.holder && "
+                               "variables.writtenTerm == variables.term",
+                 "messageExpression": message,
+                 "message": f"{REFUSAL_MARK} the write's term is not the Lease's",
+                 "reason": "Forbidden"},
+                {"expression": "request.operation != 'UPDATE' || "
+                               "variables.stamper == request.userInfo.username",
+                 "messageExpression": f"'{REFUSAL_MARK} a deletion stamp naming user ' + "
+                                      "variables.stamper + ' written by ' + "
+                                      "request.userInfo.username",
+                 "reason": "Forbidden"}],
         },
     }
 

@@ -1,9 +1,10 @@
 """The leader fence the apiserver enforces (``scheduler.kube.fence_policy``), on the real
 kube-apiserver: a Binding or Eviction stamped with a term the Lease has moved past is refused
 with the policy's message, one with the current term goes through (its stamp copied onto the
-pod), and an unstamped one (kube-scheduler's, a user's) is never checked. Then the scheduler's
-own path: a stale replica's gang bind comes back fenced, nothing deleted, and a new leader's
-wait until the apiserver sees its term.
+pod), and an unstamped one (kube-scheduler's, a user's) is never checked; the same for the
+scheduler's pod deletions (stamped on the pod first). Then the scheduler's own path: a stale
+replica's gang bind comes back fenced, nothing deleted, and a new leader's wait until the
+apiserver sees its term.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from kubernetes import client
 from scheduler.devcluster import rest
 from scheduler.kube import fence_policy
 from scheduler.kube.binder import FENCED, Binder
-from scheduler.kube.client import KubeClient, Response, connect
+from scheduler.kube.client import MERGE_PATCH, KubeClient, Response, connect
 from scheduler.kube.fence import (
     LEADER_ANNOTATION,
     LEASE_ANNOTATION,
     TERM_ANNOTATION,
+    USER_ANNOTATION,
     FencedClient,
     FenceToken,
+    whoami,
 )
 from scheduler.model import PodRef
 from tests.e2e import fence_support
@@ -190,3 +193,44 @@ def test_a_new_leader_is_told_when_the_apiserver_sees_its_term(fence: Fence) -> 
     assert waited is not None
     print(f"[fence] the apiserver saw the new term {waited * 1000:.1f} ms after the Lease "
           "write returned")
+
+
+def test_a_stale_replica_s_pod_deletes_are_refused_and_the_leader_s_go_through(
+        fence: Fence) -> None:
+    """A rollback's DELETE has no object to stamp: the pod is stamped first (with the user
+    deleting it), and both the stamp and the DELETE are checked against the Lease."""
+    a5 = fence.hold("a", 5)
+    pods = [fence.pod() for _ in range(3)]
+    refs = [PodRef(fence.namespace, p["metadata"]["name"], p["metadata"]["uid"]) for p in pods]
+    stale = Binder(FencedClient(fence.api, lambda: True, token=lambda: a5))
+    assert stale.bind_gang([(r, fence.node) for r in refs], "gang-scheduler", "ns/g").ok
+    user = whoami(fence.api)
+    assert user
+    # a stamps the second pod for deletion in its own term, then pauses: b takes over.
+    stamp = {"metadata": {"annotations": {**a5.annotations(), USER_ANNOTATION: user}}}
+    assert fence.api.request("PATCH", pod_path(fence, refs[1]), body=stamp,
+                             content_type=MERGE_PATCH).ok
+    b6 = fence.hold("b", 6)
+
+    (failure,) = stale.delete_pods([refs[0]])  # stale: the stamp is refused
+    assert failure.status == FENCED and "held by b in term 6" in failure.reason
+    resumed = fence.api.request("DELETE", pod_path(fence, refs[1]), body={})  # stamped before
+    assert_refused_as_stale(resumed, "a", 5)
+    for ref in refs[:2]:
+        got = fence.cp.get_pod(fence.namespace, ref.name)
+        assert got is not None and not got["metadata"].get("deletionTimestamp")
+
+    leader = Binder(FencedClient(fence.api, lambda: True, token=lambda: b6))
+    try:
+        assert leader.delete_pods(refs[:2]) == []  # the leader's own, stamped in its term
+    finally:
+        leader.close()
+        stale.close()
+    # A delete by anyone not stamping (the kubelet, a person): not checked, though the pod
+    # carries the stale term's Binding stamp.
+    assert fence.api.request("DELETE", pod_path(fence, refs[2]),
+                             body={"gracePeriodSeconds": 0}).ok
+
+
+def pod_path(fence: Fence, ref: PodRef) -> str:
+    return f"/api/v1/namespaces/{fence.namespace}/pods/{ref.name}"

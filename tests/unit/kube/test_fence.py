@@ -17,6 +17,7 @@ from scheduler.kube.fence import (
     LEADER_ANNOTATION,
     LEASE_ANNOTATION,
     TERM_ANNOTATION,
+    USER_ANNOTATION,
     Fenced,
     FencedClient,
     FenceToken,
@@ -190,3 +191,42 @@ def test_an_eviction_refused_by_the_apiserver_fence_is_reported_fenced(
     out = binder.evict_pod(PodRef("ns", "p", "uid-p"))
     binder.close()
     assert not out.ok and out.status == FENCED and "term 6" in out.reason
+
+
+def test_a_pod_delete_is_preceded_by_a_stamp_naming_the_term_and_the_user(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = answering(monkeypatch, 200)
+    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: "system:serviceaccount:gs:gs")
+    fc = FencedClient(Recording(), lambda: True, token=lambda: TOKEN)
+    body = {"kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}}
+    fc.request("DELETE", "/api/v1/namespaces/ns/pods/p", body=body)
+    fc.request("DELETE", "/api/v1/namespaces/ns/persistentvolumeclaims/c", body={})
+    (patch, delete, other) = sent
+    assert patch[:2] == ("PATCH", "/api/v1/namespaces/ns/pods/p")
+    assert patch[2]["metadata"] == {"uid": "u1", "annotations": {
+        **TOKEN.annotations(), USER_ANNOTATION: "system:serviceaccount:gs:gs"}}
+    assert delete == ("DELETE", "/api/v1/namespaces/ns/pods/p", body)
+    assert other[0] == "DELETE" and other[1].endswith("/c")  # not a pod: not stamped
+
+
+def test_a_refused_stamp_fences_the_delete_and_a_vanished_pod_answers_for_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: "u")
+    sent = answering(monkeypatch, 403, STALE)
+    fc = FencedClient(Recording(), lambda: True, token=lambda: TOKEN)
+    with pytest.raises(Fenced, match="stamping refused by the apiserver"):
+        fc.request("DELETE", "/api/v1/namespaces/ns/pods/p", body={})
+    assert [m for m, _, _ in sent] == ["PATCH"]  # the DELETE never went out
+    sent = answering(monkeypatch, 404, 'pods "p" not found')
+    assert fc.request("DELETE", "/api/v1/namespaces/ns/pods/p", body={}).status == 404
+    assert [m for m, _, _ in sent] == ["PATCH"]
+
+
+def test_without_a_term_or_a_user_a_delete_is_not_stamped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = answering(monkeypatch, 200)
+    FencedClient(Recording(), lambda: True).request("DELETE", "/api/v1/namespaces/ns/pods/p")
+    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: None)
+    FencedClient(Recording(), lambda: True, token=lambda: TOKEN).request(
+        "DELETE", "/api/v1/namespaces/ns/pods/p")
+    assert [m for m, _, _ in sent] == ["DELETE", "DELETE"]

@@ -96,14 +96,14 @@ def test_the_shipped_manifests_are_the_policy_for_the_configured_lease() -> None
         kustomization["resources"])
 
 
-def test_the_policy_checks_only_stamped_creates_of_bindings_and_evictions() -> None:
+def test_the_policy_checks_bindings_evictions_and_the_scheduler_s_pod_deletions() -> None:
     spec = fence_policy.policy()["spec"]
-    (rule,) = spec["matchConstraints"]["resourceRules"]
-    assert rule["operations"] == ["CREATE"]
-    assert rule["resources"] == ["pods/binding", "pods/eviction"]
+    assert [(r["operations"], r["resources"]) for r in spec["matchConstraints"]["resourceRules"]] \
+        == [(["CREATE"], ["pods/binding", "pods/eviction"]), (["UPDATE", "DELETE"], ["pods"])]
     (condition,) = spec["matchConditions"]
-    assert f"'{LEADER_ANNOTATION}' in object.metadata.annotations" in condition["expression"]
-    assert f"['{LEASE_ANNOTATION}'] == params.metadata.namespace" in condition["expression"]
+    assert f"[?'{LEASE_ANNOTATION}'].orValue('') == params.metadata.namespace" in \
+        condition["expression"]
+    assert "== request.userInfo.username" in condition["expression"]  # only its own deletes
     binding = fence_policy.binding("sched", "lease")["spec"]
     # Deny would refuse every bind in the cluster while the Lease does not exist yet.
     assert binding["paramRef"]["parameterNotFoundAction"] == "Allow"
