@@ -179,10 +179,10 @@ class LiveScheduler:
         if token is None or self.elector is None:
             return
         waited = fence_policy.wait_until_seen(self.client, token, self.elector.namespace,
-                                              holds=lambda: self.is_leader)
+                                              interval=0.01, holds=lambda: self.is_leader)
         if waited is not None:
-            log.info("fence_sees_term", identity=self.identity, term=token.transitions,
-                     waited_s=round(waited, 3))
+            log.info("fence_sees_term", identity=self.identity,
+                     lease_transitions=token.transitions, waited_s=round(waited, 3))
 
     def start(self, sync_timeout: float = 120.0) -> None:
         started = time.monotonic()
