@@ -178,7 +178,8 @@ def test_monitoring_options_install_deploy_monitoring() -> None:
 def test_another_namespace_moves_every_namespaced_object_and_the_lease(tmp_path: Path) -> None:
     objs = render("queues.create=true", namespace="batch-system")
     for obj in objs:
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue"):
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
+                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             assert "namespace" not in obj["metadata"], key(obj)
         else:
             assert obj["metadata"]["namespace"] == "batch-system", key(obj)
