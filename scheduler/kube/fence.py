@@ -49,8 +49,9 @@ from scheduler.kube.client import (
 log = structlog.get_logger()
 
 
-#: Annotations on every Binding and Eviction a leader sends: who sent it, in which term of
-#: which Lease ("namespace/name": two installations in one cluster fence only their own).
+#: Annotations on every Binding and Eviction a leader sends, and on a pod before it deletes
+#: it: who sent it, in which term of which Lease ("namespace/name": two installations in
+#: one cluster fence only their own).
 LEADER_ANNOTATION = "gangscheduler.io/leader"
 TERM_ANNOTATION = "gangscheduler.io/leader-term"
 LEASE_ANNOTATION = "gangscheduler.io/leader-lease"
@@ -124,8 +125,8 @@ def refused_by_policy(resp: Response) -> bool:
 
 class FencedClient(KubeClient):
     """``KubeClient`` whose writes go out only while *holds* says this replica leads, its
-    Bindings and Evictions stamped with *token*'s term (None: leader election is off, nothing
-    stamped, the admission policy lets them through).
+    Bindings and Evictions stamped with *token*'s term and each pod it deletes stamped first
+    (None: leader election is off, nothing stamped, the admission policy lets them through).
 
     Shares the connection pool of *inner*. *on_fenced* is called once per refused write
     (a metric), and *on_refused_by_apiserver* too when the apiserver refused it; the refusal
