@@ -33,7 +33,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,21 +248,11 @@ class Rig:
 
     def stamped_bound_after(self, term: tuple[str, str],
                             moment: float) -> list[tuple[str, str]]:
-        """(pod, Job) of the pods bound with *term*'s stamp (from the version first seen
-        bound) that the watch first saw bound after *moment* (monotonic)."""
-        lease = f"{self.lease[0]}/{self.lease[1]}"
         with self.watch._lock:
             first = dict(self.watch.first_bound)
             versions = {name: list(v) for name, v in self.watch.seen.items()}
-        found = []
-        for name, t in sorted(first.items()):
-            bound = next((v for v in versions.get(name, ()) if v["spec"].get("nodeName")), None)
-            stamp = ((bound or {}).get("metadata") or {}).get("annotations") or {}
-            if t > moment and stamp.get(LEASE_ANNOTATION) == lease and \
-                    (stamp.get(LEADER_ANNOTATION), stamp.get(TERM_ANNOTATION)) == term:
-                labels = ((bound or {}).get("metadata") or {}).get("labels") or {}
-                found.append((name, str(labels.get(JOB_LABEL, name))))
-        return found
+        return stamped_bound_after(first, versions, term, f"{self.lease[0]}/{self.lease[1]}",
+                                   moment)
 
     def bound_after(self, gang: str, moment: float) -> bool:
         """Was a member of *gang* ("ns/name") first seen bound after *moment* (monotonic)?"""
@@ -324,6 +314,25 @@ def bound_gangs(log: Path, since: int) -> list[str]:
                 if event.get("event") == "gang_bound" and "latency_s" in event:
                     gangs.append(str(event.get("gang")))
     return gangs
+
+
+def stamped_bound_after(first_bound: Mapping[str, float],
+                        versions: Mapping[str, Sequence[dict[str, Any]]],
+                        term: tuple[str, str], lease: str,
+                        moment: float) -> list[tuple[str, str]]:
+    """(pod, Job) of the pods whose version first seen bound carries *term*'s stamp
+    (holder, leaseTransitions) for *lease* and that the watch first saw bound after *moment*
+    (monotonic): the stale writes of a replica paused in *term*. *first_bound* and *versions*
+    are ``PodWatch.first_bound`` and ``PodWatch.seen``."""
+    found = []
+    for name, t in sorted(first_bound.items()):
+        bound = next((v for v in versions.get(name, ()) if v["spec"].get("nodeName")), None)
+        meta = (bound or {}).get("metadata") or {}
+        stamp = meta.get("annotations") or {}
+        if t > moment and stamp.get(LEASE_ANNOTATION) == lease and \
+                (stamp.get(LEADER_ANNOTATION), stamp.get(TERM_ANNOTATION)) == term:
+            found.append((name, str((meta.get("labels") or {}).get(JOB_LABEL, name))))
+    return found
 
 
 def fence_counts(port: int) -> tuple[int, int]:
