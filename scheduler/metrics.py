@@ -66,7 +66,13 @@ class SchedulerMetrics:
         self.fenced_writes = Counter(
             "gang_scheduler_fenced_writes_total",
             "Writes not sent because this replica did not hold the leader Lease at the moment "
-            "of the write (a paused or deposed leader; scheduler.kube.fence).", registry=r)
+            "of the write (a paused or deposed leader; scheduler.kube.fence), or refused by "
+            "the apiserver's leader fence.", registry=r)
+        self.fenced_by_apiserver = Counter(
+            "gang_scheduler_fenced_by_apiserver_total",
+            "Of the fenced writes, those the apiserver's leader fence refused: Bindings and "
+            "Evictions sent in a term the Lease had moved past (a leader paused between its "
+            "own check and the send; scheduler.kube.fence_policy).", registry=r)
         self.status_writes_failed = Counter(
             "gang_scheduler_status_writes_failed_total",
             "Status writes (pod conditions, PodGroup and Queue status, events) that got no "

@@ -16,11 +16,12 @@ when the pod is on the intended node. A failure that retrying cannot mend (the p
 recreated, already bound elsewhere, forbidden) rolls the gang back at once.
 
 Fenced mid-gang (this replica stopped holding the Lease, or its renewal is late, between two
-binds): the members bound so far are left as they are (``BindOutcome.left``), not deleted.
-Deleting is not this replica's to do any more: its deletes would be fenced too, or, sent the
-moment its renewal lands, race a new leader that may be completing the gang. The leader, this
-replica again or another, repairs the partly bound gang on its next cycle
-(``scheduler.housekeeping``): it completes it, or rolls it back.
+binds; or the apiserver's fence refused a bind stamped with a term the Lease has moved past,
+``scheduler.kube.fence``): the members bound so far are left as they are
+(``BindOutcome.left``), not deleted. Deleting is not this replica's to do any more: its
+deletes would be fenced too, or, sent the moment its renewal lands, race a new leader that
+may be completing the gang. The leader, this replica again or another, repairs the partly
+bound gang on its next cycle (``scheduler.housekeeping``): it completes it, or rolls it back.
 
 A bind whose reply was lost (timeout, reset) has an unknown outcome; rollback reads the pod back
 and deletes it if it did get bound. Rollback deletions are retried; any that still fail are
@@ -329,6 +330,8 @@ class Binder:
         try:
             resp = self.client.request("POST", _pod_path(pod, "eviction"), body=body,
                                        timeout=self.timeout)
+        except Fenced as exc:  # not this replica's to evict: no apiserver fault either
+            return EvictOutcome(pod, False, FENCED, str(exc))
         except TransportError as exc:
             return EvictOutcome(pod, False, UNKNOWN, f"no reply from the apiserver: {exc}")
         if resp.ok:

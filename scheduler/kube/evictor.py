@@ -36,10 +36,11 @@ from typing import Any, Protocol
 
 import structlog
 
-from scheduler.kube.binder import Binder, EvictOutcome
+from scheduler.kube.binder import FENCED, Binder, EvictOutcome
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.fence import Fenced
 from scheduler.kube.podspec import label_selector
 from scheduler.kube.status import format_time
 from scheduler.model import PodRef
@@ -264,6 +265,8 @@ class Evictor:
         try:
             resp = self.binder.client.request("POST", path, query={"dryRun": "All"}, body=body,
                                               timeout=self.binder.timeout)
+        except Fenced as exc:
+            return EvictOutcome(pod, False, FENCED, str(exc))
         except TransportError as exc:
             return EvictOutcome(pod, False, 0, f"no reply from the apiserver: {exc}")
         if resp.ok or resp.status in (404, 409):

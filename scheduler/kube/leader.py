@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 
 from scheduler.kube.client import Requester
+from scheduler.kube.fence import FenceToken
 
 log = structlog.get_logger("gang_scheduler.leader")
 
@@ -80,6 +81,16 @@ class LeaderElector:
         renewals, a new one after every acquisition; None while another replica holds the
         Lease or none does."""
         return self._terms if self._leading.is_set() else None
+
+    @property
+    def fence_token(self) -> FenceToken | None:
+        """The term as the Lease records it (holder, leaseTransitions), which the apiserver's
+        fence compares the scheduler's Bindings and Evictions with (``scheduler.kube.fence``);
+        None while not holding a term."""
+        transitions = self._transitions
+        if not self._leading.is_set() or transitions is None:
+            return None
+        return FenceToken(self.identity, transitions, f"{self.namespace}/{self.name}")
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         return self.client.request(method, path, body=body, timeout=self.timeout)

@@ -37,12 +37,12 @@ from scheduler import memory
 from scheduler.cache import ClusterCache
 from scheduler.config import SchedulerConfig
 from scheduler.grouping import GroupingConfig
-from scheduler.kube import feed, informer
+from scheduler.kube import feed, fence_policy, informer
 from scheduler.kube.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventRecorder, EventType, ObjectRef
-from scheduler.kube.fence import FencedClient
+from scheduler.kube.fence import FencedClient, FenceToken
 from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
@@ -99,7 +99,8 @@ class LiveScheduler:
         # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
         # KubeClients and have no apiserver to fence.
         writes: KubeClient = (FencedClient(client, self._may_write,
-                                           self.metrics.fenced_writes.inc)
+                                           self.metrics.fenced_writes.inc, self._fence_token,
+                                           self.metrics.fenced_by_apiserver.inc)
                               if isinstance(client, KubeClient) else client)
         answering = _answering(client)
         retry = Retry(answering or (lambda: True), self.metrics.status_writes_failed.inc,
@@ -165,6 +166,24 @@ class LiveScheduler:
         started = self._cycle_term
         return self.is_leader and (started is None or self.term == started)
 
+    def _fence_token(self) -> FenceToken | None:
+        """The term the scheduler's Bindings and Evictions are stamped with (none without
+        leader election: the apiserver's fence then lets them through)."""
+        return None if self.elector is None else self.elector.fence_token
+
+    def _await_fence(self) -> None:
+        """A new term's first writes wait until the apiserver's fence sees the term
+        (``scheduler.kube.fence_policy``): it reads the Lease through an informer, and a
+        write it refused for lagging would be a fenced write, a wasted cycle."""
+        token = self._fence_token()
+        if token is None or self.elector is None:
+            return
+        waited = fence_policy.wait_until_seen(self.client, token, self.elector.namespace,
+                                              interval=0.01, holds=lambda: self.is_leader)
+        if waited is not None:
+            log.info("fence_sees_term", identity=self.identity,
+                     lease_transitions=token.transitions, waited_s=round(waited, 3))
+
     def start(self, sync_timeout: float = 120.0) -> None:
         started = time.monotonic()
         memory.hold()  # the first lists are the cache, not garbage (scheduler.memory)
@@ -211,6 +230,7 @@ class LiveScheduler:
                         continue
                     self._cycle_term = term
                     if takeover:
+                        self._await_fence()
                         log.info("leading", identity=self.identity, term=term)
                         self.queue_status.took_over()
                         self.scheduler.forget_accounting()

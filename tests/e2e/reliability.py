@@ -11,8 +11,12 @@ fault per round:
 - ``apiserver`` / ``etcd``: SIGKILLed and started again on the same ports and data;
 - ``cut``: every connection through the proxy reset mid-bind (watch streams included);
 - ``pause``: the leader SIGSTOPped mid-bind past its Lease, resumed once the other replica
-  took over: anything it binds after it resumed is a stale write (a member of a gang it logged
-  bound that the watch first saw bound after the resume).
+  took over: anything it binds after that is a stale write. Every pod carries the stamp of the
+  term whose Binding placed it (``scheduler.kube.fence``: the apiserver copies a Binding's
+  annotations onto the pod), so a stale write is a pod stamped with the paused term that the
+  watch first saw bound after the standby was seen leading (or, as before, a member of a gang
+  the paused replica logged bound that the watch first saw bound after the resume). The
+  apiserver's leader fence (installed for the replicas' Lease) refuses such binds.
 
 After each fault the round must settle (its gang whole, no gang anywhere partly bound, a
 leader) within a deadline; its recovery time runs from the fault to then. Invariants: no
@@ -29,7 +33,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +44,9 @@ from kubernetes import client
 
 from scheduler.devcluster import certs, kubeconfig, rest
 from scheduler.devcluster.cluster import DevCluster
-from tests.e2e import capacity
+from scheduler.kube.client import connect
+from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
+from tests.e2e import capacity, fence_support
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import PodWatch, Tenant
 from tests.e2e.live_process import SchedulerProcess
@@ -49,6 +55,7 @@ from tests.e2e.tcp_proxy import CuttableProxy
 
 FAULTS = ("kill", "apiserver", "etcd", "cut", "pause")
 LEASE_S = 3.0
+LEASE_NAME = "reliability"
 SETTLE_S = 120.0  # a generous deadline on a loaded 2-core machine; the figures say how fast
 JOB_LABEL = "batch.kubernetes.io/job-name"
 
@@ -70,6 +77,7 @@ class Figures:
     #: stale ones); of those, ``stale``: a member first seen bound after it resumed.
     logged_late: int = 0
     stale: int = 0  # binds made by a replica that did not hold the Lease
+    refused_by_apiserver: int = 0  # of ``fenced``: writes the apiserver's fence refused
     violations: list[str] = field(default_factory=list)
 
     def report(self) -> str:
@@ -84,7 +92,8 @@ class Figures:
             lines.append(f"recovery time: median {statistics.median(rec):.2f} s, "
                          f"max {rec[-1]:.2f} s")
         lines += [f"stale writes by a paused leader: {self.stale} "
-                  f"(writes refused by its fence: {self.fenced}; gangs it logged bound after "
+                  f"(writes refused by its fence: {self.fenced}, of them by the apiserver's: "
+                  f"{self.refused_by_apiserver}; gangs it logged bound after "
                   f"its pause began, their binds sent before it: {self.logged_late - self.stale})",
                   f"violations: {len(self.violations)}"]
         lines += [f"  - {v}" for v in self.violations[:20]]
@@ -101,6 +110,7 @@ class Rig:
     figures: Figures = field(default_factory=Figures)
     jobs: list[tuple[str, int]] = field(default_factory=list)  # (name, size)
     say: Callable[[str], None] = print
+    lease: tuple[str, str] = ("", "")  # (namespace, name) of the replicas' leader Lease
 
     def violation(self, text: str) -> None:
         self.figures.violations.append(text)
@@ -196,12 +206,16 @@ class Rig:
         if leader is None:
             return
         mark = leader.log_path.stat().st_size
+        term = self.lease_term()  # the term the leader is paused in (the Lease as it is)
+        before = fence_counts(leader.port)  # the counters are the process's, since its start
         leader.pause()
+        paused = time.monotonic()
         self.count_mid_bind(job)
         others = [r for r in self.replicas if r is not leader]
         try:
             wait_for(lambda: any(value(scrape(r.port), "gang_scheduler_is_leader") == 1
                                  for r in others), 30, 0.1, what="the standby took over")
+            took_over = time.monotonic()
         finally:
             leader.resume()
             resumed = time.monotonic()
@@ -209,11 +223,36 @@ class Rig:
         # has ended, so whatever its stale plan would send has been sent (or refused).
         wait_for(lambda: value(scrape(leader.port), "gang_scheduler_is_leader") == 0, 30, 0.1,
                  what="the resumed replica stepped down")
-        self.figures.fenced += int(value(scrape(leader.port),
-                                         "gang_scheduler_fenced_writes_total"))
+        after = fence_counts(leader.port)
+        self.figures.fenced += after[0] - before[0]
+        self.figures.refused_by_apiserver += after[1] - before[1]
         logged = bound_gangs(leader.log_path, mark)
         self.figures.logged_late += len(logged)
-        self.figures.stale += sum(1 for gang in logged if self.bound_after(gang, resumed))
+        stale = {gang for gang in logged if self.bound_after(gang, resumed)}
+        # Tighter, and whatever the paused replica logged: every pod its paused term bound
+        # (the stamp the apiserver copies from the Binding onto the pod) that the watch first
+        # saw bound after the standby was seen leading, at least a Lease duration after the
+        # pause began. (g54, the last red run: a member first seen bound after the resume.)
+        late = self.stamped_bound_after(term, took_over)
+        for pod, _ in late:
+            self.violation(f"stale write: {pod} bound by {term[0]} in term {term[1]}, first "
+                           f"seen bound {took_over - paused:.1f}+ s into its pause")
+        self.figures.stale += len({g.split("/", 1)[-1] for g in stale} | {j for _, j in late})
+
+    def lease_term(self) -> tuple[str, str]:
+        """(holderIdentity, leaseTransitions) of the replicas' Lease, as the stamps spell it."""
+        lease = rest.call(client.CoordinationV1Api(self.cp.api).read_namespaced_lease,
+                          self.lease[1], self.lease[0])
+        spec = lease.get("spec") or {}
+        return str(spec.get("holderIdentity") or ""), str(spec.get("leaseTransitions") or 0)
+
+    def stamped_bound_after(self, term: tuple[str, str],
+                            moment: float) -> list[tuple[str, str]]:
+        with self.watch._lock:
+            first = dict(self.watch.first_bound)
+            versions = {name: list(v) for name, v in self.watch.seen.items()}
+        return stamped_bound_after(first, versions, term, f"{self.lease[0]}/{self.lease[1]}",
+                                   moment)
 
     def bound_after(self, gang: str, moment: float) -> bool:
         """Was a member of *gang* ("ns/name") first seen bound after *moment* (monotonic)?"""
@@ -277,12 +316,38 @@ def bound_gangs(log: Path, since: int) -> list[str]:
     return gangs
 
 
+def stamped_bound_after(first_bound: Mapping[str, float],
+                        versions: Mapping[str, Sequence[dict[str, Any]]],
+                        term: tuple[str, str], lease: str,
+                        moment: float) -> list[tuple[str, str]]:
+    """(pod, Job) of the pods whose version first seen bound carries *term*'s stamp
+    (holder, leaseTransitions) for *lease* and that the watch first saw bound after *moment*
+    (monotonic): the stale writes of a replica paused in *term*. *first_bound* and *versions*
+    are ``PodWatch.first_bound`` and ``PodWatch.seen``."""
+    found = []
+    for name, t in sorted(first_bound.items()):
+        bound = next((v for v in versions.get(name, ()) if v["spec"].get("nodeName")), None)
+        meta = (bound or {}).get("metadata") or {}
+        stamp = meta.get("annotations") or {}
+        if t > moment and stamp.get(LEASE_ANNOTATION) == lease and \
+                (stamp.get(LEADER_ANNOTATION), stamp.get(TERM_ANNOTATION)) == term:
+            found.append((name, str((meta.get("labels") or {}).get(JOB_LABEL, name))))
+    return found
+
+
+def fence_counts(port: int) -> tuple[int, int]:
+    """(writes fenced, of them by the apiserver) a replica counted since it started."""
+    metrics = scrape(port)
+    return (int(value(metrics, "gang_scheduler_fenced_writes_total")),
+            int(value(metrics, "gang_scheduler_fenced_by_apiserver_total")))
+
+
 def replica_config(tenant: Tenant, lease_namespace: str) -> str:
     return "\n".join([
         f"defaultQueue: {tenant.queue}", "bindConcurrency: 1", "cycleIntervalSeconds: 0.5",
         "bindBackoffInitialSeconds: 1.0", "bindBackoffMaxSeconds: 5.0",
         "partialGangGraceSeconds: 5.0", "logLevel: info", "leaderElection:",
-        "  enabled: true", "  leaseName: reliability", f"  leaseNamespace: {lease_namespace}",
+        "  enabled: true", f"  leaseName: {LEASE_NAME}", f"  leaseNamespace: {lease_namespace}",
         f"  leaseDurationSeconds: {LEASE_S}", "  renewDeadlineSeconds: 2.0",
         "  retryPeriodSeconds: 0.5", ""])
 
@@ -301,14 +366,18 @@ def rig(workdir: Path, nodes: int = 6, say: Callable[[str], None] = print) -> It
             proxy = CuttableProxy((api.hostname or "127.0.0.1", api.port or 443))
             proxied = kubeconfig.write_admin(workdir / "proxied.kubeconfig", proxy.url,
                                              certs.CertPaths.under(cluster.state_dir / "pki"))
-            config = replica_config(tenant, cp.new_namespace("lease"))
+            lease_namespace = cp.new_namespace("lease")
+            with contextlib.closing(connect(str(cp.kubeconfig))) as admin:
+                fence_support.install(cp, admin, lease_namespace, LEASE_NAME)
+            config = replica_config(tenant, lease_namespace)
             replicas = [SchedulerProcess(cp, tenant, workdir, config, identity=name,
                                          kubeconfig=proxied) for name in ("a", "b")]
             try:
                 for r in replicas:
                     r.start()
                 with PodWatch(cp, tenant.namespace) as watch:
-                    yield Rig(cp, tenant, proxy, replicas, watch, say=say)
+                    yield Rig(cp, tenant, proxy, replicas, watch, say=say,
+                              lease=(lease_namespace, LEASE_NAME))
             finally:
                 for r in replicas:
                     r.stop()

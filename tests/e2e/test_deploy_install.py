@@ -174,6 +174,13 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
     # Leader election used the namespaced Role: the Lease exists and names this scheduler.
     lease = kubectl_json(env.admin, "-n", SYSTEM_NS, "get", "lease", "gang-scheduler")
     assert lease["spec"]["holderIdentity"] == "e2e-deploy"
+    # The leader fence of deploy/ was in force: the binds carried this term's stamp, which
+    # the apiserver copied onto the pods (leader-fence-policy.yaml checked it).
+    stamp = _pods(env, "team-a")[fits[0]]["metadata"]["annotations"]
+    assert (stamp["gangscheduler.io/leader"], stamp["gangscheduler.io/leader-term"],
+            stamp["gangscheduler.io/leader-lease"]) == (
+        "e2e-deploy", str(lease["spec"].get("leaseTransitions") or 0),
+        f"{SYSTEM_NS}/gang-scheduler")
 
     # Preemption through the Eviction API (pods/eviction): the default queue (a100: 8 GPUs,
     # withinQueue LowerPriority, no minimum runtime) takes a low gang's quota for a high one.

@@ -72,7 +72,8 @@ def test_the_chart_installs_what_deploy_does(chart: HelmInstalled) -> None:
              if line.startswith("kind:")}
     assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
                      "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget",
-                     "Service", "PriorityClass", "Queue"}
+                     "Service", "PriorityClass", "Queue", "ValidatingAdmissionPolicy",
+                     "ValidatingAdmissionPolicyBinding"}
     deployment = kubectl_json(chart.admin, "-n", SYSTEM_NS, "get", "deployment", RELEASE)
     assert deployment["spec"]["replicas"] == 2
     names = {q["metadata"]["name"] for q in kubectl_json(chart.admin, "get", "queues")["items"]}

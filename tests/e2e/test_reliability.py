@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
 from tests.e2e import reliability
 from tests.e2e.conftest import SKIP_REASON, e2e_disabled
 
@@ -28,6 +30,31 @@ def assert_reliable(figures: reliability.Figures, faults: int) -> None:
     assert sum(figures.faults.values()) == faults
     assert len(figures.recoveries) == faults, figures.report()
     assert figures.stale == 0, figures.report()
+
+
+def test_the_stale_write_check_catches_a_bind_by_the_paused_term_seen_after_the_takeover(
+        ) -> None:
+    """The check of the ``pause`` rounds, on the watch's records (no cluster): a pod bound by
+    the paused term and first seen bound after the standby took over is stale, as ``g54``'s
+    member was in the last red run, whatever the paused replica logged; one seen before the
+    takeover, one bound by the new term, and one of another Lease are not."""
+    lease, paused = "lease-ns/reliability", ("a", "3")
+
+    def bound(name: str, holder: str, term: str, on: str = lease) -> list[dict[str, Any]]:
+        stamp = {LEADER_ANNOTATION: holder, TERM_ANNOTATION: term, LEASE_ANNOTATION: on}
+        return [{"metadata": {"name": name, "labels": {reliability.JOB_LABEL: "g54"}},
+                 "spec": {}},
+                {"metadata": {"name": name, "annotations": stamp,
+                              "labels": {reliability.JOB_LABEL: "g54"}},
+                 "spec": {"nodeName": "n1"}}]
+
+    versions = {"g54-0-x": bound("g54-0-x", "a", "3"), "g54-1-y": bound("g54-1-y", "a", "3"),
+                "g54-2-z": bound("g54-2-z", "b", "4"),
+                "g54-3-w": bound("g54-3-w", "a", "3", on="other/lease")}
+    first = {"g54-0-x": 10.0, "g54-1-y": 20.0, "g54-2-z": 20.0, "g54-3-w": 20.0}
+    assert reliability.stamped_bound_after(first, versions, paused, lease, 15.0) == [
+        ("g54-1-y", "g54")]
+    assert reliability.stamped_bound_after(first, versions, paused, lease, 25.0) == []
 
 
 def test_every_fault_once_leaves_no_gang_partly_bound_and_loses_nothing(

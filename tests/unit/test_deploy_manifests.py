@@ -113,7 +113,8 @@ def test_every_deploy_file_is_listed_in_a_kustomization() -> None:
 @pytest.mark.parametrize("directory,kinds", [
     ("deploy", {"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole",
                 "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment",
-                "PodDisruptionBudget", "Service", "PriorityClass"}),
+                "PodDisruptionBudget", "Service", "PriorityClass", "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding"}),
     ("deploy/queues", {"Queue"}),
     ("deploy/users", {"ClusterRole", "ClusterRoleBinding"}),
     ("deploy/monitoring", {"ServiceMonitor", "PrometheusRule", "ConfigMap"}),
@@ -303,7 +304,8 @@ def test_pdb_and_service_select_the_scheduler_pods() -> None:
 
 def test_namespaced_objects_live_in_the_scheduler_namespace() -> None:
     cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole",
-                      "ClusterRoleBinding", "PriorityClass"}
+                      "ClusterRoleBinding", "PriorityClass", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding"}
     for obj in objects(*sorted(p for p in DEPLOY.glob("*.yaml")
                                if p.name != "kustomization.yaml")):
         expected = None if obj["kind"] in cluster_scoped else NAMESPACE

@@ -96,7 +96,8 @@ def config_of(objs: Sequence[dict[str, Any]], tmp_path: Path) -> SchedulerConfig
 
 BASE = ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "role.yaml",
         "rolebinding.yaml", "configmap.yaml", "deployment.yaml", "poddisruptionbudget.yaml",
-        "service.yaml", "priorityclasses.yaml"]
+        "service.yaml", "priorityclasses.yaml", "leader-fence-policy.yaml",
+        "leader-fence-binding.yaml"]
 
 
 def test_lint_is_clean_with_defaults_and_with_every_option() -> None:
@@ -177,13 +178,25 @@ def test_monitoring_options_install_deploy_monitoring() -> None:
 def test_another_namespace_moves_every_namespaced_object_and_the_lease(tmp_path: Path) -> None:
     objs = render("queues.create=true", namespace="batch-system")
     for obj in objs:
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue"):
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
+                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             assert "namespace" not in obj["metadata"], key(obj)
         else:
             assert obj["metadata"]["namespace"] == "batch-system", key(obj)
     binding = next(o for o in objs if o["kind"] == "ClusterRoleBinding")
     assert binding["subjects"][0]["namespace"] == "batch-system"
     assert config_of(objs, tmp_path).leader_election.lease_namespace == "batch-system"
+
+
+def test_the_leader_fence_follows_the_lease_and_goes_with_leader_election() -> None:
+    """The admission policy's parameter is the Lease the scheduler is configured with; with
+    leader election off nothing is stamped, so the chart installs no fence."""
+    objs = render("config.leaderElection.leaseName=sched-lease", namespace="batch-system")
+    binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["paramRef"] == {"name": "sched-lease", "namespace": "batch-system",
+                                           "parameterNotFoundAction": "Allow"}
+    off = render("config.leaderElection.enabled=false", "replicaCount=1")
+    assert not [o for o in off if o["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def test_values_reach_the_config_and_the_pods(tmp_path: Path) -> None:

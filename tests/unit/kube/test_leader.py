@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from scheduler.kube.client import Response, TransportError
+from scheduler.kube.fence import FenceToken
 from scheduler.kube.leader import LeaderElector
 
 NS, NAME = "gs-system", "gang-scheduler"
 PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{NAME}"
+LEASE = f"{NS}/{NAME}"
 
 
 @dataclass
@@ -377,3 +379,25 @@ def test_a_standby_counts_expiry_from_when_its_read_returned() -> None:
     assert not b.try_acquire_or_renew() and not b.is_leader
     clock.now += 1.5  # a whole lease after the reply: a is long past its deadline
     assert not a.is_leader and b.try_acquire_or_renew()
+
+
+def test_the_fence_token_is_the_lease_as_written_and_a_takeover_makes_it_stale() -> None:
+    """What the apiserver's fence compares a write's stamp with: the Lease's holder and
+    leaseTransitions. A renewal keeps the token; a takeover gives the new holder one the old
+    holder's can never equal; the old holder has none once it saw the takeover."""
+    server, clock_a, clock_b = LeaseServer(), Clock(), Clock()
+    a, b = elector(server, "a", clock_a), elector(server, "b", clock_b)
+    assert a.fence_token is None and a.try_acquire_or_renew()
+    assert a.fence_token == FenceToken("a", 0, LEASE)
+    clock_a.now += 2
+    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 0, LEASE)
+    assert not b.try_acquire_or_renew() and b.fence_token is None
+    clock_b.now += 16  # a paused past its Lease: b takes over
+    assert b.try_acquire_or_renew()
+    spec = server.lease["spec"]  # type: ignore[index]
+    assert b.fence_token == FenceToken(spec["holderIdentity"], spec["leaseTransitions"], LEASE)
+    assert b.fence_token == FenceToken("b", 1, LEASE) != FenceToken("a", 0, LEASE)
+    clock_a.now += 16
+    assert not a.try_acquire_or_renew() and a.fence_token is None
+    b.release()  # given up and taken again: a new term, a new token
+    assert a.try_acquire_or_renew() and a.fence_token == FenceToken("a", 2, LEASE)
