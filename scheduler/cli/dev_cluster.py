@@ -105,8 +105,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--node-liveness", choices=sorted(liveness.PROFILES),
                    default=liveness.STANDARD.name,
                    help="how the fake nodes prove they are alive: standard (node Leases and "
-                   "the kubelet's heartbeats, what the tests use) or scale (no Leases, hourly "
-                   "heartbeats, a 2-hour grace period: for thousands of nodes on one machine; "
+                   "the kubelet's heartbeats, what the tests use) or scale (no Leases, "
+                   "heartbeats every 30-60 min, a 2-hour grace period: for thousands of nodes; "
                    "see scheduler/devcluster/liveness.py)")
     p.set_defaults(handler=_checked(_up))
 
