@@ -140,6 +140,22 @@ def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
         time.sleep(min(10.0, 1.0 + len(names) / 500))
 
 
+def bench_nodes(client: KubeClient, args: argparse.Namespace, pool: ThreadPoolExecutor,
+                run: str, timeout_s: float | None = None) -> float | None:
+    """The benchmarks' nodes: ``--nodes`` kwok nodes of ``--gpus`` GPUs named
+    ``kwok-<run>-<i>``, created and waited for, unless ``--existing-nodes`` says a previous
+    run on this ``--state-dir`` cluster left them; returns the seconds they took to be Ready
+    (None when none were created)."""
+    if getattr(args, "existing_nodes", False):
+        return None
+    t0 = time.monotonic()
+    create_nodes(client, [f"kwok-{run}-{i:05d}" for i in range(args.nodes)], args.gpus, pool,
+                 timeout_s=timeout_s)
+    took = time.monotonic() - t0
+    say(f"{args.nodes} kwok nodes Ready in {took:.1f}s; {load()}")
+    return took
+
+
 def ready_conditions() -> list[dict[str, str]]:
     """The conditions a healthy kubelet reports: Ready, and no memory, disk or PID
     pressure."""

@@ -40,11 +40,11 @@ from pathlib import Path
 
 from bench_kwok import (
     BindWatch,
+    bench_nodes,
     cluster_cpu,
     cluster_pids,
     create_job,
     create_namespace,
-    create_nodes,
     kwok_cluster,
     load,
     say,
@@ -91,12 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         run = uuid.uuid4().hex[:5]
         namespace = f"scale-{run}"
         try:
-            if not args.existing_nodes:
-                t0 = time.monotonic()
-                create_nodes(client, [f"kwok-{run}-{i:05d}" for i in range(args.nodes)],
-                             args.gpus, pool, timeout_s=max(1800.0, args.nodes * 0.5))
-                print(f"{args.nodes} kwok nodes x {args.gpus} GPUs Ready in "
-                      f"{time.monotonic() - t0:.1f}s; {load()}", flush=True)
+            took = bench_nodes(client, args, pool, run, timeout_s=max(1800.0, args.nodes * 0.5))
+            if took is not None:
+                print(f"{args.nodes} kwok nodes x {args.gpus} GPUs Ready in {took:.1f}s; "
+                      f"{load()}", flush=True)
             create_namespace(client, namespace)
             create_queue(client, namespace, namespace, args.nodes * args.gpus)
             create_backlog(client, namespace, pool, args)
