@@ -59,6 +59,7 @@ from scheduler.logconfig import configure_logging
 
 CYCLE_HISTOGRAM = "gang_scheduler_cycle_duration_seconds"
 PROGRESS_EVERY_S = 15.0
+FEW_CYCLES = 10  # up to this many cycles with binds are listed, not summarised
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,11 +243,15 @@ def report_cycles(log: Path, port: int) -> None:
         if rec.get("event") == "cycle_summary" and rec.get("binds"):
             decide.append(float(rec.get("decide_ms", 0.0)))
             apply.append(float(rec.get("apply_ms", 0.0)))
-    if decide:
+    if len(decide) > FEW_CYCLES:
         print(f"cycles that bound something ({len(decide)}, from the log): decide p50 "
               f"{percentile(decide, 0.5):.0f} ms, p99 {percentile(decide, 0.99):.0f} ms, max "
               f"{max(decide):.0f} ms; apply p50 {percentile(apply, 0.5):.0f} ms, p99 "
               f"{percentile(apply, 0.99):.0f} ms; {load()}")
+    elif decide:  # a backlog decided in a cycle or two: quantiles of so few would mislead
+        print(f"cycles that bound something ({len(decide)}, from the log, in order): decide "
+              + ", ".join(f"{d:.0f}" for d in decide) + " ms; apply "
+              + ", ".join(f"{a:.0f}" for a in apply) + f" ms; {load()}")
     buckets = histogram(port, CYCLE_HISTOGRAM)
     total = buckets[-1][1] if buckets else 0
     print(f"every cycle ({total:.0f}, {CYCLE_HISTOGRAM}): p50 "
