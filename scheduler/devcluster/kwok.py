@@ -2,7 +2,8 @@
 
 Why kwok rather than a kubelet of our own: it is what Kueue, KAI-Scheduler and Volcano run their
 own scale tests on, it renews node Leases (so the real node lifecycle controller can tell a live
-node from a dead one, and a node failure can be tested end to end), and the lifecycle is data
+node from a dead one, and a node failure can be tested end to end; ``liveness.SCALE`` turns
+them off for thousands of nodes), and the lifecycle is data
 (``kwok-stages.yaml``: Running, finishing after ``gangscheduler.io/simulated-runtime`` with the
 exit code of ``gangscheduler.io/simulated-exit-code``, termination that takes the pod's whole
 grace period) rather than code to maintain.
