@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_scheduler_setup import GPU, MERGE, POOL, cpu_seconds
+from bench_scheduler_setup import GPU, POOL, cpu_seconds
 
-from scheduler.devcluster import build, certs, controllers, procs
+from scheduler.devcluster import build, certs, controllers, liveness, procs
 from scheduler.devcluster.cluster import DevCluster
 from scheduler.devcluster.nodes import (
     FAKE_NODE_LABEL,
@@ -66,18 +66,26 @@ def say(line: str) -> None:
 
 
 @contextmanager
-def kwok_cluster(state_dir: str | None) -> Iterator[DevCluster]:
+def kwok_cluster(state_dir: str | None,
+                 node_liveness: liveness.NodeLiveness = liveness.STANDARD,
+                 ) -> Iterator[DevCluster]:
     """A running dev cluster: the one in *state_dir*, or a throwaway one (no training
-    operators: nothing here needs them) stopped on exit."""
+    operators: nothing here needs them; its nodes as alive as *node_liveness* says) stopped
+    on exit."""
     if state_dir:
         cluster = DevCluster(Path(state_dir))
         if not cluster.running():
             raise SystemExit(f"no running dev cluster in {state_dir}")
+        assert cluster.state is not None
+        if cluster.state.node_liveness != node_liveness.name:
+            say(f"note: the cluster in {state_dir} runs node liveness "
+                f"{cluster.state.node_liveness!r}, not {node_liveness.name!r}")
         yield cluster
         return
     with tempfile.TemporaryDirectory(prefix="bench-kwok-") as tmp:
         cluster = DevCluster(Path(tmp), owned=True)
-        cluster.up(log=lambda line: say(f"dev-cluster: {line}"), training_operators=False)
+        cluster.up(log=lambda line: say(f"dev-cluster: {line}"), training_operators=False,
+                   node_liveness=node_liveness)
         try:
             yield cluster
         finally:
@@ -87,10 +95,16 @@ def kwok_cluster(state_dir: str | None) -> Iterator[DevCluster]:
 def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
                  pool: ThreadPoolExecutor, labels: dict[str, str] | None = None,
                  timeout_s: float | None = None) -> None:
-    """kwok nodes with *gpus* GPUs, 64 CPUs and 512 GiB each, in the bench pool, registered as
-    a kubelet registers (``scheduler.devcluster.nodes``); returns once all are Ready and the
-    node lifecycle controller has lifted ``not-ready`` (by default allowing a second per node:
-    5,000 nodes were not all Ready after 10 minutes on this machine at load 10-13)."""
+    """kwok nodes with *gpus* GPUs, 64 CPUs and 512 GiB each, in the bench pool; returns once
+    all are Ready and the node lifecycle controller has lifted ``not-ready`` (by default
+    allowing a second per node, at least 10 minutes).
+
+    Each node is one POST that carries its status, Ready condition included, as a kubelet
+    registers its node (``scheduler.devcluster.nodes`` writes the status apart, and kwok
+    then reports the node Ready: two more writes per node, which at 5,000 nodes is minutes
+    of this machine's apiserver). The ``not-ready`` taint the TaintNodesByCondition
+    admission plugin puts on every new node is lifted by the node lifecycle controller, as
+    on a real cluster."""
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti",
                    GPU: str(gpus)}
 
@@ -99,16 +113,20 @@ def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
         meta = {"name": name, "annotations": {KWOK_ANNOTATION: KWOK_VALUE},
                 "labels": {"kubernetes.io/hostname": name, POOL_LABEL: POOL,
                            FAKE_NODE_LABEL: "true", **(labels or {})}}
-        reply = client.request("POST", "/api/v1/nodes",
-                               body={"apiVersion": "v1", "kind": "Node", "metadata": meta})
+        status = status_body(allocatable, node_ip(index), name)["status"]
+        status["conditions"] = ready_conditions()
+        reply = client.request("POST", "/api/v1/nodes", body={
+            "apiVersion": "v1", "kind": "Node", "metadata": meta, "status": status})
         if not reply.ok and reply.status != 409:
             raise RuntimeError(f"node {name}: HTTP {reply.status}: {reply.message()}")
-        reply = client.request("PATCH", f"/api/v1/nodes/{name}/status", content_type=MERGE,
-                               body=status_body(allocatable, node_ip(index), name))
-        if not reply.ok:
-            raise RuntimeError(f"node {name} status: HTTP {reply.status}: {reply.message()}")
 
-    list(pool.map(create, enumerate(names)))
+    t0 = time.monotonic()
+    step = max(500, len(names) // 10)
+    for done, _ in enumerate(pool.map(create, enumerate(names)), start=1):
+        if done % step == 0 and done < len(names):
+            say(f"{done} of {len(names)} nodes registered "
+                f"({done / (time.monotonic() - t0):.0f}/s); {load()}")
+    say(f"{len(names)} nodes registered in {time.monotonic() - t0:.1f}s; {load()}")
     wanted = set(names)
     deadline = time.monotonic() + (timeout_s if timeout_s is not None else max(600, len(names)))
     while True:
@@ -117,9 +135,38 @@ def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(missing)} of {len(wanted)} nodes not Ready")
-        say(f"{len(wanted) - len(missing)} of {len(wanted)} nodes Ready")
+        say(f"{len(wanted) - len(missing)} of {len(wanted)} nodes Ready; {load()}")
         # Each look lists every node: a few MB at thousands of nodes, so not too often.
         time.sleep(min(10.0, 1.0 + len(names) / 500))
+
+
+def bench_nodes(client: KubeClient, args: argparse.Namespace, pool: ThreadPoolExecutor,
+                run: str, timeout_s: float | None = None) -> float | None:
+    """The benchmarks' nodes: ``--nodes`` kwok nodes of ``--gpus`` GPUs named
+    ``kwok-<run>-<i>``, created and waited for, unless ``--existing-nodes`` says a previous
+    run on this ``--state-dir`` cluster left them; returns the seconds they took to be Ready
+    (None when none were created)."""
+    if getattr(args, "existing_nodes", False):
+        return None
+    t0 = time.monotonic()
+    create_nodes(client, [f"kwok-{run}-{i:05d}" for i in range(args.nodes)], args.gpus, pool,
+                 timeout_s=timeout_s)
+    took = time.monotonic() - t0
+    say(f"{args.nodes} kwok nodes Ready in {took:.1f}s; {load()}")
+    return took
+
+
+def ready_conditions() -> list[dict[str, str]]:
+    """The conditions a healthy kubelet reports: Ready, and no memory, disk or PID
+    pressure."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    healthy = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+               ("MemoryPressure", "False", "KubeletHasSufficientMemory", "enough memory"),
+               ("DiskPressure", "False", "KubeletHasNoDiskPressure", "no disk pressure"),
+               ("PIDPressure", "False", "KubeletHasSufficientPID", "enough PIDs"))
+    return [{"type": kind, "status": status, "reason": reason, "message": message,
+             "lastHeartbeatTime": now, "lastTransitionTime": now}
+            for kind, status, reason, message in healthy]
 
 
 def create_job(client: KubeClient, namespace: str, queue: str, names: Sequence[str], gpus: int,
@@ -264,24 +311,28 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What a process used: CPU seconds (user + system) and its peak resident memory."""
+    """What a process used: CPU seconds (user + system), its peak and current resident
+    memory."""
 
     cpu_s: float
     peak_rss_mib: float
+    rss_mib: float = float("nan")
 
 
 def usage(pid: int) -> Usage:
-    """CPU so far and ``VmHWM`` (peak RSS) of a live process, from ``/proc``; NaN for a
-    process that is gone (its figures went with it: the caller says it exited)."""
-    peak = 0.0
+    """CPU so far, ``VmHWM`` (peak RSS) and ``VmRSS`` of a live process, from ``/proc``; NaN
+    for a process that is gone (its figures went with it: the caller says it exited)."""
+    memory = {"VmHWM": 0.0, "VmRSS": 0.0}
     try:
         status = Path(f"/proc/{pid}/status").read_text()
+        cpu = cpu_seconds(pid)
     except FileNotFoundError:
-        return Usage(float("nan"), float("nan"))
+        return Usage(float("nan"), float("nan"), float("nan"))
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) / 1024
-    return Usage(cpu_seconds(pid), peak)
+        key = line.split(":", 1)[0]
+        if key in memory:
+            memory[key] = int(line.split()[1]) / 1024
+    return Usage(cpu, memory["VmHWM"], memory["VmRSS"])
 
 
 def cluster_pids(cluster: DevCluster) -> dict[str, int]:

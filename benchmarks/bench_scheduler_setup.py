@@ -53,8 +53,9 @@ def create_nodes(client: KubeClient, names: list[str], gpus: int, pool: ThreadPo
 
 def create_pods(client: KubeClient, namespace: str, count: int, pool: ThreadPoolExecutor, *,
                 prefix: str, scheduler_name: str, gpus: int, gang_size: int = 0,
-                queue: str = "") -> list[PodRef]:
-    """Pending pods; with *gang_size*, labelled into PodGroups ``g-<i // gang_size>``."""
+                queue: str = "", first: int = 0) -> list[PodRef]:
+    """Pending pods ``<prefix>-<i>`` for i in ``first .. first + count - 1``; with
+    *gang_size*, labelled into PodGroups ``g-<i // gang_size>``."""
 
     def create(i: int) -> PodRef:
         name = f"{prefix}-{i:06d}"
@@ -74,7 +75,7 @@ def create_pods(client: KubeClient, namespace: str, count: int, pool: ThreadPool
             raise RuntimeError(f"pod {name}: HTTP {reply.status}: {reply.message()}")
         return PodRef(namespace, name, reply.json()["metadata"]["uid"])
 
-    return list(pool.map(create, range(count)))
+    return list(pool.map(create, range(first, first + count)))
 
 
 def create_queue(client: KubeClient, name: str, namespace: str, gpus: int) -> None:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_kwok import (
+    bench_nodes,
     create_job,
     create_namespace,
-    create_nodes,
     kwok_cluster,
     list_pages,
     load,
@@ -82,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         run = uuid.uuid4().hex[:5]
         ns = f"soak-{run}"
         try:
-            if not args.existing_nodes:
-                create_nodes(client, [f"kwok-{run}-{i:05d}" for i in range(args.nodes)],
-                             args.gpus, pool)
+            bench_nodes(client, args, pool, run)
             create_namespace(client, ns)
             create_queue(client, ns, ns, args.nodes * args.gpus)
             proc, log, port = start_scheduler(str(cluster.kubeconfig), workdir, ns, 32)

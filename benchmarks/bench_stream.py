@@ -29,9 +29,9 @@ from pathlib import Path
 
 from bench_kwok import (
     BindWatch,
+    bench_nodes,
     create_job,
     create_namespace,
-    create_nodes,
     kwok_cluster,
     load,
     say,
@@ -104,11 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         run = uuid.uuid4().hex[:5]
         namespace = f"stream-{run}"
         try:
-            if not args.existing_nodes:
-                t0 = time.monotonic()
-                create_nodes(client, [f"kwok-{run}-{i:05d}" for i in range(args.nodes)],
-                             args.gpus, pool)
-                say(f"{args.nodes} kwok nodes Ready in {time.monotonic() - t0:.1f}s; {load()}")
+            bench_nodes(client, args, pool, run)
             create_namespace(client, namespace)
             create_queue(client, namespace, namespace, capacity)
             proc, log, port = start_scheduler(str(cluster.kubeconfig), workdir, namespace, 32)

@@ -39,9 +39,9 @@ from pathlib import Path
 from bench_kwok import (
     BindWatch,
     Usage,
+    bench_nodes,
     cluster_cpu,
     create_namespace,
-    create_nodes,
     delete_pods,
     kwok_cluster,
     load,
@@ -89,7 +89,7 @@ class Result:
         return (self.bound - 1) / (self.last - self.first) if self.last > self.first else 0.0
 
 
-def run_contender(cluster: DevCluster, client: KubeClient, contender: str, nodes: list[str],
+def run_contender(cluster: DevCluster, client: KubeClient, contender: str,
                   pool: ThreadPoolExecutor, args: argparse.Namespace,
                   workdir: Path) -> Result | None:
     """Create the pods, start the contender, watch until all are bound; then clean up."""
@@ -99,7 +99,7 @@ def run_contender(cluster: DevCluster, client: KubeClient, contender: str, nodes
     scheduler_name = "gang-scheduler" if gang else f"bench-{contender}"
     size = args.gang_size if contender == "gang-groups" else 0
     if gang:
-        create_queue(client, namespace, namespace, len(nodes) * args.gpus)
+        create_queue(client, namespace, namespace, args.nodes * args.gpus)
     t0 = time.monotonic()
     create_pods(client, namespace, args.pods, pool, prefix="p", scheduler_name=scheduler_name,
                 gpus=0, gang_size=size, queue=namespace if gang else "")
@@ -216,17 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         pool = ThreadPoolExecutor(max_workers=args.concurrency)
         try:
             run = uuid.uuid4().hex[:5]
-            nodes = [f"kwok-{run}-{i:05d}" for i in range(args.nodes)]
-            if not args.existing_nodes:
-                t0 = time.monotonic()
-                create_nodes(client, nodes, args.gpus, pool)
-                say(f"{args.nodes} kwok nodes Ready in {time.monotonic() - t0:.1f}s; {load()}")
+            bench_nodes(client, args, pool, run)
             print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
                   f"{args.gpus} GPUs, {args.pods} one-CPU pods per contender, gangs of "
                   f"{args.gang_size}; {load()}")
             results: list[Result] = []
             for contender in contenders:
-                result = run_contender(cluster, client, contender, nodes, pool, args, workdir)
+                result = run_contender(cluster, client, contender, pool, args, workdir)
                 if result is not None:
                     results.append(result)
                     report(results[-1:], header=len(results) == 1)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from scheduler import clusterspec
 from scheduler.cli._args import integer, output_dir_problem
 from scheduler.devcluster import build as release_pins  # stdlib only: --help stays fast
+from scheduler.devcluster import liveness  # stdlib only
 
 if TYPE_CHECKING:
     from scheduler.devcluster.cluster import DevCluster
@@ -101,6 +102,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--without-training-operators", action="store_true",
                    help="leave out JobSet and Kubeflow Trainer (their CRDs, webhooks and "
                    "controllers): a faster start, and no Go build of them on first use")
+    p.add_argument("--node-liveness", choices=sorted(liveness.PROFILES),
+                   default=liveness.STANDARD.name,
+                   help="how the fake nodes prove they are alive: standard (node Leases and "
+                   "the kubelet's heartbeats, what the tests use) or scale (no Leases, "
+                   "heartbeats every 30-60 min, a 2-hour grace period: for thousands of nodes; "
+                   "see scheduler/devcluster/liveness.py)")
     p.set_defaults(handler=_checked(_up))
 
     p = sub.add_parser("down", parents=[state],
@@ -181,7 +188,8 @@ def _up(args: argparse.Namespace) -> int:
     cluster = _cluster(args, owned=args.foreground)
     try:
         cluster.up(spec, args.cluster.resolve(),
-                   training_operators=not args.without_training_operators)
+                   training_operators=not args.without_training_operators,
+                   node_liveness=liveness.by_name(args.node_liveness))
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -35,6 +35,7 @@ from scheduler.devcluster import (
     crds,
     kubeconfig,
     kwok,
+    liveness,
     nodes,
     operators,
     procs,
@@ -89,15 +90,16 @@ class DevCluster:
 
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
-           log: Log = build.say, install_crds: bool = True,
-           training_operators: bool = True) -> state.ClusterState:
+           log: Log = build.say, install_crds: bool = True, training_operators: bool = True,
+           node_liveness: liveness.NodeLiveness = liveness.STANDARD) -> state.ClusterState:
         """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes.
 
         ``install_crds=False`` leaves the project's CRDs out, for whoever installs them the
         way an admin would (``kubectl apply -k deploy/``): deleting them again instead would
         wait on the apiserver's CRD finalizer, which can take minutes on a loaded machine.
         ``training_operators=False`` leaves out JobSet and Kubeflow Trainer (no build of
-        them, a faster start) for tests that need neither.
+        them, a faster start) for tests that need neither. *node_liveness*: how the fake
+        nodes prove they are alive (``liveness.SCALE`` for thousands of nodes).
         """
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
@@ -109,7 +111,7 @@ class DevCluster:
             self._install_cleanup()
         try:
             self.state = self._start(binaries, spec_path, log, install_crds,
-                                     training_operators)
+                                     training_operators, node_liveness)
             if spec is not None:
                 t0 = time.monotonic()
                 names = nodes.create_from_spec(self.api_client(), spec)
@@ -122,8 +124,9 @@ class DevCluster:
         log(f"dev cluster up in {time.monotonic() - started:.1f}s: {self.state.server}")
         return self.state
 
-    def _start(self, binaries: dict[str, Path], spec_path: Path | None,
-               log: Log, install_crds: bool, training_operators: bool) -> state.ClusterState:
+    def _start(self, binaries: dict[str, Path], spec_path: Path | None, log: Log,
+               install_crds: bool, training_operators: bool,
+               node_liveness: liveness.NodeLiveness) -> state.ClusterState:
         logs = self.state_dir / "logs"
         pki = certs.generate(self.state_dir / "pki")
         t0 = time.monotonic()
@@ -134,6 +137,7 @@ class DevCluster:
             kubeconfig=str(self.kubeconfig), processes=[etcd],
             versions={c.name: c.version for c in build.components(operators=False)},
             cluster_spec=str(spec_path) if spec_path else None,
+            node_liveness=node_liveness.name,
         )
         self.state = st
         state.save(st)  # from here on, `down` can find what is running
@@ -148,10 +152,10 @@ class DevCluster:
         kubeconfig.write_admin(self.kubeconfig, st.server, pki)
         if install_crds:
             crds.apply(self.api_client())
-        self._start_controllers(binaries, pki, log)
+        self._start_controllers(binaries, pki, log, node_liveness)
         t0 = time.monotonic()
         st.processes.append(kwok.start_kwok(binaries["kwok"], st.server, pki, self.state_dir,
-                                            self.owned))
+                                            self.owned, node_liveness))
         state.save(st)
         log(f"kwok ready in {time.monotonic() - t0:.1f}s")
         if training_operators:
@@ -176,13 +180,13 @@ class DevCluster:
             log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
 
     def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
-                           log: Log) -> None:
+                           log: Log, node_liveness: liveness.NodeLiveness) -> None:
         st = self.state
         assert st is not None
         t0 = time.monotonic()
         st.processes.append(controllers.start_controller_manager(
             binaries["kube-controller-manager"], st.server, pki, self.state_dir, self.owned,
-            build.KUBE_CONTROLLER_MANAGER.version))
+            build.KUBE_CONTROLLER_MANAGER.version, node_liveness))
         state.save(st)
         # Its serviceaccount controller at work is the proof that the controllers run with
         # working credentials (without `default` ServiceAccounts no pod can be created).

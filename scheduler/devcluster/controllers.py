@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import certs, controlplane, gates, kubeconfig, procs
+from scheduler.devcluster import certs, controlplane, gates, kubeconfig, liveness, procs
 
 # What a batch workload meets on a real cluster; kube-controller-manager --help lists the rest.
 CONTROLLERS = (
@@ -51,8 +51,8 @@ CONTROLLERS = (
 )
 READY_TIMEOUT_S = 60.0
 # The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates
-# Jobs of dozens of pods at once.
-API_QPS, API_BURST = 100, 200
+# Jobs of dozens of pods at once (kube-controller-manager's come with its node liveness).
+API_QPS, API_BURST = liveness.STANDARD.controller_qps, liveness.STANDARD.controller_burst
 
 
 def _serving_flags(pki: certs.CertPaths, stem: str, port: int,
@@ -77,9 +77,12 @@ def _wait_ready(proc: procs.ManagedProcess, port: int, path: str,
                      READY_TIMEOUT_S, f"{proc.name} {path}", proc, interval_s=0.25)
 
 
-def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-                             owned: bool, version: str) -> procs.ManagedProcess:
-    """kube-controller-manager with `CONTROLLERS`; returns once ``/healthz`` says ok."""
+def start_controller_manager(
+        binary: Path, server: str, pki: certs.CertPaths, state_dir: Path, owned: bool,
+        version: str, node_liveness: liveness.NodeLiveness = liveness.STANDARD,
+) -> procs.ManagedProcess:
+    """kube-controller-manager with `CONTROLLERS`, its node lifecycle controller as patient
+    and its client limits as *node_liveness* says; returns once ``/healthz`` says ok."""
     name = "kube-controller-manager"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
                                      pki, name)
@@ -89,7 +92,7 @@ def start_controller_manager(binary: Path, server: str, pki: certs.CertPaths, st
         "--leader-elect=false", "--use-service-account-credentials=true",
         f"--controllers={','.join(CONTROLLERS)}",
         f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
-        f"--kube-api-qps={API_QPS}", f"--kube-api-burst={API_BURST}",
+        *node_liveness.controller_manager_flags(),
         "--profiling=false", "--v=1", gates.feature_gates_flag(name, version),
     ]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)

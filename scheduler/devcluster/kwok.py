@@ -2,7 +2,8 @@
 
 Why kwok rather than a kubelet of our own: it is what Kueue, KAI-Scheduler and Volcano run their
 own scale tests on, it renews node Leases (so the real node lifecycle controller can tell a live
-node from a dead one, and a node failure can be tested end to end), and the lifecycle is data
+node from a dead one, and a node failure can be tested end to end; ``liveness.SCALE`` turns
+them off for thousands of nodes), and the lifecycle is data
 (``kwok-stages.yaml``: Running, finishing after ``gangscheduler.io/simulated-runtime`` with the
 exit code of ``gangscheduler.io/simulated-exit-code``, termination that takes the pod's whole
 grace period) rather than code to maintain.
@@ -18,33 +19,64 @@ from __future__ import annotations
 
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-from scheduler.devcluster import certs, kubeconfig, nodes, procs
+import yaml
+
+from scheduler.devcluster import certs, kubeconfig, liveness, nodes, procs
 
 STAGES = Path(__file__).with_name("kwok-stages.yaml")
+HEARTBEAT_STAGE = "node-heartbeat"
 POD_CIDR = "10.64.0.0/12"
-LEASE_SECONDS = 40  # the kubelet's default; kwok renews a quarter of the way through
 READY_TIMEOUT_S = 30.0
 
 
 def start_kwok(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
-               owned: bool) -> procs.ManagedProcess:
-    """kwok managing the nodes annotated ``kwok.x-k8s.io/node: fake``; returns once it
-    serves ``/healthz``."""
+               owned: bool,
+               node_liveness: liveness.NodeLiveness = liveness.STANDARD) -> procs.ManagedProcess:
+    """kwok managing the nodes annotated ``kwok.x-k8s.io/node: fake``, with the Leases and
+    heartbeats of *node_liveness*; returns once it serves ``/healthz``."""
     name = "kwok"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
                                      pki, name)
     port = procs.free_port()
+    stages = stages_file(state_dir / "config", node_liveness)
     argv = [
-        str(binary), f"--kubeconfig={client}", f"--config={STAGES}",
+        str(binary), f"--kubeconfig={client}", f"--config={stages}",
         f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}={nodes.KWOK_VALUE}",
-        f"--node-lease-duration-seconds={LEASE_SECONDS}", f"--cidr={POD_CIDR}",
+        *node_liveness.kwok_flags(), f"--cidr={POD_CIDR}",
         f"--server-address=127.0.0.1:{port}",
     ]
     proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
     procs.wait_until(lambda: _healthy(port), READY_TIMEOUT_S, "kwok /healthz", proc,
                      interval_s=0.1)
     return proc
+
+
+def stages_file(config_dir: Path, node_liveness: liveness.NodeLiveness) -> Path:
+    """The stages kwok runs: ``kwok-stages.yaml`` itself when its heartbeat delay is
+    *node_liveness*'s (the standard one), else a copy under *config_dir* with only that
+    delay changed, so every other stage stays the one the tests know."""
+    documents = list(yaml.safe_load_all(STAGES.read_text(encoding="utf-8")))
+    heartbeat = _stage(documents, HEARTBEAT_STAGE)
+    wanted = {"durationMilliseconds": node_liveness.heartbeat_s * 1000,
+              "jitterDurationMilliseconds": node_liveness.heartbeat_max_s * 1000}
+    if heartbeat["spec"]["delay"] == wanted:
+        return STAGES
+    heartbeat["spec"]["delay"] = wanted
+    config_dir.mkdir(parents=True, exist_ok=True)
+    out = config_dir / f"kwok-stages-{node_liveness.name}.yaml"
+    out.write_text(f"# {STAGES.name} with the {HEARTBEAT_STAGE} delay of node liveness "
+                   f"{node_liveness.name!r} (scheduler/devcluster/liveness.py)\n"
+                   + yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def _stage(documents: list[Any], name: str) -> dict[str, Any]:
+    for doc in documents:
+        if isinstance(doc, dict) and doc.get("metadata", {}).get("name") == name:
+            return doc
+    raise ValueError(f"{STAGES}: no stage named {name!r}")
 
 
 def _healthy(port: int) -> bool:

@@ -37,13 +37,14 @@ class ClusterState:
     kubeconfig: str
     versions: dict[str, str]
     cluster_spec: str | None = None
+    node_liveness: str = "standard"  # liveness.NodeLiveness.name
     processes: list[ManagedProcess] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "state_dir": self.state_dir, "server": self.server, "etcd": self.etcd,
             "kubeconfig": self.kubeconfig, "versions": self.versions,
-            "cluster_spec": self.cluster_spec,
+            "cluster_spec": self.cluster_spec, "node_liveness": self.node_liveness,
             "processes": [p.to_json() for p in self.processes],
         }
 
@@ -54,6 +55,7 @@ class ClusterState:
             etcd=str(data["etcd"]), kubeconfig=str(data["kubeconfig"]),
             versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
             cluster_spec=data.get("cluster_spec"),
+            node_liveness=str(data.get("node_liveness", "standard")),
             processes=[ManagedProcess.from_json(p) for p in data.get("processes", [])],
         )
 
