@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -224,13 +223,12 @@ def value(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name
 
 
 class DeletionWatch(PodWatch):
-    """``PodWatch`` that also keeps, per pod name, the first deletion it saw (grace period)
-    and every pod's conditions of one type."""
+    """``PodWatch`` that also keeps, per pod name, the first deletion it saw (its grace
+    period)."""
 
     def __init__(self, cp: ControlPlane, namespace: str) -> None:
         super().__init__(cp, namespace)
         self.deleting: dict[str, int | None] = {}  # name -> deletionGracePeriodSeconds
-        self.deleted: dict[str, float] = {}
 
     def __enter__(self) -> DeletionWatch:
         super().__enter__()
@@ -242,8 +240,6 @@ class DeletionWatch(PodWatch):
         with self._lock:
             if meta.get("deletionTimestamp") and meta["name"] not in self.deleting:
                 self.deleting[meta["name"]] = meta.get("deletionGracePeriodSeconds")
-            if event is informer.EventType.DELETED:
-                self.deleted.setdefault(meta["name"], time.monotonic())
 
 
 def ops_for(control_plane: ControlPlane) -> Iterator[Ops]:

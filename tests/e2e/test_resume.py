@@ -227,6 +227,7 @@ def test_a_preempted_checkpointing_job_is_recreated_and_runs_again_whole(ops: Op
                  what="the recreated gang bound again once the preemptor finished")
         wait_for(lambda: set(ops.tenant.phases(resumed).values()) == {"Running"}, 30,
                  what="the recreated gang running")
+        watch.seen_bound(resumed)  # and so the preemptor's end before it
         starts = [watch.first_bound[n] for n in resumed]
         assert all(t >= max(watch.finished.get(n, 0.0) for n in preemptor) for t in starts)
         assert ops.tenant.all_bound(stale) and watch.rebinds() == {}
