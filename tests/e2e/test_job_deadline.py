@@ -65,10 +65,12 @@ def test_a_job_past_its_deadline_leaves_and_its_reservation_is_released(
         return "" if message.startswith("WaitingForMembers") else message
 
     reason = wait_for(small_reason, 60, what="the small Job's pending reason (its Job seen)")
+    bound_then = tenant.bound([small])
+    # Read after the small Job's state: a big Job not failing now was not failing then.
     big_job = rest.call(batch.read_namespaced_job, "big", tenant.namespace)
     if failing(big_job) is None:
         # Still within the deadline: the small Job is held for the big one's reservation.
-        assert tenant.bound([small]) == [], reason
+        assert bound_then == [], reason
         assert "reserv" in reason.lower() and "big" in reason, reason
 
     wait_for(lambda: tenant.all_bound([small]), DEADLINE_S + 120,
