@@ -10,6 +10,12 @@ Here the scheduler runs in process (a thread), which lets a test wrap the binder
 deterministic; ``live_process`` runs it as a child process, the only honest way to SIGKILL it
 in the middle of a bind. ``PodWatch`` records every nodeName each pod was announced with, so a
 pod bound twice cannot slip between two polling reads.
+
+A watch runs behind the apiserver: a pod a test read bound may not have reached the watch yet.
+A test that reads what the watch recorded about a pod it saw through the API first waits until
+the watch saw it too (``PodWatch.seen_bound``, ``PodWatch.seen_deleted``); since one watch
+stream delivers a namespace's changes in resourceVersion order, everything that happened before
+that change has been recorded as well.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +41,7 @@ from tests.e2e.cluster_api import (
     PODGROUP_VERSION,
     SIMULATED_RUNTIME,
     ControlPlane,
+    wait_for,
 )
 
 POOL_LABEL = "gangscheduler.io/pool"
@@ -266,6 +273,7 @@ class PodWatch:
         self.names: dict[str, str] = {}  # uid -> name
         self.first_bound: dict[str, float] = {}  # name -> monotonic time first seen bound
         self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
+        self.deleted: dict[str, float] = {}  # name -> monotonic time its deletion was seen
         self.seen: dict[str, list[dict[str, Any]]] = {}  # name -> every version, in order
         kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
         self.informer = informer.Informer(self.client, kind, self._handle)
@@ -290,10 +298,29 @@ class PodWatch:
                 self.first_bound.setdefault(meta["name"], time.monotonic())
             if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 self.finished.setdefault(meta["name"], time.monotonic())
+            if event is informer.EventType.DELETED:
+                self.deleted.setdefault(meta["name"], time.monotonic())
 
     def bound_names(self) -> set[str]:
         with self._lock:
             return {self.names[u] for u, nodes in self.nodes.items() if nodes}
+
+    def seen_bound(self, names: Iterable[str], timeout_s: float = 60.0) -> None:
+        """Wait until the watch has seen every named pod bound (a test read them bound
+        through the API, which the watch may not have delivered yet)."""
+        wanted = set(names)
+        wait_for(lambda: wanted <= self.bound_names(), timeout_s,
+                 what=f"the watch to see {sorted(wanted)} bound")
+
+    def seen_deleted(self, names: Iterable[str], timeout_s: float = 60.0) -> None:
+        """Wait until the watch has seen every named pod deleted."""
+        wanted = set(names)
+
+        def seen() -> bool:
+            with self._lock:
+                return wanted <= set(self.deleted)
+
+        wait_for(seen, timeout_s, what=f"the watch to see {sorted(wanted)} deleted")
 
     def phases(self, name: str) -> list[str]:
         """The distinct phases pod `name` went through, in order."""

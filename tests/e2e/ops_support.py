@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -176,17 +175,42 @@ class Ops:
 
     def release(self, pod: str) -> None:
         """The victim's checkpoint is done: its container exits now (kwok makes the pod
-        Failed) and the hold finalizer goes, so a terminating pod is then really gone."""
-        rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
-                  {"metadata": {"annotations": {SIMULATED_SHUTDOWN: "0"}}},
-                  _content_type=rest.MERGE_PATCH)
-        rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
-                  [{"op": "remove", "path": "/metadata/finalizers"}],
-                  _content_type="application/json-patch+json")
+        Failed) and the hold finalizer goes, so a terminating pod is then really gone. Any
+        other finalizer stays (the Job controller's counts the pod's end before it goes).
+
+        The finalizer list is written with the resourceVersion it was read at: a controller
+        may drop its own finalizer in between, and a list read before that would put it back
+        on a pod being deleted, which the apiserver refuses (422). A conflict, or that
+        refusal, means the pod changed: read it again. A pod already gone is released."""
+        try:
+            rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
+                      {"metadata": {"annotations": {SIMULATED_SHUTDOWN: "0"}}},
+                      _content_type=rest.MERGE_PATCH)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        for _ in range(20):
+            current = self.cp.get_pod(self.ns, pod)
+            finalizers = (current or {}).get("metadata", {}).get("finalizers") or []
+            if current is None or HOLD not in finalizers:
+                return
+            try:
+                rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
+                          {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"],
+                                        "finalizers": [f for f in finalizers if f != HOLD]}},
+                          _content_type=rest.MERGE_PATCH)
+                return
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status not in (409, 422):
+                    raise
+        raise AssertionError(f"{pod}: its finalizer list kept changing under 20 writes")
 
     def release_all(self) -> None:
         for name, pod in self.tenant.pods().items():
-            if pod["metadata"].get("finalizers"):
+            if HOLD in (pod["metadata"].get("finalizers") or ()):
                 self.release(name)
 
     # The scheduler ---------------------------------------------------------------------------
@@ -224,13 +248,12 @@ def value(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name
 
 
 class DeletionWatch(PodWatch):
-    """``PodWatch`` that also keeps, per pod name, the first deletion it saw (grace period)
-    and every pod's conditions of one type."""
+    """``PodWatch`` that also keeps, per pod name, the first deletion it saw (its grace
+    period)."""
 
     def __init__(self, cp: ControlPlane, namespace: str) -> None:
         super().__init__(cp, namespace)
         self.deleting: dict[str, int | None] = {}  # name -> deletionGracePeriodSeconds
-        self.deleted: dict[str, float] = {}
 
     def __enter__(self) -> DeletionWatch:
         super().__enter__()
@@ -242,8 +265,6 @@ class DeletionWatch(PodWatch):
         with self._lock:
             if meta.get("deletionTimestamp") and meta["name"] not in self.deleting:
                 self.deleting[meta["name"]] = meta.get("deletionGracePeriodSeconds")
-            if event is informer.EventType.DELETED:
-                self.deleted.setdefault(meta["name"], time.monotonic())
 
 
 def ops_for(control_plane: ControlPlane) -> Iterator[Ops]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 import yaml
@@ -161,8 +162,13 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
         env.admin, "-n", "team-a", "get", "events.v1.events.k8s.io")["items"]})
         >= {"Scheduled", "FailedScheduling"} and r, 60, what="Scheduled and FailedScheduling")
     assert reasons
-    pending = _pods(env, "team-a")[too_big[0]]
-    cond = next(c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
+    # The pod's condition is a write of its own, in no fixed order with the events.
+    def pending_condition() -> dict[str, Any]:
+        pod = _pods(env, "team-a")[too_big[0]]
+        return next((c for c in pod["status"].get("conditions") or ()
+                     if c["type"] == "PodScheduled"), {})
+
+    cond = wait_for(pending_condition, 30, what=f"PodScheduled on {too_big[0]}")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable" and cond["message"]
     assert _bound(env, "team-a", too_big) == []
     # Queue status is written at most every few seconds: wait for both figures together.
@@ -189,11 +195,12 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
     wait_for(lambda: _bound(env, "rbac-default", low) == low, 60, what="low gang bound")
     high = _gang(env, "rbac-default", "high", 2, 4, "a100", priority="gang-high")
     wait_for(lambda: _bound(env, "rbac-default", high) == high, 90, what="high gang bound")
-    assert "low-0" not in _pods(env, "rbac-default"), "victim still there"
-    preempted = [e for e in kubectl_json(env.admin, "-n", "rbac-default", "get",
-                                         "events.v1.events.k8s.io")["items"]
-                 if e["reason"] == "Preempted"]
-    assert preempted and "rbac-default/high" in preempted[0]["note"]
+    # The victim's exit freed its GPUs; the pod object goes a moment later.
+    wait_for(lambda: "low-0" not in _pods(env, "rbac-default"), 60, what="the victim gone")
+    preempted = wait_for(lambda: [e for e in kubectl_json(env.admin, "-n", "rbac-default", "get",
+                                                          "events.v1.events.k8s.io")["items"]
+                                  if e["reason"] == "Preempted"], 30, what="a Preempted event")
+    assert "rbac-default/high" in preempted[0]["note"], preempted
 
     log = env.log()
     assert '"event": "leading"' in log, log[-2000:]

@@ -61,5 +61,6 @@ def test_a_budget_allowing_one_of_two_victims_evicts_neither_then_both(ops: Ops)
                   {"spec": {"minAvailable": 0}})
         wait_for(lambda: ops.tenant.all_bound(preemptor), 60,
                  what="the preemptor bound once the budget allows the whole gang")
+        watch.seen_bound(preemptor)  # and so the evictions before it
         assert set(watch.deleting) == set(victim)
         assert watch.rebinds() == {}

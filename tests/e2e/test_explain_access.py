@@ -55,8 +55,11 @@ def waiting(control_plane: ControlPlane, tenant: Tenant,
     kubectl(control_plane.kubeconfig, "apply", "-k", str(REPO / "deploy" / "users"))
     tenant.create_nodes(1, gpus=8)
     pods = tenant.create_gang("big", 2, gpus=8)
-    wait_for(lambda: all(unschedulable_message(p) for n, p in tenant.pods().items()
-                         if n in pods), 60, what="the scheduler's reason on every pod")
+    # The reason of the complete gang: the first one written may be "WaitingForMembers" (the
+    # second pod not yet seen), which the next cycle replaces, maybe between the test's reads.
+    wait_for(lambda: all(unschedulable_message(p).startswith("Placement")
+                         for n, p in tenant.pods().items() if n in pods), 60,
+             what="the scheduler's placement reason on every pod")
     return pods
 
 

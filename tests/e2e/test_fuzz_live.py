@@ -170,13 +170,27 @@ def test_fuzzed_objects_crash_nothing_get_a_reason_and_good_gangs_still_schedule
                 and pod["metadata"]["uid"] not in told]
 
     wait_for(lambda: not silent(), 60, what="a reason on every pod not bound")
-    for name in sent.queues:
-        status = rest.call(control_plane.custom.get_cluster_custom_object, *QUEUES,
-                           name).get("status") or {}
-        valid = next((c for c in status.get("conditions") or [] if c.get("type") == "Valid"),
-                     None)
-        assert valid is not None, f"Queue {name}: no Valid condition"
-        assert valid["status"] == "True" or valid.get("message"), valid
+
+    def valid_conditions() -> dict[str, dict[str, Any] | None]:
+        """Queue -> its Valid condition (None while it has none: Queue statuses are written
+        every few seconds, not with the cycle the writer drained)."""
+        out: dict[str, dict[str, Any] | None] = {}
+        for name in sent.queues:
+            status = rest.call(control_plane.custom.get_cluster_custom_object, *QUEUES,
+                               name).get("status") or {}
+            out[name] = next((c for c in status.get("conditions") or []
+                              if c.get("type") == "Valid"), None)
+        return out
+
+    try:
+        # (True too when no fuzzed Queue was accepted: then there is nothing to check.)
+        wait_for(lambda: all(valid_conditions().values()), 60,
+                 what="a Valid condition on every Queue")
+    except AssertionError:
+        missing = [n for n, c in valid_conditions().items() if c is None]
+        raise AssertionError(f"Queues without a Valid condition: {missing}") from None
+    for valid in valid_conditions().values():  # once written, a condition stays
+        assert valid is not None and (valid["status"] == "True" or valid.get("message")), valid
     print(f"fuzzed objects: {len(sent.accepted)} accepted by the apiserver, "
           f"{len(sent.refused)} refused; pods {len(sent.pods)}, queues {len(sent.queues)}; "
           f"0 crashes; refused, for example: {sent.refused[:3]}")

@@ -5,12 +5,16 @@ is busy, the other kept for it), so a small Job that would fit on the kept node 
 it. When the big Job's deadline passes, the Job controller fails it (``DeadlineExceeded``) and
 deletes its pods; gang-scheduler then drops the gang and its reservation, and the small Job
 starts on the node that was kept. The order is checked on the objects' own timestamps (the
-Job's Failed condition, the pod's PodScheduled condition), not on the test's clock.
+big Job's startTime plus its deadline, the small pod's PodScheduled condition), not on the
+test's clock. Not on the Job's FailureTarget condition: past the deadline the Job controller
+deletes the pods first and writes that condition after, in the same sync or a later one, so
+the small Job may rightly start before the condition exists.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -65,20 +69,30 @@ def test_a_job_past_its_deadline_leaves_and_its_reservation_is_released(
         return "" if message.startswith("WaitingForMembers") else message
 
     reason = wait_for(small_reason, 60, what="the small Job's pending reason (its Job seen)")
-    big_job = rest.call(batch.read_namespaced_job, "big", tenant.namespace)
-    if failing(big_job) is None:
-        # Still within the deadline: the small Job is held for the big one's reservation.
-        assert tenant.bound([small]) == [], reason
+    read_at = time.time()  # (the apiserver, the Job controller and the test share this clock)
+    bound_then = tenant.bound([small])
+    started = stamp(rest.call(batch.read_namespaced_job, "big", tenant.namespace)
+                    ["status"]["startTime"]).timestamp()
+    if read_at < started + DEADLINE_S:
+        # Still within the deadline when the small Job was read (the Job controller deletes
+        # the pods no sooner): the small Job is held for the big one's reservation.
+        assert bound_then == [], reason
         assert "reserv" in reason.lower() and "big" in reason, reason
 
     wait_for(lambda: tenant.all_bound([small]), DEADLINE_S + 120,
              what="the small Job bound once the big one's deadline passed")
-    failed = failing(rest.call(batch.read_namespaced_job, "big", tenant.namespace))
+    big_job = wait_for(lambda: j if failing(j := rest.call(
+        batch.read_namespaced_job, "big", tenant.namespace)) else {}, 60,
+        what="the big Job's FailureTarget or Failed condition")
+    failed = failing(big_job)
     assert failed is not None and failed.get("reason") == "DeadlineExceeded", failed
     scheduled = condition(tenant.pods()[small], "PodScheduled")
     assert scheduled is not None
-    assert stamp(scheduled["lastTransitionTime"]) >= stamp(failed["lastTransitionTime"]), (
-        "the small Job started before the big one left", scheduled, failed)
+    # The Job controller deletes the pods once startTime + deadline has passed (both in whole
+    # seconds, the condition's time truncated too): not before that did the small Job start.
+    deadline = stamp(big_job["status"]["startTime"]) + timedelta(seconds=DEADLINE_S)
+    assert stamp(scheduled["lastTransitionTime"]) >= deadline, (
+        "the small Job started before the big one's deadline", scheduled, big_job["status"])
     # The kept node is the one it got: the busy Job's node is still busy.
     assert tenant.nodes_of([small])[small] != tenant.nodes_of([busy])[busy]
     assert wait_for(lambda: not any(p in tenant.pods() for p in big) or None, 60,

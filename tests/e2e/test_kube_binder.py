@@ -127,7 +127,7 @@ def test_delete_and_evict(control_plane: ControlPlane, namespace: str, binder: B
     assert out[1].reason.startswith("blocked by PodDisruptionBudget")
     assert out[2].ok and out[2].reason == "already gone"
     assert binder.delete_pods(refs[1:]) == []
-    wait_for(lambda: all(node_of(control_plane, r) is None for r in refs), 10,
+    wait_for(lambda: all(node_of(control_plane, r) is None for r in refs), 60,
              what="deleted pods to disappear")
 
 

@@ -5,7 +5,6 @@ real kubectl, written by a live scheduler."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
@@ -66,10 +65,19 @@ def test_a_queue_naming_a_pool_without_nodes_is_shown_as_not_fitting(
     fit = wait_for(condition, 60, what="the QuotaFitsCluster condition")
     assert fit["status"] == "False", fit
     assert f"spec.quotas[pool={tenant.pool}x].pool: no node carries pool" in fit["message"]
-    row = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}[name]
+
+    def rows() -> dict[str, dict[str, str]]:
+        """Both queues' rows once both have their columns filled (each Queue's status is its
+        own write, in no fixed order with the other's)."""
+        table = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}
+        both = [table.get(name, {}), table.get(tenant.queue, {})]
+        return table if all(r.get("VALID") and r.get("QUOTA-FITS") for r in both) else {}
+
+    table = wait_for(rows, 60, what="the VALID and QUOTA-FITS columns of both queues")
+    row = table[name]
     assert (row["VALID"], row["QUOTA-FITS"]) == ("True", "False"), row
     # The tenant's own queue has 1000 GPUs of quota on one 8-GPU node: said, and still valid.
-    own = {r["NAME"]: r for r in kubectl_table(tenant, "queues")}[tenant.queue]
+    own = table[tenant.queue]
     assert (own["VALID"], own["QUOTA-FITS"]) == ("True", "False"), own
 
 
@@ -101,7 +109,9 @@ def test_a_reserved_gang_shows_its_estimated_start_as_a_column_not_in_its_messag
     # Nor the queue position: a field and a column of its own (it moves as others start).
     assert "in queue order" not in message, message
     assert status["queuePosition"] == 1 and row["POSITION"] == "1", (status, row)
-    time.sleep(3)  # cycles pass: nothing about the answer changed, so nothing is rewritten
+    # Cycles pass (and their writes are out): nothing about the answer changed, so nothing
+    # is rewritten. Counted in cycles, not seconds: a loaded machine may run none in 3 s.
+    live_scheduler.run_cycles(6)
     again = tenant.group_status("next")
     assert (again["conditions"][0]["message"], again["estimateTime"]) == (
         message, status["estimateTime"])

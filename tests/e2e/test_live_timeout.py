@@ -31,11 +31,21 @@ def test_gang_past_its_timeout_is_given_up_once(
 
     status = wait_for(lambda: (s := tenant.group_status("big")).get("phase") == "Failed" and s,
                       30, what="PodGroup big Failed after its timeout")
-    pods = tenant.pods()
-    assert all(unschedulable_message(pods[f"big-{i}"]).startswith("ScheduleTimeout")
-               for i in range(2)), {n: unschedulable_message(p) for n, p in pods.items()}
+    # The pods' conditions are their own writes, after the PodGroup's or before it.
+    def timed_out() -> dict[str, str]:
+        messages = {n: unschedulable_message(p) for n, p in tenant.pods().items()}
+        return messages if all(messages.get(f"big-{i}", "").startswith("ScheduleTimeout")
+                               for i in range(2)) else {}
+
+    try:
+        wait_for(timed_out, 30, what="ScheduleTimeout on both pods")
+    except AssertionError:
+        raise AssertionError({n: unschedulable_message(p)
+                              for n, p in tenant.pods().items()}) from None
     assert tenant.bound(["big-0", "big-1"]) == []
-    # Given up: no new decisions or events keep coming for it.
+    # Given up: no new decisions or events keep coming for it. Counted from a settled state
+    # (cycles run and their writes out), so that the give-up's own events are in `before`.
+    live_scheduler.run_cycles(2)
     before = len(tenant.events("FailedScheduling"))
     live_scheduler.run_cycles(6)
     assert len(tenant.events("FailedScheduling")) <= before + 1, tenant.events("FailedScheduling")

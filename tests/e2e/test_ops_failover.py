@@ -123,7 +123,10 @@ def test_the_standby_takes_over_when_the_leader_is_killed(ops: Ops,
         b = Replica.start(ops, "b", config, tmp_path)
         first = ops.tenant.create_gang("first", 2, gpus=4)
         wait_for(lambda: ops.tenant.all_bound(first), 30, what="first gang bound by a")
-        time.sleep(2 * RETRY_S)
+        # a counts the bind once its Bindings returned, after the test may see the pods bound.
+        wait_for(lambda: a.metric("gang_scheduler_binds_total", result="success") == 1, 30,
+                 what="a counted its bind")
+        time.sleep(2 * RETRY_S)  # more renewals: the standby has more chances to act
         # The standby watched all along, but ran no cycle and wrote nothing.
         assert (b.metric("gang_scheduler_is_leader"), b.metric("gang_scheduler_cycles_total"),
                 b.metric("gang_scheduler_binds_total", result="success")) == (0, 0, 0)
@@ -143,6 +146,7 @@ def test_the_standby_takes_over_when_the_leader_is_killed(ops: Ops,
         taken = spec()
         gap = (micro_time(taken["acquireTime"]) - micro_time(last["renewTime"])).total_seconds()
         wait_for(lambda: ops.tenant.all_bound(second), 30, what="second gang bound by b")
+        watch.seen_bound(second)
         bound_after = max(watch.first_bound[n] for n in second) - killed
         print(f"failover: Lease taken over {took_over:.2f}s after SIGKILL "
               f"({gap:.2f}s after a's last renewal), new gang bound "

@@ -125,15 +125,24 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
             assert not any(n in watch.deleting for n in victim_b), \
                 f"the new leader evicted more: {watch.deleting}"
 
+        def awaiting_victim_a(pod: dict[str, Any]) -> bool:
+            """The pod's pending reason says it waits for victim-a alone (b's wording, not
+            the "evicting 1 gang(s)" a may have written just before it was killed)."""
+            message = unschedulable_message(pod)
+            return (message.startswith("PreemptionPending") and "waiting for 1 " in message
+                    and f"{ops.ns}/victim-a" in message and "victim-b" not in message)
+
         def preemption_pending() -> bool:
-            """b says so in its metric and on the preemptor's pods. (The pods' condition is
-            written in the background after the cycle: a was killed right after evicting, maybe
-            before it wrote any reason, so b's write may come a moment after its metric.)"""
+            """b says so in its metric and on the preemptor's pods, and nominates them onto
+            victim-a's node. (The pods' condition and nomination are written in the background
+            after the cycle, each its own write: a was killed right after evicting, maybe
+            before it wrote either, so b's writes may come a moment after its metric.)"""
             left_alone()
             current = pods()
             return (b.metric("gang_scheduler_pending_gangs", queue=queue,
                              reason="PreemptionPending") == 1
-                    and all(unschedulable_message(current[n]).startswith("PreemptionPending")
+                    and all(awaiting_victim_a(current[n])
+                            and current[n]["status"].get("nominatedNodeName") == node_a
                             for n in preemptor))
 
         wait_for(preemption_pending, 30, what="b: the preemptor PreemptionPending")
@@ -175,5 +184,7 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
         assert ops.tenant.nodes_of(victim_b) == {n: node_b for n in victim_b}
         assert set(watch.deleting) == set(victim_a), watch.deleting
         assert b.metric("gang_scheduler_evictions_total") == 0
-        assert b.metric("gang_scheduler_binds_total", result="success") >= 1
+        # Counted once the Bindings returned, after the test may see the pods bound.
+        wait_for(lambda: b.metric("gang_scheduler_binds_total", result="success") >= 1, 30,
+                 what="b counted its bind")
         assert watch.rebinds() == {}

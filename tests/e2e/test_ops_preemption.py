@@ -114,7 +114,13 @@ def test_an_eviction_refused_by_a_disruption_budget_is_reported_not_forced(ops: 
                            what="EvictionBlocked event")
         assert "disruption budget" in blocked[0]["note"], blocked[0]["note"]
         assert f"{ops.ns}/preemptor" in blocked[0]["note"]
-        samples = scrape(runner.metrics_port)  # type: ignore[attr-defined]
+        # The event is written in the background, the metrics once the cycle's writes were
+        # handed over: either may come first.
+        def counted() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+            samples = scrape(runner.metrics_port)  # type: ignore[attr-defined]
+            return samples if value(samples, "gang_scheduler_evictions_blocked_total") else {}
+
+        samples = wait_for(counted, 30, what="the blocked eviction counted")
         assert value(samples, "gang_scheduler_evictions_blocked_total") >= 1
         assert value(samples, "gang_scheduler_pending_gangs", queue=queue,
                      reason="PreemptionPending") == 1
@@ -123,6 +129,7 @@ def test_an_eviction_refused_by_a_disruption_budget_is_reported_not_forced(ops: 
         assert ops.tenant.bound(victim) == victim and ops.tenant.bound(preemptor) == []
         rest.call(pdbs.delete_namespaced_pod_disruption_budget, "keep-victim", ops.ns)
         wait_for(lambda: ops.tenant.all_bound(preemptor), 40, what="preemptor bound after retry")
+        watch.seen_bound(preemptor)  # and so the evictions before it
         assert set(watch.deleting) == set(victim)
         assert watch.rebinds() == {}
 

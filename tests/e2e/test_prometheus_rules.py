@@ -125,7 +125,10 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
             return got if got == (12.0, 4.0, 0.0) else ()
 
         assert wait_for(pool_gauges, 60, 1.0, what="idle, stranded, reserved-idle: 12, 4, 0")
-        in_use = prom.query(f'pool:gang_scheduler_gpus_in_use:ratio{{pool="{pool}"}}')
+        # Its own rule, evaluated on its own schedule: wait for it to catch up too.
+        in_use = wait_for(lambda: q if (q := prom.query(
+            f'pool:gang_scheduler_gpus_in_use:ratio{{pool="{pool}"}}')) == {
+                f"pool={pool}": 0.25} else {}, 60, 1.0, what="gpus_in_use ratio 0.25")
         assert in_use == {f"pool={pool}": 0.25}
 
         # Chargeback: GPU-hours of the running gang's queue and their cost at the price.

@@ -69,34 +69,6 @@ def job(ops: Ops, name: str, size: int, gpus: int, queue: str, priority_class: s
         ops.tenant.job_pods(name)) == size else [], 60, what=f"the Job controller's {size} pods")
 
 
-def release(ops: Ops, pod: str) -> None:
-    """Let a held pod exit now and go, keeping the Job controller's own finalizer (it counts
-    the pod's end before the pod is removed).
-
-    The finalizer list is written with the resourceVersion it was read at: the Job
-    controller may drop its own finalizer in between, and a list read before that would put
-    it back on a pod being deleted, which the apiserver refuses (422). A conflict, or that
-    refusal, means the pod changed: read it again."""
-    rest.call(ops.cp.core.patch_namespaced_pod, pod, ops.ns,
-              {"metadata": {"annotations": {SIMULATED_SHUTDOWN: "0"}}},
-              _content_type=rest.MERGE_PATCH)
-    for _ in range(20):
-        meta = ops.tenant.pods()[pod]["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if HOLD not in finalizers:
-            return
-        try:
-            rest.call(ops.cp.core.patch_namespaced_pod, pod, ops.ns,
-                      {"metadata": {"resourceVersion": meta["resourceVersion"],
-                                    "finalizers": [f for f in finalizers if f != HOLD]}},
-                      _content_type=rest.MERGE_PATCH)
-            return
-        except client.ApiException as e:
-            if e.status not in (409, 422):
-                raise
-    raise AssertionError(f"{pod}: its finalizer list kept changing under 20 writes")
-
-
 def live_pods(ops: Ops, name: str) -> list[str]:
     """The Job's pods that are not being deleted."""
     return sorted(n for n, p in ops.tenant.job_pods(name).items()
@@ -138,7 +110,7 @@ def test_an_evicted_jobs_replacements_are_placed_whole_never_beside_its_leavers(
         for _ in runner.during_cycles(10):  # with 4 GPUs free on the spare node
             assert ops.tenant.bound(replacements) == [], "a replacement bound beside leavers"
         for name in victims:
-            release(ops, name)
+            ops.release(name)
         wait_for(lambda: ops.tenant.all_bound(preemptor), 60, what="the preemptor bound")
         # The preemptor finishes; then the replacements go whole, all on the one node with
         # room for 4, none on the spare node.
@@ -227,6 +199,7 @@ def test_a_preempted_checkpointing_job_is_recreated_and_runs_again_whole(ops: Op
                  what="the recreated gang bound again once the preemptor finished")
         wait_for(lambda: set(ops.tenant.phases(resumed).values()) == {"Running"}, 30,
                  what="the recreated gang running")
+        watch.seen_bound(resumed)  # and so the preemptor's end before it
         starts = [watch.first_bound[n] for n in resumed]
         assert all(t >= max(watch.finished.get(n, 0.0) for n in preemptor) for t in starts)
         assert ops.tenant.all_bound(stale) and watch.rebinds() == {}

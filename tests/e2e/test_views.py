@@ -96,13 +96,28 @@ def scene(control_plane: ControlPlane) -> Iterator[Scene]:
             config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
                                               "defaultQueue": queue}))
             scene = Scene(ops, queue, other, server.server_address[1], config)
-            # The scheduler has written its reason on the waiting pods.
-            wait_for(lambda: all(_scheduled_false(p) for n, p in tenant.pods().items()
-                                 if n.startswith("wide-")), 30, what="wide's pods say why")
+            # The scheduler has written its reason on the waiting pods: the complete gang's,
+            # not the "WaitingForMembers" of a cycle that saw one pod only.
+            wait_for(lambda: all(_scheduled_false(p) and not _reason(p).startswith(
+                "WaitingForMembers") for n, p in tenant.pods().items()
+                if n.startswith("wide-")), 60, what="wide's pods say why")
+            # What the tests read is settled: kwok started the bound pods, and both Queues'
+            # statuses (written every second, each its own write) count them.
+            wait_for(lambda: {p["status"].get("phase") for n, p in tenant.pods().items()
+                              if n.startswith(("train-", "borrow-"))} == {"Running"}, 60,
+                     what="train and borrow running")
+            wait_for(lambda: (ops.queue_status(queue).get("allocatedGPUs"),
+                              ops.queue_status(other).get("allocatedGPUs")) == (8, 12), 60,
+                     what="the Queues' status: a 8 GPUs, b 12")
             yield scene
         finally:
             for stop in reversed(ops.cleanup):
                 stop()
+
+
+def _reason(pod: dict[str, Any]) -> str:
+    return next((str(c.get("message") or "") for c in (pod.get("status") or {}).get(
+        "conditions") or () if c.get("type") == "PodScheduled"), "")
 
 
 def _scheduled_false(pod: dict[str, Any]) -> bool:

@@ -31,7 +31,7 @@ def run(client: FakeClient, kind: informer.ResourceKind = informer.PODS,
                    backoff=Backoff(initial=0.001, cap=0.002, rng=random.Random(1)),
                    rng=random.Random(1), **kwargs)
     inf.start()
-    assert client.idle.wait(5), "informer did not reach the end of the script"
+    assert client.idle.wait(30), "informer did not reach the end of the script"
     inf.stop()
     return inf, seen
 
@@ -126,8 +126,8 @@ def test_stop_interrupts_a_blocked_watch() -> None:
     client.lists.append(page([], "1"))
     inf = Informer(client, informer.PODS, lambda k, o: None)  # type: ignore[arg-type]
     thread = inf.start()
-    assert client.idle.wait(5)
-    inf.stop(timeout=5)
+    assert client.idle.wait(30)
+    inf.stop(timeout=30)
     assert not thread.is_alive()
 
 
@@ -178,6 +178,6 @@ def test_cache_informers_feed_the_cluster_cache() -> None:
     assert all(k.optional for k in (*workloads, *groups, informer.JOBSETS))
     pods = informers[2]
     pods.start()
-    assert feed.wait_for_sync([pods], 5) and client.idle.wait(5)
+    assert feed.wait_for_sync([pods], 30) and client.idle.wait(30)
     pods.stop()
     assert [p.name for p in cache.pods()] == ["b"]

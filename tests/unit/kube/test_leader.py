@@ -249,7 +249,7 @@ def test_run_releases_the_lease_after_quiesce_and_a_standby_takes_over_at_once()
     while not a.is_leader:
         threading.Event().wait(0.01)
     stop.set()
-    t.join(5)
+    t.join(30)
     assert order == ["quiesce leader=False holder=a"]  # stopped leading, Lease not yet given up
     assert server.holder() == "" and server.lease["spec"]["leaseDurationSeconds"] == 1  # type: ignore[index]
     assert b.try_acquire_or_renew() and b.is_leader  # no need to wait out the lease

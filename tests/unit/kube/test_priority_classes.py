@@ -58,7 +58,7 @@ def wired() -> Iterator[tuple[ClusterCache, list[informer.Informer]]]:
     assert informers[0].kind == informer.PRIORITY_CLASSES
     pod_informer = next(i for i in informers if i.kind == informer.PODS)
     pod_informer.start()
-    assert feed.wait_for_sync([pod_informer], 5) and client.idle.wait(5)
+    assert feed.wait_for_sync([pod_informer], 30) and client.idle.wait(30)
     yield cache, informers
     pod_informer.stop()
 
