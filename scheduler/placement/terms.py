@@ -213,7 +213,8 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
     # different pods, and a pod on a node lacking some key still counts for the others.
     held = [_values_of(snapshot, k, holders) for k in keys]
     fixed = frozenset(d for d in set(domain_of.values())
-                      if all(v in values for v, values in zip(d, held, strict=True)))
+                      if all(v in values for v, values in zip(d, held, strict=True))
+                      ) if all(held) else frozenset()
     return _Affinity(role, terms, desc, domain_of, fixed, any(held),
                      snapshot.namespace_labels(gang.namespace))
 
