@@ -6,13 +6,14 @@ so the members' own terms become rules over the whole placement:
 * anti-affinity: in a domain of the term's key where a member of the role sits, no other
   pod the term selects (running, or another member) may sit; for a role matching its own
   term that is "at most one member per domain". Symmetric, so binding order is irrelevant.
-* affinity: kube-scheduler admits a pod in a domain (of every term's key) that holds a pod
-  matching all its terms, and lets the first such pod go anywhere when none exists yet
-  and it matches its own terms. Binding the gang in ``terms``' role order, a role's members
-  may go to domains holding a running matching pod (``fixed``) or a member of an earlier
-  role its terms select (its *anchors*); with neither, all its members share one domain,
-  the first one's. When only running pods can satisfy the terms the allowed domains are a
-  per-node filter (``terms``), not a rule.
+* affinity: kube-scheduler admits a pod on a node whose value of every term's key is shared
+  by a node holding a pod matching all its terms (one such pod per key will do), and lets
+  the first such pod go anywhere when none is counted yet (a pod counts on a node with any
+  of the keys) and it matches its own terms. Binding the gang in ``terms``' role order, a
+  role's members may go to domains running matching pods satisfy (``fixed``) or holding a
+  member of an earlier role its terms select (its *anchors*); with neither, all its members
+  share one domain, the first one's. When only running pods can satisfy the terms the
+  allowed domains are a per-node filter (``terms``), not a rule.
 
 Both rules accept only placements some binding order makes valid one pod at a time.
 """

@@ -169,7 +169,10 @@ class _Affinity:
     terms: tuple[PodAffinityTerm, ...]
     describe: str
     domain_of: Mapping[str, tuple[str, ...]]  # node -> its values of the terms' keys
-    fixed: frozenset[tuple[str, ...]]  # domains where running pods match all the terms
+    fixed: frozenset[tuple[str, ...]]  # domains running pods matching all the terms satisfy
+    #: Some running pod matching all the terms is on a node with one of the terms' keys
+    #: (kube-scheduler's affinity counts are not empty: no "first pod" exception).
+    counted: bool
     namespace_labels: Mapping[str, str]
 
     def selects(self, gang: Gang, r: Role) -> bool:
@@ -180,8 +183,8 @@ class _Affinity:
 
     @property
     def bootstraps(self) -> bool:
-        """No running pod matches: the first member goes anywhere if it selects itself."""
-        return not self.fixed
+        """No running pod counts: the first member goes anywhere if it selects itself."""
+        return not self.counted
 
 
 def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) -> _Affinity | None:
@@ -205,8 +208,14 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
     # pod only if it matches every term: two pods on one node, each matching one, do not).
     holders = {occ.node for occ in snapshot.pods.matching(terms[0].selector)
                if all(_surely_selects(snapshot, t, occ) for t in terms)}
-    fixed = frozenset(domain_of[n] for n in holders if n in domain_of)
-    return _Affinity(role, terms, desc, domain_of, fixed,
+    # kube-scheduler counts such a pod per (key, value) of each term whose key its node has,
+    # and admits a node whose value of *every* key has a count: the values may come from
+    # different pods, and a pod on a node lacking some key still counts for the others.
+    held = [_values_of(snapshot, k, holders) for k in keys]
+    fixed = frozenset(d for d in set(domain_of.values())
+                      if all(v in values for v, values in zip(d, held, strict=True))
+                      ) if all(held) else frozenset()
+    return _Affinity(role, terms, desc, domain_of, fixed, any(held),
                      snapshot.namespace_labels(gang.namespace))
 
 
@@ -221,7 +230,9 @@ def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, .
     for a in affinities:
         anchors = frozenset(name for name in order[:position[a.role.name]]
                             if roles[name].required > 0 and a.selects(gang, roles[name]))
-        if not anchors and a.fixed:
+        if not anchors and a.counted:
+            # Running pods count, so there is no "first pod" exception, even when they sit
+            # where no node has all the keys (then ``fixed`` is empty: no node is left).
             blocked[a.role.name].block(
                 (n for n, d in a.domain_of.items() if d not in a.fixed),
                 f"affinity {a.describe}: no running pod it selects is in the node's domain")

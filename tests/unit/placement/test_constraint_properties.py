@@ -72,8 +72,11 @@ def constraints(draw: st.DrawFn, allow_ports: bool = True) -> PodConstraints:
         anti = (PodAffinityTerm(_selector(draw(st.sampled_from("xy"))),
                                 draw(st.sampled_from((HOST, ZONE))), frozenset({NS})),)
     if draw(st.integers(0, 3)) == 0:
-        affinity = (PodAffinityTerm(_selector(draw(st.sampled_from("xy"))), ZONE,
-                                    frozenset({NS})),)
+        # One or two terms; two keys (host and zone) on nodes some of which lack a zone
+        # exercise which running pods count and the first-pod exception.
+        affinity = tuple(PodAffinityTerm(_selector(draw(st.sampled_from("xy"))),
+                                         draw(st.sampled_from((ZONE, HOST))), frozenset({NS}))
+                         for _ in range(draw(st.integers(1, 2))))
     if draw(st.booleans()):
         spread = (SpreadConstraint(draw(st.integers(1, 2)), draw(st.sampled_from((ZONE, HOST))),
                                    Unsatisfiable.DO_NOT_SCHEDULE,
@@ -89,8 +92,10 @@ def instances(draw: st.DrawFn, max_nodes: int = 6, max_count: int = 3) -> Instan
     nodes = []
     for i in range(n):
         zone = draw(st.sampled_from(("a", "b", "c", None)))
-        nodes.append(node(f"n{i}", gpu=draw(st.sampled_from((2, 4, 8))), cpu=8,
-                          labels={ZONE: zone} if zone else {}))
+        labels = {ZONE: zone} if zone else {}
+        if draw(st.integers(0, 3)):
+            labels[HOST] = f"n{i}"
+        nodes.append(node(f"n{i}", gpu=draw(st.sampled_from((2, 4, 8))), cpu=8, labels=labels))
     running = []
     for _ in range(draw(st.integers(0, 3))):
         c = draw(constraints(allow_ports=True))

@@ -33,7 +33,7 @@ from scheduler.occupancy import Occupant
 from scheduler.placement import Placement, Unplaceable, UnplaceableReason, solve
 from scheduler.resources import Resources
 from scheduler.snapshot import Snapshot
-from tests.unit.placement.builders import HOST, node
+from tests.unit.placement.builders import HOST, RACK, node
 
 ZONE = "topology.kubernetes.io/zone"
 TRAINER = LabelSelector.equals({"app": "trainer"})
@@ -177,6 +177,32 @@ CASES = [
          message="role worker: pod affinity app=cache per topology.kubernetes.io/zone and "
                  "app=web per topology.kubernetes.io/zone: no running pod matches it and the "
                  "gang's members do not match it themselves"),
+    Case("a running pod matching both affinity terms on a node without the zone key still "
+         "counts (for its host): no first-pod exception, no node (found by the differential "
+         "test)", [*zoned(3), node("bare")],
+         gang(workers(1, PodConstraints(affinity=(
+             PodAffinityTerm(TRAINER, HOST, frozenset({"ns"})),
+             PodAffinityTerm(TRAINER, ZONE, frozenset({"ns"})))))),
+         others=[Occupant("bare", "ns", {"app": "trainer"})],
+         reason=UnplaceableReason.NO_ELIGIBLE_NODES,
+         message="role worker: all 4 eligible nodes are ruled out: 3 by affinity app=trainer "
+                 "per kubernetes.io/hostname and app=trainer per topology.kubernetes.io/zone: "
+                 "no running pod it selects is in the node's domain; 1 by"),
+    Case("a running pod matching the only (zone) term on a node without the zone key counts "
+         "nowhere: the first-pod exception holds, the members share a zone",
+         [*zoned(6, gpu=4), node("bare")], gang(workers(4, affinity(ZONE), gpu=2)),
+         others=[Occupant("bare", "ns", {"app": "trainer"})],
+         want=lambda p: len(zones_of(p, zoned(6))) == 1 and "bare" not in per_node(p)),
+    Case("affinity terms on two unnested keys are met per key, by different running pods",
+         [node("h1", gpu=0, labels={ZONE: "a", RACK: "r1"}),
+          node("h2", gpu=0, labels={ZONE: "b", RACK: "r2"}),
+          node("x", labels={ZONE: "a", RACK: "r2"}), node("y", labels={ZONE: "c", RACK: "r1"})],
+         gang(workers(1, PodConstraints(affinity=(
+             PodAffinityTerm(LabelSelector.equals({"app": "cache"}), ZONE, frozenset({"ns"})),
+             PodAffinityTerm(LabelSelector.equals({"app": "cache"}), RACK,
+                             frozenset({"ns"})))))),
+         others=[Occupant("h1", "ns", {"app": "cache"}), Occupant("h2", "ns", {"app": "cache"})],
+         want={"x": 1}),
     Case("members with affinity to an anchor role spread over its domains (a host port "
          "keeps one per node; found by the placement properties)", zoned(2, zones="ab", gpu=2),
          gang(workers(2, labels={"app": "y"}, name="anchor", gpu=0),
