@@ -34,7 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(
-    r"^=+ (.*\b(?:passed|failed|error|errors|no tests ran)\b.* in [0-9.]+s.*?) =+$")
+    r"^(?:=+ )?(\d+ (?:passed|failed|error|errors|skipped|deselected|xfailed|xpassed|warnings?)\b"
+    r".* in [0-9.]+s.*?)(?: =+)?$|^=+ (no tests ran.*?) =+$")
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)")
 
 
@@ -80,7 +81,7 @@ def read_log(text: str) -> tuple[str, tuple[str, ...]]:
     failed: list[str] = []
     for line in text.splitlines():
         if m := SUMMARY.match(line.strip()):
-            summary = m.group(1).strip()
+            summary = (m.group(1) or m.group(2)).strip()
         elif m := FAILED.match(line):
             failed.append(m.group(1))
     return summary or "no pytest summary (crashed or killed?)", tuple(failed)

@@ -31,6 +31,8 @@ ERROR tests/e2e/test_a.py::test_b - TimeoutError
     (RED_LOG, "1 failed, 2152 passed, 1 skipped, 2 deselected, 1 xfailed, 1 error in 739.77s "
               "(0:12:19)",
      ("tests/e2e/test_examples_apply.py::test_trainer_gang", "tests/e2e/test_a.py::test_b")),
+    ("....\n16 passed in 0.59s\n", "16 passed in 0.59s", ()),  # pytest -q
+    ("===== no tests ran in 0.01s =====\n", "no tests ran in 0.01s", ()),
     ("Killed\n", "no pytest summary (crashed or killed?)", ()),
 ])
 def test_a_runs_log_gives_its_summary_and_failed_tests(log: str, summary: str,
