@@ -11,7 +11,8 @@ is a count, not a feeling. This script makes that count reproducible:
   run (``--keep-going`` runs them all), and the result is the number of green runs in a row
   since the last failure, with the failed test ids of every red one;
 - one line per finished run is printed and appended to ``runs.tsv`` in ``--out``, beside each
-  run's full log, so a count may be continued later (``--resume``) at the same commit.
+  run's full log (and a red run's temp dirs, which hold its dev clusters' logs), so a count
+  may be continued later (``--resume``) at the same commit.
 
 Usage::
 
@@ -25,6 +26,7 @@ import argparse
 import calendar
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -178,7 +180,10 @@ class Check:
             summary, failed = read_log(log.read_text(encoding="utf-8", errors="replace"))
             self.record(Run(number, name, self.commit[:12], start, time.time() - start,
                             (load, load1()), rc, summary, failed))
-            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+            if rc != 0:  # a red run's temp dirs hold its clusters' logs: kept, to find why
+                shutil.move(tmp, self.args.out / f"run{number:03d}-lane{name}-tmp")
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

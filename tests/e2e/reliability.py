@@ -290,10 +290,31 @@ class Rig:
         try:
             wait_for(lambda: not incomplete(), timeout_s, 0.5, what="every Job complete")
         except AssertionError:
-            self.violation(f"pods lost: Jobs never completed: {incomplete()}")
+            left = incomplete()
+            self.violation(f"pods lost: Jobs never completed: {left}; "
+                           f"{self.describe_jobs(left)}")
         for r in self.replicas:
             if r.alive() and "Traceback" in r.log():
                 self.violation(f"replica {r.identity}: a traceback in its log")
+
+
+    def describe_jobs(self, names: list[str]) -> str:
+        """What an incomplete Job and each of its pods were at the end, to find why next time:
+        its status counts, and per pod its phase, node, deletion and finalizers."""
+        batch = client.BatchV1Api(self.cp.api)
+        out = []
+        for name in names:
+            job = rest.call(batch.read_namespaced_job, name, self.tenant.namespace)
+            status = job.get("status") or {}
+            counts = {k: status.get(k) for k in ("active", "ready", "succeeded", "failed",
+                                                 "terminating", "uncountedTerminatedPods")}
+            pods = [f"{p['metadata']['name']}: {(p.get('status') or {}).get('phase')} on "
+                    f"{p['spec'].get('nodeName')}, deleting "
+                    f"{p['metadata'].get('deletionTimestamp')}, finalizers "
+                    f"{p['metadata'].get('finalizers')}"
+                    for p in self.by_job().get(name, [])]
+            out.append(f"{name} {counts} pods [{'; '.join(pods)}]")
+        return " | ".join(out)
 
 
 def answered(check: Callable[[], bool]) -> bool:
