@@ -297,11 +297,11 @@ class Rig:
             if r.alive() and "Traceback" in r.log():
                 self.violation(f"replica {r.identity}: a traceback in its log")
 
-
     def describe_jobs(self, names: list[str]) -> str:
         """What an incomplete Job and each of its pods were at the end, to find why next time:
         its status counts, and per pod its phase, node, deletion and finalizers."""
         batch = client.BatchV1Api(self.cp.api)
+        pods_of = self.by_job()  # one pod list for every Job described
         out = []
         for name in names:
             job = rest.call(batch.read_namespaced_job, name, self.tenant.namespace)
@@ -312,7 +312,7 @@ class Rig:
                     f"{p['spec'].get('nodeName')}, deleting "
                     f"{p['metadata'].get('deletionTimestamp')}, finalizers "
                     f"{p['metadata'].get('finalizers')}"
-                    for p in self.by_job().get(name, [])]
+                    for p in pods_of.get(name, [])]
             out.append(f"{name} {counts} pods [{'; '.join(pods)}]")
         return " | ".join(out)
 
