@@ -12,7 +12,9 @@ What kwok does not do that a kubelet does: it admits every pod bound to its node
 does not fit; the e2e tests assert that never happens instead (tests/e2e/capacity.py). kwok runs
 with its own client certificate (user ``kwok-controller``) in group ``system:masters``: it acts
 for every fake node at once, which the Node authorizer's one-identity-per-node model cannot
-express.
+express. kwok drops a stage whose write failed mid-request (an apiserver killed while it
+wrote) and has no periodic resync, so each stage is one write and relies on kwok re-listing
+after an apiserver restart to replay it (README, "kwok drops a write that fails mid-request").
 """
 
 from __future__ import annotations

@@ -146,6 +146,10 @@ RULES: tuple[Run | Covered, ...] = (
     # test replays exactly what it records.
     Covered(r"^\.venv/bin/python -m tests\.unit\.recorded\.record$",
             "tests/unit/test_decisions_unchanged.py", "record.RECORD"),
+    # The flake check runs the whole suite 20 times (hours): its unit test runs its entry
+    # point on what fails fast (flag errors, --resume of a count made at another commit).
+    Covered(r"^\.venv/bin/python tests/flake_check\.py( |$)", "tests/unit/test_flake_check.py",
+            "flake_check.main("),
     Covered(r"^GANG_SCHEDULER_KUBERNETES=1\.37 \.venv/bin/pytest ",
             "tests/e2e/test_native_gangs.py", "1.37"),
     Run(r"^\.venv/bin/python benchmarks/bench_sim\.py( |$)"),
