@@ -147,11 +147,10 @@ class Rig:
         return found
 
     def whole(self, job: str, size: int) -> bool:
-        """Every member of the round's gang bound (or already finished)."""
-        pods = [p for p in self.by_job()[job] if not p["metadata"].get("deletionTimestamp")]
-        done = [p for p in pods if p["spec"].get("nodeName")
-                or p.get("status", {}).get("phase") == "Succeeded"]
-        return len(done) >= size
+        """Every member of the round's gang bound or already finished (``members_done``)."""
+        status = rest.call(client.BatchV1Api(self.cp.api).read_namespaced_job, job,
+                           self.tenant.namespace).get("status") or {}
+        return members_done(self.by_job()[job], int(status.get("succeeded") or 0)) >= size
 
     # A round ------------------------------------------------------------------------------
     def round(self, i: int, fault: str, size: int, runtime_s: float) -> None:
@@ -315,6 +314,19 @@ class Rig:
                     for p in pods_of.get(name, [])]
             out.append(f"{name} {counts} pods [{'; '.join(pods)}]")
         return " | ".join(out)
+
+
+def members_done(pods: Sequence[dict[str, Any]], succeeded: int) -> int:
+    """How many of a Job's members are bound or finished: its live pods on a node, or, if more,
+    the live ones on a node that have not succeeded plus the Job's own count of succeeded pods.
+    The count matters because a finished pod may be gone: a rollback that deletes a member as
+    it exits leaves it Succeeded, counted by the Job controller, then removed (run 15 at
+    a74bbb5: ``g6`` complete 6/6 with 5 pods left, so the round never looked whole)."""
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    bound = [p for p in live if p["spec"].get("nodeName")
+             or (p.get("status") or {}).get("phase") == "Succeeded"]
+    running = [p for p in bound if (p.get("status") or {}).get("phase") != "Succeeded"]
+    return max(len(bound), len(running) + succeeded)
 
 
 def answered(check: Callable[[], bool]) -> bool:

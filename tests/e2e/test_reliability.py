@@ -63,6 +63,25 @@ def test_the_stale_write_check_catches_a_bind_by_the_paused_term_seen_after_the_
     assert reliability.stamped_bound_after(first, versions, paused, lease, 25.0) == []
 
 
+def test_a_member_that_succeeded_and_was_removed_still_counts_towards_the_whole_gang(
+        ) -> None:
+    """The round's "gang whole" check, on pod records (no cluster), as run 15 at a74bbb5 had
+    them: Job ``g6`` of 6 complete, 5 pods left (its 6th succeeded as a rollback deleted it).
+    Bound members that have not finished count once, whether the Job counted them yet or not."""
+    def pod(phase: str, node: str | None = "n1", deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": "p"}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-02T16:23:41Z"
+        return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+    assert reliability.members_done([pod("Succeeded")] * 5, succeeded=6) == 6
+    assert reliability.members_done([pod("Succeeded")] * 5, succeeded=4) == 5  # not counted yet
+    assert reliability.members_done([pod("Running")] * 2 + [pod("Succeeded")] * 3,
+                                    succeeded=4) == 6
+    assert reliability.members_done([pod("Pending", node=None)] * 6, succeeded=0) == 0
+    assert reliability.members_done([pod("Running", deleting=True)] * 6, succeeded=0) == 0
+
+
 def test_every_fault_once_leaves_no_gang_partly_bound_and_loses_nothing(
         tmp_path: Path) -> None:
     faults = ["kill", "apiserver", "kill", "etcd", "cut", "pause", "kill"]
