@@ -66,7 +66,11 @@ def probe(component: str, workdir: Path, settle_s: float = 15.0) -> list[str]:
 
 
 def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp[:26] + "+00:00").timestamp()
+    """kwok's log time (Go's RFC 3339 with up to 9 fraction digits, trailing zeros dropped,
+    none at all on a whole second) as seconds since the epoch."""
+    whole, _, fraction = stamp.removesuffix("Z").partition(".")
+    return (datetime.fromisoformat(whole + "+00:00").timestamp()
+            + (float(f"0.{fraction}") if fraction else 0.0))
 
 
 def main() -> None:
