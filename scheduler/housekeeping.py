@@ -16,14 +16,15 @@ out like any other decision:
   failed rollback mid-bind, a member recreated beside running ones) is repaired on every
   cycle, not only after a restart: its remaining members are considered before any other
   gang (its bound members already hold their share), and when this cycle does not complete
-  it, it is rolled back if none of its bound members has started (nothing is lost), on the
-  first cycle after taking over (a crashed predecessor may have left it), once a gang cut
-  while binding has been partly bound for ``repair_grace`` seconds (its bound members
-  otherwise hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a
-  restart), or when an earlier cycle already decided to roll it back (a rollback that
-  failed, say while the apiserver restarted, is retried until it is done). A running gang
-  that lost a member since (a node failed) is not cut: its survivors wait for their
-  replacement, however long, and the user is told it is short (``BelowMinimum``).
+  it, it is rolled back if none of its bound members has started (nothing is lost), when an
+  earlier cycle already decided to roll it back (a rollback that failed, say while the
+  apiserver restarted, is retried until it is done), or, for a gang cut while binding, on the
+  first cycle after taking over (a crashed predecessor left it) or once it has been partly
+  bound for ``repair_grace`` seconds (its bound members otherwise hold their GPUs for
+  nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a restart). A running gang that
+  lost a member since (a node failed) is not cut: its survivors wait for their replacement,
+  however long, across restarts and takeovers (``cut`` is read from the pods, not from the
+  scheduler's memory), and the user is told it is short (``BelowMinimum``).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
     return tuple(
         Rollback(gid, p.pods, _why_not_completed(gid, house, pending, now), house.takeover)
         for gid, p in sorted(house.partly_bound.items())
-        if gid not in done and (house.takeover or not p.started or gid in again
-                                or (p.cut and now - p.since >= house.repair_grace)))
+        if gid not in done and (not p.started or gid in again or (
+            p.cut and (house.takeover or now - p.since >= house.repair_grace))))
 
 
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],

@@ -215,6 +215,7 @@ class InProcessScheduler:
     live: LiveScheduler
     thread: threading.Thread | None = None
     errors: list[BaseException] = field(default_factory=list)
+    stopped: bool = False
 
     @classmethod
     def start(cls, cp: ControlPlane, config: SchedulerConfig) -> InProcessScheduler:
@@ -252,6 +253,11 @@ class InProcessScheduler:
             self.errors.append(exc)
 
     def stop(self) -> None:
+        """Stop and join the loop; again is a no-op (a test that restarts the scheduler
+        stops one its fixture stops too)."""
+        if self.stopped:
+            return
+        self.stopped = True
         self.live.stop()
         if self.thread is not None:
             self.thread.join(timeout=30)

@@ -8,6 +8,8 @@ and gang-scheduler:
 - says the running gang is below its minimum, where users look: a ``BelowMinimum`` Warning
   event on the Job naming the missing rank, the ``gangs_below_minimum`` gauge, ``explain``;
 - does not place the new rank on the failed node, and while no node has room tells it why;
+- keeps the surviving rank through a restart of its own (a takeover: the new term's first
+  cycle rolls back only gangs cut mid-bind, and this one lost a member after it started);
 - places it beside the surviving rank once a node has room, and says the gang is whole again.
 
 The pods tolerate ``not-ready`` for 0 s instead of the 300 s that admission adds by default,
@@ -17,7 +19,7 @@ so the eviction comes at once (the node lifecycle controller's own grace period 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from kubernetes import client
 
 from scheduler.cli.explain import explain_text, resolve
 from scheduler.devcluster import nodes, rest
+from scheduler.model.durations import parse_time
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import (
     JOB_NAME_LABEL,
@@ -75,8 +78,15 @@ def failed_nodes(tenant: Tenant) -> Iterator[list[str]]:
         nodes.recover_node(tenant.cp.api, name)
 
 
+def rollbacks(live: InProcessScheduler, reason: str) -> float:
+    return live.live.metrics.registry.get_sample_value(
+        "gang_scheduler_rollbacks_total", {"reason": reason}) or 0.0
+
+
 def test_a_lost_nodes_rank_is_recreated_and_placed_beside_the_survivor(
-        tenant: Tenant, live_scheduler: InProcessScheduler, failed_nodes: list[str]) -> None:
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler],
+        failed_nodes: list[str]) -> None:
+    live_scheduler = start_scheduler()
     tenant.create_nodes(2, gpus=8)
     template = {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
                 "spec": {**tenant.pod_spec(gpus=8), "tolerations": EVICT_AT_ONCE}}
@@ -115,6 +125,17 @@ def test_a_lost_nodes_rank_is_recreated_and_placed_beside_the_survivor(
     text, found = explain_text(gang, cache, live_scheduler.live.policies, time.time())
     assert found and "rank 0" in text and "1 replacement(s) waiting" in text, text
 
+    # The scheduler restarts meanwhile: its first cycle is a takeover, and keeps the survivor
+    # (it lost a member after it started; it was not cut mid-bind).
+    survivor_uid = tenant.pods()[second]["metadata"]["uid"]
+    live_scheduler.stop()
+    live_scheduler = start_scheduler()
+    live_scheduler.run_cycles(4)
+    kept = tenant.pods().get(second, {}).get("metadata", {})
+    assert kept.get("uid") == survivor_uid and not kept.get("deletionTimestamp"), kept
+    assert rollbacks(live_scheduler, "partial_at_startup") == 0.0
+    assert tenant.bound([retry]) == []
+
     spare = tenant.cp.create_node(f"{tenant.pool}-spare", gpus=8,
                                   labels={POOL_LABEL: tenant.pool})
     wait_for(lambda: tenant.all_bound([retry]), 60, what="the new rank 0 bound")
@@ -124,3 +145,51 @@ def test_a_lost_nodes_rank_is_recreated_and_placed_beside_the_survivor(
              what="a MinimumRestored event on the Job")
     wait_for(lambda: short_gangs(live_scheduler, tenant.queue) is None, 30,
              what="gangs_below_minimum cleared")
+
+
+def cordon(tenant: Tenant, node: str, on: bool = True) -> None:
+    rest.call(tenant.cp.core.patch_node, node, {"spec": {"unschedulable": on}})
+
+
+def test_a_restart_keeps_a_drained_gangs_survivor_while_its_recreated_member_waits(
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    """A node drained under a running PodGroup gang (cordoned, its member deleted) and the
+    member recreated, as its operator would: the gang is partly bound, 1 of 2, but it was not
+    cut mid-bind (the new member came after the survivor started). Neither the running
+    scheduler nor a restarted one (a takeover) deletes the survivor; the gang is completed
+    once there is room. (A Job's gang here is a ``scheduling.k8s.io`` PodGroup, which is never
+    rolled back once a member runs, so this uses a scheduler-plugins PodGroup.)"""
+    tenant.create_nodes(2, gpus=8)
+    pair = tenant.create_gang("pair", 2, gpus=8)
+    live = start_scheduler()
+    wait_for(lambda: tenant.all_bound(pair), 60, what="the gang bound")
+    wait_for(lambda: set(tenant.phases(pair).values()) == {"Running"}, 60, what="it running")
+    lost, survivor = pair
+    drained = tenant.nodes_of([lost])[lost]
+    cordon(tenant, drained)
+    tenant.delete_pod(lost)
+    wait_for(lambda: lost not in tenant.pods(), 60, what=f"{lost} gone")
+    # Pod times are whole seconds: the new member must come in a later second than the
+    # survivor's start for the pods to tell it came after (as it does, a run later, in life).
+    started = parse_time(tenant.pods()[survivor]["status"]["startTime"])
+    wait_for(lambda: time.time() >= started + 1.0, 10, what="the next second")
+    created = parse_time(tenant.create_pod("pair-2", gpus=8, group="pair")
+                         ["metadata"]["creationTimestamp"])
+    assert created > started
+    uid = tenant.pods()[survivor]["metadata"]["uid"]
+
+    live.run_cycles(2)
+    partly = live.live.cache.cycle_input(time.time()).gangs.partially_bound
+    assert [[r.name for r in refs] for refs in partly.values()] == [[survivor]], partly
+    live.stop()
+    live = start_scheduler()  # its first cycle is a takeover
+    live.run_cycles(4)
+    kept = tenant.pods().get(survivor, {}).get("metadata", {})
+    assert kept.get("uid") == uid and not kept.get("deletionTimestamp"), kept
+    assert rollbacks(live, "partial_at_startup") == rollbacks(live, "partial") == 0.0
+    assert tenant.bound(["pair-2"]) == []
+
+    cordon(tenant, drained, on=False)
+    wait_for(lambda: tenant.all_bound(["pair-2"]), 60, what="the recreated member bound")
+    assert tenant.nodes_of(["pair-2"]) == {"pair-2": drained}
+    assert tenant.pods()[survivor]["metadata"]["uid"] == uid

@@ -140,3 +140,19 @@ def test_a_running_gang_that_lost_a_member_waits_for_its_replacement_past_the_gr
     sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=140.0))
     now[0] += 1.0
     assert [r.gang_id for r in sched.run_once().rollbacks] == ["ns/half"]
+
+
+def test_a_takeover_keeps_a_running_gang_that_lost_a_member_and_releases_one_cut_mid_bind(
+        ) -> None:
+    # A new leader (or a restarted scheduler) reads "cut" from the pods, as its predecessor
+    # did: a gang short of a lost member keeps its survivor, one cut mid-bind goes at once.
+    sched, _, _ = cluster(free_gpus=0)
+    sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
+    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=190.0))
+    plan = sched.run_once(takeover=True)
+    assert plan.rollbacks == () and "ns/half" in plan.pending
+    sched, _, _ = cluster(free_gpus=0)
+    sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
+    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=140.0))
+    (rollback,) = sched.run_once(takeover=True).rollbacks
+    assert [p.name for p in rollback.pods] == ["half-0"] and rollback.takeover
