@@ -226,13 +226,37 @@ def test_top_and_the_state_endpoint_show_the_schedulers_own_view(
         assert text in out, text
 
 
+#: What the test reads of the rendered dashboard, in one script run inside the page: the page
+#: reloads itself every few seconds (``scheduler.views.html.REFRESH_SECONDS``), and reading it
+#: element by element over WebDriver took longer than that on a loaded machine (5 reads in a
+#: row went stale in the flake check), while a reload cannot land in the middle of one script.
+SNAPSHOT = """
+const [queue, other, wide, train, pool] = arguments;
+const text = (sel) => { const e = document.querySelector(sel); return e ? e.innerText : null; };
+return {
+  title: document.title,
+  body: document.body.innerText,
+  queue: text(`tr[data-queue='${queue}']`),
+  other: text(`tr[data-queue='${other}']`),
+  wide: Array.from(document.querySelectorAll(`#pending tr[data-gang='${wide}'] td`),
+                   (c) => c.innerText.trim()),
+  train: text(`#running tr[data-gang='${train}']`),
+  nodes: Array.from(document.querySelectorAll("[data-node]"))
+    .filter((n) => (n.getAttribute("data-node") || "").startsWith(pool))
+    .map((n) => Array.from(n.querySelectorAll(".cell"), (c) => c.className)),
+  forms: document.getElementsByTagName("form").length,
+  scripts: document.getElementsByTagName("script").length,
+  buttons: document.getElementsByTagName("button").length,
+};
+"""
+
+
 def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
     from selenium import webdriver
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or ""
@@ -244,51 +268,40 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""),
                               options=options)
-
-    def check() -> None:
-        driver.get(f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}")
-        assert driver.title == "gang-scheduler"
-        body = driver.find_element(By.TAG_NAME, "body").text
+    try:
+        page: dict[str, Any] = {}
+        for attempt in range(3):  # a reload between the load and the script: read again
+            driver.get(f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}")
+            try:
+                page = driver.execute_script(
+                    SNAPSHOT, scene.queue, scene.other, f"{scene.ns}/wide",
+                    f"{scene.ns}/train", scene.ops.tenant.pool)
+                break
+            except WebDriverException:
+                if attempt == 2:
+                    raise
+        assert page["title"] == "gang-scheduler"
+        body = page["body"]
         for heading in ("Queues", "Pending gangs", "Running gangs", "GPUs by pool",
                         "Recent preemptions and reservations"):
             assert heading in body, heading
-        queue_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.queue}']")
-        assert "8 / 16" in queue_row.text and "lent 4" in queue_row.text  # in use / nominal
-        other_row = driver.find_element(By.CSS_SELECTOR, f"tr[data-queue='{scene.other}']")
-        assert "12 / 8" in other_row.text and "borrowed 4" in other_row.text
-        wide = driver.find_element(By.CSS_SELECTOR, f"#pending tr[data-gang='{scene.ns}/wide']")
-        cells = [c.text for c in wide.find_elements(By.TAG_NAME, "td")]
-        assert cells[0] == "1" and cells[1] == "1" and cells[4] == "16"
-        assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7]
-        train = driver.find_element(By.CSS_SELECTOR,
-                                    f"#running tr[data-gang='{scene.ns}/train']")
-        assert "rank 0: " + scene.ops.tenant.pool in train.text
-        assert "rank 1: " + scene.ops.tenant.pool in train.text
+        assert "8 / 16" in page["queue"] and "lent 4" in page["queue"]  # in use / nominal
+        assert "12 / 8" in page["other"] and "borrowed 4" in page["other"]
+        cells = page["wide"]
+        assert cells[0] == "1" and cells[1] == "1" and cells[4] == "16", cells
+        assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7], cells
+        assert "rank 0: " + scene.ops.tenant.pool in page["train"]
+        assert "rank 1: " + scene.ops.tenant.pool in page["train"]
         # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them held
         # (4 on borrowed quota), the 4 left stranded.
-        nodes = [n for n in driver.find_elements(By.CSS_SELECTOR, "[data-node]")
-                 if (n.get_attribute("data-node") or "").startswith(scene.ops.tenant.pool)]
-        assert len(nodes) == 3
-        kinds = [cell.get_attribute("class") or "" for n in nodes
-                 for cell in n.find_elements(By.CSS_SELECTOR, ".cell")]
+        assert len(page["nodes"]) == 3
+        kinds = [kind for node in page["nodes"] for kind in node]
         assert len(kinds) == 24
         assert sum("used" in k for k in kinds) == 20 and sum("borrowed" in k for k in kinds) == 4
         assert sum("stranded" in k for k in kinds) == 4
         assert "stranded: no waiting gang fits" in body  # the legend says what that means
-        # Read-only: nothing to click that changes anything, no script.
-        assert not driver.find_elements(By.TAG_NAME, "form")
-        assert not driver.find_elements(By.TAG_NAME, "script")
-        assert not driver.find_elements(By.TAG_NAME, "button")
-    try:
-        # The page refreshes itself every few seconds; on a loaded machine reading it can take
-        # longer, and the elements read go stale: read a freshly loaded page again then.
-        for attempt in range(5):
-            try:
-                check()
-                break
-            except StaleElementReferenceException:
-                if attempt == 4:
-                    raise
+        # Read-only: nothing to click that changes anything, no script of its own.
+        assert (page["forms"], page["scripts"], page["buttons"]) == (0, 0, 0)
         if os.environ.get(SCREENSHOT_DIR):
             driver.save_screenshot(str(Path(os.environ[SCREENSHOT_DIR]) / "dashboard.png"))
     finally:
