@@ -94,6 +94,12 @@ def recover_node(api: client.ApiClient, name: str) -> None:
     _annotate(api, name, None)
 
 
+def cordon_node(api: client.ApiClient, name: str, on: bool = True) -> None:
+    """Mark node `name` unschedulable (``kubectl cordon``; *on* False: uncordon), as a drain
+    does before it evicts: no new pod goes there, the pods on it stay."""
+    rest.call(client.CoreV1Api(api).patch_node, name, {"spec": {"unschedulable": on}})
+
+
 def _annotate(api: client.ApiClient, name: str, value: str | None) -> None:
     rest.call(client.CoreV1Api(api).patch_node, name,
               {"metadata": {"annotations": {FAILURE_ANNOTATION: value}}},

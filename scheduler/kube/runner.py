@@ -9,9 +9,9 @@ Gangs left partly bound are repaired on every cycle (completed, or rolled back: 
 ``scheduler.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
 acquired, not merely renewed late) is a takeover, when ``decide`` rolls back at once what a
 crashed predecessor left cut mid-bind and this cycle cannot complete (a running gang short of
-a lost member is kept). A replica whose renewal
-was only late holds the same term: it stops writing while late and then carries on without a
-takeover, so it never rolls back a gang it was itself binding. After each cycle the bound
+a lost member is kept). A replica whose renewal was only late holds the same term: it stops
+writing while late and then carries on without a takeover, so it never rolls back a gang it
+was itself binding. After each cycle the bound
 PodGroups' status follows their pods.
 
 Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.devcluster import rest
+from scheduler.devcluster.nodes import cordon_node
 from scheduler.kube.binder import BindOutcome, PodNode
 from scheduler.model import PodRef
 from tests.e2e.cluster_api import ControlPlane, wait_for
@@ -126,7 +126,7 @@ def test_sigkill_mid_bind_then_restart_rolls_back_what_cannot_complete(
             names = tenant.create_gang("big", 80)
             bound = kill_mid_bind(proc, watch, tenant, names)
             for node in nodes:  # nothing more fits: the restart cannot complete the gang
-                rest.call(control_plane.core.patch_node, node, {"spec": {"unschedulable": True}})
+                cordon_node(control_plane.api, node)
             proc.start()
             wait_for(lambda: all(n not in tenant.pods() for n in bound), 60,
                      what="the bound members deleted")

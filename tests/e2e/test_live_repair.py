@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster import rest
+from scheduler.devcluster.nodes import cordon_node
 from scheduler.kube.binder import UNKNOWN, PodFailure
 from scheduler.kube.client import JSON, Response, TransportError
 from scheduler.model import PodRef
@@ -83,7 +84,7 @@ def test_one_that_cannot_be_completed_is_released_after_its_grace_a_failed_relea
 
     binder.delete_pods = delete_pods  # type: ignore[method-assign]
     # Nothing more fits: no new pod may go to the node (the test's own Binding still may).
-    rest.call(control_plane.core.patch_node, node, {"spec": {"unschedulable": True}})
+    cordon_node(control_plane.api, node)
     started = time.monotonic()
     names = leave_partly_bound(control_plane, tenant, node, 4)
     wait_for(lambda: "half-0" not in tenant.pods(), 90, what="the started member released")

@@ -147,10 +147,6 @@ def test_a_lost_nodes_rank_is_recreated_and_placed_beside_the_survivor(
              what="gangs_below_minimum cleared")
 
 
-def cordon(tenant: Tenant, node: str, on: bool = True) -> None:
-    rest.call(tenant.cp.core.patch_node, node, {"spec": {"unschedulable": on}})
-
-
 def test_a_restart_keeps_a_drained_gangs_survivor_while_its_recreated_member_waits(
         tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
     """A node drained under a running PodGroup gang (cordoned, its member deleted) and the
@@ -166,7 +162,7 @@ def test_a_restart_keeps_a_drained_gangs_survivor_while_its_recreated_member_wai
     wait_for(lambda: set(tenant.phases(pair).values()) == {"Running"}, 60, what="it running")
     lost, survivor = pair
     drained = tenant.nodes_of([lost])[lost]
-    cordon(tenant, drained)
+    nodes.cordon_node(tenant.cp.api, drained)
     tenant.delete_pod(lost)
     wait_for(lambda: lost not in tenant.pods(), 60, what=f"{lost} gone")
     # Pod times are whole seconds: the new member must come in a later second than the
@@ -189,7 +185,7 @@ def test_a_restart_keeps_a_drained_gangs_survivor_while_its_recreated_member_wai
     assert rollbacks(live, "partial_at_startup") == rollbacks(live, "partial") == 0.0
     assert tenant.bound(["pair-2"]) == []
 
-    cordon(tenant, drained, on=False)
+    nodes.cordon_node(tenant.cp.api, drained, on=False)
     wait_for(lambda: tenant.all_bound(["pair-2"]), 60, what="the recreated member bound")
     assert tenant.nodes_of(["pair-2"]) == {"pair-2": drained}
     assert tenant.pods()[survivor]["metadata"]["uid"] == uid

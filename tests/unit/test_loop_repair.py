@@ -128,11 +128,18 @@ def test_a_bind_the_apiserver_refused_waits_out_its_backoff_even_when_it_answers
     assert sched.backing_off(now[0]) == {"ns/half": 205.0}
 
 
-def test_a_running_gang_that_lost_a_member_waits_for_its_replacement_past_the_grace() -> None:
-    # A node failed under it: the survivor started at 150, its replacement came at 190.
+def one_started(other_created: float) -> tuple[Scheduler, list[float]]:
+    """No room for member 1; member 0 started at 150 and member 1 was created at
+    *other_created*: after that, a replacement (the gang lost a member); before, cut mid-bind."""
     sched, _, now = cluster(free_gpus=0)
     sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
-    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=190.0))
+    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=other_created))
+    return sched, now
+
+
+def test_a_running_gang_that_lost_a_member_waits_for_its_replacement_past_the_grace() -> None:
+    # A node failed under it: the survivor started at 150, its replacement came at 190.
+    sched, now = one_started(other_created=190.0)
     sched.run_once()
     now[0] += 60.0
     assert sched.run_once().rollbacks == ()  # not cut mid-bind: kept, and told BelowMinimum
@@ -146,13 +153,7 @@ def test_a_takeover_keeps_a_running_gang_that_lost_a_member_and_releases_one_cut
         ) -> None:
     # A new leader (or a restarted scheduler) reads "cut" from the pods, as its predecessor
     # did: a gang short of a lost member keeps its survivor, one cut mid-bind goes at once.
-    sched, _, _ = cluster(free_gpus=0)
-    sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
-    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=190.0))
-    plan = sched.run_once(takeover=True)
+    plan = one_started(other_created=190.0)[0].run_once(takeover=True)
     assert plan.rollbacks == () and "ns/half" in plan.pending
-    sched, _, _ = cluster(free_gpus=0)
-    sched.cache.upsert_pod(replace(pod(0, "half", node="n0"), started_at=150.0))
-    sched.cache.upsert_pod(replace(pod(1, "half"), creation_time=140.0))
-    (rollback,) = sched.run_once(takeover=True).rollbacks
+    (rollback,) = one_started(other_created=140.0)[0].run_once(takeover=True).rollbacks
     assert [p.name for p in rollback.pods] == ["half-0"] and rollback.takeover
