@@ -14,7 +14,8 @@ with its own client certificate (user ``kwok-controller``) in group ``system:mas
 for every fake node at once, which the Node authorizer's one-identity-per-node model cannot
 express. kwok drops a stage whose write failed mid-request (an apiserver killed while it
 wrote) and has no periodic resync, so each stage is one write and relies on kwok re-listing
-after an apiserver restart to replay it (README, "kwok drops a write that fails mid-request").
+after an apiserver restart to replay it; ``resync`` replays what an etcd restart lost (README,
+"kwok drops a write that fails mid-request").
 """
 
 from __future__ import annotations

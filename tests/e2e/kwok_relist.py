@@ -16,13 +16,12 @@ import argparse
 import json
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 from kubernetes import client
 
 from scheduler import clusterspec
-from scheduler.devcluster import procs, rest, state
+from scheduler.devcluster import procs, rest, resync, state
 from scheduler.devcluster.cluster import DevCluster
 
 DEV = Path(__file__).resolve().parents[2] / "scheduler" / "examples" / "clusters" / "dev.yaml"
@@ -59,18 +58,10 @@ def probe(component: str, workdir: Path, settle_s: float = 15.0) -> list[str]:
         time.sleep(settle_s)
         lines = log.read_text(encoding="utf-8")[mark:].splitlines()
         about = [json.loads(line) for line in lines if f"default/{POD}" in line]
-        return [f"+{_epoch(e['time']) - began:.1f}s {e['msg']} ({e.get('reason', '')})"
-                for e in about]
+        return [f"+{(resync.epoch(e['time']) or 0.0) - began:.1f}s {e['msg']} "
+                f"({e.get('reason', '')})" for e in about]
     finally:
         cluster.down()
-
-
-def _epoch(stamp: str) -> float:
-    """kwok's log time (Go's RFC 3339 with up to 9 fraction digits, trailing zeros dropped,
-    none at all on a whole second) as seconds since the epoch."""
-    whole, _, fraction = stamp.removesuffix("Z").partition(".")
-    return (datetime.fromisoformat(whole + "+00:00").timestamp()
-            + (float(f"0.{fraction}") if fraction else 0.0))
 
 
 def main() -> None:

@@ -11,8 +11,10 @@ figures (README, "Operating it")::
 "Every Job completes" also depends on kwok, the kubelet stand-in, which drops a write the
 killed apiserver never answered: a pod start of two writes once left 2 pods Running forever
 (CI at da3f7e3). Each kwok stage is now one write, and kwok's re-list after an apiserver
-restart replays a lost one; what an etcd restart can still lose is in
-``scheduler/devcluster/README.md`` ("kwok drops a write that fails mid-request").
+restart replays a lost one. An etcd restart does not make kwok re-list, so a write it loses
+then (a pod left Running past its runtime: ``g1`` at 7cb69f3) is replayed by the rig's kwok
+resync, which the figures count (``scheduler/devcluster/README.md``, "kwok drops a write that
+fails mid-request").
 """
 
 from __future__ import annotations
