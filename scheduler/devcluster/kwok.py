@@ -29,6 +29,11 @@ import yaml
 from scheduler.devcluster import certs, kubeconfig, liveness, nodes, procs
 
 STAGES = Path(__file__).with_name("kwok-stages.yaml")
+# The annotations the stages read (a pod's simulated run) and the one they write (its start).
+SIMULATED_RUNTIME = "gangscheduler.io/simulated-runtime"
+SIMULATED_EXIT_CODE = "gangscheduler.io/simulated-exit-code"
+SIMULATED_SHUTDOWN = "gangscheduler.io/simulated-shutdown"
+SIMULATED_STARTED_AT = "gangscheduler.io/simulated-started-at"
 HEARTBEAT_STAGE = "node-heartbeat"
 POD_CIDR = "10.64.0.0/12"
 READY_TIMEOUT_S = 30.0

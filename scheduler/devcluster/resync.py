@@ -19,18 +19,17 @@ hiding it.
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.devcluster import kwok, rest
 
 RESYNC_ANNOTATION = "gangscheduler.io/kwok-resync"
-STARTED_AT = "gangscheduler.io/simulated-started-at"
-RUNTIME = "gangscheduler.io/simulated-runtime"
-SHUTDOWN = "gangscheduler.io/simulated-shutdown"
+SECONDS = re.compile(r"[0-9]+([.][0-9]+)?")  # the stages' test() of a number of seconds
 GRACE_S = 10.0  # the kubelet status manager's sync period: sooner is not a lost write yet
 
 
@@ -46,14 +45,15 @@ def overdue(pod: dict[str, Any], now: float, grace_s: float = GRACE_S) -> str | 
         began = deleting - float(meta.get("deletionGracePeriodSeconds") or 0)
         if phase in ("Succeeded", "Failed"):
             return "pod-remove" if began + grace_s < now else None
-        shutdown = _seconds(notes.get(SHUTDOWN))
+        shutdown = _seconds(notes.get(kwok.SIMULATED_SHUTDOWN))
         due = min(deleting, began + shutdown) if shutdown is not None else deleting
         return "pod-terminate" if due + grace_s < now else None
     if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
         created = epoch(meta.get("creationTimestamp"))
         return "pod-start" if created is not None and created + grace_s < now else None
     if phase == "Running":
-        started, runtime = epoch(notes.get(STARTED_AT)), _seconds(notes.get(RUNTIME))
+        started, runtime = (epoch(notes.get(kwok.SIMULATED_STARTED_AT)),
+                            _seconds(notes.get(kwok.SIMULATED_RUNTIME)))
         if started is not None and runtime is not None and started + runtime + grace_s < now:
             return "pod-exit"
     return None
@@ -98,10 +98,6 @@ def epoch(stamp: object) -> float | None:
 
 def _seconds(value: object) -> float | None:
     """A simulation annotation's number of seconds (what the stages accept), or None."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not SECONDS.fullmatch(value):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 and value.replace(".", "", 1).isdigit() else None
+    return float(value)

@@ -18,16 +18,16 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from scheduler import clusterspec
-from scheduler.devcluster import nodes, rest
+from scheduler.devcluster import kwok, nodes, rest
 from scheduler.devcluster.cluster import DevCluster
 from tests.e2e.capacity import CapacityWatch
 
 T = TypeVar("T")
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 SCHEDULER_NAME = "gang-scheduler"
-SIMULATED_RUNTIME = "gangscheduler.io/simulated-runtime"
-SIMULATED_EXIT_CODE = "gangscheduler.io/simulated-exit-code"
-SIMULATED_SHUTDOWN = "gangscheduler.io/simulated-shutdown"
+SIMULATED_RUNTIME = kwok.SIMULATED_RUNTIME
+SIMULATED_EXIT_CODE = kwok.SIMULATED_EXIT_CODE
+SIMULATED_SHUTDOWN = kwok.SIMULATED_SHUTDOWN
 
 
 def answers_ready(port: int) -> bool:

@@ -295,10 +295,10 @@ class Rig:
         # while waiting, and report what it replayed. A pod the scheduler lost is not
         # something a resync brings back, so it still fails the check.
         deadline = time.monotonic() + timeout_s
-        while incomplete() and time.monotonic() < deadline:
+        while (remaining := deadline - time.monotonic()) > 0:
             with contextlib.suppress(AssertionError):
-                wait_for(lambda: not incomplete(), min(RESYNC_EVERY_S,
-                         max(deadline - time.monotonic(), 0.0)), 0.5, what="every Job complete")
+                wait_for(lambda: not incomplete(), min(RESYNC_EVERY_S, remaining), 0.5,
+                         what="every Job complete")
                 break
             for pod, stage in resync.resync(self.cp.api, self.tenant.namespace):
                 self.figures.resynced.append(f"{pod} ({stage})")

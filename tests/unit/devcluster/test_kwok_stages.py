@@ -12,7 +12,7 @@ import yaml
 
 from scheduler.devcluster import kwok
 
-STAMP = "gangscheduler.io/simulated-started-at"
+STAMP = kwok.SIMULATED_STARTED_AT
 
 
 def stages() -> dict[str, dict[str, Any]]:

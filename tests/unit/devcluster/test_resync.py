@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import resync
+from scheduler.devcluster import kwok, resync
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
@@ -33,7 +33,7 @@ def pod(phase: str, node: str | None = "n1", created: float = -600.0,
 
 
 def running(started: float, runtime: str) -> dict[str, str]:
-    return {resync.STARTED_AT: stamp(started), resync.RUNTIME: runtime}
+    return {kwok.SIMULATED_STARTED_AT: stamp(started), kwok.SIMULATED_RUNTIME: runtime}
 
 
 @pytest.mark.parametrize(("case", "obj", "stage"), [
@@ -41,10 +41,10 @@ def running(started: float, runtime: str) -> dict[str, str]:
     ("exit lost", pod("Running", notes=running(-300, "2.4")), "pod-exit"),
     ("exit due within the grace", pod("Running", notes=running(-8, "2.4")), None),
     ("still running", pod("Running", notes=running(-5, "3600")), None),
-    ("runs until deleted", pod("Running", notes={resync.STARTED_AT: stamp(-900)}), None),
+    ("runs until deleted", pod("Running", notes={kwok.SIMULATED_STARTED_AT: stamp(-900)}), None),
     ("malformed runtime", pod("Running", notes=running(-900, "soon")), None),
     ("negative runtime", pod("Running", notes=running(-900, "-1")), None),
-    ("no start stamp", pod("Running", notes={resync.RUNTIME: "1"}), None),
+    ("no start stamp", pod("Running", notes={kwok.SIMULATED_RUNTIME: "1"}), None),
     ("start lost", pod("Pending"), "pod-start"),
     ("just created", pod("Pending", created=-3), None),
     ("not bound", pod("Pending", node=None), None),
@@ -52,7 +52,7 @@ def running(started: float, runtime: str) -> dict[str, str]:
     ("grace period not over", pod("Running", deleting=20), None),
     # Deleted 30 s ago with a 35 s grace period and a 2 s shutdown: it should have exited.
     ("shutdown lost", pod("Running", deleting=5, grace=35,
-                          notes={resync.SHUTDOWN: "2"}), "pod-terminate"),
+                          notes={kwok.SIMULATED_SHUTDOWN: "2"}), "pod-terminate"),
     ("removal lost", pod("Failed", deleting=-60, grace=0), "pod-remove"),
     ("removal due", pod("Succeeded", deleting=-5, grace=0), None),
     ("finished, kept", pod("Succeeded", notes=running(-900, "1")), None),
