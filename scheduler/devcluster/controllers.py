@@ -86,18 +86,22 @@ def start_controller_manager(
     name = "kube-controller-manager"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
                                      pki, name)
-    port = procs.free_port()
-    argv = [
-        str(binary), f"--kubeconfig={client}", *_serving_flags(pki, name, port, client),
-        "--leader-elect=false", "--use-service-account-credentials=true",
-        f"--controllers={','.join(CONTROLLERS)}",
-        f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
-        *node_liveness.controller_manager_flags(),
-        "--profiling=false", "--v=1", gates.feature_gates_flag(name, version),
-    ]
-    proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
-    _wait_ready(proc, port, "/healthz", pki)
-    return proc
+
+    def start() -> procs.ManagedProcess:
+        port = procs.free_port()
+        argv = [
+            str(binary), f"--kubeconfig={client}", *_serving_flags(pki, name, port, client),
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
+            *node_liveness.controller_manager_flags(),
+            "--profiling=false", "--v=1", gates.feature_gates_flag(name, version),
+        ]
+        proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
+        _wait_ready(proc, port, "/healthz", pki)
+        return proc
+
+    return procs.start_listening(start)
 
 
 def scheduler_config(client: Path, scheduler_name: str = "default-scheduler",
@@ -138,10 +142,15 @@ def start_scheduler(binary: Path, server: str, pki: certs.CertPaths, state_dir: 
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(scheduler_config(client, scheduler_name, qps, burst),
                                      sort_keys=False), encoding="utf-8")
-    port = procs.free_port()
-    argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
-            "--profiling=false", "--v=1", gates.feature_gates_flag("kube-scheduler", version)]
-    proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
-    if wait:
-        _wait_ready(proc, port, "/readyz", pki)
-    return proc
+
+    def start() -> procs.ManagedProcess:
+        port = procs.free_port()
+        argv = [str(binary), f"--config={config}", *_serving_flags(pki, name, port, client),
+                "--profiling=false", "--v=1",
+                gates.feature_gates_flag("kube-scheduler", version)]
+        proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
+        if wait:
+            _wait_ready(proc, port, "/readyz", pki)
+        return proc
+
+    return procs.start_listening(start)  # not waited for, a lost port shows in its log

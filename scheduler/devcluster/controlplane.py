@@ -45,6 +45,11 @@ def start_etcd(binary: Path, data_dir: Path, log_dir: Path, owned: bool
     talks to it, and TLS here would test nothing of ours. ``--unsafe-no-fsync`` because the
     data is discarded anyway and fsync dominates on slow CI disks.
     """
+    return procs.start_listening(lambda: _start_etcd(binary, data_dir, log_dir, owned))
+
+
+def _start_etcd(binary: Path, data_dir: Path, log_dir: Path, owned: bool
+                ) -> tuple[procs.ManagedProcess, str]:
     client_port, peer_port = procs.free_port(), procs.free_port()
     client_url = f"http://127.0.0.1:{client_port}"
     peer_url = f"http://127.0.0.1:{peer_port}"
@@ -99,6 +104,12 @@ def apiserver_argv(binary: Path, port: int, etcd_url: str, pki: certs.CertPaths,
 def start_apiserver(binary: Path, etcd_url: str, pki: certs.CertPaths, state_dir: Path,
                     owned: bool, version: str) -> tuple[procs.ManagedProcess, str]:
     """kube-apiserver on a free loopback port; returns once ``/readyz`` says ok."""
+    return procs.start_listening(
+        lambda: _start_apiserver(binary, etcd_url, pki, state_dir, owned, version))
+
+
+def _start_apiserver(binary: Path, etcd_url: str, pki: certs.CertPaths, state_dir: Path,
+                     owned: bool, version: str) -> tuple[procs.ManagedProcess, str]:
     port = procs.free_port()
     server = f"https://127.0.0.1:{port}"
     argv = apiserver_argv(binary, port, etcd_url, pki, state_dir / "apiserver-certs", version)

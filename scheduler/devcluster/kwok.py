@@ -47,18 +47,22 @@ def start_kwok(binary: Path, server: str, pki: certs.CertPaths, state_dir: Path,
     name = "kwok"
     client = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{name}.kubeconfig", server,
                                      pki, name)
-    port = procs.free_port()
     stages = stages_file(state_dir / "config", node_liveness)
-    argv = [
-        str(binary), f"--kubeconfig={client}", f"--config={stages}",
-        f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}={nodes.KWOK_VALUE}",
-        *node_liveness.kwok_flags(), f"--cidr={POD_CIDR}",
-        f"--server-address=127.0.0.1:{port}",
-    ]
-    proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
-    procs.wait_until(lambda: _healthy(port), READY_TIMEOUT_S, "kwok /healthz", proc,
-                     interval_s=0.1)
-    return proc
+
+    def start() -> procs.ManagedProcess:
+        port = procs.free_port()
+        argv = [
+            str(binary), f"--kubeconfig={client}", f"--config={stages}",
+            f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}={nodes.KWOK_VALUE}",
+            *node_liveness.kwok_flags(), f"--cidr={POD_CIDR}",
+            f"--server-address=127.0.0.1:{port}",
+        ]
+        proc = procs.spawn(name, argv, state_dir / "logs" / f"{name}.log", owned)
+        procs.wait_until(lambda: _healthy(port), READY_TIMEOUT_S, "kwok /healthz", proc,
+                         interval_s=0.1)
+        return proc
+
+    return procs.start_listening(start)
 
 
 def stages_file(config_dir: Path, node_liveness: liveness.NodeLiveness) -> Path:

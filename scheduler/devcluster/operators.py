@@ -192,13 +192,18 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
     cert, key = certs.loopback_serving(pki, operator.name)
     (cert_dir / "tls.crt").write_bytes(cert.read_bytes())
     (cert_dir / "tls.key").write_bytes(key.read_bytes())
-    webhook_port, probe_port = procs.free_port(), procs.free_port()
     env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(client_config), "HOME": str(state_dir)}
-    proc = procs.spawn(operator.component.name,
-                       _argv(operator, state_dir, cert_dir, webhook_port, probe_port),
-                       state_dir / "logs" / f"{operator.component.name}.log", owned, env=env)
-    procs.wait_until(lambda: _ready(probe_port), READY_TIMEOUT_S,
-                     f"{operator.component.name} /readyz", proc, interval_s=0.25)
+
+    def serve() -> tuple[procs.ManagedProcess, int]:
+        webhook_port, probe_port = procs.free_port(), procs.free_port()
+        proc = procs.spawn(operator.component.name,
+                           _argv(operator, state_dir, cert_dir, webhook_port, probe_port),
+                           state_dir / "logs" / f"{operator.component.name}.log", owned, env=env)
+        procs.wait_until(lambda: _ready(probe_port), READY_TIMEOUT_S,
+                         f"{operator.component.name} /readyz", proc, interval_s=0.25)
+        return proc, webhook_port
+
+    proc, webhook_port = procs.start_listening(serve)
     for doc in webhook_configurations(operator, webhook_port, pki.ca_cert):
         _apply(api, doc)
     return proc

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,9 +22,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_LOW = 10000  # the lowest port handed out: above the well-known and common service ports
+ADDRESS_IN_USE = "address already in use"  # how Go's net package says a port was taken
+START_ATTEMPTS = 3
+_PICK = random.Random()  # seeded from os.urandom: a test seeding `random` does not repeat ports
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,7 @@ class ManagedProcess:
     start_ticks: int  # field 22 of /proc/<pid>/stat: distinguishes a recycled pid
     log: str
     argv: tuple[str, ...] = ()  # how it was started (``DevCluster.restart`` starts it again)
+    log_start: int = 0  # the log's size when it started: what came before is another run's
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -44,14 +52,51 @@ class ManagedProcess:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ManagedProcess:
         return cls(str(data["name"]), int(data["pid"]), int(data["start_ticks"]),
-                   str(data["log"]), tuple(str(a) for a in data.get("argv") or ()))
+                   str(data["log"]), tuple(str(a) for a in data.get("argv") or ()),
+                   int(data.get("log_start") or 0))
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that is free right now, below the kernel's ephemeral range.
+
+    Not port 0: the kernel hands the ports of that range to every bind(0) and every outgoing
+    connection, so between this check and the child's own bind a client socket or another
+    cluster's check could take it (flake check run 1 at 774926f: etcd died with "address
+    already in use" on 60045). Below the range only listeners compete, and `start_listening`
+    starts again on new ports when one of them won.
+    """
+    high = ephemeral_range()[0]
+    for _ in range(100):
+        port = _PICK.randrange(LISTEN_LOW, high) if high > LISTEN_LOW else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError(f"no free TCP port on 127.0.0.1 between {LISTEN_LOW} and {high}")
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux's default if it cannot be read)."""
+    try:
+        low, high = EPHEMERAL_RANGE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def start_listening(start: Callable[[], T], attempts: int = START_ATTEMPTS) -> T:
+    """``start()`` (which picks its ports with `free_port`, spawns and waits until ready), once
+    more on new ports each time its child died because another process bound a port first.
+    Any other failure, or the last attempt's, is raised as it is."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except Exited as exc:
+            if attempt == attempts or ADDRESS_IN_USE not in exc.output.lower():
+                raise
+    raise AssertionError("unreachable")
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -85,6 +130,7 @@ def spawn(name: str, argv: Sequence[str], log: Path, owned: bool,
     """Start `argv` in a new session, stdout and stderr appended to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
+        log_start = out.tell()
         popen = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env=env, cwd=cwd,
@@ -93,7 +139,7 @@ def spawn(name: str, argv: Sequence[str], log: Path, owned: bool,
     _CHILDREN[popen.pid] = popen  # keep it referenced so that we can reap it
     stat = _stat(popen.pid)
     ticks = stat[1] if stat else 0
-    return ManagedProcess(name, popen.pid, ticks, str(log), tuple(argv))
+    return ManagedProcess(name, popen.pid, ticks, str(log), tuple(argv), log_start)
 
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -175,10 +221,29 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str,
         if check():
             return
         if proc is not None and not is_alive(proc):
-            raise RuntimeError(f"{proc.name} exited while waiting for {what}:\n{tail(proc)}")
+            raise Exited(proc, what)
         time.sleep(interval_s)
     detail = f"\n{tail(proc)}" if proc is not None else ""
     raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}{detail}")
+
+
+class Exited(RuntimeError):
+    """A child died while it was being waited for; `output` is what it logged in this run."""
+
+    def __init__(self, proc: ManagedProcess, what: str) -> None:
+        super().__init__(f"{proc.name} exited while waiting for {what}:\n{tail(proc)}")
+        self.proc = proc
+        self.output = since_start(proc)
+
+
+def since_start(proc: ManagedProcess) -> str:
+    """What *proc* logged since it was spawned (its log is appended to across restarts)."""
+    try:
+        with open(proc.log, "rb") as f:
+            f.seek(proc.log_start)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def tail(proc: ManagedProcess, lines: int = 30) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import Any, TypeVar
 import pytest
 
 from scheduler import clusterspec
-from scheduler.devcluster import build
+from scheduler.devcluster import build, procs
 from scheduler.devcluster.cluster import DevCluster
 from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
@@ -51,12 +50,6 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
 
 def kubectl_json(kubeconfig: Path, *args: str) -> Any:
     return json.loads(kubectl(kubeconfig, *args, "-o", "json").stdout)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -111,7 +104,7 @@ class Deployed:
             SYSTEM_NS, SA_NAME, create=False, path=self.workdir / "sa.kubeconfig")
         config = self.workdir / "config.yaml"
         config.write_text(self.config_from_configmap())
-        self.port = _free_port()
+        self.port = procs.free_port()
         with (self.workdir / "scheduler.log").open("wb") as log:
             self.proc = subprocess.Popen(
                 [str(CLI), "run", "--kubeconfig", str(self.sa_kubeconfig), "--config",

@@ -79,7 +79,7 @@ def test_ctrl_c_stops_the_cluster(tmp_path: Path) -> None:
             lines.append(line)
             if "started b-warmup" in line:
                 break
-        assert processes_under(state), "the cluster should be running now"
+        assert processes_under(state), "the cluster should be running now:\n" + "".join(lines)
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -25,6 +24,7 @@ import pytest
 import yaml
 
 from scheduler.config import PricingConfig
+from scheduler.devcluster import procs
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.ops_support import Ops, ops_for
 from tests.e2e.test_deploy_support import stop_process
@@ -42,12 +42,6 @@ def ops(control_plane: ControlPlane) -> Iterator[Ops]:
     yield from ops_for(control_plane)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Prometheus:
     """A Prometheus process scraping one target and evaluating the shipped rules."""
 
@@ -59,7 +53,7 @@ class Prometheus:
             "rule_files": [str(workdir / "rules.yaml")],
             "scrape_configs": [{"job_name": "gang-scheduler",
                                 "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]}))
-        self.port = _free_port()
+        self.port = procs.free_port()
         self.log = workdir / "prometheus.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
