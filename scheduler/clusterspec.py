@@ -21,11 +21,15 @@ from typing import Any
 
 import yaml
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-DEFAULT_POOL_LABEL = "gangscheduler.io/pool"
-DEFAULT_TOPOLOGY_LABELS = ("topology.gangscheduler.io/block", "topology.gangscheduler.io/rack")
+from scheduler.model.nodes import (
+    DEFAULT_POOL_LABEL,
+    DEFAULT_TOPOLOGY_LABELS,
+    GPU_PRODUCT_LABEL,
+    HOSTNAME_LABEL,
+)
+from scheduler.resources import GPU
+
+GPU_RESOURCE = GPU
 DEFAULT_EPHEMERAL_STORAGE = "1Ti"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 

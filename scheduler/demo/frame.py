@@ -111,7 +111,7 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
 
 
 def node_rows(items: Iterable[Mapping[str, Any]], pods: Sequence[PodObs],
-              pool_label: str = scenario.POOL_LABEL) -> tuple[NodeRow, ...]:
+              pool_label: str = scenario.DEFAULT_POOL_LABEL) -> tuple[NodeRow, ...]:
     """GPU use per node and team, from the demo's bound pods that still hold their GPUs."""
     use: dict[str, dict[str, int]] = {}
     for p in pods:

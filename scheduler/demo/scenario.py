@@ -15,16 +15,15 @@ from typing import Any
 
 import yaml
 
+from scheduler.devcluster.kwok import SIMULATED_RUNTIME
+from scheduler.model.nodes import DEFAULT_POOL_LABEL
+from scheduler.model.workloads import EXPECTED_RUNTIME_ANNOTATION, POD_GROUP_LABEL, QUEUE_LABEL
+from scheduler.resources import GPU
+
 DEMO_DIR = Path(__file__).resolve().parents[1] / "examples" / "demo"
 JOBS_FILE = DEMO_DIR / "jobs.yaml"
-GPU = "nvidia.com/gpu"
-POOL_LABEL = "gangscheduler.io/pool"
-QUEUE_LABEL = "gangscheduler.io/queue"
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 JOB_LABEL = "demo.gangscheduler.io/job"
 ATTEMPT_LABEL = "demo.gangscheduler.io/attempt"
-SIMULATED_RUNTIME = "gangscheduler.io/simulated-runtime"
-EXPECTED_RUNTIME = "gangscheduler.io/expected-runtime"
 SCHEDULER_NAME = "gang-scheduler"
 TRIGGERS = ("submitted", "started", "finished")
 
@@ -136,14 +135,14 @@ def pods(job: JobSpec, attempt: int, runtime: float, speed: float) -> list[dict[
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": f"{prefix}-{i}", "namespace": job.team,
-            "labels": {GROUP_LABEL: job.name, QUEUE_LABEL: job.team, JOB_LABEL: job.name,
+            "labels": {POD_GROUP_LABEL: job.name, QUEUE_LABEL: job.team, JOB_LABEL: job.name,
                        ATTEMPT_LABEL: str(attempt)},
             "annotations": {SIMULATED_RUNTIME: seconds(runtime / speed),
-                            EXPECTED_RUNTIME: seconds(expected / speed)}},
+                            EXPECTED_RUNTIME_ANNOTATION: seconds(expected / speed)}},
         "spec": {
             "schedulerName": SCHEDULER_NAME, "priorityClassName": job.priority,
             "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {POOL_LABEL: job.pool},
+            "nodeSelector": {DEFAULT_POOL_LABEL: job.pool},
             "containers": [{"name": "trainer", "image": "registry.invalid/demo-trainer:1",
                             "resources": resources}]},
     } for i in range(job.workers)]

@@ -40,20 +40,20 @@ def test_pods_carry_everything_the_scheduler_and_the_fake_kubelet_read() -> None
     pod = pods[0]
     assert pod["spec"]["schedulerName"] == "gang-scheduler"
     assert pod["spec"]["priorityClassName"] == "gang-low"
-    assert pod["spec"]["nodeSelector"] == {scenario.POOL_LABEL: "a100"}
-    assert pod["metadata"]["labels"][scenario.GROUP_LABEL] == "j"
+    assert pod["spec"]["nodeSelector"] == {scenario.DEFAULT_POOL_LABEL: "a100"}
+    assert pod["metadata"]["labels"][scenario.POD_GROUP_LABEL] == "j"
     assert pod["metadata"]["labels"][scenario.QUEUE_LABEL] == "team-a"
     res = pod["spec"]["containers"][0]["resources"]
     assert res["requests"][scenario.GPU] == res["limits"][scenario.GPU] == "4"
     notes = pod["metadata"]["annotations"]
     assert notes[scenario.SIMULATED_RUNTIME] == "5"  # 20 s at speed 4
-    assert notes[scenario.EXPECTED_RUNTIME] == "7.5"
+    assert notes[scenario.EXPECTED_RUNTIME_ANNOTATION] == "7.5"
     # A resumed attempt: new names, less left to run, a proportionally smaller estimate.
     again = scenario.pods(job, attempt=1, runtime=10, speed=4)
     assert again[0]["metadata"]["name"] == "j-r1-0"
     assert again[0]["metadata"]["labels"][scenario.ATTEMPT_LABEL] == "1"
     assert again[0]["metadata"]["annotations"][scenario.SIMULATED_RUNTIME] == "2.5"
-    assert again[0]["metadata"]["annotations"][scenario.EXPECTED_RUNTIME] == "3.75"
+    assert again[0]["metadata"]["annotations"][scenario.EXPECTED_RUNTIME_ANNOTATION] == "3.75"
     group = scenario.pod_group(job)
     assert group["spec"] == {"minMember": 2}
     assert group["metadata"]["labels"][scenario.QUEUE_LABEL] == "team-a"
