@@ -27,6 +27,8 @@ class SchedulerMetrics:
                  pricing: PricingConfig | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.pricing = pricing if pricing is not None else PricingConfig()
+        #: The label sets each `_replace`d gauge shows, so the next update can drop the stale ones.
+        self._series: dict[Gauge, set[tuple[str, ...]]] = {}
         r = self.registry
         self.pending_gangs = Gauge(
             "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
@@ -132,12 +134,20 @@ class SchedulerMetrics:
             "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
             ["pool"], registry=r)
 
-    @staticmethod
-    def _replace(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
-        """Set a labelled gauge to exactly *values*, dropping label sets that disappeared."""
-        gauge.clear()
+    def _replace(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set a labelled gauge to exactly *values*, dropping label sets that disappeared.
+
+        New values first, stale label sets removed after: a scrape runs on the HTTP server's
+        thread while the loop updates, and clearing before refilling let one scrape see a
+        queue's series missing (a gap on a dashboard, a false ``absent()`` alert; the flake
+        check at da5d3d5 caught ``gang_scheduler_fair_share`` read as absent this way).
+        """
         for labels, value in values.items():
             gauge.labels(*labels).set(value)
+        shown = self._series.get(gauge, set())
+        for labels in shown - values.keys():
+            gauge.remove(*labels)
+        self._series[gauge] = set(values)
 
     def set_short(self, counts: Mapping[str, int]) -> None:
         self._replace(self.short_gangs, {(q,): float(v) for q, v in counts.items()})
