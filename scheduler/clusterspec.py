@@ -29,7 +29,6 @@ from scheduler.model.nodes import (
 )
 from scheduler.resources import GPU
 
-GPU_RESOURCE = GPU
 DEFAULT_EPHEMERAL_STORAGE = "1Ti"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -118,7 +117,7 @@ def _describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescrip
         "memory": pool.memory,
         "pods": str(pool.pods),
         "ephemeral-storage": DEFAULT_EPHEMERAL_STORAGE,
-        GPU_RESOURCE: str(pool.gpus_per_node),
+        GPU: str(pool.gpus_per_node),
     }
     return NodeDescription(name, pool.name, labels, allocatable, pool.taints)
 
