@@ -8,11 +8,10 @@ what the text says (each GPU cell has a title and the legend names every kind).
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 from html import escape
 
-from scheduler.views.state import ClusterView, GangRow, NodeRow
+from scheduler.views.state import ClusterView, GangRow, NodeRow, queue_names
 from scheduler.views.text import fmt_age
 
 REFRESH_SECONDS = 5
@@ -47,13 +46,16 @@ th { background: #f5f5f7; } td.n { text-align: right; font-variant-numeric: tabu
 """
 
 
-def queue_color(queue: str) -> str:
-    digest = hashlib.sha256(queue.encode()).digest()
-    return PALETTE[digest[0] % len(PALETTE)]
+def queue_colors(view: ClusterView) -> dict[str, str]:
+    """A colour per queue, from ``PALETTE`` in the order of ``queue_names``: distinct while
+    there are no more queues than colours (a hash of the name gave the shipped ``team-a`` and
+    ``team-b`` the same one), and the same on every refresh while the queues stay the same."""
+    return {q: PALETTE[i % len(PALETTE)] for i, q in enumerate(queue_names(view))}
 
 
 def render(view: ClusterView, title: str = "gang-scheduler") -> str:
     when = datetime.fromtimestamp(view.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    colors = queue_colors(view)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
@@ -62,18 +64,18 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         f"<p class='meta'>Read-only view of the scheduler's last cycle at {when}: "
         f"{len(view.running)} gangs running, {len(view.pending)} pending. "
         f"Refreshes every {REFRESH_SECONDS} s.</p>",
-        "<h2>Queues</h2>", _queues(view),
+        "<h2>Queues</h2>", _queues(view, colors),
         "<h2>Pending gangs</h2>", _pending(view.pending),
         "<h2>Running gangs</h2>", _running(view.running),
     ]
     if view.nodes is not None:
-        parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes)]
+        parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
     parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
               "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
-def _queues(view: ClusterView) -> str:
+def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     pools = sorted({p.pool for q in view.queues for p in q.pools})
     head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
@@ -88,7 +90,7 @@ def _queues(view: ClusterView) -> str:
             extra = (f" <span class='tag'>borrowed {p.borrowed}</span>" if p.borrowed else "")
             extra += f" <span class='tag'>lent {p.lent}</span>" if p.lent else ""
             cells.append(f"<td class='n'>{p.allocated} / {p.nominal}{extra}</td>")
-        swatch = f"<span class='swatch' style='background:{queue_color(q.name)}'></span>"
+        swatch = f"<span class='swatch' style='background:{colors[q.name]}'></span>"
         name = "&nbsp;&nbsp;&nbsp;&nbsp;" * q.depth + swatch + escape(q.name)
         rows.append(
             f"<tr data-queue='{escape(q.name)}'><td>{name}</td><td class='n'>{q.weight:g}</td>"
@@ -130,7 +132,7 @@ def _running(rows: tuple[GangRow, ...]) -> str:
     return "\n".join(out)
 
 
-def _cells(n: NodeRow) -> str:
+def _cells(n: NodeRow, colors: dict[str, str]) -> str:
     cells = []
     borrowed = n.borrowed
     for queue, gpus in n.used:
@@ -139,14 +141,14 @@ def _cells(n: NodeRow) -> str:
                 ("", queue)
             borrowed -= 1 if borrowed > 0 else 0
             cells.append(f"<div class='cell used{extra}' title='{escape(what)}' "
-                         f"style='background:{queue_color(queue)}'></div>")
+                         f"style='background:{colors[queue]}'></div>")
     cells += ["<div class='cell other' title='other pods'></div>"] * n.other
     kind = "reserved" if n.reserved else "stranded" if n.stranded else "free"
     cells += [f"<div class='cell {kind}' title='{kind}'></div>"] * n.free
     return "".join(cells)
 
 
-def _pools(nodes: tuple[NodeRow, ...]) -> str:
+def _pools(nodes: tuple[NodeRow, ...], colors: dict[str, str]) -> str:
     keys = (("used' style='background:#1f77b4", "held by a queue (its colour)"),
             ("used borrowed' style='background:#1f77b4", "borrowed quota"),
             ("reserved", "reserved for a waiting gang"),
@@ -163,7 +165,7 @@ def _pools(nodes: tuple[NodeRow, ...]) -> str:
         out.append(f"<h3 style='font-size:.9rem'>{escape(pool)}: {used} of {total} GPUs in use"
                    "</h3><div class='grid'>")
         out += [f"<div class='node' data-node='{escape(n.name)}'>{escape(n.name)} "
-                f"({n.free} free)<div class='cells'>{_cells(n)}</div></div>" for n in mine]
+                f"({n.free} free)<div class='cells'>{_cells(n, colors)}</div></div>" for n in mine]
         out.append("</div>")
     return "\n".join(out)
 

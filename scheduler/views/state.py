@@ -149,6 +149,14 @@ class ClusterView:
             events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
 
 
+def queue_names(view: ClusterView) -> tuple[str, ...]:
+    """Every queue the view names (its queue rows, its gangs' and its nodes' queues), sorted:
+    the one order in which queues are given their colours on the dashboard."""
+    names = {q.name for q in view.queues} | {g.queue for g in (*view.pending, *view.running)}
+    names |= {q for n in view.nodes or () for q, _ in n.used}
+    return tuple(sorted(names))
+
+
 def rank_of(labels: Mapping[str, str], annotations: Mapping[str, str], ordinal: int) -> str:
     """A pod's rank: its completion index or trainer rank label, else its order in the gang."""
     for key in RANK_LABELS:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -23,6 +25,7 @@ from tests.unit.policies.builders import policies, queue
 from tests.unit.test_loop_metrics import gang_pods, make, node
 
 RANK = "batch.kubernetes.io/job-completion-index"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def scene() -> ClusterView:
@@ -161,3 +164,29 @@ def test_the_endpoints_are_read_only_and_filter_by_namespace(server: tuple) -> N
     with pytest.raises(urllib.error.HTTPError) as standby:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard")
     assert standby.value.code == 503
+
+
+def _swatches(page: str) -> dict[str, str]:
+    """Queue name -> the colour of its swatch in the queues table."""
+    return dict(re.findall(r"<tr data-queue='([^']*)'><td>(?:&nbsp;)*<span class='swatch' "
+                           r"style='background:([^']*)'>", page))
+
+
+def test_the_shipped_queues_get_distinct_colours_that_last_across_refreshes(
+        view: ClusterView) -> None:
+    """Issue 32: a hash of the name gave ``team-a`` and ``team-b`` (deploy/queues) one colour."""
+    shipped = sorted(p.stem for p in (ROOT / "deploy" / "queues").glob("*.yaml")
+                     if p.stem != "kustomization")
+    assert {"team-a", "team-b"} <= set(shipped)
+    rows = tuple(QueueRow(name, "", 0, 1, (), (), 1, 0, 0, 0) for name in shipped)
+    first = html.render(dataclasses.replace(view, queues=rows, pending=(), running=(),
+                                            nodes=()))
+    colours = _swatches(first)
+    assert set(colours) == set(shipped) and len(set(colours.values())) == len(shipped)
+    # A refresh where gangs came and went: every queue keeps its colour.
+    again = html.render(dataclasses.replace(view, queues=rows))
+    assert _swatches(again) == colours
+    # A node cell is drawn in the colour of the queue holding it.
+    page = html.render(view)
+    n1 = page.split("data-node='n1'", 1)[1].split("</div></div>", 1)[0]
+    assert f"background:{_swatches(page)['team-a']}" in n1
