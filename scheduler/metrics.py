@@ -122,7 +122,8 @@ class SchedulerMetrics:
             ["pool"], registry=r)
         self.stranded_gpus = Gauge(
             "gang_scheduler_stranded_gpus",
-            "Free GPUs on nodes where no pending gang could place a pod, while gangs wait.",
+            "Free GPUs on nodes where no waiting gang could place a pod, while a gang that "
+            "could use the pool (its pods may run there, its queue has GPU quota there) waits.",
             ["pool"], registry=r)
         self.short_gangs = Gauge(
             "gang_scheduler_gangs_below_minimum",

@@ -152,7 +152,8 @@ def _pools(nodes: tuple[NodeRow, ...], colors: dict[str, str]) -> str:
     keys = (("used' style='background:#1f77b4", "held by a queue (its colour)"),
             ("used borrowed' style='background:#1f77b4", "borrowed quota"),
             ("reserved", "reserved for a waiting gang"),
-            ("stranded", "stranded: no waiting gang fits"), ("other", "other pods"),
+            ("stranded", "stranded: no waiting gang fits, one waits for the pool"),
+            ("other", "other pods"),
             ("free", "free"))
     legend = "<div class='legend'>" + "".join(
         f"<span><span class='cell {cls}'></span>{escape(text)}</span>" for cls, text in keys

@@ -132,7 +132,7 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
 
 def _nodes(cycle: Cycle) -> tuple[NodeRow, ...]:
     snapshot, plan = cycle.input.snapshot, cycle.plan
-    acc = accounting.account(snapshot, plan, cycle.input.gangs.pending)
+    acc = accounting.account(snapshot, plan, cycle.input.gangs.pending, cycle.policies.queues)
     # A queue's GPUs above its quota in a pool, marked on its nodes in name order.
     left = {(r.name, p.pool): p.borrowed.gpus for r in cycle.reports for p in r.pools
             if p.borrowed.gpus > 0 and cycle.policies.queues.is_leaf(r.name)}

@@ -83,7 +83,7 @@ class NodeRow:
     other: int  # GPUs of pods that are not gang-scheduler's
     free: int
     reserved: bool  # its free GPUs are held for a reserved or nominated gang
-    stranded: bool  # its free GPUs fit no pod of any waiting gang
+    stranded: bool  # its free GPUs fit no waiting pod, while a gang waits for its pool
     borrowed: int  # of ``used``, GPUs of queues above their nominal quota in this pool
 
 
