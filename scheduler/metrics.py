@@ -95,7 +95,9 @@ class SchedulerMetrics:
             "gang_scheduler_fair_share", "Queue's weighted fair share of its parent (0..1).",
             ["queue"], registry=r)
         self.usage_share = Gauge(
-            "gang_scheduler_usage_share", "Queue's dominant-resource usage share (0..1).",
+            "gang_scheduler_usage_share",
+            "Queue's dominant-resource share (0..1) of what it shares with its siblings: every "
+            "quota under its parent in full, lending limits aside (a root: its own subtree's).",
             ["queue"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
         self.is_leader = Gauge(
