@@ -88,7 +88,7 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     now = time.time()
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
-                           seen.cache.nodes() if seen.nodes_readable else None, now,
+                           inp.snapshot if seen.nodes_readable else None, now,
                            seen.estimates, seen.pod_estimates, seen.positions)
     return view.for_namespaces(namespaces)
 

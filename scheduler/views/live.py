@@ -18,11 +18,11 @@ from scheduler.cache import CycleInput
 from scheduler.model.workloads import PodInfo
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport
+from scheduler.views import marks
 from scheduler.views.state import (
     ClusterView,
     EventRow,
     GangRow,
-    NodeRow,
     QueuePool,
     QueueRow,
     ranks_of,
@@ -69,9 +69,12 @@ class Recent:
 
 def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
           events: Iterable[EventRow] = ()) -> ClusterView:
-    return ClusterView(now=cycle.plan.now, source="scheduler", queues=_queues(cycle),
+    queues = _queues(cycle)
+    acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
+                             cycle.policies.queues)
+    return ClusterView(now=cycle.plan.now, source="scheduler", queues=queues,
                        pending=_pending(cycle), running=_running(cycle, pods_of),
-                       nodes=_nodes(cycle), events=tuple(events))
+                       nodes=marks.node_rows(acc.nodes, queues), events=tuple(events))
 
 
 def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
@@ -129,23 +132,3 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
             ranks=ranks_of(pods)))
     return tuple(rows)
 
-
-def _nodes(cycle: Cycle) -> tuple[NodeRow, ...]:
-    snapshot, plan = cycle.input.snapshot, cycle.plan
-    acc = accounting.account(snapshot, plan, cycle.input.gangs.pending, cycle.policies.queues)
-    # A queue's GPUs above its quota in a pool, marked on its nodes in name order.
-    left = {(r.name, p.pool): p.borrowed.gpus for r in cycle.reports for p in r.pools
-            if p.borrowed.gpus > 0 and cycle.policies.queues.is_leaf(r.name)}
-    rows = []
-    for n in acc.nodes:
-        borrowed = 0
-        for queue, gpus in n.held:
-            take = min(gpus, left.get((queue, n.pool), 0))
-            if take:
-                left[(queue, n.pool)] -= take
-                borrowed += take
-        rows.append(NodeRow(
-            name=n.name, pool=n.pool, gpus=n.total, used=n.held,
-            other=max(0, n.total - n.free - sum(v for _, v in n.held)), free=n.free,
-            reserved=n.reserved, stranded=n.stranded, borrowed=borrowed))
-    return tuple(sorted(rows, key=lambda r: (r.pool, r.name)))

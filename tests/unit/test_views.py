@@ -11,14 +11,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from scheduler.kube.oneshot import status_time
+from scheduler.kube.queue_status import status_of
+from scheduler.loop import Scheduler
+from scheduler.plan import CyclePlan
+from scheduler.resources import GPU
 from scheduler.serve import Health, serve
-from scheduler.views import html, live, text
+from scheduler.views import apiserver, html, live, text
 from scheduler.views.apiserver import parse_reason
 from scheduler.views.state import ClusterView, QueuePool, QueueRow, tree_order, with_lent
 from tests.unit.policies.builders import policies, queue
@@ -31,6 +36,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def scene() -> ClusterView:
     """team-a runs a 2-rank gang on n1 and waits with an 8-GPU one; team-b (namespace other)
     uses 12 GPUs on n2 and n3, 4 of them borrowed from team-a's idle quota."""
+    sched, plan = scene_cycle()
+    last = sched.last_cycle
+    assert last is not None
+    inp, pol_in_force = last
+    return live.build(live.Cycle(inp, plan, pol_in_force, sched.last_queues),
+                      sched.cache.gang_pods)
+
+
+def scene_cycle() -> tuple[Scheduler, CyclePlan]:
+    """The scene's scheduler after its one cycle, and that cycle's plan."""
     pol = policies(queue("org", namespaces=()),
                    queue("team-a", "org", quota={"p": 8}, namespaces=("ns",)),
                    queue("team-b", "org", quota={"p": 8}, namespaces=("other",)))
@@ -42,12 +57,7 @@ def scene() -> ClusterView:
              for p in (*gang_pods("borrow", 1, 8, "team-b", node="n2"),
                        *gang_pods("extra", 1, 4, "team-b", node="n3"))]
     sched, _, _ = make(pods, [node("n1"), node("n2"), node("n3")], pol)
-    plan = sched.run_once()
-    last = sched.last_cycle
-    assert last is not None
-    inp, pol_in_force = last
-    return live.build(live.Cycle(inp, plan, pol_in_force, sched.last_queues),
-                      sched.cache.gang_pods)
+    return sched, sched.run_once()
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +96,39 @@ def test_a_tenant_sees_its_gangs_and_the_queues_that_admit_it(view: ClusterView)
     assert [q.name for q in mine.queues] == ["org", "team-a"]  # the parent keeps the tree
     assert {g.namespace for g in (*mine.pending, *mine.running)} == {"ns"}
     assert view.for_namespaces(None) is view
+
+
+def _queue_objects(sched: Scheduler) -> list[dict[str, Any]]:
+    """The scene's Queues as the apiserver serves them: spec, and the status the leader wrote."""
+    last = sched.last_cycle
+    assert last is not None
+    queues = last[1].queues.queues
+    objects = []
+    for report in sched.last_queues:
+        q = queues[report.name]
+        spec: dict[str, Any] = {"weight": q.weight, "namespaces": list(q.namespaces),
+                                "quotas": [{"pool": pq.pool, "nominal": {GPU: pq.nominal.gpus}}
+                                           for pq in q.quotas]}
+        if q.parent:
+            spec["parent"] = q.parent
+        objects.append({"apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
+                        "metadata": {"name": q.name}, "spec": spec, "status": status_of(report)})
+    return objects
+
+
+def test_both_sources_mark_borrowed_and_stranded_gpus_alike(view: ClusterView) -> None:
+    """Issue 32: the apiserver-sourced view marked no GPU borrowed or stranded where the
+    scheduler's own view did, on the same cluster. One rule (``views.marks``) now."""
+    sched, plan = scene_cycle()
+    last = sched.last_cycle
+    assert last is not None
+    inp = last[0]
+    read = apiserver.build(inp.gangs, sched.cache.gang_pods, {}, _queue_objects(sched),
+                           inp.snapshot, plan.now)
+    assert read.nodes is not None and view.nodes is not None
+    assert read.nodes == view.nodes
+    assert [(n.name, n.free) for n in read.nodes if n.stranded] == [("n1", 4), ("n3", 4)]
+    assert sum(n.borrowed for n in read.nodes) == 4
 
 
 def test_json_round_trips(view: ClusterView) -> None:
