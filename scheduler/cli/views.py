@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.client import ApiError, TransportError
     from scheduler.logconfig import configure_logging
     from scheduler.views import text
+    from scheduler.views.state import gang_labels
 
     configure_logging("error", "console")
     console = Console()
@@ -148,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
         if args.view == "queues":
             console.print(text.queues_table(view))
         elif args.view == "gangs":
-            console.print(text.pending_table(view.pending))
-            console.print(text.running_table(view.running))
+            labels = gang_labels(view)
+            console.print(text.pending_table(view.pending, labels))
+            console.print(text.running_table(view.running, labels))
         else:
             if console.is_terminal:
                 console.clear()

@@ -33,6 +33,7 @@ from scheduler.views.state import (
     ranks_of,
     tree_order,
     with_lent,
+    workload_of,
 )
 
 #: str(PendingReason): "Quota: team-a needs ..." (before issue 16: "Quota (#3 in queue
@@ -100,8 +101,8 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
                                              if p.uid in pod_estimates), None))
         pending.append(GangRow(
             id=g.id, namespace=g.namespace, queue=g.queue, state="Pending",
-            gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
-            cluster_position=position, reason=category or "Unknown",
+            workload=workload_of(g, pods), gpus=g.min_requests.gpus, pods=g.size,
+            priority=g.priority, cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
             eta_seconds=None if estimate is None else max(0.0, estimate - now)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
@@ -117,8 +118,9 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
         pods = pods_of(gid)
         running.append(GangRow(
             id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
-            gpus=rg.usage.gpus, pods=len(pods), priority=rg.gang.priority,
-            age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes, ranks=ranks_of(pods)))
+            workload=workload_of(rg.gang, pods), gpus=rg.usage.gpus, pods=len(pods),
+            priority=rg.gang.priority, age_seconds=max(0.0, now - rg.start_time),
+            nodes=rg.nodes, ranks=ranks_of(pods)))
     rows = queue_rows(queues)
     nodes = None
     if snapshot is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from scheduler.views.state import ClusterView, GangRow, NodeRow, queue_names
+from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels, queue_names
 from scheduler.views.text import fmt_age
 
 REFRESH_SECONDS = 5
@@ -55,7 +55,7 @@ def queue_colors(view: ClusterView) -> dict[str, str]:
 
 def render(view: ClusterView, title: str = "gang-scheduler") -> str:
     when = datetime.fromtimestamp(view.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    colors = queue_colors(view)
+    colors, labels = queue_colors(view), gang_labels(view)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
@@ -65,8 +65,8 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         f"{len(view.running)} gangs running, {len(view.pending)} pending. "
         f"Refreshes every {REFRESH_SECONDS} s.</p>",
         "<h2>Queues</h2>", _queues(view, colors),
-        "<h2>Pending gangs</h2>", _pending(view.pending),
-        "<h2>Running gangs</h2>", _running(view.running),
+        "<h2>Pending gangs</h2>", _pending(view.pending, labels),
+        "<h2>Running gangs</h2>", _running(view.running, labels),
     ]
     if view.nodes is not None:
         parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
@@ -101,7 +101,7 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
-def _pending(rows: tuple[GangRow, ...]) -> str:
+def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='pending'>No gang is waiting.</p>"
     out = ["<table id='pending'><tr><th>#</th><th>in queue</th><th>gang</th><th>queue</th>"
@@ -109,7 +109,7 @@ def _pending(rows: tuple[GangRow, ...]) -> str:
     for g in rows:
         out.append(
             f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
-            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(g.id)}</td>"
+            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(labels[g.id])}</td>"
             f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
             f"<td class='n'>{fmt_age(g.eta_seconds)}</td>"
             f"<td class='why'>{escape(g.message)}</td></tr>")
@@ -117,7 +117,7 @@ def _pending(rows: tuple[GangRow, ...]) -> str:
     return "\n".join(out)
 
 
-def _running(rows: tuple[GangRow, ...]) -> str:
+def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='running'>No gang is running.</p>"
     out = ["<table id='running'><tr><th>gang</th><th>queue</th><th>GPUs</th><th>age</th>"
@@ -125,7 +125,7 @@ def _running(rows: tuple[GangRow, ...]) -> str:
     for g in rows:
         ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
                             f"({escape(r.phase)})" for r in g.ranks)
-        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(g.id)}</td>"
+        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
                    f"<td class='n'>{fmt_age(g.age_seconds)}</td><td>{ranks}</td></tr>")
     out.append("</table>")

@@ -28,6 +28,7 @@ from scheduler.views.state import (
     ranks_of,
     tree_order,
     with_lent,
+    workload_of,
 )
 
 
@@ -73,7 +74,7 @@ def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
     acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
                              cycle.policies.queues)
     return ClusterView(now=cycle.plan.now, source="scheduler", queues=queues,
-                       pending=_pending(cycle), running=_running(cycle, pods_of),
+                       pending=_pending(cycle, pods_of), running=_running(cycle, pods_of),
                        nodes=marks.node_rows(acc.nodes, queues), events=tuple(events))
 
 
@@ -92,7 +93,7 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
     return tree_order(with_lent(rows))
 
 
-def _pending(cycle: Cycle) -> tuple[GangRow, ...]:
+def _pending(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple[GangRow, ...]:
     plan = cycle.plan
     by_id = {g.id: g for g in cycle.input.gangs.pending}
     order = [gid for gid in plan.order if gid in by_id and plan.bind_of(gid) is None]
@@ -109,7 +110,8 @@ def _pending(cycle: Cycle) -> tuple[GangRow, ...]:
         reservation = plan.reservation_of(gid)
         rows.append(GangRow(
             id=gid, namespace=g.namespace, queue=g.queue, state="Pending",
-            gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
+            workload=workload_of(g, pods_of(gid)), gpus=g.min_requests.gpus, pods=g.size,
+            priority=g.priority,
             queue_position=per_queue[g.queue] if ordered else None,
             cluster_position=reason.position if ordered and reason else None,
             reason=str(reason.category) if reason else "Backoff",
@@ -127,7 +129,8 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
         pods = pods_of(rg.id)
         rows.append(GangRow(
             id=rg.id, namespace=g.namespace, queue=g.queue, state="Running",
-            gpus=rg.usage.gpus, pods=len(pods) or g.size, priority=g.priority,
+            workload=workload_of(g, pods), gpus=rg.usage.gpus, pods=len(pods) or g.size,
+            priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
             ranks=ranks_of(pods)))
     return tuple(rows)

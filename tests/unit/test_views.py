@@ -20,13 +20,24 @@ from rich.console import Console
 from scheduler.kube.oneshot import status_time
 from scheduler.kube.queue_status import status_of
 from scheduler.loop import Scheduler
+from scheduler.model import PodRequirements, Resources
+from scheduler.model.native import GroupPolicy, NativeGroupInfo
+from scheduler.model.workloads import OwnerRef, PodInfo
 from scheduler.plan import CyclePlan
 from scheduler.resources import GPU
 from scheduler.serve import Health, serve
 from scheduler.views import apiserver, html, live, text
 from scheduler.views.apiserver import parse_reason
-from scheduler.views.state import ClusterView, QueuePool, QueueRow, tree_order, with_lent
-from tests.unit.policies.builders import policies, queue
+from scheduler.views.state import (
+    ClusterView,
+    QueuePool,
+    QueueRow,
+    gang_labels,
+    tree_order,
+    with_lent,
+    workload_of,
+)
+from tests.unit.policies.builders import gang, policies, queue
 from tests.unit.test_loop_metrics import gang_pods, make, node
 
 RANK = "batch.kubernetes.io/job-completion-index"
@@ -233,3 +244,53 @@ def test_the_shipped_queues_get_distinct_colours_that_last_across_refreshes(
     page = html.render(view)
     n1 = page.split("data-node='n1'", 1)[1].split("</div></div>", 1)[0]
     assert f"background:{_swatches(page)['team-a']}" in n1
+
+
+GENERATED = "ddp-train-c965486c9-ddp-train-pgt-0-5f8cbc9c64"  # what the Job controller names
+
+
+def _pod(labels: dict[str, str] | None = None, owner: tuple[str, str] | None = None) -> PodInfo:
+    return PodInfo(uid="u", namespace="ns", name="p-0", requirements=PodRequirements(Resources()),
+                   labels=labels or {}, owner=OwnerRef(*owner) if owner else None)
+
+
+@pytest.mark.parametrize(("gang_name", "native_owner", "pod", "workload"), [
+    # Issue 32: the Job controller's PodGroup (WorkloadWithJob) names its Job as owner.
+    (GENERATED, ("Job", "ddp-train"), _pod(owner=("Job", GENERATED)), "Job/ddp-train"),
+    ("ddp", None, _pod(owner=("Job", "ddp")), "Job/ddp"),
+    ("pair", None, _pod({"jobset.sigs.k8s.io/jobset-name": "pair"}, ("Job", "pair-w-0")),
+     "JobSet/pair"),
+    ("finetune", None, _pod({"jobset.sigs.k8s.io/jobset-name": "finetune",
+                             "trainer.kubeflow.org/trainjob-name": "finetune"}),
+     "TrainJob/finetune"),
+    ("bert", None, _pod(owner=("PyTorchJob", "bert")), "PyTorchJob/bert"),
+    ("alone", None, _pod(), ""),  # a PodGroup or a lone pod: the gang is what was submitted
+])
+def test_the_workload_behind_a_gang(gang_name: str, native_owner: tuple[str, str] | None,
+                                    pod: PodInfo, workload: str) -> None:
+    native = (NativeGroupInfo("ns", gang_name, GroupPolicy(min_count=1),
+                              owner_kind=native_owner[0], owner_name=native_owner[1])
+              if native_owner else None)
+    g = dataclasses.replace(gang(gang_name, namespace="ns"), native=native)
+    assert workload_of(g, [pod]) == workload
+
+
+def test_gangs_are_named_after_their_workload_where_known(view: ClusterView) -> None:
+    rows = (dataclasses.replace(view.pending[0], id=f"ns/{GENERATED}", workload="Job/ddp-train"),
+            dataclasses.replace(view.pending[0], id="ns/js", workload="JobSet/js"),
+            dataclasses.replace(view.pending[0], id="ns/js-workers", workload="JobSet/js"))
+    named = dataclasses.replace(view, pending=rows)
+    assert gang_labels(named) == {
+        f"ns/{GENERATED}": "ns/ddp-train (Job)",
+        # One JobSet, two gangs: each keeps its id, the JobSet after it.
+        "ns/js": "ns/js (JobSet js)", "ns/js-workers": "ns/js-workers (JobSet js)",
+        # No workload known (a PodGroup of their own): their ids.
+        "ns/train": "ns/train", "other/borrow": "other/borrow", "other/extra": "other/extra"}
+    console = Console(record=True, width=200, color_system=None)
+    console.print(text.top(named))
+    out = console.export_text()
+    assert "ns/ddp-train (Job)" in out and GENERATED not in out
+    page = html.render(named)
+    assert "<td>ns/ddp-train (Job)</td>" in page
+    assert f"data-gang='ns/{GENERATED}'" in page  # the id stays the row's key
+    assert ClusterView.from_dict(json.loads(json.dumps(named.to_dict()))) == named
