@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
+from scheduler.durations import format_duration
 from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels, queue_names
-from scheduler.views.text import fmt_age
 
 REFRESH_SECONDS = 5
 PALETTE = ("#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
@@ -111,7 +111,7 @@ def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
             f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
             f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(labels[g.id])}</td>"
             f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
-            f"<td class='n'>{fmt_age(g.eta_seconds)}</td>"
+            f"<td class='n'>{format_duration(g.eta_seconds)}</td>"
             f"<td class='why'>{escape(g.message)}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
@@ -127,7 +127,7 @@ def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
                             f"({escape(r.phase)})" for r in g.ranks)
         out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
-                   f"<td class='n'>{fmt_age(g.age_seconds)}</td><td>{ranks}</td></tr>")
+                   f"<td class='n'>{format_duration(g.age_seconds)}</td><td>{ranks}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
 

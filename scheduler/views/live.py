@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from policies.queues import PolicySet
 from scheduler import accounting
 from scheduler.cache import CycleInput
+from scheduler.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport
@@ -60,7 +61,7 @@ class Recent:
                 self._events.appendleft(EventRow(
                     plan.now, "Reserved", r.gang_id,
                     f"{', '.join(r.nodes)} held; estimated start in "
-                    f"{max(0.0, r.estimated_start - plan.now):.0f}s"))
+                    f"{format_duration(max(0.0, r.estimated_start - plan.now))}"))
         self._reserved = now_reserved
 
     @property

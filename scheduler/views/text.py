@@ -1,6 +1,6 @@
 """The views as terminal tables (rich): ``queues``, ``gangs`` and ``top``, which is both.
 
-Units in every header; times in the same short form everywhere in the CLI (``fmt_age``).
+Units in every header; times in the same short form everywhere (``format_duration``).
 Colours only repeat what the text says.
 """
 
@@ -11,23 +11,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from scheduler.durations import format_duration
 from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels
 
 BOX = box.SIMPLE_HEAD
-
-
-def fmt_age(seconds: float | None) -> str:
-    """``45s``, ``12m``, ``3h05m``, ``2d04h``: an age or an ETA."""
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def queues_table(view: ClusterView) -> Table:
@@ -69,7 +56,7 @@ def pending_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
     why = Text()
     for g in rows:
         table.add_row(_pos(g.cluster_position), _pos(g.queue_position), labels[g.id], g.queue,
-                      str(g.gpus), g.reason, fmt_age(g.eta_seconds))
+                      str(g.gpus), g.reason, format_duration(g.eta_seconds))
         why.append(f"{labels[g.id]}: ", style="bold")
         why.append(f"{g.message}\n")
     return Group(table, why) if rows else table
@@ -84,7 +71,7 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
     for g in rows:
         ranks = " ".join(f"{r.rank}:{r.node or '-'}" + ("" if r.phase == "Running"
                                                         else f"({r.phase})") for r in g.ranks)
-        table.add_row(labels[g.id], g.queue, str(g.gpus), fmt_age(g.age_seconds),
+        table.add_row(labels[g.id], g.queue, str(g.gpus), format_duration(g.age_seconds),
                       Text(ranks or ", ".join(g.nodes), overflow="fold"))
     return table
 
