@@ -22,6 +22,7 @@ import urllib.request
 from typing import TYPE_CHECKING
 
 from scheduler.cli._args import number
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 
 if TYPE_CHECKING:
     from scheduler.views.state import ClusterView
@@ -50,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
                        help="only these namespaces (repeat, or NS1,NS2); default: all")
         p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
-        p.add_argument("--kubeconfig", metavar="FILE",
-                       help="kubeconfig to use (default: the in-cluster service account)")
+        p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+        p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
         p.add_argument("--config", metavar="FILE",
                        help="the scheduler's config file (scheduler name, labels)")
         p.add_argument("--scheduler", metavar="URL",
@@ -84,7 +85,7 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     from scheduler.views import apiserver
 
     config = load_config(args.config)
-    seen = read_visible(connect(args.kubeconfig), config, namespaces)
+    seen = read_visible(connect(args.kubeconfig, context=args.context), config, namespaces)
     now = time.time()
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
