@@ -86,6 +86,7 @@ class Eviction:
     queue: str = ""  # the victim's
     pods: tuple[PodRef, ...] = ()  # the victim's bound pods
     native: NativeGroupInfo | None = None  # the victim's scheduling.k8s.io PodGroup, if any
+    group_uid: str | None = None  # the victim's scheduler-plugins PodGroup's uid, if any
 
 
 @dataclass(frozen=True, slots=True)
