@@ -290,7 +290,7 @@ def preempt(t: Trial) -> Nominated | None:
     victims = tuple(v.id for v in pre.victims)
     evictions = tuple(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
                                f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods,
-                               v.running.gang.native)
+                               v.running.gang.native, v.running.group_uid)
                       for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,

@@ -111,7 +111,8 @@ class Draft:
         runtime = queue.runtime_of(gang.runtime_estimate)
         running = RunningGang(gang=gang, allocations=fit.allocations, start_time=now,
                               expected_end=None if runtime is None else now + runtime,
-                              members=fit.placement.members)
+                              members=fit.placement.members,
+                              group_uid=gang.uid if gang.pod_group else None)
         self.snapshot = self.snapshot.with_running(running)
         self._claim(fit.placement.claims)
         self.ledger = charge_all(self.ledger, queue.name, fit.charges)

@@ -165,6 +165,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         running = replace(running, gang=replace(
             running.gang, native=native.group if native is not None else None,
             priority=running.gang.priority if terms.priority is None else terms.priority))
+    if running is not None and group is not None:
+        running = replace(running, group_uid=group.uid)
     if running is not None:  # a Job's minimum already leaves out its completions
         lost = shortfall((p.labels for p in staying), min_member - (0 if job else succeeded),
                          len(waiting), job.completions if job and job.indexed else None,

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scheduler.durations import format_duration
 from scheduler.model import Gang, PodRef
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.workloads import PodInfo
@@ -139,8 +140,8 @@ def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, Pend
         return f"{ReasonCategory.WAITING_FOR_MEMBERS}: {problem.message}"
     until = house.backoff.get(gid)
     if until is not None and until > now:
-        return (f"its last bind failed; not retried for another {until - now:.0f}s "
-                "(backoff)")
+        return (f"its last bind failed; not retried for another "
+                f"{format_duration(until - now)} (backoff)")
     return "its remaining members are not pending"
 
 def cut_while_binding(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:

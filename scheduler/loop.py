@@ -358,7 +358,9 @@ class Scheduler:
     def _account(self, m: SchedulerMetrics, plan: CyclePlan, inp: CycleInput) -> None:
         """GPU-seconds held since the last cycle (at what was held then), and pool gauges."""
         due = self._pools_at is None or plan.now - self._pools_at >= self.pool_gauge_interval
-        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending, with_pools=due)
+        ran = self.last_cycle  # this cycle's, with the policies it ran with
+        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending,
+                                 ran[1].queues if ran is not None else None, with_pools=due)
         if self._accounted is not None:
             since, held = self._accounted
             m.accrue(held, plan.now - since)

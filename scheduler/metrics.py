@@ -95,7 +95,9 @@ class SchedulerMetrics:
             "gang_scheduler_fair_share", "Queue's weighted fair share of its parent (0..1).",
             ["queue"], registry=r)
         self.usage_share = Gauge(
-            "gang_scheduler_usage_share", "Queue's dominant-resource usage share (0..1).",
+            "gang_scheduler_usage_share",
+            "Queue's dominant-resource share (0..1) of what it shares with its siblings: every "
+            "quota under its parent in full, lending limits aside (a root: its own subtree's).",
             ["queue"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
         self.is_leader = Gauge(
@@ -122,7 +124,8 @@ class SchedulerMetrics:
             ["pool"], registry=r)
         self.stranded_gpus = Gauge(
             "gang_scheduler_stranded_gpus",
-            "Free GPUs on nodes where no pending gang could place a pod, while gangs wait.",
+            "Free GPUs on nodes where no waiting gang could place a pod, while a gang that "
+            "could use the pool (its pods may run there, its queue has GPU quota there) waits.",
             ["pool"], registry=r)
         self.short_gangs = Gauge(
             "gang_scheduler_gangs_below_minimum",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
+from scheduler.durations import format_duration
 from scheduler.model import Gang, PodRef
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.volumes import ClaimDecision
@@ -85,6 +86,7 @@ class Eviction:
     queue: str = ""  # the victim's
     pods: tuple[PodRef, ...] = ()  # the victim's bound pods
     native: NativeGroupInfo | None = None  # the victim's scheduling.k8s.io PodGroup, if any
+    group_uid: str | None = None  # the victim's scheduler-plugins PodGroup's uid, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +230,7 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
     reservation = plan.reservation_of(gang_id)
     if reservation is not None:
         lines.append(f"{gang_id}: reserved {', '.join(reservation.nodes)}; estimated start "
-                     f"in {max(0.0, reservation.estimated_start - plan.now):.0f}s")
+                     f"in {format_duration(max(0.0, reservation.estimated_start - plan.now))}")
     for g in plan.give_ups:
         if g.gang_id == gang_id:
             lines.append(f"{gang_id}: given up: {g.message}")

@@ -9,11 +9,16 @@ A parent queue holds no gangs of its own; its figures are those of its whole sub
 
 - ``fair_share``: what the queue is entitled to of what it shares with its siblings,
   ``weight / sum(sibling weights)`` (1 for a root, which shares with nobody);
-- ``usage_share``: what it actually uses of that, the dominant resource over pools of
-  ``subtree usage / parent's subtree quota`` (for a root: of its own quota).
+- ``usage_share``: what it actually uses of what it shares, always 0..1: the dominant
+  resource over pools of ``subtree usage / what the parent's subtree has``, where the parent's
+  subtree has every quota in it in full (its siblings' lending limits aside: a sibling's
+  unlendable quota is still part of what they share), or what it uses if more (a parent that
+  borrows from its own siblings). For a root: of its own subtree.
 
 Two backlogged siblings with weights 1:3 on 16 GPUs show fair shares 0.25 / 0.75 and, once
-they hold 4 and 12 GPUs, the same usage shares.
+they hold 4 and 12 GPUs, the same usage shares. (Dividing by the parent's *lendable* quota,
+as before issue 32, read 2.0 for deploy/queues' team-b holding 32 h100 GPUs: research can
+lend only 16 of its teams' 32.)
 """
 
 from __future__ import annotations
@@ -80,18 +85,21 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
     for name in queues.queues:
         for ancestor in tree.paths[name]:
             subtree.setdefault(ancestor, []).append(name)
-    out = []
+    usage: dict[str, tuple[PoolUsage, ...]] = {}
     for name in sorted(queues.queues):
-        members = [by_name[m] for m in subtree.get(name, ()) if m in by_name]
         used: dict[str, list[Resources]] = {}
-        for s in members:
-            for pool, res in s.usage:
+        for m in subtree.get(name, ()):
+            for pool, res in by_name[m].usage if m in by_name else ():
                 used.setdefault(pool, []).append(res)
-        pools = tuple(
+        usage[name] = tuple(
             PoolUsage(pool, total(used.get(pool, ())),
                       Resources(tree.subtree_quota.get((name, pool), {})),
                       tree.covered_in(name, pool))
             for pool in sorted(set(tree.pools_of(name)) | set(used)))
+    out = []
+    for name in sorted(queues.queues):
+        members = [by_name[m] for m in subtree.get(name, ()) if m in by_name]
+        pools = usage[name]
         own = by_name.get(name)
         out.append(QueueReport(
             name=name, parent=queues.parent_of(name), pools=pools,
@@ -99,7 +107,7 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
             pending=sum(s.pending if pending is None else pending.get(s.name, 0)
                         for s in members),
             fair_share=_fair_share(policies, name),
-            usage_share=_usage_share(tree, policies, name, pools),
+            usage_share=_usage_share(tree, name, usage, subtree),
             borrowed_share=own.borrowed_share if own is not None else 0.0,
             warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity)))
     return tuple(out)
@@ -114,13 +122,16 @@ def _fair_share(policies: PolicySet, name: str) -> float:
     return queues.queues[name].weight / weights if weights > 0 else 0.0
 
 
-def _usage_share(tree: QuotaTree, policies: PolicySet, name: str,
-                 pools: tuple[PoolUsage, ...]) -> float:
-    over = policies.queues.parent_of(name) or name
+def _usage_share(tree: QuotaTree, name: str, usage: Mapping[str, tuple[PoolUsage, ...]],
+                 subtree: Mapping[str, list[str]]) -> float:
+    """The dominant share of what the parent's subtree has (see the module docstring)."""
+    over = tree.queues.parent_of(name) or name
+    shared = {p.pool: p.allocated for p in usage[over]}
     best = 0.0
-    for p in pools:
-        capacity = tree.subtree_quota.get((over, p.pool), {})
+    for p in usage[name]:
+        quota = total(tree.nominal(m, p.pool) for m in subtree.get(over, ()))
         for r in p.covered:
-            if capacity.get(r, 0) > 0:
-                best = max(best, p.allocated[r] / capacity[r])
+            has = max(quota[r], shared.get(p.pool, Resources())[r])
+            if has > 0:
+                best = max(best, p.allocated[r] / has)
     return best

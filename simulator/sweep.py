@@ -10,10 +10,12 @@ closure fails up front with a clear message instead of deep inside the pool.
 started: a cluster so small that some jobs never start can show a low p95 over the jobs that
 did. The smallest size meeting the target is chosen; if a larger size misses it (queueing is
 not always monotonic in size), `SweepResult.monotonic` is False so the caller can say so.
+When none meets it, `suggest_size` names the next size to try (see there).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 from collections.abc import Callable, Sequence
@@ -126,6 +128,22 @@ def sweep(
     )
     chosen = next((p.size for p in points if p.meets_target), None)
     return SweepResult(target_p95_seconds, points, chosen)
+
+
+def suggest_size(result: SweepResult, gpus_per_node: int) -> int | None:
+    """The next size to try when no size met the target (None when one did): the largest
+    size tried, plus enough nodes of the pool to hold what waited there on average over
+    the arrival window (``backlog_gpus_mean``, GPUs of submitted work not running). Enough
+    GPUs to run what ran and what waited is where queueing stops growing; the sweep around
+    that size says how much less will do. At least one node more; twice the size when the
+    report has no backlog figure (no arrivals recorded)."""
+    if result.chosen is not None or not result.points:
+        return None
+    largest = result.points[-1]
+    backlog = largest.report.backlog_gpus_mean
+    if backlog is None:
+        return 2 * largest.size
+    return largest.size + max(1, math.ceil(backlog / max(1, gpus_per_node)))
 
 
 def _call(run_one: Callable[[int], PolicyReport], size: int) -> PolicyReport:

@@ -38,7 +38,7 @@ def capacity(args: argparse.Namespace, spec: SessionSpec, inputs: Inputs,
 
     from simulator.report import sweeps
     from simulator.session import SizedRun
-    from simulator.sweep import SweepError, sweep
+    from simulator.sweep import SweepError, suggest_size, sweep
 
     pool, sizes = swept
     try:
@@ -63,7 +63,11 @@ def capacity(args: argparse.Namespace, spec: SessionSpec, inputs: Inputs,
         files = sweeps.write_capacity(Path(args.out), rows, pool, target / 3600, currency)
         console.print(f"wrote {', '.join(files)} to {args.out}/", markup=False)
     if result.chosen is None:
-        console.print(f"no size meets p95 <= {target / 3600:,.2f} h; try larger sizes")
+        largest = result.points[-1]
+        console.print(f"no size meets p95 <= {target / 3600:,.2f} h; try {pool}="
+                      f"{suggest_size(result, per_node)} nodes: {largest.size} nodes plus its "
+                      f"mean backlog of {largest.report.backlog_gpus_mean or 0:,.0f} GPUs "
+                      "waiting (arrival window)", markup=False)
         return 1
     console.print(f"smallest {pool} pool meeting p95 <= {target / 3600:,.2f} h: "
                   f"{result.chosen} nodes")

@@ -195,7 +195,7 @@ def _up(args: argparse.Namespace) -> int:
         return 1
     print(f"\n{_export(cluster.kubeconfig)}\n# logs: {cluster.state_dir / 'logs'}")
     if not args.foreground:
-        print("# stop with: gang-scheduler dev-cluster down")
+        print(f"# stop with: {_again(args, 'down')}")
         return 0
     print("# running in the foreground; Ctrl-C stops it")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -221,7 +221,7 @@ def _env(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     if not cluster.running():
         print(f"error: no dev cluster running from {cluster.state_dir}; run "
-              "`gang-scheduler dev-cluster up`", file=sys.stderr)
+              f"`{_again(args, 'up')}`", file=sys.stderr)
         return 1
     print(cluster.kubeconfig if args.kubeconfig_path else _export(cluster.kubeconfig))
     return 0
@@ -243,6 +243,13 @@ def _token(args: argparse.Namespace) -> int:
     print(kubeconfig.mint_service_account_token(
         cluster.api_client(), args.namespace, args.service_account, args.duration, create=True))
     return 0
+
+
+def _again(args: argparse.Namespace, subcommand: str) -> str:
+    """The command that reaches the same cluster: with the ``--state-dir`` this one was
+    given (without it, a hint sends a person to the default directory's cluster, or none)."""
+    where = f" --state-dir {shlex.quote(str(args.state_dir))}" if args.state_dir else ""
+    return f"gang-scheduler dev-cluster{where} {subcommand}"
 
 
 def _export(path: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -51,12 +52,35 @@ def version() -> str:
 
 
 def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    return int(args.handler(args) or 0)
+    try:
+        try:
+            parser = parser or build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "handler", None):
+                parser.print_help()
+                return 2
+            code = int(args.handler(args) or 0)
+        finally:  # --help and --version leave through SystemExit, their text still buffered
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_pipe()
+    return code
+
+
+#: What a shell reports for a program that a closed pipe stopped (128 + SIGPIPE), as for
+#: ``git log | head``.
+CLOSED_PIPE_STATUS = 141
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (``gang-scheduler gangs | head``): stop quietly, not with
+    a BrokenPipeError traceback. Python ignores SIGPIPE, so the write raised instead of the
+    process dying as other programs do; whatever is still buffered goes to /dev/null, or the
+    interpreter's own flush at exit would raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_PIPE_STATUS
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import urllib.request
 from typing import TYPE_CHECKING
 
 from scheduler.cli._args import number
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 
 if TYPE_CHECKING:
     from scheduler.views.state import ClusterView
@@ -50,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
                        help="only these namespaces (repeat, or NS1,NS2); default: all")
         p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
-        p.add_argument("--kubeconfig", metavar="FILE",
-                       help="kubeconfig to use (default: the in-cluster service account)")
+        p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+        p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
         p.add_argument("--config", metavar="FILE",
                        help="the scheduler's config file (scheduler name, labels)")
         p.add_argument("--scheduler", metavar="URL",
@@ -84,11 +85,11 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     from scheduler.views import apiserver
 
     config = load_config(args.config)
-    seen = read_visible(connect(args.kubeconfig), config, namespaces)
+    seen = read_visible(connect(args.kubeconfig, context=args.context), config, namespaces)
     now = time.time()
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
-                           seen.cache.nodes() if seen.nodes_readable else None, now,
+                           inp.snapshot if seen.nodes_readable else None, now,
                            seen.estimates, seen.pod_estimates, seen.positions)
     return view.for_namespaces(namespaces)
 
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.client import ApiError, TransportError
     from scheduler.logconfig import configure_logging
     from scheduler.views import text
+    from scheduler.views.state import gang_labels
 
     configure_logging("error", "console")
     console = Console()
@@ -148,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         if args.view == "queues":
             console.print(text.queues_table(view))
         elif args.view == "gangs":
-            console.print(text.pending_table(view.pending))
-            console.print(text.running_table(view.running))
+            labels = gang_labels(view)
+            console.print(text.pending_table(view.pending, labels))
+            console.print(text.running_table(view.running, labels))
         else:
             if console.is_terminal:
                 console.clear()

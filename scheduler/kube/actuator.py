@@ -241,7 +241,7 @@ class KubeActuator:
             estimate = reason.estimated_start
             self.writer.submit(f"pending/{gang_id}", self._reason_task(
                 gang_id, members, str(reason), PodGroupStatus(
-                    PodGroupPhase.PENDING, reason="Unschedulable", message=str(reason),
+                    PodGroupPhase.PENDING, reason=str(reason.category), message=str(reason),
                     estimated_start=estimate, position=reason.position,
                     estimate_time=None if estimate is None else plan.now),
                 estimate=(estimate, plan.now)))

@@ -199,6 +199,7 @@ class Evictor:
             return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=max(graces.values(), default=0), retry=retry)
+        self._group_event(victim, message)
         return [], ()
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
@@ -273,6 +274,25 @@ class Evictor:
             return EvictOutcome(pod, True, resp.status)
         why = "blocked by PodDisruptionBudget: " if resp.status == 429 else ""
         return EvictOutcome(pod, False, resp.status, why + resp.message())
+
+    def _group_event(self, victim: Eviction, message: str) -> None:
+        """``Preempted`` on the victim's PodGroup (scheduler-plugins' or Kubernetes' own), once
+        its eviction went through, naming the preemptor: ``kubectl describe podgroup`` is where
+        a gang's owner looks, and the pods that got theirs are about to go."""
+        native = victim.native
+        if native is not None:
+            ref = ObjectRef("PodGroup", native.namespace, native.name, native.uid,
+                            native.api_version)
+        elif victim.group_uid is not None:
+            ns, name = victim.victim.split("/", 1)
+            ref = ObjectRef.podgroup(ns, name, victim.group_uid)
+        else:
+            return
+
+        def task() -> None:
+            self.events.emit(ref, EventReason.PREEMPTED, message, EventType.WARNING,
+                             action="Preempting")
+        self.writer.submit(f"event/{victim.victim}/{EventReason.PREEMPTED}", task)
 
     def _event(self, pod: PodRef, reason: str, message: str, action: str) -> None:
         def task() -> None:

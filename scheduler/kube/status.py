@@ -51,7 +51,10 @@ class PodGroupStatus:
     succeeded: int = 0
     failed: int = 0
     schedule_start_time: float | None = None
-    reason: str = ""  # condition reason: "Unschedulable", "ScheduleTimeout", "Scheduled"
+    #: Condition reason: a pending gang's reason category ("Quota", "Placement", "Reserved",
+    #: "Queued", ...: the REASON column of ``kubectl get podgroups``), "ScheduleTimeout",
+    #: "Scheduled", "Running", ... (pods keep kube-scheduler's "Unschedulable").
+    reason: str = ""
     message: str = ""
     #: When the gang is expected to start (epoch seconds), None: no estimate. Written as
     #: ``status.estimatedStart`` with ``status.estimateTime`` (when it was worked out).

@@ -164,6 +164,9 @@ class RunningGang:
     #: Fewer members stay than the gang's minimum (a node lost, a worker failed): how many,
     #: which ranks. None while it has them all (``scheduler.model.shortfall``).
     shortfall: Shortfall | None = None
+    #: Its scheduler-plugins PodGroup's uid, if it has one: where events about the gang go
+    #: (``Preempted``, naming the preemptor). Where to write, not what to decide: not compared.
+    group_uid: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:

@@ -5,7 +5,9 @@ keeps it (Queue status: usage, quota, shares, gang counts; each pending pod's
 ``PodScheduled=False`` message: reason category, position in the cycle's order; each
 PodGroup's ``status.estimatedStart``). So a tenant whose RBAC covers a few namespaces (and, through
 the view ClusterRole, Queues) sees exactly their gangs and the queues that admit them. Gangs
-are formed by the scheduler's own grouping (``ClusterCache``) from the pods read.
+are formed by the scheduler's own grouping (``ClusterCache``) from the pods read; nodes, for a
+caller who may read them, are accounted and marked as the scheduler's own view does it
+(``scheduler.accounting``, ``marks``).
 """
 
 from __future__ import annotations
@@ -15,19 +17,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from policies.validation import parse_documents
+from scheduler import accounting
 from scheduler.grouping import GangSet
-from scheduler.model import Node
 from scheduler.model.workloads import PodInfo
+from scheduler.plan import CyclePlan
 from scheduler.resources import GPU, parse_quantity
+from scheduler.snapshot import Snapshot
+from scheduler.views import marks
 from scheduler.views.state import (
     ClusterView,
     GangRow,
-    NodeRow,
     QueuePool,
     QueueRow,
     ranks_of,
     tree_order,
     with_lent,
+    workload_of,
 )
 
 #: str(PendingReason): "Quota: team-a needs ..." (before issue 16: "Quota (#3 in queue
@@ -73,12 +79,13 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
 
 
 def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
-          conditions: Mapping[str, str], queues: Iterable[Mapping[str, Any]],
-          nodes: Sequence[Node] | None, now: float,
+          conditions: Mapping[str, str], queues: Sequence[Mapping[str, Any]],
+          snapshot: Snapshot | None, now: float,
           estimates: Mapping[str, float] | None = None,
           pod_estimates: Mapping[str, float] | None = None,
           positions: Mapping[str, int] | None = None) -> ClusterView:
-    """*conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only);
+    """*snapshot*: the nodes and what runs on them as read (None: the caller may not read
+    nodes); *conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only);
     *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds), else
     *pod_estimates*: pod uid -> its ``gangscheduler.io/estimated-start``; *positions*: gang
     id -> its PodGroup's ``status.queuePosition`` (a message of an older scheduler may
@@ -94,8 +101,8 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
                                              if p.uid in pod_estimates), None))
         pending.append(GangRow(
             id=g.id, namespace=g.namespace, queue=g.queue, state="Pending",
-            gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
-            cluster_position=position, reason=category or "Unknown",
+            workload=workload_of(g, pods), gpus=g.min_requests.gpus, pods=g.size,
+            priority=g.priority, cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
             eta_seconds=None if estimate is None else max(0.0, estimate - now)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
@@ -111,25 +118,16 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
         pods = pods_of(gid)
         running.append(GangRow(
             id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
-            gpus=rg.usage.gpus, pods=len(pods), priority=rg.gang.priority,
-            age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes, ranks=ranks_of(pods)))
-    return ClusterView(now=now, source="apiserver", queues=queue_rows(queues),
-                       pending=tuple(ranked), running=tuple(running),
-                       nodes=None if nodes is None else _nodes(gangs, nodes))
+            workload=workload_of(rg.gang, pods), gpus=rg.usage.gpus, pods=len(pods),
+            priority=rg.gang.priority, age_seconds=max(0.0, now - rg.start_time),
+            nodes=rg.nodes, ranks=ranks_of(pods)))
+    rows = queue_rows(queues)
+    nodes = None
+    if snapshot is not None:
+        # Queues as the scheduler reads them (an invalid one is left out here, as there).
+        valid = parse_documents(("apiserver", q) for q in queues).policies.queues
+        nodes = marks.node_rows(accounting.account(snapshot, CyclePlan(now), gangs.pending,
+                                                   valid).nodes, rows)
+    return ClusterView(now=now, source="apiserver", queues=rows, pending=tuple(ranked),
+                       running=tuple(running), nodes=nodes)
 
-
-def _nodes(gangs: GangSet, nodes: Sequence[Node]) -> tuple[NodeRow, ...]:
-    used: dict[str, dict[str, int]] = {}
-    for rg in gangs.running_by_id.values():
-        for node, res in rg.allocations:
-            per = used.setdefault(node, {})
-            per[rg.gang.queue] = per.get(rg.gang.queue, 0) + res.gpus
-    rows = []
-    for n in nodes:
-        mine = {q: v for q, v in used.get(n.name, {}).items() if v}
-        other = gangs.other_usage.get(n.name)
-        other_gpus = other.gpus if other is not None else 0
-        free = max(0, n.allocatable.gpus - sum(mine.values()) - other_gpus)
-        rows.append(NodeRow(n.name, n.pool, n.allocatable.gpus, tuple(sorted(mine.items())),
-                            other_gpus, free, reserved=False, stranded=False, borrowed=0))
-    return tuple(sorted(rows, key=lambda r: (r.pool, r.name)))

@@ -8,12 +8,11 @@ what the text says (each GPU cell has a title and the legend names every kind).
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 from html import escape
 
-from scheduler.views.state import ClusterView, GangRow, NodeRow
-from scheduler.views.text import fmt_age
+from scheduler.durations import format_duration
+from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels, queue_names
 
 REFRESH_SECONDS = 5
 PALETTE = ("#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
@@ -47,13 +46,16 @@ th { background: #f5f5f7; } td.n { text-align: right; font-variant-numeric: tabu
 """
 
 
-def queue_color(queue: str) -> str:
-    digest = hashlib.sha256(queue.encode()).digest()
-    return PALETTE[digest[0] % len(PALETTE)]
+def queue_colors(view: ClusterView) -> dict[str, str]:
+    """A colour per queue, from ``PALETTE`` in the order of ``queue_names``: distinct while
+    there are no more queues than colours (a hash of the name gave the shipped ``team-a`` and
+    ``team-b`` the same one), and the same on every refresh while the queues stay the same."""
+    return {q: PALETTE[i % len(PALETTE)] for i, q in enumerate(queue_names(view))}
 
 
 def render(view: ClusterView, title: str = "gang-scheduler") -> str:
     when = datetime.fromtimestamp(view.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    colors, labels = queue_colors(view), gang_labels(view)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
@@ -62,18 +64,18 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         f"<p class='meta'>Read-only view of the scheduler's last cycle at {when}: "
         f"{len(view.running)} gangs running, {len(view.pending)} pending. "
         f"Refreshes every {REFRESH_SECONDS} s.</p>",
-        "<h2>Queues</h2>", _queues(view),
-        "<h2>Pending gangs</h2>", _pending(view.pending),
-        "<h2>Running gangs</h2>", _running(view.running),
+        "<h2>Queues</h2>", _queues(view, colors),
+        "<h2>Pending gangs</h2>", _pending(view.pending, labels),
+        "<h2>Running gangs</h2>", _running(view.running, labels),
     ]
     if view.nodes is not None:
-        parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes)]
+        parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
     parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
               "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
-def _queues(view: ClusterView) -> str:
+def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     pools = sorted({p.pool for q in view.queues for p in q.pools})
     head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
@@ -88,7 +90,7 @@ def _queues(view: ClusterView) -> str:
             extra = (f" <span class='tag'>borrowed {p.borrowed}</span>" if p.borrowed else "")
             extra += f" <span class='tag'>lent {p.lent}</span>" if p.lent else ""
             cells.append(f"<td class='n'>{p.allocated} / {p.nominal}{extra}</td>")
-        swatch = f"<span class='swatch' style='background:{queue_color(q.name)}'></span>"
+        swatch = f"<span class='swatch' style='background:{colors[q.name]}'></span>"
         name = "&nbsp;&nbsp;&nbsp;&nbsp;" * q.depth + swatch + escape(q.name)
         rows.append(
             f"<tr data-queue='{escape(q.name)}'><td>{name}</td><td class='n'>{q.weight:g}</td>"
@@ -99,7 +101,7 @@ def _queues(view: ClusterView) -> str:
     return "\n".join(rows)
 
 
-def _pending(rows: tuple[GangRow, ...]) -> str:
+def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='pending'>No gang is waiting.</p>"
     out = ["<table id='pending'><tr><th>#</th><th>in queue</th><th>gang</th><th>queue</th>"
@@ -107,15 +109,15 @@ def _pending(rows: tuple[GangRow, ...]) -> str:
     for g in rows:
         out.append(
             f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
-            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(g.id)}</td>"
+            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(labels[g.id])}</td>"
             f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
-            f"<td class='n'>{fmt_age(g.eta_seconds)}</td>"
+            f"<td class='n'>{format_duration(g.eta_seconds)}</td>"
             f"<td class='why'>{escape(g.message)}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
 
 
-def _running(rows: tuple[GangRow, ...]) -> str:
+def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='running'>No gang is running.</p>"
     out = ["<table id='running'><tr><th>gang</th><th>queue</th><th>GPUs</th><th>age</th>"
@@ -123,14 +125,14 @@ def _running(rows: tuple[GangRow, ...]) -> str:
     for g in rows:
         ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
                             f"({escape(r.phase)})" for r in g.ranks)
-        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(g.id)}</td>"
+        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
-                   f"<td class='n'>{fmt_age(g.age_seconds)}</td><td>{ranks}</td></tr>")
+                   f"<td class='n'>{format_duration(g.age_seconds)}</td><td>{ranks}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
 
 
-def _cells(n: NodeRow) -> str:
+def _cells(n: NodeRow, colors: dict[str, str]) -> str:
     cells = []
     borrowed = n.borrowed
     for queue, gpus in n.used:
@@ -139,18 +141,19 @@ def _cells(n: NodeRow) -> str:
                 ("", queue)
             borrowed -= 1 if borrowed > 0 else 0
             cells.append(f"<div class='cell used{extra}' title='{escape(what)}' "
-                         f"style='background:{queue_color(queue)}'></div>")
+                         f"style='background:{colors[queue]}'></div>")
     cells += ["<div class='cell other' title='other pods'></div>"] * n.other
     kind = "reserved" if n.reserved else "stranded" if n.stranded else "free"
     cells += [f"<div class='cell {kind}' title='{kind}'></div>"] * n.free
     return "".join(cells)
 
 
-def _pools(nodes: tuple[NodeRow, ...]) -> str:
+def _pools(nodes: tuple[NodeRow, ...], colors: dict[str, str]) -> str:
     keys = (("used' style='background:#1f77b4", "held by a queue (its colour)"),
             ("used borrowed' style='background:#1f77b4", "borrowed quota"),
             ("reserved", "reserved for a waiting gang"),
-            ("stranded", "stranded: no waiting gang fits"), ("other", "other pods"),
+            ("stranded", "stranded: no waiting gang fits, one waits for the pool"),
+            ("other", "other pods"),
             ("free", "free"))
     legend = "<div class='legend'>" + "".join(
         f"<span><span class='cell {cls}'></span>{escape(text)}</span>" for cls, text in keys
@@ -163,7 +166,7 @@ def _pools(nodes: tuple[NodeRow, ...]) -> str:
         out.append(f"<h3 style='font-size:.9rem'>{escape(pool)}: {used} of {total} GPUs in use"
                    "</h3><div class='grid'>")
         out += [f"<div class='node' data-node='{escape(n.name)}'>{escape(n.name)} "
-                f"({n.free} free)<div class='cells'>{_cells(n)}</div></div>" for n in mine]
+                f"({n.free} free)<div class='cells'>{_cells(n, colors)}</div></div>" for n in mine]
         out.append("</div>")
     return "\n".join(out)
 

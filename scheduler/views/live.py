@@ -15,19 +15,21 @@ from dataclasses import dataclass
 from policies.queues import PolicySet
 from scheduler import accounting
 from scheduler.cache import CycleInput
+from scheduler.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport
+from scheduler.views import marks
 from scheduler.views.state import (
     ClusterView,
     EventRow,
     GangRow,
-    NodeRow,
     QueuePool,
     QueueRow,
     ranks_of,
     tree_order,
     with_lent,
+    workload_of,
 )
 
 
@@ -59,7 +61,7 @@ class Recent:
                 self._events.appendleft(EventRow(
                     plan.now, "Reserved", r.gang_id,
                     f"{', '.join(r.nodes)} held; estimated start in "
-                    f"{max(0.0, r.estimated_start - plan.now):.0f}s"))
+                    f"{format_duration(max(0.0, r.estimated_start - plan.now))}"))
         self._reserved = now_reserved
 
     @property
@@ -69,9 +71,12 @@ class Recent:
 
 def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
           events: Iterable[EventRow] = ()) -> ClusterView:
-    return ClusterView(now=cycle.plan.now, source="scheduler", queues=_queues(cycle),
-                       pending=_pending(cycle), running=_running(cycle, pods_of),
-                       nodes=_nodes(cycle), events=tuple(events))
+    queues = _queues(cycle)
+    acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
+                             cycle.policies.queues)
+    return ClusterView(now=cycle.plan.now, source="scheduler", queues=queues,
+                       pending=_pending(cycle, pods_of), running=_running(cycle, pods_of),
+                       nodes=marks.node_rows(acc.nodes, queues), events=tuple(events))
 
 
 def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
@@ -89,7 +94,7 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
     return tree_order(with_lent(rows))
 
 
-def _pending(cycle: Cycle) -> tuple[GangRow, ...]:
+def _pending(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple[GangRow, ...]:
     plan = cycle.plan
     by_id = {g.id: g for g in cycle.input.gangs.pending}
     order = [gid for gid in plan.order if gid in by_id and plan.bind_of(gid) is None]
@@ -106,7 +111,8 @@ def _pending(cycle: Cycle) -> tuple[GangRow, ...]:
         reservation = plan.reservation_of(gid)
         rows.append(GangRow(
             id=gid, namespace=g.namespace, queue=g.queue, state="Pending",
-            gpus=g.min_requests.gpus, pods=g.size, priority=g.priority,
+            workload=workload_of(g, pods_of(gid)), gpus=g.min_requests.gpus, pods=g.size,
+            priority=g.priority,
             queue_position=per_queue[g.queue] if ordered else None,
             cluster_position=reason.position if ordered and reason else None,
             reason=str(reason.category) if reason else "Backoff",
@@ -124,28 +130,9 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
         pods = pods_of(rg.id)
         rows.append(GangRow(
             id=rg.id, namespace=g.namespace, queue=g.queue, state="Running",
-            gpus=rg.usage.gpus, pods=len(pods) or g.size, priority=g.priority,
+            workload=workload_of(g, pods), gpus=rg.usage.gpus, pods=len(pods) or g.size,
+            priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
             ranks=ranks_of(pods)))
     return tuple(rows)
 
-
-def _nodes(cycle: Cycle) -> tuple[NodeRow, ...]:
-    snapshot, plan = cycle.input.snapshot, cycle.plan
-    acc = accounting.account(snapshot, plan, cycle.input.gangs.pending)
-    # A queue's GPUs above its quota in a pool, marked on its nodes in name order.
-    left = {(r.name, p.pool): p.borrowed.gpus for r in cycle.reports for p in r.pools
-            if p.borrowed.gpus > 0 and cycle.policies.queues.is_leaf(r.name)}
-    rows = []
-    for n in acc.nodes:
-        borrowed = 0
-        for queue, gpus in n.held:
-            take = min(gpus, left.get((queue, n.pool), 0))
-            if take:
-                left[(queue, n.pool)] -= take
-                borrowed += take
-        rows.append(NodeRow(
-            name=n.name, pool=n.pool, gpus=n.total, used=n.held,
-            other=max(0, n.total - n.free - sum(v for _, v in n.held)), free=n.free,
-            reserved=n.reserved, stranded=n.stranded, borrowed=borrowed))
-    return tuple(sorted(rows, key=lambda r: (r.pool, r.name)))

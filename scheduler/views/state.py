@@ -8,13 +8,19 @@ it), shares are 0..1. A field a source cannot know is None (a tenant cannot list
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from scheduler.grouping_jobset import JOBSET_NAME_LABEL
+from scheduler.grouping_terms import OPERATOR_KINDS
+from scheduler.model import Gang
 from scheduler.model.workloads import PodInfo
 
+#: Set on a TrainJob's pods by Kubeflow Trainer releases that label them with it.
+TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
 RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
                "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
                "jobset.sigs.k8s.io/job-index")
@@ -57,6 +63,8 @@ class GangRow:
     namespace: str
     queue: str
     state: str  # Pending or Running
+    #: ``Kind/name`` of the workload that made its pods (``workload_of``), "" if unknown.
+    workload: str
     gpus: int
     pods: int
     priority: int
@@ -83,7 +91,7 @@ class NodeRow:
     other: int  # GPUs of pods that are not gang-scheduler's
     free: int
     reserved: bool  # its free GPUs are held for a reserved or nominated gang
-    stranded: bool  # its free GPUs fit no pod of any waiting gang
+    stranded: bool  # its free GPUs fit no waiting pod, while a gang waits for its pool
     borrowed: int  # of ``used``, GPUs of queues above their nominal quota in this pool
 
 
@@ -112,7 +120,7 @@ class ClusterView:
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterView:
         """Read back ``to_dict`` (the scheduler's ``/api/v1/state``)."""
         def gang(g: Mapping[str, Any]) -> GangRow:
-            return GangRow(**{**g, "nodes": tuple(g.get("nodes") or ()),
+            return GangRow(**{"workload": "", **g, "nodes": tuple(g.get("nodes") or ()),
                               "ranks": tuple(RankRow(**r) for r in g.get("ranks") or ())})
 
         nodes = data.get("nodes")
@@ -147,6 +155,52 @@ class ClusterView:
             pending=tuple(g for g in self.pending if g.namespace in wanted),
             running=tuple(g for g in self.running if g.namespace in wanted),
             events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
+
+
+def queue_names(view: ClusterView) -> tuple[str, ...]:
+    """Every queue the view names (its queue rows, its gangs' and its nodes' queues), sorted:
+    the one order in which queues are given their colours on the dashboard."""
+    names = {q.name for q in view.queues} | {g.queue for g in (*view.pending, *view.running)}
+    names |= {q for n in view.nodes or () for q, _ in n.used}
+    return tuple(sorted(names))
+
+
+def workload_of(gang: Gang, pods: Iterable[PodInfo]) -> str:
+    """``Kind/name`` of what a person submitted to make the gang, where its pods or its
+    PodGroup say it: a TrainJob, a JobSet, a Job, a training operator's job; else "".
+    The Job controller names the PodGroups it makes for a Job after hashes
+    (``ddp-train-c965486c9-ddp-train-pgt-0-5f8cbc9c64``): nobody knows a gang by that."""
+    pods = list(pods)
+    for label, kind in ((TRAINJOB_NAME_LABEL, "TrainJob"), (JOBSET_NAME_LABEL, "JobSet")):
+        name = next((p.labels[label] for p in pods if p.labels.get(label)), "")
+        if name:
+            return f"{kind}/{name}"
+    native = gang.native
+    if native is not None and native.owner_kind and native.owner_name:
+        return f"{native.owner_kind}/{native.owner_name}"
+    owner = next((p.owner for p in pods if p.owner is not None
+                  and (p.owner.kind == "Job" or p.owner.kind in OPERATOR_KINDS)), None)
+    return f"{owner.kind}/{owner.name}" if owner is not None else ""
+
+
+def gang_labels(view: ClusterView) -> dict[str, str]:
+    """How the views name each gang (by id): ``team-a/ddp-train (Job)`` where its workload is
+    known, else its id. Where two gangs come from one workload (a JobSet whose later Jobs
+    are a gang of their own), each keeps its id, the workload after it."""
+    rows = (*view.pending, *view.running)
+    short: dict[str, str] = {}
+    for g in rows:
+        if g.workload:
+            kind, name = g.workload.split("/", 1)
+            short[g.id] = f"{g.namespace}/{name} ({kind})"
+    taken = Counter(short.values())
+    labels = {}
+    for g in rows:
+        label = short.get(g.id, g.id)
+        if taken[label] > 1:
+            label = f"{g.id} ({g.workload.replace('/', ' ', 1)})"
+        labels[g.id] = label
+    return labels
 
 
 def rank_of(labels: Mapping[str, str], annotations: Mapping[str, str], ordinal: int) -> str:

@@ -1,6 +1,6 @@
 """The views as terminal tables (rich): ``queues``, ``gangs`` and ``top``, which is both.
 
-Units in every header; times in the same short form everywhere in the CLI (``fmt_age``).
+Units in every header; times in the same short form everywhere (``format_duration``).
 Colours only repeat what the text says.
 """
 
@@ -11,23 +11,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.views.state import ClusterView, GangRow, NodeRow
+from scheduler.durations import format_duration
+from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels
 
 BOX = box.SIMPLE_HEAD
-
-
-def fmt_age(seconds: float | None) -> str:
-    """``45s``, ``12m``, ``3h05m``, ``2d04h``: an age or an ETA."""
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def queues_table(view: ClusterView) -> Table:
@@ -56,9 +43,10 @@ def queues_table(view: ClusterView) -> Table:
     return table
 
 
-def pending_table(rows: tuple[GangRow, ...]) -> RenderableType:
+def pending_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> RenderableType:
     """The pending gangs in order, then why each waits (its own lines: a reason is long, and
-    a table on an 80-column terminal would crush it or cut the gang names)."""
+    a table on an 80-column terminal would crush it or cut the gang names); *labels*: each
+    gang's name (``gang_labels``)."""
     table = Table(title="Pending gangs (in the order they are considered)", title_justify="left",
                   box=BOX)
     for col, justify in (("#", "right"), ("in queue", "right"), ("gang", "left"),
@@ -67,14 +55,14 @@ def pending_table(rows: tuple[GangRow, ...]) -> RenderableType:
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     why = Text()
     for g in rows:
-        table.add_row(_pos(g.cluster_position), _pos(g.queue_position), g.id, g.queue,
-                      str(g.gpus), g.reason, fmt_age(g.eta_seconds))
-        why.append(f"{g.id}: ", style="bold")
+        table.add_row(_pos(g.cluster_position), _pos(g.queue_position), labels[g.id], g.queue,
+                      str(g.gpus), g.reason, format_duration(g.eta_seconds))
+        why.append(f"{labels[g.id]}: ", style="bold")
         why.append(f"{g.message}\n")
     return Group(table, why) if rows else table
 
 
-def running_table(rows: tuple[GangRow, ...]) -> Table:
+def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
     table = Table(title="Running gangs", title_justify="left", box=BOX)
     for col, justify in (("gang", "left"), ("queue", "left"), ("GPUs", "right"),
                          ("age", "right")):
@@ -83,7 +71,7 @@ def running_table(rows: tuple[GangRow, ...]) -> Table:
     for g in rows:
         ranks = " ".join(f"{r.rank}:{r.node or '-'}" + ("" if r.phase == "Running"
                                                         else f"({r.phase})") for r in g.ranks)
-        table.add_row(g.id, g.queue, str(g.gpus), fmt_age(g.age_seconds),
+        table.add_row(labels[g.id], g.queue, str(g.gpus), format_duration(g.age_seconds),
                       Text(ranks or ", ".join(g.nodes), overflow="fold"))
     return table
 
@@ -126,10 +114,12 @@ def nodes_table(nodes: tuple[NodeRow, ...]) -> RenderableType:
 
 
 def top(view: ClusterView) -> RenderableType:
+    labels = gang_labels(view)
     parts: list[RenderableType] = [
         Text.assemble(("gang-scheduler top", "bold"), f"   source: {view.source}   "
                       f"{len(view.running)} running, {len(view.pending)} pending"),
-        queues_table(view), pending_table(view.pending), running_table(view.running)]
+        queues_table(view), pending_table(view.pending, labels),
+        running_table(view.running, labels)]
     if view.nodes is not None:
         parts.append(nodes_table(view.nodes))
     if view.events:

@@ -8,11 +8,19 @@ condition kube-scheduler writes. The last test runs the same objects under both 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from rich.console import Console
 
+from scheduler.cli import views
+from scheduler.cli.main import build_parser
+from scheduler.views import text
+from scheduler.views.state import gang_labels
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import unschedulable_message
 from tests.e2e.native_support import SCHEDULED, VERSION, Native, condition
@@ -110,6 +118,28 @@ def test_two_job_gangs_on_room_for_one_run_one_whole_and_the_other_waits_with_a_
     # Still all-or-nothing after a while: no member of the waiting gang slipped in.
     assert tenant.bound(sorted(tenant.job_pods(waits))) == []
     assert len(tenant.bound(sorted(tenant.job_pods(runs)))) == 4
+    # The views name both gangs after their Jobs, not after the PodGroups the Job controller
+    # generated (issue 32: "ddp-train-c965486c9-ddp-train-pgt-0-5f8cbc9c64").
+    shown = gangs_view(native)
+    assert shown[f"{tenant.namespace}/{name}"] == f"{tenant.namespace}/{waits} (Job)", shown
+    assert f"{tenant.namespace}/{runs} (Job)" in shown.values(), shown
+
+
+def gangs_view(native: Native) -> dict[str, str]:
+    """``gang-scheduler gangs -n NS`` as an admin reads it: gang id -> the name it shows."""
+    tenant = native.ops.tenant
+    config = Path(tempfile.mkdtemp()) / "config.yaml"
+    config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name}))
+    args = build_parser().parse_args(["gangs", "--kubeconfig", str(tenant.cp.kubeconfig),
+                                      "--config", str(config), "-n", tenant.namespace])
+    view = views.fetch(args)
+    labels = gang_labels(view)
+    console = Console(record=True, width=250, color_system=None)
+    console.print(text.pending_table(view.pending, labels))
+    console.print(text.running_table(view.running, labels))
+    out = console.export_text()
+    assert all(label in out for label in labels.values()), out
+    return labels
 
 
 def test_preempting_a_podgroup_mode_group_evicts_all_of_it(native: Native) -> None:

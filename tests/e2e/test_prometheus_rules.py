@@ -26,6 +26,7 @@ import yaml
 from scheduler.config import PricingConfig
 from scheduler.devcluster import procs
 from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import POOL_LABEL
 from tests.e2e.ops_support import Ops, ops_for
 from tests.e2e.test_deploy_support import stop_process
 
@@ -88,6 +89,10 @@ class Prometheus:
 def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
     pool = ops.tenant.pool
     ops.tenant.create_nodes(2, gpus=8)
+    # A pool no gang of this test may use (its pods select the tenant's pool): idle, and
+    # never stranded, however long the tenant's gang waits.
+    idle_pool = f"{pool}-idle"
+    ops.cp.create_node(f"{idle_pool}-n0", gpus=8, labels={POOL_LABEL: idle_pool})
     queue = ops.queue("q", gpus=24)  # quota for both gangs: only placement holds one back
     runner = ops.start_scheduler(metrics_port=True, pricing=PricingConfig(
         currency="EUR", gpu_hour={pool: PRICE}))
@@ -119,6 +124,13 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
             return got if got == (12.0, 4.0, 0.0) else ()
 
         assert wait_for(pool_gauges, 60, 1.0, what="idle, stranded, reserved-idle: 12, 4, 0")
+
+        def idle_gauges() -> tuple[float, ...]:
+            got = tuple(prom.query(f'pool:gang_scheduler_{name}:leader{{pool="{idle_pool}"}}')
+                        .get(f"pool={idle_pool}", -1.0) for name in ("idle_gpus", "stranded_gpus"))
+            return got if got == (8.0, 0.0) else ()
+
+        assert wait_for(idle_gauges, 60, 1.0, what="the idle pool: 8 GPUs idle, 0 stranded")
         # Its own rule, evaluated on its own schedule: wait for it to catch up too.
         in_use = wait_for(lambda: q if (q := prom.query(
             f'pool:gang_scheduler_gpus_in_use:ratio{{pool="{pool}"}}')) == {
@@ -155,12 +167,13 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
             wanted = {"GangSchedulerGangsPendingTooLong", "GangSchedulerStrandedGpus"}
             return labels if wanted <= names else []
 
-        # (One alert per pool: the scheduler sees the other tests' nodes too, and this test's
-        # waiting gang can use none of them, so their free GPUs are stranded for it as well.)
+        # Only for the pool the waiting gang could use: not for the idle pool beside it, nor
+        # for the other tests' pools the scheduler sees (issue 32: each was "stranded").
         labels = wait_for(active, 60, 1.0, what="pending-too-long and stranded alerts active")
         pending = [a for a in labels if a["alertname"] == "GangSchedulerGangsPendingTooLong"]
         assert [(a["queue"], a["reason"]) for a in pending] == [(queue, "Placement")]
-        assert pool in {a["pool"] for a in labels if a["alertname"] == "GangSchedulerStrandedGpus"}
+        assert [a["pool"] for a in labels if a["alertname"] == "GangSchedulerStrandedGpus"
+                ] == [pool]
         alerts = {a["alertname"] for a in labels}
         assert not {"GangSchedulerNoLeader", "GangSchedulerMultipleLeaders"} & set(alerts)
     finally:

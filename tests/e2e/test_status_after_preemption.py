@@ -46,6 +46,12 @@ def test_a_preempted_gang_s_podgroup_is_not_left_running(ops: Ops) -> None:
     assert condition["reason"] == "MembersGone", condition
     assert "2 terminating" in condition["message"], condition
     assert set(ops.tenant.pods()) >= set(victim), "the victims are still there, terminating"
+    # kubectl describe podgroup victim: who preempted it (issue 32: only its pods were told).
+    told = wait_for(lambda: [e for e in ops.tenant.events("Preempted")
+                             if e["regarding"]["kind"] == "PodGroup"], 30,
+                    what="a Preempted event regarding the victim's PodGroup")
+    assert [(e["regarding"]["name"], e["type"]) for e in told] == [("victim", "Warning")], told
+    assert f"preempted by gang {ops.ns}/preemptor" in told[0]["note"], told
     for name in victim:
         ops.release(name)
     wait_for(lambda: ops.tenant.all_bound(preemptor), 60, what="preemptor bound")

@@ -226,6 +226,23 @@ def test_top_and_the_state_endpoint_show_the_schedulers_own_view(
         assert text in out, text
 
 
+def test_the_apiserver_view_marks_nodes_as_the_schedulers_own(
+        scene: Scene, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32: read through the apiserver, no GPU was ever borrowed or stranded. Both
+    sources mark nodes by one rule now, so an admin's ``top`` shows the scheduler's grid."""
+    admin = str(scene.ops.cp.kubeconfig)
+    code, out, err = scene.cli(capsys, "top", "--kubeconfig", admin, "--config",
+                               str(scene.config), "-n", scene.ns, "-o", "json")
+    assert code == 0, err
+    read = [n for n in json.loads(out)["nodes"] if n["pool"] == scene.ops.tenant.pool]
+    url = f"http://127.0.0.1:{scene.port}/api/v1/state?namespace={scene.ns}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        own = [n for n in json.loads(r.read())["nodes"] if n["pool"] == scene.ops.tenant.pool]
+    assert read == own, (read, own)
+    assert sum(n["borrowed"] for n in read) == 4
+    assert [n["free"] for n in read if n["stranded"]] == [2, 2]
+
+
 #: What the test reads of the rendered dashboard, in one script run inside the page: the page
 #: reloads itself every few seconds (``scheduler.views.html.REFRESH_SECONDS``), and reading it
 #: element by element over WebDriver took longer than that on a loaded machine (5 reads in a
@@ -238,6 +255,9 @@ return {
   body: document.body.innerText,
   queue: text(`tr[data-queue='${queue}']`),
   other: text(`tr[data-queue='${other}']`),
+  swatches: [queue, other].map((q) => {
+    const e = document.querySelector(`tr[data-queue='${q}'] .swatch`);
+    return e ? getComputedStyle(e).backgroundColor : null; }),
   wide: Array.from(document.querySelectorAll(`#pending tr[data-gang='${wide}'] td`),
                    (c) => c.innerText.trim()),
   train: text(`#running tr[data-gang='${train}']`),
@@ -287,6 +307,8 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
             assert heading in body, heading
         assert "8 / 16" in page["queue"] and "lent 4" in page["queue"]  # in use / nominal
         assert "12 / 8" in page["other"] and "borrowed 4" in page["other"]
+        # Each queue its own colour (issue 32: a hash of the name could give two the same).
+        assert None not in page["swatches"] and len(set(page["swatches"])) == 2, page
         cells = page["wide"]
         assert cells[0] == "1" and cells[1] == "1" and cells[4] == "16", cells
         assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7], cells

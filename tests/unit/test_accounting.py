@@ -7,13 +7,16 @@ the real ``decide``, the fake actuator of test_loop_metrics, a clock the test mo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
+from policies.queues import PolicySet
 from scheduler.config import PricingConfig
 from scheduler.metrics import SchedulerMetrics
-from tests.unit.policies.builders import policies, queue
+from scheduler.model.workloads import PodInfo
+from tests.unit.policies.builders import POOL, policies, queue
 from tests.unit.test_loop_metrics import (
     TEAM,
     FakeActuator,
@@ -81,6 +84,47 @@ def test_idle_and_stranded_gpus(pods: list, nodes: list, idle: int, stranded: in
     assert sample(m, "gang_scheduler_idle_gpus", pool="p") == idle
     assert sample(m, "gang_scheduler_stranded_gpus", pool="p") == stranded
     assert sample(m, "gang_scheduler_schedulable_gpus", pool="p") == 8 * len(nodes)
+
+
+def _on_pool(pods: list[PodInfo], pool: str) -> list[PodInfo]:
+    """*pods* with a node selector for *pool*."""
+    return [dataclasses.replace(p, requirements=dataclasses.replace(
+        p.requirements, node_selector={POOL: pool})) for p in pods]
+
+
+#: Two pools of one 8-GPU node each, each node half taken by another scheduler's pod: 4 GPUs
+#: free on each, where no 8-GPU pod fits.
+HALF_FULL = [node("n1", pool="p"), node("n2", pool="q")]
+HALVES = [other_pod("x1", "n1", 4), other_pod("x2", "n2", 4)]
+
+
+@pytest.mark.parametrize(("why", "pol", "pods", "stranded"), [
+    ("the team's tree holds quota in p only: nobody waits for q, whose GPUs are just idle",
+     policies(queue("team", quota={"p": 16})), gang_pods("big", 1, 8), {"p": 4, "q": 0}),
+    ("a GPU quota of 0 closes q to the team (deploy/queues' default in h100)",
+     policies(queue("team", quota={"p": 16, "q": 0})), gang_pods("big", 1, 8),
+     {"p": 4, "q": 0}),
+    ("a sibling's quota in q is the team's to borrow: it waits for both pools",
+     policies(queue("org"), queue("team", "org", quota={"p": 16}),
+              queue("other", "org", quota={"q": 8})), gang_pods("big", 1, 8),
+     {"p": 4, "q": 4}),
+    ("its node selector asks for q: p's free GPUs are nobody's concern",
+     policies(queue("team", quota={"p": 16, "q": 16})), _on_pool(gang_pods("big", 1, 8), "q"),
+     {"p": 0, "q": 4}),
+    ("a gang still missing members waits for nothing yet",
+     policies(queue("team", quota={"p": 16, "q": 16})), gang_pods("big", 2, 8, present=1),
+     {"p": 0, "q": 0}),
+])
+def test_stranded_means_idle_while_a_gang_that_could_use_the_pool_waits(
+        why: str, pol: PolicySet, pods: list[PodInfo], stranded: dict[str, int]) -> None:
+    """Issue 32: idle GPUs of a pool nobody waits for were counted (and drawn) as stranded,
+    and the shipped "stranded for an hour" alert would have fired on an idle pool."""
+    sched, m, _ = make([*pods, *HALVES], HALF_FULL, pol)
+    sched.run_once()
+    assert {pool: sample(m, "gang_scheduler_stranded_gpus", pool=pool) for pool in stranded
+            } == stranded, why
+    assert {pool: sample(m, "gang_scheduler_idle_gpus", pool=pool) for pool in stranded
+            } == {"p": 4, "q": 4}
 
 
 def test_gpus_free_on_nodes_held_for_a_preemptor_are_reserved_but_idle() -> None:

@@ -72,7 +72,7 @@ def test_says_a_field_it_does_not_evaluate_is_why_the_gang_is_refused() -> None:
 
 def test_the_estimate_is_a_time_and_says_when_it_was_made() -> None:
     assert describe_estimate(1_714_568_400.0, now=1_714_564_800.0) == \
-        "estimated 2024-05-01T13:00:00Z (in 3600s)"
+        "estimated 2024-05-01T13:00:00Z (in 1h00m)"
     assert describe_estimate(1_714_568_400.0, now=1_714_568_500.0,
                              made=1_714_564_800.0) == (
         "estimated 2024-05-01T13:00:00Z (in 0s), estimated at 2024-05-01T12:00:00Z")

@@ -163,6 +163,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("explain unknown context", ["explain", "a/b", "--kubeconfig", "kc-unreachable.yaml",
                                  "--context", "nope"], 2,
      "--kubeconfig kc-unreachable.yaml: no context 'nope'"),
+    # the views take the same --kubeconfig and --context as explain
+    ("gangs unknown context", ["gangs", "--kubeconfig", "kc-unreachable.yaml", "--context",
+                               "nope"], 2, "--kubeconfig kc-unreachable.yaml: no context 'nope'"),
+    ("queues $KUBECONFIG missing", ["queues"], 2, "$KUBECONFIG nope.kubeconfig: no such file"),
+    ("top apiserver unreachable", ["top", "--iterations", "1", "--kubeconfig",
+                                   "kc-unreachable.yaml"], 1,
+     "cannot reach the apiserver at 127.0.0.1:1: [Errno 111] Connection refused"),
     ("explain kubeconfig missing", ["explain", "a/b", "--kubeconfig", "nope"], 2,
      "--kubeconfig nope: no such file"),
     ("explain kubeconfig directory", ["explain", "a/b", "--kubeconfig", "."], 2,
@@ -245,6 +252,7 @@ FLAG_CASES: list[tuple[str, list[str], str]] = [
 #: Environment variables a case of CASES runs with, by its id.
 CASE_ENV: dict[str, dict[str, str]] = {
     "explain $KUBECONFIG missing": {"KUBECONFIG": "nope.kubeconfig"},
+    "queues $KUBECONFIG missing": {"KUBECONFIG": "nope.kubeconfig"},
 }
 
 

@@ -164,6 +164,9 @@ RULES: tuple[Run | Covered, ...] = (
             '"deploy" / "queues"'),
     Covered(r"^kubectl apply -k deploy/users$", "tests/e2e/test_explain_access.py",
             '"deploy" / "users"'),
+    # The README's local control plane block, run line by line on a fresh dev cluster.
+    Covered(r"^kubectl apply -f examples/pytorch-ddp-indexed-job\.yaml$",
+            "tests/e2e/test_day_one.py", "readme_block()"),
     Covered(r"^kubectl apply -k deploy/monitoring$", "tests/e2e/test_deploy_install.py",
             "deploy/monitoring"),
     Covered(r"^kubectl -n gang-scheduler-system port-forward ", "tests/e2e/test_ops_metrics.py",
@@ -270,6 +273,23 @@ def test_a_documented_offline_command_runs(command: Command, rule: Run, tmp_path
     if rule.writes and "--out" in argv:
         assert (tmp_path / "out" / rule.writes).is_file(), sorted(
             p.name for p in (tmp_path / "out").glob("*"))
+
+
+def test_the_local_control_plane_block_installs_what_the_first_example_needs() -> None:
+    """Issue 32: the block started a cluster and the scheduler, applied neither deploy/ (the
+    PriorityClasses the examples name) nor deploy/queues, and the first example failed. In
+    the block, each of these comes before the next (tests/e2e/test_day_one.py runs it)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("## A local control plane") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("## "))
+    block = [c.text for c in COMMANDS if c.where.startswith("README.md:")
+             and start < int(c.where.split(":")[1]) <= end]
+    steps = ("gang-scheduler dev-cluster up", "kubectl apply -k deploy/",
+             "kubectl apply -k deploy/queues", "gang-scheduler run ", "kubectl apply -f examples/",
+             "gang-scheduler dev-cluster down")
+    at = [next((i for i, text in enumerate(block) if text.startswith(step)), -1)
+          for step in steps]
+    assert -1 not in at and at == sorted(at), block
 
 
 def test_every_subcommand_is_reachable() -> None:

@@ -11,6 +11,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from scheduler.cli import kubectl_gang
+from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 from scheduler.cli.main import main
 from scheduler.serve import Health, serve
 from tests.cli_logging import quiet_cli_logging
@@ -73,3 +74,15 @@ def test_the_plugin_passes_its_flags_through(url: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     assert kubectl_gang.main(["gangs", "--scheduler", url, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pending"][0]["id"] == "ns/wide"
+
+
+@pytest.mark.parametrize("view", ["queues", "gangs", "top"])
+def test_the_views_say_where_their_kubeconfig_comes_from_and_take_a_context(
+        view: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32: their --kubeconfig help said "default: the in-cluster service account" (they
+    read $KUBECONFIG and ~/.kube/config first, as kubectl does), and --context was missing."""
+    with pytest.raises(SystemExit):
+        main([view, "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert " ".join(KUBECONFIG_HELP.split()) in shown
+    assert f"--context NAME {CONTEXT_HELP}" in shown

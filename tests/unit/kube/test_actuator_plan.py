@@ -91,3 +91,24 @@ def test_a_reason_decided_before_a_bind_is_never_written_on_the_bound_pods(
                          1.0))
     assert len(api.paths("POST", "/binding")) == 2
     assert not [p for p in api.paths("PATCH", "/status") if "/pods/g-" in p]
+
+
+@pytest.mark.parametrize("category", [ReasonCategory.QUOTA, ReasonCategory.PLACEMENT,
+                                      ReasonCategory.RESERVED, ReasonCategory.QUEUED,
+                                      ReasonCategory.WAITING_FOR_MEMBERS])
+def test_a_pending_podgroup_says_its_reason_category(
+        actuator: tuple[Api, KubeActuator], category: ReasonCategory) -> None:
+    """Issue 32: ``kubectl get podgroups`` showed REASON ``Unschedulable`` for every waiting
+    gang. The PodGroup's condition carries the category (the column reads it); the pods keep
+    kube-scheduler's ``Unschedulable``, which autoscalers and kubectl key on."""
+    api, act = actuator
+    plan = CyclePlan(now=0.0, pending={"ns/g": PendingReason(category, "why", 1)},
+                     members={"ns/g": Members(PODS, "pg-uid")})
+    landed(act.apply(plan, 0.0))
+    assert act.writer.flush()
+    with api.lock:
+        conditions = {p.rsplit("/", 2)[-2]: b["status"]["conditions"][0] for m, p, b in api.calls
+                      if m == "PATCH" and p.endswith("/status") and "conditions" in b["status"]}
+    assert conditions["g"]["reason"] == str(category)  # the PodGroup
+    assert conditions["g"]["message"] == f"{category}: why"
+    assert {conditions[p.name]["reason"] for p in PODS} == {"Unschedulable"}

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from scheduler.cache import ClusterCache
+from scheduler.cycle import decide
+from scheduler.grouping import GroupingConfig
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
@@ -27,8 +29,16 @@ from scheduler.kube.evictor import (
 )
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.labels import EVERYTHING, NOTHING, LabelSelector
-from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
+from scheduler.model.workloads import (
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
+    PodGroupInfo,
+    PodInfo,
+    PodPhase,
+)
 from scheduler.plan import CyclePlan, Eviction, Nomination
+from tests.unit.policies.builders import policies, queue
+from tests.unit.test_loop_metrics import node
 
 PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -286,3 +296,40 @@ def test_a_budget_allowing_one_of_two_refuses_the_whole_gang(setup: Any) -> None
     api.budgets[0]["status"]["disruptionsAllowed"] = 2
     assert evictor.evict(plan(True), 0.0).evicted == ("ns/low",)
     assert sorted(api.evicted) == ["low-0", "low-1"]
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["evicted", "refused"])
+def test_the_victims_podgroup_is_told_who_preempted_it(setup: Any, refused: bool) -> None:
+    """Issue 32: only the pods got ``Preempted`` (and they go away). The victim's PodGroup
+    gets one too, naming the preemptor, once the eviction goes through (not when refused)."""
+    api, _, evictor = setup
+    api.protected = {"low-1"} if refused else set()
+    ev = Eviction("ns/low", "ns/high", "priority 100 > 0", "team", LOW, group_uid="pg-low")
+    evictor.evict(CyclePlan(now=0.0, evictions=(ev,), nominations=plan(False).nominations), 0.0)
+    on_group = [e for e in api.events if e["regarding"]["kind"] == "PodGroup"]
+    if refused:
+        assert on_group == []
+        return
+    (event,) = on_group
+    assert event["reason"] == "Preempted" and event["type"] == "Warning"
+    assert (event["regarding"]["name"], event["regarding"]["uid"]) == ("low", "pg-low")
+    assert event["regarding"]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert event["note"].startswith("preempted by gang ns/high: "), event["note"]
+
+
+def test_a_running_gangs_podgroup_reaches_the_plans_eviction() -> None:
+    """Where the evictor's PodGroup comes from: grouping keeps the running gang's PodGroup
+    uid, and the preemption's eviction carries it."""
+    cache = ClusterCache(GroupingConfig(default_queue="team"))
+    cache.upsert_node(node("n1"))
+    bound_gang(cache, "low", 2)
+    cache.upsert_group(PodGroupInfo("ns", "low", uid="pg-low", min_member=2))
+    cache.upsert_pod(PodInfo(
+        uid="uid-high-0", namespace="ns", name="high-0", priority=100,
+        requirements=PodRequirements(Resources.of(gpu=8)), scheduler_name="gang-scheduler",
+        labels={POD_GROUP_LABEL: "high", QUEUE_LABEL: "team"},
+        annotations={"gangscheduler.io/min-member": "1"}))
+    inp = cache.cycle_input(0.0)
+    assert inp.snapshot.running["ns/low"].group_uid == "pg-low"
+    made = decide(inp.snapshot, inp.gangs.pending, policies(queue("team", quota={"p": 8})), 0.0)
+    assert [(e.victim, e.group_uid) for e in made.evictions] == [("ns/low", "pg-low")]

@@ -86,14 +86,15 @@ def test_figures_are_written_on_change_at_most_every_interval() -> None:
     assert all(ct == MERGE_PATCH for _, _, ct in api.patches)
     clock.now = 10.0
     assert pub.publish(reports()) == 0  # nothing changed
-    assert pub.publish(reports(a_gpus=5)) == 2  # a and its parent
+    # a and its parent (b's share of org's 16 GPUs stays: together they hold no more)
+    assert pub.publish(reports(a_gpus=3)) == 2
     pub.flush()
     clock.now = 11.0
-    assert pub.publish(reports(a_gpus=6)) == 0  # changed again, but too soon
+    assert pub.publish(reports(a_gpus=2)) == 0  # changed again, but too soon
     clock.now = 13.5
-    assert pub.publish(reports(a_gpus=6)) == 2  # the latest value, once due
+    assert pub.publish(reports(a_gpus=2)) == 2  # the latest value, once due
     pub.close()
-    assert [s["allocatedGPUs"] for s in api.by_queue()["a"]] == [4, 5, 6]
+    assert [s["allocatedGPUs"] for s in api.by_queue()["a"]] == [4, 3, 2]
 
 
 def test_a_failed_write_is_retried_when_due() -> None:

@@ -99,3 +99,18 @@ def test_a_bad_currency_is_refused() -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["simulate", "--currency", "dollars"])
     assert exit_.value.code == 2
+
+
+def test_a_capacity_sweep_that_misses_its_target_suggests_a_size(
+        inputs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32: the README's sweep missed its own target and said only "try larger sizes".
+    Eight one-node jobs arrive at once: 2 and 4 nodes leave some waiting 100 hours, and the
+    suggestion is the size that runs them all."""
+    cluster, trace = inputs
+    code = main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--no-progress",
+                 "--sweep", "a100=2,4", "--target-p95", "3600"])
+    assert code == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no size meets p95 <= 1.00 h; try a100=8 nodes" in err, err
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--no-progress",
+                 "--sweep", "a100=8", "--target-p95", "3600"]) == 0  # and it does meet it

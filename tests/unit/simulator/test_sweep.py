@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 
@@ -9,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from simulator.metrics import JobOutcome, PolicyReport, UtilizationSample, compute_report
-from simulator.sweep import SweepError, parse_sweep, sweep
+from simulator.sweep import SweepError, parse_sweep, suggest_size, sweep
 
 
 def fake_run(size: int, stuck_below: int = 0, bumpy: int = -1) -> PolicyReport:
@@ -91,3 +92,22 @@ def test_parse_sweep(text: str, expected: tuple[str, tuple[int, ...]]) -> None:
 def test_parse_sweep_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="--sweep"):
         parse_sweep(text)
+
+
+@pytest.mark.parametrize(("backlog", "suggested"), [
+    (166.0, 32 + 21),  # the README's first sweep: 166 GPUs waited on 32 8-GPU nodes
+    (0.4, 33),  # never less than one node more
+    (None, 64),  # no backlog figure: twice the largest size
+])
+def test_a_missed_target_suggests_the_next_size(backlog: float | None, suggested: int) -> None:
+    result = sweep(fake_run, [16, 32], target_p95_seconds=1.0, max_workers=1, progress=False)
+    assert result.chosen is None
+    last = result.points[-1]
+    result = dataclasses.replace(result, points=(*result.points[:-1], dataclasses.replace(
+        last, report=dataclasses.replace(last.report, backlog_gpus_mean=backlog))))
+    assert suggest_size(result, gpus_per_node=8) == suggested
+
+
+def test_no_suggestion_once_a_size_meets_the_target() -> None:
+    result = sweep(fake_run, [5, 10], target_p95_seconds=100.0, max_workers=1, progress=False)
+    assert result.chosen == 10 and suggest_size(result, gpus_per_node=8) is None

@@ -1,0 +1,99 @@
+"""Day one: the README's "A local control plane" block, run as written on a fresh dev cluster.
+
+Issue 32: the block started a cluster and the scheduler but applied neither deploy/ nor
+deploy/queues, so the first example failed with "no PriorityClass gang-normal". Here the
+block is read from README.md and its lines run in order, as a person pasting them would: each
+in bash with what the earlier lines set (``eval "$(... env)"``), a line ending in ``&`` in
+the background. Before the last line (``dev-cluster down``) the example's gang must be bound
+whole and ``gangs`` must show it under its Job's name. The cluster gets a state directory of
+its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``): the session's and a developer's are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.devcluster import build
+from scheduler.devcluster.state import STATE_DIR_ENV
+from tests.e2e.cluster_api import wait_for
+from tests.e2e.test_deploy_support import stop_process
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+HEADING = "## A local control plane"
+
+
+def readme_block() -> list[str]:
+    """The commands of the section's first code block (indented four spaces), comments off."""
+    section = (REPO / "README.md").read_text().split(f"\n{HEADING}\n", 1)[1]
+    lines = section.lstrip("\n").splitlines()
+    block = [ln[4:] for ln in lines[:next(i for i, ln in enumerate(lines)
+                                          if not ln.startswith("    "))]]
+    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in block]
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment the block's lines run in; whatever it left running is stopped after."""
+    kubectl_dir = str(build.kubectl_path().parent)
+    env = {**os.environ, STATE_DIR_ENV: str(tmp_path / "cluster"),
+           "PATH": os.pathsep.join([str(REPO / ".venv" / "bin"), kubectl_dir,
+                                    os.environ.get("PATH", "")])}
+    env.pop("KUBECONFIG", None)
+    yield env
+    subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
+                   capture_output=True, timeout=180, check=False)
+
+
+def job_pods(env: dict[str, str]) -> dict[str, str]:
+    """The example Job's pods -> their node ("" while pending)."""
+    out = subprocess.run(["kubectl", "-n", "team-a", "get", "pods", "-l",
+                          "batch.kubernetes.io/job-name=ddp-train", "-o", "json"], env=env,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
+            for p in json.loads(out)["items"]}
+
+
+def test_the_readme_block_runs_the_first_example(shell: dict[str, str], tmp_path: Path) -> None:
+    env = shell
+    background: list[subprocess.Popen[bytes]] = []
+    try:
+        for line in readme_block():
+            if line.endswith("dev-cluster down"):
+                def bound_whole() -> dict[str, str]:
+                    nodes = job_pods(env)
+                    return nodes if len(nodes) == 4 and all(nodes.values()) else {}
+
+                wait_for(bound_whole, 180, what="the example's 4 pods bound")
+                gangs = subprocess.run(["gang-scheduler", "gangs", "-n", "team-a", "-o", "json"],
+                                       env=env, cwd=REPO, capture_output=True, text=True,
+                                       timeout=120, check=True).stdout
+                running = json.loads(gangs)["running"]
+                assert [g["workload"] for g in running] == ["Job/ddp-train"], running
+            if line.startswith('eval "$(') and line.endswith(')"'):
+                out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=env,
+                                     cwd=REPO, capture_output=True, text=True, timeout=60,
+                                     check=True).stdout
+                for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
+                    env[name] = shlex.split(value)[0]
+            elif line.endswith("&"):
+                log = (tmp_path / f"background-{len(background)}.log").open("wb")
+                background.append(subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"],
+                                                   env=env, cwd=REPO, stdout=log,
+                                                   stderr=subprocess.STDOUT))
+            else:
+                done = subprocess.run(["bash", "-c", line], env=env, cwd=REPO,
+                                      capture_output=True, text=True, timeout=600, check=False)
+                assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+    finally:
+        for proc in background:
+            stop_process(proc)
