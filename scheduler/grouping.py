@@ -200,9 +200,6 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
-            schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
-                               if group and group.schedule_timeout_seconds and not staying
-                               else None),
             pod_group=group is not None,
             native=native.group if terms is not None and native is not None else None,
         )

@@ -41,6 +41,10 @@ class PodGroupPhase(StrEnum):
     FAILED = "Failed"
 
 
+#: Phases that say the group's members were placed, whatever the counts say.
+_PLACED_PHASES = (PodGroupPhase.SCHEDULED, PodGroupPhase.RUNNING, PodGroupPhase.FINISHED)
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroupStatus:
     """What the scheduler reports on a PodGroup (scheduler-plugins' status fields + a condition)."""
@@ -51,7 +55,7 @@ class PodGroupStatus:
     succeeded: int = 0
     failed: int = 0
     schedule_start_time: float | None = None
-    reason: str = ""  # condition reason: "Unschedulable", "ScheduleTimeout", "Scheduled"
+    reason: str = ""  # condition reason: "Unschedulable", "Scheduled", "Running", ...
     message: str = ""
     #: When the gang is expected to start (epoch seconds), None: no estimate. Written as
     #: ``status.estimatedStart`` with ``status.estimateTime`` (when it was worked out).
@@ -73,7 +77,9 @@ class PodGroupStatus:
         if self.schedule_start_time is not None:
             status["scheduleStartTime"] = format_time(self.schedule_start_time)
         if self.reason:
-            placed = self.phase is not PodGroupPhase.PENDING
+            # Members on nodes, not the phase: a group Failed while none was ever placed
+            # must not read Scheduled=True.
+            placed = self.scheduled > 0 or self.phase in _PLACED_PHASES
             # Kept only where the CRD's schema has ``status.conditions``; pruned otherwise.
             status["conditions"] = [{
                 "type": "Scheduled", "status": "True" if placed else "False",

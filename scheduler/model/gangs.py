@@ -84,8 +84,6 @@ class Gang:
     present_members: int | None = None  # None: all roles' pods are present
     #: minMember as declared (PodGroup), when more members are required than exist yet.
     declared_min_member: int | None = None
-    #: PodGroup creation + scheduleTimeoutSeconds: past it the gang is given up (terminal).
-    schedule_deadline: float | None = None
     #: ``Never`` if any member's pod says so: the gang is ordered by its priority as usual
     #: but never evicts other gangs (a member that may not preempt binds the whole gang).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
