@@ -92,6 +92,9 @@ class Gang:
     min_resources: Resources | None = None
     #: The gang is a PodGroup's (whose uid is ``uid``): its status and events go there.
     pod_group: bool = False
+    #: What its owner creates only after this gang runs (a JobSet's later steps), added to
+    #: its pending reason: why part of the workload is not there yet. Not compared.
+    later_steps: str = field(default="", compare=False)
     #: The ``scheduling.k8s.io`` PodGroup the gang's pods name, if any: its conditions and
     #: events go there. Where to write, not what to decide: not compared.
     native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)
