@@ -44,6 +44,11 @@ from tests.e2e.live import (
     unschedulable_message,
 )
 
+#: On a Job's spec (as the shipped examples have it): a preemption is not one of its failures,
+#: so the Job controller recreates the evicted pods instead of failing the Job.
+IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
+                                 "onPodConditions": [{"type": "DisruptionTarget",
+                                                      "status": "True"}]}]}
 #: How long the preemptor runs before it frees the pool again (seconds).
 PREEMPTOR_RUNTIME_S = 3
 #: Generous waits: a loaded machine, and controllers with backoffs of their own.
