@@ -6,7 +6,8 @@ already placed wait for the rest; never a deadline on queueing (issue 33).
   pod exists, however long after the timeout;
 - a complete PodGroup (a ReplicaSet's pods, timeout 3 s) queued behind a running gang well
   past its timeout runs once the pool frees, is preempted, and runs again when the
-  ReplicaSet controller recreates its pods; its PodGroup is never Failed meanwhile;
+  ReplicaSet controller recreates its pods; its PodGroup is never Failed meanwhile; one
+  queued behind its queue's quota past its timeout runs once the quota frees;
 - a partly bound gang (cut mid-bind) whose started member waited past its PodGroup's
   timeout is released (its bound member deleted) long before the scheduler's own repair
   grace, and the gang then runs whole.
@@ -32,8 +33,10 @@ from tests.e2e.cluster_api import (
 )
 from tests.e2e.contention import queued_preempted_resumed
 from tests.e2e.live import (
+    GPU,
     GROUP_LABEL,
     QUEUE_LABEL,
+    QUEUES,
     InProcessScheduler,
     Tenant,
     unschedulable_message,
@@ -145,3 +148,29 @@ def test_a_partly_bound_gang_is_released_after_its_podgroups_timeout_then_runs_w
     cordon_node(control_plane.api, node, on=False)
     tenant.create_pod("half-0", group="half")
     wait_for(lambda: tenant.all_bound(names), 90, what="the gang bound whole")
+
+
+def test_a_complete_podgroup_behind_its_quota_past_its_timeout_runs_once_quota_frees(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """Room in the pool but not in the queue's quota (4 GPUs, all held by a running gang):
+    PodGroup ``late`` (timeout 3 s) waits with a Quota reason for 3 times its timeout, never
+    given up, and runs once the running gang's quota is free."""
+    tenant.create_nodes(2, gpus=8)
+    rest.call(tenant.cp.custom.patch_cluster_custom_object, *QUEUES, tenant.queue,
+              {"spec": {"quotas": [{"pool": tenant.pool, "nominal": {GPU: 4}}]}})
+    holder = tenant.create_gang("holder", 2, gpus=2)
+    wait_for(lambda: tenant.all_bound(holder), 60, what="the running gang holding the quota")
+    podgroup(tenant, "late", 2, 3)
+    late = ["late-0", "late-1"]
+    for name in late:
+        tenant.create_pod(name, gpus=2, group="late")
+    wait_for(lambda: all(unschedulable_message(tenant.pods()[n]).startswith("Quota: ")
+                         for n in late), 60, what="late told it waits for quota")
+    time.sleep(9)  # 3 times its scheduleTimeoutSeconds
+    live_scheduler.run_cycles(3)
+    assert tenant.bound(late) == []
+    assert tenant.group_status("late").get("phase") == "Pending", tenant.group_status("late")
+    assert all(unschedulable_message(tenant.pods()[n]).startswith("Quota: ") for n in late)
+    for name in holder:
+        tenant.delete_pod(name)
+    wait_for(lambda: tenant.all_bound(late), 60, what="late bound once the quota is free")
