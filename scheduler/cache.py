@@ -31,6 +31,7 @@ from scheduler.grouping import (
     GangSet,
     GroupingConfig,
     build_gang,
+    gang_group,
     gang_job,
     group_id,
     is_ours,
@@ -243,8 +244,11 @@ class ClusterCache(WorkloadFeeding):
             return self._groups.get(key)
 
     def groups(self) -> list[PodGroupInfo]:
+        """Every PodGroup as its gang sees it (``grouping.gang_group``: the gang of a JobSet's
+        last step needs fewer members than its PodGroup counts)."""
         with self._lock:
-            return list(self._groups.values())
+            return [gang_group(group, [self._pods[u] for u in self._members.get(key, ())],
+                               self._jobsets) or group for key, group in self._groups.items()]
 
     def gang_pods(self, gang_id: str, assumed: bool = False) -> list[PodInfo]:
         """The pods of a gang as the watch last reported them, or with *assumed* binds applied
@@ -314,7 +318,8 @@ class ClusterCache(WorkloadFeeding):
                 if uids:
                     native = self._native.resolve(gid)
                     pods = [self._effective(u) for u in uids]
-                    entry = build_gang(gid, pods, self._groups.get(gid),
+                    entry = build_gang(gid, pods,
+                                       gang_group(self._groups.get(gid), pods, self._jobsets),
                                        gang_job(gid, pods, self._jobs, native, self._jobsets),
                                        self.grouping, native)
                     if entry != GangEntry():

@@ -82,7 +82,9 @@ class WorkloadFeeding:
     def _job_gangs(self, job: JobInfo) -> set[str]:
         """The gangs *job* sizes: its own, its JobSet's, and the PodGroups it made."""
         by_set = grouping_jobset.set_gang_id(job.namespace, job.labels, self._jobsets)
-        return {job.key, *((by_set,) if by_set else ()), *self._native.referrers(job.key)}
+        by_step = grouping_jobset.step_gang_id(job.namespace, job.labels, self._jobsets)
+        return {job.key, *(gid for gid in (by_set, by_step) if gid),
+                *self._native.referrers(job.key)}
 
     def upsert_job(self, job: JobInfo) -> None:
         with self._lock:

@@ -50,7 +50,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
            previous: CyclePlan | None = None, *, solver: Solver | None = None,
            recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING) -> CyclePlan:
     """Decide binds, evictions, nominations, reservations (at most one per node pool),
-    reasons, give-ups and rollbacks for one cycle.
+    reasons and rollbacks for one cycle.
 
     *solver*: ``placement.solve`` or a stand-in (a timing wrapper, a test double); its answer
     may depend on a gang's roles and topology, never on its name. *recall*: what earlier
@@ -62,12 +62,12 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         recall = Recall(snapshot.index)
     elif recall.index is not snapshot.index:
         raise ValueError("decide: the recall belongs to another set of nodes")
-    gangs, give_ups = housekeeping.ready(sorted(pending_gangs, key=_ID_UID), house, now)
+    gangs = housekeeping.ready(sorted(pending_gangs, key=_ID_UID), house, now)
     rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
-        return CyclePlan(now=now, give_ups=give_ups, unformed=housekeeping.unformed(house),
+        return CyclePlan(now=now, unformed=housekeeping.unformed(house),
                          rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back))
     queues = policies.queues
     tree = recall.tree(queues)
@@ -105,7 +105,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         reservations=draft.obstacles.reservations, provisions=tuple(draft.provisions),
         pending=pending, order=tuple(draft.order),
         members=_of_pending(members, draft.binds, pending),
-        give_ups=give_ups, unformed=housekeeping.unformed(house),
+        unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
                                          now, rolled_back))
 

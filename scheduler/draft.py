@@ -70,6 +70,8 @@ class Draft:
 
     def wait(self, gang: Gang, category: ReasonCategory, message: str,
              ordered: bool = True, estimated_start: float | None = None) -> None:
+        if gang.later_steps:  # why the rest of its workload is not there yet
+            message = f"{message}; {gang.later_steps}"
         self.pending[gang.id] = PendingReason(category, message,
                                               len(self.order) if ordered else 0,
                                               estimated_start)

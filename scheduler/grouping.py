@@ -4,7 +4,8 @@ A pod belongs to, in order of precedence:
 
 1. the scheduler-plugins PodGroup named by its ``scheduling.x-k8s.io/pod-group`` label
    (what the coscheduling plugin and Kubeflow Trainer's coscheduling policy create), or
-   the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation;
+   the group named by Volcano's ``scheduling.k8s.io/group-name`` annotation; in a JobSet
+   that creates its replicated Jobs in steps, only the last step's (``grouping_jobset``);
 2. the JobSet that made its Job: one gang across the replicated Jobs that start together
    (``grouping_jobset``);
 3. the ``scheduling.k8s.io`` PodGroup named in its ``spec.schedulingGroup.podGroupName``
@@ -91,7 +92,9 @@ def group_id(pod: PodInfo, jobs: Mapping[str, JobInfo], config: GroupingConfig,
     name = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(VOLCANO_GROUP_ANNOTATION)
     owner = pod.owner
     if name:
-        return f"{pod.namespace}/{name}"
+        by_step = (grouping_jobset.step_gang_id(pod.namespace, pod.labels, jobsets or {})
+                   if owner is not None and owner.kind == "Job" else None)
+        return by_step or f"{pod.namespace}/{name}"
     by_set = (grouping_jobset.set_gang_id(pod.namespace, pod.labels, jobsets or {})
               if owner is not None and owner.kind == "Job" else None)
     if by_set:
@@ -202,10 +205,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             min_resources=group.min_resources if group and short else None,
             present_members=len(waiting) if short else None,
             declared_min_member=required if short else None,
-            schedule_deadline=(group.creation_time + group.schedule_timeout_seconds
-                               if group and group.schedule_timeout_seconds and not staying
-                               else None),
             pod_group=group is not None,
+            later_steps=job.later_steps if job else "",
             native=native.group if terms is not None and native is not None else None,
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
@@ -235,6 +236,13 @@ def gang_job(gid: str, pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo],
     return grouping_jobset.set_job(gid, pods, jobsets or {}, jobs) or jobs.get(gid)
 
 
+def gang_group(group: PodGroupInfo | None, pods: Iterable[PodInfo],
+               jobsets: Mapping[str, JobSetInfo]) -> PodGroupInfo | None:
+    """The PodGroup of a gang as its gang sees it: in a JobSet's last step, less the members
+    of the earlier steps (``grouping_jobset.step_group``)."""
+    return None if group is None else grouping_jobset.step_group(group, pods, jobsets)
+
+
 def build_gangs(
     pods: Iterable[PodInfo],
     groups: Mapping[str, PodGroupInfo],
@@ -255,7 +263,7 @@ def build_gangs(
                 other[pod.node_name].append(pod.requests)
             continue
         members[group_id(pod, jobs, config, jobsets)].append(pod)
-    entries = {gid: build_gang(gid, ps, groups.get(gid),
+    entries = {gid: build_gang(gid, ps, gang_group(groups.get(gid), ps, jobsets),
                                gang_job(gid, ps, jobs, natives.get(gid), jobsets),
                                config, natives.get(gid))
                for gid, ps in members.items()}

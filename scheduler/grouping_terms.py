@@ -108,7 +108,10 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
     min-member annotation, its Job's gang size, else 1 (*per_pod*: every pod alone)."""
     if per_pod:
         return 1, None
-    named = any(p.labels.get(POD_GROUP_LABEL) or p.annotations.get(VOLCANO_GROUP_ANNOTATION)
+    # Pods that name this gang's PodGroup (those of a JobSet's earlier step name it too, but
+    # are their replicated Job's gang: ``grouping_jobset``).
+    named = any(f"{p.namespace}/{p.labels.get(POD_GROUP_LABEL)}" == gid
+                or f"{p.namespace}/{p.annotations.get(VOLCANO_GROUP_ANNOTATION)}" == gid
                 for p in pods)
     if group is not None:
         return max(1, group.min_member), None

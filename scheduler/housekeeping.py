@@ -1,5 +1,5 @@
-"""What ``decide`` decides about gangs it does not place: backoff, give-ups, rollbacks, and
-groups of pods that are not gangs yet.
+"""What ``decide`` decides about gangs it does not place: backoff, rollbacks, and groups of
+pods that are not gangs yet.
 
 The scheduler loop and the cluster cache know more about gangs than the pending list says:
 which ones wait out a backoff after a failed bind (and until when), which groups of pods
@@ -9,9 +9,14 @@ functions here turn it into plan entries, so the actuators (live and simulated) 
 out like any other decision:
 
 - a gang backing off is not considered until its time comes (it has no reason this cycle);
-- a gang past its PodGroup's ``scheduleTimeoutSeconds`` is given up: it leaves the cycle,
-  costs nothing and holds nothing, and is marked failed (recreating the PodGroup starts a
-  new deadline);
+- a gang is never given up for waiting: however long it queues (behind quota, a busy pool,
+  missing members, after a preemption), it stays pending with its reason and runs once it
+  can. A PodGroup's ``scheduleTimeoutSeconds`` bounds what the coscheduling plugin bounds
+  with it, how long members already *placed* hold their nodes waiting for the rest (there,
+  at Permit; the group is then rejected and retried, never failed). Binds here are whole,
+  so members wait placed only in a partly bound gang: its timeout replaces ``repair_grace``
+  below, and a gang rolled back for it is retried after a backoff (the loop's, as after a
+  failed bind; the plugin's ``podGroupBackoffSeconds``);
 - a gang partly bound (fewer than minMember members bound, the rest pending: a crash or a
   failed rollback mid-bind, a member recreated beside running ones) is repaired on every
   cycle, not only after a restart: its remaining members are considered before any other
@@ -20,11 +25,12 @@ out like any other decision:
   earlier cycle already decided to roll it back (a rollback that failed, say while the
   apiserver restarted, is retried until it is done), or, for a gang cut while binding, on the
   first cycle after taking over (a crashed predecessor left it) or once it has been partly
-  bound for ``repair_grace`` seconds (its bound members otherwise hold their GPUs for
-  nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a restart). A running gang that
-  lost a member since (a node failed) is not cut: its survivors wait for their replacement,
-  however long, across restarts and takeovers (``cut`` is read from the pods, not from the
-  scheduler's memory), and the user is told it is short (``BelowMinimum``).
+  bound for its PodGroup's ``scheduleTimeoutSeconds``, else ``repair_grace`` seconds (its
+  bound members otherwise hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held
+  8 GPUs until a restart). A running gang that lost a member since (a node failed) is not
+  cut: its survivors wait for their replacement, however long, across restarts and
+  takeovers (``cut`` is read from the pods, not from the scheduler's memory), and the user
+  is told it is short (``BelowMinimum``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from scheduler.durations import format_duration
 from scheduler.model import Gang, PodRef
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.workloads import PodInfo
-from scheduler.plan import GiveUp, Members, PendingReason, ReasonCategory, Rollback, Unformed
+from scheduler.plan import Members, PendingReason, ReasonCategory, Rollback, Unformed
 
 #: How long a partly bound gang whose members started is given to be completed before its
 #: bound members are deleted (the grace covers a member recreated while its predecessor's
@@ -55,6 +61,13 @@ class PartlyBound:
     #: failure: its replacement is newer, and the survivors wait for it, as
     #: ``scheduler.model.shortfall`` tells the user).
     cut: bool = True
+    #: Its PodGroup's ``scheduleTimeoutSeconds``: how long its bound members may wait for the
+    #: rest (None: ``Housekeeping.repair_grace``).
+    timeout: float | None = None
+
+    def grace(self, default: float) -> float:
+        """How long its started members may wait, partly bound, for the rest."""
+        return default if self.timeout is None else self.timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,23 +96,12 @@ def members(gang: Gang) -> Members:
     return Members(gang.pods, gang.uid if gang.pod_group else None, gang.native)
 
 
-def ready(gangs: Iterable[Gang], house: Housekeeping,
-          now: float) -> tuple[list[Gang], tuple[GiveUp, ...]]:
-    """The gangs to consider, and the gangs given up; gangs backing off are neither."""
+def ready(gangs: Iterable[Gang], house: Housekeeping, now: float) -> list[Gang]:
+    """The gangs to consider: all but those backing off (never one given up for waiting)."""
     backoff = house.backoff
-    out: list[Gang] = []
-    given_up: list[GiveUp] = []
-    for g in gangs:
-        if backoff and backoff.get(g.id, now) > now:
-            continue
-        deadline = g.schedule_deadline
-        if deadline is not None and now > deadline:
-            given_up.append(GiveUp(g.id, "not scheduled within the PodGroup's "
-                                   f"scheduleTimeoutSeconds ({deadline - g.creation_time:.0f}s);"
-                                   " recreate the PodGroup to try again", members(g)))
-            continue
-        out.append(g)
-    return out, tuple(given_up)
+    if not backoff:
+        return list(gangs)
+    return [g for g in gangs if backoff.get(g.id, now) <= now]
 
 
 def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
@@ -122,11 +124,20 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
     if not house.partly_bound:
         return ()
     done, again = set(bound), set(decided)
-    return tuple(
-        Rollback(gid, p.pods, _why_not_completed(gid, house, pending, now), house.takeover)
-        for gid, p in sorted(house.partly_bound.items())
-        if gid not in done and (not p.started or gid in again or (
-            p.cut and (house.takeover or now - p.since >= house.repair_grace))))
+    out: list[Rollback] = []
+    for gid, p in sorted(house.partly_bound.items()):
+        if gid in done:
+            continue
+        waited = p.cut and now - p.since >= p.grace(house.repair_grace)
+        if not p.started or gid in again or (p.cut and house.takeover) or waited:
+            why = _why_not_completed(gid, house, pending, now)
+            timed_out = waited and p.timeout is not None and not house.takeover
+            if timed_out:
+                why = (f"ScheduleTimeout: its bound members waited {now - p.since:.0f}s for "
+                       f"the rest (scheduleTimeoutSeconds {p.timeout:.0f}); released, the gang "
+                       f"is retried whole ({why})")
+            out.append(Rollback(gid, p.pods, why, house.takeover, timed_out))
+    return tuple(out)
 
 
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],

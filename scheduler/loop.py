@@ -174,6 +174,8 @@ class Scheduler:
             self.cache.assume([pn for b in plan.binds if b.gang_id in result.bound
                                for pn in b.pod_nodes], now)
             self._take(plan.binds, result, partial, since, self.clock())
+        for gid in (r.gang_id for r in plan.rollbacks if r.timed_out):  # retried after a backoff
+            self._fail(gid, now)
         self._previous = plan
         self.last_plan = plan
         self._reported = (plan, inp, policies, self._recall, None)
@@ -309,8 +311,10 @@ class Scheduler:
             pods = {p.uid: p for p in self.cache.gang_pods(gid)}
             bound = [pods[r.uid] for r in refs if r.uid in pods]
             started = any(p.phase is not PodPhase.PENDING for p in bound)
+            group = self.cache.group(gid)
             partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now),
-                                      cut_while_binding(bound, pods.values()))
+                                      cut_while_binding(bound, pods.values()),
+                                      group.schedule_timeout_seconds if group else None)
         return Housekeeping(self.backing_off(now), unformed, partly, takeover,
                             self.repair_grace)
 

@@ -5,9 +5,9 @@ so neither the live actuator nor the simulated cluster looks anything up again: 
 the exact pod -> node mapping), evictions (each naming its preemptor and the victim's pods),
 nominations (with the pod -> node map for ``nominatedNodeName``) and reservations that hold
 capacity for gangs that will start later, a reason for every gang left pending (and the pods
-to write it on), gangs given up (past their PodGroup's scheduleTimeoutSeconds), partly bound
-gangs to roll back, and gangs that cannot even be formed. The next cycle gets the plan back
-as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
+to write it on), partly bound gangs to roll back, and gangs that cannot even be formed (no
+gang is ever given up for waiting: ``scheduler.housekeeping``). The next cycle gets the plan
+back as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
 is a separate pure function of the input and the plan (``scheduler.statuses``).
 """
 
@@ -101,15 +101,6 @@ class Members:
 
 
 @dataclass(frozen=True, slots=True)
-class GiveUp:
-    """A gang past its PodGroup's scheduleTimeoutSeconds: marked failed, not tried again."""
-
-    gang_id: str
-    message: str
-    members: Members = Members()
-
-
-@dataclass(frozen=True, slots=True)
 class Rollback:
     """A gang left partly bound (fewer than minMember bound) that this cycle cannot
     complete: its bound pods are deleted so that their controller recreates them."""
@@ -119,6 +110,9 @@ class Rollback:
     reason: str
     #: Decided on the first cycle after taking over (a predecessor may have crashed mid-bind).
     takeover: bool = False
+    #: Its bound members waited for the rest longer than its PodGroup's
+    #: scheduleTimeoutSeconds: the gang is retried after a backoff.
+    timed_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +154,6 @@ class CyclePlan:
     order: tuple[str, ...] = ()
     #: The pods of each pending gang, for its reason.
     members: Mapping[str, Members] = field(default_factory=dict)
-    give_ups: tuple[GiveUp, ...] = ()
     rollbacks: tuple[Rollback, ...] = ()
     unformed: tuple[Unformed, ...] = ()
 
@@ -231,9 +224,6 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
     if reservation is not None:
         lines.append(f"{gang_id}: reserved {', '.join(reservation.nodes)}; estimated start "
                      f"in {format_duration(max(0.0, reservation.estimated_start - plan.now))}")
-    for g in plan.give_ups:
-        if g.gang_id == gang_id:
-            lines.append(f"{gang_id}: given up: {g.message}")
     for r in plan.rollbacks:
         if r.gang_id == gang_id:
             lines.append(f"{gang_id}: rolled back ({len(r.pods)} bound pods deleted): {r.reason}")

@@ -8,8 +8,7 @@ throws away the work done since its last checkpoint. Writing a checkpoint takes
 of work and W of writing; none is written at the very end), so frequent checkpoints cost time
 and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. A rollback returns a
 partly bound gang's bound pods to pending (what their controller does after the scheduler
-deletes them); a gang given up (past its scheduleTimeoutSeconds) leaves the cluster
-unstarted. Pods bound while their job is not yet whole (only possible under the ``per-pod``
+deletes them). Pods bound while their job is not yet whole (only possible under the ``per-pod``
 baseline) hold GPUs doing nothing: the waste a gang scheduler exists to prevent, and that the
 report counts.
 
@@ -51,7 +50,6 @@ class JobState:
     checkpoint_gpu_seconds: float = 0.0  # GPU time spent writing checkpoints that completed
     partial_since: float | None = None  # some but not all pods bound
     idle_partial_gpu_seconds: float = 0.0
-    given_up: float | None = None  # when the scheduler gave it up (it never starts then)
 
     @property
     def running(self) -> bool:
@@ -145,9 +143,6 @@ class SimulatedCluster:
                     self.interrupt_job(st, now, preempted=False)
                 else:
                     self._unbind_all(st, now)
-        for give_up in plan.give_ups:
-            for st in self._jobs_of(give_up.members.pods):
-                self._give_up(st, now)
         bound = []
         for b in plan.binds:
             for ref, node in b.pod_nodes:
@@ -221,16 +216,6 @@ class SimulatedCluster:
         """The jobs these pods belong to (a whole job for gang policies), by id."""
         jobs = sorted({self.job_of_pod[p.uid] for p in pods if p.uid in self.job_of_pod})
         return [self.jobs[jid] for jid in jobs]
-
-    def _give_up(self, st: JobState, now: float) -> None:
-        """The job will never start: its pods and PodGroup leave the cluster."""
-        if st.given_up is not None or st.end is not None:
-            return
-        self._unbind_all(st, now)
-        st.given_up = now
-        for uid in st.pod_uids:
-            self.cache.delete_pod(uid)
-        self.cache.delete_group(f"{st.job.queue}/{st.job.job_id}")
 
     def interrupt_job(self, st: JobState, now: float, preempted: bool) -> None:
         if st.run_start is not None:

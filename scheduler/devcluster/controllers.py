@@ -48,6 +48,10 @@ CONTROLLERS = (
     # Removes scheduling.k8s.io/podgroup-protection from a deleted PodGroup once no pod names
     # it (Kubernetes' own gang API; without it a deleted PodGroup never goes away).
     "podgroup-protection-controller",
+    # Recreates the pods of a ReplicaSet (what a Deployment scales): the scheduler-plugins
+    # coscheduling walkthrough's workload. The Deployment controller stays off, so deploy/'s
+    # Deployment still creates no pod.
+    "replicaset-controller",
 )
 READY_TIMEOUT_S = 60.0
 # The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates

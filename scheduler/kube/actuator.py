@@ -3,7 +3,7 @@ explain.
 
 Everything comes from the plan: the pods to bind (and where), the claims to write first (a
 PV taken, a claim to provision), the victims' pods, the preemptors' pods and their nodes,
-the pods of every pending, unformed or given-up gang and its PodGroup if it has one (a
+the pods of every pending or unformed gang and its PodGroup if it has one (a
 scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions are written
 the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back.
 The cluster cache is never read here.
@@ -212,7 +212,7 @@ class KubeActuator:
         for r in plan.rollbacks:
             keys = self.binder.gang_keys(r.gang_id)
             log.warning("partial_gang_rolled_back", **keys, bound=len(r.pods), reason=r.reason,
-                        takeover=r.takeover)
+                        takeover=r.takeover, timed_out=r.timed_out)
             for f in self.binder.delete_pods(list(r.pods), gang=r.gang_id):
                 log.error("rollback_failed", **keys, pod=str(f.pod), reason=f.reason)
 
@@ -234,8 +234,8 @@ class KubeActuator:
 
     # Explaining -------------------------------------------------------------------------------
     def _explain(self, plan: CyclePlan) -> None:
-        """The reason of every pending gang, of groups of pods that are not gangs yet, and
-        the terminal status of gangs given up, on their pods (and PodGroups)."""
+        """The reason of every pending gang and of groups of pods that are not gangs yet, on
+        their pods (and PodGroups)."""
         for gang_id, reason in plan.pending.items():
             members = plan.members.get(gang_id, Members())
             estimate = reason.estimated_start
@@ -248,10 +248,6 @@ class KubeActuator:
         for u in plan.unformed:
             self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
                 u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
-        for g in plan.give_ups:
-            self.writer.submit(f"pending/{g.gang_id}", self._reason_task(
-                g.gang_id, g.members, f"ScheduleTimeout: {g.message}", PodGroupStatus(
-                    PodGroupPhase.FAILED, reason="ScheduleTimeout", message=g.message)))
 
     def _reason_task(self, gang_id: str, members: Members, text: str,
                      status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE,

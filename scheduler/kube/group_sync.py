@@ -13,6 +13,11 @@ any more (its pods preempted, evicted or deleted) goes back to ``Pending`` at on
 the next plan gives it a reason: a status is never left saying more than the pods do.
 
 Pending PodGroups are otherwise the plan's: the actuator writes their reason.
+
+A ``scheduling.k8s.io`` PodGroup that is not its pods' gang follows its pods too: on 1.36 the
+Job controller gives every Indexed Job of a JobSet (or a TrainJob) its own PodGroup, while the
+gang is the JobSet's. Once all its pods are bound with their gang, its scheduling condition
+turns True as kube-scheduler writes it (``native_status``); never False again.
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 from scheduler.cache import ClusterCache
 from scheduler.kube.evictor import Submitter
+from scheduler.kube.native_status import NativeStatusWriter
 from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.model import RunningGang
+from scheduler.model.native import NativeGroupInfo
 from scheduler.model.shortfall import Shortfall
 from scheduler.model.workloads import PodInfo, PodPhase
 
@@ -74,8 +82,9 @@ def unplaced(pods: list[PodInfo]) -> PodGroupStatus:
 class GroupStatusSync:
     """Writes the status of bound PodGroups through *writer* (the actuator's)."""
 
-    def __init__(self, cache: ClusterCache, statuses: StatusWriter, writer: Submitter) -> None:
-        self.cache, self.statuses, self.writer = cache, statuses, writer
+    def __init__(self, cache: ClusterCache, statuses: StatusWriter, writer: Submitter,
+                 native: NativeStatusWriter | None = None) -> None:
+        self.cache, self.statuses, self.writer, self.native = cache, statuses, writer, native
         self._lock = threading.Lock()
         self._queued: dict[str, PodGroupStatus] = {}  # submitted, not yet run, by ns/name
 
@@ -98,6 +107,30 @@ class GroupStatusSync:
                 status = replace(status, schedule_start_time=known.schedule_start_time)
             if status != known:
                 self._submit(group.namespace, group.name, status)
+        if self.native is not None:
+            self._sync_member_groups(running or {})
+
+    def _sync_member_groups(self, running: Mapping[str, RunningGang]) -> None:
+        """Scheduled, the native PodGroups a running gang's pods name besides its own, once
+        all their pods are bound."""
+        for gid, gang in running.items():
+            if gang.gang.native is not None:
+                continue  # the gang is its pods' own PodGroup: the bind wrote its condition
+            pods = self.cache.gang_pods(gid, assumed=True)
+            for name in sorted({p.pod_group_name for p in pods if p.pod_group_name}):
+                group = self.cache.native_group(f"{gang.gang.namespace}/{name}")
+                if group is None or group.scheduled or group.key == gid:
+                    continue
+                members = [p for p in pods if p.pod_group_name == name and not p.terminating]
+                if members and all(p.node_name for p in members):
+                    message = (f"its {len(members)} pods are bound with gang {gid} "
+                               f"({len(gang.gang.pods)} pods)")
+                    self.writer.submit(f"native/{group.key}",
+                                       partial(self._scheduled, group, message))
+
+    def _scheduled(self, group: NativeGroupInfo, message: str) -> None:
+        if self.native is not None:
+            self.native.scheduled(group, message)
 
     def _known(self, ns: str, name: str) -> PodGroupStatus | None:
         """The status queued for the PodGroup, else the one last written."""

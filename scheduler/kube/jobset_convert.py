@@ -53,9 +53,21 @@ def _jobset(obj: Mapping[str, Any]) -> JobSetInfo:
     return JobSetInfo(
         namespace=str(meta.get("namespace") or "default"), name=_name(meta),
         uid=str(meta.get("uid") or ""), replicated_jobs=tuple(rjobs),
+        in_order=_in_order(spec),
         creation_time=parse_time(meta.get("creationTimestamp")),
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"))
+
+
+def _in_order(spec: Mapping[str, Any]) -> bool:
+    """``spec.startupPolicy.startupPolicyOrder``: ``InOrder`` or ``AnyOrder`` (the default)."""
+    path = "spec.startupPolicy.startupPolicyOrder"
+    order = _map(spec, "startupPolicy", "spec.startupPolicy").get("startupPolicyOrder")
+    if order is None or order == "AnyOrder":
+        return False
+    if order == "InOrder":
+        return True
+    raise _Fail(path, f"expected InOrder or AnyOrder, got {order!r}")
 
 
 def _rjob_name(item: Mapping[str, Any], path: str) -> str:

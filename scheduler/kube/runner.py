@@ -123,7 +123,7 @@ class LiveScheduler:
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
             self.metrics, retry=retry)
         self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
-                                          self.actuator.writer)
+                                          self.actuator.writer, self.actuator.native_statuses)
         self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
                                             self.cache.gang_pods)
         self.owner_estimates = OwnerEstimates(self.actuator.statuses, self.actuator.writer,

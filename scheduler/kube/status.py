@@ -41,6 +41,10 @@ class PodGroupPhase(StrEnum):
     FAILED = "Failed"
 
 
+#: Phases that say the group's members were placed, whatever the counts say.
+_PLACED_PHASES = (PodGroupPhase.SCHEDULED, PodGroupPhase.RUNNING, PodGroupPhase.FINISHED)
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroupStatus:
     """What the scheduler reports on a PodGroup (scheduler-plugins' status fields + a condition)."""
@@ -52,7 +56,7 @@ class PodGroupStatus:
     failed: int = 0
     schedule_start_time: float | None = None
     #: Condition reason: a pending gang's reason category ("Quota", "Placement", "Reserved",
-    #: "Queued", ...: the REASON column of ``kubectl get podgroups``), "ScheduleTimeout",
+    #: "Queued", ...: the REASON column of ``kubectl get podgroups``),
     #: "Scheduled", "Running", ... (pods keep kube-scheduler's "Unschedulable").
     reason: str = ""
     message: str = ""
@@ -76,7 +80,9 @@ class PodGroupStatus:
         if self.schedule_start_time is not None:
             status["scheduleStartTime"] = format_time(self.schedule_start_time)
         if self.reason:
-            placed = self.phase is not PodGroupPhase.PENDING
+            # Members on nodes, not the phase: a group Failed while none was ever placed
+            # must not read Scheduled=True.
+            placed = self.scheduled > 0 or self.phase in _PLACED_PHASES
             # Kept only where the CRD's schema has ``status.conditions``; pruned otherwise.
             status["conditions"] = [{
                 "type": "Scheduled", "status": "True" if placed else "False",

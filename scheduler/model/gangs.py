@@ -84,8 +84,6 @@ class Gang:
     present_members: int | None = None  # None: all roles' pods are present
     #: minMember as declared (PodGroup), when more members are required than exist yet.
     declared_min_member: int | None = None
-    #: PodGroup creation + scheduleTimeoutSeconds: past it the gang is given up (terminal).
-    schedule_deadline: float | None = None
     #: ``Never`` if any member's pod says so: the gang is ordered by its priority as usual
     #: but never evicts other gangs (a member that may not preempt binds the whole gang).
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
@@ -94,6 +92,9 @@ class Gang:
     min_resources: Resources | None = None
     #: The gang is a PodGroup's (whose uid is ``uid``): its status and events go there.
     pod_group: bool = False
+    #: What its owner creates only after this gang runs (a JobSet's later steps), added to
+    #: its pending reason: why part of the workload is not there yet. Not compared.
+    later_steps: str = field(default="", compare=False)
     #: The ``scheduling.k8s.io`` PodGroup the gang's pods name, if any: its conditions and
     #: events go there. Where to write, not what to decide: not compared.
     native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)

@@ -149,6 +149,9 @@ class JobInfo:
 
     #: Why the gang's size is not known yet (a JobSet's, ``grouping_jobset``); "" if it is.
     unknown: str = ""
+    #: What its JobSet creates only after this gang's Jobs (later steps), said in the
+    #: gang's pending reason; "" if nothing (``grouping_jobset``).
+    later_steps: str = ""
 
     @property
     def remaining(self) -> int:
@@ -191,6 +194,9 @@ class JobSetInfo:
     name: str
     uid: str = ""
     replicated_jobs: tuple[ReplicatedJobInfo, ...] = ()
+    #: ``spec.startupPolicy.startupPolicyOrder: InOrder``: each replicated Job's Jobs are
+    #: created only once every Job of the one before it is ready.
+    in_order: bool = False
     creation_time: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """JobSet gangs with the real JobSet and Job controllers: a leader and its workers start
-together or not at all, one gang per replicated Job on request, and a failure-policy restart
-is placed whole again.
+together or not at all, one gang per replicated Job on request, a failure-policy restart is
+placed whole again, and ``startupPolicy: InOrder`` runs one replicated Job after the other;
+under contention (``tests/e2e/contention.py``) too.
 
 Skipped when the session cluster runs without the training operators
 (``GANG_SCHEDULER_E2E_OPERATORS=0``).
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster import rest
+from tests.e2e import native_support
 from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
+from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
 from tests.e2e.live import QUEUE_LABEL, InProcessScheduler, Tenant, unschedulable_message
 
 pytestmark = pytest.mark.e2e
@@ -127,3 +130,72 @@ def test_a_failure_policy_restart_is_placed_whole_again(
                      else [], 90, what="the restarted JobSet's 3 new pods")
     wait_for(lambda: tenant.all_bound(again), 60, what="the restarted JobSet bound whole")
     assert conditions(jobset_status(tenant, "retry")).get("Failed") != "True"
+
+
+# Under contention (issue 33): queued behind a running gang, preempted, resumed ------------------
+def contended_jobset(tenant: Tenant, name: str, priority: str, jobs: dict[str, int],
+                     **spec: Any) -> None:
+    """A JobSet of one-GPU pods at *priority* (replicated Job -> pods of its one Job), each
+    Job recreating evicted pods (``podFailurePolicy``); the first replicated Job's container
+    has the readiness probe of jobset's startup-driver-ready example."""
+    rjobs = []
+    for i, (rjob, pods) in enumerate(jobs.items()):
+        pod_spec = {**tenant.pod_spec(gpus=1), "priorityClassName": priority}
+        if i == 0:
+            pod_spec["containers"] = [{**pod_spec["containers"][0], "readinessProbe": {
+                "exec": {"command": ["echo", "ready"]}, "initialDelaySeconds": 30}}]
+        rjobs.append({"name": rjob, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "backoffLimit": 0,
+            "podFailurePolicy": IGNORE_DISRUPTIONS,
+            "template": {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
+                         "spec": pod_spec}}}})
+    rest.call(tenant.cp.custom.create_namespaced_custom_object, *JOBSETS[:2], tenant.namespace,
+              JOBSETS[2], {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                           "metadata": {"name": name},
+                           "spec": {"replicatedJobs": rjobs, **spec}})
+
+
+def test_the_startup_driver_ready_example_runs_in_order_queued_preempted_and_resumed(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """jobset's startup-driver-ready example (``startupPolicy: InOrder``, a driver, then 4
+    workers once it is ready): the driver alone is a whole gang, told that the workers come
+    after it; behind a running gang it waits, then runs, the workers follow as a gang of 4,
+    and after a preemption both run again."""
+    tenant.create_nodes(1, gpus=8)
+    name = "startup-driver-ready"
+
+    def driver_told_why() -> None:
+        (driver,) = jobset_pods(tenant, name, "driver").values()
+        message = unschedulable_message(driver)
+        assert "workers (4 pods) only once every Job of driver is ready (startupPolicy " \
+               "InOrder)" in message, message
+        assert jobset_pods(tenant, name, "workers") == {}, "workers before the driver ran"
+
+    resumed = queued_preempted_resumed(
+        tenant, live_scheduler,
+        lambda low: contended_jobset(tenant, name, low, {"driver": 1, "workers": 4},
+                                     startupPolicy={"startupPolicyOrder": "InOrder"}),
+        lambda: sorted(jobset_pods(tenant, name)), size=5, waiting=driver_told_why)
+    assert len(resumed.again) == 5
+
+
+def test_a_jobset_queued_preempted_and_resumed_runs_whole_and_its_jobs_podgroups_say_so(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """A leader and 4 workers, one gang, behind a running gang, then preempted and resumed;
+    on 1.36 the Job controller gives each of its Indexed Jobs a ``scheduling.k8s.io``
+    PodGroup, which says scheduled once the JobSet's gang is bound (issue 33 item 7)."""
+    tenant.create_nodes(1, gpus=8)
+    resumed = queued_preempted_resumed(
+        tenant, live_scheduler,
+        lambda low: contended_jobset(tenant, "pair", low, {"leader": 1, "workers": 4}),
+        lambda: sorted(jobset_pods(tenant, "pair")), size=5)
+    assert len(resumed.again) == 5
+
+    def unscheduled() -> list[str]:
+        """The namespace's ``scheduling.k8s.io`` PodGroups not (yet) said scheduled."""
+        groups = rest.call(tenant.cp.custom.list_namespaced_custom_object, native_support.GROUP,
+                           native_support.VERSION, tenant.namespace, "podgroups")["items"]
+        return [g["metadata"]["name"] for g in groups if native_support.condition(
+            g, native_support.SCHEDULED).get("status") != "True"]
+
+    wait_for(lambda: not unscheduled(), 60, what="the Job controller's PodGroups scheduled")

@@ -9,14 +9,18 @@ Skipped when the session cluster runs without them (``GANG_SCHEDULER_E2E_OPERATO
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from scheduler.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
-from tests.e2e.live import GPU, GROUP_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
+from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
+from tests.e2e.live import GPU, GROUP_LABEL, POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -25,6 +29,7 @@ TRAINER = "trainer.kubeflow.org"
 RUNTIMES = (TRAINER, "v1alpha1", "trainingruntimes")
 TRAINJOBS = (TRAINER, "v1alpha1", "trainjobs")
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
 @pytest.fixture(autouse=True)
@@ -245,3 +250,107 @@ def test_a_trainjob_without_coscheduling_is_grouped_by_its_jobset_after_its_init
     assert len(set(tenant.nodes_of(names).values())) == 2, "12 GPUs take both 8-GPU nodes"
 
     wait_for(lambda: trainjob_complete(tenant, "plain"), 120, what="the TrainJob Complete")
+
+
+# Under contention (issue 33): queued behind a running gang, preempted, resumed ------------------
+def contended_runtime(tenant: Tenant, name: str, priority: str, coscheduling: bool,
+                      initializer: bool, timeout_s: int = 5) -> dict[str, Any]:
+    """``training_runtime`` at *priority*, its Jobs recreating evicted pods, optionally with
+    a dataset initializer and a coscheduling PodGroup timing out after *timeout_s*."""
+    runtime = training_runtime(tenant, name, coscheduling)
+    if coscheduling:
+        runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"] = timeout_s
+    if initializer:
+        runtime = with_initializer(runtime, tenant)
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        job = rjob["template"]["spec"]
+        job["podFailurePolicy"] = IGNORE_DISRUPTIONS
+        job["template"]["spec"]["priorityClassName"] = priority
+        if rjob["name"] == "node":  # the trainer step runs until preempted, then again
+            job["template"]["metadata"]["annotations"].pop(SIMULATED_RUNTIME, None)
+    return runtime
+
+
+def trainer_pods(tenant: Tenant, name: str) -> list[str]:
+    """The TrainJob's training-step pods not being deleted."""
+    return sorted(n for n, p in tenant.pods().items()
+                  if p["metadata"]["labels"].get(JOBSET_LABEL) == name
+                  and p["metadata"]["labels"].get(RJOB_LABEL) == "node"
+                  and not p["metadata"].get("deletionTimestamp"))
+
+
+@pytest.mark.parametrize(("coscheduling", "initializer"), [
+    (False, True), (True, False), (True, True)],
+    ids=["jobset-with-initializer", "coscheduling", "coscheduling-with-initializer"])
+def test_a_trainjob_queued_past_its_timeout_preempted_and_resumed_runs_whole(
+        tenant: Tenant, live_scheduler: InProcessScheduler, coscheduling: bool,
+        initializer: bool) -> None:
+    """3 training nodes of 4 GPUs behind a running gang (8 s, past a coscheduling timeout of
+    5 s), then preempted and recreated by the Job controller: each time the 3 run whole. With
+    coscheduling and an initializer, Trainer's PodGroup counts the initializer's pod too
+    (minMember 4): the initializer runs alone first, then the 3 trainers are the PodGroup's
+    gang (issue 33 item 3)."""
+    cp = tenant.cp
+    tenant.create_nodes(2, gpus=8)
+    name = "tj"
+
+    def create(low: str) -> None:
+        rest.call(cp.custom.create_namespaced_custom_object, *RUNTIMES[:2], tenant.namespace,
+                  RUNTIMES[2], contended_runtime(tenant, "rt", low, coscheduling, initializer))
+        create_trainjob(tenant, trainjob(name, "rt", nodes=3, gpus=4))
+
+    def waiting() -> None:
+        if coscheduling:
+            group = cp.get_pod_group(tenant.namespace, name)
+            assert group["spec"]["minMember"] == (4 if initializer else 3), group["spec"]
+            assert (group.get("status") or {}).get("phase") not in ("Failed", "Running")
+
+    resumed = queued_preempted_resumed(tenant, live_scheduler, create,
+                                       lambda: trainer_pods(tenant, name), size=3,
+                                       queued_s=8.0, waiting=waiting)
+    assert len(set(tenant.nodes_of(list(resumed.again)).values())) == 2
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer-runtime-coscheduling.yaml"
+
+
+def test_the_coscheduling_example_on_a_busy_pool_runs_past_its_timeout_and_resumes(
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    """``examples/trainer-runtime-coscheduling.yaml`` (4 nodes of 8 GPUs, a PodGroup with
+    ``scheduleTimeoutSeconds: 120``), changed only to run in the tenant's namespace, pool,
+    queue and scheduler, at the contention's priority: applied while the pool is busy, it
+    waits past its 120 s timeout (issue 33 saw it given up after 2 min 14 s), runs once the
+    pool frees, and runs again after a preemption (Trainer never recreates its PodGroup)."""
+    runner = start_scheduler(eviction_grace_period_seconds=5)  # its pods ask 120 s
+    tenant.create_nodes(4, gpus=8)
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d["kind"] != "Namespace"]
+    runtime, job = (next(d for d in docs if d["kind"] == kind)
+                    for kind in ("TrainingRuntime", "TrainJob"))
+    name, timeout = job["metadata"]["name"], (
+        runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"])
+
+    def create(low: str) -> None:
+        for doc in (runtime, job):
+            doc["metadata"].pop("namespace", None)
+        (rjob,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        pod = rjob["template"]["spec"]["template"]
+        pod["metadata"]["labels"][QUEUE_LABEL] = tenant.queue
+        pod["spec"].update(schedulerName=tenant.scheduler_name, priorityClassName=low,
+                           nodeSelector={POOL_LABEL: tenant.pool})
+        rest.call(tenant.cp.custom.create_namespaced_custom_object, *RUNTIMES[:2],
+                  tenant.namespace, RUNTIMES[2], runtime)
+        create_trainjob(tenant, job)
+
+    def pods() -> list[str]:
+        return sorted(n for n, p in tenant.pods().items()
+                      if p["metadata"]["labels"].get(GROUP_LABEL) == name
+                      and not p["metadata"].get("deletionTimestamp"))
+
+    def not_given_up() -> None:
+        status = tenant.group_status(name)
+        assert status.get("phase") not in ("Failed", "Scheduled", "Running"), status
+
+    queued_preempted_resumed(tenant, runner, create, pods, size=4, queued_s=timeout + 5.0,
+                             waiting=not_given_up)
+    wait_for(lambda: tenant.group_status(name).get("phase") == "Running", 60,
+             what="its PodGroup Running again")

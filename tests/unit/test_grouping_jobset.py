@@ -1,5 +1,6 @@
 """JobSet gangs: one gang across the replicated Jobs that start together, one per replicated
-Job on request or behind ``dependsOn``, sized by what the Job controller runs."""
+Job on request, behind ``dependsOn`` or with ``startupPolicy: InOrder`` (and a PodGroup over
+such steps is the last step's gang), sized by what the Job controller runs."""
 
 from __future__ import annotations
 
@@ -7,19 +8,26 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.cache import ClusterCache
+from scheduler.cycle import decide
 from scheduler.grouping import GroupingConfig, build_gangs
 from scheduler.grouping_jobset import GANG_SCOPE_ANNOTATION, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.workloads import (
+    POD_GROUP_LABEL,
     JobInfo,
     JobSetInfo,
     OwnerRef,
+    PodGroupInfo,
     PodInfo,
     PodPhase,
     ReplicatedJobInfo,
 )
+from scheduler.snapshot import Snapshot
+from tests.unit.policies.builders import SOLVE, nodes, policies, queue
 
 REQ = PodRequirements(requests=Resources.of(gpu=1, cpu=1000))
 LEADER, WORKERS = ReplicatedJobInfo("leader"), ReplicatedJobInfo("workers", 2, 2, 2)
@@ -45,6 +53,17 @@ def job(rjob: str, index: int, parallelism: int = 1, succeeded: int = 0,
 
 
 ALL_PODS = [pod("leader", 0), *(pod("workers", i, m) for i in range(2) for m in range(2))]
+IN_ORDER = dataclasses.replace(PAIR, in_order=True)
+TRAINER = JobSetInfo("ns", "pair", "u", (
+    ReplicatedJobInfo("dataset-initializer"),
+    ReplicatedJobInfo("node", 1, 4, 4, depends_on=("dataset-initializer",))))
+TRAINER_GROUP = PodGroupInfo("ns", "pair", "pg-uid", min_member=5, min_resources=Resources.of(
+    gpu=4), schedule_timeout_seconds=120)
+
+
+def labelled(p: PodInfo, group: str) -> PodInfo:
+    """*p* with Trainer's coscheduling label naming PodGroup *group*."""
+    return dataclasses.replace(p, labels={**p.labels, POD_GROUP_LABEL: group})
 ALL_JOBS = [job("leader", 0), job("workers", 0, 2), job("workers", 1, 2)]
 
 
@@ -57,6 +76,7 @@ class Case:
     # gang id -> (min_member, pods present)
     pending: dict[str, tuple[int, int]] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)  # gang id -> part of the message
+    groups: list[PodGroupInfo] = field(default_factory=list)
 
 
 CASES = [
@@ -95,6 +115,31 @@ CASES = [
                                depends_on=("dataset-initializer", "model-initializer"))))],
          jobs=[],
          pending={"ns/pair": (2, 2), "ns/pair-node": (4, 4)}),
+    # jobset's startup-driver-ready example: the workers' Jobs exist once the driver is ready.
+    Case("in order: the driver is a whole gang alone, never waiting for its workers",
+         ALL_PODS[:1], jobsets=[IN_ORDER], pending={"ns/pair": (1, 1)}),
+    Case("in order: then the workers are a whole gang of their own",
+         ALL_PODS, jobsets=[IN_ORDER], pending={"ns/pair": (1, 1), "ns/pair-workers": (4, 4)}),
+    Case("in order, one gang per replicated Job on request: the same gangs",
+         ALL_PODS, jobsets=[dataclasses.replace(IN_ORDER, annotations={
+             GANG_SCOPE_ANNOTATION: "replicated-job"})],
+         pending={"ns/pair-leader": (1, 1), "ns/pair-workers": (4, 4)}),
+    # Trainer's coscheduling over an initializer: its PodGroup (named after the TrainJob, as
+    # the JobSet) counts every step's pods; the initializer must not wait for the trainers.
+    Case("a PodGroup over steps: the initializer is its own gang, never waiting",
+         [labelled(pod("dataset-initializer", 0), "pair")], jobsets=[TRAINER],
+         groups=[TRAINER_GROUP], jobs=[], pending={"ns/pair-dataset-initializer": (1, 1)}),
+    Case("a PodGroup over steps: the trainer step is its gang, minMember less the initializer",
+         [labelled(p, "pair") for p in (pod("dataset-initializer", 0, phase=PodPhase.SUCCEEDED),
+                                        *(pod("node", 0, m) for m in range(4)))],
+         jobsets=[TRAINER], groups=[TRAINER_GROUP], jobs=[], pending={"ns/pair": (4, 4)}),
+    Case("a PodGroup over steps: the trainer step waits for all its own pods",
+         [labelled(pod("node", 0, m), "pair") for m in range(3)], jobsets=[TRAINER],
+         groups=[TRAINER_GROUP], jobs=[], pending={"ns/pair": (4, 3)}),
+    Case("in order with a PodGroup: the last replicated Job is the group's gang",
+         [labelled(p, "tj") for p in ALL_PODS], jobsets=[IN_ORDER],
+         groups=[PodGroupInfo("ns", "tj", "pg-uid", min_member=5)],
+         pending={"ns/pair-leader": (1, 1), "ns/tj": (4, 4)}),
     # A failure-policy restart: every old pod is being deleted, the new ones are the gang.
     Case("after a restart the new pods are a whole gang, the leaving ones count for nothing",
          [*(pod(p.labels[REPLICATED_JOB_LABEL], 0, node="n1", phase=PodPhase.RUNNING,
@@ -106,7 +151,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_jobset_grouping(case: Case) -> None:
-    out = build_gangs(case.pods, {}, {j.key: j for j in case.jobs}, GroupingConfig(),
+    out = build_gangs(case.pods, {g.key: g for g in case.groups},
+                      {j.key: j for j in case.jobs}, GroupingConfig(),
                       jobsets={s.key: s for s in case.jobsets})
     assert {g.id: (g.min_member, g.members_present) for g in out.pending} == case.pending
     assert set(out.problems) == set(case.problems)
@@ -135,3 +181,98 @@ def test_the_cache_regroups_pods_when_their_jobset_arrives() -> None:
                                                            "ns/pair-workers": 2}
     cache.delete_jobset("ns/pair")
     assert set(cache.cycle_input(0.0).gangs.problems) == {"ns/pair"}
+
+
+@pytest.mark.parametrize(("jobset", "pods", "said"), [
+    (IN_ORDER, ALL_PODS[:1], {"ns/pair": "JobSet ns/pair creates workers (4 pods) only once "
+                              "every Job of leader is ready (startupPolicy InOrder), as a "
+                              "gang of its own"}),
+    (IN_ORDER, ALL_PODS, {"ns/pair": "workers (4 pods)", "ns/pair-workers": ""}),
+    (PAIR, ALL_PODS, {"ns/pair": ""}),
+    (TRAINER, [pod("dataset-initializer", 0)],
+     {"ns/pair": "creates node (4 pods) only once dataset-initializer progressed (dependsOn)"}),
+])
+def test_a_gang_whose_jobset_holds_back_later_steps_says_so(
+        jobset: JobSetInfo, pods: list[PodInfo], said: dict[str, str]) -> None:
+    out = build_gangs(pods, {}, {}, GroupingConfig(), jobsets={jobset.key: jobset})
+    notes = {g.id: g.later_steps for g in out.pending}
+    assert set(notes) == set(said)
+    for gid, words in said.items():
+        assert words in notes[gid] and bool(words) == bool(notes[gid]), notes[gid]
+
+
+def test_the_startup_policy_is_in_the_pending_reason() -> None:
+    """What the pods read: the driver waits for room, and the workers are said to come after."""
+    (driver,) = build_gangs(ALL_PODS[:1], {}, {}, GroupingConfig(default_queue="q"),
+                            jobsets={IN_ORDER.key: IN_ORDER}).pending
+    plan = decide(Snapshot(nodes("a100", 1)), [driver], policies(queue("q", quota={"a100": 0})),
+                  0.0, solver=SOLVE)
+    reason = str(plan.pending["ns/pair"])
+    assert reason.startswith("Quota: ") and reason.endswith(
+        "; JobSet ns/pair creates workers (4 pods) only once every Job of leader is ready "
+        "(startupPolicy InOrder), as a gang of its own"), reason
+
+
+def test_the_podgroup_status_counts_the_last_steps_minimum() -> None:
+    """The PodGroup's status follows its gang: 4 trainer pods running are Running, though
+    Trainer's minMember (5) counts the initializer too."""
+    cache = ClusterCache()
+    cache.upsert_jobset(TRAINER)
+    cache.upsert_group(TRAINER_GROUP)
+    for m in range(4):
+        cache.upsert_pod(labelled(pod("node", 0, m), "pair"))
+    (group,) = cache.groups()
+    assert (group.min_member, group.min_resources, group.schedule_timeout_seconds) == (
+        4, None, 120)
+    assert [g.id for g in cache.cycle_input(0.0).gangs.pending] == ["ns/pair"]
+
+
+@st.composite
+def jobsets_and_steps(draw: st.DrawFn) -> tuple[JobSetInfo, list[set[str]], bool]:
+    """A JobSet of 2-4 replicated Jobs, in order or with ``dependsOn`` on earlier ones (as
+    JobSet's validation allows), the steps its controller creates them in, and whether a
+    PodGroup (counting every pod, as Trainer's) labels its pods."""
+    in_order = draw(st.booleans())
+    rjobs: list[ReplicatedJobInfo] = []
+    for i in range(draw(st.integers(2, 4))):
+        earlier = [r.name for r in rjobs]
+        deps = () if in_order or not earlier else tuple(
+            draw(st.lists(st.sampled_from(earlier), unique=True, max_size=len(earlier))))
+        rjobs.append(ReplicatedJobInfo(f"r{i}", draw(st.integers(1, 2)), draw(st.integers(1, 3)),
+                                       None, deps))
+    steps: list[set[str]] = []
+    if in_order:
+        steps = [{r.name} for r in rjobs]
+    else:
+        done: set[str] = set()
+        while len(done) < len(rjobs):
+            step = {r.name for r in rjobs if r.name not in done and set(r.depends_on) <= done}
+            steps.append(step)
+            done |= step
+    return (JobSetInfo("ns", "js", "u", tuple(rjobs), in_order=in_order), steps,
+            draw(st.booleans()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(jobsets_and_steps(), st.data())
+def test_no_gang_ever_waits_for_pods_its_jobset_creates_after_it(
+        case: tuple[JobSetInfo, list[set[str]], bool], data: st.DataObject) -> None:
+    """Whatever steps the JobSet controller has taken so far, every gang of the pods that
+    exist is complete: none waits for pods that only come once it has run (the deadlock of
+    issue 33: a driver waiting for workers created once it is ready, an initializer for the
+    trainers created once it is done)."""
+    jobset, steps, coscheduled = case
+    taken = data.draw(st.integers(1, len(steps)))
+    created = set().union(*steps[:taken])
+    pods = [pod(r.name, i, m, jobset="js") for r in jobset.replicated_jobs if r.name in created
+            for i in range(r.replicas) for m in range(r.pods_per_job)]
+    groups = {}
+    if coscheduled:
+        pods = [labelled(p, "js") for p in pods]
+        total = sum(r.replicas * r.pods_per_job for r in jobset.replicated_jobs)
+        groups = {"ns/js": PodGroupInfo("ns", "js", "pg", min_member=total)}
+    out = build_gangs(pods, groups, {}, GroupingConfig(), jobsets={jobset.key: jobset})
+    assert out.problems == {}
+    assert all(g.is_complete for g in out.pending), [
+        (g.id, g.members_present, g.min_member) for g in out.pending]
+    assert sum(g.members_present for g in out.pending) == len(pods)

@@ -1,13 +1,16 @@
 """The plan is enough to act on: every decision an actuator carries out is a plan entry.
 
-Give-ups (past scheduleTimeoutSeconds), backoffs (inputs, not decisions), rollbacks of partly
-bound gangs, groups of pods that are not gangs yet, the pods of evictions, nominations and
-pending gangs all come out of ``decide``, so neither actuator looks anything up again.
+Backoffs (inputs, not decisions), rollbacks of partly bound gangs (after their PodGroup's
+scheduleTimeoutSeconds, never a give-up for waiting), groups of pods that are not gangs yet,
+the pods of evictions, nominations and pending gangs all come out of ``decide``, so neither
+actuator looks anything up again.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+
+import pytest
 
 from scheduler.cycle import decide
 from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
@@ -22,24 +25,13 @@ NODES = nodes("a100", 2)
 BOUND = (PodRef("ns", "half-0", "uid-half-0"),)
 
 
-def test_a_gang_past_its_deadline_is_given_up_with_its_pods_and_not_considered() -> None:
-    late = replace(gang("late", "q", pool="a100", with_pods=True), pod_group=True,
-                   schedule_deadline=NOW - 1, creation_time=NOW - 61)
-    plan = decide(Snapshot(NODES), [late], POLICIES, NOW, solver=SOLVE)
-    assert plan.binds == () and "ns/late" not in plan.pending
-    (give_up,) = plan.give_ups
-    assert give_up.gang_id == "ns/late" and "(60s)" in give_up.message
-    assert give_up.members.pods == late.pods and give_up.members.group_uid == late.uid
-    assert explain(plan, "ns/late").startswith("ns/late: given up: not scheduled within")
-
-
-def test_a_gang_backing_off_is_neither_considered_nor_given_up() -> None:
-    waiting = replace(gang("w", "q", pool="a100"), schedule_deadline=NOW - 1)
+def test_a_gang_backing_off_is_not_considered_until_its_backoff_is_over() -> None:
+    waiting = gang("w", "q", pool="a100")
     house = Housekeeping(backoff={"ns/w": NOW + 5})
     plan = decide(Snapshot(NODES), [waiting], POLICIES, NOW, solver=SOLVE, house=house)
-    assert (plan.binds, plan.give_ups, dict(plan.pending)) == ((), (), {})
+    assert (plan.binds, dict(plan.pending)) == ((), {})
     later = decide(Snapshot(NODES), [waiting], POLICIES, NOW + 5, solver=SOLVE, house=house)
-    assert [g.gang_id for g in later.give_ups] == ["ns/w"]  # its backoff is over
+    assert [b.gang_id for b in later.binds] == ["ns/w"]
 
 
 def test_a_partly_bound_gang_is_rolled_back_unless_this_cycle_completes_it() -> None:
@@ -81,6 +73,27 @@ def test_a_partly_bound_gang_that_started_is_rolled_back_on_a_takeover_or_after_
     assert plan.rollbacks[0].reason == str(plan.pending["ns/half"])
     shorter = started_since(NOW - 5, repair_grace=5.0)
     assert decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=shorter).rollbacks
+
+
+@pytest.mark.parametrize(("started", "cut", "takeover", "timeout", "waited", "rolled_back",
+                          "timed_out"), [
+    (False, True, False, 10.0, 0.0, True, False),  # nothing started: released at once
+    (True, True, False, 10.0, 9.0, False, False),  # within its PodGroup's timeout
+    (True, True, False, 10.0, 10.0, True, True),  # past it: released, retried after backoff
+    (True, True, False, 300.0, 60.0, False, False),  # the timeout replaces the 60 s grace
+    (True, True, False, None, 60.0, True, False),  # no timeout: the repair grace
+    (True, False, False, 10.0, 1000.0, False, False),  # survivors wait for a replacement
+    (True, True, True, 10.0, 0.0, True, False),  # a takeover releases it at once
+])
+def test_a_podgroups_timeout_bounds_how_long_bound_members_wait_for_the_rest(
+        started: bool, cut: bool, takeover: bool, timeout: float | None, waited: float,
+        rolled_back: bool, timed_out: bool) -> None:
+    house = Housekeeping(partly_bound={"ns/half": PartlyBound(
+        BOUND, started, NOW - waited, cut, timeout)}, takeover=takeover)
+    plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=house)
+    assert [(r.gang_id, r.timed_out) for r in plan.rollbacks] == (
+        [("ns/half", timed_out)] if rolled_back else [])
+    assert "ns/half" in plan.pending  # its remaining member is still decided: never given up
 
 
 def test_a_rollback_that_did_not_happen_is_decided_again_until_the_gang_is_gone() -> None:

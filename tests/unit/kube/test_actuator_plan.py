@@ -19,7 +19,6 @@ from scheduler.placement.types import Assignment, Placement
 from scheduler.plan import (
     Bind,
     CyclePlan,
-    GiveUp,
     Members,
     Nomination,
     PendingReason,
@@ -58,7 +57,7 @@ def actuator() -> Iterator[tuple[Api, KubeActuator]]:
     binder.close()
 
 
-def test_nominations_pending_reasons_give_ups_and_rollbacks_come_from_the_plan(
+def test_nominations_pending_reasons_and_rollbacks_come_from_the_plan(
         actuator: tuple[Api, KubeActuator]) -> None:
     api, act = actuator
     plan = CyclePlan(
@@ -66,16 +65,12 @@ def test_nominations_pending_reasons_give_ups_and_rollbacks_come_from_the_plan(
         nominations=(Nomination("ns/g", ("n1",), ("ns/low",), 0.0,
                                 pod_nodes=((PODS[0], "n1"), (PODS[1], "n1"))),),
         pending={"ns/g": WAITING}, members={"ns/g": Members(PODS, "pg-uid")},
-        give_ups=(GiveUp("ns/late", "too late", Members((PodRef("ns", "late-0", "l0"),),
-                                                        "late-uid")),),
         rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish"),))
     landed(act.apply(plan, 0.0))
     assert act.writer.flush()
     pod_status = api.paths("PATCH", "/status")
     assert "/api/v1/namespaces/ns/pods/g-0/status" in pod_status  # nominated + reason
-    assert "/api/v1/namespaces/ns/pods/late-0/status" in pod_status
     assert any(p.endswith("/podgroups/g/status") for p in pod_status)
-    assert any(p.endswith("/podgroups/late/status") for p in pod_status)
     assert api.paths("DELETE") == ["/api/v1/namespaces/ns/pods/half-0"]
 
 

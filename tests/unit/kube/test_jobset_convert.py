@@ -54,3 +54,27 @@ def test_errors_name_the_field(rjob: Any, message: str) -> None:
         jobset_from_json(jobset(rjob))
     assert str(err.value) == f"jobset team-a/pair: {message}" or \
         str(err.value).startswith(f"jobset team-a/pair: {message}"), str(err.value)
+
+
+@pytest.mark.parametrize(("policy", "in_order"), [
+    (None, False), ({}, False), ({"startupPolicyOrder": "AnyOrder"}, False),
+    ({"startupPolicyOrder": "InOrder"}, True),
+])
+def test_the_startup_policy(policy: dict[str, str] | None, in_order: bool) -> None:
+    body = jobset({"name": "driver"}, {"name": "workers"})
+    if policy is not None:
+        body["spec"]["startupPolicy"] = policy
+    assert jobset_from_json(body).in_order is in_order
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ({"startupPolicyOrder": "inorder"},
+     "spec.startupPolicy.startupPolicyOrder: expected InOrder or AnyOrder, got 'inorder'"),
+    ("InOrder", "spec.startupPolicy: expected an object, got str"),
+])
+def test_a_startup_policy_it_cannot_read_names_the_field(policy: Any, message: str) -> None:
+    body = jobset({"name": "driver"})
+    body["spec"]["startupPolicy"] = policy
+    with pytest.raises(ConversionError) as err:
+        jobset_from_json(body)
+    assert str(err.value) == f"jobset team-a/pair: {message}"

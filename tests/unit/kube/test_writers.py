@@ -108,6 +108,21 @@ def test_podgroup_status_body_and_dedup() -> None:
     assert (cond["status"], cond["lastTransitionTime"]) == ("True", "2024-05-01T12:01:00Z")
 
 
+@pytest.mark.parametrize(("status", "scheduled"), [
+    (PENDING, "False"),
+    (PodGroupStatus(PodGroupPhase.SCHEDULED, scheduled=2, reason="Scheduled"), "True"),
+    (PodGroupStatus(PodGroupPhase.FINISHED, scheduled=2, succeeded=2, reason="Finished"), "True"),
+    # Members placed, then failed: it was scheduled.
+    (PodGroupStatus(PodGroupPhase.FAILED, scheduled=2, failed=2, reason="MembersFailed"), "True"),
+    # Failed with no member ever placed: never Scheduled=True (a timed-out group read so).
+    (PodGroupStatus(PodGroupPhase.FAILED, reason="ScheduleTimeout"), "False"),
+])
+def test_the_scheduled_condition_says_whether_members_were_placed(
+        status: PodGroupStatus, scheduled: str) -> None:
+    (condition,) = status.to_json(0.0)["conditions"]
+    assert condition["status"] == scheduled
+
+
 def reserved(start: float, at: float) -> PodGroupStatus:
     return PodGroupStatus(PodGroupPhase.PENDING, reason="Unschedulable",
                           message="Reserved: needs 32 GPUs; reserved 4 node(s) and its quota",

@@ -9,7 +9,7 @@ from scheduler.cache import ClusterCache
 from scheduler.grouping import GroupingConfig
 from scheduler.model import PodRef
 from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import Bind, CyclePlan, Eviction, GiveUp, Members, Rollback
+from scheduler.plan import Bind, CyclePlan, Eviction, Rollback
 from simulator.actuator import SimulatedCluster
 from simulator.clock import VirtualClock
 from simulator.engine import SCHEDULER_NAME
@@ -49,13 +49,6 @@ def test_a_rollback_returns_the_bound_members_to_pending() -> None:
     assert sim.partial == set() and sim.allocated == 0
     assert all(not p.node_name for p in cache.gang_pods("team/j"))
     assert sim.jobs["j"].failures == 0  # it never ran: nothing lost, nothing failed
-
-
-def test_a_given_up_gang_leaves_the_cluster_unstarted() -> None:
-    sim, cache, refs = setup()
-    sim.apply(CyclePlan(now=9.0, give_ups=(GiveUp("team/j", "too late", Members(refs)),)), 9.0)
-    assert sim.jobs["j"].given_up == 9.0 and sim.jobs["j"].first_start is None
-    assert cache.gang_pods("team/j") == [] and cache.group("team/j") is None
 
 
 def test_an_eviction_stops_the_jobs_of_the_victims_pods() -> None:
