@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
-from scheduler.model.durations import parse_duration
+from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
 from scheduler.model.gangs import TopologyMode
 from scheduler.model.labels import Labels
+from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -115,7 +116,7 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
     explicit = annotation(MIN_MEMBER_ANNOTATION, *meta)
     if explicit:
         try:
-            return max(1, int(explicit)), None
+            return max(1, parse_int(explicit)), None
         except ValueError:
             return 1, f"annotation {MIN_MEMBER_ANNOTATION}: not an integer: {explicit!r}"
     if named:
@@ -137,13 +138,17 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
 
 
 def runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
-    """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None."""
+    """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None.
+
+    A deadline beyond ``MAX_DURATION_SECONDS`` says no more than none does, and would put
+    the gang's expected end beyond any timestamp: it is no estimate either."""
     text = annotation(EXPECTED_RUNTIME_ANNOTATION, *meta)
     if text:
         try:
             return parse_duration(text)
         except ValueError:
             pass  # an unreadable estimate is treated as none; the queue default applies
-    if job is not None and job.active_deadline_seconds:
-        return float(job.active_deadline_seconds)
+    deadline = job.active_deadline_seconds if job is not None else None
+    if deadline and deadline <= MAX_DURATION_SECONDS:
+        return float(deadline)
     return None

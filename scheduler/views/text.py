@@ -6,20 +6,27 @@ Colours only repeat what the text says.
 
 from __future__ import annotations
 
+import math
+
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from scheduler.model.durations import MAX_DURATION, MAX_DURATION_SECONDS
 from scheduler.views.state import ClusterView, GangRow, NodeRow
 
 BOX = box.SIMPLE_HEAD
 
 
 def fmt_age(seconds: float | None) -> str:
-    """``45s``, ``12m``, ``3h05m``, ``2d04h``: an age or an ETA."""
-    if seconds is None:
+    """``45s``, ``12m``, ``3h05m``, ``2d04h``: an age or an ETA; ``>365d`` beyond the longest
+    duration the scheduler accepts (no ETA it works out can be longer; an absurd one is not
+    shown as a 20-digit number of days), ``-`` for none (or not a number)."""
+    if seconds is None or math.isnan(seconds):
         return "-"
+    if seconds > MAX_DURATION_SECONDS:
+        return f">{MAX_DURATION}"
     s = int(seconds)
     if s < 60:
         return f"{s}s"
