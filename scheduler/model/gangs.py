@@ -98,6 +98,10 @@ class Gang:
     #: The ``scheduling.k8s.io`` PodGroup the gang's pods name, if any: its conditions and
     #: events go there. Where to write, not what to decide: not compared.
     native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)
+    #: What grouping chose where the gang's own objects disagree (its queue, its priority):
+    #: said once to its user (``scheduler.kube.gang_notices``). Not what to decide: not
+    #: compared.
+    notices: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def min_member(self) -> int:
