@@ -47,6 +47,32 @@ _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAft
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
 _RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
+_AMOUNT_FIELDS = {"nominal", "borrowingLimit", "lendingLimit"}  # resource -> quantity
+
+
+def _paths(prefix: str, fields: set[str], nested: frozenset[str] = frozenset()
+           ) -> tuple[str, ...]:
+    """``prefix.field`` for each of *fields* but those in *nested* (read as a mapping of
+    their own); ``{}`` after a resource mapping: each of its values."""
+    return tuple(f"{prefix}.{f}" + ("{}" if f in _AMOUNT_FIELDS else "")
+                 for f in sorted(fields - nested))
+
+
+#: Every field of a Queue this module reads (``[]``: each item of a list; ``{}``: each value of
+#: a resource mapping), from the same sets the parser checks against: what the fuzzing tests
+#: try with extreme and adversarial values, so a new field is fuzzed as soon as it is read.
+QUEUE_FIELDS: tuple[str, ...] = (
+    *_paths("spec", _QUEUE_FIELDS, frozenset({"quotas", "preemption", "queueing"})),
+    *_paths("spec.quotas[]", _QUOTA_FIELDS),
+    *_paths("spec.preemption", _PREEMPTION_FIELDS),
+    *_paths("spec.queueing", _QUEUEING_FIELDS),
+)
+#: The same for a SchedulerPolicy.
+POLICY_FIELDS: tuple[str, ...] = (
+    *_paths("spec", _POLICY_FIELDS, frozenset({"placement"})),
+    *_paths("spec.placement", _PLACEMENT_FIELDS),
+    *_paths("spec.reservation", _RESERVATION_FIELDS),
+)
 
 
 class _Errors:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import PodInfo
 
 RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
@@ -163,7 +164,8 @@ def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
     ordered = sorted(pods, key=lambda p: p.name)
     rows = [RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name, str(p.phase))
             for i, p in enumerate(ordered)]
-    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if r.rank.isdigit()
+    # ASCII digits only: "²".isdigit() holds, int("²") raises (a rank read from an annotation).
+    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if is_digits(r.rank)
                         else (1, 0, r.rank)))
 
 
