@@ -28,6 +28,7 @@ from policies.queues import (
     SchedulerPolicy,
     WithinQueuePreemption,
 )
+from scheduler.model.durations import MAX_DURATION, MAX_DURATION_SECONDS
 from scheduler.resources import QuantityError, Resources, parse_quantity
 
 QUEUE_KIND = "Queue"
@@ -46,6 +47,32 @@ _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAft
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
 _RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
+_AMOUNT_FIELDS = {"nominal", "borrowingLimit", "lendingLimit"}  # resource -> quantity
+
+
+def _paths(prefix: str, fields: set[str], nested: frozenset[str] = frozenset()
+           ) -> tuple[str, ...]:
+    """``prefix.field`` for each of *fields* but those in *nested* (read as a mapping of
+    their own); ``{}`` after a resource mapping: each of its values."""
+    return tuple(f"{prefix}.{f}" + ("{}" if f in _AMOUNT_FIELDS else "")
+                 for f in sorted(fields - nested))
+
+
+#: Every field of a Queue this module reads (``[]``: each item of a list; ``{}``: each value of
+#: a resource mapping), from the same sets the parser checks against: what the fuzzing tests
+#: try with extreme and adversarial values, so a new field is fuzzed as soon as it is read.
+QUEUE_FIELDS: tuple[str, ...] = (
+    *_paths("spec", _QUEUE_FIELDS, frozenset({"quotas", "preemption", "queueing"})),
+    *_paths("spec.quotas[]", _QUOTA_FIELDS),
+    *_paths("spec.preemption", _PREEMPTION_FIELDS),
+    *_paths("spec.queueing", _QUEUEING_FIELDS),
+)
+#: The same for a SchedulerPolicy.
+POLICY_FIELDS: tuple[str, ...] = (
+    *_paths("spec", _POLICY_FIELDS, frozenset({"placement"})),
+    *_paths("spec.placement", _PLACEMENT_FIELDS),
+    *_paths("spec.reservation", _RESERVATION_FIELDS),
+)
 
 
 class _Errors:
@@ -106,6 +133,18 @@ class _Errors:
             self.add(path, f"must be >= 0, got {raw!r}")
             return default
         return float(raw)
+
+    def seconds(self, raw: Any, path: str, default: float | None,
+                positive: bool = False) -> Any:
+        """A duration in seconds: a number, at most ``MAX_DURATION_SECONDS`` (a year): any
+        time worked out from more (an expected end, a reservation's start) is beyond what a
+        timestamp holds."""
+        value = self.number(raw, path, default, positive)
+        if value is not None and value > MAX_DURATION_SECONDS:
+            self.add(path, f"must be at most {MAX_DURATION_SECONDS:.0f} ({MAX_DURATION}), "
+                     f"got {raw!r}")
+            return default
+        return value
 
 
 def object_name(obj: Any, index: int) -> str:
@@ -233,7 +272,7 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
         reclaim_from_others=err.enum(pre.get("reclaimFromOthers"),
                                      "spec.preemption.reclaimFromOthers",
                                      ReclaimPolicy, ReclaimPolicy.ANY),
-        min_runtime_seconds=err.number(pre.get("minRuntimeSeconds"),
+        min_runtime_seconds=err.seconds(pre.get("minRuntimeSeconds"),
                                        "spec.preemption.minRuntimeSeconds", 0.0),
     )
     qing = err.mapping(spec.get("queueing"), "spec.queueing")
@@ -242,10 +281,10 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
         strategy=err.enum(qing.get("strategy"), "spec.queueing.strategy", QueueingStrategy,
                           QueueingStrategy.BEST_EFFORT),
         backfill=err.boolean(qing.get("backfill"), "spec.queueing.backfill", True),
-        default_runtime_seconds=err.number(qing.get("defaultRuntimeSeconds"),
+        default_runtime_seconds=err.seconds(qing.get("defaultRuntimeSeconds"),
                                            "spec.queueing.defaultRuntimeSeconds", None,
                                            positive=True),
-        reserve_after_seconds=err.number(qing.get("reserveAfterSeconds"),
+        reserve_after_seconds=err.seconds(qing.get("reserveAfterSeconds"),
                                          "spec.queueing.reserveAfterSeconds", None),
     )
     namespaces = _namespaces(spec.get("namespaces"), err)
@@ -274,7 +313,7 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
         base.placement,
         use_cpsat=err.boolean(placement.get("cpsat"), "spec.placement.cpsat",
                               base.placement.use_cpsat),
-        cpsat_time_limit=err.number(placement.get("cpsatTimeLimitSeconds"),
+        cpsat_time_limit=err.seconds(placement.get("cpsatTimeLimitSeconds"),
                                     "spec.placement.cpsatTimeLimitSeconds",
                                     base.placement.cpsat_time_limit, positive=True),
     )
@@ -299,7 +338,7 @@ def _reservation(raw: Any, base: SchedulerPolicy,
     (reservation, reserve_after_seconds, max_reservations)."""
     if isinstance(raw, Mapping):
         err.unknown(raw, "spec.reservation", _RESERVATION_FIELDS)
-        after = err.number(raw.get("afterSeconds"), "spec.reservation.afterSeconds",
+        after = err.seconds(raw.get("afterSeconds"), "spec.reservation.afterSeconds",
                            base.reserve_after_seconds)
         most = raw.get("maxGangs")
         if most is None:

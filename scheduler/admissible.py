@@ -2,8 +2,10 @@
 
 A gang is considered once all its required members exist and it names a queue that exists,
 holds gangs (a leaf) and admits its namespace. Otherwise it gets a reason at once, outside
-the queue order; a gang still waiting for members is told early when its PodGroup
-``minResources`` could never be met (the coscheduling plugin's check).
+the queue order; a gang still waiting for members is told early when it could never be
+met: its PodGroup ``minResources`` (the coscheduling plugin's check), or a minimum of more
+members than the cluster's nodes can hold pods (``min-member: 999999999999`` would otherwise
+wait for members forever, told only that they do not exist yet).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from policies.quota import QuotaLedger, QuotaTree
 from scheduler.model import Gang
 from scheduler.plan import ReasonCategory
 from scheduler.recall import Admissible
+from scheduler.resources import PODS
 from scheduler.snapshot import Snapshot
 
 R = ReasonCategory
@@ -24,7 +27,8 @@ def admissible(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree
     children)."""
     present, needed = gang.members_present, gang.min_member
     if present < needed:
-        never = _min_resources_never(gang, snapshot, queues, tree, parents)
+        never = (_min_member_never(gang, snapshot)
+                 or _min_resources_never(gang, snapshot, queues, tree, parents))
         if never is not None:
             return never
         return (R.WAITING_FOR_MEMBERS, f"{present} of {needed} required members exist; the "
@@ -58,6 +62,18 @@ def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
     where = f" under {under}" if under is not None else ""
     return (f"a queue that admits namespace {namespace} (none{where} does: ask an admin to "
             "add it to a queue's spec.namespaces)")
+
+
+def _min_member_never(gang: Gang, snapshot: Snapshot) -> tuple[ReasonCategory, str] | None:
+    """Does the gang need more members than every node together can hold pods (their
+    allocatable ``pods``)? No member created later can change that; added nodes could."""
+    room = snapshot.total_allocatable().get(PODS)
+    if gang.min_member <= room:
+        return None
+    return (R.PLACEMENT, f"minMember {gang.min_member} can never be met: "
+            f"{gang.members_present} of {gang.min_member} members exist, and the cluster's "
+            f"nodes hold at most {room} pods in all; lower minMember (the PodGroup's, or "
+            "annotation gangscheduler.io/min-member) or add nodes")
 
 
 def _min_resources_never(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,

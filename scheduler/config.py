@@ -26,6 +26,7 @@ from scheduler.model import (
     HOSTNAME_LABEL,
     NodeLabelConfig,
 )
+from scheduler.model.numerals import is_digits
 
 
 class ConfigError(ValueError):
@@ -126,7 +127,7 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
 
 def _check_address(value: str, path: str) -> str:
     _host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not is_digits(port) or int(port) > 65535:
         raise ConfigError(f"{path}: must be HOST:PORT (port 0-65535), got {value!r}")
     return value
 

@@ -26,6 +26,11 @@ plugin; members being deleted do not: an evicted gang's replacements are a new g
 whole), so a replacement for one failed worker of a running gang is not held hostage to the
 whole gang's size, and a gang left partly bound by a crash is completed by placing just the
 missing members, or rolled back by the caller when that is impossible.
+
+A gang's queue is the first ``gangscheduler.io/queue`` label on its PodGroup (or Workload),
+its Job (or JobSet), its pods by name; its priority its native PodGroup's, else its members'
+highest. Where they disagree the gang carries a notice naming each value and the one used
+(``Gang.notices``), which the edge tells its user once (``scheduler.kube.gang_notices``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,6 @@ from scheduler.model.shortfall import shortfall
 from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
-    QUEUE_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
     JobSetInfo,
@@ -148,8 +152,10 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         group = None  # a namesake scheduler-plugins PodGroup is not this gang's
     meta = [*(terms.annotations if terms else ()), group.annotations if group else {},
             job.annotations if job else {}, *(p.annotations for p in gang_pods)]
-    labels = [*(terms.labels if terms else ()), group.labels if group else {},
-              job.labels if job else {}, *(p.labels for p in gang_pods)]
+    labeled = [*zip(("PodGroup", "Workload"), terms.labels if terms else (), strict=False),
+               *((("PodGroup", group.labels),) if group else ()),
+               *(((f"owner {job.name}", job.labels),) if job else ()),
+               *((f"pod {p.name}", p.labels) for p in gang_pods)]
     if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
     else:
@@ -161,9 +167,13 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         # No scheduler may place a gated pod; the whole gang waits for its gates to go.
         problem = (f"pod {gated.name} has scheduling gates ({', '.join(gated.scheduling_gates)}): "
                    "the gang is considered once they are removed")
-    queue = grouping_terms.annotation(QUEUE_LABEL, *labels) or config.default_queue
+    queue, queue_notice = grouping_terms.queue_of(labeled, config.default_queue)
+    notices = tuple(n for n in (queue_notice, grouping_terms.priority_notice(
+        gang_pods, terms.priority if terms is not None else None)) if n)
     runtime = grouping_terms.runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
+    if running is not None and notices:
+        running = replace(running, gang=replace(running.gang, notices=notices))
     if running is not None and terms is not None:
         running = replace(running, gang=replace(
             running.gang, native=native.group if native is not None else None,
@@ -208,6 +218,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             pod_group=group is not None,
             later_steps=job.later_steps if job else "",
             native=native.group if terms is not None and native is not None else None,
+            notices=notices,
         )
     return GangEntry(pending=pending, running=running, partially_bound=partial, problem=problem)
 

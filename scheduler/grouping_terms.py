@@ -12,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
-from scheduler.model.durations import parse_duration
+from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
 from scheduler.model.gangs import TopologyMode
 from scheduler.model.labels import Labels
+from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
+    QUEUE_LABEL,
     ROLE_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
@@ -118,7 +120,7 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
     explicit = annotation(MIN_MEMBER_ANNOTATION, *meta)
     if explicit:
         try:
-            return max(1, int(explicit)), None
+            return max(1, parse_int(explicit)), None
         except ValueError:
             return 1, f"annotation {MIN_MEMBER_ANNOTATION}: not an integer: {explicit!r}"
     if named:
@@ -140,13 +142,78 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
 
 
 def runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
-    """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None."""
+    """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None.
+
+    A deadline beyond ``MAX_DURATION_SECONDS`` says no more than none does, and would put
+    the gang's expected end beyond any timestamp: it is no estimate either."""
     text = annotation(EXPECTED_RUNTIME_ANNOTATION, *meta)
     if text:
         try:
             return parse_duration(text)
         except ValueError:
             pass  # an unreadable estimate is treated as none; the queue default applies
-    if job is not None and job.active_deadline_seconds:
-        return float(job.active_deadline_seconds)
+    deadline = job.active_deadline_seconds if job is not None else None
+    if deadline and deadline <= MAX_DURATION_SECONDS:
+        return float(deadline)
     return None
+
+
+def _who(sources: list[str], pods_agree: bool) -> str:
+    """``PodGroup``, ``its pods`` (when every pod that says anything says the same, so that
+    the notice does not change as the gang's pods arrive), ``pod a``, ``pods a, b and 5
+    more``."""
+    others = [s for s in sources if not s.startswith("pod ")]
+    pods = [s.removeprefix("pod ") for s in sources if s.startswith("pod ")]
+    if pods and pods_agree:
+        others.append("its pods")
+    elif len(pods) == 1:
+        others.append(f"pod {pods[0]}")
+    elif pods:
+        more = f" and {len(pods) - 3} more" if len(pods) > 3 else ""
+        others.append(f"pods {', '.join(pods[:3])}{more}")
+    return ", ".join(others)
+
+
+def _named(says: Mapping[str, list[str]] | Mapping[int, list[str]]) -> str:
+    """``PodGroup: 'a'; its pods: 'b'`` for value -> who says it."""
+    pods_agree = sum(1 for whos in says.values() if any(w.startswith("pod ") for w in whos)) == 1
+    return "; ".join(f"{_who(whos, pods_agree)}: {value!r}" for value, whos in says.items())
+
+
+#: The order the sources of a gang's queue are read in (documented in ``queue_of``).
+QUEUE_PRECEDENCE = "its PodGroup or Workload, then its Job or JobSet, then its pods by name"
+
+
+def queue_of(labeled: list[tuple[str, Mapping[str, str]]], default: str) -> tuple[str, str]:
+    """The gang's queue: the ``gangscheduler.io/queue`` label of the first source in
+    *labeled* (``QUEUE_PRECEDENCE``: (what, labels) pairs in that order) that has one, else
+    *default*; and, when sources name different queues, a notice naming each and the one
+    used ("" when they agree): the gang is bound all the same, so only a word tells its user
+    that some of its objects said otherwise."""
+    says: dict[str, list[str]] = {}
+    for who, labels in labeled:
+        if value := labels.get(QUEUE_LABEL):
+            says.setdefault(value, []).append(who)
+    if not says:
+        return default, ""
+    chosen = next(iter(says))
+    if len(says) == 1:
+        return chosen, ""
+    return chosen, (f"label {QUEUE_LABEL} differs ({_named(says)}); the gang uses {chosen!r}, "
+                    f"the first found in {QUEUE_PRECEDENCE}")
+
+
+def priority_notice(pods: list[PodInfo], own: int | None) -> str:
+    """When the gang's members disagree on priority, or with its PodGroup's own priority
+    (*own*, None: it has none), what the gang uses: *own* if given, else the members'
+    highest (as a gang it is one priority, the one it waits and is preempted at). "" when
+    all agree."""
+    says: dict[int, list[str]] = {} if own is None else {own: ["PodGroup"]}
+    for p in sorted(pods, key=lambda p: p.name):
+        says.setdefault(p.priority, []).append(f"pod {p.name}")
+    if len(says) <= 1:
+        return ""
+    if own is not None:
+        return f"priority differs ({_named(says)}); the gang uses {own}, its PodGroup's"
+    return f"priority differs ({_named(dict(sorted(says.items())))}); the gang uses " \
+           f"{max(says)}, the highest"

@@ -39,8 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from scheduler.durations import format_duration
 from scheduler.model import Gang, PodRef
+from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.workloads import PodInfo
 from scheduler.plan import Members, PendingReason, ReasonCategory, Rollback, Unformed

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
-from scheduler.durations import format_duration
 from scheduler.model import Gang, PodRef
+from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement

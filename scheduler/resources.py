@@ -34,8 +34,10 @@ class QuantityError(ValueError):
 
 
 #: Kubernetes' quantity grammar: a signed decimal number, then one SI or binary suffix or a
-#: decimal exponent. Checked first because ``Decimal`` alone also takes ``inf``, ``1_000``.
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
+#: decimal exponent. Checked first because ``Decimal`` alone also takes ``inf``, ``1_000``
+#: and any Unicode digit.
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?",
+                       re.ASCII)  # \d: 0-9 only (``scheduler.model.numerals`` says why)
 #: What each suffix multiplies by: binary (``Ki`` = 2**10 ...) and decimal SI (``n`` = 10**-9 ...).
 _SUFFIX: dict[str, Decimal] = {
     **{f"{s}i": Decimal(1024) ** (i + 1) for i, s in enumerate("KMGTPE")},

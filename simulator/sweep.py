@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
+from scheduler.model.numerals import parse_int
 from simulator.metrics import PolicyReport
 from simulator.progress import progress_bar
 
@@ -67,7 +68,7 @@ def parse_sweep(text: str) -> tuple[str, tuple[int, ...]]:
     if not sep or not pool.strip():
         raise ValueError(f"--sweep: expected POOL=N1,N2,..., got {text!r}")
     try:
-        sizes = sorted({int(v) for v in values.split(",") if v.strip()})
+        sizes = sorted({parse_int(v) for v in values.split(",") if v.strip()})
     except ValueError:
         raise ValueError(f"--sweep {pool}: sizes must be integers, got {values!r}") from None
     if not sizes or sizes[0] < 1:

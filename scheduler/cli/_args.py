@@ -2,7 +2,8 @@
 
 A bad flag value is reported by argparse as ``argument --price: must be a finite number >= 0,
 got 'nan'`` (exit status 2) before anything is loaded or started; ``float('nan')`` and
-``float('inf')`` parse, so every float flag goes through one of these.
+``float('inf')`` parse, so every float flag goes through one of these. Digits are ASCII only
+(``scheduler.model.numerals``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from scheduler.model.numerals import parse_float, parse_int
+
 
 def number(*, minimum: float = 0.0, positive: bool = False) -> Callable[[str], float]:
     """A finite float >= *minimum* (> *minimum* when *positive*)."""
@@ -19,7 +22,7 @@ def number(*, minimum: float = 0.0, positive: bool = False) -> Callable[[str], f
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = parse_float(text)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < minimum or (positive and value == minimum):
@@ -34,7 +37,7 @@ def integer(*, minimum: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = parse_int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"must be a whole number >= {minimum}, got {text!r}") from None

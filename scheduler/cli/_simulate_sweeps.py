@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scheduler.model.numerals import parse_int
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -23,7 +25,7 @@ POLICY = "gang-scheduler"
 def parse_intervals(text: str) -> tuple[int, ...]:
     """``"600,1200,2400"`` -> seconds, sorted and unique, each >= 1."""
     try:
-        values = sorted({int(v) for v in text.split(",") if v.strip()})
+        values = sorted({parse_int(v) for v in text.split(",") if v.strip()})
     except ValueError:
         raise ValueError(f"--checkpoint-sweep: intervals must be whole seconds, got {text!r}"
                          ) from None

@@ -102,8 +102,8 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
 
 def describe_estimate(start: float, now: float, made: float | None = None) -> str:
     """``2026-12-01T17:05:00Z (in 20m)``, and when the estimate was made if known."""
-    from scheduler.durations import format_duration
     from scheduler.kube.status import format_time
+    from scheduler.model.durations import format_duration
 
     text = f"estimated {format_time(start)} (in {format_duration(max(0.0, start - now))})"
     return text if made is None else f"{text}, estimated at {format_time(made)}"

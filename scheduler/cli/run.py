@@ -9,6 +9,7 @@ import sys
 from types import FrameType
 
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+from scheduler.model.numerals import is_digits
 
 EPILOG = """\
 examples:
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _address(text: str) -> tuple[str, int] | None:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not is_digits(port) or int(port) > 65535:
         return None
     return host or "0.0.0.0", int(port)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.cli import _simulate_sweeps
 from scheduler.cli._args import integer, number, output_dir_problem
+from scheduler.model.numerals import parse_float
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -75,8 +76,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", metavar="DIR", help="write JSON, CSV, PNG plots and report.html here")
     p.add_argument("--seed", type=int, help="seed for node failures (default 0) and for a "
                    "synthetic trace (default: the seed in its spec)")
-    p.add_argument("--limit", type=integer(minimum=0), metavar="N",
-                   help="only the first N jobs of the trace")
+    p.add_argument("--limit", type=integer(minimum=1), metavar="N",
+                   help="only the first N jobs of the trace (N >= 1)")
     p.add_argument("--time-scale", type=number(positive=True), metavar="F",
                    help="multiply inter-arrival times by F (< 1 compresses, raising the load)")
     p.add_argument("--price", type=number(), default=0.0, metavar="PRICE",
@@ -126,7 +127,7 @@ def _mtbf(values: list[str]) -> dict[str, float]:
     for text in values:
         pool, sep, hours = text.partition("=")
         try:
-            value = float(hours)
+            value = parse_float(hours)
         except ValueError:
             value = math.nan
         if not sep or not pool.strip() or not (math.isfinite(value) and value > 0):

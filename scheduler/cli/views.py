@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING
 
-from scheduler.cli._args import number
+from scheduler.cli._args import integer, number
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if name == "top":
             p.add_argument("--interval", type=number(positive=True), default=2.0, metavar="S",
                            help="seconds between refreshes (default: %(default)s)")
-            p.add_argument("--iterations", type=int, default=0, metavar="N",
+            p.add_argument("--iterations", type=integer(minimum=0), default=0, metavar="N",
                            help="stop after N refreshes (default: until Ctrl-C)")
         p.set_defaults(handler=run, view=name)
 

@@ -52,6 +52,18 @@ def _count_unanswered() -> None:
     _unanswered.count = unanswered_writes() + 1
 
 
+#: 4xx answers to a write that say nothing is wrong with it: the object is gone (404) or was
+#: replaced (409: a uid precondition), or the apiserver asks to come back (429: unanswered).
+_NOT_REFUSED = frozenset({404, 409, 429})
+
+
+def refused_writes() -> int:
+    """How many writes sent from the calling thread the apiserver refused (any other 4xx: the
+    write itself is wrong, so sending it again would be refused again), so far: a writer
+    counts them as failed, without keeping them to retry (``scheduler.kube.writer``)."""
+    return getattr(_unanswered, "refused", 0)
+
+
 class TransportError(ConnectionError):
     """The request may not have reached the apiserver, or its reply was lost (outcome unknown)."""
 
@@ -200,6 +212,8 @@ class KubeClient:
             raise
         if method in WRITES and (resp.status == 429 or resp.status >= 500):
             _count_unanswered()
+        elif method in WRITES and 400 <= resp.status < 500 and resp.status not in _NOT_REFUSED:
+            _unanswered.refused = refused_writes() + 1
         return Response(resp.status, data)
 
     def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> Any:

@@ -48,6 +48,7 @@ class EventReason(StrEnum):
     INVALID_OBJECT = "InvalidObject"  # (idem)
     BELOW_MINIMUM = "BelowMinimum"  # scheduler.kube.shortfalls
     MINIMUM_RESTORED = "MinimumRestored"
+    INCONSISTENT_GANG = "InconsistentGang"  # scheduler.kube.gang_notices
 
 
 class EventType(StrEnum):

@@ -16,6 +16,7 @@ often it is updated; a fixed object is forgotten, so breaking it again warns aga
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,9 @@ class Finding:
 class InputWarnings:
     """Thread-safe: informers ``check``; the leader's loop ``drain``s."""
 
-    def __init__(self, max_tracked: int = 50000) -> None:
+    def __init__(self, max_tracked: int = 50000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock  # what a time in an annotation is checked against
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[str, ...]] = {}  # uid -> problems last found
         self._new: dict[str, Finding] = {}  # uid -> finding not yet drained
@@ -62,7 +65,7 @@ class InputWarnings:
         if not uid or not isinstance(annotations, Mapping):
             return
         problems = annotation_problems(
-            {str(k): v for k, v in annotations.items() if isinstance(v, str)})
+            {str(k): v for k, v in annotations.items() if isinstance(v, str)}, self.clock())
         self._record(uid, problems, lambda: Finding(
             kind, api_version, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
             uid, problems))

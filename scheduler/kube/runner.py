@@ -29,6 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from itertools import chain
 
 import structlog
 
@@ -44,6 +45,7 @@ from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventRecorder, EventType, ObjectRef
 from scheduler.kube.fence import FencedClient, FenceToken
+from scheduler.kube.gang_notices import GangNotices
 from scheduler.kube.group_sync import GroupStatusSync
 from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
@@ -126,6 +128,7 @@ class LiveScheduler:
                                           self.actuator.writer, self.actuator.native_statuses)
         self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
                                             self.cache.gang_pods)
+        self.gang_notices = GangNotices(self.events, self.cache.group, self.cache.gang_pods)
         self.owner_estimates = OwnerEstimates(self.actuator.statuses, self.actuator.writer,
                                               self.cache.gang_pods)
         self.scheduler = Scheduler(
@@ -240,9 +243,12 @@ class LiveScheduler:
                         self.recent.observe(plan)
                         self.owner_estimates.publish(plan)
                         self.queue_status.publish(self.scheduler.last_queues)
-                        running = self.cache.cycle_input(time.time()).snapshot.running
+                        inp = self.cache.cycle_input(time.time())
+                        running = inp.snapshot.running
                         self.group_sync.sync(running)
                         self.shortfalls.report(running)
+                        self.gang_notices.report(chain(
+                            inp.gangs.pending, (r.gang for r in running.values())))
                         self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")

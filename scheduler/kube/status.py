@@ -20,7 +20,9 @@ import structlog
 
 from scheduler.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
+from scheduler.kube.writer import Once
 from scheduler.model import PodRef
+from scheduler.model.durations import representable
 from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
 
 log = structlog.get_logger()
@@ -29,8 +31,9 @@ PODGROUP_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 
 
 def format_time(ts: float) -> str:
-    """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``)."""
-    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``); a time beyond what
+    the format holds is written as its nearest end (``durations.representable``)."""
+    return datetime.fromtimestamp(int(representable(ts)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PodGroupPhase(StrEnum):
@@ -125,6 +128,7 @@ class StatusWriter:
         self._groups: dict[str, tuple[PodGroupStatus, float]] = {}  # ns/name -> (status, since)
         self._estimates: dict[str, float] = {}  # pod uid, job/uid -> estimated start written
         self.status_subresource = True  # flips off if the PodGroup CRD lacks it
+        self._failures = Once()
 
     # Pods ---------------------------------------------------------------------------------
     def set_unschedulable(self, pod: PodRef, message: str) -> bool:
@@ -278,6 +282,9 @@ class StatusWriter:
             # Debug: the client logs the outage once and the writer retries the write.
             log.debug("status_write_failed", reason=str(exc), **keys)
             return 0
-        if not resp.ok and not (gone_ok and resp.status == 404):
-            log.warning("status_write_failed", status=resp.status, reason=resp.message(), **keys)
+        if resp.ok or (gone_ok and resp.status == 404):
+            self._failures.succeeded(path)
+        else:  # once per write and reason: a refused write is made again every cycle
+            self._failures.failed("status_write_failed", path,
+                                  f"HTTP {resp.status}: {resp.message()}", **keys)
         return resp.status

@@ -10,6 +10,11 @@ many writes are made once (a ``Scheduled`` event, a PodGroup's condition at the 
 ``Valid`` condition) and would otherwise be lost to an outage. While the apiserver does not
 answer at all, tasks are held back rather than sent to fail one by one. ``Retry`` counts both
 (``status_writes_failed_total``, ``status_write_retries_total``).
+
+A task whose write the apiserver refused (a 4xx that is not "gone": the write itself is wrong)
+or that raised is counted as failed too, but not kept: the same write would fail the same way.
+Its failure is logged once (``Once``): a pending gang's task is submitted again every cycle, and
+a warning per cycle would bury every other line of the log.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from scheduler.kube.client import unanswered_writes
+from scheduler.kube.client import refused_writes, unanswered_writes
 
 log = structlog.get_logger("gang_scheduler.writer")
 
@@ -52,6 +57,31 @@ class Retry:
     max_interval: float = 30.0
 
 
+class Once:
+    """What failed and was logged, by key: a failure repeated with the same reason is logged
+    once at warning level (again at debug), again when its reason changes or after the key
+    succeeded once. Bounded: the oldest keys are forgotten first."""
+
+    def __init__(self, max_keys: int = 10000) -> None:
+        self._lock = threading.Lock()
+        self._logged: dict[str, str] = {}  # key -> the reason logged
+        self.max_keys = max_keys
+
+    def failed(self, event: str, key: str, reason: str, **fields: object) -> None:
+        """Log *event* for *key* failing for *reason*: a warning the first time."""
+        with self._lock:
+            first = self._logged.get(key) != reason
+            if first:
+                if key not in self._logged and len(self._logged) >= self.max_keys:
+                    self._logged.pop(next(iter(self._logged)))
+                self._logged[key] = reason
+        (log.warning if first else log.debug)(event, key=key, reason=reason, **fields)
+
+    def succeeded(self, key: str) -> None:
+        with self._lock:
+            self._logged.pop(key, None)
+
+
 class BackgroundWriter:
     """A single thread running the latest write task per key (older ones are dropped)."""
 
@@ -67,6 +97,7 @@ class BackgroundWriter:
         self._clock = clock
         self._interval = self.retry.interval
         self._retry_at = 0.0
+        self._once = Once()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -121,11 +152,17 @@ class BackgroundWriter:
                 if not key.startswith(_FLUSH) and not self.retry.answering():
                     self._keep(key, task)  # it would only fail: held until answered
                     continue
-                before = unanswered_writes()
+                before, refused = unanswered_writes(), refused_writes()
                 try:
                     task()
                 except Exception as exc:  # a failed status write must never stop the writer
-                    log.warning("status_write_failed", key=key, error=str(exc))
+                    self.retry.failed()
+                    self._once.failed("status_write_failed", key, f"{type(exc).__name__}: {exc}")
+                else:
+                    if refused_writes() != refused:
+                        self.retry.failed()  # (logged, once, by whoever sent it)
+                    else:
+                        self._once.succeeded(key)
                 if unanswered_writes() != before:
                     self._keep(key, task)
                 elif not self._kept:

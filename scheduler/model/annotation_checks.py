@@ -11,8 +11,17 @@ know why. The edges turn these findings into a warning event on the object and a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
-from scheduler.model.durations import ACCEPTED, TIME_ACCEPTED, parse_duration, parse_time
+from scheduler.model.durations import (
+    ACCEPTED,
+    TIME_ACCEPTED,
+    OutOfBounds,
+    check_not_ahead,
+    parse_duration,
+    parse_time,
+)
+from scheduler.model.numerals import parse_int
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
@@ -20,35 +29,59 @@ from scheduler.model.workloads import (
 )
 
 
-def _positive_int(text: str) -> None:
-    if not text.strip().isdigit() or int(text) < 1:
+def _duration(text: str, now: float | None) -> object:
+    return parse_duration(text)
+
+
+def _checkpoint(text: str, now: float | None) -> object:
+    at = parse_time(text)
+    return at if now is None else check_not_ahead(text, at, now)
+
+
+def _positive_int(text: str, now: float | None) -> object:
+    if parse_int(text) < 1:
         raise ValueError(text)
+    return None
 
 
-#: annotation -> (parser that raises ValueError, what is accepted, what happens meanwhile)
-CHECKED: Mapping[str, tuple[Callable[[str], object], str, str]] = {
-    EXPECTED_RUNTIME_ANNOTATION: (parse_duration, ACCEPTED,
-                                  "treated as no estimate (the queue's default runtime "
-                                  "applies, and backfill and ETAs cannot count on it)"),
-    LAST_CHECKPOINT_ANNOTATION: (parse_time, TIME_ACCEPTED,
-                                 "treated as never checkpointed (preemption counts all the "
-                                 "gang's run time as lost)"),
-    MIN_MEMBER_ANNOTATION: (_positive_int, "a positive integer such as 4",
-                            "the gang size cannot be known from it"),
+class Check(NamedTuple):
+    """How one annotation is read: a parser raising ``ValueError`` (``OutOfBounds`` for a
+    value read but refused), given the time of the check when it depends on it (None:
+    unknown, the checks against the clock are skipped); what is accepted; and what happens
+    meanwhile."""
+
+    parse: Callable[[str, float | None], object]
+    accepted: str
+    meanwhile: str
+
+
+CHECKED: Mapping[str, Check] = {
+    EXPECTED_RUNTIME_ANNOTATION: Check(_duration, ACCEPTED,
+                                       "treated as no estimate (the queue's default runtime "
+                                       "applies, and backfill and ETAs cannot count on it)"),
+    LAST_CHECKPOINT_ANNOTATION: Check(_checkpoint, TIME_ACCEPTED,
+                                      "treated as never checkpointed (preemption counts all "
+                                      "the gang's run time as lost)"),
+    MIN_MEMBER_ANNOTATION: Check(_positive_int, "a positive integer such as 4",
+                                 "the gang size cannot be known from it"),
 }
 
 
-def annotation_problems(annotations: Mapping[str, str]) -> tuple[str, ...]:
-    """One message per checked annotation whose value cannot be read: its name, the value,
-    the accepted forms and what the scheduler does instead. Empty when all are readable."""
+def annotation_problems(annotations: Mapping[str, str],
+                        now: float | None = None) -> tuple[str, ...]:
+    """One message per checked annotation whose value cannot be read, or is refused (beyond
+    a bound; ahead of *now*, the time of the check): its name, the value, the accepted forms
+    or the bound, and what the scheduler does instead. Empty when all are readable."""
     problems = []
-    for key, (parse, accepted, meanwhile) in CHECKED.items():
+    for key, check in CHECKED.items():
         value = annotations.get(key)
         if value is None:
             continue
         try:
-            parse(value)
+            check.parse(value, now)
+        except OutOfBounds as exc:
+            problems.append(f"annotation {key}: {exc}; {check.meanwhile}")
         except ValueError:
-            problems.append(f"annotation {key}: cannot read {value!r}; accepted: {accepted}; "
-                            f"{meanwhile}")
+            problems.append(f"annotation {key}: cannot read {value!r}; accepted: "
+                            f"{check.accepted}; {check.meanwhile}")
     return tuple(problems)

@@ -22,6 +22,7 @@ from typing import Any
 
 from scheduler.model.constraints import NO_CONSTRAINTS, PodConstraints
 from scheduler.model.nodes import Node, Taint, TaintEffect
+from scheduler.model.numerals import parse_int
 from scheduler.resources import PODS, Resources
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
@@ -69,7 +70,7 @@ class NodeSelectorRequirement:
             return value is None or value not in self.values
         # Gt / Lt compare integers; a missing or non-integer label never matches.
         try:
-            have, want = int(value or ""), int(self.values[0])
+            have, want = parse_int(value or ""), parse_int(self.values[0])
         except (ValueError, IndexError):
             return False
         return have > want if op is SelectorOperator.GT else have < want

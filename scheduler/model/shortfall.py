@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from scheduler.model.numerals import is_digits
+
 #: The label the Job controller puts on each pod of an Indexed Job (its rank).
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 #: Ranks named in a message at most; the rest are counted.
@@ -59,7 +61,7 @@ def parse_indexes(text: str) -> frozenset[int]:
     indexes: set[int] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         low, sep, high = part.partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
+        if not is_digits(low) or (sep and not is_digits(high)):
             raise ValueError(f"not an index or a range of indexes: {part!r}")
         indexes.update(range(int(low), int(high if sep else low) + 1))
     return frozenset(indexes)
@@ -78,7 +80,7 @@ def shortfall(staying: Iterable[Mapping[str, str]], minimum: int, waiting: int,
     ranks: tuple[int, ...] = ()
     if completions is not None:
         held = {int(v) for lb in labels
-                if (v := lb.get(COMPLETION_INDEX_LABEL, "")).isdigit()}
+                if is_digits(v := lb.get(COMPLETION_INDEX_LABEL, ""))}
         if len(held) == len(labels):  # every member indexed: the ranks are meaningful
             ranks = tuple(i for i in range(completions) if i not in held and i not in completed)
     return Shortfall(present=len(labels), minimum=minimum, replacements=waiting,

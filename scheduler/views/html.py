@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from scheduler.durations import format_duration
+from scheduler.model.durations import format_duration
 from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels, queue_names
 
 REFRESH_SECONDS = 5

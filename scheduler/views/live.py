@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from policies.queues import PolicySet
 from scheduler import accounting
 from scheduler.cache import CycleInput
-from scheduler.durations import format_duration
+from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.plan import CyclePlan
 from scheduler.queue_report import QueueReport

@@ -17,6 +17,7 @@ from typing import Any
 from scheduler.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
+from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import PodInfo
 
 #: Set on a TrainJob's pods by Kubeflow Trainer releases that label them with it.
@@ -217,7 +218,8 @@ def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
     ordered = sorted(pods, key=lambda p: p.name)
     rows = [RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name, str(p.phase))
             for i, p in enumerate(ordered)]
-    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if r.rank.isdigit()
+    # ASCII digits only: "²".isdigit() holds, int("²") raises (a rank read from an annotation).
+    return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if is_digits(r.rank)
                         else (1, 0, r.rank)))
 
 

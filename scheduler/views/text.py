@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.durations import format_duration
+from scheduler.model.durations import format_duration
 from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels
 
 BOX = box.SIMPLE_HEAD

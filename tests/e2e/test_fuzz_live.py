@@ -1,20 +1,24 @@
 """Objects no test wrote, through the real apiserver to a running scheduler.
 
-The hypothesis strategies of ``tests/unit/reliability/strategies.py`` (pods, PodGroups and
-Queues damaged the ways real clusters damage them, every annotation the scheduler reads set to
-values users write and to junk) are sent to the apiserver; what it accepts reaches a running
-in-process scheduler through its informers. Then: no cycle raised, the scheduler still runs,
-every accepted pod of this scheduler that is not bound says why (a ``PodScheduled=False``
-message or a Warning event naming it: ``InvalidObject``, ``InvalidAnnotation``,
-``FailedScheduling``), every accepted Queue has a ``Valid`` condition, with a message when
-False, and a well-formed gang created after them all is still scheduled.
+The hypothesis strategies of ``tests/unit/reliability/strategies.py`` (pods, PodGroups, Jobs
+and Queues damaged the ways real clusters damage them, every annotation, label and Queue field
+the scheduler reads, from its own lists, set to values users write and to extreme and
+adversarial junk) are sent to the apiserver; what it accepts reaches a running in-process
+scheduler through its informers. Then: no cycle raised, the scheduler still runs, every
+accepted pod of this scheduler that is not bound says why (a ``PodScheduled=False`` message or
+a Warning event naming it: ``InvalidObject``, ``InvalidAnnotation``, ``FailedScheduling``),
+every accepted Queue has a ``Valid`` condition, with a message when False, each failure found
+(an object or annotation refused, a status write that failed) is logged once, ``explain`` of
+every gang, the views and the dashboard (over HTTP) show no traceback and no absurd time, and
+a well-formed gang created after them all is still scheduled. The figures are printed.
 
 Each object is made safe for the shared session cluster first: its own name, this test's
 namespace, schedulerName and pool (a fuzzed pod may not land on another test's nodes), no
 owner references (the garbage collector would delete the pods), no priority or overhead
 (admission needs PriorityClasses and RuntimeClasses), Queues admitting only this
-namespace (and deleted at the end). ``GANG_SCHEDULER_FUZZ_LIVE`` objects (default 60) in
-the default run, 10,000 in the reliability run (``-m reliability``, README "Operating it").
+namespace (and deleted at the end), Jobs of at most 3 of this tenant's pods (without GPUs).
+``GANG_SCHEDULER_FUZZ_LIVE`` objects (default 60) in the default run, 10,000 in the
+reliability run (``-m reliability``, README "Operating it").
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import copy
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterator
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,18 +38,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
+from structlog.testing import capture_logs
 
+from scheduler.cli.explain import explain_text
 from scheduler.devcluster import rest
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.writer import BackgroundWriter
+from scheduler.model.workloads import JOB_NAME_LABEL
+from scheduler.serve import serve
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import POOL_LABEL, QUEUES, InProcessScheduler, Tenant, unschedulable_message
+from tests.e2e.live import (
+    POOL_LABEL,
+    QUEUE_LABEL,
+    QUEUES,
+    InProcessScheduler,
+    Tenant,
+    unschedulable_message,
+)
+from tests.unit.reliability import sanity
 from tests.unit.reliability import strategies as fuzz
 
 pytestmark = pytest.mark.e2e
 
 COUNT = int(os.environ.get("GANG_SCHEDULER_FUZZ_LIVE", "60"))
-OBJECTS = st.one_of(fuzz.pods(), fuzz.pods(), fuzz.podgroups(), fuzz.queues())
+OBJECTS = st.one_of(fuzz.pods(), fuzz.pods(), fuzz.podgroups(), fuzz.queues(), fuzz.jobs())
 
 
 @dataclass
@@ -54,6 +72,7 @@ class Sent:
     refused: list[str] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
     queues: list[str] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)
 
     def send(self, api: KubeClient, tenant: Tenant, obj: dict[str, Any]) -> None:
         """POST the raw JSON (the generated client would refuse much of it before sending)."""
@@ -61,13 +80,13 @@ class Sent:
         ns = f"/namespaces/{tenant.namespace}"
         path = {"Queue": "/apis/gangscheduler.io/v1alpha1/queues",
                 "PodGroup": f"/apis/scheduling.x-k8s.io/v1alpha1{ns}/podgroups",
-                "Pod": f"/api/v1{ns}/pods"}[kind]
+                "Job": f"/apis/batch/v1{ns}/jobs", "Pod": f"/api/v1{ns}/pods"}[kind]
         resp = api.request("POST", path, body=obj)
         if not resp.ok:
             self.refused.append(f"{kind} {name}: HTTP {resp.status}: {resp.message()[:160]}")
             return
         self.accepted.append(f"{kind} {name}")
-        (self.queues if kind == "Queue" else self.pods if kind == "Pod" else []).append(name)
+        {"Queue": self.queues, "Pod": self.pods, "Job": self.jobs}.get(kind, []).append(name)
 
 
 def sanitized(obj: dict[str, Any], tenant: Tenant, n: int) -> dict[str, Any]:
@@ -87,6 +106,16 @@ def sanitized(obj: dict[str, Any], tenant: Tenant, n: int) -> dict[str, Any]:
         obj["kind"], obj["apiVersion"] = "Queue", "gangscheduler.io/v1alpha1"
     elif kind == "PodGroup":
         obj["kind"], obj["apiVersion"] = "PodGroup", "scheduling.x-k8s.io/v1alpha1"
+    elif kind == "Job":  # the fuzzed Job's metadata and counts; this tenant's pods, few
+        obj["kind"], obj["apiVersion"] = "Job", "batch/v1"
+        for key in ("selector", "manualSelector"):
+            spec.pop(key, None)
+        for key in ("parallelism", "completions"):
+            value = spec.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 3:
+                spec[key] = 3
+        spec["template"] = {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
+                            "spec": tenant.pod_spec(0)}  # no GPU: the good gang's stay free
     else:
         obj["kind"], obj["apiVersion"] = "Pod", "v1"
         spec["schedulerName"] = tenant.scheduler_name
@@ -149,8 +178,30 @@ def test_fuzzed_objects_crash_nothing_get_a_reason_and_good_gangs_still_schedule
     def send(obj: dict[str, Any]) -> None:
         sent.send(api, tenant, sanitized(copy.deepcopy(obj), tenant, next(numbers)))
 
-    send()
-    assert sent.accepted, f"the apiserver refused all {len(sent.refused)} objects"
+    with capture_logs() as logs:
+        send()
+        assert sent.accepted, f"the apiserver refused all {len(sent.refused)} objects"
+        settle_and_check(runner, tenant, sent, crashes)
+        read_surfaces_show_no_absurd_value(runner)
+    failures = said_once(logs)
+    events = [e for e in tenant.events() if e.get("reason") in ("InvalidAnnotation",
+                                                                  "InvalidObject")]
+    written = runner.live.metrics.registry.get_sample_value(
+        "gang_scheduler_status_writes_failed_total")
+    print(f"fuzzed objects: {len(sent.accepted) + len(sent.refused)} tried, "
+          f"{len(sent.accepted)} accepted by the apiserver "
+          f"({len(sent.pods)} pods, {len(sent.jobs)} Jobs, {len(sent.queues)} Queues), "
+          f"{len(sent.refused)} refused; 0 crashes in {runner.live.scheduler.cycles} cycles; "
+          f"failures counted: {len(events)} InvalidAnnotation/InvalidObject events, "
+          f"{failures} warnings logged (each once), status_writes_failed_total {written:g}; "
+          f"refused, for example: {sent.refused[:3]}")
+
+
+def settle_and_check(runner: InProcessScheduler, tenant: Tenant, sent: Sent,
+                     crashes: list[BaseException]) -> None:
+    """The scheduler keeps cycling, schedules a good gang, and says why for every pod it
+    does not bind; every Queue has its Valid condition."""
+    control_plane = tenant.cp
     cycles = runner.live.scheduler.cycles
     wait_for(lambda: runner.live.scheduler.cycles >= cycles + 5, 60, what="5 cycles more")
     drain(runner.live.actuator.writer)
@@ -165,7 +216,9 @@ def test_fuzzed_objects_crash_nothing_get_a_reason_and_good_gangs_still_schedule
         pods = tenant.pods()
         told = {str((e.get("regarding") or {}).get("uid")) for e in tenant.events()
                 if e.get("type") == "Warning"}
-        return [n for n in sent.pods if (pod := pods.get(n)) is not None
+        ours = {*sent.pods, *(n for n, p in pods.items() if (p["metadata"].get("labels") or {})
+                              .get(JOB_NAME_LABEL) in sent.jobs)}
+        return [n for n in sorted(ours) if (pod := pods.get(n)) is not None
                 and not pod["spec"].get("nodeName") and not unschedulable_message(pod)
                 and pod["metadata"]["uid"] not in told]
 
@@ -191,7 +244,42 @@ def test_fuzzed_objects_crash_nothing_get_a_reason_and_good_gangs_still_schedule
         raise AssertionError(f"Queues without a Valid condition: {missing}") from None
     for valid in valid_conditions().values():  # once written, a condition stays
         assert valid is not None and (valid["status"] == "True" or valid.get("message")), valid
-    print(f"fuzzed objects: {len(sent.accepted)} accepted by the apiserver, "
-          f"{len(sent.refused)} refused; pods {len(sent.pods)}, queues {len(sent.queues)}; "
-          f"0 crashes; refused, for example: {sent.refused[:3]}")
+
+
+def read_surfaces_show_no_absurd_value(runner: InProcessScheduler) -> None:
+    """``explain`` of every gang the scheduler knows (pending, running, unformed), its views
+    and its dashboard and state over HTTP: no traceback, no time beyond what it accepts."""
+    live = runner.live
+    now = time.time()
+    inp = live.cache.cycle_input(now)
+    ids = {g.id for g in inp.gangs.pending} | set(inp.snapshot.running) | set(inp.gangs.problems)
+    for gid in sorted(ids):
+        said, found = explain_text(gid, live.cache, live.policies, now)
+        assert found, said
+        sanity.explained(said)
+    view = live.view()
+    assert view is not None
+    sanity.view(view)
+    server = serve(live.metrics.registry, live.health, "127.0.0.1", 0, view=live.view)
+    try:
+        port = server.server_address[1]
+        for path in ("/", "/api/v1/state", "/metrics"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
+                body = reply.read().decode()
+            assert reply.status == 200 and "Traceback" not in body, (path, body[:500])
+    finally:
+        server.shutdown()
+
+
+def said_once(logs: list[MutableMapping[str, Any]]) -> int:
+    """How many failures were logged at warning level; each (object or write, and what was
+    wrong) once: an object warned about again on every update or cycle would be a flood."""
+    keys = Counter(
+        tuple(sorted((k, str(v)) for k, v in e.items()))
+        for e in logs if e.get("log_level") == "warning" and e["event"] in (
+            "annotation_invalid", "object_unusable", "status_write_failed",
+            "gang_inconsistent"))
+    repeated = {k: n for k, n in keys.items() if n > 1}
+    assert not repeated, repeated
+    return sum(keys.values())
 

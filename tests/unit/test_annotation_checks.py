@@ -35,6 +35,39 @@ def test_annotation_problems(annotations: dict[str, str], named: list[str]) -> N
     assert [p.split(":")[0] for p in problems] == [f"annotation {k}" for k in named]
 
 
+NOW = 1_790_000_000.0  # 2026-09-21T14:13:20Z
+
+
+@pytest.mark.parametrize(("annotations", "says"), [
+    ({RUNTIME: "99999999999999999999d"},
+     f"annotation {RUNTIME}: '99999999999999999999d' is more than 365d, the longest duration "
+     "the scheduler accepts; treated as no estimate"),
+    ({RUNTIME: "366d"}, f"annotation {RUNTIME}: '366d' is more than 365d"),
+    ({RUNTIME: "\uff13h"}, f"annotation {RUNTIME}: cannot read '\uff13h'; accepted: "),
+    ({RUNTIME: "\u0663h"}, f"annotation {RUNTIME}: cannot read '\u0663h'; accepted: "),
+    ({RUNTIME: "PT2\u017f"}, f"annotation {RUNTIME}: cannot read 'PT2\u017f'"),  # ſ.upper() == S
+    ({MIN_MEMBER: "\u0664"}, f"annotation {MIN_MEMBER}: cannot read '\u0664'"),
+    ({MIN_MEMBER: "\uff14"}, f"annotation {MIN_MEMBER}: cannot read '\uff14'"),
+    ({CHECKPOINT: "2026-09-21T15:13:20Z"},
+     f"annotation {CHECKPOINT}: '2026-09-21T15:13:20Z' is 3600s ahead of the scheduler's clock "
+     "(more than the 300s allowed for clock skew); treated as never checkpointed"),
+    ({CHECKPOINT: "9999-12-31T23:59:59Z"}, f"annotation {CHECKPOINT}: '9999-12-31T23:59:59Z' is"),
+    ({CHECKPOINT: "\uff12\uff10\uff12\uff16-09-21T14:13:20Z"},
+     f"annotation {CHECKPOINT}: cannot read"),
+])
+def test_out_of_bounds_and_non_ascii_values_are_named_with_the_reason(
+        annotations: dict[str, str], says: str) -> None:
+    (problem,) = annotation_problems(annotations, now=NOW)
+    assert problem.startswith(says), problem
+
+
+@pytest.mark.parametrize("checkpoint", ["2026-09-21T14:13:20Z", "2026-09-21T14:18:20Z",
+                                        "2020-01-01T00:00:00Z"])
+def test_a_checkpoint_up_to_the_clock_skew_ahead_is_accepted(checkpoint: str) -> None:
+    assert annotation_problems({CHECKPOINT: checkpoint}, now=NOW) == ()
+    assert annotation_problems({CHECKPOINT: "2099-01-01T00:00:00Z"}) == ()  # no clock: no check
+
+
 def test_a_problem_says_the_value_the_accepted_forms_and_what_happens_instead() -> None:
     (problem,) = annotation_problems({RUNTIME: "soon"})
     assert "cannot read 'soon'" in problem

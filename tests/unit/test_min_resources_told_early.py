@@ -73,3 +73,38 @@ def test_grouping_carries_min_resources_only_while_members_are_missing(
                       GroupingConfig())
     (g,) = out.pending
     assert g.min_resources == expected
+
+
+@pytest.mark.parametrize(("min_member", "category", "words"), [
+    (440, R.WAITING_FOR_MEMBERS, "1 of 440 required members exist"),  # all 4 nodes can hold
+    (441, R.PLACEMENT, "minMember 441 can never be met: 1 of 441 members exist, and the "
+                       "cluster's nodes hold at most 440 pods in all"),
+    (999_999_999_999, R.PLACEMENT, "minMember 999999999999 can never be met"),
+])
+def test_a_minimum_more_members_than_the_nodes_can_hold_is_said_never(
+        min_member: int, category: ReasonCategory, words: str) -> None:
+    """``min-member: 999999999999`` waited for members with no word that it never could
+    (issue 32): more than the pods every node together holds is no wait, it is never."""
+    g = replace(gang("g", "q", gpus=1, pods=1), declared_min_member=min_member,
+                present_members=1)
+    plan = decide(Snapshot(NODES, ()), [g], policies(*QUEUES), 0.0, solver=SOLVE)
+    reason = plan.pending["ns/g"]
+    assert (reason.category, words in reason.message) == (category, True), reason
+
+
+@pytest.mark.parametrize("declared", ["min-member annotation", "PodGroup minMember"])
+def test_an_absurd_min_member_from_grouping_is_said_never(declared: str) -> None:
+    size = 999_999_999_999
+    pods = [pod(f"w{i}") for i in range(2)]
+    groups = {"ns/g": PodGroupInfo("ns", "g", min_member=size)}
+    if declared == "min-member annotation":
+        pods = [replace(p, labels={}, annotations={  # a Volcano group: no PodGroup read
+            "scheduling.k8s.io/group-name": "g", "gangscheduler.io/min-member": str(size)})
+            for p in pods]
+        groups = {}
+    out = build_gangs(pods, groups, {}, GroupingConfig())
+    assert not out.problems, out.problems
+    plan = decide(Snapshot(NODES, ()), list(out.pending), policies(*QUEUES), 0.0, solver=SOLVE)
+    (reason,) = plan.pending.values()
+    assert reason.category is R.PLACEMENT
+    assert f"minMember {size} can never be met: 2 of {size} members exist" in reason.message

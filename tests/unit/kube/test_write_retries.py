@@ -112,7 +112,8 @@ def test_a_5xx_is_retried_with_backoff_but_a_refusal_is_not(
     before = dict(counts)
     writer.submit("pending/ns/h", lambda: StatusWriter(kube).set_unschedulable(POD, "x"))
     assert writer.flush()
-    assert counts == before and writer.kept == 0  # answered: a refusal is not retried
+    # Answered: a refusal is counted as failed, but not retried (it would be refused again).
+    assert counts == {**before, "failed": before["failed"] + 1} and writer.kept == 0
     writer.stop()
 
 

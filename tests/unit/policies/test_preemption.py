@@ -78,3 +78,21 @@ def test_search_frees_one_rack_for_a_rack_bound_gang() -> None:
     assert sorted(v.id for v in found.victims) == ["ns/b4", "ns/b5", "ns/b6", "ns/b7"]
     assert set(found.placement.nodes) == {f"a100-{i:04d}" for i in range(4, 8)}
     assert search.solves <= search.max_solves
+
+
+def test_a_checkpoint_ahead_of_the_clock_does_not_make_its_gang_the_cheapest_victim() -> None:
+    """A last-checkpoint in the future read as "nothing lost" made its gang the victim of
+    choice (issue 32): beyond the clock-skew allowance it counts as never checkpointed."""
+    qs, led = tree(queue("p"), queue("a", "p", quota={"a100": 64}),
+                   queue("b", "p", quota={"a100": 0}))
+    now = 1000.0
+    checkpoints = {"ahead": now + 3600.0, "skewed": now + 60.0, "recent": 900.0,
+                   "never": None}
+    runs = [running(gang(name, "b"), {f"a100-{i:04d}": 1}, checkpoint=at)
+            for i, (name, at) in enumerate(checkpoints.items())]
+    led = led.charge("b", "a100", {GPU: 8 * len(runs)})
+    applicant = Applicant(gang("a0", "a"), qs.queues["a"], {"a100": gang("a0").min_requests})
+    found = preemption.candidates(applicant, Snapshot(A100, runs), led, qs, now, frozenset())
+    # GPU-seconds lost: since the start (0) unless a believable checkpoint says less.
+    assert {c.id: c.cost for c in found} == {"ns/ahead": 8000.0, "ns/skewed": 0.0,
+                                             "ns/recent": 800.0, "ns/never": 8000.0}

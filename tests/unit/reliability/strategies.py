@@ -3,8 +3,11 @@
 Each strategy starts from a well-formed object (the shapes the apiserver really sends, as in
 ``tests/unit/kube/fixtures``) and damages it in the ways real clusters do: a field of the wrong
 type, a number where a quantity belongs, a huge or negative value, a missing key, unicode, an
-annotation in a form the scheduler does not read. The converters and the grouping must turn
-every such object into a value or a ``ConversionError`` naming the field, never crash.
+annotation in a form the scheduler does not read. The annotations, labels and Queue fields
+tried are the scheduler's own lists (``scheduler.user_fields.FIELDS``,
+``policies.parsing.QUEUE_FIELDS``), each with ``ADVERSARIAL_TEXT`` or ``ADVERSARIAL_JSON``.
+The converters and the grouping must turn every such object into a value or a
+``ConversionError`` naming the field, never crash.
 
 ``FUZZ_EXAMPLES`` (environment variable ``GANG_SCHEDULER_FUZZ_EXAMPLES``, default 200) is how
 many objects each property tries; the reliability run sets 10,000.
@@ -13,6 +16,7 @@ many objects each property tries; the reliability run sets 10,000.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 from pathlib import Path
@@ -20,27 +24,37 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from policies.parsing import POLICY_FIELDS, QUEUE_FIELDS
+from scheduler import user_fields
+
 FIXTURES = Path(__file__).parents[1] / "kube" / "fixtures"
 FUZZ_EXAMPLES = int(os.environ.get("GANG_SCHEDULER_FUZZ_EXAMPLES", "200"))
 
-#: Every annotation and label the scheduler reads, with values users really write beside junk.
-ANNOTATIONS = {
-    "gangscheduler.io/expected-runtime": ["2h", "90m", "3600", "1d", "PT2H", "soon", "-5", "",
-                                          "1e999", "2h30", "P1D", "🕐"],
-    "gangscheduler.io/last-checkpoint": ["2026-11-30T09:00:00Z", "yesterday", "", "2026-13-45",
-                                         "2026-11-30T09:00:00", "0", "1e300"],
-    "gangscheduler.io/min-member": ["4", "0", "-1", "four", "", "1e3", "99999999999999999999"],
-    "gangscheduler.io/topology-required": ["topology.gangscheduler.io/rack", "", "rack!",
-                                           "kubernetes.io/hostname", "x" * 300],
-    "gangscheduler.io/topology-preferred": ["topology.gangscheduler.io/block", "", "🙂"],
-    "gangscheduler.io/simulated-runtime": ["10", "x", ""],
-    "scheduling.k8s.io/group-name": ["g", "", "G_bad", "x" * 300],
-}
-LABELS = {
-    "gangscheduler.io/queue": ["team-a", "", "Team_A", "x" * 100],
-    "scheduling.x-k8s.io/pod-group": ["g", "", "g/1"],
-    "gangscheduler.io/role": ["worker", "", "🙂"],
-}
+#: Text no annotation or label should be read from as if it were fine: huge, negative, far
+#: future and past, non-ASCII digits, overflowing, empty, whitespace, NaN/inf, very long. Every
+#: field of ``scheduler.user_fields.FIELDS`` is tried with each (and with its example).
+ADVERSARIAL_TEXT: tuple[str, ...] = (
+    "", " ", "\t\n", "0", "1", "-1", "-5s", "999999999999", "99999999999999999999",
+    "1e999", "-1e999", "1e-999", "nan", "NaN", "inf", "-inf", "Infinity",
+    "99999999999999999999d", "P99999999999999999999D", "PT99999999999999999999S", "366d",
+    "2h\n", "\uff19", "\u0663", "\uff12h", "\u0663\u0660m", "\u00b2", "PT2\u017f",
+    "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2999-01-01T00:00:00Z",
+    "2026-11-30T09:00:00+14:00", "1970-01-01T00:00:00Z", "\U0001f642", "x" * 10_000,
+    "9" * 400, "-" * 63, "a/b", "0x10", "1_000", "\x00", "\u202eevil",
+)
+#: The same for Queue and SchedulerPolicy fields, which are typed JSON.
+ADVERSARIAL_JSON: tuple[Any, ...] = (
+    None, True, False, 0, -1, 1, -(2**63), 2**63, 2**64, 10**30, 1e308, -1e308, 1e-308,
+    float("nan"), float("inf"), float("-inf"), "", " ", "nan", "inf", "1e999",
+    "99999999999999999999Ti", "\uff18", "\u0663", "-1", "0.5", "x" * 10_000, [], {},
+    [None], {"": None}, "\U0001f642",
+)
+
+
+def field_values(field: user_fields.UserField) -> tuple[str, ...]:
+    """What a field is tried with: its example (a value that reads well) and the junk."""
+    return (field.example, *ADVERSARIAL_TEXT)
+
 
 #: JSON values of every type, small and nested, with the awkward numbers.
 json_values: st.SearchStrategy[Any] = st.recursive(
@@ -106,36 +120,43 @@ def damaged(draw: st.DrawFn, base: dict[str, Any], max_changes: int = 3) -> dict
 
 
 @st.composite
-def annotated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
-    """*base* (a pod or PodGroup) with some of the annotations and labels the scheduler reads,
-    set to values users write and to junk."""
+def annotated(draw: st.DrawFn, base: dict[str, Any], kind: str) -> dict[str, Any]:
+    """*base* (an object of *kind*) with some of the annotations and labels the scheduler
+    reads on that kind (``scheduler.user_fields``), set to values users write and to junk."""
     obj = copy.deepcopy(base)
     meta = obj.setdefault("metadata", {})
-    for field, choices in (("annotations", ANNOTATIONS), ("labels", LABELS)):
-        keys = draw(st.lists(st.sampled_from(sorted(choices)), unique=True, max_size=4))
-        target = meta.setdefault(field, {})
-        for key in keys:
-            target[key] = draw(st.sampled_from(choices[key]) | st.text(max_size=8))
+    for where in ("annotation", "label"):
+        fields = user_fields.on(kind, where)
+        if not fields:
+            continue
+        chosen = draw(st.lists(st.sampled_from(fields), unique_by=lambda f: f.key, max_size=4))
+        target = meta.setdefault(f"{where}s", {})
+        for field in chosen:
+            target[field.key] = draw(st.sampled_from(field_values(field)) | st.text(max_size=8))
     return obj
 
 
+def _of(kind: str, fixture_name: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects of *kind*: damaged, annotated, or both."""
+    base = fixture(fixture_name)
+    return st.one_of(damaged(base), annotated(base, kind),
+                     annotated(base, kind).flatmap(damaged))
+
+
 def pods() -> st.SearchStrategy[dict[str, Any]]:
-    """Pods: damaged, annotated, or both."""
-    base = fixture("pod")
-    return st.one_of(damaged(base), annotated(base), annotated(base).flatmap(damaged))
+    return _of("Pod", "pod")
 
 
 def podgroups() -> st.SearchStrategy[dict[str, Any]]:
-    base = fixture("podgroup")
-    return st.one_of(damaged(base), annotated(base), annotated(base).flatmap(damaged))
+    return _of("PodGroup", "podgroup")
 
 
 def nodes() -> st.SearchStrategy[dict[str, Any]]:
-    return damaged(fixture("node"))
+    return _of("Node", "node")
 
 
 def jobs() -> st.SearchStrategy[dict[str, Any]]:
-    return damaged(fixture("job"))
+    return _of("Job", "job")
 
 
 QUEUE = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
@@ -155,9 +176,42 @@ POLICY = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "SchedulerPolicy",
                    "placement": {"cpsat": True, "cpsatTimeLimitSeconds": 2}}}
 
 
+def set_field(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """*obj* with the field at *path* (as ``policies.parsing.QUEUE_FIELDS`` writes it: ``[]``
+    the first item of a list, ``{}`` the GPU of a resource mapping) set to *value*; what is
+    in the way (a missing or non-mapping parent) is replaced."""
+    steps: list[Any] = []
+    for token in path.split("."):
+        if token.endswith("[]"):
+            steps += [token[:-2], 0]
+        elif token.endswith("{}"):
+            steps += [token[:-2], "nvidia.com/gpu"]
+        else:
+            steps.append(token)
+    target: Any = obj
+    for step, after in itertools.pairwise(steps):
+        want = list if isinstance(after, int) else dict
+        child = target[step] if isinstance(target, list) or step in target else None
+        if not isinstance(child, want) or (not child and want is list):
+            child = target[step] = [{}] if want is list else {}
+        target = child
+    target[steps[-1]] = value
+    return obj
+
+
+@st.composite
+def fielded(draw: st.DrawFn, base: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """*base* with one to three of its fields (*paths*) set to adversarial JSON values."""
+    obj = copy.deepcopy(base)
+    for path in draw(st.lists(st.sampled_from(paths), unique=True, min_size=1, max_size=3)):
+        set_field(obj, path, draw(st.sampled_from(ADVERSARIAL_JSON) | json_values))
+    return obj
+
+
 def queues() -> st.SearchStrategy[dict[str, Any]]:
-    return damaged(QUEUE, max_changes=4)
+    """Queues: damaged anywhere, or with the fields the parser reads set to junk."""
+    return st.one_of(damaged(QUEUE, max_changes=4), fielded(QUEUE, QUEUE_FIELDS))
 
 
 def scheduler_policies() -> st.SearchStrategy[dict[str, Any]]:
-    return damaged(POLICY, max_changes=4)
+    return st.one_of(damaged(POLICY, max_changes=4), fielded(POLICY, POLICY_FIELDS))
