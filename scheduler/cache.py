@@ -92,13 +92,19 @@ class ClusterCache(WorkloadFeeding):
         self._node_index: NodeIndex | None = None
         self._generation = 0
         self._memo: CycleInput | None = None
+        #: Called on every change (from the thread that made it): wakes the live loop.
+        self.on_change: Callable[[], None] | None = None
 
     # Feeding ------------------------------------------------------------------------------
     def _touch(self) -> None:
         self._generation += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def upsert_node(self, node: Node) -> None:
         with self._lock:
+            if self._nodes.get(node.name) == node:
+                return  # a heartbeat, a field the scheduler does not read: nothing changed
             self._nodes[node.name] = node
             self._node_index = None
             self._rebuild_snapshot = True
@@ -132,6 +138,9 @@ class ClusterCache(WorkloadFeeding):
     def upsert_pod(self, pod: PodInfo) -> None:
         with self._lock:
             old = self._pods.get(pod.uid)
+            if old == pod:  # e.g. the scheduler's own condition written: nothing to redo
+                self._pods[pod.uid] = pod
+                return
             if old is not None:
                 self._unindex(old)
             self._pods[pod.uid] = pod
@@ -150,7 +159,10 @@ class ClusterCache(WorkloadFeeding):
 
     def upsert_group(self, group: PodGroupInfo) -> None:
         with self._lock:
+            unchanged = self._groups.get(group.key) == group
             self._groups[group.key] = group
+            if unchanged:  # e.g. the status the scheduler wrote
+                return
             self._dirty.add(group.key)
             self._touch()
 
@@ -183,12 +195,15 @@ class ClusterCache(WorkloadFeeding):
         until ``settle`` or ``forget``)."""
         expires = None if binding else now + self.assume_ttl
         with self._lock:
+            assumed = 0
             for ref, node in pod_nodes:
                 pod = self._pods.get(ref.uid)
                 if pod is not None and not pod.node_name:
                     self._assumed[ref.uid] = _Assumption(node, now, expires)
                     self._mark_pod_dirty(ref.uid)
-            self._touch()
+                    assumed += 1
+            if assumed:  # a cycle that bound nothing changes nothing
+                self._touch()
 
     def settle(self, pods: Iterable[PodRef], now: float) -> None:
         """The binds of *pods* (assumed while in flight) are done: from *now* their
@@ -202,10 +217,13 @@ class ClusterCache(WorkloadFeeding):
 
     def forget(self, pods: Iterable[PodRef]) -> None:
         with self._lock:
+            forgotten = 0
             for ref in pods:
                 if self._assumed.pop(ref.uid, None) is not None:
                     self._mark_pod_dirty(ref.uid)
-            self._touch()
+                    forgotten += 1
+            if forgotten:
+                self._touch()
 
     def _mark_pod_dirty(self, uid: str) -> None:
         gid = self._gid_of.get(uid)
@@ -220,6 +238,15 @@ class ClusterCache(WorkloadFeeding):
             self._mark_pod_dirty(uid)
         if stale:
             self._touch()
+
+    def next_expiry(self) -> float | None:
+        """When an assumption (a bind done, a claim decision) lapses unless the watch
+        confirms it first: the cache changes then with no event (None: nothing assumed that
+        can lapse). Both lapse once strictly past that time."""
+        with self._lock:
+            binds = (a.expires for a in self._assumed.values() if a.expires is not None)
+            return min((t for t in (min(binds, default=None), self.facts.next_expiry())
+                        if t is not None), default=None)
 
     # Reading ------------------------------------------------------------------------------
     @property

@@ -79,10 +79,14 @@ class Flights:
         self.clock = clock
         self._lock = threading.Lock()
         self._flights: list[Flight] = []
+        #: Called when an outcome lands (on the binding stage's thread): wakes the live loop.
+        self.on_land: Callable[[], None] | None = None
 
     def launch(self, flight: Flight) -> None:
         def stamp(_: Future[ApplyResult]) -> None:
             flight.landed = self.clock()
+            if self.on_land is not None:
+                self.on_land()
 
         with self._lock:
             self._flights.append(flight)

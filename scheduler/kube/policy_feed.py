@@ -31,8 +31,12 @@ class LivePolicies:
     """The ``PolicySource`` of the live scheduler: thread-safe, last good version wins."""
 
     def __init__(self, client: KubeClient | None = None, *, initial: PolicyStore | None = None,
-                 write_status: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 write_status: Callable[[str, dict[str, Any]], None] | None = None,
+                 on_change: Callable[[], None] | None = None) -> None:
+        """*on_change*: called after each Queue event that may have changed the policies in
+        force (the live loop compares them and runs a cycle if they did)."""
         self._client = client
+        self._on_change = on_change
         self._store = initial or PolicyStore()
         self._lock = threading.Lock()
         self._invalid: dict[str, str] = {}  # queue name -> errors, for metrics and status
@@ -49,6 +53,11 @@ class LivePolicies:
             return dict(self._invalid)
 
     def handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
+        self._handle(event, obj)
+        if self._on_change is not None:
+            self._on_change()
+
+    def _handle(self, event: informer.EventType, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if event is informer.EventType.DELETED:
             with self._lock:

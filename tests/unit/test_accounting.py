@@ -53,6 +53,21 @@ def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
     assert sample(m, "gang_scheduler_gpu_hour_price", pool="p", currency="EUR") == 3.6
 
 
+def test_a_scrape_between_cycles_charges_up_to_the_scrape() -> None:
+    # No cycle runs while nothing changes: what is held is charged whenever the metrics are
+    # read, and the next cycle charges only the time after that.
+    sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
+    m = priced(sched)
+    sched.run_once()
+    gpu_s = {"queue": "team", "namespace": "ns", "pool": "p"}
+    clock.now += 30
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 240
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 240
+    clock.now += 5
+    sched.run_once()
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 280
+
+
 def test_a_leadership_gap_is_not_charged() -> None:
     sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
     m = priced(sched)
