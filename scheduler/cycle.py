@@ -24,9 +24,10 @@ from policies.admission import placement_charges
 from policies.queues import PolicySet, Queue
 from scheduler import housekeeping, placement
 from scheduler.admissible import admissible
-from scheduler.consider import Trial, awaiting_terminating, consider, held_back
+from scheduler.consider import Trial, awaiting_terminating, consider
 from scheduler.draft import Context, Draft
 from scheduler.due import next_due
+from scheduler.heads import held_back
 from scheduler.housekeeping import Housekeeping
 from scheduler.memo import Memo
 from scheduler.model import Gang
