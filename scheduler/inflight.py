@@ -51,6 +51,10 @@ class ApplyResult:
     #: members again.
     left: tuple[tuple[PodRef, str], ...] = ()
     binding: Future[ApplyResult] | None = None
+    #: Seconds after which the actuator needs another cycle for what it could not carry out
+    #: yet (an eviction a disruption budget refused, a rollback or claim write that failed):
+    #: nothing may change meanwhile that would run one. None: nothing to retry.
+    retry_in: float | None = None
 
 
 @dataclass(slots=True)

@@ -22,9 +22,8 @@ What the loop adds around the pure ``decide``:
 - metrics and one summary log line per cycle (info when the cycle did something, debug when
   idle), every line of the cycle carrying its number.
 
-Gang scheduling latency runs from the first cycle that saw a gang complete (all required
-members present) to when all of it was bound (its outcome landed); a gang that stops being
-complete or pending (a member deleted, the gang withdrawn) starts over. With metrics,
+Gang scheduling latency runs from the first cycle that saw a gang complete to when all of
+it was bound (``scheduler.latency``). With metrics,
 ``decide`` gets a solver that times each placement solve: the same ``placement.solve``, so
 plans are unchanged.
 """
@@ -51,6 +50,7 @@ from scheduler.housekeeping import (
     cut_while_binding,
 )
 from scheduler.inflight import ApplyResult, Flight, Flights
+from scheduler.latency import CompleteSince
 from scheduler.metrics import SchedulerMetrics, rollback_reason
 from scheduler.model import Gang, PodRef
 from scheduler.model.workloads import PodPhase
@@ -110,10 +110,9 @@ class Scheduler:
         self._partly_since: dict[str, float] = {}  # gang id -> first cycle seen partly bound
         self._previous: CyclePlan | None = None
         self._recall: Recall | None = None  # kept while the nodes (the node index) stay
-        self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
-        self._tracked: tuple[Gang, ...] | None = None  # the pending gangs last tracked
-        self._complete_of: dict[str, tuple[Gang, bool]] = {}  # gang id -> (gang, complete?)
+        self._complete = CompleteSince()  # where each gang's scheduling latency starts
         self._solve_s = 0.0  # placement time within the current decide
+        self._retry_at: float | None = None  # when the actuator wants a cycle to retry
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
         #: The last cycle's plan, input, policies and recall, and its queue reports once
@@ -138,7 +137,7 @@ class Scheduler:
         self.backoffs.cycle_began()
         now = self.clock()
         inp = self.cache.cycle_input(now)
-        self._track_complete(inp, now)
+        self._complete.track(inp.gangs.pending, now)
         house = self._housekeeping(inp, now, takeover)
         policies = self.policies.current()
         self._solve_s = 0.0
@@ -152,9 +151,9 @@ class Scheduler:
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
+        self._retry_at = None if result.retry_in is None else now + result.retry_in
         self.cache.assume_claims(result.claims, now)
-        since = {b.gang_id: self._complete_since.pop(b.gang_id) for b in plan.binds
-                 if b.gang_id in self._complete_since}
+        since = self._complete.take([b.gang_id for b in plan.binds])
         partial = {b.gang_id: house.partly_bound[b.gang_id] for b in plan.binds
                    if b.gang_id in house.partly_bound}
         if result.binding is not None:
@@ -186,7 +185,7 @@ class Scheduler:
                 if gid not in result.fenced:  # fenced: nothing wrong with it, no backoff
                     self.backoffs.fail(gid, bound_at, gid in unanswered)
                 if gid in since:  # it is pending again: its latency runs on
-                    self._complete_since.setdefault(gid, since[gid])
+                    self._complete.restore(gid, since[gid])
                 continue
             if gid not in bound:
                 continue
@@ -312,9 +311,10 @@ class Scheduler:
     def next_due(self) -> float | None:
         """When a cycle is due if nothing changes before (the clock's time; None: not until
         something changes): the last plan may change with time alone (``CyclePlan.due``),
-        or an assumption in the cache lapses."""
+        an assumption in the cache lapses, or the actuator retries what it could not carry
+        out (``ApplyResult.retry_in``)."""
         plan, lapse = self.last_plan, self.cache.next_expiry()
-        times = [plan.due if plan is not None else None,
+        times = [plan.due if plan is not None else None, self._retry_at,
                  None if lapse is None else lapse + SLACK_SECONDS]
         return min((t for t in times if t is not None), default=None)
 
@@ -324,29 +324,6 @@ class Scheduler:
         return self.backoffs.answered(self.clock())
 
     # Observability ----------------------------------------------------------------------------
-    def _track_complete(self, inp: CycleInput, now: float) -> None:
-        """Remember when each pending gang was first seen complete; forget the others."""
-        pending = inp.gangs.pending
-        if pending is self._tracked:
-            return  # the same gangs as last cycle: nothing to add or forget
-        self._tracked = pending
-        # Completeness of a gang object never changes: reuse last cycle's for the same objects.
-        before = self._complete_of
-        known: dict[str, tuple[Gang, bool]] = {}
-        complete: set[str] = set()
-        for g in pending:
-            hit = before.get(g.id)
-            if hit is None or hit[0] is not g:
-                hit = (g, g.is_complete)
-            known[g.id] = hit
-            if hit[1]:
-                complete.add(g.id)
-        self._complete_of = known
-        for gid in [gid for gid in self._complete_since if gid not in complete]:
-            del self._complete_since[gid]
-        for gid in complete:
-            self._complete_since.setdefault(gid, now)
-
     def forget_accounting(self) -> None:
         """Start accounting afresh: the next cycle charges no time (after a leadership gap,
         in which another replica charged the GPUs held)."""
