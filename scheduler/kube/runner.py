@@ -53,6 +53,7 @@ from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.owner_estimates import OwnerEstimates
 from scheduler.kube.policy_feed import LivePolicies
+from scheduler.kube.queue_finalizer import QueueFinalizers
 from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.shortfalls import ShortfallReporter
 from scheduler.kube.status import StatusWriter
@@ -119,6 +120,7 @@ class LiveScheduler:
         self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity,
             on_change=self.wake.poke)
+        self.finalizers = QueueFinalizers(writes, self.policies.objects, retry=retry)
         self.input_warnings = InputWarnings()
         self.informers = feed.cache_informers(client, self.cache, config.node_labels,
                                               self.input_warnings, config.scheduler_name)
@@ -267,6 +269,7 @@ class LiveScheduler:
             self.recent.observe(plan)
             self.owner_estimates.publish(plan)
             self.queue_status.publish(self.scheduler.last_queues)
+            self._sync_finalizers()
             running = self.cache.cycle_input(time.time()).snapshot.running
             self.group_sync.sync(running)
             self.shortfalls.report(running)
@@ -279,6 +282,7 @@ class LiveScheduler:
         """No cycle is due: write what is due without one, then sleep until something
         changes, the next cycle is due, or ``cycle_interval`` (the heartbeat) at most."""
         self._warn_of_inputs()
+        self._sync_finalizers()
         figures = self.queue_status.due_in()
         if figures is not None and figures <= 0:
             self.queue_status.publish(self.scheduler.last_queues)
@@ -294,8 +298,21 @@ class LiveScheduler:
         if last is None or plan is None or not self.is_leader:
             return None
         inp, policies = last
-        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
+        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
+                                               self.policies.invalid),
                                self.cache.gang_pods, self.recent.events)
+
+    def _sync_finalizers(self) -> None:
+        """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being
+        deleted once no running gang was admitted under it and no queue names it as parent.
+        Running gangs as of the last cycle (a change since would have run one)."""
+        last = self.scheduler.last_cycle
+        if last is None:
+            return  # nothing known to run yet: remove nothing
+        queues = self.policies.current().queues
+        in_use = {rg.gang.queue for rg in last[0].snapshot.running.values()}
+        in_use |= {p for q in queues.queues if (p := queues.parent_of(q)) is not None}
+        self.finalizers.sync(in_use | self.policies.waiting_parents())
 
     def _warn_of_inputs(self) -> None:
         """A Warning event on each object whose annotations the informers found unreadable,
@@ -320,4 +337,5 @@ class LiveScheduler:
             t.join(timeout=5)
         self.actuator.close()
         self.queue_status.close()
+        self.finalizers.close()
         self.binder.close()
