@@ -111,10 +111,11 @@ class LivePolicies:
             if generation is None or self._generation.get(name) != generation:
                 self._generation[name] = generation
                 writes = self._judge(name, obj, generation)
-            if deleting and name not in self._store.policies.queues.terminating:
-                self._store = self._store.terminate(name)
+            before = self._store
+            if deleting and (store := before.terminate(name)) is not before:
+                self._store = store
                 log.info("queue_terminating", queue=name,
-                         in_force=name in self._store.policies.queues.queues)
+                         in_force=name in store.policies.queues.queues)
         for target, status in writes:
             self._write_status(target, status)
 
