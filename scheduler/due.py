@@ -12,14 +12,13 @@ module names those instants, from the same input and rules ``decide`` used:
 - a nomination times out (``NOMINATION_TIMEOUT_SECONDS``, strictly after);
 - a pending gang has waited long enough for a reservation (``reservation.starving``);
 - while gangs wait: a running gang's ``minRuntimeSeconds`` protection ends (it may be
-  preempted), or a waiting gang would no longer end before a reservation starts (it keeps
-  off the reserved nodes from then on: ``reservation.ends_before``).
+  preempted), a running gang overruns its expected end (from then on it is expected to end
+  "now", with the others that overran: which nodes a reservation holds may change), or a
+  waiting gang would no longer end before a reservation starts (it keeps off the reserved
+  nodes from then on: ``reservation.ends_before``).
 
-An estimated start coming due is not among them: the gangs it waits for end with an
-informer event (their pods finish); one that overruns its estimate moves the estimate along
-with the clock (``reservation.expected_end``), which changes no decision, and a status
-writer would not rewrite an estimate that moved that little anyway. ``test_due`` checks
-the list against ``decide`` itself: before ``due``, the same input gives the same decisions.
+``test_due`` checks the list against ``decide`` itself: before ``due``, the same input gives
+the same decisions (an estimate made at ``now`` aside).
 
 ``next_due`` is pure and cheap (one pass over the pending and running gangs); an instant
 that cannot change anything (a gang bound this cycle) at worst costs one cycle that changes
@@ -102,9 +101,14 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
                 due.after(t - runtime)
     if not waiting:
         return due.at
-    if policy.preemption:
-        for rg in snapshot.running.values():
-            queue = queues.get(rg.gang.queue)
-            if queue is not None and queue.preemption.min_runtime_seconds > 0:
-                due.at_or_after(rg.start_time + queue.preemption.min_runtime_seconds)
+    for rg in snapshot.running.values():
+        queue = queues.get(rg.gang.queue)
+        if queue is None:
+            continue
+        if policy.preemption and queue.preemption.min_runtime_seconds > 0:
+            due.at_or_after(rg.start_time + queue.preemption.min_runtime_seconds)
+        if policy.reservation:  # overrun, it is expected to end "now" (``expected_end``)
+            end = rg.expected_end
+            runtime = queue.runtime_of(rg.gang.runtime_estimate)
+            due.after(end if end is not None or runtime is None else rg.start_time + runtime)
     return due.at

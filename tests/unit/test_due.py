@@ -2,8 +2,10 @@
 
 The live loop runs no cycle until then unless its input changes, so ``due`` must never be
 late: table-driven, each instant ``decide`` compares ``now`` with, where the plan changes at
-``due`` and not a moment before; and a property over random worlds: at any time before
-``due`` the same input gives the same decisions.
+``due`` and not a moment before; and a property over random worlds, settled (their plans
+carried out until a cycle changes nothing): at any time before ``due`` the same input gives
+the same decisions. (Each rule of ``next_due`` left out fails the property within 3,000
+examples; the test runs 300.)
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from policies.queues import PolicySet
@@ -115,12 +117,36 @@ def test_a_gang_that_would_no_longer_end_before_a_reservation_is_due() -> None:
     assert plan.due == pytest.approx(NOW + 300 + SLACK_SECONDS, abs=1e-6)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def settled(world: World) -> tuple[Snapshot, tuple[Gang, ...], CyclePlan] | None:
+    """The world once its plans are carried out at NOW (binds running, victims gone) and the
+    plan no longer changes from one cycle to the next (a reservation or nomination carried
+    over goes first): the input a live scheduler then keeps while nothing changes. None if
+    it does not settle in a few cycles."""
+    snapshot, pending, previous = world.snapshot, world.pending, None
+    for _ in range(8):
+        plan = decide(snapshot, pending, world.policies, NOW, previous, solver=SOLVE)
+        quiet = not (plan.binds or plan.evictions or plan.provisions or plan.rollbacks)
+        if quiet and previous is not None and decisions(plan) == decisions(previous):
+            return snapshot, pending, plan
+        by_id = {g.id: g for g in pending}
+        for b in plan.binds:
+            snapshot = snapshot.with_running(b.placement.as_running(by_id[b.gang_id], NOW))
+        snapshot = snapshot.without_gangs(sorted({e.victim for e in plan.evictions}))
+        bound = {b.gang_id for b in plan.binds}
+        pending = tuple(g for g in pending if g.id not in bound)
+        previous = plan
+    return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=worlds(), later=st.floats(0.0, 1.0))
 def test_before_its_due_time_the_same_input_gives_the_same_decisions(
         world: World, later: float) -> None:
-    plan = decide(world.snapshot, world.pending, world.policies, NOW, solver=SOLVE)
+    quiet = settled(world)
+    assume(quiet is not None)
+    assert quiet is not None
+    snapshot, pending, plan = quiet
     horizon = (plan.due - SLACK_SECONDS if plan.due is not None else NOW + 1e6) - NOW
     t = NOW + later * horizon * 0.999
-    again = decide(world.snapshot, world.pending, world.policies, t, solver=SOLVE)
+    again = decide(snapshot, pending, world.policies, t, plan, solver=SOLVE)
     assert decisions(again) == decisions(plan)
