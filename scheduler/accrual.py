@@ -5,7 +5,10 @@ an idle cluster with gangs running may go minutes without one, while chargeback 
 lag that long. Each cycle says what is held from then on (``scheduler.accounting``); what
 was held is charged for the time since, at each cycle and, between cycles, whenever the
 metrics are read (``until``, hooked to the scrape): the counters are exact at every
-scrape, and no cycle runs for them. Thread-safe: the loop and the scrape both charge.
+scrape, and no cycle runs for them. The per-pool gauges (a pass over every node) are set
+at most every ``pool_interval`` seconds of cycles; a cycle that skipped them leaves its
+figures to the next scrape, which sets them (the last cycle's, never older). Thread-safe:
+the loop and the scrape both write.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class Accrual:
         self._lock = threading.Lock()
         self._accounted: tuple[float, Held] | None = None  # since when, what is held
         self._pools_at: float | None = None  # when the pool gauges were last set
+        #: The last cycle, when it skipped the pool gauges (the next scrape sets them).
+        self._skipped: tuple[Snapshot, CyclePlan, tuple[Gang, ...]] | None = None
 
     def cycle(self, snapshot: Snapshot, plan: CyclePlan, pending: tuple[Gang, ...]) -> None:
         """Charge what was held up to the plan's time; from then on, what it leaves held."""
@@ -39,16 +44,24 @@ class Accrual:
         with self._lock:
             self._charge(plan.now)
             self._accounted = (plan.now, acc.held)
-        if due:
-            self.metrics.set_pools(acc.pools)
-            self._pools_at = plan.now
+            if due:
+                self.metrics.set_pools(acc.pools)
+                self._pools_at, self._skipped = plan.now, None
+            else:
+                self._skipped = (snapshot, plan, pending)
 
     def until(self, now: float) -> None:
-        """Charge what is held up to *now* (no cycle needed: nothing held changed since)."""
+        """Charge what is held up to *now* (no cycle needed: nothing held changed since),
+        and set the pool gauges a cycle skipped."""
         with self._lock:
             if self._accounted is not None and now > self._accounted[0]:
                 self._charge(now)
                 self._accounted = (now, self._accounted[1])
+            if self._skipped is not None:
+                snapshot, plan, pending = self._skipped
+                self.metrics.set_pools(
+                    accounting.account(snapshot, plan, pending, with_pools=True).pools)
+                self._pools_at, self._skipped = plan.now, None
 
     def forget(self) -> None:
         """Start afresh: charge no time before the next cycle (after a leadership gap, in

@@ -81,6 +81,21 @@ def test_a_leadership_gap_is_not_charged() -> None:
                   namespace="ns", pool="p") == 16
 
 
+def test_pool_gauges_a_cycle_skipped_are_set_at_the_next_scrape() -> None:
+    # Gauges at most every 10 s of cycles: the second cycle (a waiting 8-GPU gang arrived,
+    # stranding the 4 free GPUs) skips them; no cycle follows on an idle cluster, so the
+    # scrape sets them, from that last cycle.
+    sched, m, clock = make([other_pod("x", "n1", 4)], [node("n1")], TEAM)
+    sched.pool_gauge_interval = 10.0
+    sched.run_once()
+    for p in gang_pods("big", 1, 8):
+        sched.cache.upsert_pod(p)
+    clock.now += 1
+    sched.run_once()
+    assert sample(m, "gang_scheduler_stranded_gpus", pool="p") == 4
+    assert sample(m, "gang_scheduler_idle_gpus", pool="p") == 4
+
+
 @pytest.mark.parametrize(("pods", "nodes", "idle", "stranded"), [
     # Nothing waits: free GPUs are idle, not stranded.
     (gang_pods("g1", 1, 4), [node("n1")], 4, 0),
