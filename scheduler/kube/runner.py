@@ -73,6 +73,8 @@ DRAIN_SECONDS = 60.0
 REST_MAX_SECONDS = 0.5
 #: Seconds between updates of the per-pool GPU gauges (``Scheduler``).
 POOL_GAUGE_SECONDS = 1.0
+#: A cycle that raised is run again after this long, changed input or not.
+FAILED_CYCLE_RETRY_SECONDS = 5.0
 
 
 def _answering(client: KubeClient) -> Callable[[], bool] | None:
@@ -241,10 +243,10 @@ class LiveScheduler:
                 self._between_cycles()
                 continue
             started = time.monotonic()
-            self.wake.began(marks)
             with self._cycle_lock:
                 if not self.is_leader or self.term != term:  # changed meanwhile
                     continue
+                self.wake.began(marks)  # (not before: a change skipped here is kept)
                 self._cycle(term, term != led, why)
                 led = term
             rest = self.poll_interval
@@ -276,6 +278,9 @@ class LiveScheduler:
             self._warn_of_inputs()
         except Exception:  # keep scheduling on the last good state
             log.exception("cycle_failed")
+            # Tried again after a while even if nothing changes: what failed may pass then.
+            self.wake.ended(time.time() + FAILED_CYCLE_RETRY_SECONDS)
+            return
         self.wake.ended(self.scheduler.next_due())
 
     def _between_cycles(self) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from scheduler.config import LeaderElectionConfig, SchedulerConfig
 from scheduler.inflight import ApplyResult, Flight
+from scheduler.kube import runner as runner_module
 from scheduler.kube.client import Response
 from scheduler.kube.informer import EventType
 from scheduler.kube.runner import LiveScheduler
@@ -139,3 +140,24 @@ def test_one_cycle_when_a_gang_starves(runner: LiveScheduler) -> None:
         time.sleep(0.05)
     assert settle(runner) == before + 2  # its due time: one cycle more, and no other
     assert runner.scheduler.next_due() is None
+
+
+def test_a_cycle_that_failed_is_tried_again_though_nothing_changes(
+        runner: LiveScheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "FAILED_CYCLE_RETRY_SECONDS", 0.5)
+    original, calls = runner.scheduler.run_once, []
+
+    def failing_once(takeover: bool = False) -> Any:
+        calls.append(takeover)
+        if len(calls) == 1:
+            raise RuntimeError("a bug, or the apiserver away at the wrong moment")
+        return original(takeover)
+
+    runner.scheduler.run_once = failing_once  # type: ignore[method-assign]
+    runner.cache.upsert_pod(pod("g3-0", "g3"))
+    deadline = time.monotonic() + 30
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(calls) == 2  # the failed one, then its retry
+    settle(runner)
+    assert len(calls) == 2  # and no more: the retry succeeded
