@@ -14,6 +14,13 @@ the sum of their series counts, what ``kubectl describe`` shows as "xN over ..."
     .venv/bin/python benchmarks/bench_idle.py
     .venv/bin/python benchmarks/bench_idle.py --checkout /tmp/base     # another version
 
+Measured on the shared 2-core dev VM, 2026-12-04, over one quiet minute (defaults):
+
+    main d2137a4 (load 4.9): 1,073 cycles, 2.44 CPU s, series counts +21,564 (20 events)
+    after the idle work (load 1.7): 0 cycles, 0.05 CPU s, series counts +0 (20 events)
+
+(main from ``git worktree add /tmp/base-h1 d2137a4`` with a venv of its own.)
+
 No assertions: ``tests/e2e/test_idle.py`` asserts that nothing happens.
 """
 
