@@ -188,10 +188,14 @@ class QueueSet:
     """Validated queues by name, plus the hierarchy derived from their ``parent`` fields."""
 
     queues: Mapping[str, Queue] = field(default_factory=dict)
+    #: Queues being deleted, kept in force while gangs they admitted run or queues name them
+    #: as parent: they admit no new gangs (``policies.validation.PolicyStore.terminate``).
+    terminating: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, queues: Iterable[Queue]) -> QueueSet:
-        return cls({q.name: q for q in sorted(queues, key=lambda q: q.name)})
+    def of(cls, queues: Iterable[Queue], terminating: Iterable[str] = ()) -> QueueSet:
+        by_name = {q.name: q for q in sorted(queues, key=lambda q: q.name)}
+        return cls(by_name, frozenset(t for t in terminating if t in by_name))
 
     def __iter__(self) -> Iterator[Queue]:
         return iter(self.queues.values())

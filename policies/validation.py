@@ -186,6 +186,9 @@ def load_policies(paths: Iterable[str | Path]) -> PolicySet:
 class StoreUpdate:
     store: PolicyStore
     errors: tuple[FieldError, ...]
+    #: Other queues whose verdict this update changed, with their errors now: the members of
+    #: a cycle it closed among queues waiting for their parent.
+    others: Mapping[str, tuple[FieldError, ...]] = field(default_factory=dict)
 
     @property
     def accepted(self) -> bool:
@@ -198,10 +201,19 @@ class PolicyStore:
 
     ``waiting`` holds queues that are valid on their own but reference a parent not (yet)
     known: watch events arrive in any order, so each accepted change retries them.
+
+    A queue whose deletion was asked for stays in force, *terminating* (``terminate``): the
+    scheduler's finalizer keeps the object while gangs it admitted run or queues name it as
+    their parent. A parent is never dropped under its children: had its object gone anyway
+    (its finalizer removed by hand), it stays in force, terminating, until its last child
+    goes (``gone``), just as an edit naming an unknown parent is refused; children never
+    silently become roots.
     """
 
     policies: PolicySet = field(default_factory=PolicySet)
     waiting: Mapping[str, Queue] = field(default_factory=dict)
+    #: Queues whose object is deleted, kept in force (terminating) for their children.
+    gone: frozenset[str] = frozenset()
 
     def apply(self, obj: Any) -> StoreUpdate:
         """Offer one decoded object (a Queue or the SchedulerPolicy)."""
@@ -219,12 +231,35 @@ class PolicyStore:
             return StoreUpdate(self, tuple(errs))
         return self._offer(queue)
 
+    def terminate(self, name: str) -> PolicyStore:
+        """The deletion of Queue *name* was asked for: in force, it admits nothing new from
+        now on; not in force (waiting for its parent), it is simply gone."""
+        queues = self.policies.queues
+        if name in self.waiting:
+            return replace(self, waiting={n: q for n, q in self.waiting.items() if n != name})
+        if name not in queues.queues or name in queues.terminating:
+            return self
+        return self._with(QueueSet.of(queues, queues.terminating | {name}), self.waiting)
+
     def delete(self, name: str) -> PolicyStore:
-        """A Queue was deleted: it is gone whatever its children say (they become roots)."""
-        queues = {n: q for n, q in self.policies.queues.queues.items() if n != name}
+        """Queue *name*'s object is gone: out of force, unless queues in force name it as
+        their parent (then kept, terminating, until the last of them goes)."""
         waiting = {n: q for n, q in self.waiting.items() if n != name}
-        return replace(self, policies=replace(self.policies, queues=QueueSet.of(queues.values())),
-                       waiting=waiting)
+        queues = self.policies.queues
+        if name in queues.queues and queues.children_of(name):
+            kept = replace(self, gone=self.gone | {name}, waiting=waiting)
+            return kept.terminate(name)
+        return self._with(QueueSet.of((q for n, q in queues.queues.items() if n != name),
+                                      queues.terminating), waiting)
+
+    def _with(self, queues: QueueSet, waiting: Mapping[str, Queue]) -> PolicyStore:
+        """The store with *queues* in force, less the gone queues left without children."""
+        gone = set(self.gone) & set(queues.queues)
+        while childless := {g for g in gone if not queues.children_of(g)}:
+            gone -= childless
+            queues = QueueSet.of((q for n, q in queues.queues.items() if n not in childless),
+                                 queues.terminating)
+        return PolicyStore(replace(self.policies, queues=queues), waiting, frozenset(gone))
 
     def _offer(self, queue: Queue) -> StoreUpdate:
         current = dict(self.policies.queues.queues)
@@ -233,7 +268,12 @@ class PolicyStore:
         if errors:
             if queue.parent is not None and queue.parent not in candidate:
                 waiting = {**self.waiting, queue.name: queue}
-                return StoreUpdate(replace(self, waiting=waiting), tuple(errors))
+                cycle = _waiting_cycle(queue, waiting)
+                if cycle:
+                    return StoreUpdate(replace(self, waiting=waiting), cycle[queue.name],
+                                       {n: e for n, e in cycle.items() if n != queue.name})
+                return StoreUpdate(replace(self, waiting=waiting),
+                                   _not_in_force(queue, self.waiting) or tuple(errors))
             return StoreUpdate(self, tuple(errors))
         waiting = {n: q for n, q in self.waiting.items() if n != queue.name}
         # Retry the waiting queues until nothing more is accepted.
@@ -246,5 +286,34 @@ class PolicyStore:
                     candidate = trial
                     del waiting[name]
                     progress = True
-        queues = QueueSet.of(candidate.values())
-        return StoreUpdate(PolicyStore(replace(self.policies, queues=queues), waiting), ())
+        return StoreUpdate(self._with(QueueSet.of(candidate.values(),
+                                                  self.policies.queues.terminating), waiting), ())
+
+
+def _waiting_cycle(queue: Queue, waiting: Mapping[str, Queue]) -> dict[str, tuple[FieldError, ...]]:
+    """When *queue*'s parent chain runs through waiting queues back to it: each member of
+    that cycle -> its error, naming the cycle from that member (none is in force, so each
+    alone would only read "unknown parent", though all of them exist)."""
+    chain = [queue.name]
+    parent = queue.parent
+    while parent is not None and parent in waiting and parent not in chain:
+        chain.append(parent)
+        parent = waiting[parent].parent
+    if parent != queue.name:
+        return {}
+    out: dict[str, tuple[FieldError, ...]] = {}
+    for i, name in enumerate(chain):
+        loop = [*chain[i:], *chain[:i], name]
+        out[name] = (FieldError(name, "spec.parent", "cycle in the queue hierarchy: "
+                                + " -> ".join(loop) + " (none of them is in force until "
+                                "one of them names another parent)"),)
+    return out
+
+
+def _not_in_force(queue: Queue, waiting: Mapping[str, Queue]) -> tuple[FieldError, ...]:
+    """The error of a queue whose parent exists but waits for its own parent itself."""
+    parent = waiting.get(queue.parent or "")
+    if parent is None:
+        return ()
+    return (FieldError(queue.name, "spec.parent", f"queue {parent.name!r} exists but is not "
+                       f"in force yet: it waits for its own parent {parent.parent!r}"),)

@@ -1,11 +1,14 @@
 """Which pending gangs ``decide`` considers at all, and why not the others.
 
 A gang is considered once all its required members exist and it names a queue that exists,
-holds gangs (a leaf) and admits its namespace. Otherwise it gets a reason at once, outside
-the queue order; a gang still waiting for members is told early when it could never be
-met: its PodGroup ``minResources`` (the coscheduling plugin's check), or a minimum of more
-members than the cluster's nodes can hold pods (``min-member: 999999999999`` would otherwise
-wait for members forever, told only that they do not exist yet).
+is not being deleted, holds gangs (a leaf) and admits its namespace. Otherwise it gets a
+reason at once, outside the queue order; a gang still waiting for members is told early when
+it could never be met: its PodGroup ``minResources`` (the coscheduling plugin's check), or a
+minimum of more members than the cluster's nodes can hold pods (``min-member: 999999999999``
+would otherwise wait for members forever, told only that they do not exist yet). A queue
+being deleted stays in force for what it admitted (``QueueSet.terminating``: its running
+gangs keep their quota and are accounted until they end) and admits nothing new, as
+Kueue's terminating ClusterQueue does.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def admissible(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree
     if queue is None:
         return (R.NOT_ALLOWED, f"queue {gang.queue!r} does not exist; set label "
                 f"gangscheduler.io/queue to {_open_to(gang.namespace, queues, parents)}")
+    if queue.name in queues.terminating:
+        return (R.NOT_ALLOWED, f"queue {queue.name} is being deleted: it admits no new gangs "
+                "(those it admitted keep their quota until they end); submit to "
+                f"{_open_to(gang.namespace, queues, parents)}")
     if queue.name in parents:
         under = _open_to(gang.namespace, queues, parents, under=queue.name)
         return (R.NOT_ALLOWED, f"queue {queue.name} is a parent queue and holds no gangs; "
@@ -55,7 +62,8 @@ def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
     those below *under* if given), as advice: naming a queue that would refuse the gang
     too only sends its user round in circles."""
     names = [q.name for q in queues.queues.values()
-             if q.name not in parents and q.admits_namespace(namespace)
+             if q.name not in parents and q.name not in queues.terminating
+             and q.admits_namespace(namespace)
              and (under is None or under in queues.path_of(q.name)[:-1])]
     if names:
         return "one of: " + ", ".join(names)

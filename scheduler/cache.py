@@ -1,11 +1,9 @@
 """The long-lived, in-memory picture of the cluster that each cycle snapshots.
 
 Fed by events (the live informers, or the simulator's actuator) and by the scheduler's own
-binds: a pod handed to the binder is *assumed* bound until the watch confirms it, so the
-next cycle does not hand the same capacity out twice (kube-scheduler's assume/forget). While
-its bind is in flight an assumption never expires (the binder's outcome ends it: ``forget``
-on a failure, ``settle`` on success); a settled one that the watch never confirms expires
-after ``assume_ttl`` seconds.
+binds, *assumed* bound until the watch confirms them (``cache_assumed``). An event that
+changes nothing the scheduler reads (its own condition or status written back, a heartbeat,
+a relist) is no change: the generation moves, and the live loop wakes, only on a real one.
 
 Incremental: a change marks only its gang dirty; the next cycle rebuilds just those gangs
 and derives the new snapshot from the previous one (``without_gangs`` / ``with_running``).
@@ -18,11 +16,11 @@ constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.cache_assumed import Assuming, Assumption
 from scheduler.cache_native import NativeStore, WorkloadFeeding
 from scheduler.cache_others import OtherPods
 from scheduler.facts import ClusterFacts
@@ -37,7 +35,6 @@ from scheduler.grouping import (
     is_ours,
 )
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
-from scheduler.model.volumes import ClaimDecision
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 from scheduler.node_index import NodeIndex
 from scheduler.resources import Resources
@@ -51,15 +48,7 @@ class CycleInput:
     generation: int  # changes whenever anything in the cache changed
 
 
-@dataclass(slots=True)
-class _Assumption:
-    node: str
-    at: float
-    #: When it lapses unless the watch confirms it; None while the bind is in flight.
-    expires: float | None
-
-
-class ClusterCache(WorkloadFeeding):
+class ClusterCache(WorkloadFeeding, Assuming):
     """Nodes, pods, pod groups and jobs by key, plus the scheduler's assumed binds."""
 
     def __init__(self, grouping: GroupingConfig | None = None, assume_ttl: float = 30.0) -> None:
@@ -72,7 +61,7 @@ class ClusterCache(WorkloadFeeding):
         self._jobs: dict[str, JobInfo] = {}
         self._jobsets: dict[str, JobSetInfo] = {}
         self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
-        self._assumed: dict[str, _Assumption] = {}  # pod uid -> node
+        self._assumed: dict[str, Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
         self._members: dict[str, set[str]] = {}  # gang id -> uids
@@ -93,13 +82,19 @@ class ClusterCache(WorkloadFeeding):
         self._node_index: NodeIndex | None = None
         self._generation = 0
         self._memo: CycleInput | None = None
+        #: Called on every change (from the thread that made it): wakes the live loop.
+        self.on_change: Callable[[], None] | None = None
 
     # Feeding ------------------------------------------------------------------------------
     def _touch(self) -> None:
         self._generation += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def upsert_node(self, node: Node) -> None:
         with self._lock:
+            if self._nodes.get(node.name) == node:
+                return  # a heartbeat, a field the scheduler does not read: nothing changed
             self._nodes[node.name] = node
             self._node_index = None
             self._rebuild_snapshot = True
@@ -133,6 +128,9 @@ class ClusterCache(WorkloadFeeding):
     def upsert_pod(self, pod: PodInfo) -> None:
         with self._lock:
             old = self._pods.get(pod.uid)
+            if old == pod:  # e.g. the scheduler's own condition written: nothing to redo
+                self._pods[pod.uid] = pod
+                return
             if old is not None:
                 self._unindex(old)
             self._pods[pod.uid] = pod
@@ -151,7 +149,10 @@ class ClusterCache(WorkloadFeeding):
 
     def upsert_group(self, group: PodGroupInfo) -> None:
         with self._lock:
+            unchanged = self._groups.get(group.key) == group
             self._groups[group.key] = group
+            if unchanged:  # e.g. the status the scheduler wrote
+                return
             self._dirty.add(group.key)
             self._touch()
 
@@ -170,57 +171,6 @@ class ClusterCache(WorkloadFeeding):
                 self._rebuild_snapshot |= namespaces
                 self._volumes_changed |= not namespaces
                 self._touch()
-
-    def assume_claims(self, decisions: Iterable[ClaimDecision], now: float) -> None:
-        """Claim decisions the actuator carried out, until the watch shows them."""
-        done = tuple(decisions)
-        self.change_facts(lambda facts: facts.assume(done, now))
-
-    # Assume / forget ----------------------------------------------------------------------
-    def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float,
-               binding: bool = False) -> None:
-        """Take *pod_nodes* as bound from *now*: their bind done (it lapses after
-        ``assume_ttl`` unless the watch confirms it), or in flight (*binding*: it holds
-        until ``settle`` or ``forget``)."""
-        expires = None if binding else now + self.assume_ttl
-        with self._lock:
-            for ref, node in pod_nodes:
-                pod = self._pods.get(ref.uid)
-                if pod is not None and not pod.node_name:
-                    self._assumed[ref.uid] = _Assumption(node, now, expires)
-                    self._mark_pod_dirty(ref.uid)
-            self._touch()
-
-    def settle(self, pods: Iterable[PodRef], now: float) -> None:
-        """The binds of *pods* (assumed while in flight) are done: from *now* their
-        assumptions lapse after ``assume_ttl`` unless the watch confirms them. The pods
-        look the same to a cycle, so nothing is rebuilt."""
-        with self._lock:
-            for ref in pods:
-                assumed = self._assumed.get(ref.uid)
-                if assumed is not None:
-                    assumed.expires = now + self.assume_ttl
-
-    def forget(self, pods: Iterable[PodRef]) -> None:
-        with self._lock:
-            for ref in pods:
-                if self._assumed.pop(ref.uid, None) is not None:
-                    self._mark_pod_dirty(ref.uid)
-            self._touch()
-
-    def _mark_pod_dirty(self, uid: str) -> None:
-        gid = self._gid_of.get(uid)
-        if gid is not None:
-            self._dirty.add(gid)
-
-    def _expire_assumptions(self, now: float) -> None:
-        stale = [uid for uid, a in self._assumed.items()
-                 if a.expires is not None and now > a.expires]
-        for uid in stale:
-            del self._assumed[uid]
-            self._mark_pod_dirty(uid)
-        if stale:
-            self._touch()
 
     # Reading ------------------------------------------------------------------------------
     @property
@@ -276,13 +226,6 @@ class ClusterCache(WorkloadFeeding):
         if entry.pending is not None:
             return entry.pending.queue
         return entry.running.gang.queue if entry.running is not None else ""
-
-    def _effective(self, uid: str) -> PodInfo:
-        pod = self._pods[uid]
-        assumed = self._assumed.get(uid)
-        if assumed is not None and not pod.node_name:
-            pod = dataclasses.replace(pod, node_name=assumed.node, started_at=assumed.at)
-        return pod
 
     def _reindex_all(self) -> None:
         old_ids = set(self._entries) | set(self._members)

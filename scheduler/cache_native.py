@@ -89,6 +89,8 @@ class WorkloadFeeding:
     def upsert_job(self, job: JobInfo) -> None:
         with self._lock:
             old = self._jobs.get(job.key)
+            if old == job:  # a status field the scheduler does not read
+                return
             self._jobs[job.key] = job
             self._dirty |= self._job_gangs(job) | (self._job_gangs(old) if old else set())
             self._touch()
@@ -126,7 +128,10 @@ class WorkloadFeeding:
     def upsert_native_group(self, group: NativeGroupInfo) -> None:
         """A ``scheduling.k8s.io`` PodGroup (its pods name it in ``spec.schedulingGroup``)."""
         with self._lock:
-            self._native.upsert_group(group)
+            unchanged = self._native.groups.get(group.key) == group
+            self._native.upsert_group(group)  # (the newest resourceVersion kept)
+            if unchanged:  # e.g. the condition the scheduler wrote
+                return
             self._dirty.add(group.key)
             self._touch()
 
@@ -138,6 +143,8 @@ class WorkloadFeeding:
 
     def upsert_workload(self, workload: WorkloadInfo) -> None:
         with self._lock:
+            if self._native.workloads.get(workload.key) == workload:
+                return
             self._native.workloads[workload.key] = workload
             self._dirty |= self._native.referrers(workload.key)
             self._touch()

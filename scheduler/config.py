@@ -62,6 +62,9 @@ class PricingConfig:
 class SchedulerConfig:
     scheduler_name: str = "gang-scheduler"
     default_queue: str = "default"
+    #: The idle loop's longest sleep (its heartbeat and leadership check). No cycle runs
+    #: for it: a cycle runs when something changed or a decision comes due
+    #: (``scheduler.wake``).
     cycle_interval_seconds: float = 1.0
     #: Queue status (``kubectl get queues``) is written at most this often per Queue: fresh
     #: enough for a person, without a status write per Queue every cycle on a busy cluster.
@@ -113,7 +116,7 @@ class SchedulerConfig:
 
 #: Fields where 0 makes no sense (an interval of 0 would mean a write on every pass).
 _POSITIVE = ("queue_status_interval_seconds",)
-#: Read from a file, these must be > 0 too: a cycle interval or lease period of 0 is a busy
+#: Read from a file, these must be > 0 too: an idle sleep or lease period of 0 is a busy
 #: loop, and 0 bind workers never bind.
 _POSITIVE_IN_FILE = {"cycle_interval_seconds", "lease_duration_seconds",
                      "renew_deadline_seconds", "retry_period_seconds"}

@@ -5,8 +5,9 @@
     -> reserve -> explain
 
 - *held back*: an ordering rule stops it before it is tried (backfill off and an earlier
-  gang cannot start; its StrictFIFO queue's head cannot start); it reads only the obstacles,
-  so it is taken before a ``Trial`` is made (most turns of a long queue end here);
+  gang cannot start; its StrictFIFO queue's head cannot start: ``heads``); it reads only
+  the obstacles, so it is taken before a ``Trial`` is made (most turns of a long queue end
+  here);
 - *behind a reservation*: its queue does not backfill past a reservation it concerns;
 - *remembered*: a gang of its shape already failed against this very state (``Memo``);
 - *place*: ``fit`` in the cycle's world, kept off nominated nodes and (EASY backfill) off
@@ -35,6 +36,7 @@ from policies.quota import QuotaLedger
 from policies.reservation import Reservation, reserve, restricting, starving
 from policies.victims import Preemption, select_victims
 from scheduler.draft import Draft
+from scheduler.heads import not_heading
 from scheduler.lazy import lazy
 from scheduler.memo import FailureKey
 from scheduler.model import Gang
@@ -207,26 +209,6 @@ class Trial:
 
 
 # The steps, in order ---------------------------------------------------------------------
-def held_back(draft: Draft, queue: Queue) -> Waiting | None:
-    """Strict ordering rules that stop a gang before it is even tried (before its trial is
-    made: they read only the obstacles and its queue). A gang that could never start anyway
-    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
-    obstacles = draft.obstacles
-    if not obstacles.ordering_blocks:
-        return None
-    # Every gang behind one blocker (or one queue's head) gets the same outcome: made once.
-    held = draft.context.memo.held
-    blocker = obstacles.blocker
-    if blocker is not None:
-        return held(("", blocker), lambda: Waiting(
-            R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
-    head = obstacles.heads.get(queue.name)
-    if head is not None:
-        return held((queue.name, head), lambda: Waiting(
-            R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
-    return None
-
-
 def behind_reservation(t: Trial) -> Waiting | None:
     """Its queue does not backfill, and a reservation it could delay is in the way; a gang
     that could never start anyway is told that instead (as ``held_back``'s are)."""
@@ -328,6 +310,8 @@ def reserve_nodes(t: Trial) -> Reserved | None:
 def explain(t: Trial) -> Waiting:
     final = t.final
     if final is not None:
+        if t.blocks_queue and t.hopeless is not None:  # never fits: it holds nobody up
+            return replace(final, message=final.message + t.never + not_heading(t.queue.name))
         return replace(final, message=final.message + t.never, blocks_queue=t.blocks_queue)
     message, policy = t.message, t.policy
     if policy.reservation and not starving(t.gang, t.queue, policy, t.context.now):

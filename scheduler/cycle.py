@@ -24,23 +24,29 @@ from policies.admission import placement_charges
 from policies.queues import PolicySet, Queue
 from scheduler import housekeeping, placement
 from scheduler.admissible import admissible
-from scheduler.consider import Trial, awaiting_terminating, consider, held_back
+from scheduler.consider import Trial, awaiting_terminating, consider
 from scheduler.draft import Context, Draft
+from scheduler.due import next_due
+from scheduler.heads import held_back
 from scheduler.housekeeping import Housekeeping
 from scheduler.memo import Memo
 from scheduler.model import Gang
 from scheduler.order import in_order
 from scheduler.outcomes import Nominated
 from scheduler.placement.types import Solver
-from scheduler.plan import Bind, CyclePlan, Members, Nomination, map_pods
+from scheduler.plan import (
+    NOMINATION_TIMEOUT_SECONDS,
+    Bind,
+    CyclePlan,
+    Members,
+    Nomination,
+    map_pods,
+)
 from scheduler.recall import Recall
 from scheduler.snapshot import Snapshot
 
 #: What ``decide`` takes as policies (the name the scheduler loop uses).
 Policies = PolicySet
-
-#: A nomination whose victims have not gone after this long is dropped (stuck pods).
-NOMINATION_TIMEOUT_SECONDS = 900.0
 
 _ID_UID = operator.attrgetter("id", "uid")
 _NO_HOUSEKEEPING = Housekeeping()
@@ -62,13 +68,15 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         recall = Recall(snapshot.index)
     elif recall.index is not snapshot.index:
         raise ValueError("decide: the recall belongs to another set of nodes")
-    gangs = housekeeping.ready(sorted(pending_gangs, key=_ID_UID), house, now)
+    given = sorted(pending_gangs, key=_ID_UID)
+    gangs = housekeeping.ready(given, house, now)
     rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
         return CyclePlan(now=now, unformed=housekeeping.unformed(house),
-                         rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back))
+                         rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back),
+                         due=next_due(snapshot, given, {}, (), (), policies, house, now))
     queues = policies.queues
     tree = recall.tree(queues)
     memo = Memo(recall)
@@ -99,15 +107,18 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
              policies.scheduler.ordering, turn,
              lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot))
     pending = dict(sorted(draft.pending.items()))
+    nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
+    reservations = draft.obstacles.reservations
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
-        nominations=tuple(sorted(draft.nominations, key=lambda n: n.gang_id)),
-        reservations=draft.obstacles.reservations, provisions=tuple(draft.provisions),
+        nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
         pending=pending, order=tuple(draft.order),
         members=_of_pending(members, draft.binds, pending),
         unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
-                                         now, rolled_back))
+                                         now, rolled_back),
+        due=next_due(snapshot, given, pending, nominations,
+                     (r.estimated_start for r in reservations), policies, house, now))
 
 
 def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:

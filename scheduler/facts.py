@@ -104,6 +104,11 @@ class ClusterFacts:
             self._catalog = None
         return bool(stale)
 
+    def next_expiry(self) -> float | None:
+        """When the first assumed decision lapses unless the watch shows it (``expire``
+        drops it once strictly past), None: none assumed."""
+        return min((a.at + self.ttl for a in self._assumed.values()), default=None)
+
     # Reading ----------------------------------------------------------------------------
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:
         if self._ns_view is None:

@@ -51,6 +51,10 @@ class ApplyResult:
     #: members again.
     left: tuple[tuple[PodRef, str], ...] = ()
     binding: Future[ApplyResult] | None = None
+    #: Seconds after which the actuator needs another cycle for what it could not carry out
+    #: yet (an eviction a disruption budget refused, a rollback or claim write that failed):
+    #: nothing may change meanwhile that would run one. None: nothing to retry.
+    retry_in: float | None = None
 
 
 @dataclass(slots=True)
@@ -79,10 +83,14 @@ class Flights:
         self.clock = clock
         self._lock = threading.Lock()
         self._flights: list[Flight] = []
+        #: Called when an outcome lands (on the binding stage's thread): wakes the live loop.
+        self.on_land: Callable[[], None] | None = None
 
     def launch(self, flight: Flight) -> None:
         def stamp(_: Future[ApplyResult]) -> None:
             flight.landed = self.clock()
+            if self.on_land is not None:
+                self.on_land()
 
         with self._lock:
             self._flights.append(flight)

@@ -6,15 +6,14 @@ simulated cluster) differ. Nothing here knows which one it has.
 
 What the loop adds around the pure ``decide``:
 
-- binds that failed are forgotten by the cache and their gang waits out an exponential
-  backoff before it is tried again (a pod deleted under us is not retried every cycle), except
-  a bind that failed only for want of an answer (the apiserver away): that backoff ends as
-  soon as the cluster answers again, so a gang (above all one left partly bound) is completed
-  at once rather than after a delay that grew while the apiserver restarted; and a bind this
-  replica was fenced from midway (its Lease lost or renewed late) does not back off at all,
-  its members bound so far assumed bound, so its repair comes next cycle. The loop keeps
-  the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
-  not formed, gangs partly bound and since when, whether this cycle is a takeover);
+- binds that failed are forgotten by the cache and their gang waits out a backoff
+  (``scheduler.backoff``), except a bind this replica was fenced from midway (its Lease lost
+  or renewed late): its members bound so far are assumed bound, so its repair comes next
+  cycle. The backoffs go to ``decide`` with the other ``Housekeeping`` (gangs not formed,
+  gangs partly bound and since when, whether this cycle is a takeover);
+- when the next cycle is due if nothing changes (``next_due``: the plan's ``due``, an
+  assumption lapsing), for a live loop that runs no cycle otherwise;
+- GPU-seconds charged to what is held (``scheduler.accrual``), up to every scrape;
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - binds are assumed in the cache until the watch confirms them, from their hand-over when
   the actuator binds outside the cycle (the live one: ``inflight``); their outcome is taken
@@ -23,9 +22,8 @@ What the loop adds around the pure ``decide``:
 - metrics and one summary log line per cycle (info when the cycle did something, debug when
   idle), every line of the cycle carrying its number.
 
-Gang scheduling latency runs from the first cycle that saw a gang complete (all required
-members present) to when all of it was bound (its outcome landed); a gang that stops being
-complete or pending (a member deleted, the gang withdrawn) starts over. With metrics,
+Gang scheduling latency runs from the first cycle that saw a gang complete to when all of
+it was bound (``scheduler.latency``). With metrics,
 ``decide`` gets a solver that times each placement solve: the same ``placement.solve``, so
 plans are unchanged.
 """
@@ -35,13 +33,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
-from scheduler import accounting, cycle, placement
+from scheduler import cycle, placement
+from scheduler.accrual import Accrual
+from scheduler.backoff import Backoffs
 from scheduler.cache import ClusterCache, CycleInput
+from scheduler.due import SLACK_SECONDS
 from scheduler.housekeeping import (
     REPAIR_GRACE_SECONDS,
     FormationProblem,
@@ -50,6 +50,7 @@ from scheduler.housekeeping import (
     cut_while_binding,
 )
 from scheduler.inflight import ApplyResult, Flight, Flights
+from scheduler.latency import CompleteSince
 from scheduler.metrics import SchedulerMetrics, rollback_reason
 from scheduler.model import Gang, PodRef
 from scheduler.model.workloads import PodPhase
@@ -77,13 +78,6 @@ class PolicySource(Protocol):
     def current(self) -> cycle.Policies: ...
 
 
-@dataclass(slots=True)
-class _Backoff:
-    until: float
-    delay: float
-    unanswered: bool = False  # the last failure had no answer: over once the cluster answers
-
-
 class Scheduler:
     def __init__(
         self,
@@ -109,20 +103,16 @@ class Scheduler:
         self.clock = clock
         self.actuator = actuator
         self.metrics = metrics
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
         self.repair_grace = repair_grace
-        self.answering = answering
+        self.backoffs = Backoffs(backoff_initial, backoff_max, answering)
         self.pool_gauge_interval = pool_gauge_interval
-        self._pools_at: float | None = None  # when the pool gauges were last set
-        self._backoff: dict[str, _Backoff] = {}
+        self._accrual: Accrual | None = None  # for ``metrics``, made on first use
         self._partly_since: dict[str, float] = {}  # gang id -> first cycle seen partly bound
         self._previous: CyclePlan | None = None
         self._recall: Recall | None = None  # kept while the nodes (the node index) stay
-        self._complete_since: dict[str, float] = {}  # gang id -> first cycle seen complete
-        self._tracked: tuple[Gang, ...] | None = None  # the pending gangs last tracked
-        self._complete_of: dict[str, tuple[Gang, bool]] = {}  # gang id -> (gang, complete?)
+        self._complete = CompleteSince()  # where each gang's scheduling latency starts
         self._solve_s = 0.0  # placement time within the current decide
+        self._retry_at: float | None = None  # when the actuator wants a cycle to retry
         self.cycles = 0
         self.last_plan: CyclePlan | None = None
         #: The last cycle's plan, input, policies and recall, and its queue reports once
@@ -130,8 +120,6 @@ class Scheduler:
         self._reported: tuple[CyclePlan, CycleInput, cycle.Policies, Recall,
                               tuple[QueueReport, ...] | None] | None = None
         self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
-        #: When the GPUs held were last accounted, and what was held then (metrics only).
-        self._accounted: tuple[float, Mapping[tuple[str, str, str], int]] | None = None
         self.flights = Flights(clock)  # binds handed to the actuator's binding stage
 
     def run_once(self, takeover: bool = False) -> CyclePlan:
@@ -146,9 +134,10 @@ class Scheduler:
 
     def _cycle(self, takeover: bool) -> CyclePlan:
         self._land(self.flights.take_landed())
+        self.backoffs.cycle_began()
         now = self.clock()
         inp = self.cache.cycle_input(now)
-        self._track_complete(inp, now)
+        self._complete.track(inp.gangs.pending, now)
         house = self._housekeeping(inp, now, takeover)
         policies = self.policies.current()
         self._solve_s = 0.0
@@ -162,9 +151,9 @@ class Scheduler:
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
+        self._retry_at = None if result.retry_in is None else now + result.retry_in
         self.cache.assume_claims(result.claims, now)
-        since = {b.gang_id: self._complete_since.pop(b.gang_id) for b in plan.binds
-                 if b.gang_id in self._complete_since}
+        since = self._complete.take([b.gang_id for b in plan.binds])
         partial = {b.gang_id: house.partly_bound[b.gang_id] for b in plan.binds
                    if b.gang_id in house.partly_bound}
         if result.binding is not None:
@@ -175,7 +164,7 @@ class Scheduler:
                                for pn in b.pod_nodes], now)
             self._take(plan.binds, result, partial, since, self.clock())
         for gid in (r.gang_id for r in plan.rollbacks if r.timed_out):  # retried after a backoff
-            self._fail(gid, now)
+            self.backoffs.fail(gid, now)
         self._previous = plan
         self.last_plan = plan
         self._reported = (plan, inp, policies, self._recall, None)
@@ -196,13 +185,13 @@ class Scheduler:
             if gid in result.failed:
                 self.cache.forget(ref for ref, _ in b.pod_nodes)
                 if gid not in result.fenced:  # fenced: nothing wrong with it, no backoff
-                    self._fail(gid, bound_at, gid in unanswered)
+                    self.backoffs.fail(gid, bound_at, gid in unanswered)
                 if gid in since:  # it is pending again: its latency runs on
-                    self._complete_since.setdefault(gid, since[gid])
+                    self._complete.restore(gid, since[gid])
                 continue
             if gid not in bound:
                 continue
-            self._backoff.pop(gid, None)
+            self.backoffs.succeed(gid)
             ns = gid.split("/", 1)[0]
             if gid in partial:
                 log.info("partial_gang_completed", gang=gid, bound=len(partial[gid].pods),
@@ -300,7 +289,7 @@ class Scheduler:
         since = self._partly_since
         for gid in [gid for gid in since if gid not in gangs.partially_bound]:
             del since[gid]
-        if not (self._backoff or gangs.problems or gangs.partially_bound or takeover):
+        if not (self.backoffs or gangs.problems or gangs.partially_bound or takeover):
             return _NO_HOUSEKEEPING
         unformed = {gid: FormationProblem(why, tuple(
             PodRef(p.namespace, p.name, p.uid)
@@ -318,60 +307,39 @@ class Scheduler:
         return Housekeeping(self.backing_off(now), unformed, partly, takeover,
                             self.repair_grace)
 
-    def _fail(self, gang_id: str, now: float, unanswered: bool = False) -> None:
-        prev = self._backoff.get(gang_id)
-        delay = min(self.backoff_max, prev.delay * 2 if prev else self.backoff_initial)
-        self._backoff[gang_id] = _Backoff(until=now + delay, delay=delay, unanswered=unanswered)
-
     def backing_off(self, now: float) -> dict[str, float]:
-        """Gang id -> when it may be tried again, for gangs in backoff (a failure without an
-        answer backs off only while the cluster still does not answer)."""
-        answering = self.answering is not None and self.answering()
-        return {gid: b.until for gid, b in self._backoff.items()
-                if b.until > now and not (answering and b.unanswered)}
+        """Gang id -> when it may be tried again, for gangs in backoff (``Backoffs.until``)."""
+        return self.backoffs.until(now)
+
+    # When the next cycle is due ---------------------------------------------------------------
+    def next_due(self) -> float | None:
+        """When a cycle is due if nothing changes before (the clock's time; None: not until
+        something changes): the last plan may change with time alone (``CyclePlan.due``),
+        an assumption in the cache lapses, or the actuator retries what it could not carry
+        out (``ApplyResult.retry_in``)."""
+        plan, lapse = self.last_plan, self.cache.next_expiry()
+        times = [plan.due if plan is not None else None, self._retry_at,
+                 None if lapse is None else lapse + SLACK_SECONDS]
+        return min((t for t in times if t is not None), default=None)
+
+    def answered(self) -> bool:
+        """Has the cluster begun to answer since the last cycle, ending a bind backoff that
+        waited for it (``Backoffs.answered``)? A cycle is due at once."""
+        return self.backoffs.answered(self.clock())
 
     # Observability ----------------------------------------------------------------------------
-    def _track_complete(self, inp: CycleInput, now: float) -> None:
-        """Remember when each pending gang was first seen complete; forget the others."""
-        pending = inp.gangs.pending
-        if pending is self._tracked:
-            return  # the same gangs as last cycle: nothing to add or forget
-        self._tracked = pending
-        # Completeness of a gang object never changes: reuse last cycle's for the same objects.
-        before = self._complete_of
-        known: dict[str, tuple[Gang, bool]] = {}
-        complete: set[str] = set()
-        for g in pending:
-            hit = before.get(g.id)
-            if hit is None or hit[0] is not g:
-                hit = (g, g.is_complete)
-            known[g.id] = hit
-            if hit[1]:
-                complete.add(g.id)
-        self._complete_of = known
-        for gid in [gid for gid in self._complete_since if gid not in complete]:
-            del self._complete_since[gid]
-        for gid in complete:
-            self._complete_since.setdefault(gid, now)
-
     def forget_accounting(self) -> None:
         """Start accounting afresh: the next cycle charges no time (after a leadership gap,
         in which another replica charged the GPUs held)."""
-        self._accounted = None
+        if self._accrual is not None:
+            self._accrual.forget()
 
-    def _account(self, m: SchedulerMetrics, plan: CyclePlan, inp: CycleInput) -> None:
-        """GPU-seconds held since the last cycle (at what was held then), and pool gauges."""
-        due = self._pools_at is None or plan.now - self._pools_at >= self.pool_gauge_interval
-        ran = self.last_cycle  # this cycle's, with the policies it ran with
-        acc = accounting.account(inp.snapshot, plan, inp.gangs.pending,
-                                 ran[1].queues if ran is not None else None, with_pools=due)
-        if self._accounted is not None:
-            since, held = self._accounted
-            m.accrue(held, plan.now - since)
-        self._accounted = (plan.now, acc.held)
-        if due:
-            m.set_pools(acc.pools)
-            self._pools_at = plan.now
+    def _accrual_of(self, m: SchedulerMetrics) -> Accrual:
+        """The accrual of metrics *m*, charged up to the moment whenever they are read."""
+        if self._accrual is None or self._accrual.metrics is not m:
+            accrual = self._accrual = Accrual(m, self.pool_gauge_interval)
+            m.before_scrape(lambda: accrual.until(self.clock()))
+        return self._accrual
 
     def _waiting(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """Pending gangs by (queue, reason category); gangs backing off have reason Backoff."""
@@ -403,7 +371,9 @@ class Scheduler:
         m.apply_duration.observe(apply_s)
         m.set_pending(self._waiting_of(plan, inp))
         m.set_queues(self.last_queues)
-        self._account(m, plan, inp)
+        ran = self.last_cycle  # this cycle's, with the policies it ran with
+        self._accrual_of(m).cycle(inp.snapshot, plan, inp.gangs.pending,
+                                  ran[1].queues if ran is not None else None)
         for r in plan.rollbacks:
             m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
         if result.blocked:

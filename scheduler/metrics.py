@@ -7,9 +7,10 @@ Names follow Prometheus conventions: ``gang_scheduler_`` prefix, base units, ``_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 from scheduler.accounting import PoolGpus
 from scheduler.config import PricingConfig
@@ -18,6 +19,22 @@ from scheduler.queue_report import QueueReport
 
 _LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 _CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
+
+
+class _BeforeScrape:
+    """A collector of no metrics of its own: registered before the others, it runs its
+    hooks each time the registry is read, so they may bring counters up to date first."""
+
+    def __init__(self) -> None:
+        self.hooks: list[Callable[[], None]] = []
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        for hook in self.hooks:
+            hook()
+        return []
 
 
 class SchedulerMetrics:
@@ -30,6 +47,8 @@ class SchedulerMetrics:
         #: The label sets each `_replace`d gauge shows, so the next update can drop the stale ones.
         self._series: dict[Gauge, set[tuple[str, ...]]] = {}
         r = self.registry
+        self._before_scrape = _BeforeScrape()
+        r.register(self._before_scrape)  # type: ignore[arg-type]
         self.pending_gangs = Gauge(
             "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
             ["queue", "reason"], registry=r)
@@ -101,6 +120,10 @@ class SchedulerMetrics:
             "quota under its parent in full, lending limits aside (a root: its own subtree's).",
             ["queue"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
+        self.loop_passes = Counter(
+            "gang_scheduler_loop_passes_total",
+            "Passes of the leader's scheduling loop: each runs a cycle if anything changed or "
+            "came due, else none (a cycle would repeat the last plan).", registry=r)
         self.is_leader = Gauge(
             "gang_scheduler_is_leader", "1 while this replica holds the leader lease.", registry=r)
         self.invalid_queues = Gauge(
@@ -137,6 +160,11 @@ class SchedulerMetrics:
             "gang_scheduler_reserved_idle_gpus",
             "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
             ["pool"], registry=r)
+
+    def before_scrape(self, hook: Callable[[], None]) -> None:
+        """Run *hook* whenever the metrics are read, before any is collected (to charge
+        GPU-seconds up to the moment of the scrape: ``scheduler.accrual``)."""
+        self._before_scrape.hooks.append(hook)
 
     def _replace(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
         """Set a labelled gauge to exactly *values*, dropping label sets that disappeared.

@@ -125,6 +125,10 @@ class Unformed:
     members: Members = Members()
 
 
+#: A nomination whose victims have not gone after this long is dropped (stuck pods).
+NOMINATION_TIMEOUT_SECONDS = 900.0
+
+
 @dataclass(frozen=True, slots=True)
 class Nomination:
     """Capacity held for a preemptor until its victims are gone and it binds."""
@@ -156,6 +160,10 @@ class CyclePlan:
     members: Mapping[str, Members] = field(default_factory=dict)
     rollbacks: tuple[Rollback, ...] = ()
     unformed: tuple[Unformed, ...] = ()
+    #: The earliest time at which the same input may give another plan (a backoff ends, a
+    #: timeout runs out, a gang starves...: ``scheduler.due``); None: time alone changes
+    #: nothing. Until then, or until the input changes, a cycle would only repeat this plan.
+    due: float | None = None
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)

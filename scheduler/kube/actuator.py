@@ -88,13 +88,17 @@ class KubeActuator:
         self._mark_native_victims(plan, evictions.evicted)
         self._nominate(plan)
         claims: list[ClaimDecision] = []
+        retries = [self.evictor.retry_in()]
         for prov in plan.provisions:
-            claims += self.claims.apply(prov.claims, prov.gang_id).done
+            outcome = self.claims.apply(prov.claims, prov.gang_id)
+            claims += outcome.done
+            retries.append(None if outcome.ok else self.evictor.retry_seconds)
         binding = self._hand_off(plan.binds)
-        self._roll_back(plan)
+        retries.append(self.evictor.retry_seconds if self._roll_back(plan) else None)
         self._explain(plan)
         return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
-                           claims=tuple(claims), binding=binding)
+                           claims=tuple(claims), binding=binding,
+                           retry_in=min((r for r in retries if r is not None), default=None))
 
     # Preemption ---------------------------------------------------------------------------
     def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
@@ -207,14 +211,18 @@ class KubeActuator:
         if self.metrics is not None:
             self.metrics.pods_bound.inc(len(b.pod_nodes))
 
-    def _roll_back(self, plan: CyclePlan) -> None:
-        """Delete the bound members of partly bound gangs the plan gives up completing."""
+    def _roll_back(self, plan: CyclePlan) -> bool:
+        """Delete the bound members of partly bound gangs the plan gives up completing;
+        True if a deletion failed (the next plan decides the rollback again)."""
+        failed = False
         for r in plan.rollbacks:
             keys = self.binder.gang_keys(r.gang_id)
             log.warning("partial_gang_rolled_back", **keys, bound=len(r.pods), reason=r.reason,
                         takeover=r.takeover, timed_out=r.timed_out)
             for f in self.binder.delete_pods(list(r.pods), gang=r.gang_id):
                 log.error("rollback_failed", **keys, pod=str(f.pod), reason=f.reason)
+                failed = True
+        return failed
 
     def _emit_gang(self, gang_id: str, members: Members, reason: str, message: str,
                    type_: EventType) -> None:

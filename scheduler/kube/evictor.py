@@ -161,6 +161,13 @@ class Evictor:
                 self._blocked[victim.victim] = (tick, dataclasses.replace(victim, pods=left))
         return EvictionReport(tuple(evicted), blocked)
 
+    def retry_in(self) -> float | None:
+        """Seconds until a refused eviction is tried again (None: none refused)."""
+        if not self._blocked:
+            return None
+        first = min(at for at, _ in self._blocked.values())
+        return max(0.0, first + self.retry_seconds - self._monotonic())
+
     def _evict_one(self, victim: Eviction,
                    retry: bool) -> tuple[list[EvictOutcome], tuple[PodRef, ...]]:
         """Evict the victim's pods (those bound and not yet terminating when ``decide`` chose

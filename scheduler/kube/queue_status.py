@@ -78,6 +78,7 @@ class QueueStatusPublisher:
         self._figures_written: dict[str, Status] = {}
         self._figures_at: dict[str, float] = {}  # when figures were last submitted
         self._fit: dict[str, Status] = {}  # the QuotaFitsCluster condition last worked out
+        self._held: float | None = None  # when the first figures held back become due
         self.writer = BackgroundWriter("queue-status", retry)
 
     # Validity (from LivePolicies, on the informer thread) ---------------------------------
@@ -106,6 +107,7 @@ class QueueStatusPublisher:
         now = self._monotonic()
         submitted = 0
         names = set()
+        held: list[float] = []
         for report in reports:
             names.add(report.name)
             desired = status_of(report)
@@ -115,13 +117,17 @@ class QueueStatusPublisher:
                 if validity is not None:  # else the Valid condition a predecessor wrote stays
                     desired["conditions"] = [*validity.get("conditions", ()), fit]
                 same = self._figures_written.get(report.name) == desired
-                due = now - self._figures_at.get(report.name, float("-inf")) >= self.min_interval
-                if same or not due:
+                at = self._figures_at.get(report.name, float("-inf"))
+                if same:
+                    continue
+                if now - at < self.min_interval:
+                    held.append(at + self.min_interval)  # written when due: ``due_in``
                     continue
                 self._figures_at[report.name] = now
             self.writer.submit(f"figures/{report.name}", self._figures_task(report.name, desired))
             submitted += 1
         with self._lock:
+            self._held = min(held, default=None)
             unwritten = [(n, s) for n, s in self._validity.items()
                          if self._validity_written.get(n) != s]
             for gone in set(self._figures_written) - names:
@@ -131,6 +137,13 @@ class QueueStatusPublisher:
         for name, status in unwritten:
             self._submit_validity(name, status)
         return submitted
+
+    def due_in(self) -> float | None:
+        """Seconds until figures held back by ``min_interval`` may be written (<= 0: now;
+        None: none held back): the loop publishes again then, with or without a cycle."""
+        with self._lock:
+            held = self._held
+        return None if held is None else held - self._monotonic()
 
     def _fit_condition(self, report: QueueReport) -> Status:
         """The queue's ``QuotaFitsCluster`` condition; its transition time moves only when its

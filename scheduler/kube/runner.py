@@ -1,9 +1,13 @@
 """The live scheduler process: informers -> cache -> Scheduler.run_once -> KubeActuator.
 
 Every replica watches the cluster (so a standby's cache is warm); only the leader runs
-cycles and writes. A cycle runs as soon as something changed (polled every
-``poll_interval``) and at least every ``cycle_interval`` seconds, so a newly complete gang
-is placed within a fraction of a second and reservations still advance on an idle cluster.
+cycles and writes. A cycle runs when something changed (the cache, the policies, a bind
+outcome, leadership) or when the last plan comes due (a backoff ends, a gang starves, a
+timeout runs out: ``scheduler.wake``), and never otherwise: an idle cluster costs no cycles
+and no writes. Between cycles the loop sleeps until something changes, the next due time,
+or ``cycle_interval`` seconds (its heartbeat and leadership check) at most; after a cycle it
+rests ``poll_interval``, so the watch events of a burst are batched into the next cycle.
+Queue figures held back by their rate limit are written when due, without a cycle.
 
 Gangs left partly bound are repaired on every cycle (completed, or rolled back: see
 ``scheduler.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
@@ -51,6 +55,7 @@ from scheduler.kube.input_warnings import InputWarnings
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.owner_estimates import OwnerEstimates
 from scheduler.kube.policy_feed import LivePolicies
+from scheduler.kube.queue_finalizer import QueueFinalizers
 from scheduler.kube.queue_status import QueueStatusPublisher
 from scheduler.kube.shortfalls import ShortfallReporter
 from scheduler.kube.status import StatusWriter
@@ -60,6 +65,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.serve import Health
 from scheduler.views import live as live_view
 from scheduler.views.state import ClusterView
+from scheduler.wake import Marks, Wake
 
 log = structlog.get_logger("gang_scheduler.runner")
 
@@ -69,6 +75,8 @@ DRAIN_SECONDS = 60.0
 REST_MAX_SECONDS = 0.5
 #: Seconds between updates of the per-pool GPU gauges (``Scheduler``).
 POOL_GAUGE_SECONDS = 1.0
+#: A cycle that raised is run again after this long, changed input or not.
+FAILED_CYCLE_RETRY_SECONDS = 5.0
 
 
 def _answering(client: KubeClient) -> Callable[[], bool] | None:
@@ -94,6 +102,8 @@ class LiveScheduler:
         self.poll_interval = poll_interval
         self.cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                                  default_queue=config.default_queue))
+        self.wake = Wake()  # when the next cycle runs (see the module docstring)
+        self.cache.on_change = self.wake.poke
         # Queue status (figures and the Valid condition) is written by the leader only, at
         # most every queueStatusIntervalSeconds (the argument overrides it, for tests).
         if queue_status_interval is None:
@@ -112,7 +122,9 @@ class LiveScheduler:
                                                  min_interval=queue_status_interval,
                                                  retry=retry)
         self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
-            scheduler=config.policy())), write_status=self.queue_status.set_validity)
+            scheduler=config.policy())), write_status=self.queue_status.set_validity,
+            on_change=self.wake.poke)
+        self.finalizers = QueueFinalizers(writes, self.policies.objects, retry=retry)
         self.input_warnings = InputWarnings()
         self.informers = feed.cache_informers(client, self.cache, config.node_labels,
                                               self.input_warnings, config.scheduler_name)
@@ -137,6 +149,7 @@ class LiveScheduler:
             backoff_max=config.bind_backoff_max_seconds,
             repair_grace=config.partial_gang_grace_seconds,
             answering=answering, pool_gauge_interval=POOL_GAUGE_SECONDS)
+        self.scheduler.flights.on_land = self.wake.poke
         le = config.leader_election
         self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
                                       lease_duration=le.lease_duration_seconds,
@@ -148,6 +161,9 @@ class LiveScheduler:
         self._threads: list[threading.Thread] = []
         self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
         self._cycle_term: int | None = None  # the term the last cycle began in
+        #: Passes of the leader's loop: each runs a cycle, or finds none due (nothing changed
+        #: or came due: a cycle would repeat the last plan). Tests count them as chances.
+        self.passes = 0
 
     @classmethod
     def from_kubeconfig(cls, config: SchedulerConfig, kubeconfig: str | None,
@@ -210,7 +226,6 @@ class LiveScheduler:
     def run(self) -> None:
         """The scheduling loop; returns when ``stop()`` is called."""
         led: int | None = None  # the term of the last cycle run (None: none yet)
-        last_generation, last_cycle = -1, 0.0
         while not self.stop_event.is_set():
             self.health.heartbeat()
             leader, term = self.is_leader, self.term
@@ -221,44 +236,72 @@ class LiveScheduler:
                         self.scheduler.drain(DRAIN_SECONDS)
                 self.stop_event.wait(self.poll_interval * 4)
                 continue
-            now = time.monotonic()
-            generation = self.cache.generation
-            due = now - last_cycle >= self.config.cycle_interval_seconds
-            takeover = term != led
-            landed = self.scheduler.flights.any_landed
+            self.passes += 1
+            self.metrics.loop_passes.inc()
+            self.wake.event.clear()  # before the marks are read: a change after sets it
+            marks = Marks(self.cache.generation, self.policies.current(), term,
+                          self.scheduler.flights.any_landed, self.scheduler.answered())
+            why = self.wake.why(marks, time.time())
+            if why is None:
+                self._between_cycles()
+                continue
+            started = time.monotonic()
+            with self._cycle_lock:
+                if not self.is_leader or self.term != term:  # changed meanwhile
+                    continue
+                self.wake.began(marks)  # (not before: a change skipped here is kept)
+                self._cycle(term, term != led, why)
+                led = term
             rest = self.poll_interval
-            if generation != last_generation or due or takeover or landed:
-                last_generation, last_cycle = generation, now
-                with self._cycle_lock:
-                    if not self.is_leader or self.term != term:  # changed meanwhile
-                        continue
-                    self._cycle_term = term
-                    if takeover:
-                        self._await_fence()
-                        log.info("leading", identity=self.identity, term=term)
-                        self.queue_status.took_over()
-                        self.scheduler.forget_accounting()
-                    try:
-                        plan = self.scheduler.run_once(takeover=takeover)
-                        self.recent.observe(plan)
-                        self.owner_estimates.publish(plan)
-                        self.queue_status.publish(self.scheduler.last_queues)
-                        inp = self.cache.cycle_input(time.time())
-                        running = inp.snapshot.running
-                        self.group_sync.sync(running)
-                        self.shortfalls.report(running)
-                        self.gang_notices.report(chain(
-                            inp.gangs.pending, (r.gang for r in running.values())))
-                        self._warn_of_inputs()
-                    except Exception:  # keep scheduling on the last good state
-                        log.exception("cycle_failed")
-                    led = term
-                if len(self.scheduler.flights):
-                    # Binds in flight, and the watch confirming each one starts a cycle:
-                    # rest as long as the cycle took, so the binder's threads and the
-                    # informers (one interpreter lock) get at least half of the time.
-                    rest = max(rest, min(REST_MAX_SECONDS, time.monotonic() - now))
+            if len(self.scheduler.flights):
+                # Binds in flight, and the watch confirming each one starts a cycle: rest as
+                # long as the cycle took, so the binder's threads and the informers (one
+                # interpreter lock) get at least half of the time.
+                rest = max(rest, min(REST_MAX_SECONDS, time.monotonic() - started))
             self.stop_event.wait(rest)
+
+    def _cycle(self, term: int, takeover: bool, why: str) -> None:
+        """One decision cycle and what follows it (the cycle lock held)."""
+        self._cycle_term = term
+        if takeover:
+            self._await_fence()
+            log.info("leading", identity=self.identity, term=term)
+            self.queue_status.took_over()
+            self.scheduler.forget_accounting()
+        try:
+            log.debug("cycle_due", why=why)
+            plan = self.scheduler.run_once(takeover=takeover)
+            self.recent.observe(plan)
+            self.owner_estimates.publish(plan)
+            self.queue_status.publish(self.scheduler.last_queues)
+            self._sync_finalizers()
+            inp = self.cache.cycle_input(time.time())
+            running = inp.snapshot.running
+            self.group_sync.sync(running)
+            self.shortfalls.report(running)
+            self.gang_notices.report(chain(
+                inp.gangs.pending, (r.gang for r in running.values())))
+            self._warn_of_inputs()
+        except Exception:  # keep scheduling on the last good state
+            log.exception("cycle_failed")
+            # Tried again after a while even if nothing changes: what failed may pass then.
+            self.wake.ended(time.time() + FAILED_CYCLE_RETRY_SECONDS)
+            return
+        self.wake.ended(self.scheduler.next_due())
+
+    def _between_cycles(self) -> None:
+        """No cycle is due: write what is due without one, then sleep until something
+        changes, the next cycle is due, or ``cycle_interval`` (the heartbeat) at most."""
+        self._warn_of_inputs()
+        self._sync_finalizers()
+        figures = self.queue_status.due_in()
+        if figures is not None and figures <= 0:
+            self.queue_status.publish(self.scheduler.last_queues)
+            figures = self.queue_status.due_in()
+        longest = self.config.cycle_interval_seconds
+        if figures is not None:
+            longest = min(longest, figures)
+        self.wake.event.wait(self.wake.sleep(time.time(), longest))
 
     def view(self) -> ClusterView | None:
         """The views' rows from the last cycle; None on a replica that has not led one."""
@@ -266,8 +309,21 @@ class LiveScheduler:
         if last is None or plan is None or not self.is_leader:
             return None
         inp, policies = last
-        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues),
+        return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
+                                               self.policies.invalid),
                                self.cache.gang_pods, self.recent.events)
+
+    def _sync_finalizers(self) -> None:
+        """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being
+        deleted once no running gang was admitted under it and no queue names it as parent.
+        Running gangs as of the last cycle (a change since would have run one)."""
+        last = self.scheduler.last_cycle
+        if last is None:
+            return  # nothing known to run yet: remove nothing
+        queues = self.policies.current().queues
+        in_use = {rg.gang.queue for rg in last[0].snapshot.running.values()}
+        in_use |= {p for q in queues.queues if (p := queues.parent_of(q)) is not None}
+        self.finalizers.sync(in_use | self.policies.waiting_parents())
 
     def _warn_of_inputs(self) -> None:
         """A Warning event on each object whose annotations the informers found unreadable,
@@ -285,10 +341,12 @@ class LiveScheduler:
 
     def stop(self) -> None:
         self.stop_event.set()
+        self.wake.poke()
         for inf in self.informers:
             inf.stop()
         for t in self._threads:
             t.join(timeout=5)
         self.actuator.close()
         self.queue_status.close()
+        self.finalizers.close()
         self.binder.close()

@@ -98,7 +98,8 @@ class NativeGroupInfo:
     creation_time: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    resource_version: str = ""
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
     #: The scheduling condition is already True (it never goes back to False, as upstream).
     scheduled: bool = False
 

@@ -82,7 +82,8 @@ class Volume:
     csi_handle: str = ""
     terminating: bool = False
     attributes_class: str = ""
-    resource_version: str = ""
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
 
     def reaches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         """Its node affinity admits the node (``volume.CheckNodeAffinity``)."""
@@ -113,7 +114,8 @@ class Claim:
     selected_node: str = ""
     terminating: bool = False
     attributes_class: str = ""
-    resource_version: str = ""
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:

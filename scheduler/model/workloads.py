@@ -63,7 +63,8 @@ class PodInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     owner: OwnerRef | None = None
     terminating: bool = False
-    resource_version: str = ""
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
     #: When the pod was bound/started (status.startTime or the PodScheduled transition);
     #: None if unknown.
     started_at: float | None = None
@@ -115,7 +116,8 @@ class PodGroupInfo:
     creation_time: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    resource_version: str = ""
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:

@@ -51,17 +51,27 @@ def parse_reason(text: str) -> tuple[str, int | None, str]:
     return m.group("category"), int(position) if position else None, m.group("message")
 
 
-def _gpus(quantities: Mapping[str, Any] | None) -> int:
-    value = (quantities or {}).get(GPU)
-    return parse_quantity(str(value), GPU) if value is not None else 0
+def _gpus(quantities: Any) -> int:
+    value = quantities.get(GPU) if isinstance(quantities, Mapping) else None
+    try:
+        return parse_quantity(str(value), GPU) if value is not None else 0
+    except ValueError:  # a refused spec may say anything: shown as none
+        return 0
 
 
 def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
+    """One row per Queue object. A Queue whose current spec the scheduler refused is shown
+    as it works, from the spec in force (``status.inForce``), marked invalid; one being
+    deleted is marked terminating (its figures still count: it is kept while in use)."""
     rows = []
     for q in items:
         spec, status = q.get("spec") or {}, q.get("status") or {}
-        own = {p.get("pool", ""): _gpus(p.get("nominal")) for p in spec.get("quotas") or ()}
-        reported = {p.get("pool", ""): p for p in status.get("pools") or ()}
+        state, why = _state(q.get("metadata") or {}, status)
+        if state == "Invalid" and isinstance(status.get("inForce"), Mapping):
+            spec = status["inForce"]
+        own = {str(p.get("pool", "")): _gpus(p.get("nominal"))
+               for p in _list(spec, "quotas", Mapping)}
+        reported = {str(p.get("pool", "")): p for p in _list(status, "pools", Mapping)}
         pools = []
         for pool in sorted(set(own) | set(reported)):
             p = reported.get(pool, {})
@@ -70,12 +80,38 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
                                    _gpus(p.get("borrowed")), 0))
         rows.append(QueueRow(
             name=str(q["metadata"]["name"]), parent=str(spec.get("parent") or ""), depth=0,
-            weight=float(spec.get("weight", 1)), namespaces=tuple(spec.get("namespaces") or ()),
-            pools=tuple(pools), fair_share=float(status.get("fairShare") or 0.0),
-            usage_share=float(status.get("usageShare") or 0.0),
-            running=int(status.get("admittedGangs") or 0),
-            pending=int(status.get("pendingGangs") or 0)))
+            weight=_number(spec.get("weight"), 1.0),
+            namespaces=tuple(_list(spec, "namespaces", str)),
+            pools=tuple(pools), fair_share=_number(status.get("fairShare"), 0.0),
+            usage_share=_number(status.get("usageShare"), 0.0),
+            running=int(_number(status.get("admittedGangs"), 0)),
+            pending=int(_number(status.get("pendingGangs"), 0)), state=state, why=why))
     return tree_order(with_lent(rows))
+
+
+def _state(meta: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, str]:
+    """A Queue's ``QueueRow.state`` and why, from its deletion mark and Valid condition."""
+    if meta.get("deletionTimestamp"):
+        return "Terminating", ("being deleted: it admits no new gangs, and is kept while "
+                               "gangs it admitted run or queues name it as parent")
+    for c in _list(status, "conditions", Mapping):
+        if c.get("type") == "Valid" and c.get("status") == "False":
+            return "Invalid", str(c.get("message") or "refused by the scheduler")
+    return "", ""
+
+
+def _list(obj: Mapping[str, Any], key: str, kind: type) -> list[Any]:
+    """The items of list *obj[key]* that are of *kind* (a spec the scheduler refused may
+    hold anything)."""
+    value = obj.get(key)
+    return [v for v in value if isinstance(v, kind)] if isinstance(value, list) else []
+
+
+def _number(value: Any, default: float) -> float:
+    try:
+        return float(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
 
 
 def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],

@@ -9,8 +9,8 @@ gang and the recent events are parameters.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from policies.queues import PolicySet
 from scheduler import accounting
@@ -41,6 +41,8 @@ class Cycle:
     plan: CyclePlan
     policies: PolicySet
     reports: tuple[QueueReport, ...]
+    #: Queue name -> why its current spec is refused (``LivePolicies.invalid``).
+    invalid: Mapping[str, str] = field(default_factory=dict)
 
 
 class Recent:
@@ -81,16 +83,23 @@ def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
 
 def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
     queues = cycle.policies.queues.queues
+    terminating = cycle.policies.queues.terminating
     rows = []
     for r in cycle.reports:
         q = queues.get(r.name)
+        state, why = (("Terminating", "being deleted: it admits no new gangs, and is kept "
+                       "while gangs it admitted run or queues name it as parent")
+                      if r.name in terminating else
+                      ("Invalid", f"its current spec is refused; the version in force is "
+                       f"shown: {cycle.invalid[r.name]}") if r.name in cycle.invalid
+                      else ("", ""))
         rows.append(QueueRow(
             name=r.name, parent=r.parent or "", depth=0, weight=q.weight if q else 1.0,
             namespaces=q.namespaces if q else (),
             pools=tuple(QueuePool(p.pool, p.nominal.gpus, p.allocated.gpus, p.borrowed.gpus, 0)
                         for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
-            pending=r.pending))
+            pending=r.pending, state=state, why=why))
     return tree_order(with_lent(rows))
 
 

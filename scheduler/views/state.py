@@ -48,6 +48,11 @@ class QueueRow:
     usage_share: float
     running: int
     pending: int
+    #: "" (in force), "Terminating" (being deleted: kept while gangs it admitted run or
+    #: queues name it as parent, admitting nothing new) or "Invalid" (its current spec is
+    #: refused: the row shows the version in force, if it ever had one); ``why`` says more.
+    state: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,22 +229,30 @@ def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
 
 
 def tree_order(rows: Iterable[QueueRow]) -> tuple[QueueRow, ...]:
-    """Queues as a tree: each root, then its children (depth-first, by name)."""
+    """Queues as a tree: each root, then its children (depth-first, by name). Orphans (a
+    parent that does not exist) come last as roots, then queues in a cycle of parents (an
+    edit the scheduler refused): every queue is shown once."""
     rows = list(rows)
     children: dict[str, list[QueueRow]] = {}
     for r in rows:
         children.setdefault(r.parent, []).append(r)
     known = {r.name for r in rows}
     out: list[QueueRow] = []
+    shown: set[str] = set()
 
     def walk(parent: str, depth: int) -> None:
         for r in sorted(children.get(parent, ()), key=lambda q: q.name):
-            out.append(dataclasses.replace(r, depth=depth))
-            walk(r.name, depth + 1)
+            if r.name not in shown:
+                shown.add(r.name)
+                out.append(dataclasses.replace(r, depth=depth))
+                walk(r.name, depth + 1)
 
     walk("", 0)
-    for r in rows:  # orphans (a parent that does not exist) last, as roots
-        if r.parent and r.parent not in known:
+    stray = [r for r in rows if r.parent and r.parent not in known]  # orphans first
+    stray += sorted((r for r in rows if r not in stray), key=lambda q: q.name)
+    for r in stray:
+        if r.name not in shown:
+            shown.add(r.name)
             out.append(dataclasses.replace(r, depth=0))
             walk(r.name, 1)
     return tuple(out)

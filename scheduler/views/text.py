@@ -37,9 +37,16 @@ def queues_table(view: ClusterView) -> Table:
             extra = (f" +{p.borrowed}" if p.borrowed else "") + (f" -{p.lent}" if p.lent else "")
             cells.append(Text(f"{p.allocated}/{p.nominal}{extra}",
                               style="bold" if p.borrowed else ""))
-        table.add_row("  " * q.depth + q.name, f"{q.weight:g}", *cells,
+        name = Text("  " * q.depth + q.name)
+        if q.state:
+            name.append(f" [{q.state}]", style="bold yellow")
+        table.add_row(name, f"{q.weight:g}", *cells,
                       f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
                       str(q.pending))
+    flagged = [f"{q.name} [{q.state}]: {q.why}" for q in view.queues if q.state]
+    if flagged:  # under the table: the why of each queue marked in it
+        table.caption = "\n".join(flagged)
+        table.caption_justify = "left"
     return table
 
 

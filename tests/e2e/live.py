@@ -228,21 +228,23 @@ class InProcessScheduler:
 
     def during_cycles(self, n: int, timeout_s: float = 120.0,
                       interval_s: float = 0.2) -> Iterator[None]:
-        """Yield every *interval_s* until the loop has begun *n* more cycles (and their status
+        """Yield every *interval_s* until the loop has begun *n* more passes (and their status
         writes are out): for a test that checks, throughout, that something does *not*
-        happen. It gives it *n* chances however loaded the machine, where a fixed sleep may
-        cover no cycle at all."""
-        first = self.live.scheduler.cycles + 1  # one under way now may predate the caller
+        happen. Each pass runs a cycle if anything changed or came due, and otherwise
+        confirms that a cycle would only repeat the last plan (``LiveScheduler.passes``), so
+        it gives the test *n* chances however loaded the machine, where a fixed sleep may
+        cover no pass at all."""
+        first = self.live.passes + 1  # one under way now may predate the caller
         deadline = time.monotonic() + timeout_s
-        while self.live.scheduler.cycles < first + n:
-            assert time.monotonic() < deadline, f"fewer than {n} cycles in {timeout_s:.0f} s"
+        while self.live.passes < first + n:
+            assert time.monotonic() < deadline, f"fewer than {n} passes in {timeout_s:.0f} s"
             yield
             time.sleep(interval_s)
         assert self.live.actuator.writer.flush(timeout_s), "the status writer did not drain"
         yield
 
     def run_cycles(self, n: int = 4) -> None:
-        """Wait out *n* more cycles (``during_cycles``)."""
+        """Wait out *n* more passes of the loop (``during_cycles``)."""
         for _ in self.during_cycles(n):
             pass
 

@@ -202,8 +202,8 @@ def settle_and_check(runner: InProcessScheduler, tenant: Tenant, sent: Sent,
     """The scheduler keeps cycling, schedules a good gang, and says why for every pod it
     does not bind; every Queue has its Valid condition."""
     control_plane = tenant.cp
-    cycles = runner.live.scheduler.cycles
-    wait_for(lambda: runner.live.scheduler.cycles >= cycles + 5, 60, what="5 cycles more")
+    passes = runner.live.passes  # each a cycle if anything changed: all of it seen
+    wait_for(lambda: runner.live.passes >= passes + 5, 60, what="5 loop passes more")
     drain(runner.live.actuator.writer)
 
     good = tenant.create_gang("good", 2)

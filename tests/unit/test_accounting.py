@@ -56,6 +56,21 @@ def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
     assert sample(m, "gang_scheduler_gpu_hour_price", pool="p", currency="EUR") == 3.6
 
 
+def test_a_scrape_between_cycles_charges_up_to_the_scrape() -> None:
+    # No cycle runs while nothing changes: what is held is charged whenever the metrics are
+    # read, and the next cycle charges only the time after that.
+    sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
+    m = priced(sched)
+    sched.run_once()
+    gpu_s = {"queue": "team", "namespace": "ns", "pool": "p"}
+    clock.now += 30
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 240
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 240
+    clock.now += 5
+    sched.run_once()
+    assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", **gpu_s) == 280
+
+
 def test_a_leadership_gap_is_not_charged() -> None:
     sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
     m = priced(sched)
@@ -67,6 +82,21 @@ def test_a_leadership_gap_is_not_charged() -> None:
     sched.run_once()
     assert sample(m, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
                   namespace="ns", pool="p") == 16
+
+
+def test_pool_gauges_a_cycle_skipped_are_set_at_the_next_scrape() -> None:
+    # Gauges at most every 10 s of cycles: the second cycle (a waiting 8-GPU gang arrived,
+    # stranding the 4 free GPUs) skips them; no cycle follows on an idle cluster, so the
+    # scrape sets them, from that last cycle.
+    sched, m, clock = make([other_pod("x", "n1", 4)], [node("n1")], TEAM)
+    sched.pool_gauge_interval = 10.0
+    sched.run_once()
+    for p in gang_pods("big", 1, 8):
+        sched.cache.upsert_pod(p)
+    clock.now += 1
+    sched.run_once()
+    assert sample(m, "gang_scheduler_stranded_gpus", pool="p") == 4
+    assert sample(m, "gang_scheduler_idle_gpus", pool="p") == 4
 
 
 @pytest.mark.parametrize(("pods", "nodes", "idle", "stranded"), [

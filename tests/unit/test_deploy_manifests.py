@@ -147,7 +147,7 @@ EXPECTED_CLUSTER_RULES = {
     *(("scheduling.k8s.io", r, v) for r in ("workloads", "podgroups")
       for v in ("get", "list", "watch")),
     ("scheduling.k8s.io", "podgroups/status", "patch"),
-    *(("gangscheduler.io", "queues", v) for v in ("get", "list", "watch")),
+    *(("gangscheduler.io", "queues", v) for v in ("get", "list", "watch", "patch")),
     *(("gangscheduler.io", "queues/status", v) for v in ("update", "patch")),
 }
 

@@ -320,11 +320,13 @@ def test_pool_gauges_follow_their_interval_and_gpu_seconds_every_cycle() -> None
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 8
     sched.cache.upsert_node(node("n2"))
     clock.now += 0.5
-    sched.run_once()  # within the interval: the gauge waits, GPU-seconds do not
-    assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 8
+    sched.run_once()  # within the interval: the cycle leaves the gauge to the scrape
+    assert sched._accrual is not None and sched._accrual._skipped is not None
     held = sample(metrics, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
                   namespace="ns", pool="p")
-    assert held == 8 * 0.5
+    assert held == 8 * 0.5  # GPU-seconds every cycle
+    assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16  # the scrape's
+    assert sched._accrual._skipped is None
     clock.now += 0.5
     sched.run_once()
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16

@@ -74,6 +74,36 @@ def test_nominations_pending_reasons_and_rollbacks_come_from_the_plan(
     assert api.paths("DELETE") == ["/api/v1/namespaces/ns/pods/half-0"]
 
 
+@dataclass
+class Refusing(Api):
+    """Answers every DELETE with 500: a rollback that does not happen."""
+
+    def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                content_type: str = "", timeout: Any = None) -> Response:
+        if method == "DELETE":
+            with self.lock:
+                self.calls.append((method, path, body))
+            return Response(500, b"{}")
+        return super().request(method, path, query=query, body=body,
+                               content_type=content_type, timeout=timeout)
+
+
+def test_a_rollback_that_failed_asks_for_a_cycle_to_retry_it() -> None:
+    # Nothing may change that would run a cycle (the pod stays as it was): the actuator
+    # says when it wants another plan, to delete it again.
+    rollback = CyclePlan(now=0.0, rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0",
+                                                                         "h0"),), "stuck"),))
+    for api, retry in ((Api(), None), (Refusing(), 5.0)):
+        binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
+        act = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
+        try:
+            assert act.apply(rollback, 0.0).retry_in == retry
+            assert act.apply(CyclePlan(now=1.0), 1.0).retry_in is None
+        finally:
+            act.close()
+            binder.close()
+
+
 def test_a_reason_decided_before_a_bind_is_never_written_on_the_bound_pods(
         actuator: tuple[Api, KubeActuator]) -> None:
     api, act = actuator

@@ -162,8 +162,10 @@ def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> 
 def test_a_refused_eviction_is_retried_while_the_preemptor_stays_nominated(setup: Any) -> None:
     api, clock, evictor = setup
     api.protected = {"low-0", "low-1"}
+    assert evictor.retry_in() is None
     assert evictor.evict(plan(True), 0.0).blocked
     clock.now = 2.0
+    assert evictor.retry_in() == 3.0  # a cycle is due then, even if nothing changes
     assert evictor.evict(plan(False), 2.0).blocked == {}  # too soon to retry
     assert api.dry_runs.count("low-0") == 1
     api.protected = set()  # the budget now allows it

@@ -120,9 +120,8 @@ def test_store_accepts_children_before_their_parent() -> None:
 
 def test_store_delete_and_scheduler_policy() -> None:
     store = PolicyStore().apply(queue_obj("root")).store.apply(queue_obj("a", "root")).store
-    store = store.delete("root")
-    assert set(store.policies.queues.queues) == {"a"}
-    assert store.policies.queues.parent_of("a") is None  # treated as a root until fixed
+    store = store.delete("a")
+    assert set(store.policies.queues.queues) == {"root"}
     obj = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "SchedulerPolicy",
            "metadata": {"name": "default"}, "spec": {"preset": "fifo-gang"}}
     update = store.apply(obj)
