@@ -242,7 +242,7 @@ class LiveScheduler:
                         self.queue_status.publish(self.scheduler.last_queues)
                         running = self.cache.cycle_input(time.time()).snapshot.running
                         self.group_sync.sync(running)
-                        self.shortfalls.report(running)
+                        self.shortfalls.report(running, time.monotonic())
                         self._warn_of_inputs()
                     except Exception:  # keep scheduling on the last good state
                         log.exception("cycle_failed")
