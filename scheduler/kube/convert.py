@@ -369,6 +369,8 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"),
         indexed=spec.get("completionMode") == "Indexed", completed_indexes=done,
+        backoff_limit_per_index=_int(spec, "backoffLimitPerIndex", "spec.backoffLimitPerIndex",
+                                     None, minimum=0),
     )
 
 

@@ -146,6 +146,9 @@ class JobInfo:
     completed_indexes: frozenset[int] = frozenset()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.backoffLimitPerIndex``: the Job controller then backs off per index, not per
+    #: Job (``scheduler.model.job_backoff``).
+    backoff_limit_per_index: int | None = None
 
     @property
     def key(self) -> str:
