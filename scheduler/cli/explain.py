@@ -60,7 +60,7 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
         if running is not None:
             nodes = ", ".join(running.nodes)
             short = running.shortfall
-            lines += [_row("state", "running" if short is None else "running below its minimum"),
+            lines += [_row("state", _running_state(running)),
                       _row("queue", running.gang.queue), _row("nodes", nodes)]
             if short is not None:
                 lines.append(_row("members", short.describe()))
@@ -102,6 +102,15 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     return "\n".join(lines), True
 
 
+def _running_state(running: Any) -> str:
+    """A running gang's state: short of members, being evicted, or just running."""
+    if running.shortfall is not None:
+        return "running below its minimum"
+    if running.terminating:
+        return "running; members terminating (evicted, preempted or deleted)"
+    return "running"
+
+
 def describe_estimate(start: float, now: float, made: float | None = None) -> str:
     """``2026-12-01T17:05:00Z (in 1200s)``, and when the estimate was made if known."""
     from scheduler.kube.status import format_time
@@ -131,9 +140,10 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
         ]
     elif bound:
         nodes = ", ".join(sorted({p.node_name for p in bound}))
-        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
-                  _row("state", f"running ({len(bound)} pods)"), _row("nodes", nodes)]
         running = inp.snapshot.running.get(gang_id)
+        state = _running_state(running) if running is not None else "running"
+        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
+                  _row("state", f"{state} ({len(bound)} pods)"), _row("nodes", nodes)]
         if running is not None and running.shortfall is not None:
             lines.append(_row("members", running.shortfall.describe()))
     elif gang_id in inp.gangs.problems:

@@ -15,6 +15,7 @@ events through the caller's client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -79,15 +80,23 @@ def _workload(kind: str, key: str, cache: ClusterCache, pods: list[PodInfo],
     return Workload(kind, key, tuple(sorted(gangs)) or (key,), jobs, failed)
 
 
-def gap_text(workload: Workload, gang_id: str, preempted: tuple[float, str] | None,
+@dataclass(frozen=True, slots=True)
+class Preemptions:
+    """What the ``Preempted`` events on a workload's Jobs say: the newest (when, its words)
+    and how many pods they evicted in all (the Job controller counts each as a failure)."""
+
+    at: float
+    note: str
+    evicted: int = 0
+
+
+def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
              now: float) -> str:
-    """The report for a gang of *workload* that has no pods right now; *preempted*: when the
-    workload was last preempted and the event's words (None: no such event seen)."""
-    lines = [f"gang {gang_id}", _row("workload", workload.via),
-             _row("state", "no pods right now")]
+    """The report for a gang of *workload* that has no pods right now; *preempted*: the
+    preemptions its events record (None: no such event seen)."""
+    lines = [f"gang {gang_id}", _row("state", "no pods right now")]
     if preempted is not None:
-        at, note = preempted
-        lines.append(_row("why", f"preempted at {format_time(at)}: {note}"))
+        lines.append(_row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
     else:
         lines.append(_row("why", "its pods are gone (evicted, deleted) or not created yet"))
     controller = "the Job controller" if workload.kind == "Job" else "its Jobs' controller"
@@ -97,10 +106,12 @@ def gap_text(workload: Workload, gang_id: str, preempted: tuple[float, str] | No
     if all(j.remaining == 0 for j in workload.jobs):
         lines.append(_row("next", "nothing: its completions are all done"))
         return "\n".join(lines)
-    delay, how = max(job_backoff.least_delay(j, workload.failed) for j in workload.jobs)
+    evicted = preempted.evicted if preempted is not None else 0
+    delay, how = max(job_backoff.least_delay(j, workload.failed, evicted)
+                     for j in workload.jobs)
     next_line = f"waiting for {controller} to recreate its pods: {how}"
     if preempted is not None:
-        due = preempted[0] + delay
+        due = preempted.at + delay
         next_line += (f"; at least {delay:.0f}s after the eviction, so not before "
                       f"~{format_time(due)} (in {max(0.0, due - now):.0f}s)")
     lines += [_row("next", next_line),
@@ -108,9 +119,13 @@ def gap_text(workload: Workload, gang_id: str, preempted: tuple[float, str] | No
     return "\n".join(lines)
 
 
-def last_preemption(client: KubeClient, workload: Workload) -> tuple[float, str] | None:
-    """The newest ``Preempted`` event the evictor left on the workload's Jobs: when, and its
-    words; None without one (or when events may not be read)."""
+#: How the evictor's note on a Job says how many of its pods went.
+EVICTED = re.compile(r"\((\d+) pod\(s\) evicted")
+
+
+def last_preemption(client: KubeClient, workload: Workload) -> Preemptions | None:
+    """The ``Preempted`` events the evictor left on the workload's Jobs (events live an
+    hour by default); None without one (or when events may not be read)."""
     ns = workload.key.split("/", 1)[0]
     names = {j.name for j in workload.jobs}
     resp = client.request("GET", f"/api/v1/namespaces/{seg(ns)}/events", query={
@@ -118,13 +133,21 @@ def last_preemption(client: KubeClient, workload: Workload) -> tuple[float, str]
     if not resp.ok:
         return None
     found: list[tuple[float, str]] = []
+    evicted = 0
     for event in (resp.json() or {}).get("items") or ():
         if (event.get("involvedObject") or {}).get("name") not in names:
             continue
-        at = _event_time(event)
-        if at is not None:
-            found.append((at, str(event.get("message") or "")))
-    return max(found, default=None)
+        at, note = _event_time(event), str(event.get("message") or "")
+        if at is None:
+            continue
+        found.append((at, note))
+        if (pods := EVICTED.search(note)) is not None:
+            evicted += int(pods.group(1)) * max(1, int(event.get("count") or 1),
+                                                int((event.get("series") or {}).get("count") or 1))
+    if not found:
+        return None
+    at, note = max(found)
+    return Preemptions(at, note, evicted)
 
 
 def _event_time(event: dict[str, Any]) -> float | None:

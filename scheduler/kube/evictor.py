@@ -209,12 +209,13 @@ class Evictor:
             return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=max(graces.values(), default=0), retry=retry)
-        self._tell_jobs(pods, ns, message)
+        self._tell_jobs(pods, ns, victim.message)
         return [], ()
 
     def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:
         """A ``Preempted`` event on each Job whose pods were evicted (``explain`` of the
-        Job reads it while the Job controller recreates them)."""
+        Job reads it while the Job controller recreates them, and counts the pods:
+        ``explain_workload.EVICTED``)."""
         jobs: dict[tuple[str, str], int] = {}
         for p in pods:
             if p.job is not None:

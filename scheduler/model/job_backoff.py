@@ -44,11 +44,13 @@ def _count(pod: PodInfo, key: str) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def least_delay(job: JobInfo, failed: Iterable[PodInfo] = ()) -> tuple[float, str]:
+def least_delay(job: JobInfo, failed: Iterable[PodInfo] = (),
+                evicted: int = 0) -> tuple[float, str]:
     """The least the controller waits before recreating the pods of *job* that just failed
     (all evicted together), and how that is counted (for a person). *failed*: its failed
     pods still there (with ``backoffLimitPerIndex`` the controller keeps each until its
-    replacement exists, so their annotations give each index's count)."""
+    replacement exists, so their annotations give each index's count); *evicted*: how many
+    of its pods preemptions are known to have evicted in all (Job-wide, each counts)."""
     if job.backoff_limit_per_index is not None:
         counts = [_count(p, INDEX_FAILURES_ANNOTATION)
                   + _count(p, INDEX_IGNORED_FAILURES_ANNOTATION) + 1
@@ -57,8 +59,8 @@ def least_delay(job: JobInfo, failed: Iterable[PodInfo] = ()) -> tuple[float, st
         return recreation_delay(failures), (
             f"backoffLimitPerIndex: each rank waits {BASE_SECONDS:.0f} s doubled for each of "
             f"its earlier failures, preemptions included ({failures} counted)")
-    failures = max(1, job.remaining)
+    failures = max(1, job.remaining, evicted)
     return recreation_delay(failures), (
         f"its pod-failure backoff counts every pod failed since the Job's last success, "
         f"preemptions included ({BASE_SECONDS:.0f} s doubled per failure, at most "
-        f"{MAX_SECONDS / 60:.0f} min; at least the {failures} just evicted)")
+        f"{MAX_SECONDS / 60:.0f} min; {failures} known)")

@@ -3,7 +3,9 @@ right now (preempted, its controller yet to recreate them) says so (issue 33: "n
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,6 +13,7 @@ from scheduler.cache import ClusterCache
 from scheduler.cli import explain_workload as ew
 from scheduler.cli.explain import resolve
 from scheduler.grouping_jobset import JOBSET_NAME_LABEL
+from scheduler.kube.client import Response
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.job_backoff import INDEX_IGNORED_FAILURES_ANNOTATION
 from scheduler.model.native import GroupPolicy, NativeGroupInfo
@@ -84,12 +87,47 @@ def test_a_jobset_and_a_trainjob_map_through_the_jobset_label() -> None:
 def test_a_preempted_job_waiting_for_its_controller_says_when() -> None:
     workload = ew.find("ns/train", cache_with(native=True))
     assert workload is not None
-    text = ew.gap_text(workload, "ns/train-pg-1a2b",
-                       (NOW - 30, "preempted by gang ns/urgent: priority 100 > 0"), NOW)
+    note = "preempted by ns/urgent (priority 100): lower priority (4 pod(s) evicted; ...)"
+    text = ew.gap_text(workload, "ns/train-pg-1a2b", ew.Preemptions(NOW - 30, note, 4), NOW)
     assert "no pods right now" in text
-    assert "preempted at " in text and "preempted by gang ns/urgent" in text
+    assert f"{note} (at " in text
     assert "waiting for the Job controller to recreate its pods" in text
     assert "at least 80s after the eviction" in text and "(in 50s)" in text
+    # Preempted a second time: 8 pods failed since the Job's last success, the 10 min cap.
+    again = ew.gap_text(workload, "ns/train-pg-1a2b", ew.Preemptions(NOW, note, 8), NOW)
+    assert "at least 600s after the eviction" in again, again
+
+
+class Events:
+    """The events list as the apiserver answers it (core v1, the evictor's notes)."""
+
+    def __init__(self, items: list[dict[str, object]], status: int = 200) -> None:
+        self.items, self.status = items, status
+
+    def request(self, method: str, path: str, **kw: object) -> Response:
+        assert (method, path) == ("GET", "/api/v1/namespaces/ns/events"), path
+        return Response(self.status, json.dumps({"items": self.items}).encode())
+
+
+def event(job: str, at: str, evicted: int, **more: object) -> dict[str, object]:
+    return {"involvedObject": {"kind": "Job", "name": job}, "reason": "Preempted",
+            "eventTime": at, "message": f"preempted by ns/x ({evicted} pod(s) evicted; ...)",
+            **more}
+
+
+def test_the_preemptions_are_read_from_the_events_on_the_job() -> None:
+    workload = ew.find("ns/train", cache_with(native=True))
+    assert workload is not None
+    client = Events([event("train", "2026-12-04T15:00:00.000000Z", 4),
+                     event("train", "2026-12-04T15:05:00.000000Z", 4,
+                           series={"count": 2, "lastObservedTime": "2026-12-04T15:09:00Z"}),
+                     event("other", "2026-12-04T15:20:00.000000Z", 4)])
+    found = ew.last_preemption(client, workload)  # type: ignore[arg-type]
+    assert found is not None and found.evicted == 12
+    assert found.at == datetime(2026, 12, 4, 15, 9, tzinfo=UTC).timestamp()
+    assert ew.last_preemption(Events([], 403), workload) is None  # type: ignore[arg-type]
+    assert ew.last_preemption(Events([event("other", "2026-12-04T15:20:00Z", 4)]),  # type: ignore[arg-type]
+                              workload) is None
 
 
 def test_per_index_backoff_counts_the_ranks_own_failures() -> None:
@@ -101,7 +139,7 @@ def test_per_index_backoff_counts_the_ranks_own_failures() -> None:
                    for i in range(4))
     workload = ew.find("ns/train", cache_with(job, failed))
     assert workload is not None and len(workload.failed) == 4
-    text = ew.gap_text(workload, "ns/train", (NOW, "preempted by gang ns/urgent"), NOW)
+    text = ew.gap_text(workload, "ns/train", ew.Preemptions(NOW, "preempted by ns/urgent"), NOW)
     assert "backoffLimitPerIndex" in text and "at least 20s" in text
 
 
