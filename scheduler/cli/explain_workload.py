@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +43,7 @@ class Workload:
     #: Its Jobs (one for a Job; a JobSet's that exist now), for their controller's backoff.
     jobs: tuple[JobInfo, ...] = ()
     #: Its pods that failed and are still there (evicted ones waiting for replacements).
-    failed: tuple[PodInfo, ...] = field(default=())
+    failed: tuple[PodInfo, ...] = ()
 
     @property
     def via(self) -> str:
@@ -59,7 +59,10 @@ def find(target: str, cache: ClusterCache, trainjob: bool = False) -> Workload |
     if job is not None:
         pods = [p for p in cache.pods() if p.namespace == ns and p.owner is not None
                 and p.owner.kind == "Job" and p.owner.name == name]
-        natives = [g.key for g in cache.native_groups() if g.job_key == target]
+        # The PodGroup the Job controller made is the gang, unless a JobSet's gang holds
+        # the Job's pods (``grouping`` puts a JobSet before a native PodGroup).
+        natives = ([] if JOBSET_NAME_LABEL in job.labels else
+                   [g.key for g in cache.native_groups() if g.job_key == target])
         return _workload("Job", target, cache, pods, natives, (job,))
     if cache.jobset(target) is None and not trainjob:
         return None
@@ -67,8 +70,7 @@ def find(target: str, cache: ClusterCache, trainjob: bool = False) -> Workload |
             if p.namespace == ns and p.labels.get(JOBSET_NAME_LABEL) == name]
     jobs = tuple(j for j in cache.jobs()
                  if j.namespace == ns and j.labels.get(JOBSET_NAME_LABEL) == name)
-    natives = [g.key for g in cache.native_groups() if g.job_key in {j.key for j in jobs}]
-    return _workload("TrainJob" if trainjob else "JobSet", target, cache, pods, natives, jobs)
+    return _workload("TrainJob" if trainjob else "JobSet", target, cache, pods, (), jobs)
 
 
 def _workload(kind: str, key: str, cache: ClusterCache, pods: list[PodInfo],

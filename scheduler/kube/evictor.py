@@ -209,7 +209,8 @@ class Evictor:
             return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=max(graces.values(), default=0), retry=retry)
-        self._tell_jobs(pods, ns, victim.message)
+        self._tell_jobs(pods, ns, victim.message if victim.preemptor in victim.message
+                        else message)
         return [], ()
 
     def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:

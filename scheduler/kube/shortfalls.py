@@ -7,7 +7,8 @@ gang being evicted), so every replica knows it, but only the leader writes. A Wa
 controller (a Job) that owns all its pods, else each member that stays. It is emitted once a
 gang has been short of the same members for ``settle_seconds`` (members that go one after
 another, an admin evicting each of them or pods killed together, are an eviction under way,
-not a gang running short), and again only when what is missing changes (a replacement
+not a gang running short; one found at the first report, after a restart or a takeover, is
+older than that and told at once), and again only when what is missing changes (a replacement
 created, a second node lost), so a gang that stays short costs no writes. A Normal
 ``MinimumRestored`` follows only when its minimum really runs again: a gang that was told
 short and then has no member left (evicted, pending again) is not restored, and nothing more
@@ -58,14 +59,18 @@ class ShortfallReporter:
         self._told: dict[str, str] = {}
         #: Gang id -> what it has been short of, untold, and since when.
         self._since: dict[str, tuple[str, float]] = {}
+        self._reported = False
 
     def report(self, running: Mapping[str, RunningGang], now: float) -> None:
         """Emit what changed since the last call and set the per-queue gauge; *now* on any
-        steady clock (only differences are used)."""
+        steady clock (only differences are used). A shortfall there at the first report (a
+        restart, a takeover) is older than this reporter: settled, told at once."""
         short = {gid: r for gid, r in running.items() if r.shortfall is not None}
         texts = {gid: r.shortfall.describe() for gid, r in short.items() if r.shortfall}
+        first, self._reported = not self._reported, True
+        fresh = now - self.settle_seconds if first else now
         self._since = {gid: since if (since := self._since.get(gid)) and since[0] == text
-                       else (text, now) for gid, text in texts.items()}
+                       else (text, fresh) for gid, text in texts.items()}
         told = {gid: r for gid, r in short.items()
                 if gid in self._told or now - self._since[gid][1] >= self.settle_seconds}
         self.metrics.set_short(Counter(r.gang.queue for r in told.values()))

@@ -175,9 +175,10 @@ def test_a_short_gang_is_told_once_per_change_then_restored() -> None:
         current[:] = pods
         reporter.report(build_gangs(pods, {}, job, GroupingConfig()).running_by_id, now)
 
-    cycle(lost, 0.0)  # short, not for long enough yet
+    cycle(whole, 0.0)  # whole: what the reporter starts from (else see the last test)
+    cycle(lost, 1.0)  # short, not for long enough yet
     assert events.sent == []
-    cycle(lost)  # short for 10 s: told
+    cycle(lost)  # short for 9 s: told
     cycle(lost)  # unchanged: no second event
     cycle(retry)  # the replacement is there: what is missing changed
     cycle(whole)
@@ -239,3 +240,14 @@ def test_what_is_told_over_a_sequence(name: str, steps: list[tuple[float, list[P
     for now, pods in steps:
         cycle(pods, now)
     assert [e[1] for e in events.sent] == told, name
+
+
+def test_a_shortfall_there_at_the_first_report_is_told_at_once() -> None:
+    """A restarted scheduler (or a new leader) finds a gang short: it was short before this
+    reporter existed, so it is told at once, and restored when its replacement runs
+    (``tests/e2e/test_node_failure.py`` restarts the scheduler between the two)."""
+    events, cycle = reporter_for(indexed_job())
+    cycle([evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)], 0.0)
+    cycle([rank(0, node="n9", suffix="-retry"), *running(1, 2, 3)], 1.0)
+    assert [e[1] for e in events.sent] == [EventReason.BELOW_MINIMUM,
+                                           EventReason.MINIMUM_RESTORED]

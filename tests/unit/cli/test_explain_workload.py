@@ -84,6 +84,15 @@ def test_a_jobset_and_a_trainjob_map_through_the_jobset_label() -> None:
     assert ew.find("ns/other", cache) is None
 
 
+def test_a_job_of_a_jobset_maps_to_the_jobsets_gang_not_its_podgroup() -> None:
+    """Inside a JobSet the Job controller's PodGroup is no gang (the JobSet's is)."""
+    label = {JOBSET_NAME_LABEL: "pair"}
+    job = JobInfo("ns", "train", "job-uid", labels=label)
+    cache = cache_with(job, (rank(0, group="train-pg-1a2b", labels=label),), native=True)
+    workload = ew.find("ns/train", cache)
+    assert workload is not None and workload.gangs == ("ns/pair",)
+
+
 def test_a_preempted_job_waiting_for_its_controller_says_when() -> None:
     workload = ew.find("ns/train", cache_with(native=True))
     assert workload is not None
