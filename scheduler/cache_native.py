@@ -155,6 +155,20 @@ class WorkloadFeeding:
                 self._dirty |= self._native.referrers(key)
                 self._touch()
 
+    def job(self, key: str) -> JobInfo | None:
+        """The ``batch/v1`` Job *key* (``namespace/name``), if seen."""
+        with self._lock:
+            return self._jobs.get(key)
+
+    def jobs(self) -> list[JobInfo]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def jobset(self, key: str) -> JobSetInfo | None:
+        """The JobSet *key* (``namespace/name``), if seen."""
+        with self._lock:
+            return self._jobsets.get(key)
+
     def native_group(self, key: str) -> NativeGroupInfo | None:
         """The ``scheduling.k8s.io`` PodGroup *key* (``namespace/name``), if seen."""
         with self._lock:

@@ -261,7 +261,7 @@ def await_draining(t: Trial) -> Nominated | None:
         rg.id for rg in gone)
     nomination = Nomination(gang.id, placement.nodes, waits, t.context.now, placement,
                             inherited=True, pod_nodes=map_pods(gang, placement))
-    return Nominated(nomination, awaiting_terminating(waits, placement.nodes),
+    return Nominated(nomination, awaiting_terminating(gang.id, waits, placement.nodes),
                      charges=trial.charges, awaiting=waits)
 
 
@@ -379,8 +379,17 @@ def _reserved_for(reservations: tuple[Reservation, ...]) -> str:
     return " and for ".join(r.gang_id for r in reservations)
 
 
-def awaiting_terminating(gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:
-    """The reason of a gang waiting for gangs evicted before this scheduler's plan (the same
-    words on every cycle, whichever leader decided the evictions)."""
-    return (f"waiting for {len(gangs)} terminating gang(s) ({', '.join(gangs)}) to go, "
-            f"without evicting more; nodes held: {', '.join(nodes)}")
+def awaiting_terminating(gang_id: str, gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:
+    """The reason of gang *gang_id* waiting for gangs evicted before this scheduler's plan
+    (the same words on every cycle, whichever leader decided the evictions). One of them may
+    be its own earlier members: a controller that recreates evicted pods while the old ones
+    still terminate (a Job without ``podFailurePolicy``) makes its new pods the same gang as
+    those leaving, which is no other gang to wait for."""
+    others = tuple(g for g in gangs if g != gang_id)
+    waits = [f"{len(others)} terminating gang(s) ({', '.join(others)}) to go"] if others else []
+    if gang_id in gangs:
+        waits.insert(0, "its own evicted members to finish terminating (its controller "
+                        "recreated its pods while they leave; the new ones start whole once "
+                        "the old ones are gone)")
+    return (f"waiting for {' and '.join(waits)}, without evicting more; "
+            f"nodes held: {', '.join(nodes)}")

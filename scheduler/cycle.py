@@ -185,7 +185,7 @@ def _kept(draft: Draft, gang: Gang, nom: Nomination, alive: tuple[str, ...]) -> 
     """Victims are still terminating: keep their nodes and the gang's quota."""
     charges = (None if nom.placement is None
                else placement_charges(gang, nom.placement, draft.snapshot))
-    message = (awaiting_terminating(alive, nom.nodes) if nom.inherited else
+    message = (awaiting_terminating(gang.id, alive, nom.nodes) if nom.inherited else
                f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
                f"nodes held: {', '.join(nom.nodes)}")
     if nom.placement is not None:  # its pods now (they may have been recreated)

@@ -41,10 +41,9 @@ from dataclasses import dataclass, field, replace
 
 from scheduler import grouping_jobset, grouping_native, grouping_terms
 from scheduler.grouping_terms import OPERATOR_KINDS
-from scheduler.model import Gang, PodRef, RunningGang
+from scheduler.model import Gang, PodRef, RunningGang, shortfall
 from scheduler.model.durations import parse_time
 from scheduler.model.native import ResolvedGroup
-from scheduler.model.shortfall import shortfall
 from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
@@ -53,7 +52,6 @@ from scheduler.model.workloads import (
     JobSetInfo,
     PodGroupInfo,
     PodInfo,
-    PodPhase,
 )
 from scheduler.resources import Resources, total
 
@@ -133,8 +131,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                native: ResolvedGroup | None = None) -> GangEntry:
     """The entry for one gang id from its live (not finished) member pods; *native* is the
     ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
-    succeeded = sum(1 for p in gang_pods if p.phase is PodPhase.SUCCEEDED)
-    gang_pods = [p for p in gang_pods if not p.is_finished]
+    members, gang_pods = gang_pods, [p for p in gang_pods if not p.is_finished]
     if not gang_pods:
         return GangEntry()
     gang_pods.sort(key=lambda p: p.name)
@@ -180,10 +177,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             priority=running.gang.priority if terms.priority is None else terms.priority))
     if running is not None and group is not None:
         running = replace(running, group_uid=group.uid)
-    if running is not None:  # a Job's minimum already leaves out its completions
-        lost = shortfall((p.labels for p in staying), min_member - (0 if job else succeeded),
-                         len(waiting), job.completions if job and job.indexed else None,
-                         job.completed_indexes if job else frozenset())
+    if running is not None:
+        lost = shortfall.of_members(members, min_member, job)
         running = replace(running, shortfall=lost) if lost else running
     partial: tuple[PodRef, ...] = ()
     if (staying and waiting and len(staying) < min_member

@@ -23,7 +23,9 @@ examples:
   gang-scheduler explain team-a/llama-70b --kubeconfig ~/.kube/config --context prod
 
 The gang id is NAMESPACE/NAME of its PodGroup (or Volcano group name), its Job, or the pod;
-the name of any of its pods works too. With namespace-only RBAC (a tenant), explain shows the
+the name of any of its pods works too, and so does the name of the Job, JobSet or TrainJob
+it runs for (each of its gangs is explained; one with no pods right now, a preempted Job
+waiting for its controller, says so). With namespace-only RBAC (a tenant), explain shows the
 gang as its namespace has it and the running scheduler's last answer, and says what it could
 not see; with cluster-wide read access it also re-runs the scheduler's decision.
 """
@@ -58,7 +60,7 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
         if running is not None:
             nodes = ", ".join(running.nodes)
             short = running.shortfall
-            lines += [_row("state", "running" if short is None else "running below its minimum"),
+            lines += [_row("state", _running_state(running)),
                       _row("queue", running.gang.queue), _row("nodes", nodes)]
             if short is not None:
                 lines.append(_row("members", short.describe()))
@@ -100,6 +102,15 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     return "\n".join(lines), True
 
 
+def _running_state(running: Any) -> str:
+    """A running gang's state: short of members, being evicted, or just running."""
+    if running.shortfall is not None:
+        return "running below its minimum"
+    if running.terminating:
+        return "running; members terminating (evicted, preempted or deleted)"
+    return "running"
+
+
 def describe_estimate(start: float, now: float, made: float | None = None) -> str:
     """``2026-12-01T17:05:00Z (in 20m)``, and when the estimate was made if known."""
     from scheduler.kube.status import format_time
@@ -130,9 +141,10 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
         ]
     elif bound:
         nodes = ", ".join(sorted({p.node_name for p in bound}))
-        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
-                  _row("state", f"running ({len(bound)} pods)"), _row("nodes", nodes)]
         running = inp.snapshot.running.get(gang_id)
+        state = _running_state(running) if running is not None else "running"
+        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
+                  _row("state", f"{state} ({len(bound)} pods)"), _row("nodes", nodes)]
         if running is not None and running.shortfall is not None:
             lines.append(_row("members", running.shortfall.describe()))
     elif gang_id in inp.gangs.problems:
@@ -151,9 +163,7 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
 def resolve(target: str, cache: Any, now: float) -> tuple[str, str | None]:
     """The gang id for NAMESPACE/NAME, which may name a gang or one of its pods, and a line
     saying which gang a pod belongs to (None when the name was the gang's)."""
-    inp = cache.cycle_input(now)
-    if (any(g.id == target for g in inp.gangs.pending) or target in inp.snapshot.running
-            or target in inp.gangs.problems or cache.gang_pods(target)):
+    if _known(target, cache, now):
         return target, None
     namespace, _, name = target.partition("/")
     gang = cache.gang_of_pod(namespace, name)
@@ -185,24 +195,56 @@ def run(args: argparse.Namespace) -> int:
         view = read_cluster(client, config, namespace=namespace)
         now = time.time()
         gang_id, via = resolve(args.gang, view.cache, now)
-        if via:
-            print(via)
-        if view.complete:
-            text, found = explain_text(gang_id, view.cache, view.policies, now)
-        else:
-            text, found = partial_text(gang_id, view.cache, view.unseen, now)
-        print(text)
-        from scheduler.kube.oneshot import unschedulable_message
-
-        pod = _pending_pod(client, view.cache, gang_id)
-        written = unschedulable_message(pod) if pod is not None else ""
-        estimate, position = _last_estimate(client, gang_id, pod, now)
+        workload = _workload(client, view.cache, args.gang, now) if via is None else None
+        if via or workload:
+            print(via or workload.via)  # type: ignore[union-attr]
+        found = False
+        for gid in workload.gangs if workload is not None else (gang_id,):
+            found = _report(client, view, gid, workload, now) or found
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (TransportError, ApiError) as exc:
         print(f"error: {unreachable(exc)}", file=sys.stderr)
         return 1
+    return 0 if found else 1
+
+
+def _workload(client: Any, cache: Any, target: str, now: float) -> Any:
+    """The Job, JobSet or TrainJob *target* names when it is no gang or pod (None: none)."""
+    from scheduler.cli import explain_workload as ew
+
+    if _known(target, cache, now):
+        return None
+    found = ew.find(target, cache)
+    if found is None and ew.trainjob_exists(client, target):
+        found = ew.find(target, cache, trainjob=True)
+    return found
+
+
+def _known(gang_id: str, cache: Any, now: float) -> bool:
+    inp = cache.cycle_input(now)
+    return (any(g.id == gang_id for g in inp.gangs.pending) or gang_id in inp.snapshot.running
+            or gang_id in inp.gangs.problems or bool(cache.gang_pods(gang_id)))
+
+
+def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> bool:
+    """Print the report of one gang and what the running scheduler last wrote on it; a gang
+    of *workload* with no pods right now is told why (``explain_workload.gap_text``)."""
+    from scheduler.cli import explain_workload as ew
+    from scheduler.kube.oneshot import unschedulable_message
+
+    if view.complete:
+        text, found = explain_text(gang_id, view.cache, view.policies, now)
+    else:
+        text, found = partial_text(gang_id, view.cache, view.unseen, now)
+    if not found and workload is not None:
+        text, found = ew.gap_text(workload, gang_id, ew.last_preemption(client, workload),
+                                  now), True
+    print(text)
+    pod = _pending_pod(client, view.cache, gang_id)
+    written = unschedulable_message(pod) if pod is not None else ""
+    estimate, position = _last_estimate(client, gang_id, pod, now)
     if written:
         print(f"\nthe running scheduler last said: {written}")
     if estimate:
@@ -211,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"the running scheduler's queue position: #{position}")
     if not (written or estimate) and found and not view.complete:
         print("\nthe running scheduler has written nothing on this gang's pods yet")
-    return 0 if found else 1
+    return found
 
 
 def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None,

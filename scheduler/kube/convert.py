@@ -260,6 +260,15 @@ def _started_at(status: Mapping[str, Any]) -> float | None:
     return None
 
 
+def _disruption(status: Mapping[str, Any]) -> str:
+    """The reason of the pod's ``DisruptionTarget=True`` condition, "" without one."""
+    for c in _list(status, "conditions", "status.conditions"):
+        if (isinstance(c, Mapping) and c.get("type") == "DisruptionTarget"
+                and c.get("status") == "True"):
+            return str(c.get("reason") or "")
+    return ""
+
+
 def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
     """A ``v1/Pod`` reduced to scheduling facts; ``spec.priority`` is set by admission."""
     meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
@@ -301,6 +310,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         pod_group_name=_scheduling_group(spec),
         grace_period_seconds=_int(spec, "terminationGracePeriodSeconds",
                                   "spec.terminationGracePeriodSeconds", None, minimum=0),
+        disruption=_disruption(status),
     )
 
 
@@ -359,6 +369,8 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         labels=_str_map(meta, "labels", "metadata.labels"),
         annotations=_str_map(meta, "annotations", "metadata.annotations"),
         indexed=spec.get("completionMode") == "Indexed", completed_indexes=done,
+        backoff_limit_per_index=_int(spec, "backoffLimitPerIndex", "spec.backoffLimitPerIndex",
+                                     None, minimum=0),
     )
 
 

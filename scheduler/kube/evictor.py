@@ -83,14 +83,24 @@ class VictimPod:
     ref: PodRef
     labels: Mapping[str, str]
     grace_period_seconds: int | None
+    #: Its controlling Job as (name, uid), which is told of the preemption too: the pods
+    #: go, the Job stays, and it is what a user describes while its controller recreates
+    #: them. None: no Job controls it.
+    job: tuple[str, str] | None = None
 
     @classmethod
     def from_json(cls, ref: PodRef, obj: Mapping[str, Any]) -> VictimPod:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         grace = spec.get("terminationGracePeriodSeconds")
         labels = meta.get("labels") or {}
+        owner = next((o for o in meta.get("ownerReferences") or ()
+                      if isinstance(o, Mapping) and o.get("controller")), None)
+        job = ((str(owner.get("name") or ""), str(owner.get("uid") or ""))
+               if owner is not None and owner.get("kind") == "Job" and owner.get("name")
+               else None)
         return cls(ref, {str(k): str(v) for k, v in labels.items()},
-                   grace if isinstance(grace, int) and not isinstance(grace, bool) else None)
+                   grace if isinstance(grace, int) and not isinstance(grace, bool) else None,
+                   job)
 
 
 def budget_refusal(pods: Sequence[VictimPod], budgets: Sequence[Budget]) -> str | None:
@@ -207,7 +217,23 @@ class Evictor:
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=max(graces.values(), default=0), retry=retry)
         self._group_event(victim, message)
+        self._tell_jobs(pods, ns, victim.message if victim.preemptor in victim.message
+                        else message)
         return [], ()
+
+    def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:
+        """A ``Preempted`` event on each Job whose pods were evicted (``explain`` of the
+        Job reads it while the Job controller recreates them, and counts the pods:
+        ``explain_workload.EVICTED``)."""
+        jobs: dict[tuple[str, str], int] = {}
+        for p in pods:
+            if p.job is not None:
+                jobs[p.job] = jobs.get(p.job, 0) + 1
+        for (name, uid), count in sorted(jobs.items()):
+            job = ObjectRef("Job", namespace, name, uid, "batch/v1")
+            self._event_on(job, EventReason.PREEMPTED, f"{message} ({count} pod(s) evicted; "
+                           "the Job controller recreates them after its pod-failure backoff)",
+                           "Preempting")
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
         """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor;
@@ -295,14 +321,12 @@ class Evictor:
             ref = ObjectRef.podgroup(ns, name, victim.group_uid)
         else:
             return
-
-        def task() -> None:
-            self.events.emit(ref, EventReason.PREEMPTED, message, EventType.WARNING,
-                             action="Preempting")
-        self.writer.submit(f"event/{victim.victim}/{EventReason.PREEMPTED}", task)
+        self._event_on(ref, EventReason.PREEMPTED, message, "Preempting")
 
     def _event(self, pod: PodRef, reason: str, message: str, action: str) -> None:
+        self._event_on(ObjectRef.pod(pod), reason, message, action)
+
+    def _event_on(self, ref: ObjectRef, reason: str, message: str, action: str) -> None:
         def task() -> None:
-            self.events.emit(ObjectRef.pod(pod), reason, message, EventType.WARNING,
-                             action=action)
-        self.writer.submit(f"event/{pod.uid}/{reason}", task)
+            self.events.emit(ref, reason, message, EventType.WARNING, action=action)
+        self.writer.submit(f"event/{ref.uid}/{reason}", task)

@@ -195,6 +195,7 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._log = log.bind(resource=kind.name)
         self.relists = 0  # full lists done after the first one (410s, absent CRDs)
+        self._absent = False  # the resource was absent at the last list (already said)
 
     # Lifecycle ----------------------------------------------------------------------------
     @property
@@ -250,7 +251,12 @@ class Informer:
                 self._log.info("watch_expired", resource_version=self._rv)
                 self._rv = ""
             except ResourceAbsent:
-                self._log.info("resource_absent", path=self.kind.path, retry_s=self.absent_retry)
+                # Said once at info (an optional API this cluster does not serve, say the
+                # v1beta1 gang API on 1.36 stays absent for good), then only at debug: the
+                # retry every absent_retry seconds is not news. Told again once it came back.
+                level = self._log.debug if self._absent else self._log.info
+                level("resource_absent", path=self.kind.path, retry_s=self.absent_retry)
+                self._absent = True
                 self._replace([], "0")
                 self._rv = ""
                 self._stop.wait(self.absent_retry)
@@ -278,7 +284,9 @@ class Informer:
         items, rv = list_all(self.client, self.kind, self.page_size, "0" if first else None)
         if self._synced.is_set():
             self.relists += 1
+        self._absent = False
         self._replace(items, rv)
+        self._log.info("listed", objects=len(items), resource_version=rv)
 
     def _replace(self, items: list[dict[str, Any]], rv: str) -> None:
         """Deliver the difference between a full list and what the handler knows."""
@@ -297,7 +305,6 @@ class Informer:
                 self._store[oid] = obj
                 self._deliver(EventType.MODIFIED, obj)
         self._rv = rv
-        self._log.info("listed", objects=len(fresh), resource_version=rv)
         self._synced.set()
 
     def _watch(self) -> None:

@@ -278,7 +278,7 @@ class LiveScheduler:
             inp = self.cache.cycle_input(time.time())
             running = inp.snapshot.running
             self.group_sync.sync(running)
-            self.shortfalls.report(running)
+            self.shortfalls.report(running, time.monotonic())
             self.gang_notices.report(chain(
                 inp.gangs.pending, (r.gang for r in running.values())))
             self._warn_of_inputs()

@@ -77,6 +77,10 @@ class PodInfo:
     #: ``spec.terminationGracePeriodSeconds`` (None: not given; the apiserver defaults 30):
     #: the time this pod asks for between SIGTERM and SIGKILL, which an eviction keeps.
     grace_period_seconds: int | None = None
+    #: The reason of its ``DisruptionTarget=True`` condition ("" without one): who is taking
+    #: it away (``PreemptionByScheduler``, ``EvictionByEvictionAPI``, ``DeletionByTaintManager``
+    #: for a lost node, ...), which tells a gang being evicted from one losing members.
+    disruption: str = ""
 
     def __hash__(self) -> int:
         return hash(self.uid)
@@ -144,6 +148,9 @@ class JobInfo:
     completed_indexes: frozenset[int] = frozenset()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.backoffLimitPerIndex``: the Job controller then backs off per index, not per
+    #: Job (``scheduler.model.job_backoff``).
+    backoff_limit_per_index: int | None = None
 
     @property
     def key(self) -> str:

@@ -10,7 +10,6 @@ an empty set is computed only on that path.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from scheduler.model import Gang, PodRequirements, Role, describe_selector
@@ -126,7 +125,7 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             nodes = tuple(n for n in nodes if n not in limits.blocked)
         if not nodes and role.required > 0:  # a role of optional members only may go unplaced
             if open_nodes:
-                return _ruled_out(gang, role, limits, len(open_nodes))
+                return _ruled_out(gang, role, limits, len(open_nodes), snapshot)
             return Unplaceable(gang.id, UnplaceableReason.NO_ELIGIBLE_NODES,
                                explain_no_eligible(role, snapshot, params))
         views.append(RoleView(
@@ -158,13 +157,69 @@ def _usable(snapshot: Snapshot, requirements: PodRequirements, eligible: tuple[s
     return hit
 
 
-def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int) -> Unplaceable:
-    """Every usable node is ruled out by the role's constraints."""
+def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int,
+               snapshot: Snapshot) -> Unplaceable:
+    """Every usable node is ruled out by the role's constraints; the nodes its selectors pick
+    that it may not use at all (an untolerated taint, a cordon) are named too: the node a
+    constraint points to may be one of them (pods it must run beside are on a node whose
+    taint it does not tolerate), and the message would otherwise hide it."""
     parts = "; ".join(f"{n} by {why}" for why, n in limits.why)
     reason = (UnplaceableReason.POD_CONSTRAINTS if limits.by_running
               else UnplaceableReason.NO_ELIGIBLE_NODES)
-    return Unplaceable(gang.id, reason,
-                       f"role {role.name}: all {count} eligible nodes are ruled out: {parts}")
+    shut = _Shut.of(role, snapshot)
+    beyond = shut.describe(snapshot)
+    more = f"; besides, of the nodes it selects, {beyond}" if beyond else ""
+    return Unplaceable(gang.id, reason, f"role {role.name}: all {count} eligible nodes are "
+                                        f"ruled out: {parts}{more}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shut:
+    """The nodes a role's selectors pick that it may not use at all, by cause."""
+
+    selected: list[str]
+    cordoned: list[str]
+    not_ready: list[str]
+    tainted: dict[str, list[str]]  # untolerated taint -> nodes
+
+    @classmethod
+    def of(cls, role: Role, snapshot: Snapshot) -> _Shut:
+        req = role.requirements
+        selected = [n for n in snapshot.node_names if req.selects(snapshot.nodes[n])]
+        cordoned = [n for n in selected if snapshot.nodes[n].unschedulable]
+        not_ready = [n for n in selected if not snapshot.nodes[n].ready
+                     and not snapshot.nodes[n].unschedulable]
+        tainted: dict[str, list[str]] = {}
+        for n in selected:
+            node = snapshot.nodes[n]
+            if node.unschedulable or not node.ready:
+                continue
+            taint = req.untolerated_taint(node)
+            if taint is not None:
+                tainted.setdefault(str(taint), []).append(n)
+        return cls(selected, cordoned, not_ready, tainted)
+
+    @property
+    def taint_count(self) -> int:
+        return sum(len(ns) for ns in self.tainted.values())
+
+    def taint_text(self, snapshot: Snapshot) -> str:
+        """``k=v:NoSchedule (pool a100, 2 nodes) or ...``, most nodes first."""
+        return " or ".join(
+            f"{t} ({_pools(snapshot, ns)}, {len(ns)} node{'s' if len(ns) > 1 else ''})"
+            for t, ns in sorted(self.tainted.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+    def describe(self, snapshot: Snapshot) -> str:
+        """``1 cordoned (unschedulable); 2 with untolerated taints: ...`` ("" if none)."""
+        parts = []
+        if self.cordoned:
+            parts.append(f"{len(self.cordoned)} cordoned (unschedulable)")
+        if self.not_ready:
+            parts.append(f"{len(self.not_ready)} not ready")
+        if self.tainted:
+            parts.append(f"{self.taint_count} with untolerated taints: "
+                         f"{self.taint_text(snapshot)}")
+        return "; ".join(parts)
 
 
 def _pools(snapshot: Snapshot, names: list[str]) -> str:
@@ -188,41 +243,19 @@ def _selector_miss(role: Role, snapshot: Snapshot) -> str:
 def explain_no_eligible(role: Role, snapshot: Snapshot, params: PlacementParams) -> str:
     """Why *role* has no usable node: the selector, the taints, cordons, or the params."""
     req = role.requirements
-    selected = [n for n in snapshot.node_names if req.selects(snapshot.nodes[n])]
-    if not selected:
+    shut = _Shut.of(role, snapshot)
+    if not shut.selected:
         return _selector_miss(role, snapshot)
-    cordoned = [n for n in selected if snapshot.nodes[n].unschedulable]
-    not_ready = [n for n in selected if not snapshot.nodes[n].ready
-                 and not snapshot.nodes[n].unschedulable]
-    taints: Counter[str] = Counter()
-    tainted: dict[str, list[str]] = {}
-    for n in selected:
-        node = snapshot.nodes[n]
-        if node.unschedulable or not node.ready:
-            continue
-        taint = req.untolerated_taint(node)
-        if taint is not None:
-            taints[str(taint)] += 1
-            tainted.setdefault(str(taint), []).append(n)
-    eligible = len(selected) - len(cordoned) - len(not_ready) - sum(taints.values())
+    eligible = (len(shut.selected) - len(shut.cordoned) - len(shut.not_ready)
+                - shut.taint_count)
     if eligible > 0:
         return (f"role {role.name}: all {eligible} eligible nodes are excluded by this solve "
                 f"(reserved, nominated or outside the allowed set)")
-    taint_text = " or ".join(
-        f"{t} ({_pools(snapshot, tainted[t])}, {c} node{'s' if c > 1 else ''})"
-        for t, c in sorted(taints.items(), key=lambda kv: (-kv[1], kv[0])))
-    if taints and not cordoned and not not_ready:
-        if len(taints) == 1:
-            only = next(iter(taints))
-            return (f"role {role.name}: no node in {_pools(snapshot, tainted[only])} "
+    if shut.tainted and not shut.cordoned and not shut.not_ready:
+        if len(shut.tainted) == 1:
+            only, names = next(iter(shut.tainted.items()))
+            return (f"role {role.name}: no node in {_pools(snapshot, names)} "
                     f"tolerates taint {only}")
-        return f"role {role.name}: no node tolerates its taints: {taint_text}"
+        return f"role {role.name}: no node tolerates its taints: {shut.taint_text(snapshot)}"
     scope = "matching its selectors" if req.node_selector or req.affinity_terms else "in total"
-    parts = []
-    if cordoned:
-        parts.append(f"{len(cordoned)} cordoned (unschedulable)")
-    if not_ready:
-        parts.append(f"{len(not_ready)} not ready")
-    if taints:
-        parts.append(f"{sum(taints.values())} with untolerated taints: {taint_text}")
-    return f"role {role.name}: of {len(selected)} nodes {scope}, " + "; ".join(parts)
+    return f"role {role.name}: of {len(shut.selected)} nodes {scope}, {shut.describe(snapshot)}"

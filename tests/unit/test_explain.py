@@ -76,3 +76,15 @@ def test_the_estimate_is_a_time_and_says_when_it_was_made() -> None:
     assert describe_estimate(1_714_568_400.0, now=1_714_568_500.0,
                              made=1_714_564_800.0) == (
         "estimated 2024-05-01T13:00:00Z (in 0s), estimated at 2024-05-01T12:00:00Z")
+
+
+def test_a_running_gang_being_evicted_says_its_members_terminate() -> None:
+    """Issue 33: just after a preemption ``explain`` said only "running"."""
+    from dataclasses import replace
+
+    cache, policies = setup(4, 2, quota=16)
+    for i, pod in enumerate(sorted(cache.pods(), key=lambda p: p.name)):
+        cache.upsert_pod(replace(pod, node_name=f"n{i}", terminating=True,
+                                 disruption="PreemptionByScheduler"))
+    text, found = explain_text("ns/g", cache, policies, now=0.0)
+    assert found and "running; members terminating (evicted, preempted or deleted)" in text

@@ -2,12 +2,15 @@
 
 The cases are what users meet: a node lost under an Indexed Job (one rank evicted, the Job
 controller yet to recreate it, then its replacement pending), a PodGroup whose members finish
-at different times (not short), a whole gang evicted (pending again, not short).
+at different times (not short), a whole gang evicted (pending again, not short); and what
+issue 33 saw wrongly told: ranks that succeed before their Job counts them, this scheduler's
+own whole-gang preemption seen one pod at a time, an admin evicting every member.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -24,10 +27,20 @@ JOB = OwnerRef("Job", "train", "job-uid")
 
 
 def rank(i: int, *, node: str = "", phase: PodPhase = PodPhase.PENDING,
-         terminating: bool = False, suffix: str = "") -> PodInfo:
-    return pod(f"train-{i}{suffix}", node=node, owner=JOB, req=GPU1,
-               phase=PodPhase.RUNNING if node and phase is PodPhase.PENDING else phase,
-               labels={COMPLETION_INDEX_LABEL: str(i)}, terminating=terminating)
+         terminating: bool = False, suffix: str = "", disruption: str = "") -> PodInfo:
+    return replace(pod(f"train-{i}{suffix}", node=node, owner=JOB, req=GPU1,
+                       phase=PodPhase.RUNNING if node and phase is PodPhase.PENDING else phase,
+                       labels={COMPLETION_INDEX_LABEL: str(i)}, terminating=terminating),
+                   disruption=disruption)
+
+
+def running(*ranks: int) -> list[PodInfo]:
+    return [rank(i, node=f"n{i}") for i in ranks]
+
+
+def evicted(i: int, reason: str = "EvictionByEvictionAPI") -> PodInfo:
+    """Rank *i* leaving through an eviction (terminating, DisruptionTarget *reason*)."""
+    return rank(i, node=f"n{i}", terminating=True, disruption=reason)
 
 
 def indexed_job(completions: int = 4, succeeded: int = 0, done: str = "") -> JobInfo:
@@ -66,6 +79,32 @@ CASES = [
          [pod("w0", node="n0", labels={PG: "g"}, phase=PodPhase.SUCCEEDED),
           pod("w1", node="n1", labels={PG: "g"}, phase=PodPhase.RUNNING)],
          groups={"ns/g": PodGroupInfo("ns", "g", min_member=2)}, gang="ns/g"),
+    Case("a rank Succeeded before its Indexed Job counts it is done, not missing",
+         [*running(0, 1, 3), rank(2, node="n2", phase=PodPhase.SUCCEEDED)],
+         {"ns/train": indexed_job()}),
+    Case("a rank Succeeded and counted, another lost: only the lost one is missing",
+         [rank(0, node="n0", terminating=True), *running(1, 3),
+          rank(2, node="n2", phase=PodPhase.SUCCEEDED)],
+         {"ns/train": indexed_job(succeeded=1, done="2")},
+         expected=Shortfall(present=2, minimum=3, missing_ranks=(0,))),
+    Case("a pod of a plain Job Succeeded before the Job counts it is not a loss",
+         [pod(f"p{i}", node=f"n{i}", owner=JOB, phase=PodPhase.RUNNING) for i in range(3)]
+         + [pod("p3", node="n3", owner=JOB, phase=PodPhase.SUCCEEDED)],
+         {"ns/train": JobInfo("ns", "train", "job-uid", parallelism=4, completions=4)}),
+    Case("the scheduler's own preemption seen half way (2 evicted, 2 not yet) is not short",
+         [evicted(0), evicted(1, "PreemptionByScheduler"), *running(2, 3)],
+         {"ns/train": indexed_job()}),
+    Case("an admin evicting every member, 3 of 4 on their way, is not short",
+         [evicted(0), evicted(1), evicted(2), *running(3)], {"ns/train": indexed_job()}),
+    Case("an admin evicted one member and it is gone (Failed): the rest are short",
+         [rank(0, node="n0", terminating=True, phase=PodPhase.FAILED,
+               disruption="EvictionByEvictionAPI"), *running(1, 2, 3)],
+         {"ns/train": indexed_job()},
+         expected=Shortfall(present=3, minimum=4, missing_ranks=(0,))),
+    Case("a rank on a lost node (the taint manager's eviction) leaves the rest short",
+         [evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)],
+         {"ns/train": indexed_job()},
+         expected=Shortfall(present=3, minimum=4, missing_ranks=(0,))),
     Case("a PodGroup member failed: short, no ranks without indexes",
          [pod("w0", node="n0", labels={PG: "g"}, phase=PodPhase.FAILED),
           pod("w1", node="n1", labels={PG: "g"}, phase=PodPhase.RUNNING)],
@@ -132,11 +171,14 @@ def test_a_short_gang_is_told_once_per_change_then_restored() -> None:
     reporter = ShortfallReporter(events, metrics, lambda gid: None,  # type: ignore[arg-type]
                                  lambda gid: current)
 
-    def cycle(pods: list[PodInfo]) -> None:
+    def cycle(pods: list[PodInfo], now: float = 10.0) -> None:
         current[:] = pods
-        reporter.report(build_gangs(pods, {}, job, GroupingConfig()).running_by_id)
+        reporter.report(build_gangs(pods, {}, job, GroupingConfig()).running_by_id, now)
 
-    cycle(lost)
+    cycle(whole, 0.0)  # whole: what the reporter starts from (else see the last test)
+    cycle(lost, 1.0)  # short, not for long enough yet
+    assert events.sent == []
+    cycle(lost)  # short for 9 s: told
     cycle(lost)  # unchanged: no second event
     cycle(retry)  # the replacement is there: what is missing changed
     cycle(whole)
@@ -150,3 +192,62 @@ def test_a_short_gang_is_told_once_per_change_then_restored() -> None:
     gauge = metrics.registry.get_sample_value("gang_scheduler_gangs_below_minimum",
                                               {"queue": "default"})
     assert gauge is None  # restored: the series is gone
+
+
+def reporter_for(job: JobInfo) -> tuple[Events, Callable[[list[PodInfo], float], None]]:
+    """Events sent, and a cycle that reports the gang *pods* amount to at a time."""
+    events, current = Events(), list[PodInfo]()
+    reporter = ShortfallReporter(events, SchedulerMetrics(),  # type: ignore[arg-type]
+                                 lambda gid: None, lambda gid: current)
+
+    def cycle(pods: list[PodInfo], now: float) -> None:
+        current[:] = pods
+        reporter.report(build_gangs(pods, {}, {job.key: job}, GroupingConfig()).running_by_id,
+                        now)
+    return events, cycle
+
+
+LEFT = rank(0, node="n0", phase=PodPhase.FAILED, disruption="EvictionByEvictionAPI")
+
+
+@pytest.mark.parametrize(("name", "steps", "told"), [
+    ("the scheduler preempts the whole gang, its pods seen going one by one",
+     [(0, running(0, 1, 2, 3)), (1, [evicted(0, "PreemptionByScheduler"), *running(1, 2, 3)]),
+      (2, [evicted(0), evicted(1), *running(2, 3)]), (3, [evicted(i) for i in range(4)]),
+      (30, [])], []),
+    ("an admin evicts every member, one every 3 s, each gone at once",
+     [(0, running(0, 1, 2, 3)), (3, [LEFT, *running(1, 2, 3)]), (6, [LEFT, *running(2, 3)]),
+      (9, [LEFT, *running(3)]), (12, [LEFT]), (30, [])], []),
+    ("a node is lost for good under one rank: told once settled, not restored when the "
+     "gang is then evicted whole",
+     [(0, running(0, 1, 2, 3)), (1, [evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)]),
+      (10, [evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)]),
+      (11, [evicted(0, "DeletionByTaintManager"), *(evicted(i) for i in (1, 2, 3))]),
+      (30, [])], [EventReason.BELOW_MINIMUM]),
+    ("a lost rank replaced: told short, then restored once its replacement runs",
+     [(0, [evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)]),
+      (10, [evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)]),
+      (20, [rank(0, node="n9", suffix="-retry"), *running(1, 2, 3)])],
+     [EventReason.BELOW_MINIMUM, EventReason.MINIMUM_RESTORED]),
+    ("a rank finishes first (its Job counts it a moment later): nothing to tell",
+     [(0, running(0, 1, 2, 3)), (1, [rank(0, node="n0", phase=PodPhase.SUCCEEDED),
+                                     *running(1, 2, 3)]),
+      (30, [rank(0, node="n0", phase=PodPhase.SUCCEEDED), *running(1, 2, 3)])], []),
+])
+def test_what_is_told_over_a_sequence(name: str, steps: list[tuple[float, list[PodInfo]]],
+                                      told: list[EventReason]) -> None:
+    events, cycle = reporter_for(indexed_job())
+    for now, pods in steps:
+        cycle(pods, now)
+    assert [e[1] for e in events.sent] == told, name
+
+
+def test_a_shortfall_there_at_the_first_report_is_told_at_once() -> None:
+    """A restarted scheduler (or a new leader) finds a gang short: it was short before this
+    reporter existed, so it is told at once, and restored when its replacement runs
+    (``tests/e2e/test_node_failure.py`` restarts the scheduler between the two)."""
+    events, cycle = reporter_for(indexed_job())
+    cycle([evicted(0, "DeletionByTaintManager"), *running(1, 2, 3)], 0.0)
+    cycle([rank(0, node="n9", suffix="-retry"), *running(1, 2, 3)], 1.0)
+    assert [e[1] for e in events.sent] == [EventReason.BELOW_MINIMUM,
+                                           EventReason.MINIMUM_RESTORED]

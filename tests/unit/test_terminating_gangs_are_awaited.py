@@ -56,6 +56,25 @@ def test_a_gang_that_fits_once_terminating_gangs_go_waits_instead_of_evicting() 
     assert [b.gang_id for b in after.binds] == [urgent.id]
 
 
+def test_replacements_waiting_for_their_own_evicted_members_are_told_so() -> None:
+    """Issue 33: a Job's pods recreated while its evicted ones still terminate are the same
+    gang; they were told "waiting for 1 terminating gang(s) (ns/train)", their own."""
+    snap = Snapshot(nodes("a100", 1), [low("train", "a100-0000", terminating=True)])
+    again = gang("train", "q", pool="a100")
+    plan = decide(snap, [again], policies(*QUEUES), NOW, None, solver=SOLVE)
+    reason = plan.pending[again.id]
+    assert reason.message.startswith("waiting for its own evicted members to finish "
+                                     "terminating"), reason.message
+    assert "ns/train" not in reason.message and "gang(s)" not in reason.message
+    both = Snapshot(nodes("a100", 2), [low("train", "a100-0000", terminating=True),
+                                       low("dying", "a100-0001", terminating=True)])
+    pair = gang("train", "q", pods=2, pool="a100")
+    message = decide(both, [pair], policies(*QUEUES), NOW, None, solver=SOLVE).pending[
+        pair.id].message
+    assert ("its own evicted members to finish terminating" in message
+            and "and 1 terminating gang(s) (ns/dying) to go" in message), message
+
+
 def test_the_wait_for_terminating_gangs_reads_the_same_on_every_cycle() -> None:
     """The next cycle keeps the nomination from the previous plan; its reason must not turn
     into 'preempted gang(s)', which would claim this scheduler evicted them."""

@@ -152,6 +152,10 @@ RULES: tuple[Run | Covered, ...] = (
             "flake_check.main("),
     Covered(r"^GANG_SCHEDULER_KUBERNETES=1\.37 \.venv/bin/pytest ",
             "tests/e2e/test_native_gangs.py", "1.37"),
+    # The Job-wide backoff's quarter hour runs on demand only (README, "Preemption and resume").
+    Covered(r"^GANG_SCHEDULER_E2E_JOB_WIDE_BACKOFF=1 GANG_SCHEDULER_E2E_OPERATORS=0 "
+            r"\.venv/bin/pytest tests/e2e/test_job_contention\.py",
+            "tests/e2e/test_job_contention.py", "GANG_SCHEDULER_E2E_JOB_WIDE_BACKOFF"),
     Run(r"^\.venv/bin/python benchmarks/bench_sim\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_reservations\.py "),
     Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),

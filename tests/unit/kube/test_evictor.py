@@ -54,6 +54,7 @@ class Api:
     events: list[dict[str, Any]] = field(default_factory=list)
     budgets: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudget JSON
     graces: dict[str, int] = field(default_factory=dict)  # pod name -> its own grace period
+    job: str = ""  # the Job controlling every victim pod ("" none)
 
     def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                 content_type: str = "", timeout: Any = None) -> Response:
@@ -63,8 +64,10 @@ class Api:
             name = path.split("/")[6]
             spec = ({"terminationGracePeriodSeconds": self.graces[name]}
                     if name in self.graces else {})
+            owners = ([{"kind": "Job", "name": self.job, "uid": f"uid-{self.job}",
+                        "controller": True}] if self.job else [])
             return Response(200, json.dumps({
-                "metadata": {"name": name, "uid": f"uid-{name}",
+                "metadata": {"name": name, "uid": f"uid-{name}", "ownerReferences": owners,
                              "labels": {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}},
                 "spec": spec}).encode())
         if path.endswith("/eviction"):
@@ -145,6 +148,18 @@ def test_every_pod_of_the_victim_is_marked_and_evicted_with_the_grace_period(set
     preempted = [e for e in api.events if e["reason"] == "Preempted"]
     assert sorted(e["regarding"]["name"] for e in preempted) == ["low-0", "low-1"]
     assert all("ns/high" in e["note"] for e in preempted)
+
+
+def test_the_victims_job_is_told_once_with_how_many_pods_went(setup: Any) -> None:
+    """The pods go, the Job stays: ``explain`` of the Job reads this event while the Job
+    controller recreates them (issue 33)."""
+    api, _, evictor = setup
+    api.job = "train"
+    evictor.evict(plan(True), 0.0)
+    on_job = [e for e in api.events if e["regarding"]["kind"] == "Job"]
+    assert [(e["reason"], e["regarding"]["name"], e["regarding"]["uid"]) for e in on_job] == [
+        ("Preempted", "train", "uid-train")]
+    assert "ns/high" in on_job[0]["note"] and "2 pod(s) evicted" in on_job[0]["note"]
 
 
 def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections import deque
 from typing import Any
 
 import pytest
+import structlog
 
 from scheduler.cache import ClusterCache
 from scheduler.kube import feed, informer
@@ -105,6 +107,31 @@ def test_absent_crd_counts_as_synced_and_empty() -> None:
     inf, seen = run(client, informer.PODGROUPS, absent_retry=0.01)
     assert inf.has_synced
     assert seen == [("ADDED", "pg", "3")]
+
+
+def test_an_absent_api_is_said_once_at_info_then_at_debug_until_it_comes_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33: the v1beta1 gang API, absent on 1.36, was logged at info every 30 s."""
+    absent = Response(404, b'{"message":"not found"}')
+    client = FakeClient()
+    client.lists.extend([absent, absent, absent, page([], "4")])
+    client.watches.append(FakeStream(event("ERROR", {"code": 410})))
+    client.lists.extend([absent, absent, page([], "9")])
+    old = structlog.get_config()  # every level, whatever other tests configured
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+                        cache_logger_on_first_use=False)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            monkeypatch.setattr(informer, "log", structlog.get_logger("test"))
+            run(client, informer.PODGROUPS, absent_retry=0.001)
+    finally:
+        structlog.configure(**old)
+    said = [(e["log_level"], e["event"]) for e in logs
+            if e["event"] in ("resource_absent", "listed")]
+    assert said == [("info", "resource_absent"), ("debug", "resource_absent"),
+                    ("debug", "resource_absent"), ("info", "listed"),
+                    ("info", "resource_absent"), ("debug", "resource_absent"),
+                    ("info", "listed")]
 
 
 def test_handler_errors_do_not_stop_the_informer() -> None:

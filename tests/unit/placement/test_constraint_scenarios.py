@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Toleration
+from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Taint, Toleration
 from scheduler.model.constraints import (
     NO_CONSTRAINTS,
     ClaimUse,
@@ -188,6 +188,15 @@ CASES = [
          message="role worker: all 4 eligible nodes are ruled out: 3 by affinity app=trainer "
                  "per kubernetes.io/hostname and app=trainer per topology.kubernetes.io/zone: "
                  "no running pod it selects is in the node's domain; 1 by"),
+    Case("the pods it must run beside are on a node whose taint it does not tolerate: the "
+         "taint is named, not only the eligible nodes ruled out (issue 33)",
+         [*zoned(3), node("t", labels={ZONE: "a"}, taints=(Taint("dedicated", "infer"),))],
+         gang(workers(1, affinity(HOST))), others=[Occupant("t", "ns", {"app": "trainer"})],
+         reason=UnplaceableReason.NO_ELIGIBLE_NODES,
+         message="role worker: all 3 eligible nodes are ruled out: 3 by affinity app=trainer "
+                 "per kubernetes.io/hostname: no running pod it selects is in the node's "
+                 "domain; besides, of the nodes it selects, 1 with untolerated taints: "
+                 "dedicated=infer:NoSchedule (pool default, 1 node)"),
     Case("a running pod matching the only (zone) term on a node without the zone key counts "
          "nowhere: the first-pod exception holds, the members share a zone",
          [*zoned(6, gpu=4), node("bare")], gang(workers(4, affinity(ZONE), gpu=2)),
