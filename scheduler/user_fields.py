@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from scheduler import grouping_jobset, grouping_terms
 from scheduler.model import nodes, shortfall, workloads
-from scheduler.views import state
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +46,8 @@ FIELDS: tuple[UserField, ...] = (
     UserField(workloads.VOLCANO_GROUP_ANNOTATION, "annotation", ("Pod",), "g",
               "the Volcano group a pod belongs to"),
     UserField(workloads.JOB_NAME_LABEL, "label", ("Pod",), "train", "the Job of a pod"),
+    UserField(workloads.TRAINJOB_NAME_LABEL, "label", ("Pod",), "train",
+              "the TrainJob of a pod (views name its gang after it)"),
     UserField(grouping_terms.TOPOLOGY_REQUIRED_ANNOTATION, "annotation", _WORKLOAD,
               "topology.gangscheduler.io/rack", "all members in one domain of this label"),
     UserField(grouping_terms.TOPOLOGY_PREFERRED_ANNOTATION, "annotation", _WORKLOAD,
@@ -60,9 +61,9 @@ FIELDS: tuple[UserField, ...] = (
     UserField(shortfall.COMPLETION_INDEX_LABEL, "label", ("Pod",), "0",
               "an Indexed Job pod's rank (which ranks a short gang misses; views)"),
     *(UserField(key, "label", ("Pod",), "0", "a member's rank, shown in views")
-      for key in state.RANK_LABELS if key != shortfall.COMPLETION_INDEX_LABEL),
+      for key in workloads.RANK_LABELS if key != shortfall.COMPLETION_INDEX_LABEL),
     *(UserField(key, "annotation", ("Pod",), "0", "a member's rank, if not a label (views)")
-      for key in state.RANK_LABELS),
+      for key in workloads.RANK_LABELS),
     UserField(nodes.DEFAULT_POOL_LABEL, "label", ("Node",), "a100", "the node's pool"),
     *(UserField(key, "label", ("Node",), "r1", "a topology level")
       for key in nodes.DEFAULT_TOPOLOGY_LABELS),

@@ -113,8 +113,7 @@ def _running_state(running: Any) -> str:
 
 def describe_estimate(start: float, now: float, made: float | None = None) -> str:
     """``2026-12-01T17:05:00Z (in 20m)``, and when the estimate was made if known."""
-    from scheduler.kube.status import format_time
-    from scheduler.model.durations import format_duration
+    from scheduler.model.durations import format_duration, format_time
 
     text = f"estimated {format_time(start)} (in {format_duration(max(0.0, start - now))})"
     return text if made is None else f"{text}, estimated at {format_time(made)}"

@@ -26,8 +26,8 @@ from scheduler.cli.explain import _row
 from scheduler.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.kube.client import KubeClient
 from scheduler.kube.client import path_segment as seg
-from scheduler.kube.status import format_time
 from scheduler.model import job_backoff
+from scheduler.model.durations import format_time
 from scheduler.model.workloads import JobInfo, PodInfo, PodPhase
 
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1"

@@ -42,8 +42,8 @@ from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.fence import Fenced
 from scheduler.kube.podspec import label_selector
-from scheduler.kube.status import format_time
 from scheduler.model import PodRef
+from scheduler.model.durations import format_time
 from scheduler.model.labels import LabelSelector
 from scheduler.plan import CyclePlan, Eviction
 

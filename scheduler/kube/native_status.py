@@ -29,7 +29,7 @@ import structlog
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.native_convert import SCHEDULED_CONDITION
-from scheduler.kube.status import format_time
+from scheduler.model.durations import format_time
 from scheduler.model.native import NativeGroupInfo
 
 log = structlog.get_logger()

@@ -174,7 +174,7 @@ def annotation_time(obj: Mapping[str, Any], key: str = ESTIMATED_START_ANNOTATIO
 
 
 def _time(value: Any) -> float | None:
-    """RFC 3339 as written by ``status.format_time`` -> epoch seconds (None: not one)."""
+    """RFC 3339 as written by ``durations.format_time`` -> epoch seconds (None: not one)."""
     if not value:
         return None
     try:

@@ -26,7 +26,7 @@ from policies.queues import PolicySet
 from policies.validation import PolicyStore
 from scheduler.kube import informer
 from scheduler.kube.client import MERGE_PATCH, KubeClient
-from scheduler.kube.status import format_time
+from scheduler.model.durations import format_time
 
 log = structlog.get_logger("gang_scheduler.policies")
 

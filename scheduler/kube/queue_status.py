@@ -31,8 +31,8 @@ import structlog
 
 from scheduler.kube.client import MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
-from scheduler.kube.status import format_time
 from scheduler.kube.writer import BackgroundWriter, Retry
+from scheduler.model.durations import format_time
 from scheduler.queue_report import QueueReport
 from scheduler.resources import GPU
 

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -22,18 +21,12 @@ from scheduler.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Requester,
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.writer import Once
 from scheduler.model import PodRef
-from scheduler.model.durations import representable
+from scheduler.model.durations import format_time
 from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
 
 log = structlog.get_logger()
 
 PODGROUP_API = "/apis/scheduling.x-k8s.io/v1alpha1"
-
-
-def format_time(ts: float) -> str:
-    """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``); a time beyond what
-    the format holds is written as its nearest end (``durations.representable``)."""
-    return datetime.fromtimestamp(int(representable(ts)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PodGroupPhase(StrEnum):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 #: The accepted forms, as a warning or an error message names them.
 ACCEPTED = "seconds (3600), 90m, 2h, 1h30m, 1d, 2w, or ISO 8601 (PT2H, P1DT2H30M)"
@@ -56,6 +56,12 @@ def format_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def format_time(ts: float) -> str:
+    """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``); a time beyond what
+    the format holds is written as its nearest end (``representable``)."""
+    return datetime.fromtimestamp(int(representable(ts)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class OutOfBounds(ValueError):

@@ -29,6 +29,12 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 #: Volcano's pod annotation naming its PodGroup.
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: Set on a TrainJob's pods by Kubeflow Trainer releases that label them with it.
+TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
+#: Where a member's rank is written, by the operators that write one (views show it).
+RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
+               "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
+               "jobset.sigs.k8s.io/job-index")
 
 
 class PodPhase(StrEnum):
@@ -37,6 +43,8 @@ class PodPhase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     UNKNOWN = "Unknown"
+
+
 
 
 @dataclass(frozen=True, slots=True)

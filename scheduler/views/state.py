@@ -18,13 +18,7 @@ from scheduler.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
-from scheduler.model.workloads import PodInfo
-
-#: Set on a TrainJob's pods by Kubeflow Trainer releases that label them with it.
-TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
-RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
-               "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
-               "jobset.sigs.k8s.io/job-index")
+from scheduler.model.workloads import RANK_LABELS, TRAINJOB_NAME_LABEL, PodInfo
 
 
 @dataclass(frozen=True, slots=True)

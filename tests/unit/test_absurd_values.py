@@ -19,10 +19,15 @@ from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
 from scheduler import grouping_terms
 from scheduler.cache import ClusterCache
 from scheduler.cli.explain import describe_estimate, explain_text
-from scheduler.kube.status import PodGroupPhase, PodGroupStatus, format_time
+from scheduler.kube.status import PodGroupPhase, PodGroupStatus
 from scheduler.kube.writer import BackgroundWriter, Retry
 from scheduler.model import Node, PodRequirements, Resources
-from scheduler.model.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
+from scheduler.model.durations import (
+    MAX_DURATION_SECONDS,
+    format_duration,
+    format_time,
+    parse_duration,
+)
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     POD_GROUP_LABEL,

@@ -11,9 +11,10 @@ import pytest
 
 from scheduler.kube.client import Response
 from scheduler.kube.owner_estimates import OwnerEstimates
-from scheduler.kube.status import ESTIMATE_SLACK_SECONDS, StatusWriter, format_time
+from scheduler.kube.status import ESTIMATE_SLACK_SECONDS, StatusWriter
 from scheduler.kube.writer import BackgroundWriter
 from scheduler.model import PodRef
+from scheduler.model.durations import format_time
 from scheduler.model.pods import PodRequirements
 from scheduler.model.workloads import (
     ESTIMATE_TIME_ANNOTATION,

@@ -19,7 +19,8 @@ from scheduler.kube.actuator import KubeActuator
 from scheduler.kube.binder import Binder
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter, format_time
+from scheduler.kube.status import StatusWriter
+from scheduler.model.durations import format_time
 from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
 from scheduler.plan import CyclePlan, ReasonCategory
 from scheduler.snapshot import Snapshot
