@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from scheduler.kube.binder import Binder
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.kube.write.binder import Binder
 from scheduler.model import PodRef
+from scheduler.run.logconfig import configure_logging
 
 BENCH_LABEL = "gangscheduler.io/bench"
 
@@ -39,7 +39,7 @@ def dev_cluster(kubeconfig: str | None) -> Iterator[str]:
     if kubeconfig:
         yield kubeconfig
         return
-    from scheduler.devcluster.cluster import DevCluster
+    from scheduler.tools.devcluster.cluster import DevCluster
 
     with tempfile.TemporaryDirectory(prefix="bench-bind-") as tmp:
         cluster = DevCluster(Path(tmp), owned=True)

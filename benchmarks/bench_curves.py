@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policies.queues import Limits, PolicySet, PoolQuota, Queue, QueueSet, SchedulerPolicy
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
 from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.model.resources import GPU, Resources
+from scheduler.world.snapshot import Snapshot
 
 POOL_LABEL = "gangscheduler.io/pool"
 POOL = "bench"

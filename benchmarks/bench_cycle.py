@@ -38,7 +38,7 @@ from policies.queues import (
     ReclaimPolicy,
     SchedulerPolicy,
 )
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
 from scheduler.model import (
     Gang,
     Node,
@@ -48,9 +48,9 @@ from scheduler.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from scheduler.model.resources import GPU, Resources
 from scheduler.placement import Placement, PlacementParams, solve
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 POOL = "gangscheduler.io/pool"
 BLOCK = "topology.gangscheduler.io/block"

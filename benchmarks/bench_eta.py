@@ -50,11 +50,11 @@ sys.path.insert(0, str(ROOT))
 from eta_causes import Causes, merge  # noqa: E402
 
 from policies.queues import QueueSet  # noqa: E402
-from scheduler import consider  # noqa: E402
-from scheduler.cache import ClusterCache, CycleInput  # noqa: E402
-from scheduler.kube.status import same_estimate  # noqa: E402
-from scheduler.loop import ApplyResult  # noqa: E402
-from scheduler.plan import CyclePlan, ReasonCategory  # noqa: E402
+from scheduler.decide import consider  # noqa: E402
+from scheduler.decide.plan import CyclePlan, ReasonCategory  # noqa: E402
+from scheduler.feed.cache import ClusterCache, CycleInput  # noqa: E402
+from scheduler.kube.write.status import same_estimate  # noqa: E402
+from scheduler.run.loop import ApplyResult  # noqa: E402
 from simulator import session  # noqa: E402
 from simulator.engine import Simulation, SimulationOptions  # noqa: E402
 from simulator.loaders.synthetic import generate, load_spec  # noqa: E402

@@ -39,9 +39,9 @@ from typing import Any
 from bench_kwok import create_job, create_namespace, create_nodes, kwok_cluster, load, say
 from bench_scheduler_setup import cpu_seconds, create_queue, die_with_parent, metric
 
-from scheduler.devcluster import procs
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
+from scheduler.tools.devcluster import procs
 
 GANG = 2  # pods per gang, 8 GPUs each: a gang needs two whole nodes
 

@@ -50,7 +50,7 @@ from bench_kwok import (
 from bench_scheduler_setup import GPU, POOL, start_scheduler
 
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
 
 QUEUES = "/apis/gangscheduler.io/v1alpha1/queues"
 

@@ -25,9 +25,11 @@ from typing import Any
 
 from bench_scheduler_setup import GPU, POOL, cpu_seconds
 
-from scheduler.devcluster import build, certs, controllers, liveness, procs
-from scheduler.devcluster.cluster import DevCluster
-from scheduler.devcluster.nodes import (
+from scheduler.kube.client import KubeClient
+from scheduler.kube.read import informer
+from scheduler.tools.devcluster import build, certs, controllers, liveness, procs
+from scheduler.tools.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster.nodes import (
     FAKE_NODE_LABEL,
     KWOK_ANNOTATION,
     KWOK_VALUE,
@@ -35,8 +37,6 @@ from scheduler.devcluster.nodes import (
     node_ip,
     status_body,
 )
-from scheduler.kube import informer
-from scheduler.kube.client import KubeClient
 
 POOL_LABEL = "gangscheduler.io/pool"
 
@@ -100,7 +100,7 @@ def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,
     allowing a second per node, at least 10 minutes).
 
     Each node is one POST that carries its status, Ready condition included, as a kubelet
-    registers its node (``scheduler.devcluster.nodes`` writes the status apart, and kwok
+    registers its node (``scheduler.tools.devcluster.nodes`` writes the status apart, and kwok
     then reports the node Ready: two more writes per node, which at 5,000 nodes is minutes
     of this machine's apiserver). The ``not-ready`` taint the TaintNodesByCondition
     admission plugin puts on every new node is lifted by the node lifecycle controller, as

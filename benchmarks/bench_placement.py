@@ -57,10 +57,10 @@ from scheduler.model.constraints import (
     Unsatisfiable,
 )
 from scheduler.model.labels import Labels, LabelSelector
+from scheduler.model.resources import Resources
 from scheduler.placement import Placement, PlacementParams, Unplaceable, solve
 from scheduler.placement.types import PlacementResult
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 BLOCK = "topology.gangscheduler.io/block"
 RACK = "topology.gangscheduler.io/rack"

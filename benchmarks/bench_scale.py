@@ -2,7 +2,7 @@
 large gang on top.
 
 What runs, in order, on a dev cluster whose nodes stay Ready without being written to
-(node liveness ``scale``: ``scheduler/devcluster/liveness.py``):
+(node liveness ``scale``: ``scheduler/tools/devcluster/liveness.py``):
 
 1. ``--nodes`` kwok nodes of ``--gpus`` GPUs (each one POST carrying its Ready status);
 2. ``--pods`` pending one-GPU pods in PodGroups of ``--gang-size``, created with progress
@@ -53,9 +53,9 @@ from bench_kwok import (
 from bench_scheduler_setup import create_groups, create_pods, create_queue, spawn_scheduler
 from bench_stream import bucket_quantile, histogram
 
-from scheduler.devcluster import liveness
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
+from scheduler.tools.devcluster import liveness
 
 CYCLE_HISTOGRAM = "gang_scheduler_cycle_duration_seconds"
 PROGRESS_EVERY_S = 15.0

@@ -62,8 +62,8 @@ from bench_scheduler_setup import (
 )
 
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
 from scheduler.model import PodRef
+from scheduler.run.logconfig import configure_logging
 
 
 def load() -> str:

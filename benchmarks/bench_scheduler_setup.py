@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
-from scheduler.devcluster import procs
-from scheduler.devcluster.nodes import status_body
 from scheduler.kube.client import KubeClient
 from scheduler.model import PodRef
+from scheduler.tools.devcluster import procs
+from scheduler.tools.devcluster.nodes import status_body
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "bench"
@@ -31,7 +31,8 @@ MERGE = "application/merge-patch+json"
 
 def create_nodes(client: KubeClient, names: list[str], gpus: int, pool: ThreadPoolExecutor) -> None:
     """Register, report Ready with allocatable, lift the not-ready taint: what a kubelet and
-    the node lifecycle controller do (``scheduler.devcluster.nodes``), minus the fake kubelet."""
+    the node lifecycle controller do (``scheduler.tools.devcluster.nodes``), minus the fake
+    kubelet."""
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti",
                    GPU: str(gpus)}
 

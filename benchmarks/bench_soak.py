@@ -40,7 +40,7 @@ from bench_kwok import (
 from bench_scheduler_setup import create_queue, metric, start_scheduler
 
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
 
 RUNTIME_ANNOTATION = "gangscheduler.io/simulated-runtime"
 GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"

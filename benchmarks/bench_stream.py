@@ -41,7 +41,7 @@ from bench_kwok import (
 from bench_scheduler_setup import create_queue, start_scheduler
 
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
 
 HISTOGRAM = "gang_scheduler_gang_scheduling_latency_seconds"
 RUNTIME_ANNOTATION = "gangscheduler.io/simulated-runtime"

@@ -57,10 +57,10 @@ from bench_scheduler_setup import (
     summarize_log,
 )
 
-from scheduler.devcluster import procs
-from scheduler.devcluster.cluster import DevCluster
 from scheduler.kube.client import KubeClient, connect
-from scheduler.logconfig import configure_logging
+from scheduler.run.logconfig import configure_logging
+from scheduler.tools.devcluster import procs
+from scheduler.tools.devcluster.cluster import DevCluster
 
 CONTENDERS = ("kube", "kube-fast", "gang-lone", "gang-groups")
 

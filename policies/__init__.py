@@ -7,7 +7,8 @@
 - ``admission``: whole gangs against quota; ``preemption`` (who may be a victim) and
   ``victims`` (the cheapest proven victim set); ``reservation``: reservations and backfill.
 
-``scheduler.cycle.decide`` puts them together. Nothing here imports ``kubernetes`` (beyond
-quantity parsing through ``scheduler.resources``), ``prometheus_client`` or ``scheduler.kube``.
+``scheduler.decide.cycle.decide`` puts them together. Nothing here imports ``kubernetes``
+(beyond quantity parsing through ``scheduler.model.resources``), ``prometheus_client`` or
+``scheduler.kube``.
 Import the modules (``from policies import quota``); this package re-exports nothing.
 """

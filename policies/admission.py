@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
+from scheduler.model.resources import Resources, total
 from scheduler.placement.types import Assignment, Placement
-from scheduler.resources import Resources, total
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from policies.queues import Queue
-from scheduler.resources import Resources, format_amount
+from scheduler.model.resources import Resources, format_amount
 
 
 def quota_warnings(queue: Queue, capacity: Mapping[str, Resources]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from policies.admission import admissible_pools, check_charges, placement_charge
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
+from scheduler.model.resources import Resources
 from scheduler.placement.types import (
     RUNNING_GANGS_IN_THE_WAY,
     Placement,
@@ -28,8 +29,7 @@ from scheduler.placement.types import (
     Solver,
     UnplaceableReason,
 )
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

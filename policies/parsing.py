@@ -29,7 +29,7 @@ from policies.queues import (
     WithinQueuePreemption,
 )
 from scheduler.model.durations import MAX_DURATION, MAX_DURATION_SECONDS
-from scheduler.resources import QuantityError, Resources, parse_quantity
+from scheduler.model.resources import QuantityError, Resources, parse_quantity
 
 QUEUE_KIND = "Queue"
 #: The largest amount a quota may give (int64, like a Kubernetes quantity's fast path).

@@ -27,8 +27,8 @@ from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.model.resources import Resources
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from scheduler.model.resources import Resources
 from scheduler.placement.types import PlacementParams
-from scheduler.resources import Resources
 
 API_GROUP = "gangscheduler.io"
 API_VERSION = f"{API_GROUP}/v1alpha1"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from policies.queues import QueueSet
-from scheduler.resources import Resources
+from scheduler.model.resources import Resources
 
 Key = tuple[str, str]  # (queue, pool)
 Amounts = Mapping[str, int]

@@ -39,9 +39,9 @@ from policies.fit import Applicant, Fit, World, fit
 from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
+from scheduler.model.resources import Resources, total
 from scheduler.placement.types import PlacementParams
-from scheduler.resources import Resources, total
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from policies.parsing import (
     parse_scheduler_policy,
 )
 from policies.queues import API_GROUP, PolicySet, Queue, QueueSet, SchedulerPolicy
-from scheduler.clusterspec import read_problem, yaml_problem
+from scheduler.world.clusterspec import read_problem, yaml_problem
 
 
 def check_hierarchy(queues: Iterable[Queue],

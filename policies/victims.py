@@ -21,9 +21,9 @@ from policies.preemption import Candidate, could_preempt_back, ledger_without
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import RunningGang, TopologyMode
+from scheduler.model.resources import Resources
 from scheduler.placement.types import Placement
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scheduler.cache import ClusterCache
-from scheduler.loop import ApplyResult
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef
 from scheduler.model.workloads import PodInfo, PodPhase
-from scheduler.plan import CyclePlan
+from scheduler.run.loop import ApplyResult
 from simulator.clock import EventKind, VirtualClock
 from simulator.trace import TraceJob
 

@@ -21,10 +21,10 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.cache import ClusterCache
-from scheduler.grouping import GroupingConfig
-from scheduler.loop import Scheduler
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.model import Node
+from scheduler.run.loop import Scheduler
 from simulator.actuator import SimulatedCluster
 from simulator.clock import EventKind, VirtualClock
 from simulator.metrics import JobOutcome, UtilizationSample

@@ -27,7 +27,7 @@ from policies.queues import (
     SchedulerPolicy,
 )
 from scheduler.model import Node
-from scheduler.resources import GPU, Resources
+from scheduler.model.resources import GPU, Resources
 
 POLICY_NAMES = ("per-pod", "fifo-gang", "gang-scheduler")
 

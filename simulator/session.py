@@ -17,8 +17,8 @@ import structlog
 
 from policies.queues import QueueSet, SchedulerPolicy
 from policies.validation import load_policies
-from scheduler import clusterspec
 from scheduler.model import GPU_PRODUCT_LABEL, Node
+from scheduler.world import clusterspec
 from simulator.engine import FailureModel, Simulation, SimulationOptions
 from simulator.loaders import load_trace
 from simulator.metrics import PolicyReport, PolicyRun, Pricing, compute_report

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler import clusterspec
 from scheduler.model import (
     GPU_PRODUCT_LABEL,
     Node,
@@ -31,6 +30,7 @@ from scheduler.model.workloads import (
     PodGroupInfo,
     PodInfo,
 )
+from scheduler.world import clusterspec
 from simulator.trace import TraceJob, TraceRole
 
 #: Seconds between the creations of consecutive pods of one job.

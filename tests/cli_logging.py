@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from scheduler import logconfig
+from scheduler.run import logconfig
 
 
 def _errors_only(*_args: object, **_kwargs: object) -> None:

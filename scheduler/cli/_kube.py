@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from scheduler.clusterspec import read_problem, yaml_problem
+from scheduler.world.clusterspec import read_problem, yaml_problem
 
 if TYPE_CHECKING:
     from scheduler.kube.client import KubeClient

@@ -1,7 +1,7 @@
 """`gang-scheduler checkpoint mark`: record, from inside a training pod, that it just saved a
 checkpoint (the ``gangscheduler.io/last-checkpoint`` annotation preemption reads).
 
-The work is ``scheduler.kube.checkpoint`` (standard library only, so images without
+The work is ``scheduler.checkpoint`` (standard library only, so images without
 gang-scheduler can copy that one file instead).
 """
 
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scheduler.kube import checkpoint
+    from scheduler import checkpoint
 
     target, name = next(((t, n) for t, n in (("job", args.job), ("podgroup", args.podgroup))
                          if n), ("pod", args.pod))

@@ -1,4 +1,4 @@
-"""`gang-scheduler demo`: see it work in one command (scheduler/demo/)."""
+"""`gang-scheduler demo`: see it work in one command (scheduler/tools/demo/)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from scheduler.demo import session
+    from scheduler.tools.demo import session
 
     if args.state_dir is not None and (problem := output_dir_problem(args.state_dir)):
         print(f"error: --state-dir {args.state_dir}: {problem}", file=sys.stderr)

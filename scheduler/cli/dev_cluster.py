@@ -17,15 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scheduler import clusterspec
 from scheduler.cli._args import integer, output_dir_problem
-from scheduler.devcluster import build as release_pins  # stdlib only: --help stays fast
-from scheduler.devcluster import liveness  # stdlib only
+from scheduler.tools.devcluster import build as release_pins  # stdlib only: --help stays fast
+from scheduler.tools.devcluster import liveness  # stdlib only
+from scheduler.world import clusterspec
 
 if TYPE_CHECKING:
-    from scheduler.devcluster.cluster import DevCluster
+    from scheduler.tools.devcluster.cluster import DevCluster
 
-DEFAULT_CLUSTER = Path(clusterspec.__file__).parent / "examples" / "clusters" / "dev.yaml"
+DEFAULT_CLUSTER = Path(clusterspec.__file__).parents[1] / "examples" / "clusters" / "dev.yaml"
 
 DESCRIPTION = """\
 A throwaway Kubernetes control plane for tests and demos: etcd, kube-apiserver,
@@ -107,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="how the fake nodes prove they are alive: standard (node Leases and "
                    "the kubelet's heartbeats, what the tests use) or scale (no Leases, "
                    "heartbeats every 30-60 min, a 2-hour grace period: for thousands of nodes; "
-                   "see scheduler/devcluster/liveness.py)")
+                   "see scheduler/tools/devcluster/liveness.py)")
     p.set_defaults(handler=_checked(_up))
 
     p = sub.add_parser("down", parents=[state],
@@ -142,7 +142,7 @@ class _BadStateDir(Exception):
 
 
 def _cluster(args: argparse.Namespace, owned: bool = False) -> DevCluster:
-    from scheduler.devcluster.cluster import DevCluster  # lazy: keeps `--help` fast
+    from scheduler.tools.devcluster.cluster import DevCluster  # lazy: keeps `--help` fast
 
     if args.state_dir is not None and (problem := output_dir_problem(args.state_dir)):
         raise _BadStateDir(f"--state-dir {args.state_dir}: {problem}")
@@ -167,7 +167,7 @@ def _checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 
 def _build(args: argparse.Namespace) -> int:
-    from scheduler.devcluster import build
+    from scheduler.tools.devcluster import build
 
     try:
         build.ensure_all()
@@ -178,7 +178,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from scheduler.devcluster.cluster import AlreadyRunning
+    from scheduler.tools.devcluster.cluster import AlreadyRunning
 
     try:
         spec = clusterspec.load(args.cluster)
@@ -228,7 +228,7 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from scheduler.devcluster import kubeconfig
+    from scheduler.tools.devcluster import kubeconfig
 
     cluster = _cluster(args)
     if not cluster.running():

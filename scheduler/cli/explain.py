@@ -49,8 +49,8 @@ def _row(label: str, value: object) -> str:
 
 def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[str, bool]:
     """The report for *gang_id* and whether the gang was found (pure given its inputs)."""
-    from scheduler import cycle
-    from scheduler.plan import explain as plan_explain
+    from scheduler.decide import cycle
+    from scheduler.decide.plan import explain as plan_explain
 
     inp = cache.cycle_input(now)
     pending = {g.id: g for g in inp.gangs.pending}
@@ -173,10 +173,10 @@ def resolve(target: str, cache: Any, now: float) -> tuple[str, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from scheduler.cli._kube import ConnectError, connect, unreachable
-    from scheduler.config import ConfigError, load_config
     from scheduler.kube.client import ApiError, TransportError
     from scheduler.kube.oneshot import read_cluster
-    from scheduler.logconfig import configure_logging
+    from scheduler.run.config import ConfigError, load_config
+    from scheduler.run.logconfig import configure_logging
 
     namespace, _, name = args.gang.partition("/")
     if not namespace or not name or "/" in name:
@@ -263,7 +263,7 @@ def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None,
     none, or no PodGroup)."""
     from scheduler.kube.client import path_segment as seg
     from scheduler.kube.oneshot import annotation_time, status_time
-    from scheduler.kube.status import PODGROUP_API
+    from scheduler.kube.write.status import PODGROUP_API
     from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION
 
     namespace, _, name = gang_id.partition("/")

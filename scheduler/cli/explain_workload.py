@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.cache import ClusterCache
 from scheduler.cli.explain import _row
-from scheduler.grouping_jobset import JOBSET_NAME_LABEL
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.kube.client import KubeClient
 from scheduler.kube.client import path_segment as seg
 from scheduler.model import job_backoff

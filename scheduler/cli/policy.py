@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from policies.queues import PolicySet, QueueSet, SchedulerPolicy
 from policies.validation import read_files
-from scheduler.resources import Resources, total
+from scheduler.model.resources import Resources, total
 
 EPILOG = """\
 examples:

@@ -57,11 +57,11 @@ def _address(text: str) -> tuple[str, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from scheduler.cli._kube import ConnectError, connect, unreachable
-    from scheduler.config import ConfigError, load_config
     from scheduler.kube.client import ApiError, TransportError
     from scheduler.kube.runner import LiveScheduler
-    from scheduler.logconfig import configure_logging
-    from scheduler.serve import serve
+    from scheduler.run.config import ConfigError, load_config
+    from scheduler.run.logconfig import configure_logging
+    from scheduler.run.serve import serve
 
     try:
         config = load_config(args.config)

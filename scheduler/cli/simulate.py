@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from policies.errors import PolicyError
-    from scheduler.clusterspec import ClusterSpecError
+    from scheduler.world.clusterspec import ClusterSpecError
     from simulator import report, session
     from simulator.engine import FailureModel, SimulationOptions
     from simulator.policies import POLICY_NAMES

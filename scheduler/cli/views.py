@@ -80,8 +80,8 @@ def fetch(args: argparse.Namespace) -> ClusterView:
         with urllib.request.urlopen(url, timeout=10) as resp:
             return ClusterView.from_dict(json.loads(resp.read())).for_namespaces(namespaces)
     from scheduler.cli._kube import connect
-    from scheduler.config import load_config
     from scheduler.kube.oneshot import read_visible
+    from scheduler.run.config import load_config
     from scheduler.views import apiserver
 
     config = load_config(args.config)
@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from scheduler.cli._kube import ConnectError, unreachable
-    from scheduler.config import ConfigError
     from scheduler.kube.client import ApiError, TransportError
-    from scheduler.logconfig import configure_logging
+    from scheduler.run.config import ConfigError
+    from scheduler.run.logconfig import configure_logging
     from scheduler.views import text
     from scheduler.views.state import gang_labels
 

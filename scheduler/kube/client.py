@@ -44,7 +44,7 @@ _unanswered = threading.local()
 def unanswered_writes() -> int:
     """How many writes sent from the calling thread got no answer, or a 429 or 5xx (the
     apiserver or etcd away or overloaded), so far: a writer reads it before and after a task
-    to learn whether the task must be tried again (``scheduler.kube.writer``)."""
+    to learn whether the task must be tried again (``scheduler.kube.write.writer``)."""
     return getattr(_unanswered, "count", 0)
 
 
@@ -60,7 +60,7 @@ _NOT_REFUSED = frozenset({404, 409, 429})
 def refused_writes() -> int:
     """How many writes sent from the calling thread the apiserver refused (any other 4xx: the
     write itself is wrong, so sending it again would be refused again), so far: a writer
-    counts them as failed, without keeping them to retry (``scheduler.kube.writer``)."""
+    counts them as failed, without keeping them to retry (``scheduler.kube.write.writer``)."""
     return getattr(_unanswered, "refused", 0)
 
 

@@ -44,11 +44,11 @@ class EventReason(StrEnum):
     FAILED_SCHEDULING = "FailedScheduling"
     PREEMPTED = "Preempted"
     GANG_ROLLED_BACK = "GangRolledBack"
-    INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.input_warnings
+    INVALID_ANNOTATION = "InvalidAnnotation"  # scheduler.kube.read.input_warnings
     INVALID_OBJECT = "InvalidObject"  # (idem)
-    BELOW_MINIMUM = "BelowMinimum"  # scheduler.kube.shortfalls
+    BELOW_MINIMUM = "BelowMinimum"  # scheduler.kube.write.shortfalls
     MINIMUM_RESTORED = "MinimumRestored"
-    INCONSISTENT_GANG = "InconsistentGang"  # scheduler.kube.gang_notices
+    INCONSISTENT_GANG = "InconsistentGang"  # scheduler.kube.write.gang_notices
 
 
 class EventType(StrEnum):

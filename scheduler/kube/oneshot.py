@@ -18,13 +18,13 @@ from typing import Any
 
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
-from scheduler.cache import ClusterCache
-from scheduler.config import SchedulerConfig
-from scheduler.grouping import GroupingConfig
-from scheduler.kube import feed, informer
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.kube.client import ApiError, KubeClient
-from scheduler.kube.policy_feed import LivePolicies
+from scheduler.kube.read import feed, informer
+from scheduler.kube.read.policy_feed import LivePolicies
 from scheduler.model.workloads import ESTIMATED_START_ANNOTATION
+from scheduler.run.config import SchedulerConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,14 @@
 Every replica watches the cluster (so a standby's cache is warm); only the leader runs
 cycles and writes. A cycle runs when something changed (the cache, the policies, a bind
 outcome, leadership) or when the last plan comes due (a backoff ends, a gang starves, a
-timeout runs out: ``scheduler.wake``), and never otherwise: an idle cluster costs no cycles
+timeout runs out: ``scheduler.run.wake``), and never otherwise: an idle cluster costs no cycles
 and no writes. Between cycles the loop sleeps until something changes, the next due time,
 or ``cycle_interval`` seconds (its heartbeat and leadership check) at most; after a cycle it
 rests ``poll_interval``, so the watch events of a burst are batched into the next cycle.
 Queue figures held back by their rate limit are written when due, without a cycle.
 
 Gangs left partly bound are repaired on every cycle (completed, or rolled back: see
-``scheduler.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
+``scheduler.decide.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
 acquired, not merely renewed late) is a takeover, when ``decide`` rolls back at once what a
 crashed predecessor left cut mid-bind and this cycle cannot complete (a running gang short of
 a lost member is kept). A replica whose renewal was only late holds the same term: it stops
@@ -18,7 +18,7 @@ writing while late and then carries on without a takeover, so it never rolls bac
 was itself binding. After each cycle the bound
 PodGroups' status follows their pods.
 
-Binds run outside the cycle (``scheduler.inflight``); a bind's outcome landing starts a
+Binds run outside the cycle (``scheduler.run.inflight``); a bind's outcome landing starts a
 cycle, which takes it in. While binds are in flight the loop rests after each cycle as long
 as the cycle took (half a second at most), leaving the binder and the informers at least
 half of the interpreter. Before giving the Lease up, and whenever this replica is not
@@ -39,33 +39,34 @@ import structlog
 
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
-from scheduler import memory
-from scheduler.cache import ClusterCache
-from scheduler.config import SchedulerConfig
-from scheduler.grouping import GroupingConfig
-from scheduler.kube import feed, fence_policy, informer
-from scheduler.kube.actuator import ActuatorConfig, KubeActuator
-from scheduler.kube.binder import Binder
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.kube.client import KubeClient, connect
 from scheduler.kube.events import EventRecorder, EventType, ObjectRef
-from scheduler.kube.fence import FencedClient, FenceToken
-from scheduler.kube.gang_notices import GangNotices
-from scheduler.kube.group_sync import GroupStatusSync
-from scheduler.kube.input_warnings import InputWarnings
-from scheduler.kube.leader import LeaderElector
-from scheduler.kube.owner_estimates import OwnerEstimates
-from scheduler.kube.policy_feed import LivePolicies
-from scheduler.kube.queue_finalizer import QueueFinalizers
-from scheduler.kube.queue_status import QueueStatusPublisher
-from scheduler.kube.shortfalls import ShortfallReporter
-from scheduler.kube.status import StatusWriter
-from scheduler.kube.writer import Retry
-from scheduler.loop import Scheduler
-from scheduler.metrics import SchedulerMetrics
-from scheduler.serve import Health
+from scheduler.kube.lead import fence_policy
+from scheduler.kube.lead.fence import FencedClient, FenceToken
+from scheduler.kube.lead.leader import LeaderElector
+from scheduler.kube.read import feed, informer
+from scheduler.kube.read.input_warnings import InputWarnings
+from scheduler.kube.read.policy_feed import LivePolicies
+from scheduler.kube.write.actuator import ActuatorConfig, KubeActuator
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.gang_notices import GangNotices
+from scheduler.kube.write.group_sync import GroupStatusSync
+from scheduler.kube.write.owner_estimates import OwnerEstimates
+from scheduler.kube.write.queue_finalizer import QueueFinalizers
+from scheduler.kube.write.queue_status import QueueStatusPublisher
+from scheduler.kube.write.shortfalls import ShortfallReporter
+from scheduler.kube.write.status import StatusWriter
+from scheduler.kube.write.writer import Retry
+from scheduler.run import memory
+from scheduler.run.config import SchedulerConfig
+from scheduler.run.loop import Scheduler
+from scheduler.run.metrics import SchedulerMetrics
+from scheduler.run.serve import Health
+from scheduler.run.wake import Marks, Wake
 from scheduler.views import live as live_view
 from scheduler.views.state import ClusterView
-from scheduler.wake import Marks, Wake
 
 log = structlog.get_logger("gang_scheduler.runner")
 
@@ -109,7 +110,7 @@ class LiveScheduler:
         if queue_status_interval is None:
             queue_status_interval = config.queue_status_interval_seconds
         # Every write (binds, evictions, status, events) goes through the fence; reads and the
-        # Lease itself use the plain client (scheduler.kube.fence). Unit tests' fakes are not
+        # Lease itself use the plain client (scheduler.kube.lead.fence). Unit tests' fakes are not
         # KubeClients and have no apiserver to fence.
         writes: KubeClient = (FencedClient(client, self._may_write,
                                            self.metrics.fenced_writes.inc, self._fence_token,
@@ -193,7 +194,7 @@ class LiveScheduler:
 
     def _await_fence(self) -> None:
         """A new term's first writes wait until the apiserver's fence sees the term
-        (``scheduler.kube.fence_policy``): it reads the Lease through an informer, and a
+        (``scheduler.kube.lead.fence_policy``): it reads the Lease through an informer, and a
         write it refused for lagging would be a fenced write, a wasted cycle."""
         token = self._fence_token()
         if token is None or self.elector is None:
@@ -206,7 +207,7 @@ class LiveScheduler:
 
     def start(self, sync_timeout: float = 120.0) -> None:
         started = time.monotonic()
-        memory.hold()  # the first lists are the cache, not garbage (scheduler.memory)
+        memory.hold()  # the first lists are the cache, not garbage (scheduler.run.memory)
         try:
             for inf in self.informers:
                 inf.start()

@@ -25,7 +25,7 @@ from scheduler.model.pods import (
     requests_from_pod_spec,
     requirements_from_pod_spec,
 )
-from scheduler.resources import GPU, Resources
+from scheduler.model.resources import GPU, Resources
 
 __all__ = [
     "DEFAULT_POOL_LABEL", "DEFAULT_TOPOLOGY_LABELS", "GPU", "GPU_PRODUCT_LABEL", "HOSTNAME_LABEL",

@@ -14,8 +14,8 @@ from scheduler.model.durations import CLOCK_SKEW_SECONDS
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
+from scheduler.model.resources import Resources, total
 from scheduler.model.shortfall import Shortfall
-from scheduler.resources import Resources, total
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ class Gang:
     #: events go there. Where to write, not what to decide: not compared.
     native: NativeGroupInfo | None = field(default=None, compare=False, repr=False)
     #: What grouping chose where the gang's own objects disagree (its queue, its priority):
-    #: said once to its user (``scheduler.kube.gang_notices``). Not what to decide: not
+    #: said once to its user (``scheduler.kube.write.gang_notices``). Not what to decide: not
     #: compared.
     notices: tuple[str, ...] = field(default=(), compare=False)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.resources import Resources
+from scheduler.model.resources import Resources
 
 DEFAULT_POOL_LABEL = "gangscheduler.io/pool"
 #: Outermost level first. ``kubernetes.io/hostname`` is always the innermost (host) level.

@@ -23,7 +23,7 @@ from typing import Any
 from scheduler.model.constraints import NO_CONSTRAINTS, PodConstraints
 from scheduler.model.nodes import Node, Taint, TaintEffect
 from scheduler.model.numerals import parse_int
-from scheduler.resources import PODS, Resources
+from scheduler.model.resources import PODS, Resources
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", TaintEffect.NO_SCHEDULE)
@@ -296,7 +296,7 @@ def node_selector_term(raw: Mapping[str, Any], where: str) -> NodeSelectorTerm:
 def requirements_from_pod_spec(spec: Mapping[str, Any]) -> PodRequirements:
     """Build ``PodRequirements`` from a pod's JSON spec (plain dicts, as the apiserver sends).
 
-    Node-level fields only; ``scheduler.kube.podspec`` adds the ``constraints``.
+    Node-level fields only; ``scheduler.kube.read.podspec`` adds the ``constraints``.
     """
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}

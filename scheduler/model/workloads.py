@@ -1,6 +1,6 @@
 """Pods and pod groups as observed in the cluster, before they are grouped into gangs.
 
-The live scheduler converts apiserver JSON into these records (``scheduler.kube.convert``);
+The live scheduler converts apiserver JSON into these records (``scheduler.kube.read.convert``);
 the simulator creates them directly. Both feed the same ``ClusterCache`` and the same gang
 builder, so how a gang is recognised is decided in exactly one place.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
-from scheduler.resources import Resources
+from scheduler.model.resources import Resources
 
 QUEUE_LABEL = "gangscheduler.io/queue"
 EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from scheduler.model.resources import Resources, total
 from scheduler.placement.eligibility import Problem
-from scheduler.resources import Resources, total
-from scheduler.topology import Topology
+from scheduler.world.topology import Topology
 
 _MAX_ENTRIES = 256
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.model import Gang
 from scheduler.model.volumes import VolumeCatalog
 from scheduler.placement.rules import Blocks, Encoding
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(slots=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.model.resources import CPU, GPU, Resources
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.index import free_index
-from scheduler.resources import CPU, GPU, Resources
-from scheduler.topology import Topology
+from scheduler.world.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)

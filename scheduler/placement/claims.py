@@ -34,7 +34,7 @@ from scheduler.model.volumes import (
 )
 from scheduler.placement.attach import AttachRule, attach_rules
 from scheduler.placement.rules import Blocks, Encoding
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from scheduler.placement.terms import RoleLimits

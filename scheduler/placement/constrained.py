@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from scheduler.model.resources import GPU, Resources
 from scheduler.placement.candidates import Candidates, ranks
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.rules import Assign, Tracker
-from scheduler.resources import GPU, Resources
-from scheduler.topology import Topology
+from scheduler.world.topology import Topology
 
 
 def _roles(problem: Problem) -> list[RoleView]:

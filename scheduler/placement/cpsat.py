@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
 
+from scheduler.model.resources import GPU
 from scheduler.placement.candidates import Candidates, primary_resource
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.greedy import Assign
 from scheduler.placement.rules import Encoding
-from scheduler.resources import GPU
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.model import Gang, PodRequirements, Role, describe_selector
+from scheduler.model.resources import (
+    GPU,
+    PODS,
+    Resources,
+    format_amount,
+)
 from scheduler.placement.index import SelectionKey, selection_key
 from scheduler.placement.terms import NO_LIMITS, NO_TERMS, RoleLimits, Terms, compile_terms
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
-from scheduler.resources import GPU, PODS, Resources, format_amount
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from scheduler.model.resources import GPU, Resources
 from scheduler.placement.candidates import Candidates, domain_loads, ranks
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.index import free_index
-from scheduler.resources import GPU, Resources
-from scheduler.topology import Topology
+from scheduler.world.topology import Topology
 
 #: (role, node) -> pods.
 Assign = dict[tuple[str, str], int]

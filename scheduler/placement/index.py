@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.model import PodRequirements
-from scheduler.resources import GPU
+from scheduler.model.resources import GPU
 
 if TYPE_CHECKING:
-    from scheduler.snapshot import Snapshot
+    from scheduler.world.snapshot import Snapshot
 
 #: Selection key: the requirements minus their requests (what decides eligibility).
 SelectionKey = tuple[object, ...]

@@ -16,7 +16,7 @@ from scheduler.placement import reasons
 from scheduler.placement.candidates import candidates
 from scheduler.placement.eligibility import prepare
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 #: What ``prepare`` may answer that no change of load or quota cures.
 _FINAL = (UnplaceableReason.NO_ELIGIBLE_NODES, UnplaceableReason.NEVER_FITS,

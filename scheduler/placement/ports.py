@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model import Gang, Role
 from scheduler.placement.rules import Encoding
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 
 def blocked_nodes(role: Role, snapshot: Snapshot) -> set[str]:

@@ -13,12 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from scheduler.model import HOSTNAME_LABEL
+from scheduler.model.resources import (
+    CPU,
+    GPU,
+    Resources,
+    format_amount,
+    total,
+)
 from scheduler.placement.allocatable import alloc_view, domain_view, free_sum
 from scheduler.placement.candidates import Candidates, DomainLoad, primary_resource
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.types import Unplaceable, UnplaceableReason
-from scheduler.resources import CPU, GPU, Resources, format_amount, total
-from scheduler.topology import Topology
+from scheduler.world.topology import Topology
 
 
 def level_name(level: str) -> str:

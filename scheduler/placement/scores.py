@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scheduler.model import Gang, Role, TaintEffect
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 NODE_AFFINITY_WEIGHT = 2
 POD_AFFINITY_WEIGHT = 2

@@ -31,6 +31,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
+from scheduler.model.resources import GPU
 from scheduler.model.volumes import ClaimDecision
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
@@ -48,9 +49,8 @@ from scheduler.placement.types import (
     Unplaceable,
     UnplaceableReason,
 )
-from scheduler.resources import GPU
-from scheduler.snapshot import Snapshot
-from scheduler.topology import Topology
+from scheduler.world.snapshot import Snapshot
+from scheduler.world.topology import Topology
 
 #: Domains greedy tries under a required topology before CP-SAT takes over.
 GREEDY_DOMAINS = 16

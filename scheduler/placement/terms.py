@@ -21,7 +21,6 @@ from typing import TypeVar
 from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
 from scheduler.model.labels import LabelSelector
-from scheduler.occupancy import Occupant
 from scheduler.placement import claims as claim_terms
 from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
@@ -30,7 +29,8 @@ from scheduler.placement.rules import Blocks, Rule
 from scheduler.placement.scores import static_scores
 from scheduler.placement.spread import SpreadRule
 from scheduler.placement.types import UnplaceableReason
-from scheduler.snapshot import Snapshot
+from scheduler.world.occupancy import Occupant
+from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

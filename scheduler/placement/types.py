@@ -13,11 +13,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from scheduler.model import Gang, RunningGang
+from scheduler.model.resources import Resources, total
 from scheduler.model.volumes import ClaimDecision
-from scheduler.resources import Resources, total
 
 if TYPE_CHECKING:
-    from scheduler.snapshot import Snapshot
+    from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ PodGroup's ``status.estimatedStart``). So a tenant whose RBAC covers a few names
 the view ClusterRole, Queues) sees exactly their gangs and the queues that admit them. Gangs
 are formed by the scheduler's own grouping (``ClusterCache``) from the pods read; nodes, for a
 caller who may read them, are accounted and marked as the scheduler's own view does it
-(``scheduler.accounting``, ``marks``).
+(``scheduler.report.accounting``, ``marks``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from policies.validation import parse_documents
-from scheduler import accounting
-from scheduler.grouping import GangSet
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.grouping import GangSet
+from scheduler.model.resources import GPU, parse_quantity
 from scheduler.model.workloads import PodInfo
-from scheduler.plan import CyclePlan
-from scheduler.resources import GPU, parse_quantity
-from scheduler.snapshot import Snapshot
+from scheduler.report import accounting
 from scheduler.views import marks
 from scheduler.views.state import (
     ClusterView,
@@ -35,6 +34,7 @@ from scheduler.views.state import (
     with_lent,
     workload_of,
 )
+from scheduler.world.snapshot import Snapshot
 
 #: str(PendingReason): "Quota: team-a needs ..." (before issue 16: "Quota (#3 in queue
 #: order): ...", still read, from a scheduler not yet upgraded).

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policies.queues import PolicySet
-from scheduler import accounting
-from scheduler.cache import CycleInput
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import CycleInput
 from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo
-from scheduler.plan import CyclePlan
-from scheduler.queue_report import QueueReport
+from scheduler.report import accounting
+from scheduler.report.queue_report import QueueReport
 from scheduler.views import marks
 from scheduler.views.state import (
     ClusterView,

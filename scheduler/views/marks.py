@@ -2,7 +2,7 @@
 other pods', reserved, stranded, free. One rule for both sources, so the scheduler's own view
 and the one read through the apiserver mark the same cluster the same way.
 
-What is free, reserved or stranded is ``scheduler.accounting``'s (the rule the metrics use);
+What is free, reserved or stranded is ``scheduler.report.accounting``'s (the rule the metrics use);
 which held GPUs are borrowed comes from the queue rows: a leaf queue's GPUs above its quota in
 a pool (``QueuePool.borrowed``) are marked on its nodes of that pool, in node name order.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from scheduler.accounting import NodeGpus
+from scheduler.report.accounting import NodeGpus
 from scheduler.views.state import NodeRow, QueueRow
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from scheduler.grouping_jobset import JOBSET_NAME_LABEL
-from scheduler.grouping_terms import OPERATOR_KINDS
+from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
+from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import RANK_LABELS, TRAINJOB_NAME_LABEL, PodInfo

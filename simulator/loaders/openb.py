@@ -142,8 +142,8 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
 
 def load_openb_cluster(path: str | Path, *, name: str = "openb") -> dict[str, object]:
-    """Read an openb node list into a cluster description document (the `scheduler.clusterspec`
-    YAML, as a plain mapping ready for ``yaml.safe_dump``).
+    """Read an openb node list into a cluster description document (the
+    `scheduler.world.clusterspec` YAML, as a plain mapping ready for ``yaml.safe_dump``).
 
     A pool holds identical nodes, and openb has several node shapes per GPU model (P100 nodes
     with 2 GPUs and 16 or 64 cores, ...), so there is one pool per (model, shape). A model with a

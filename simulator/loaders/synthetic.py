@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
-from scheduler.clusterspec import read_problem, yaml_problem
+from scheduler.world.clusterspec import read_problem, yaml_problem
 from simulator.trace import TraceError, TraceJob, roles_for_gpus
 
 _TOP_LEVEL = {

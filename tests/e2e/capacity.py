@@ -27,8 +27,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from scheduler.kube import informer
 from scheduler.kube.client import connect
+from scheduler.kube.read import informer
 
 Requests = dict[str, Decimal]
 TERMINAL = ("Succeeded", "Failed")

@@ -2,7 +2,7 @@
 and wait for conditions.
 
 Why plain dicts: the generated client models are strict and slow, and a test wants to assert on
-exactly what the apiserver returned. Calls go through `scheduler.devcluster.rest`.
+exactly what the apiserver returned. Calls go through `scheduler.tools.devcluster.rest`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from scheduler import clusterspec
-from scheduler.devcluster import kwok, nodes, rest
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import kwok, nodes, rest
+from scheduler.tools.devcluster.cluster import DevCluster
+from scheduler.world import clusterspec
 from tests.e2e.capacity import CapacityWatch
 
 T = TypeVar("T")

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import build
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import build
+from scheduler.tools.devcluster.cluster import DevCluster
 from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane
 from tests.e2e.live import InProcessScheduler, Tenant, tenant_config

@@ -31,7 +31,7 @@ from typing import Any
 
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, wait_for
 from tests.e2e.live import (
     GPU,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, wait_for
 from tests.e2e.live import QUEUE_LABEL, InProcessScheduler, PodWatch
 from tests.e2e.live import unschedulable_message as pending_reason

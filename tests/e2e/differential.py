@@ -26,12 +26,12 @@ from typing import Any
 import yaml
 
 from scheduler import placement
-from scheduler.config import SchedulerConfig
-from scheduler.devcluster import build, procs
-from scheduler.devcluster.cluster import DevCluster
-from scheduler.grouping import GroupingConfig, build_gang
+from scheduler.feed.grouping import GroupingConfig, build_gang
 from scheduler.kube import client as kube_client
 from scheduler.kube.oneshot import read_cluster
+from scheduler.run.config import SchedulerConfig
+from scheduler.tools.devcluster import build, procs
+from scheduler.tools.devcluster.cluster import DevCluster
 
 PROFILE = "diff-scheduler"
 

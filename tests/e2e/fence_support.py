@@ -1,4 +1,4 @@
-"""Installing the apiserver's leader fence (``scheduler.kube.fence_policy``) for a Lease on a
+"""Installing the apiserver's leader fence (``scheduler.kube.lead.fence_policy``) for a Lease on a
 test cluster, and waiting until the apiserver enforces it.
 
 One policy serves every Lease (its match condition picks the binding whose Lease a write is
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from scheduler.devcluster import rest
-from scheduler.kube import fence_policy
 from scheduler.kube.client import KubeClient
-from scheduler.kube.fence import FenceToken
+from scheduler.kube.lead import fence_policy
+from scheduler.kube.lead.fence import FenceToken
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 
 POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"

@@ -1,7 +1,7 @@
 """Does kwok look at every pod again after a control-plane restart? (A probe, run by hand.)
 
 kwok v0.8.0 drops a stage whose write failed mid-request, so the dev cluster relies on kwok
-re-listing pods to replay it (``scheduler/devcluster/README.md``, "kwok drops a write that
+re-listing pods to replay it (``scheduler/tools/devcluster/README.md``, "kwok drops a write that
 fails mid-request"). This starts a dev cluster of its own, runs kwok at DEBUG (it logs every
 pod event it handles), starts one pod, restarts *component* and counts kwok's log lines about
 that unchanged pod afterwards: one or more means kwok re-listed it::
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from kubernetes import client
 
-from scheduler import clusterspec
-from scheduler.devcluster import procs, rest, resync, state
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import procs, rest, resync, state
+from scheduler.tools.devcluster.cluster import DevCluster
+from scheduler.world import clusterspec
 
 DEV = Path(__file__).resolve().parents[2] / "scheduler" / "examples" / "clusters" / "dev.yaml"
 POD = "relist-probe"

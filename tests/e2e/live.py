@@ -30,11 +30,11 @@ from typing import Any
 
 from kubernetes import client
 
-from scheduler.config import SchedulerConfig
-from scheduler.devcluster import rest
-from scheduler.kube import informer
 from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.read import informer
 from scheduler.kube.runner import LiveScheduler
+from scheduler.run.config import SchedulerConfig
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.devcluster import procs
+from scheduler.tools.devcluster import procs
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 from tests.e2e.live import Tenant
 

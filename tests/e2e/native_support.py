@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from scheduler.devcluster import build, gates, rest
+from scheduler.tools.devcluster import build, gates, rest
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import QUEUE_LABEL
 from tests.e2e.ops_support import HELD_POD_GRACE_S, HOLD, Ops

@@ -19,12 +19,12 @@ from typing import Any
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.devcluster import rest
-from scheduler.kube import informer
 from scheduler.kube.client import connect
+from scheduler.kube.read import informer
 from scheduler.kube.runner import LiveScheduler
 from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
-from scheduler.serve import serve
+from scheduler.run.serve import serve
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,

@@ -12,7 +12,7 @@ fault per round:
 - ``cut``: every connection through the proxy reset mid-bind (watch streams included);
 - ``pause``: the leader SIGSTOPped mid-bind past its Lease, resumed once the other replica
   took over: anything it binds after that is a stale write. Every pod carries the stamp of the
-  term whose Binding placed it (``scheduler.kube.fence``: the apiserver copies a Binding's
+  term whose Binding placed it (``scheduler.kube.lead.fence``: the apiserver copies a Binding's
   annotations onto the pod), so a stale write is a pod stamped with the paused term that the
   watch first saw bound after the standby was seen leading (or, as before, a member of a gang
   the paused replica logged bound that the watch first saw bound after the resume). The
@@ -42,10 +42,10 @@ from urllib.parse import urlparse
 import urllib3
 from kubernetes import client
 
-from scheduler.devcluster import certs, kubeconfig, rest, resync
-from scheduler.devcluster.cluster import DevCluster
 from scheduler.kube.client import connect
-from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
+from scheduler.kube.lead.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
+from scheduler.tools.devcluster import certs, kubeconfig, rest, resync
+from scheduler.tools.devcluster.cluster import DevCluster
 from tests.e2e import capacity, fence_support
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import PodWatch, Tenant
@@ -291,7 +291,7 @@ class Rig:
                     if not any(c.get("type") == "Complete" and c.get("status") == "True"
                                for c in (j.get("status") or {}).get("conditions") or ())]
         # kwok, the kubelet stand-in, can lose a pod's exit in an etcd outage and has no
-        # status resync to repair it (``scheduler.devcluster.resync``): stand in for one
+        # status resync to repair it (``scheduler.tools.devcluster.resync``): stand in for one
         # while waiting, and report what it replayed. A pod the scheduler lost is not
         # something a resync brings back, so it still fails the check.
         deadline = time.monotonic() + timeout_s

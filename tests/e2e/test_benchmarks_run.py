@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.devcluster import build
+from scheduler.tools.devcluster import build
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler import clusterspec
-from scheduler.devcluster import build, kubeconfig, nodes, procs, rest, state
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import build, kubeconfig, nodes, procs, rest, state
+from scheduler.tools.devcluster.cluster import DevCluster
+from scheduler.world import clusterspec
 from tests.e2e.cluster_api import (
     SIMULATED_EXIT_CODE,
     SIMULATED_RUNTIME,
@@ -268,7 +268,7 @@ def test_owned_cluster_dies_with_its_owner_even_on_sigkill(tmp_path: Path) -> No
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from scheduler.devcluster.cluster import DevCluster
+        from scheduler.tools.devcluster.cluster import DevCluster
         DevCluster(Path({str(tmp_path)!r}), owned=True).up(log=lambda _: None)
         print("up", flush=True)
         time.sleep(600)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.devcluster import build
-from scheduler.devcluster.state import STATE_DIR_ENV
+from scheduler.tools.devcluster import build
+from scheduler.tools.devcluster.state import STATE_DIR_ENV
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import stop_process
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.devcluster import rest
 from scheduler.kube.client import connect
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_VERSION, wait_for
 from tests.e2e.test_deploy_support import (
     REPO,
@@ -262,7 +262,7 @@ def test_the_scheduler_runs_as_a_non_admin(deployed: Deployed) -> None:  # noqa:
 
 def test_kubectl_is_built_from_the_pinned_module(deployed: Deployed) -> None:  # noqa: F811
     """The kubectl these tests apply with is the apiserver's own release (version-stamped)."""
-    from scheduler.devcluster import build
+    from scheduler.tools.devcluster import build
 
     version = kubectl_json(deployed.admin, "version")
     assert version["clientVersion"]["gitVersion"] == build.KUBECTL.version

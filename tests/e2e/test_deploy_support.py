@@ -8,7 +8,7 @@ by hand. A module-scoped dev cluster costs a few seconds and keeps everyone hone
 
 Why the real kubectl: ``kubectl apply -k`` (with its bundled kustomize) is what the README tells
 an admin to run, so that is what is tested; the binary is built from the same pinned
-``k8s.io/kubernetes`` module as the apiserver (``scheduler.devcluster.build.KUBECTL``).
+``k8s.io/kubernetes`` module as the apiserver (``scheduler.tools.devcluster.build.KUBECTL``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from scheduler import clusterspec
-from scheduler.devcluster import build, procs
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import build, procs
+from scheduler.tools.devcluster.cluster import DevCluster
+from scheduler.world import clusterspec
 from tests.e2e import capacity
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 

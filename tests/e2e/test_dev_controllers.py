@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import build, rest
+from scheduler.tools.devcluster import build, rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
 
 pytestmark = pytest.mark.e2e

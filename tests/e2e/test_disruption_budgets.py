@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.ops_support import DeletionWatch, Ops, ops_for
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
 from scheduler.kube.client import connect
 from scheduler.kube.oneshot import read_visible
 from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
+from scheduler.tools.devcluster import rest
 from scheduler.views import apiserver
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import InProcessScheduler, Tenant, tenant_config, unschedulable_message

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.demo import scenario
+from scheduler.tools.demo import scenario
 from tests.e2e.test_deploy_support import CLI, REPO
 
 pytestmark = pytest.mark.e2e

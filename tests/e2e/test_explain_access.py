@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
 from tests.e2e.test_deploy_support import CLI, REPO, kubectl

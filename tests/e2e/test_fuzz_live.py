@@ -41,11 +41,11 @@ from kubernetes import client
 from structlog.testing import capture_logs
 
 from scheduler.cli.explain import explain_text
-from scheduler.devcluster import rest
 from scheduler.kube.client import KubeClient, connect
-from scheduler.kube.writer import BackgroundWriter
+from scheduler.kube.write.writer import BackgroundWriter
 from scheduler.model.workloads import JOB_NAME_LABEL
-from scheduler.serve import serve
+from scheduler.run.serve import serve
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import (
     POOL_LABEL,

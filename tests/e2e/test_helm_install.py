@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.devcluster import build
+from scheduler.tools.devcluster import build
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import REPO, SYSTEM_NS, Deployed, installed, kubectl_json
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.contention_jobs import Contention, Resume, TimingWatch, Workload
 from tests.e2e.live import POOL_LABEL, QUEUE_LABEL

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e import native_support
 from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from scheduler.kube import client as kube_client
-from scheduler.kube.binder import SKIPPED, Binder
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
-from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.kube.write.binder import SKIPPED, Binder
+from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.model import PodRef
 from tests.e2e.cluster_api import ControlPlane, wait_for
 

@@ -13,8 +13,8 @@ import structlog
 import urllib3
 
 from scheduler.kube import client as kube_client
-from scheduler.kube import convert, feed, informer
-from scheduler.kube.informer import EventType, Informer, ResourceKind
+from scheduler.kube.read import convert, feed, informer
+from scheduler.kube.read.informer import EventType, Informer, ResourceKind
 from tests.e2e.cluster_api import ControlPlane, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from scheduler.devcluster import build, rest
+from scheduler.tools.devcluster import build, rest
 from tests.e2e.cluster_api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, wait_for
 from tests.e2e.live import GPU, QUEUES, InProcessScheduler, Tenant
 

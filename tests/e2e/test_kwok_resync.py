@@ -1,4 +1,4 @@
-"""The kwok resync (``scheduler.devcluster.resync``) replays a pod exit kwok lost.
+"""The kwok resync (``scheduler.tools.devcluster.resync``) replays a pod exit kwok lost.
 
 The loss is made real rather than assumed: a ValidatingAdmissionPolicy refuses this
 namespace's pod status writes that set ``Succeeded``, as an apiserver whose etcd is restarting
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import kwok, rest, resync
+from scheduler.tools.devcluster import kwok, rest, resync
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.conftest import SKIP_REASON, e2e_disabled
 

@@ -1,4 +1,4 @@
-"""The leader fence the apiserver enforces (``scheduler.kube.fence_policy``), on the real
+"""The leader fence the apiserver enforces (``scheduler.kube.lead.fence_policy``), on the real
 kube-apiserver: a Binding or Eviction stamped with a term the Lease has moved past is refused
 with the policy's message, one with the current term goes through (its stamp copied onto the
 pod), and an unstamped one (kube-scheduler's, a user's) is never checked; the same for the
@@ -17,11 +17,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
-from scheduler.kube import fence_policy
-from scheduler.kube.binder import FENCED, Binder
 from scheduler.kube.client import MERGE_PATCH, KubeClient, Response, connect
-from scheduler.kube.fence import (
+from scheduler.kube.lead import fence_policy
+from scheduler.kube.lead.fence import (
     LEADER_ANNOTATION,
     LEASE_ANNOTATION,
     TERM_ANNOTATION,
@@ -30,7 +28,9 @@ from scheduler.kube.fence import (
     FenceToken,
     whoami,
 )
+from scheduler.kube.write.binder import FENCED, Binder
 from scheduler.model import PodRef
+from scheduler.tools.devcluster import rest
 from tests.e2e import fence_support
 from tests.e2e.cluster_api import ControlPlane
 

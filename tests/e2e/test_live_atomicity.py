@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.devcluster.nodes import cordon_node
-from scheduler.kube.binder import BindOutcome, PodNode
+from scheduler.kube.write.binder import BindOutcome, PodNode
 from scheduler.model import PodRef
+from scheduler.tools.devcluster.nodes import cordon_node
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import InProcessScheduler, PodWatch, Tenant
 from tests.e2e.live_process import SchedulerProcess

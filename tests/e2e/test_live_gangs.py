@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
 from scheduler.kube.events import CONTROLLER
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.live import InProcessScheduler, PodWatch, Tenant, unschedulable_message
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from scheduler.cli.explain import explain_text
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
 

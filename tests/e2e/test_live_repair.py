@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import rest
-from scheduler.devcluster.nodes import cordon_node
-from scheduler.kube.binder import UNKNOWN, PodFailure
 from scheduler.kube.client import JSON, Response, TransportError
+from scheduler.kube.write.binder import UNKNOWN, PodFailure
 from scheduler.model import PodRef
+from scheduler.tools.devcluster import rest
+from scheduler.tools.devcluster.nodes import cordon_node
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import GROUP_LABEL, InProcessScheduler, PodWatch, Tenant
 

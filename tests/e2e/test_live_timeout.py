@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
-from scheduler.devcluster.nodes import cordon_node
+from scheduler.tools.devcluster import rest
+from scheduler.tools.devcluster.nodes import cordon_node
 from tests.e2e.cluster_api import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import (
     GROUP_LABEL,

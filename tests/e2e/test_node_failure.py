@@ -26,8 +26,8 @@ import pytest
 from kubernetes import client
 
 from scheduler.cli.explain import explain_text, resolve
-from scheduler.devcluster import nodes, rest
 from scheduler.model.durations import parse_time
+from scheduler.tools.devcluster import nodes, rest
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import (
     JOB_NAME_LABEL,

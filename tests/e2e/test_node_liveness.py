@@ -1,4 +1,4 @@
-"""The dev cluster's ``scale`` node liveness (``scheduler/devcluster/liveness.py``) on a real
+"""The dev cluster's ``scale`` node liveness (``scheduler/tools/devcluster/liveness.py``) on a real
 control plane: kwok writes no Leases yet still runs its nodes and their pods, the node
 lifecycle controller gets the long grace period, and a node that *reports* NotReady is still
 tainted at once (that needs no grace period, so node-failure tests would still work).
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import build, liveness, nodes, rest
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import build, liveness, nodes, rest
+from scheduler.tools.devcluster.cluster import DevCluster
 from tests.e2e.cluster_api import ControlPlane, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster import rest
-from scheduler.devcluster.procs import free_port
+from scheduler.tools.devcluster import rest
+from scheduler.tools.devcluster.procs import free_port
 from tests.e2e.cluster_api import ControlPlane, answers_ready, wait_for
 from tests.e2e.live import PodWatch
 from tests.e2e.ops_support import Ops, ops_for, scrape, value

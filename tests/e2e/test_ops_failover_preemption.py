@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube import informer
+from scheduler.kube.read import informer
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import unschedulable_message
 from tests.e2e.ops_support import DeletionWatch, Ops, ops_for

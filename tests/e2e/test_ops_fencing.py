@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import LeaderElectionConfig
-from scheduler.kube.fence import Fenced
+from scheduler.kube.lead.fence import Fenced
+from scheduler.run.config import LeaderElectionConfig
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import PodWatch
 from tests.e2e.ops_support import Ops, ops_for

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from scheduler.devcluster import nodes, rest
-from scheduler.devcluster.cluster import DevCluster
+from scheduler.tools.devcluster import nodes, rest
+from scheduler.tools.devcluster.cluster import DevCluster
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.differential import (
     PROFILE,

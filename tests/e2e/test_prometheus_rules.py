@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.config import PricingConfig
-from scheduler.devcluster import procs
+from scheduler.run.config import PricingConfig
+from scheduler.tools.devcluster import procs
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import POOL_LABEL
 from tests.e2e.ops_support import Ops, ops_for

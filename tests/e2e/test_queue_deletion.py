@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import rest
-from scheduler.kube.queue_finalizer import FINALIZER
+from scheduler.kube.write.queue_finalizer import FINALIZER
+from scheduler.tools.devcluster import rest
 from scheduler.views.apiserver import queue_rows
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import (

@@ -13,7 +13,7 @@ killed apiserver never answered: a pod start of two writes once left 2 pods Runn
 (CI at da3f7e3). Each kwok stage is now one write, and kwok's re-list after an apiserver
 restart replays a lost one. An etcd restart does not make kwok re-list, so a write it loses
 then (a pod left Running past its runtime: ``g1`` at 7cb69f3) is replayed by the rig's kwok
-resync, which the figures count (``scheduler/devcluster/README.md``, "kwok drops a write that
+resync, which the figures count (``scheduler/tools/devcluster/README.md``, "kwok drops a write that
 fails mid-request").
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
+from scheduler.kube.lead.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
 from tests.e2e import reliability
 from tests.e2e.conftest import SKIP_REASON, e2e_disabled
 

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from scheduler.devcluster import certs, rest
-from scheduler.kube.checkpoint import CheckpointError, Connection, mark
+from scheduler.checkpoint import CheckpointError, Connection, mark
+from scheduler.tools.devcluster import certs, rest
 from tests.e2e.cluster_api import SIMULATED_SHUTDOWN, ControlPlane, wait_for
 from tests.e2e.live import GPU, POOL_LABEL, QUEUE_LABEL, unschedulable_message
 from tests.e2e.ops_support import HOLD, DeletionWatch, Ops, ops_for

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from scheduler.devcluster import rest
+from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
 from tests.e2e.live import GPU, GROUP_LABEL, POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant

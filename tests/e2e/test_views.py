@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from scheduler.cli.main import main
-from scheduler.devcluster import rest
-from scheduler.serve import serve
+from scheduler.run.serve import serve
+from scheduler.tools.devcluster import rest
 from tests.cli_logging import errors_only_logged, quiet_cli_logging
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import Tenant

@@ -16,11 +16,11 @@ from structlog.testing import capture_logs
 
 from policies.parsing import parse_queue
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
-from scheduler import grouping_terms
-from scheduler.cache import ClusterCache
 from scheduler.cli.explain import describe_estimate, explain_text
-from scheduler.kube.status import PodGroupPhase, PodGroupStatus
-from scheduler.kube.writer import BackgroundWriter, Retry
+from scheduler.feed import grouping_terms
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus
+from scheduler.kube.write.writer import BackgroundWriter, Retry
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.durations import (
     MAX_DURATION_SECONDS,
@@ -28,6 +28,7 @@ from scheduler.model.durations import (
     format_time,
     parse_duration,
 )
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     POD_GROUP_LABEL,
@@ -37,7 +38,6 @@ from scheduler.model.workloads import (
     PodInfo,
     PodPhase,
 )
-from scheduler.resources import GPU
 
 NOW = 1_790_000_000.0
 ABSURD = "99999999999999999999d"

@@ -1,4 +1,4 @@
-"""Live accounting (scheduler/accounting.py and the loop's metrics): GPU-seconds and cost per
+"""Live accounting (scheduler/report/accounting.py and the loop's metrics): GPU-seconds and cost per
 queue, namespace and pool, and where free GPUs sit unused (idle, stranded, reserved).
 
 Run through the real loop: a ``ClusterCache`` with pods and nodes, ``Scheduler.run_once`` with
@@ -13,9 +13,9 @@ import math
 import pytest
 
 from policies.queues import PolicySet
-from scheduler.config import PricingConfig
-from scheduler.metrics import SchedulerMetrics
 from scheduler.model.workloads import PodInfo
+from scheduler.run.config import PricingConfig
+from scheduler.run.metrics import SchedulerMetrics
 from tests.unit.policies.builders import POOL, policies, queue
 from tests.unit.test_loop_metrics import (
     TEAM,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.kube import convert, informer
-from scheduler.kube.feed import converting_handler
-from scheduler.kube.input_warnings import InputWarnings
+from scheduler.kube.read import convert, informer
+from scheduler.kube.read.feed import converting_handler
+from scheduler.kube.read.input_warnings import InputWarnings
 from scheduler.model.annotation_checks import annotation_problems
 
 RUNTIME = "gangscheduler.io/expected-runtime"

@@ -18,10 +18,10 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
 from scheduler.model import Gang, TopologyConstraint, TopologyMode
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory

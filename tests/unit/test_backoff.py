@@ -1,10 +1,10 @@
-"""Bind backoffs (``scheduler.backoff``): exponential, and over once the cluster answers again
+"""Bind backoffs (``scheduler.run.backoff``): exponential, and over once the cluster answers again
 for a failure without an answer, which the live loop learns from ``answered`` (no change of
 input and no due time says so)."""
 
 from __future__ import annotations
 
-from scheduler.backoff import Backoffs
+from scheduler.run.backoff import Backoffs
 
 
 def test_delays_double_up_to_the_most_and_end_on_success() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from scheduler.cache import ClusterCache
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
 from scheduler.model.workloads import JobInfo, OwnerRef, PodInfo, PodPhase
 

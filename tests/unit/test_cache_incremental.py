@@ -7,7 +7,7 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import ClusterCache
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.cache import ClusterCache
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
 from scheduler.model.native import GroupPolicy, NativeGroupInfo, WorkloadInfo
 from scheduler.model.workloads import JobInfo, PodGroupInfo, PodInfo

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from scheduler import clusterspec
+from scheduler.world import clusterspec
 
-EXAMPLES = Path(clusterspec.__file__).parent / "examples" / "clusters"
+EXAMPLES = Path(clusterspec.__file__).parents[1] / "examples" / "clusters"
 
 MINIMAL: dict[str, Any] = {"pools": [{"name": "a100", "count": 2}]}
 
@@ -108,7 +108,7 @@ def test_three_topology_levels_outer_from_pool_labels() -> None:
     """The topology code takes any depth; the generated levels are block and rack (the last
     two labels), the outer ones are a per-pool label (e.g. the zone a pool lives in)."""
     from scheduler.model import NodeLabelConfig
-    from scheduler.topology import Topology
+    from scheduler.world.topology import Topology
     from simulator.workload import nodes_from_spec
 
     keys = ["example.com/zone", "example.com/block", "example.com/rack"]

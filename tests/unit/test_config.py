@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import ConfigError, SchedulerConfig, config_to_yaml, load_config
+from scheduler.run.config import (
+    ConfigError,
+    SchedulerConfig,
+    config_to_yaml,
+    load_config,
+)
 
 
 def test_defaults_round_trip(tmp_path: Path) -> None:

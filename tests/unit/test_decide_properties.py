@@ -12,12 +12,12 @@ from policies.admission import charge_all, pool_bounds
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import reserve
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang, RunningGang
+from scheduler.model.resources import GPU
 from scheduler.placement.types import PlacementParams
-from scheduler.plan import CyclePlan
-from scheduler.resources import GPU
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, admit, gang, nodes, policies, queue
 
 NOW = 10_000.0

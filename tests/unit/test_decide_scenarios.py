@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from policies.queues import Queue
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
 from scheduler.model import Gang, Node, RunningGang
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from policies.validation import read_files
-from scheduler import clusterspec
-from scheduler.demo import scenario
+from scheduler.tools.demo import scenario
+from scheduler.world import clusterspec
 
 
 def test_the_shipped_story_parses_and_fits_the_shipped_cluster_and_queues() -> None:

@@ -3,8 +3,14 @@ preempted, finished), without a cluster."""
 
 from __future__ import annotations
 
-from scheduler.demo.scenario import JobSpec, Trigger
-from scheduler.demo.track import PodObs, Tracker, compact_reason, observe_pod, reason_key
+from scheduler.tools.demo.scenario import JobSpec, Trigger
+from scheduler.tools.demo.track import (
+    PodObs,
+    Tracker,
+    compact_reason,
+    observe_pod,
+    reason_key,
+)
 
 
 def job(name: str, workers: int = 2, after: tuple[Trigger, ...] = (), delay: float = 0,

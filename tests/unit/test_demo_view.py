@@ -6,9 +6,9 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.demo import frame, view
-from scheduler.demo.scenario import JobSpec
-from scheduler.demo.track import PodObs, Tracker
+from scheduler.tools.demo import frame, view
+from scheduler.tools.demo.scenario import JobSpec
+from scheduler.tools.demo.track import PodObs, Tracker
 
 
 def text_of(renderable: object, width: int = 200) -> str:

@@ -22,14 +22,14 @@ import yaml
 
 from policies import parsing, queues
 from policies.validation import read_files
-from scheduler import clusterspec
-from scheduler.config import load_config
-from scheduler.grouping import GangSet, GroupingConfig, build_gangs
-from scheduler.kube import convert
-from scheduler.metrics import SchedulerMetrics
+from scheduler.decide.plan import ReasonCategory
+from scheduler.feed.grouping import GangSet, GroupingConfig, build_gangs
+from scheduler.kube.read import convert
 from scheduler.model.durations import parse_duration
-from scheduler.plan import ReasonCategory
-from scheduler.resources import parse_quantity
+from scheduler.model.resources import parse_quantity
+from scheduler.run.config import load_config
+from scheduler.run.metrics import SchedulerMetrics
+from scheduler.world import clusterspec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.devcluster import operators
+from scheduler.tools.devcluster import operators
 
 MANIFEST = """
 ---

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from policies.queues import PolicySet
-from scheduler.cycle import decide
-from scheduler.due import SLACK_SECONDS
-from scheduler.housekeeping import Housekeeping, PartlyBound
+from scheduler.decide.cycle import decide
+from scheduler.decide.due import SLACK_SECONDS
+from scheduler.decide.housekeeping import Housekeeping, PartlyBound
+from scheduler.decide.plan import NOMINATION_TIMEOUT_SECONDS, CyclePlan, Nomination
 from scheduler.model import Gang, PodRef
-from scheduler.plan import NOMINATION_TIMEOUT_SECONDS, CyclePlan, Nomination
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 from tests.unit.test_decide_properties import World, worlds
 

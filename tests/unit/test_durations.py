@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 
 from policies.reservation import Reservation
-from scheduler import plan as plan_module
 from scheduler.cli.explain import describe_estimate
+from scheduler.decide import plan as plan_module
+from scheduler.decide.plan import CyclePlan
 from scheduler.model.durations import format_duration
-from scheduler.plan import CyclePlan
 from scheduler.views import html, live, text
 from tests.unit.test_views import scene
 

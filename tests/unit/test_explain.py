@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
-from scheduler.cache import ClusterCache
 from scheduler.cli.explain import describe_estimate, explain_text
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRequirements, Resources
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodGroupInfo, PodInfo
-from scheduler.resources import GPU
 
 
 class Fixed:

@@ -11,10 +11,10 @@ import random
 
 import pytest
 
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang, RunningGang
-from scheduler.plan import CyclePlan
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue
 
 BACKLOG = 6  # pending gangs kept per queue

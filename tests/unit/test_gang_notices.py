@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from scheduler.cache import ClusterCache
-from scheduler.grouping import GroupingConfig, build_gangs
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig, build_gangs
 from scheduler.kube.events import ObjectRef
-from scheduler.kube.gang_notices import GangNotices
+from scheduler.kube.write.gang_notices import GangNotices
 from scheduler.model import Gang
 from scheduler.model.native import GroupPolicy, NativeGroupInfo
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from scheduler.grouping import GroupingConfig, build_gangs
+from scheduler.feed.grouping import GroupingConfig, build_gangs
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase

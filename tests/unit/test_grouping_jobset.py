@@ -11,10 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import ClusterCache
-from scheduler.cycle import decide
-from scheduler.grouping import GroupingConfig, build_gangs
-from scheduler.grouping_jobset import GANG_SCOPE_ANNOTATION, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
+from scheduler.decide.cycle import decide
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig, build_gangs
+from scheduler.feed.grouping_jobset import (
+    GANG_SCOPE_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+)
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.workloads import (
     POD_GROUP_LABEL,
@@ -26,7 +30,7 @@ from scheduler.model.workloads import (
     PodPhase,
     ReplicatedJobInfo,
 )
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, nodes, policies, queue
 
 REQ = PodRequirements(requests=Resources.of(gpu=1, cpu=1000))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import ClusterCache
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import TopologyConstraint, TopologyMode
 from scheduler.model.native import DisruptionMode, GroupPolicy, NativeGroupInfo, WorkloadInfo
 from scheduler.model.pods import PreemptionPolicy

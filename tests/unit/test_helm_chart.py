@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.config import SchedulerConfig, load_config
-from scheduler.devcluster import build
+from scheduler.run.config import SchedulerConfig, load_config
+from scheduler.tools.devcluster import build
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

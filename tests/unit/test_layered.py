@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.layered import Layered
+from scheduler.kit.layered import Layered
 
 _KEYS = st.integers(0, 40)
 _OPS = st.lists(st.one_of(

@@ -1,7 +1,7 @@
 """The pure core never touches the Kubernetes API client.
 
 import-linter (``lint-imports``, run in CI) checks the package layering; this test checks the
-one rule it cannot express: modules outside ``scheduler.kube``, ``scheduler.devcluster`` and
+one rule it cannot express: modules outside ``scheduler.kube``, ``scheduler.tools.devcluster`` and
 ``scheduler.cli`` may import nothing from ``kubernetes`` except ``kubernetes.utils.quantity``.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EDGE = ("scheduler/kube/", "scheduler/devcluster/", "scheduler/cli/")
+EDGE = ("scheduler/kube/", "scheduler/tools/devcluster/", "scheduler/cli/")
 ALLOWED = {"kubernetes.utils.quantity"}
 
 

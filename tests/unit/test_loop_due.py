@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.due import SLACK_SECONDS
-from scheduler.inflight import ApplyResult
-from scheduler.plan import CyclePlan
+from scheduler.decide.due import SLACK_SECONDS
+from scheduler.decide.plan import CyclePlan
+from scheduler.run.inflight import ApplyResult
 from tests.unit.test_loop_metrics import TEAM, gang_pods, make, node
 
 

@@ -8,11 +8,11 @@ the gang's first bind after its first member, as ``Binder`` reports it (``fenced
 
 from __future__ import annotations
 
-from scheduler.cache import ClusterCache
-from scheduler.loop import ApplyResult, Scheduler
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, Resources
 from scheduler.model.workloads import QUEUE_LABEL, PodGroupInfo
-from scheduler.plan import CyclePlan
+from scheduler.run.loop import ApplyResult, Scheduler
 from tests.unit.test_loop_repair import Fixed, pod
 
 

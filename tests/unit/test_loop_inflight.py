@@ -1,4 +1,4 @@
-"""Binds in flight (``scheduler.inflight``): the loop's bookkeeping while an actuator binds
+"""Binds in flight (``scheduler.run.inflight``): the loop's bookkeeping while an actuator binds
 outside the cycle.
 
 A real ``ClusterCache`` and the real ``decide``; the actuator hands every plan's binds out as
@@ -12,11 +12,11 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from scheduler.inflight import ApplyResult
-from scheduler.loop import Scheduler
-from scheduler.metrics import SchedulerMetrics
+from scheduler.decide.plan import CyclePlan
 from scheduler.model.workloads import PodInfo
-from scheduler.plan import CyclePlan
+from scheduler.run.inflight import ApplyResult
+from scheduler.run.loop import Scheduler
+from scheduler.run.metrics import SchedulerMetrics
 from tests.unit.policies.builders import policies, queue
 from tests.unit.test_loop_metrics import Clock, gang_pods, make, node, sample
 

@@ -18,14 +18,14 @@ import structlog
 from structlog.testing import capture_logs
 
 from policies.queues import PolicySet
-from scheduler import loop
-from scheduler.cache import ClusterCache
-from scheduler.grouping import GroupingConfig
-from scheduler.loop import ApplyResult, Scheduler
-from scheduler.metrics import SchedulerMetrics, rollback_reason
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
-from scheduler.plan import CyclePlan
+from scheduler.run import loop
+from scheduler.run.loop import ApplyResult, Scheduler
+from scheduler.run.metrics import SchedulerMetrics, rollback_reason
 from tests.unit.policies.builders import POOL, policies, queue
 
 MIN_MEMBER = "gangscheduler.io/min-member"

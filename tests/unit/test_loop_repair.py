@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
-from scheduler.cache import ClusterCache
-from scheduler.loop import ApplyResult, Scheduler
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRequirements, Resources
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodGroupInfo, PodInfo, PodPhase
-from scheduler.plan import CyclePlan
-from scheduler.resources import GPU
+from scheduler.run.loop import ApplyResult, Scheduler
 
 QUEUE = Queue(name="q", namespaces=("ns",), quotas=(PoolQuota(
     pool="p", nominal=Resources({GPU: 100}), covered=frozenset({GPU})),))

@@ -10,9 +10,10 @@ and backed off, then tried again whole.
 from __future__ import annotations
 
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
-from scheduler.cache import ClusterCache
-from scheduler.loop import ApplyResult, Scheduler
+from scheduler.decide.plan import CyclePlan
+from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRequirements, Resources
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
@@ -20,8 +21,7 @@ from scheduler.model.workloads import (
     PodInfo,
     PodPhase,
 )
-from scheduler.plan import CyclePlan
-from scheduler.resources import GPU
+from scheduler.run.loop import ApplyResult, Scheduler
 
 POOL = {"gangscheduler.io/pool": "p"}
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import Gauge
 
-from scheduler.metrics import SchedulerMetrics
+from scheduler.run.metrics import SchedulerMetrics
 
 Series = set[tuple[str, tuple[tuple[str, str], ...]]]
 

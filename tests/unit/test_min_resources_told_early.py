@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.cycle import decide
-from scheduler.grouping import GroupingConfig, build_gangs
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import ReasonCategory
+from scheduler.feed.grouping import GroupingConfig, build_gangs
 from scheduler.model import Gang, PodRequirements, Resources
 from scheduler.model.workloads import PodGroupInfo, PodInfo, PodPhase
-from scheduler.plan import ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import GPU, SOLVE, gang, nodes, policies, queue
 
 R = ReasonCategory

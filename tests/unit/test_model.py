@@ -21,7 +21,7 @@ from scheduler.model import (
     requests_from_pod_spec,
     requirements_from_pod_spec,
 )
-from scheduler.resources import QuantityError, Resources
+from scheduler.model.resources import QuantityError, Resources
 
 GI = 1 << 30
 MI = 1 << 20

@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 
 from policies.parsing import parse_queue
-from scheduler import grouping_terms
+from scheduler.feed import grouping_terms
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.numerals import is_digits, parse_float, parse_int
 from scheduler.model.pods import NodeSelectorRequirement, SelectorOperator
+from scheduler.model.resources import QuantityError, parse_quantity
 from scheduler.model.shortfall import parse_indexes
 from scheduler.model.workloads import MIN_MEMBER_ANNOTATION
-from scheduler.resources import QuantityError, parse_quantity
 
 FULL_WIDTH_8 = "\uff18"
 ARABIC_INDIC_3 = "\u0663"

@@ -6,14 +6,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.facts import ClusterFacts
+from scheduler.feed.facts import ClusterFacts
 from scheduler.model import Gang, PodRequirements, Role, RunningGang
 from scheduler.model.constraints import PodAffinityTerm, PodConstraints
 from scheduler.model.labels import Labels, LabelSelector
+from scheduler.model.resources import Resources
 from scheduler.model.volumes import Claim, ClaimAction, ClaimDecision, Volume
-from scheduler.occupancy import Occupant
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.occupancy import Occupant
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import HOST, node
 
 NODES = [node(f"n{i}") for i in range(4)]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.cycle import NOMINATION_TIMEOUT_SECONDS, decide
-from scheduler.plan import CyclePlan, ReasonCategory, explain
-from scheduler.snapshot import Snapshot
-from scheduler.statuses import queue_statuses
+from scheduler.decide.cycle import NOMINATION_TIMEOUT_SECONDS, decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory, explain
+from scheduler.decide.statuses import queue_statuses
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 A100 = nodes("a100", 4)

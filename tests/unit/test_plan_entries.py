@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.cycle import decide
-from scheduler.housekeeping import FormationProblem, Housekeeping, PartlyBound
+from scheduler.decide.cycle import decide
+from scheduler.decide.housekeeping import FormationProblem, Housekeeping, PartlyBound
+from scheduler.decide.plan import ReasonCategory, explain
 from scheduler.model import PodRef
-from scheduler.plan import ReasonCategory, explain
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 NOW = 10_000.0

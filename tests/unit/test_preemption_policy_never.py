@@ -18,14 +18,14 @@ import pytest
 from policies.fit import Applicant
 from policies.preemption import candidates
 from policies.quota import QuotaLedger, QuotaTree
-from scheduler.cycle import decide
-from scheduler.grouping import GroupingConfig, build_gangs
-from scheduler.kube import convert
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
+from scheduler.feed.grouping import GroupingConfig, build_gangs
+from scheduler.kube.read import convert
 from scheduler.model import Gang, PodRequirements, Resources
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import PodInfo
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 NEVER, LOWER = PreemptionPolicy.NEVER, PreemptionPolicy.PREEMPT_LOWER_PRIORITY

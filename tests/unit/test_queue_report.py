@@ -1,4 +1,4 @@
-"""Per-queue figures (scheduler/queue_report.py): ``usage_share`` on the shipped queue tree.
+"""Per-queue figures (scheduler/report/queue_report.py): ``usage_share`` on the shipped queue tree.
 
 Issue 32: team-b (deploy/queues) holding its 24 h100 GPUs and 8 borrowed from team-a read
 ``usage_share`` 2.0, while the metric's help and the Queue CRD say 0..1: it was divided by
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.validation import load_policies
-from scheduler.queue_report import queue_reports
-from scheduler.resources import Resources
-from scheduler.statuses import QueueStatus
+from scheduler.decide.statuses import QueueStatus
+from scheduler.model.resources import Resources
+from scheduler.report.queue_report import queue_reports
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = load_policies(sorted((ROOT / "deploy" / "queues").glob("[!k]*.yaml")))

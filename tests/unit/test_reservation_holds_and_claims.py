@@ -11,10 +11,10 @@ from policies.fit import Applicant
 from policies.preemption import candidates
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import Reservation
-from scheduler.cycle import decide
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
+from scheduler.model.resources import GPU, Resources
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory

@@ -17,10 +17,10 @@ import pytest
 
 from policies import parsing
 from policies.queues import Queue, QueueingPolicy, SchedulerPolicy
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
 from scheduler.model import Gang
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory

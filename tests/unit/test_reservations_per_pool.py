@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import pytest
 
 from policies.queues import Queue
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
 from scheduler.model import Gang, RunningGang
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory

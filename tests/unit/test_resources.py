@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity as k8s_parse
 
-from scheduler.resources import (
+from scheduler.model.resources import (
     EMPTY,
     QuantityError,
     Resources,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from scheduler.metrics import SchedulerMetrics
-from scheduler.serve import Health, serve
+from scheduler.run.metrics import SchedulerMetrics
+from scheduler.run.serve import Health, serve
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

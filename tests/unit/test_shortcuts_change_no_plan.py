@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 from policies import fairshare
 from policies.queues import OrderingMode
-from scheduler import cycle
-from scheduler.cycle import decide
-from scheduler.memo import Memo
+from scheduler.decide import cycle
+from scheduler.decide.cycle import decide
+from scheduler.decide.memo import Memo
+from scheduler.decide.order import Rank, Turn
+from scheduler.decide.plan import CyclePlan
+from scheduler.decide.statuses import queue_statuses
 from scheduler.model import Gang
-from scheduler.order import Rank, Turn
-from scheduler.plan import CyclePlan
-from scheduler.statuses import queue_statuses
 from tests.unit.policies.builders import SOLVE
 from tests.unit.test_decide_properties import NOW, PROPERTY, World, worlds
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from scheduler.grouping import GroupingConfig, build_gangs
+from scheduler.feed.grouping import GroupingConfig, build_gangs
 from scheduler.kube.events import EventReason, EventType, ObjectRef
-from scheduler.kube.group_sync import group_status
-from scheduler.kube.shortfalls import ShortfallReporter
-from scheduler.metrics import SchedulerMetrics
+from scheduler.kube.write.group_sync import group_status
+from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.model.shortfall import COMPLETION_INDEX_LABEL, Shortfall, parse_indexes
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
+from scheduler.run.metrics import SchedulerMetrics
 from tests.unit.test_grouping import GPU1, PG, pod
 
 JOB = OwnerRef("Job", "train", "job-uid")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Taint
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.model.resources import Resources
+from scheduler.world.snapshot import Snapshot
 
 
 def _gang(gid: str) -> Gang:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.cycle import decide
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import ReasonCategory
 from scheduler.model.workloads import PodInfo, PodPhase
-from scheduler.plan import ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 NOW = 10_000.0
@@ -90,9 +90,9 @@ def test_the_wait_for_terminating_gangs_reads_the_same_on_every_cycle() -> None:
 
 
 def test_grouping_marks_a_running_gang_with_a_terminating_pod() -> None:
-    from scheduler.grouping import GroupingConfig, build_gang
+    from scheduler.feed.grouping import GroupingConfig, build_gang
     from scheduler.model import PodRequirements
-    from scheduler.resources import GPU, Resources
+    from scheduler.model.resources import GPU, Resources
 
     req = PodRequirements(Resources({GPU: 8}))
     pods = [PodInfo(f"u{i}", "ns", f"g-{i}", req, scheduler_name="gang-scheduler",

@@ -8,13 +8,13 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from scheduler.cycle import decide
-from scheduler.plan import ReasonCategory
-from scheduler.snapshot import Snapshot
-from scheduler.statuses import queue_statuses
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import ReasonCategory
+from scheduler.decide.statuses import queue_statuses
 from scheduler.views import text
 from scheduler.views.apiserver import queue_rows
 from scheduler.views.state import ClusterView
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 NODES = nodes("a100", 2)

@@ -6,9 +6,9 @@ import networkx as nx
 import pytest
 
 from scheduler.model import HOSTNAME_LABEL, Node, NodeLabelConfig
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
-from scheduler.topology import SPINE, Topology
+from scheduler.model.resources import Resources
+from scheduler.world.snapshot import Snapshot
+from scheduler.world.topology import SPINE, Topology
 
 BLOCK = "topology.gangscheduler.io/block"
 RACK = "topology.gangscheduler.io/rack"

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from policies.preemption import ledger_without
 from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import _Ledgers
+from scheduler.decide.recall import Recall
 from scheduler.model import RunningGang
-from scheduler.recall import Recall
-from scheduler.resources import Resources, total
-from scheduler.snapshot import Snapshot
+from scheduler.model.resources import Resources, total
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import gang, nodes, policies, queue, running
 
 NODES = nodes("a100", 4) + nodes("h100", 3)

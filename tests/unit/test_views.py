@@ -17,15 +17,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 
+from scheduler.decide.plan import CyclePlan
 from scheduler.kube.oneshot import status_time
-from scheduler.kube.queue_status import status_of
-from scheduler.loop import Scheduler
+from scheduler.kube.write.queue_status import status_of
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.native import GroupPolicy, NativeGroupInfo
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import OwnerRef, PodInfo
-from scheduler.plan import CyclePlan
-from scheduler.resources import GPU
-from scheduler.serve import Health, serve
+from scheduler.run.loop import Scheduler
+from scheduler.run.serve import Health, serve
 from scheduler.views import apiserver, html, live, text
 from scheduler.views.apiserver import parse_reason
 from scheduler.views.state import (

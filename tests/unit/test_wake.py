@@ -1,4 +1,4 @@
-"""When the live loop runs a cycle (``scheduler.wake``): never while nothing changed, exactly
+"""When the live loop runs a cycle (``scheduler.run.wake``): never while nothing changed, exactly
 once for each kind of change, and at the last plan's due time. A fake clock: ``now`` is an
 argument."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from policies.queues import PolicySet
-from scheduler.wake import Marks, Wake
+from scheduler.run.wake import Marks, Wake
 
 POLICIES = PolicySet()
 MARKS = Marks(generation=7, policies=POLICIES, term=1)

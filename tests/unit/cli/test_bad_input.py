@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import logconfig
 from scheduler.cli import main
+from scheduler.run import logconfig
 from simulator import session
 
 QUEUE = "apiVersion: gangscheduler.io/v1alpha1\nkind: Queue\nmetadata: {name: q}\n"

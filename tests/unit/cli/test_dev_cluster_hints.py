@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.cli.main import main
-from scheduler.devcluster import cluster, state
+from scheduler.tools.devcluster import cluster, state
 
 
 @pytest.fixture(autouse=True)

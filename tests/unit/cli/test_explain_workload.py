@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.cache import ClusterCache
 from scheduler.cli import explain_workload as ew
 from scheduler.cli.explain import resolve
-from scheduler.grouping_jobset import JOBSET_NAME_LABEL
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.kube.client import Response
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.job_backoff import INDEX_IGNORED_FAILURES_ANNOTATION

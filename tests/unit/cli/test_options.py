@@ -75,7 +75,7 @@ def test_kubeconfig_is_found_as_kubectl_finds_it(tmp_path: Path) -> None:
 def test_kubernetes_release_before_or_after_the_subcommand_chooses_the_pins(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         argv: list[str]) -> None:
-    from scheduler.devcluster import build
+    from scheduler.tools.devcluster import build
 
     # Recorded by monkeypatch, so the value the CLI sets is undone after the test.
     monkeypatch.setenv(build.RELEASE_ENV, build.DEFAULT_RELEASE)

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from scheduler.cli import kubectl_gang
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 from scheduler.cli.main import main
-from scheduler.serve import Health, serve
+from scheduler.run.serve import Health, serve
 from tests.cli_logging import quiet_cli_logging
 from tests.unit.test_views import scene
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import build
+from scheduler.tools.devcluster import build
 
 
 def test_manifests_come_from_the_module_directory_the_build_downloaded(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.devcluster import gates
+from scheduler.tools.devcluster import gates
 
 
 @pytest.mark.parametrize(("component", "version", "expected"), [

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.devcluster import kwok
+from scheduler.tools.devcluster import kwok
 
 STAMP = kwok.SIMULATED_STARTED_AT
 

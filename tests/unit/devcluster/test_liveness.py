@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.devcluster import controllers, kwok, liveness
+from scheduler.tools.devcluster import controllers, kwok, liveness
 
 
 def _documents(path: Path) -> list[Any]:

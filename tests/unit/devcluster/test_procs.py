@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.devcluster import procs
+from scheduler.tools.devcluster import procs
 
 LISTENER = """
 import socket, sys, time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.devcluster import build, gates
+from scheduler.tools.devcluster import build, gates
 
 
 def test_default_release_is_pinned_by_the_default_wrapper_module(

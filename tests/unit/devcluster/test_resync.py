@@ -1,4 +1,4 @@
-"""Which pods the kwok resync touches (``scheduler.devcluster.resync.overdue``): those whose
+"""Which pods the kwok resync touches (``scheduler.tools.devcluster.resync.overdue``): those whose
 next kwok stage is overdue by more than the grace period, and no other. A touch of a pod
 kwok is about to handle anyway is harmless; a stuck pod left untouched is a Job that never
 completes (the reliability rig's ``g1`` at 7cb69f3)."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devcluster import kwok, resync
+from scheduler.tools.devcluster import kwok, resync
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

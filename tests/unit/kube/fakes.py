@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.inflight import ApplyResult
 from scheduler.kube.client import Response, TransportError
+from scheduler.run.inflight import ApplyResult
 
 
 def pod(name: str, rv: str, uid: str | None = None, ns: str = "default",
@@ -132,11 +132,11 @@ def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
     """A ``KubeActuator`` over a ``RecordingApi``, and a cache holding *pods* for tests that
     run a cycle (the actuator itself reads only the plan). The body of a fixture: yields,
     then closes the actuator and its binder."""
-    from scheduler.cache import ClusterCache
-    from scheduler.kube.actuator import KubeActuator
-    from scheduler.kube.binder import Binder
+    from scheduler.feed.cache import ClusterCache
     from scheduler.kube.events import EventRecorder
-    from scheduler.kube.status import StatusWriter
+    from scheduler.kube.write.actuator import KubeActuator
+    from scheduler.kube.write.binder import Binder
+    from scheduler.kube.write.status import StatusWriter
 
     api, cache = RecordingApi(), ClusterCache()
     for p in pods:

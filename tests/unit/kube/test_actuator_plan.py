@@ -9,14 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
-from scheduler.kube.client import Response
-from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter
-from scheduler.model import PodRef
-from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import (
+from scheduler.decide.plan import (
     Bind,
     CyclePlan,
     Members,
@@ -25,6 +18,13 @@ from scheduler.plan import (
     ReasonCategory,
     Rollback,
 )
+from scheduler.kube.client import Response
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.write.actuator import KubeActuator
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.status import StatusWriter
+from scheduler.model import PodRef
+from scheduler.placement.types import Assignment, Placement
 from tests.unit.kube.fakes import landed, stalled
 
 PODS = (PodRef("ns", "g-0", "u0"), PodRef("ns", "g-1", "u1"))

@@ -10,9 +10,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.binder import FENCED, SKIPPED, UNKNOWN, Binder
 from scheduler.kube.client import Response, TransportError
-from scheduler.kube.fence import Fenced
+from scheduler.kube.lead.fence import Fenced
+from scheduler.kube.write.binder import (
+    FENCED,
+    SKIPPED,
+    UNKNOWN,
+    Binder,
+)
 from scheduler.model import PodRef
 
 

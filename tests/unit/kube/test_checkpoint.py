@@ -16,9 +16,14 @@ from typing import Any, ClassVar
 
 import pytest
 
+from scheduler import checkpoint
+from scheduler.checkpoint import (
+    CheckpointError,
+    Connection,
+    mark,
+    stamp,
+)
 from scheduler.cli import main as cli
-from scheduler.kube import checkpoint
-from scheduler.kube.checkpoint import CheckpointError, Connection, mark, stamp
 from scheduler.model.durations import parse_time
 from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 

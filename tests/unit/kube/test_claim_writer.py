@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler.kube.claims import ClaimWriter
 from scheduler.kube.client import Response
+from scheduler.kube.write.claims import ClaimWriter
 from scheduler.model.volumes import SELECTED_NODE_ANNOTATION, ClaimAction, ClaimDecision
 
 BIND = ClaimDecision("ns/ckpt", ClaimAction.BIND, "pv-1")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube import convert
+from scheduler.kube.read import convert
 from scheduler.model import NodeLabelConfig, Taint, TaintEffect
+from scheduler.model.resources import Resources
 from scheduler.model.workloads import OwnerRef, PodPhase
-from scheduler.resources import Resources
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
+from scheduler.decide.plan import CyclePlan, PendingReason, ReasonCategory
 from scheduler.kube.client import Response
-from scheduler.kube.owner_estimates import OwnerEstimates
-from scheduler.kube.status import ESTIMATE_SLACK_SECONDS, StatusWriter
-from scheduler.kube.writer import BackgroundWriter
+from scheduler.kube.write.owner_estimates import OwnerEstimates
+from scheduler.kube.write.status import ESTIMATE_SLACK_SECONDS, StatusWriter
+from scheduler.kube.write.writer import BackgroundWriter
 from scheduler.model import PodRef
 from scheduler.model.durations import format_time
 from scheduler.model.pods import PodRequirements
+from scheduler.model.resources import Resources
 from scheduler.model.workloads import (
     ESTIMATE_TIME_ANNOTATION,
     ESTIMATED_START_ANNOTATION,
     OwnerRef,
     PodInfo,
 )
-from scheduler.plan import CyclePlan, PendingReason, ReasonCategory
-from scheduler.resources import Resources
 
 NOW = 1_800_000_000.0
 POD = PodRef("team-a", "train-0", "uid-0")

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache import ClusterCache
-from scheduler.cycle import decide
-from scheduler.grouping import GroupingConfig
-from scheduler.kube.binder import Binder
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, Eviction, Nomination
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.evictor import (
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.evictor import (
     EVICTION_BLOCKED,
     Budget,
     Evictor,
@@ -36,7 +37,6 @@ from scheduler.model.workloads import (
     PodInfo,
     PodPhase,
 )
-from scheduler.plan import CyclePlan, Eviction, Nomination
 from tests.unit.policies.builders import policies, queue
 from tests.unit.test_loop_metrics import node
 

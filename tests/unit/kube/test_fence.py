@@ -11,9 +11,8 @@ import pytest
 from kubernetes import client as k8s_client
 from structlog.testing import capture_logs
 
-from scheduler.kube.binder import FENCED, SKIPPED, Binder
 from scheduler.kube.client import KubeClient, Response, TransportError
-from scheduler.kube.fence import (
+from scheduler.kube.lead.fence import (
     LEADER_ANNOTATION,
     LEASE_ANNOTATION,
     TERM_ANNOTATION,
@@ -22,6 +21,7 @@ from scheduler.kube.fence import (
     FencedClient,
     FenceToken,
 )
+from scheduler.kube.write.binder import FENCED, SKIPPED, Binder
 from scheduler.model import PodRef
 
 
@@ -196,7 +196,7 @@ def test_an_eviction_refused_by_the_apiserver_fence_is_reported_fenced(
 def test_a_pod_delete_is_preceded_by_a_stamp_naming_the_term_and_the_user(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sent = answering(monkeypatch, 200)
-    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: "system:serviceaccount:gs:gs")
+    monkeypatch.setattr("scheduler.kube.lead.fence.whoami", lambda _: "system:serviceaccount:gs:gs")
     fc = FencedClient(Recording(), lambda: True, token=lambda: TOKEN)
     body = {"kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}}
     fc.request("DELETE", "/api/v1/namespaces/ns/pods/p", body=body)
@@ -211,7 +211,7 @@ def test_a_pod_delete_is_preceded_by_a_stamp_naming_the_term_and_the_user(
 
 def test_a_refused_stamp_fences_the_delete_and_a_vanished_pod_answers_for_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: "u")
+    monkeypatch.setattr("scheduler.kube.lead.fence.whoami", lambda _: "u")
     sent = answering(monkeypatch, 403, STALE)
     fc = FencedClient(Recording(), lambda: True, token=lambda: TOKEN)
     with pytest.raises(Fenced, match="stamping refused by the apiserver"):
@@ -226,7 +226,7 @@ def test_without_a_term_or_a_user_a_delete_is_not_stamped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sent = answering(monkeypatch, 200)
     FencedClient(Recording(), lambda: True).request("DELETE", "/api/v1/namespaces/ns/pods/p")
-    monkeypatch.setattr("scheduler.kube.fence.whoami", lambda _: None)
+    monkeypatch.setattr("scheduler.kube.lead.fence.whoami", lambda _: None)
     FencedClient(Recording(), lambda: True, token=lambda: TOKEN).request(
         "DELETE", "/api/v1/namespaces/ns/pods/p")
     assert [m for m, _, _ in sent] == ["DELETE", "DELETE"]

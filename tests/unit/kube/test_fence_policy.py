@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.kube import fence_policy
 from scheduler.kube.client import Response, TransportError
-from scheduler.kube.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION, FenceToken
+from scheduler.kube.lead import fence_policy
+from scheduler.kube.lead.fence import (
+    LEADER_ANNOTATION,
+    LEASE_ANNOTATION,
+    TERM_ANNOTATION,
+    FenceToken,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 REFUSED = Response(403, json.dumps({"message": "gang-scheduler leader fence: written by a in "

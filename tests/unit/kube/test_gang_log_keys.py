@@ -10,13 +10,13 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from scheduler.cache import ClusterCache
-from scheduler.kube import binder as binder_module
-from scheduler.kube import evictor as evictor_module
-from scheduler.kube.binder import Binder
+from scheduler.feed.cache import ClusterCache
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.evictor import Evictor
+from scheduler.kube.write import binder as binder_module
+from scheduler.kube.write import evictor as evictor_module
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.evictor import Evictor
 from scheduler.model import PodRef
 from tests.unit.kube.test_binder import PodStore
 from tests.unit.kube.test_evictor import Api, Clock, Inline, bound_gang, plan

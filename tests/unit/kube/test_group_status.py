@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.kube.group_sync import group_status
-from scheduler.kube.status import PodGroupPhase
+from scheduler.kube.write.group_sync import group_status
+from scheduler.kube.write.status import PodGroupPhase
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.workloads import PodInfo, PodPhase
 

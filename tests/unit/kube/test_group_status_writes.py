@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache import ClusterCache
-from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
+from scheduler.decide.plan import Bind, CyclePlan
+from scheduler.feed.cache import ClusterCache
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.group_sync import GroupStatusSync
-from scheduler.kube.status import StatusWriter
+from scheduler.kube.write.actuator import KubeActuator
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.group_sync import GroupStatusSync
+from scheduler.kube.write.status import StatusWriter
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
 from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import Bind, CyclePlan
 from tests.unit.kube.fakes import landed
 
 GROUP_STATUS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g/status"

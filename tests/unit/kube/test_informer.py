@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import structlog
 
-from scheduler.cache import ClusterCache
-from scheduler.kube import feed, informer
+from scheduler.feed.cache import ClusterCache
 from scheduler.kube.client import Response, TransportError
-from scheduler.kube.informer import Backoff, EventType, Informer
+from scheduler.kube.read import feed, informer
+from scheduler.kube.read.informer import Backoff, EventType, Informer
 from tests.unit.kube.fakes import FakeClient, FakeStream, event, page, pod
 
 Seen = list[tuple[str, str, str]]  # (event, name, resourceVersion)

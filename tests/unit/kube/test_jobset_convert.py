@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.convert import ConversionError
-from scheduler.kube.jobset_convert import jobset_from_json
+from scheduler.kube.read.convert import ConversionError
+from scheduler.kube.read.jobset_convert import jobset_from_json
 from scheduler.model.workloads import ReplicatedJobInfo
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from scheduler.kube.client import Response, TransportError
-from scheduler.kube.fence import FenceToken
-from scheduler.kube.leader import LeaderElector
+from scheduler.kube.lead.fence import FenceToken
+from scheduler.kube.lead.leader import LeaderElector
 
 NS, NAME = "gs-system", "gang-scheduler"
 PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{NAME}"

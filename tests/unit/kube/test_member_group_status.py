@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.group_sync import GroupStatusSync
+from scheduler.kube.write.group_sync import GroupStatusSync
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.native import GroupPolicy, NativeGroupInfo
 from scheduler.model.workloads import (

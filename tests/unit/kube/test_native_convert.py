@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube import convert, native_convert
+from scheduler.kube.read import convert, native_convert
 from scheduler.model import native
 from scheduler.model.native import DisruptionMode, GroupPolicy
 from scheduler.model.pods import PreemptionPolicy

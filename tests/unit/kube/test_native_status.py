@@ -19,14 +19,21 @@ from typing import Any
 import pytest
 
 from policies.queues import PolicySet, QueueSet
-from scheduler.cache import ClusterCache
-from scheduler.kube.actuator import KubeActuator
-from scheduler.loop import Scheduler
+from scheduler.decide.plan import (
+    Bind,
+    CyclePlan,
+    Eviction,
+    Members,
+    PendingReason,
+    ReasonCategory,
+)
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.write.actuator import KubeActuator
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.native import V1ALPHA2, V1BETA1, GroupPolicy, NativeGroupInfo
 from scheduler.model.workloads import PodInfo
 from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import Bind, CyclePlan, Eviction, Members, PendingReason, ReasonCategory
+from scheduler.run.loop import Scheduler
 from tests.unit.kube.fakes import RecordingApi, landed, recording_actuator
 
 NOW = 1_714_564_800.0

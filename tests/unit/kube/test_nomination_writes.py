@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.cache import ClusterCache
-from scheduler.kube.actuator import KubeActuator
+from scheduler.decide.plan import CyclePlan, Nomination
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.write.actuator import KubeActuator
 from scheduler.model import PodRef
-from scheduler.plan import CyclePlan, Nomination
 from tests.unit.kube.fakes import RecordingApi, recording_actuator, stalled
 from tests.unit.kube.test_group_status_writes import PLAN, POD_NODES, PODS
 

@@ -14,16 +14,16 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scheduler.cycle import decide
-from scheduler.kube.actuator import KubeActuator
-from scheduler.kube.binder import Binder
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan, ReasonCategory
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.status import StatusWriter
+from scheduler.kube.write.actuator import KubeActuator
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.status import StatusWriter
 from scheduler.model.durations import format_time
 from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
-from scheduler.plan import CyclePlan, ReasonCategory
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, policies
 from tests.unit.test_answers_that_help import A100, BORROWERS, NOW, TEAMS
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube import convert, podspec, storage
+from scheduler.kube.read import convert, podspec, storage
 from scheduler.model.constraints import ClaimUse, HostPort, InclusionPolicy
 from scheduler.model.labels import LabelOp, LabelRequirement, LabelSelector
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache import ClusterCache
-from scheduler.kube import convert, feed, informer
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.read import convert, feed, informer
 from tests.unit.kube.fakes import FakeClient, page, pod
 
 ADDED, DELETED = informer.EventType.ADDED, informer.EventType.DELETED

@@ -9,10 +9,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.kube import informer
 from scheduler.kube.client import Response
-from scheduler.kube.policy_feed import LivePolicies
-from scheduler.kube.queue_finalizer import FINALIZER, QueueFinalizers
+from scheduler.kube.read import informer
+from scheduler.kube.read.policy_feed import LivePolicies
+from scheduler.kube.write.queue_finalizer import FINALIZER, QueueFinalizers
 from tests.unit.kube.test_queue_status import queue_obj
 
 Written = list[tuple[str, dict[str, Any]]]

@@ -9,13 +9,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.kube import informer
+from scheduler.decide.statuses import QueueStatus
 from scheduler.kube.client import MERGE_PATCH, Response
-from scheduler.kube.policy_feed import LivePolicies
-from scheduler.kube.queue_status import QueueStatusPublisher, status_of
-from scheduler.queue_report import queue_reports
-from scheduler.resources import Resources
-from scheduler.statuses import QueueStatus
+from scheduler.kube.read import informer
+from scheduler.kube.read.policy_feed import LivePolicies
+from scheduler.kube.write.queue_status import QueueStatusPublisher, status_of
+from scheduler.model.resources import Resources
+from scheduler.report.queue_report import queue_reports
 from tests.unit.policies.builders import policies, queue
 
 TREE = policies(queue("org", quota={"p": 16}), queue("a", "org", weight=1, quota={"p": 0}),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from scheduler.config import LeaderElectionConfig, SchedulerConfig
-from scheduler.inflight import ApplyResult, Flight
-from scheduler.kube.informer import EventType
+from scheduler.kube.read.informer import EventType
 from scheduler.kube.runner import LiveScheduler
+from scheduler.run.config import LeaderElectionConfig, SchedulerConfig
+from scheduler.run.inflight import ApplyResult, Flight
 from tests.unit.kube.fakes import FakeClient
 
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import LeaderElectionConfig, SchedulerConfig
-from scheduler.inflight import ApplyResult, Flight
 from scheduler.kube import runner as runner_module
 from scheduler.kube.client import Response
-from scheduler.kube.informer import EventType
+from scheduler.kube.read.informer import EventType
 from scheduler.kube.runner import LiveScheduler
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo
+from scheduler.run.config import LeaderElectionConfig, SchedulerConfig
+from scheduler.run.inflight import ApplyResult, Flight
 from tests.unit.kube.fakes import FakeClient
 
 #: The idle loop's longest sleep: short, so that a spurious cycle would show within the

@@ -18,8 +18,8 @@ from kubernetes import client as k8s_client
 
 from scheduler.kube.client import KubeClient, TransportError
 from scheduler.kube.events import EventReason, EventRecorder, ObjectRef
-from scheduler.kube.status import StatusWriter
-from scheduler.kube.writer import BackgroundWriter, Retry
+from scheduler.kube.write.status import StatusWriter
+from scheduler.kube.write.writer import BackgroundWriter, Retry
 from scheduler.model import PodRef
 from tests.e2e.cluster_api import wait_for
 

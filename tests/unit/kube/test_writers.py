@@ -10,7 +10,12 @@ import pytest
 
 from scheduler.kube.client import Response, TransportError
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
-from scheduler.kube.status import PodGroupPhase, PodGroupStatus, StatusWriter, same_estimate
+from scheduler.kube.write.status import (
+    PodGroupPhase,
+    PodGroupStatus,
+    StatusWriter,
+    same_estimate,
+)
 from scheduler.model import PodRef
 
 POD = PodRef("team-a", "train-0", "uid-0")

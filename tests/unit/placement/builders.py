@@ -16,7 +16,7 @@ from scheduler.model import (
     TopologyMode,
 )
 from scheduler.model.pods import NodeSelectorTerm
-from scheduler.resources import Resources
+from scheduler.model.resources import Resources
 
 BLOCK = "topology.gangscheduler.io/block"
 RACK = "topology.gangscheduler.io/rack"

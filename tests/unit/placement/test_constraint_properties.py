@@ -27,14 +27,14 @@ from scheduler.model.constraints import (
     Unsatisfiable,
 )
 from scheduler.model.labels import Labels, LabelSelector
-from scheduler.occupancy import Occupant
+from scheduler.model.resources import Resources
 from scheduler.placement import Placement, PlacementParams, Unplaceable, UnplaceableReason, solve
 from scheduler.placement.candidates import candidates
 from scheduler.placement.cpsat import Budget, solve_counts
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.rules import check_all
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.occupancy import Occupant
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import HOST, node
 from tests.unit.placement.kube_reference import Pod, sequence
 

@@ -21,6 +21,7 @@ from scheduler.model.constraints import (
 from scheduler.model.labels import Labels, LabelSelector
 from scheduler.model.pods import NodeSelectorRequirement, NodeSelectorTerm, PreferredNodeTerm
 from scheduler.model.pods import SelectorOperator as Op
+from scheduler.model.resources import Resources
 from scheduler.model.volumes import (
     Claim,
     ClaimAction,
@@ -29,10 +30,9 @@ from scheduler.model.volumes import (
     Volume,
     VolumeCatalog,
 )
-from scheduler.occupancy import Occupant
 from scheduler.placement import Placement, Unplaceable, UnplaceableReason, solve
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.occupancy import Occupant
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import HOST, RACK, node
 
 ZONE = "topology.kubernetes.io/zone"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.model.resources import Resources
 from scheduler.placement.index import FreeIndex, free_index
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import busy, node
 
 NAMES = [f"n{i}" for i in range(12)]

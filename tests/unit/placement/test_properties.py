@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.model import Gang, Node, RunningGang, Taint, Toleration, TopologyMode
+from scheduler.model.resources import Resources
 from scheduler.placement import (
     Placement,
     PlacementParams,
@@ -23,8 +24,7 @@ from scheduler.placement import (
     UnplaceableReason,
     solve,
 )
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import BLOCK, HOST, RACK, gang, node, role
 
 SETTINGS = settings(max_examples=250, deadline=None,

@@ -18,6 +18,7 @@ from scheduler.model import (
     Toleration,
     TopologyMode,
 )
+from scheduler.model.resources import Resources
 from scheduler.placement import (
     Placement,
     PlacementParams,
@@ -25,8 +26,7 @@ from scheduler.placement import (
     UnplaceableReason,
     solve,
 )
-from scheduler.resources import Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import BLOCK, HOST, RACK, busy, gang, node, role
 
 R = UnplaceableReason

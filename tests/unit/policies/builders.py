@@ -36,6 +36,7 @@ from scheduler.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from scheduler.model.resources import GPU, Resources
 from scheduler.placement.types import (
     Assignment,
     Placement,
@@ -44,8 +45,7 @@ from scheduler.placement.types import (
     Unplaceable,
     UnplaceableReason,
 )
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 
 RACK = "topology.gangscheduler.io/rack"
 BLOCK = "topology.gangscheduler.io/block"

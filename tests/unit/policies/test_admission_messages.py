@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from policies.admission import admissible_pools, check_charges
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger, QuotaTree
-from scheduler.cycle import decide
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.decide.cycle import decide
+from scheduler.model.resources import GPU, Resources
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 NEGATIVE = re.compile(r"-\d+ available")

@@ -9,7 +9,7 @@ import pytest
 
 from policies.cluster_check import quota_warnings
 from policies.queues import PoolQuota
-from scheduler.resources import Resources
+from scheduler.model.resources import Resources
 from tests.unit.policies.builders import queue
 
 CLUSTER = {"a100": Resources.of(gpu=32, cpu=256_000), "h100": Resources.of(gpu=16)}

@@ -15,7 +15,7 @@ from policies.queues import (
     SchedulerPolicy,
     WithinQueuePreemption,
 )
-from scheduler.resources import GPU, Resources
+from scheduler.model.resources import GPU, Resources
 
 
 def queue_obj(name: str = "team-a", **spec: Any) -> dict[str, Any]:

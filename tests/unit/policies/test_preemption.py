@@ -8,9 +8,9 @@ from policies.preemption import Candidate
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from policies.victims import Room, VictimSearch, free_gpus, usable_nodes
+from scheduler.model.resources import GPU
 from scheduler.placement.types import PlacementParams
-from scheduler.resources import GPU
-from scheduler.snapshot import Snapshot
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, queue, running
 
 A100 = nodes("a100", 8, per_rack=4)  # 2 racks of 4 nodes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from policies import fairshare
 from policies.queues import OrderingMode, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
-from scheduler.resources import GPU
+from scheduler.model.resources import GPU
 from tests.unit.policies.builders import gang, queue
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from policies.errors import PolicyError
 from policies.validation import PolicyStore, load_policies, parse_documents, read_files
-from scheduler.resources import GPU
+from scheduler.model.resources import GPU
 
 EXAMPLES = Path(__file__).parents[3] / "scheduler" / "examples" / "queues"
 

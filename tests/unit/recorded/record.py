@@ -17,12 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from policies.queues import PolicySet
-from scheduler.cycle import decide
-from scheduler.loop import ApplyResult
+from scheduler.decide.cycle import decide
+from scheduler.decide.plan import CyclePlan
+from scheduler.decide.statuses import QueueStatus, queue_statuses
 from scheduler.model import Gang
-from scheduler.plan import CyclePlan
-from scheduler.snapshot import Snapshot
-from scheduler.statuses import QueueStatus, queue_statuses
+from scheduler.run.loop import ApplyResult
+from scheduler.world.snapshot import Snapshot
 from simulator import session
 from simulator.engine import Simulation, SimulationOptions
 from simulator.policies import make_preset

@@ -15,8 +15,8 @@ from policies.queues import OrderingMode, PolicySet, Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.model import Gang, RunningGang, TopologyConstraint, TopologyMode
 from scheduler.model.pods import PreemptionPolicy
-from scheduler.resources import GPU, Resources
-from scheduler.snapshot import Snapshot
+from scheduler.model.resources import GPU, Resources
+from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import RACK, admit, gang, nodes, policies, queue
 from tests.unit.test_decide_properties import PARAMS, World
 

@@ -4,7 +4,7 @@ Each strategy starts from a well-formed object (the shapes the apiserver really 
 ``tests/unit/kube/fixtures``) and damages it in the ways real clusters do: a field of the wrong
 type, a number where a quantity belongs, a huge or negative value, a missing key, unicode, an
 annotation in a form the scheduler does not read. The annotations, labels and Queue fields
-tried are the scheduler's own lists (``scheduler.user_fields.FIELDS``,
+tried are the scheduler's own lists (``scheduler.feed.user_fields.FIELDS``,
 ``policies.parsing.QUEUE_FIELDS``), each with ``ADVERSARIAL_TEXT`` or ``ADVERSARIAL_JSON``.
 The converters and the grouping must turn every such object into a value or a
 ``ConversionError`` naming the field, never crash.
@@ -25,14 +25,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from policies.parsing import POLICY_FIELDS, QUEUE_FIELDS
-from scheduler import user_fields
+from scheduler.feed import user_fields
 
 FIXTURES = Path(__file__).parents[1] / "kube" / "fixtures"
 FUZZ_EXAMPLES = int(os.environ.get("GANG_SCHEDULER_FUZZ_EXAMPLES", "200"))
 
 #: Text no annotation or label should be read from as if it were fine: huge, negative, far
 #: future and past, non-ASCII digits, overflowing, empty, whitespace, NaN/inf, very long. Every
-#: field of ``scheduler.user_fields.FIELDS`` is tried with each (and with its example).
+#: field of ``scheduler.feed.user_fields.FIELDS`` is tried with each (and with its example).
 ADVERSARIAL_TEXT: tuple[str, ...] = (
     "", " ", "\t\n", "0", "1", "-1", "-5s", "999999999999", "99999999999999999999",
     "1e999", "-1e999", "1e-999", "nan", "NaN", "inf", "-inf", "Infinity",
@@ -122,7 +122,7 @@ def damaged(draw: st.DrawFn, base: dict[str, Any], max_changes: int = 3) -> dict
 @st.composite
 def annotated(draw: st.DrawFn, base: dict[str, Any], kind: str) -> dict[str, Any]:
     """*base* (an object of *kind*) with some of the annotations and labels the scheduler
-    reads on that kind (``scheduler.user_fields``), set to values users write and to junk."""
+    reads on that kind (``scheduler.feed.user_fields``), set to values users write and to junk."""
     obj = copy.deepcopy(base)
     meta = obj.setdefault("metadata", {})
     for where in ("annotation", "label"):

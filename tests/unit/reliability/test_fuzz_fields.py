@@ -1,6 +1,6 @@
 """Every annotation, label and Queue field the scheduler reads, with every adversarial value.
 
-Not sampled: each field of the scheduler's own lists (``scheduler.user_fields.FIELDS``,
+Not sampled: each field of the scheduler's own lists (``scheduler.feed.user_fields.FIELDS``,
 ``policies.parsing.QUEUE_FIELDS``) is tried with each of ``ADVERSARIAL_TEXT`` or
 ``ADVERSARIAL_JSON`` on a small cluster with a running gang, a gang waiting behind it, a Job
 and a JobSet. Each scene runs real cycles (``Scheduler.run_once``: grouping, ``decide``,
@@ -24,13 +24,11 @@ from policies.errors import FieldError
 from policies.parsing import QUEUE_FIELDS, parse_queue
 from policies.queues import PolicySet
 from policies.validation import LoadResult, parse_documents
-from scheduler import user_fields
-from scheduler.cache import ClusterCache
 from scheduler.cli.explain import explain_text
-from scheduler.grouping import GroupingConfig
-from scheduler.kube.input_warnings import InputWarnings
-from scheduler.loop import Scheduler
-from scheduler.metrics import SchedulerMetrics
+from scheduler.feed import user_fields
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
+from scheduler.kube.read.input_warnings import InputWarnings
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -44,6 +42,8 @@ from scheduler.model.workloads import (
     PodPhase,
     ReplicatedJobInfo,
 )
+from scheduler.run.loop import Scheduler
+from scheduler.run.metrics import SchedulerMetrics
 from scheduler.views import live
 from tests.unit.policies.builders import POOL
 from tests.unit.reliability import sanity
@@ -258,7 +258,7 @@ def test_every_value_of_every_queue_field_is_refused_naming_it_or_crashes_nothin
 def test_the_field_lists_are_the_ones_the_code_reads() -> None:
     """A key a module defines is read somewhere: it must be in ``user_fields`` (fuzzed) or
     written only. And every Queue field path is one the full example Queue has."""
-    from scheduler import grouping_jobset, grouping_terms
+    from scheduler.feed import grouping_jobset, grouping_terms
     from scheduler.model import nodes, shortfall, workloads
 
     defined = {value for module in (workloads, grouping_terms, grouping_jobset, shortfall, nodes)

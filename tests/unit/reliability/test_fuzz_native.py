@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.queues import PolicySet
-from scheduler import cycle
-from scheduler.cache import ClusterCache
-from scheduler.kube import convert, native_convert
-from scheduler.kube.convert import ConversionError
+from scheduler.decide import cycle
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.read import convert, native_convert
+from scheduler.kube.read.convert import ConversionError
 from scheduler.model import native
 from tests.unit.reliability import strategies as fuzz
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from policies.errors import FieldError
 from policies.parsing import parse_queue, parse_scheduler_policy
 from policies.queues import PolicySet, QueueSet
-from scheduler import cycle
-from scheduler.cache import ClusterCache
-from scheduler.kube import convert
-from scheduler.kube.convert import ConversionError
+from scheduler.decide import cycle
+from scheduler.feed.cache import ClusterCache
+from scheduler.kube.read import convert
+from scheduler.kube.read.convert import ConversionError
 from scheduler.model.workloads import PodInfo
 from tests.unit.reliability import strategies as fuzz
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
-from scheduler import clusterspec
+from scheduler.world import clusterspec
 from simulator.engine import Simulation, SimulationOptions
 from simulator.loaders import load_trace
 from simulator.policies import default_queues, make_preset

@@ -110,7 +110,7 @@ def test_openb_cluster_keeps_every_node_and_gpu(traces_dir: Path) -> None:
 
 
 def test_openb_cluster_is_a_valid_cluster_description(traces_dir: Path) -> None:
-    clusterspec = pytest.importorskip("scheduler.clusterspec")
+    clusterspec = pytest.importorskip("scheduler.world.clusterspec")
     doc = load_openb_cluster(traces_dir / "openb" / "openb_node_list_gpu_node.csv")
     spec = clusterspec.parse(doc)
     assert spec.node_count() == 1213

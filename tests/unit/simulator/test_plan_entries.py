@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 
-from scheduler.cache import ClusterCache
-from scheduler.grouping import GroupingConfig
+from scheduler.decide.plan import (
+    Bind,
+    CyclePlan,
+    Eviction,
+    Rollback,
+)
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.grouping import GroupingConfig
 from scheduler.model import PodRef
 from scheduler.placement.types import Assignment, Placement
-from scheduler.plan import Bind, CyclePlan, Eviction, Rollback
 from simulator.actuator import SimulatedCluster
 from simulator.clock import VirtualClock
 from simulator.engine import SCHEDULER_NAME

@@ -1,0 +1,407 @@
+"""One gang at a time: an ordered list of small steps, the first that decides gives the
+``Outcome``.
+
+    held back -> behind a reservation -> remembered -> place -> await draining -> preempt
+    -> reserve -> explain
+
+- *held back*: an ordering rule stops it before it is tried (backfill off and an earlier
+  gang cannot start; its StrictFIFO queue's head cannot start: ``heads``); it reads only
+  the obstacles, so it is taken before a ``Trial`` is made (most turns of a long queue end
+  here);
+- *behind a reservation*: its queue does not backfill past a reservation it concerns;
+- *remembered*: a gang of its shape already failed against this very state (``Memo``);
+- *place*: ``fit`` in the cycle's world, kept off nominated nodes and (EASY backfill) off
+  reservations it would still be running at, with their quota set aside;
+- *await draining*: it fits once gangs already terminating are gone: it waits for them;
+- *preempt*: the cheapest proven set of victims lets it start: it evicts them and waits;
+- *reserve*: it is starving and could start once running gangs end: nodes and an estimated
+  start are kept for it;
+- *explain*: why it waits.
+
+A ``Trial`` holds what the other steps read, each part worked out once when first asked
+for; the steps only read it and the ``Draft``. The order in which gangs come here is
+``cycle``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from policies.admission import describe_never
+from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
+from policies.preemption import ledger_without, protected_until
+from policies.queues import Queue, QueueingStrategy
+from policies.quota import QuotaLedger
+from policies.reservation import Reservation, reserve, restricting, starving
+from policies.victims import Preemption, select_victims
+from scheduler.decide.draft import Draft
+from scheduler.decide.heads import not_heading
+from scheduler.decide.memo import FailureKey
+from scheduler.decide.outcomes import (
+    Bound,
+    Nominated,
+    Outcome,
+    Provisioned,
+    Reserved,
+    Waiting,
+)
+from scheduler.decide.plan import (
+    Eviction,
+    Nomination,
+    ReasonCategory,
+    map_pods,
+)
+from scheduler.decide.recall import Shape
+from scheduler.kit.lazy import lazy
+from scheduler.model import Gang
+from scheduler.model.pods import PreemptionPolicy
+from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
+
+R = ReasonCategory
+#: Placement failures that running gangs ending (or preemption) can cure.
+_CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
+#: The pending reason category of a placement failure (PLACEMENT unless listed).
+_CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: R.VOLUMES,
+             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED}
+
+
+class Trial:
+    """One gang's turn: what its steps read. What every turn past ``held_back`` needs (for
+    ``remembered``) is worked out at once; the rest, which most turns never reach, when first
+    asked for (``lazy``)."""
+
+    def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
+        self.gang, self.queue, self.draft = gang, queue, draft
+        context = self.context = draft.context
+        self.policy = context.policies.scheduler
+        self.key: FailureKey | None = None  # set by ``remembered``
+        self._attempt: Fit | Misfit | None = None
+        self.shape: Shape = context.memo.recall.shape(gang, draft.snapshot)
+        #: Reservations in a pool the gang may use (only those can it delay) and, of those,
+        #: the reservations it would still be running at: it keeps off them.
+        self.concern: tuple[Reservation, ...] = draft.obstacles.concerning(self.shape.pools)
+        self.restricted: tuple[Reservation, ...] = restricting(
+            self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
+            if self.concern else ()
+
+    @lazy
+    def base(self) -> PlacementParams:
+        """The policy's placement knobs, nominated nodes excluded."""
+        return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
+
+    @lazy
+    def ledger(self) -> QuotaLedger:
+        """The cycle's ledger with the quota of the reservations it keeps off set aside."""
+        return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
+
+    @lazy
+    def applicant(self) -> Applicant:
+        return Applicant(self.gang, self.queue, self.shape.bounds)
+
+    @lazy
+    def world(self) -> World:
+        """Where it may start now: off the nodes of the reservations it keeps off."""
+        context = self.context
+        return World(self.draft.snapshot, self.ledger,
+                     context.memo.backfill_params(self.restricted, self.base), context.solver)
+
+    @property
+    def attempt(self) -> Fit | Misfit:
+        """The plain attempt: optional members too where quota allows; explained."""
+        if self._attempt is None:
+            w = self.world
+            self._attempt = fit(self.applicant, World(w.snapshot, w.ledger, w.params,
+                                                      w.solver, optional=True, explain=True))
+        return self._attempt
+
+    @property
+    def misfit(self) -> Misfit:
+        attempt = self.attempt
+        assert isinstance(attempt, Misfit)  # the later steps run only after a misfit
+        return attempt
+
+    @lazy
+    def search(self) -> World:
+        """The world of the searches: kept to the pools quota admitted it in, if any."""
+        world, pools = self.world, self.misfit.pools
+        if not pools:
+            return world
+        return replace(world, params=restrict(world.params, pools, world.snapshot))
+
+    @lazy
+    def preemption(self) -> Preemption | None:
+        """The cheapest proven victim set, if preemption is on and could help. A gang that
+        may not preempt (preemptionPolicy Never) is searched for as if it could, only to say
+        in its reason that preemption would have helped."""
+        if not (self.policy.preemption and self.misfit.preemption_may_help):
+            return None
+        if self.misfit.quota and self.hopeless is not None:
+            return None  # no victims make a gang that can never start start
+        gang, draft, memo = self.gang, self.draft, self.context.memo
+        preemptor = gang if gang.may_preempt else replace(
+            gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
+        applicant = replace(self.applicant, gang=preemptor)
+        queues = self.context.policies.queues
+        found = memo.candidates(applicant, draft.snapshot, self.ledger, queues,
+                                self.context.now, _untouchable(draft))
+        if not found:
+            return None
+        world = self.search
+        return select_victims(applicant, world, found, memo.room(applicant, world), queues)
+
+    @lazy
+    def hopeless(self) -> Waiting | None:
+        """Why it can never start, whatever runs, waits or goes first: no node can take one
+        of its pods (or its eligible nodes together cannot hold it, or it names a topology
+        level no node has), else its queue's quota can never admit it. Asked before any
+        reason that waits (quota, a reservation, queue order), since it says what helps: a
+        smaller gang, other nodes or quota, not patience."""
+        memo = self.context.memo
+        found = memo.never_placeable(self.gang, self.shape, self.draft.snapshot,
+                                     self.policy.placement)
+        if found is not None:
+            return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
+        if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
+            return None
+        empty = QuotaLedger.empty(self.ledger.tree)
+        return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+
+    @lazy
+    def final(self) -> Waiting | None:
+        """Why it cannot start however long it waits for running gangs, if so."""
+        misfit = self.misfit
+        if misfit.quota:
+            return self.hopeless
+        if misfit.reason in _CAPACITY:
+            return None
+        if self.restricted and self._fits_without_reservations():
+            return Waiting(R.QUEUED, f"waits for the nodes reserved for "
+                           f"{_reserved_for(self.restricted)}: every node it "
+                           f"may use is reserved, and it would still run then ({misfit.message})")
+        return Waiting(self.category, misfit.message)
+
+    @property
+    def category(self) -> ReasonCategory:
+        misfit = self.misfit
+        if misfit.reason is None:
+            return R.QUOTA
+        return _CATEGORY.get(misfit.reason, R.PLACEMENT)
+
+    @property
+    def message(self) -> str:
+        return self.misfit.message or "quota"
+
+    @property
+    def blocks_queue(self) -> bool:
+        return self.queue.queueing.strategy is QueueingStrategy.STRICT_FIFO
+
+    @property
+    def blocks_all(self) -> bool:
+        """Backfill is off and no gang blocks the others yet: this one does."""
+        return not self.policy.backfill and self.draft.obstacles.blocker is None
+
+    @property
+    def never(self) -> str:
+        """Why preemption, which would let it start now, is not used ("" when not so)."""
+        pre = self.preemption
+        if pre is None or self.gang.may_preempt:
+            return ""
+        return (f"; preemption is disabled by its preemptionPolicy (Never): evicting "
+                f"{len(pre.victims)} gang(s) would let it start now")
+
+    def _fits_without_reservations(self) -> bool:
+        """Did only the reservations' exclusion make its misfit final (no usable node, or
+        none big enough)? Then it fits, or waits for capacity, without them."""
+        if self.misfit.reason not in (UnplaceableReason.NO_ELIGIBLE_NODES,
+                                      UnplaceableReason.NEVER_FITS):
+            return False
+        result = self.context.solver(self.gang, self.draft.snapshot, self.base)
+        return isinstance(result, Placement) or result.preemption_may_help
+
+
+# The steps, in order ---------------------------------------------------------------------
+def behind_reservation(t: Trial) -> Waiting | None:
+    """Its queue does not backfill, and a reservation it could delay is in the way; a gang
+    that could never start anyway is told that instead (as ``held_back``'s are)."""
+    if not t.concern or t.queue.queueing.backfill:
+        return None
+    return t.hopeless or Waiting(
+        R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the reservation of "
+        f"{' and '.join(r.gang_id for r in t.concern)}")
+
+
+def remembered(t: Trial) -> Waiting | None:
+    """A gang shaped exactly like one that already failed against this very state fails the
+    same way, with the same reason."""
+    memo, draft = t.context.memo, t.draft
+    key = memo.failure_key(draft.epoch, t.gang, t.queue.name, t.restricted,
+                           starving(t.gang, t.queue, t.policy, t.context.now), t.shape)
+    hit = memo.failed(key)
+    if hit is None:
+        t.key = key  # not known yet: its outcome is remembered for the lookalikes after it
+    return hit
+
+
+def place(t: Trial) -> Bound | Provisioned | None:
+    """It fits: it binds, or (a claim shared across nodes) its claims are bound first."""
+    attempt = t.attempt
+    if not isinstance(attempt, Fit):
+        return None
+    return Provisioned(attempt) if attempt.placement.volumes_first else Bound(attempt)
+
+
+def await_draining(t: Trial) -> Nominated | None:
+    """Would the gang fit once the terminating gangs are gone? Then it waits for them like a
+    preemptor for its victims and evicts nobody: after a failover the new leader has no
+    plan saying whom they were for."""
+    draft, gang = t.draft, t.gang
+    if not (draft.obstacles.draining and gang.may_preempt and t.misfit.preemption_may_help):
+        return None
+    snapshot = draft.snapshot
+    gone = [snapshot.running[g] for g in draft.obstacles.draining if g in snapshot.running]
+    if not gone:
+        return None
+    world = replace(t.search, ledger=ledger_without(t.ledger, gone, snapshot),
+                    gone=tuple(rg.id for rg in gone))
+    trial = fit(t.applicant, world)
+    if not isinstance(trial, Fit):
+        return None
+    placement = trial.placement
+    nodes = set(placement.nodes)
+    waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
+        rg.id for rg in gone)
+    nomination = Nomination(gang.id, placement.nodes, waits, t.context.now, placement,
+                            inherited=True, pod_nodes=map_pods(gang, placement))
+    return Nominated(nomination, awaiting_terminating(gang.id, waits, placement.nodes),
+                     charges=trial.charges, awaiting=waits)
+
+
+def preempt(t: Trial) -> Nominated | None:
+    pre, gang = t.preemption, t.gang
+    if pre is None or not gang.may_preempt:
+        return None
+    victims = tuple(v.id for v in pre.victims)
+    evictions = tuple(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
+                               f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods,
+                               v.running.gang.native, v.running.group_uid)
+                      for v in pre.victims)
+    nodes = pre.placement.nodes
+    nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,
+                            pod_nodes=map_pods(gang, pre.placement))
+    return Nominated(nomination, f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to "
+                     f"start on {', '.join(nodes)}; it binds once they are gone",
+                     evictions, pre.charges, evicting=victims)
+
+
+def reserve_nodes(t: Trial) -> Reserved | None:
+    """A starving gang that could start once running gangs end gets a reservation: only in
+    pools it may use with no reservation yet (nor claimed by a previously reserved gang,
+    which counts against the cap too, so it keeps its turn), so the cycle's reservations stay
+    one per pool, and a gang that may use several pools is not starved by single-pool gangs
+    reserving in turn."""
+    policy, obstacles, now = t.policy, t.draft.obstacles, t.context.now
+    if (t.final is not None or not policy.reservation or not starving(t.gang, t.queue, policy, now)
+            or obstacles.reservation_count >= policy.max_reservations):
+        return None
+    params = _unreserved(t)
+    if params is None:
+        return None
+    draft, queues = t.draft, t.context.policies.queues
+    world = World(draft.snapshot, draft.ledger, params, t.context.solver)
+    found = reserve(t.applicant, world, queues, now, _released_early(t))
+    if found is None:
+        return None
+    # The estimated start is the reason's own field, never in the message: a message that
+    # counts down changes every cycle (a status write and an event each time).
+    return Reserved(found, f"{t.message}; reserved {len(found.nodes)} node(s) and its quota "
+                    f"until running gangs are expected to end or be reclaimed{t.never}",
+                    blocks_queue=t.blocks_queue, blocks_all=t.blocks_all)
+
+
+def explain(t: Trial) -> Waiting:
+    final = t.final
+    if final is not None:
+        if t.blocks_queue and t.hopeless is not None:  # never fits: it holds nobody up
+            return replace(final, message=final.message + t.never + not_heading(t.queue.name))
+        return replace(final, message=final.message + t.never, blocks_queue=t.blocks_queue)
+    message, policy = t.message, t.policy
+    if policy.reservation and not starving(t.gang, t.queue, policy, t.context.now):
+        message = (f"{message}; no reservation before it has been pending "
+                   f"{t.queue.reserve_after(policy):.0f}s (reserveAfterSeconds)")
+    category = t.category
+    if t.restricted:
+        category = R.QUEUED
+        message = (f"{message}; the nodes and quota reserved for "
+                   f"{_reserved_for(t.restricted)} are not usable by a gang "
+                   "that would still run then")
+    return Waiting(category, message + t.never, blocks_queue=t.blocks_queue,
+                   blocks_all=t.blocks_all)
+
+
+#: The steps after ``held_back``, which is taken before the trial is made.
+STEPS: tuple[Callable[[Trial], Outcome | None], ...] = (
+    behind_reservation, remembered, place, await_draining, preempt, reserve_nodes, explain)
+
+
+def consider(t: Trial) -> Outcome:
+    """The outcome of the first step that decides."""
+    for step in STEPS:
+        outcome = step(t)
+        if outcome is not None:
+            return outcome
+    raise AssertionError("explain decides every gang")  # pragma: no cover
+
+
+def _unreserved(t: Trial) -> PlacementParams | None:
+    """The base params without the nodes of pools that hold a reservation or are claimed by
+    a previously reserved gang; None when that leaves none of the gang's pools."""
+    taken = t.draft.obstacles.taken_pools()
+    if not taken:
+        return t.base
+    if t.shape.pools <= taken:
+        return None
+    nodes = t.draft.snapshot.nodes_in(taken)
+    return replace(t.base, excluded_nodes=t.base.excluded_nodes | nodes)
+
+
+def _released_early(t: Trial) -> dict[str, float]:
+    """Running gangs that release their nodes and quota before their expected end, with
+    when: gangs being evicted (by this plan or before it) at once, since the nodes their
+    preemptors take are nominated and off limits anyway; and, when the gang may preempt,
+    the gangs it could reclaim once their ``minRuntimeSeconds`` are over. Without the first,
+    a gang estimated in the cycle that evicts what it waits for was promised the victims'
+    expected ends (``benchmarks/bench_eta.py`` names that cause)."""
+    draft, now = t.draft, t.context.now
+    released = (protected_until(t.applicant, draft.snapshot, t.ledger, t.context.policies.queues,
+                                now, _untouchable(draft)) if t.policy.preemption else {})
+    for gid in draft.obstacles.terminating:
+        if gid in draft.snapshot.running:
+            released[gid] = now
+    return released
+
+
+def _untouchable(draft: Draft) -> frozenset[str]:
+    """Gangs being evicted or bound this cycle: not candidates for preemption."""
+    return draft.obstacles.terminating | {b.gang_id for b in draft.binds}
+
+
+def _reserved_for(reservations: tuple[Reservation, ...]) -> str:
+    """The reserved gangs, without their estimated starts (those are the reasons' fields)."""
+    return " and for ".join(r.gang_id for r in reservations)
+
+
+def awaiting_terminating(gang_id: str, gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:
+    """The reason of gang *gang_id* waiting for gangs evicted before this scheduler's plan
+    (the same words on every cycle, whichever leader decided the evictions). One of them may
+    be its own earlier members: a controller that recreates evicted pods while the old ones
+    still terminate (a Job without ``podFailurePolicy``) makes its new pods the same gang as
+    those leaving, which is no other gang to wait for."""
+    others = tuple(g for g in gangs if g != gang_id)
+    waits = [f"{len(others)} terminating gang(s) ({', '.join(others)}) to go"] if others else []
+    if gang_id in gangs:
+        waits.insert(0, "its own evicted members to finish terminating (its controller "
+                        "recreated its pods while they leave; the new ones start whole once "
+                        "the old ones are gone)")
+    return (f"waiting for {' and '.join(waits)}, without evicting more; "
+            f"nodes held: {', '.join(nodes)}")

@@ -1,0 +1,197 @@
+"""``decide``: the one pure function that makes every scheduling decision.
+
+    plan = decide(snapshot, pending_gangs, policies, now, previous)
+
+Phases: (1) gangs that cannot be considered get a reason at once (members missing, queue
+unknown or not theirs: ``admissible``); (2) gangs left partly bound are repaired first
+(``housekeeping``), then capacity promised by the previous plan is honoured: nominated
+preemptors whose victims are gone, then the previously reserved gangs; (3) the rest in
+fair-share order (``order``), one gang at a time: ``consider`` returns the gang's
+``Outcome`` and ``Draft.fold`` takes it into the plan and the state the next gang meets;
+(4) the plan. No I/O, no clock, no randomness, no state outside the arguments: the
+same input gives the same plan. What it reuses from earlier cycles comes in the ``Recall``,
+what it shares within the cycle sits in its ``Memo``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from functools import partial
+
+from policies.admission import placement_charges
+from policies.queues import PolicySet, Queue
+from scheduler import placement
+from scheduler.decide import housekeeping
+from scheduler.decide.admissible import admissible
+from scheduler.decide.consider import Trial, awaiting_terminating, consider
+from scheduler.decide.draft import Context, Draft
+from scheduler.decide.due import next_due
+from scheduler.decide.heads import held_back
+from scheduler.decide.housekeeping import Housekeeping
+from scheduler.decide.memo import Memo
+from scheduler.decide.order import in_order
+from scheduler.decide.outcomes import Nominated
+from scheduler.decide.plan import (
+    NOMINATION_TIMEOUT_SECONDS,
+    Bind,
+    CyclePlan,
+    Members,
+    Nomination,
+    map_pods,
+)
+from scheduler.decide.recall import Recall
+from scheduler.model import Gang
+from scheduler.placement.types import Solver
+from scheduler.world.snapshot import Snapshot
+
+#: What ``decide`` takes as policies (the name the scheduler loop uses).
+Policies = PolicySet
+
+_ID_UID = operator.attrgetter("id", "uid")
+_NO_HOUSEKEEPING = Housekeeping()
+
+
+def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
+           previous: CyclePlan | None = None, *, solver: Solver | None = None,
+           recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING) -> CyclePlan:
+    """Decide binds, evictions, nominations, reservations (at most one per node pool),
+    reasons and rollbacks for one cycle.
+
+    *solver*: ``placement.solve`` or a stand-in (a timing wrapper, a test double); its answer
+    may depend on a gang's roles and topology, never on its name. *recall*: what earlier
+    cycles on the same nodes worked out (the scheduler loop keeps it); without it the
+    answers are worked out afresh, to the same plan. *house*: backoffs, gangs not formed,
+    gangs partly bound (see ``housekeeping``).
+    """
+    if recall is None:
+        recall = Recall(snapshot.index)
+    elif recall.index is not snapshot.index:
+        raise ValueError("decide: the recall belongs to another set of nodes")
+    given = sorted(pending_gangs, key=_ID_UID)
+    gangs = housekeeping.ready(given, house, now)
+    rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
+    if not gangs:
+        # Nothing to decide: the previous plan's nominations and reservations lapse (they
+        # are carried over only for gangs still pending).
+        return CyclePlan(now=now, unformed=housekeeping.unformed(house),
+                         rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back),
+                         due=next_due(snapshot, given, {}, (), (), policies, house, now))
+    queues = policies.queues
+    tree = recall.tree(queues)
+    memo = Memo(recall)
+    parents = recall.parents(queues)
+    draft = Draft(Context(policies, now, solver or placement.solve, memo), snapshot,
+                  recall.ledger(tree, snapshot))
+    by_queue: dict[str, list[Gang]] = {}
+    members: dict[str, Members] = {}
+    # (The recall lives with the snapshot's nodes: a node change starts a fresh one, so a
+    # minResources answer, which depends on the nodes, is never stale.)
+    for gang, verdict, pods in recall.admissible(
+            queues, gangs, lambda g: admissible(g, snapshot, queues, tree, parents)):
+        members[gang.id] = pods
+        if isinstance(verdict, Queue):
+            by_queue.setdefault(verdict.name, []).append(gang)
+        else:
+            draft.wait(gang, *verdict, ordered=False)
+    by_id = {g.id: g for gs in by_queue.values() for g in gs}
+    carried = _carry_over(draft, previous, by_id)
+    repairs = [by_id[gid] for gid in housekeeping.repairs(house)
+               if gid in by_id and gid not in draft.pending]
+    first = repairs + [g for g in carried if g.id not in house.partly_bound]
+    turn = partial(_turn, draft, queues.queues)
+    for gang in first:
+        turn(gang, gang.queue)
+    done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
+    in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
+             policies.scheduler.ordering, turn,
+             lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot))
+    pending = dict(sorted(draft.pending.items()))
+    nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
+    reservations = draft.obstacles.reservations
+    return CyclePlan(
+        now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
+        nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
+        pending=pending, order=tuple(draft.order),
+        members=_of_pending(members, draft.binds, pending),
+        unformed=housekeeping.unformed(house),
+        rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
+                                         now, rolled_back),
+        due=next_due(snapshot, given, pending, nominations,
+                     (r.estimated_start for r in reservations), policies, house, now))
+
+
+def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:
+    """Consider one gang of queue *name* and fold its outcome in; remember a failure for
+    its lookalikes. True when the quota ledger changed."""
+    draft.order.append(gang.id)
+    if draft.obstacles.claims:
+        draft.obstacles = draft.obstacles.unclaim(gang.id)
+    queue = queues[name]
+    ledger = draft.ledger
+    held = held_back(draft, queue)
+    if held is not None:  # waits behind another gang, blocking nobody: only its reason
+        held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
+        draft.wait(gang, held.category, held.message)
+        return False
+    trial = Trial(gang, queue, draft)
+    draft.fold(gang, queue, consider(trial))
+    if trial.key is not None:
+        reason = draft.pending.get(gang.id)
+        if reason is not None:
+            draft.context.memo.remember(trial.key, draft.epoch, reason)
+    return draft.ledger is not ledger
+
+
+def _of_pending(members: dict[str, Members], binds: Iterable[Bind],
+                pending: Mapping[str, object]) -> dict[str, Members]:
+    """*members* (of every gang this cycle judged) of the pending gangs only: all but the
+    bound ones, so dropping those is enough (checked by the count)."""
+    for b in binds:
+        members.pop(b.gang_id, None)
+    return members if len(members) == len(pending) else {g: members[g] for g in pending}
+
+
+def _carry_over(draft: Draft, previous: CyclePlan | None,
+                by_id: Mapping[str, Gang]) -> list[Gang]:
+    """Honour the previous plan: keep nominated capacity; return gangs that go first."""
+    if previous is None:
+        return []
+    first: list[Gang] = []
+    now, snapshot = draft.context.now, draft.snapshot
+    for nom in previous.nominations:
+        gang = by_id.get(nom.gang_id)
+        if gang is None or now - nom.since > NOMINATION_TIMEOUT_SECONDS:
+            continue
+        alive = tuple(v for v in nom.victims if v in snapshot.running)
+        if not alive:
+            first.append(gang)  # the victims are gone: its turn comes before anyone else's
+            continue
+        draft.order.append(gang.id)
+        draft.fold(gang, draft.context.policies.queues.queues[gang.queue],
+                   _kept(draft, gang, nom, alive))
+    for res in previous.reservations:
+        gang = by_id.get(res.gang_id)
+        if gang is not None and gang not in first and gang.id not in draft.pending:
+            first.append(gang)
+            # Its pools stay claimed until it is reconsidered: a gang considered before it
+            # (a nominee that no longer fits, another reserved gang that may use several
+            # pools) may not take its pool's reservation away meanwhile.
+            draft.obstacles = draft.obstacles.claim(gang.id, res.pools)
+    return first
+
+
+def _kept(draft: Draft, gang: Gang, nom: Nomination, alive: tuple[str, ...]) -> Nominated:
+    """Victims are still terminating: keep their nodes and the gang's quota."""
+    charges = (None if nom.placement is None
+               else placement_charges(gang, nom.placement, draft.snapshot))
+    message = (awaiting_terminating(gang.id, alive, nom.nodes) if nom.inherited else
+               f"waiting for {len(alive)} preempted gang(s) to terminate ({', '.join(alive)}); "
+               f"nodes held: {', '.join(nom.nodes)}")
+    if nom.placement is not None:  # its pods now (they may have been recreated)
+        nom = replace(nom, pod_nodes=map_pods(gang, nom.placement))
+    return Nominated(nom, message, charges=charges, evicting=alive, awaiting=alive)
+
+
+__all__ = ["NOMINATION_TIMEOUT_SECONDS", "Policies", "Solver", "decide"]

@@ -1,0 +1,113 @@
+"""When a plan may change with time alone: the ``due`` time of a ``CyclePlan``.
+
+Why: a live scheduler that re-decides "in case something changed" spins on an idle cluster
+(the same plan every cycle, an event series counting up on every waiting pod). ``decide``
+compares ``now`` with a handful of instants; while none of them is reached, the same input
+gives the same plan, so no cycle is needed until one is, or until the input changes. This
+module names those instants, from the same input and rules ``decide`` used:
+
+- a backoff after a failed bind ends (``housekeeping.ready``);
+- a partly bound gang's repair grace (or its PodGroup's ``scheduleTimeoutSeconds``) runs
+  out: it is rolled back (``housekeeping.rollbacks``);
+- a nomination times out (``NOMINATION_TIMEOUT_SECONDS``, strictly after);
+- a pending gang has waited long enough for a reservation (``reservation.starving``);
+- while gangs wait: a running gang's ``minRuntimeSeconds`` protection ends (it may be
+  preempted), a running gang overruns its expected end (from then on it is expected to end
+  "now", with the others that overran: which nodes a reservation holds may change), or a
+  waiting gang would no longer end before a reservation starts (it keeps off the reserved
+  nodes from then on: ``reservation.ends_before``).
+
+``test_due`` checks the list against ``decide`` itself: before ``due``, the same input gives
+the same decisions (an estimate made at ``now`` aside).
+
+``next_due`` is pure and cheap (one pass over the pending and running gangs); an instant
+that cannot change anything (a gang bound this cycle) at worst costs one cycle that changes
+nothing. The live loop sleeps until the plan's ``due`` unless something changes first; the
+simulator, which cycles at events only, is unaffected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from policies.queues import PolicySet
+from scheduler.decide.housekeeping import Housekeeping
+from scheduler.decide.plan import NOMINATION_TIMEOUT_SECONDS, Nomination
+from scheduler.model import Gang
+from scheduler.world.snapshot import Snapshot
+
+#: How long after an instant its cycle is due: the rules compare differences of floats
+#: (``now - since >= grace``), which may round just short of the instant itself.
+SLACK_SECONDS = 0.001
+
+
+class _Earliest:
+    """The earliest instant still to come among those offered to it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.at: float | None = None
+
+    def _offer(self, t: float) -> None:
+        t += SLACK_SECONDS
+        if self.at is None or t < self.at:
+            self.at = t
+
+    def at_or_after(self, t: float | None) -> None:
+        """A rule that holds from *t* on (``now >= t``): due unless it holds already."""
+        if t is not None and t > self.now:
+            self._offer(t)
+
+    def after(self, t: float | None) -> None:
+        """A rule that holds once *t* is past (``now > t``)."""
+        if t is not None and t >= self.now:
+            self._offer(t)
+
+
+def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, object],
+             nominations: Iterable[Nomination], reservations: Iterable[float],
+             policies: PolicySet, house: Housekeeping, now: float) -> float | None:
+    """The earliest time after *now* at which ``decide`` may decide differently on the same
+    input; None when time alone changes nothing.
+
+    *gangs*: every pending gang given to ``decide``; *pending*: those left pending (by id);
+    *reservations*: the plan's estimated starts.
+    """
+    due = _Earliest(now)
+    for until in house.backoff.values():
+        due.at_or_after(until)
+    for p in house.partly_bound.values():
+        if p.cut and p.started and not house.takeover:
+            due.at_or_after(p.since + p.grace(house.repair_grace))
+    for nom in nominations:
+        due.after(nom.since + NOMINATION_TIMEOUT_SECONDS)
+    queues, policy = policies.queues, policies.scheduler
+    starts = tuple(reservations)
+    waiting = False
+    for g in gangs:
+        if g.id in house.backoff:
+            continue  # its backoff's end is due already
+        queue = queues.get(g.queue)
+        if g.id not in pending or queue is None:
+            continue
+        waiting = True
+        after = queue.reserve_after(policy)
+        if policy.reservation and after > 0:
+            due.at_or_after(g.creation_time + after)
+        runtime = queue.runtime_of(g.runtime_estimate)
+        if runtime is not None:  # it would start only if it ends before (``ends_before``)
+            for t in starts:
+                due.after(t - runtime)
+    if not waiting:
+        return due.at
+    for rg in snapshot.running.values():
+        queue = queues.get(rg.gang.queue)
+        if queue is None:
+            continue
+        if policy.preemption and queue.preemption.min_runtime_seconds > 0:
+            due.at_or_after(rg.start_time + queue.preemption.min_runtime_seconds)
+        if policy.reservation:  # overrun, it is expected to end "now" (``expected_end``)
+            end = rg.expected_end
+            runtime = queue.runtime_of(rg.gang.runtime_estimate)
+            due.after(end if end is not None or runtime is None else rg.start_time + runtime)
+    return due.at

@@ -1,0 +1,172 @@
+"""What ``decide`` decides about gangs it does not place: backoff, rollbacks, and groups of
+pods that are not gangs yet.
+
+The scheduler loop and the cluster cache know more about gangs than the pending list says:
+which ones wait out a backoff after a failed bind (and until when), which groups of pods
+cannot be formed into a gang (and why), which gangs are left partly bound, and whether this
+is the first cycle after taking over. ``Housekeeping`` hands that to ``decide``, and the
+functions here turn it into plan entries, so the actuators (live and simulated) carry them
+out like any other decision:
+
+- a gang backing off is not considered until its time comes (it has no reason this cycle);
+- a gang is never given up for waiting: however long it queues (behind quota, a busy pool,
+  missing members, after a preemption), it stays pending with its reason and runs once it
+  can. A PodGroup's ``scheduleTimeoutSeconds`` bounds what the coscheduling plugin bounds
+  with it, how long members already *placed* hold their nodes waiting for the rest (there,
+  at Permit; the group is then rejected and retried, never failed). Binds here are whole,
+  so members wait placed only in a partly bound gang: its timeout replaces ``repair_grace``
+  below, and a gang rolled back for it is retried after a backoff (the loop's, as after a
+  failed bind; the plugin's ``podGroupBackoffSeconds``);
+- a gang partly bound (fewer than minMember members bound, the rest pending: a crash or a
+  failed rollback mid-bind, a member recreated beside running ones) is repaired on every
+  cycle, not only after a restart: its remaining members are considered before any other
+  gang (its bound members already hold their share), and when this cycle does not complete
+  it, it is rolled back if none of its bound members has started (nothing is lost), when an
+  earlier cycle already decided to roll it back (a rollback that failed, say while the
+  apiserver restarted, is retried until it is done), or, for a gang cut while binding, on the
+  first cycle after taking over (a crashed predecessor left it) or once it has been partly
+  bound for its PodGroup's ``scheduleTimeoutSeconds``, else ``repair_grace`` seconds (its
+  bound members otherwise hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held
+  8 GPUs until a restart). A running gang that lost a member since (a node failed) is not
+  cut: its survivors wait for their replacement, however long, across restarts and
+  takeovers (``cut`` is read from the pods, not from the scheduler's memory), and the user
+  is told it is short (``BelowMinimum``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from scheduler.decide.plan import (
+    Members,
+    PendingReason,
+    ReasonCategory,
+    Rollback,
+    Unformed,
+)
+from scheduler.model import Gang, PodRef
+from scheduler.model.durations import format_duration
+from scheduler.model.native import NativeGroupInfo
+from scheduler.model.workloads import PodInfo
+
+#: How long a partly bound gang whose members started is given to be completed before its
+#: bound members are deleted (the grace covers a member recreated while its predecessor's
+#: resources are still being released).
+REPAIR_GRACE_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartlyBound:
+    pods: tuple[PodRef, ...]  # the members bound
+    started: bool  # any of them past Pending
+    since: float  # when the scheduler first saw it partly bound
+    #: Cut while binding (a member waiting was there before the bound ones started: a crash
+    #: or a failed rollback mid-bind), not a whole gang that lost a member since (a node
+    #: failure: its replacement is newer, and the survivors wait for it, as
+    #: ``scheduler.model.shortfall`` tells the user).
+    cut: bool = True
+    #: Its PodGroup's ``scheduleTimeoutSeconds``: how long its bound members may wait for the
+    #: rest (None: ``Housekeeping.repair_grace``).
+    timeout: float | None = None
+
+    def grace(self, default: float) -> float:
+        """How long its started members may wait, partly bound, for the rest."""
+        return default if self.timeout is None else self.timeout
+
+
+@dataclass(frozen=True, slots=True)
+class FormationProblem:
+    message: str  # why the pods are not a gang yet
+    pods: tuple[PodRef, ...]
+    native: NativeGroupInfo | None = None  # the scheduling.k8s.io PodGroup they name
+
+
+@dataclass(frozen=True, slots=True)
+class Housekeeping:
+    #: Gang id -> when it may be tried again after a failed bind.
+    backoff: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: Gang id -> why its pods cannot be formed into a gang.
+    unformed: Mapping[str, FormationProblem] = field(
+        default_factory=lambda: MappingProxyType({}))
+    partly_bound: Mapping[str, PartlyBound] = field(
+        default_factory=lambda: MappingProxyType({}))
+    #: The first cycle after becoming leader (or starting).
+    takeover: bool = False
+    #: How long a partly bound gang whose members started may wait to be completed.
+    repair_grace: float = REPAIR_GRACE_SECONDS
+
+
+def members(gang: Gang) -> Members:
+    return Members(gang.pods, gang.uid if gang.pod_group else None, gang.native)
+
+
+def ready(gangs: Iterable[Gang], house: Housekeeping, now: float) -> list[Gang]:
+    """The gangs to consider: all but those backing off (never one given up for waiting)."""
+    backoff = house.backoff
+    if not backoff:
+        return list(gangs)
+    return [g for g in gangs if backoff.get(g.id, now) <= now]
+
+
+def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
+    if not house.unformed:
+        return ()
+    return tuple(Unformed(gid, PendingReason(ReasonCategory.WAITING_FOR_MEMBERS, p.message),
+                          Members(p.pods, native=p.native))
+                 for gid, p in sorted(house.unformed.items()))
+
+
+def repairs(house: Housekeeping) -> tuple[str, ...]:
+    """The partly bound gangs, whose remaining members go before every other gang."""
+    return tuple(sorted(house.partly_bound))
+
+
+def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, PendingReason],
+              now: float, decided: Iterable[str] = ()) -> tuple[Rollback, ...]:
+    """The partly bound gangs this cycle does not complete and rolls back; *decided*: the
+    gangs an earlier cycle rolled back (still partly bound: the rollback failed)."""
+    if not house.partly_bound:
+        return ()
+    done, again = set(bound), set(decided)
+    out: list[Rollback] = []
+    for gid, p in sorted(house.partly_bound.items()):
+        if gid in done:
+            continue
+        waited = p.cut and now - p.since >= p.grace(house.repair_grace)
+        if not p.started or gid in again or (p.cut and house.takeover) or waited:
+            why = _why_not_completed(gid, house, pending, now)
+            timed_out = waited and p.timeout is not None and not house.takeover
+            if timed_out:
+                why = (f"ScheduleTimeout: its bound members waited {now - p.since:.0f}s for "
+                       f"the rest (scheduleTimeoutSeconds {p.timeout:.0f}); released, the gang "
+                       f"is retried whole ({why})")
+            out.append(Rollback(gid, p.pods, why, house.takeover, timed_out))
+    return tuple(out)
+
+
+def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],
+                       now: float) -> str:
+    """The reason its remaining members were not bound this cycle, in the words people read."""
+    reason = pending.get(gid)
+    if reason is not None:
+        return str(reason)
+    problem = house.unformed.get(gid)
+    if problem is not None:
+        return f"{ReasonCategory.WAITING_FOR_MEMBERS}: {problem.message}"
+    until = house.backoff.get(gid)
+    if until is not None and until > now:
+        return (f"its last bind failed; not retried for another "
+                f"{format_duration(until - now)} (backoff)")
+    return "its remaining members are not pending"
+
+def cut_while_binding(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:
+    """Was a gang cut while binding: a member waiting now was created no later than the
+    first bound member started (a replacement for a lost member comes after)?"""
+    starts = [p.started_at for p in bound if p.started_at is not None]
+    if not starts:
+        return True
+    first = min(starts)
+    return any(not p.node_name and not p.is_finished and p.creation_time <= first
+               for p in members)

@@ -1,0 +1,151 @@
+"""What ``decide`` worked out in earlier cycles on the same nodes and may reuse: the recall.
+
+Most of a cycle's input is the previous cycle's: the same queues, nearly the same usage, the
+same pending gangs (the cluster cache hands ``decide`` the very same gang objects while they
+are unchanged). The scheduler loop keeps one ``Recall`` for as long as the nodes stay the
+same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
+
+- ``tree``: the quota tree of the queue set in force (a queue set is one object until the
+  policies change), and which of its queues are parents (they hold no gangs);
+- ``ledger``: the quota ledger of the last usage seen, brought up to date by charging only
+  the usage that changed since (charges commute);
+- ``admissible``: each pending gang's queue, or why it cannot be considered, and the pods
+  the plan names for it, by gang object;
+- ``shapes``: per roles object, its shape number, per-pool quota bounds and usable pools.
+
+Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
+recall (tests, benchmarks, the first cycle) decides exactly as with a warm one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from policies.admission import pool_bounds
+from policies.queues import Queue, QueueSet
+from policies.quota import QuotaLedger, QuotaTree
+from scheduler.decide.housekeeping import members
+from scheduler.decide.plan import Members, ReasonCategory
+from scheduler.model import Gang, Role
+from scheduler.model.resources import EMPTY, Resources
+from scheduler.world.node_index import NodeIndex
+from scheduler.world.snapshot import Snapshot
+
+#: A gang's queue, or why the gang cannot be considered at all.
+Admissible = Queue | tuple[ReasonCategory, str]
+#: A gang, its queue (or why not) and the pods the plan names for it.
+Judged = tuple[Gang, Admissible, Members]
+
+#: Per-pool bounds as a hashable key.
+BoundsKey = tuple[tuple[str, Resources], ...]
+
+#: Memos keyed by objects that come and go are emptied beyond this many entries.
+_BOUND = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a gang's roles amount to, whatever the gang is called."""
+
+    number: int  # equal roles (names, counts, required counts, requirements), equal numbers
+    bounds: Mapping[str, Resources]  # per pool, the most the gang could be charged there
+    key: BoundsKey  # ``bounds`` as a key
+    pools: frozenset[str]  # pools with a node some pod of the gang may use
+
+
+class Recall:
+    """See the module docstring."""
+
+    __slots__ = ("_admissible", "_ledger", "_numbers", "_shapes", "_tree", "index")
+
+    _tree: tuple[QueueSet, QuotaTree, frozenset[str]] | None
+
+    def __init__(self, index: NodeIndex) -> None:
+        self.index = index
+        self._tree = None
+        self._ledger: tuple[QuotaTree, Mapping[tuple[str, str], Resources], QuotaLedger] | None \
+            = None
+        self._admissible: tuple[QueueSet, dict[str, Judged]] | None = None
+        #: Roles (by identity) -> (the roles, their shape); shape tuples -> numbers.
+        self._shapes: dict[int, tuple[tuple[Role, ...], Shape]] = {}
+        self._numbers: tuple[dict[tuple[object, ...], int], itertools.count[int]] = (
+            {}, itertools.count())
+
+    def tree(self, queues: QueueSet) -> QuotaTree:
+        """The quota tree of *queues*."""
+        return self._tree_of(queues)[1]
+
+    def parents(self, queues: QueueSet) -> frozenset[str]:
+        """The queues of *queues* with children."""
+        return self._tree_of(queues)[2]
+
+    def _tree_of(self, queues: QueueSet) -> tuple[QueueSet, QuotaTree, frozenset[str]]:
+        if self._tree is None or self._tree[0] is not queues:
+            tree = QuotaTree.build(queues)
+            parents = frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)
+            self._tree = (queues, tree, parents)
+        return self._tree
+
+    def ledger(self, tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
+        """The running gangs charged to their queues (the snapshot's usage per queue and pool).
+
+        A ledger depends only on the tree and the usage per (queue, pool), and charges
+        commute, so the last ledger is brought up to date by charging what changed.
+        """
+        usage = snapshot.queue_usage
+        hit = self._ledger
+        if hit is not None and hit[0] is tree:
+            _, before, ledger = hit
+            if before is usage:
+                return ledger
+            for key in sorted(before.keys() | usage.keys()):
+                old, new = before.get(key, EMPTY), usage.get(key, EMPTY)
+                if old != new:
+                    ledger = ledger.charge(key[0], key[1], new - old)
+        else:
+            ledger = QuotaLedger.empty(tree)
+            for (queue, pool), res in sorted(usage.items()):
+                ledger = ledger.charge(queue, pool, res)
+        self._ledger = (tree, usage, ledger)
+        return ledger
+
+    def admissible(self, queues: QueueSet, gangs: Iterable[Gang],
+                   judge: Callable[[Gang], Admissible]) -> list[Judged]:
+        """``judge(gang)`` for each of *gangs*, with the gang's ``Members``, reusing both for
+        the same gang objects under the same queue set (gangs no longer asked about are
+        forgotten)."""
+        before = (self._admissible[1] if self._admissible is not None
+                  and self._admissible[0] is queues else {})
+        known: dict[str, Judged] = {}
+        out = []
+        for gang in gangs:
+            hit = before.get(gang.id)
+            if hit is None or hit[0] is not gang:
+                hit = (gang, judge(gang), members(gang))
+            known[gang.id] = hit
+            out.append(hit)
+        self._admissible = (queues, known)
+        return out
+
+    def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
+        """The shape of the gang's roles (worked out once per roles object)."""
+        roles = gang.roles
+        hit = self._shapes.get(id(roles))
+        if hit is not None and hit[0] is roles:
+            return hit[1]
+        numbers, counter = self._numbers
+        if len(self._shapes) > _BOUND:
+            # Numbers are never reused, so a number handed out before means the same shape.
+            self._shapes.clear()
+            numbers.clear()
+        key = tuple((r.name, r.count, r.min_count, r.requirements) for r in roles)
+        number = numbers.get(key)
+        if number is None:
+            number = numbers[key] = next(counter)
+        bounds = pool_bounds(gang, snapshot)
+        pools = frozenset(p for r in roles for p in snapshot.eligible_pools(r.requirements))
+        shape = Shape(number, bounds, tuple(sorted(bounds.items())), pools)
+        self._shapes[id(roles)] = (roles, shape)
+        return shape

@@ -1,0 +1,70 @@
+"""Per-queue status after a plan: a pure function of the cycle's input and its plan.
+
+What each queue uses per pool and how many gangs it runs once the plan's binds are in,
+how many it admitted and how many wait, and its *borrowed share*: the weighted dominant
+share of what it borrows beyond its quota (``fairshare.dominant_share``, the figure the
+cycle orders queues by; 0 within quota), with the plan's binds and nominations charged.
+
+Worked out only when someone reads it (the metrics and the Queue status of the live
+scheduler): a simulated cycle nobody reports on does not pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from policies import fairshare
+from policies.admission import charge_all, placement_charges
+from policies.queues import PolicySet
+from scheduler.decide.plan import CyclePlan
+from scheduler.decide.recall import Recall
+from scheduler.model import Gang, RunningGang
+from scheduler.model.resources import Resources
+from scheduler.world.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    name: str
+    usage: tuple[tuple[str, Resources], ...]  # per pool, after the plan's binds
+    running: int  # gangs running, including the plan's binds
+    admitted: int  # gangs bound by the plan
+    pending: int  # gangs the plan left pending
+    borrowed_share: float  # weighted dominant share of what the queue borrows (0: within quota)
+
+
+def queue_statuses(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet,
+                   plan: CyclePlan, recall: Recall | None = None) -> tuple[QueueStatus, ...]:
+    """The status of every queue of *policies* after *plan*, decided on *snapshot* for
+    *gangs* (the pending gangs of the cycle; *recall*: the one ``decide`` had, if any)."""
+    if recall is None or recall.index is not snapshot.index:
+        recall = Recall(snapshot.index)
+    by_id = {g.id: g for g in gangs}
+    ledger = recall.ledger(recall.tree(policies.queues), snapshot)
+    after = snapshot
+    for b in plan.binds:
+        gang = by_id[b.gang_id]
+        after = after.with_running(RunningGang(gang, b.placement.allocations(gang), plan.now))
+        ledger = charge_all(ledger, b.queue, placement_charges(gang, b.placement, snapshot))
+    for n in plan.nominations:
+        if n.placement is not None:
+            gang = by_id[n.gang_id]
+            ledger = charge_all(ledger, gang.queue,
+                                placement_charges(gang, n.placement, snapshot))
+    usage: dict[str, list[tuple[str, Resources]]] = {}
+    for (queue, pool), res in sorted(after.queue_usage.items()):
+        usage.setdefault(queue, []).append((pool, res))
+    running = after.running_per_queue
+    admitted: dict[str, int] = {}
+    for b in plan.binds:
+        admitted[b.queue] = admitted.get(b.queue, 0) + 1
+    waiting: dict[str, int] = {}
+    for g in by_id.values():
+        if g.id in plan.pending:
+            waiting[g.queue] = waiting.get(g.queue, 0) + 1
+    return tuple(QueueStatus(
+        name=name, usage=tuple(usage.get(name, ())), running=running.get(name, 0),
+        admitted=admitted.get(name, 0), pending=waiting.get(name, 0),
+        borrowed_share=fairshare.dominant_share(ledger, name))
+        for name in policies.queues.queues)

@@ -1,0 +1,298 @@
+"""Carry out a ``CyclePlan`` on a real cluster: evict, nominate, claim, bind, roll back,
+explain.
+
+Everything comes from the plan: the pods to bind (and where), the claims to write first (a
+PV taken, a claim to provision), the victims' pods, the preemptors' pods and their nodes,
+the pods of every pending or unformed gang and its PodGroup if it has one (a
+scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions are written
+the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back.
+The cluster cache is never read here.
+
+Binding is on the critical path and happens outside the cycle: ``apply`` hands the plan's
+gangs to a binding stage and returns (their outcome is ``ApplyResult.binding``, taken in by
+the loop when it lands: ``scheduler.run.inflight``), so the next cycle decides while they bind
+(every gang atomically, all gangs of the plan concurrently, by the ``Binder``).
+Everything a person reads (pod conditions, PodGroup status, events) is handed to a
+background writer that keeps only the latest desired state per object, so ten thousand
+pending pods never slow a bind, and a reason that did not change is never rewritten. A
+bound PodGroup's status follows its pods (``group_sync``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import partial
+
+import structlog
+
+from scheduler.decide.plan import Bind, CyclePlan, Members
+from scheduler.kube.client import KubeClient
+from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.write.binder import Binder
+from scheduler.kube.write.claims import ClaimWriter
+from scheduler.kube.write.evictor import Evictor
+from scheduler.kube.write.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
+from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
+from scheduler.kube.write.writer import BackgroundWriter, Retry, Task
+from scheduler.model import PodRef
+from scheduler.model.volumes import ClaimDecision
+from scheduler.run.inflight import ApplyResult
+from scheduler.run.metrics import SchedulerMetrics
+
+log = structlog.get_logger("gang_scheduler.actuator")
+
+
+#: Cycles whose binds may be on the wire at once.
+BINDING_STAGES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorConfig:
+    scheduler_name: str = "gang-scheduler"
+    eviction_grace_period_seconds: int = 300
+
+
+class KubeActuator:
+    """The live scheduler's ``Actuator``."""
+
+    def __init__(self, client: KubeClient, binder: Binder, statuses: StatusWriter,
+                 events: EventRecorder, config: ActuatorConfig = ActuatorConfig(),
+                 metrics: SchedulerMetrics | None = None,
+                 native_statuses: NativeStatusWriter | None = None,
+                 retry: Retry | None = None) -> None:
+        self.client, self.binder = client, binder
+        self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
+        # Kubernetes' own PodGroups (scheduling.k8s.io): the condition kube-scheduler writes.
+        self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
+        self.writer = BackgroundWriter(retry=retry)
+        self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
+        self.claims = ClaimWriter(binder.client)
+        # Pods handed to the binder, with how many writer tasks had been taken up then. A
+        # pending explanation or a nomination decided earlier must never land on them
+        # (PodScheduled=False on a bound pod is a lie, and a kubelet may re-admit the pod on
+        # that update; the apiserver refuses nominatedNodeName on a bound pod): their queued
+        # writes are dropped at the bind, and one already running skips them; once the
+        # writer has finished that many tasks, none can be left.
+        self._explain_lock = threading.Lock()
+        self._binding: dict[str, int] = {}
+        # The binding stage: each cycle's binds run here, a few cycles' at once (their
+        # members share the binder's pool), so a cycle never waits for an earlier one's.
+        self.stage = ThreadPoolExecutor(max_workers=BINDING_STAGES,
+                                        thread_name_prefix="bind-stage")
+
+    def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
+        evictions = self.evictor.evict(plan, now)
+        self._mark_native_victims(plan, evictions.evicted)
+        self._nominate(plan)
+        claims: list[ClaimDecision] = []
+        retries = [self.evictor.retry_in()]
+        for prov in plan.provisions:
+            outcome = self.claims.apply(prov.claims, prov.gang_id)
+            claims += outcome.done
+            retries.append(None if outcome.ok else self.evictor.retry_seconds)
+        binding = self._hand_off(plan.binds)
+        retries.append(self.evictor.retry_seconds if self._roll_back(plan) else None)
+        self._explain(plan)
+        return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
+                           claims=tuple(claims), binding=binding,
+                           retry_in=min((r for r in retries if r is not None), default=None))
+
+    # Preemption ---------------------------------------------------------------------------
+    def _mark_native_victims(self, plan: CyclePlan, evicted: tuple[str, ...]) -> None:
+        """``DisruptionTarget`` on each evicted ``scheduling.k8s.io`` PodGroup (its pods
+        got theirs from the evictor)."""
+        gone = set(evicted)
+        for entry in plan.evictions:
+            group = entry.native
+            if group is not None and entry.victim in gone:
+                message = f"preempted by gang {entry.preemptor}: {entry.message}"
+                self.writer.submit(f"disrupted/{entry.victim}", partial(
+                    self.native_statuses.disrupted, group, message))
+
+    def _nominate(self, plan: CyclePlan) -> None:
+        """``nominatedNodeName`` on each preemptor pod: where it will go once victims leave."""
+        for nom in plan.nominations:
+            for ref, node in nom.pod_nodes:
+                self.writer.submit(f"nominate/{ref.uid}", partial(self._nominate_pod, ref, node))
+
+    def _nominate_pod(self, ref: PodRef, node: str) -> None:
+        """The background write of one nomination, unless the pod was handed to the binder
+        since (the apiserver refuses nominatedNodeName on a bound pod with HTTP 422, and a
+        preemptor is bound the cycle after its victims are gone, often before this runs)."""
+        with self._explain_lock:
+            if ref.uid in self._binding:
+                return
+            self.statuses.set_nominated_node(ref, node)
+
+    # Binding --------------------------------------------------------------------------------
+    def _bind_claims(self, binds: Sequence[Bind]) -> dict[str, str]:
+        """Claim writes of each gang before any member binds: gang id -> why they failed."""
+        failed = {}
+        for b in binds:
+            if b.placement.claims:
+                outcome = self.claims.apply(b.placement.claims, b.gang_id)
+                if not outcome.ok:
+                    failed[b.gang_id] = f"claims not bound: {outcome.failure}"
+        return failed
+
+    def _hand_off(self, binds: Sequence[Bind]) -> Future[ApplyResult] | None:
+        """Hand *binds* to the binding stage, after making sure no explanation or nomination
+        decided earlier lands on their pods (see ``__init__``); their outcome to come."""
+        if not binds:
+            return None
+        started, finished = self.writer.started, self.writer.finished
+        with self._explain_lock:
+            self._binding = {u: n for u, n in self._binding.items() if n > finished}
+            for b in binds:
+                self.writer.cancel(f"pending/{b.gang_id}")
+                for ref, _ in b.pod_nodes:
+                    self.writer.cancel(f"nominate/{ref.uid}")
+                    self._binding[ref.uid] = started
+        return self.stage.submit(self._bind, tuple(binds))
+
+    def _bind(self, handed: Sequence[Bind]) -> ApplyResult:
+        """Bind gangs (claims first), on the binding stage: the gangs bound with the claim
+        writes that stand, those that failed (why), and which of those had no answer."""
+        claims_failed = self._bind_claims(handed)
+        binds = [b for b in handed if b.gang_id not in claims_failed]
+        outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
+                                          self.config.scheduler_name)
+        ok = {b.gang_id for b, out in zip(binds, outcomes, strict=True) if out.ok}
+        left = {ref.uid for out in outcomes for ref, _ in out.left}  # bound: still no reasons
+        with self._explain_lock:  # explanations may land on the pods of a failed gang again
+            for b in handed:
+                if b.gang_id not in ok:
+                    for ref, _ in b.pod_nodes:
+                        if ref.uid not in left:
+                            self._binding.pop(ref.uid, None)
+        bound: list[str] = []
+        claims: list[ClaimDecision] = []
+        failed: dict[str, str] = dict(claims_failed)
+        for b, out in zip(binds, outcomes, strict=True):
+            if out.ok:
+                claims += b.placement.claims
+                bound.append(b.gang_id)
+                self._bound(b)
+            else:
+                why = out.describe()
+                failed[b.gang_id] = why
+                log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
+                            queue=b.queue, reason=why)
+                if out.fenced:  # members left bound, claims kept: the leader repairs it
+                    continue
+                self.claims.undo(b.placement.claims, b.gang_id)
+                self.writer.submit(f"event/{b.gang_id}/rollback", partial(
+                    self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
+                    f"gang rolled back: {why}", EventType.WARNING))
+        pairs = list(zip(binds, outcomes, strict=True))
+        return ApplyResult(bound=tuple(bound), failed=failed, claims=tuple(claims),
+                           unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
+                           fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
+                           left=tuple(pn for _, out in pairs for pn in out.left))
+
+    def _bound(self, b: Bind) -> None:
+        """What a person reads of a gang just bound: its event and its native PodGroup's
+        condition; its pods' remembered conditions forgotten."""
+        nodes = sorted({node for _, node in b.pod_nodes})
+        message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
+                   f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
+                   f"{' ...' if len(nodes) > 8 else ''}")
+        for ref, _ in b.pod_nodes:
+            self.statuses.forget_pod(ref.uid)
+        if b.native is not None:
+            self.writer.submit(f"pending/{b.gang_id}", partial(
+                self.native_statuses.scheduled, b.native, message))
+        self.writer.submit(f"event/{b.gang_id}/scheduled", partial(
+            self._emit_gang, b.gang_id, _members(b), EventReason.SCHEDULED, message,
+            EventType.NORMAL))
+        if self.metrics is not None:
+            self.metrics.pods_bound.inc(len(b.pod_nodes))
+
+    def _roll_back(self, plan: CyclePlan) -> bool:
+        """Delete the bound members of partly bound gangs the plan gives up completing;
+        True if a deletion failed (the next plan decides the rollback again)."""
+        failed = False
+        for r in plan.rollbacks:
+            keys = self.binder.gang_keys(r.gang_id)
+            log.warning("partial_gang_rolled_back", **keys, bound=len(r.pods), reason=r.reason,
+                        takeover=r.takeover, timed_out=r.timed_out)
+            for f in self.binder.delete_pods(list(r.pods), gang=r.gang_id):
+                log.error("rollback_failed", **keys, pod=str(f.pod), reason=f.reason)
+                failed = True
+        return failed
+
+    def _emit_gang(self, gang_id: str, members: Members, reason: str, message: str,
+                   type_: EventType) -> None:
+        """An event on the gang's PodGroup (Kubernetes' own or scheduler-plugins'), if it has
+        one, and on each of *members*' pods: ``kubectl describe pod`` is where users look.
+        The recorder folds repeats into a series and rate-limits each object."""
+        ns, name = gang_id.split("/", 1)
+        native = members.native
+        if native is not None:
+            self.events.emit(ObjectRef("PodGroup", ns, name, native.uid, native.api_version),
+                             reason, message, type_)
+        elif members.group_uid is not None:
+            self.events.emit(ObjectRef.podgroup(ns, name, members.group_uid), reason, message,
+                             type_)
+        for ref in members.pods:
+            self.events.emit(ObjectRef.pod(ref), reason, message, type_)
+
+    # Explaining -------------------------------------------------------------------------------
+    def _explain(self, plan: CyclePlan) -> None:
+        """The reason of every pending gang and of groups of pods that are not gangs yet, on
+        their pods (and PodGroups)."""
+        for gang_id, reason in plan.pending.items():
+            members = plan.members.get(gang_id, Members())
+            estimate = reason.estimated_start
+            self.writer.submit(f"pending/{gang_id}", self._reason_task(
+                gang_id, members, str(reason), PodGroupStatus(
+                    PodGroupPhase.PENDING, reason=str(reason.category), message=str(reason),
+                    estimated_start=estimate, position=reason.position,
+                    estimate_time=None if estimate is None else plan.now),
+                estimate=(estimate, plan.now)))
+        for u in plan.unformed:
+            self.writer.submit(f"pending/{u.gang_id}", self._reason_task(
+                u.gang_id, u.members, str(u.reason), None, SCHEDULER_ERROR))
+
+    def _reason_task(self, gang_id: str, members: Members, text: str,
+                     status: PodGroupStatus | None, native_reason: str = UNSCHEDULABLE,
+                     estimate: tuple[float | None, float] | None = None) -> Task:
+        """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
+        the scheduling condition (*native_reason*) on its native one; an event with *text*
+        (which holds neither the queue position nor the estimate: those move as other gangs
+        come and go, so the event is repeated into its series rather than created anew);
+        *estimate* (start or None, when made) as the pods' estimate annotations."""
+        ns, name = gang_id.split("/", 1)
+
+        def task() -> None:
+            written = []
+            for ref in members.pods:
+                with self._explain_lock:
+                    if ref.uid in self._binding:
+                        continue  # bound since this reason was decided
+                    self.statuses.set_unschedulable(ref, text)
+                if estimate is not None:
+                    self.statuses.set_estimate(ref, *estimate)
+                written.append(ref)
+            if members.pods and not written:
+                return
+            if members.native is not None:
+                self.native_statuses.unschedulable(members.native, text, native_reason)
+            elif status is not None and members.group_uid is not None:
+                self.statuses.set_podgroup_status(ns, name, status)
+            self._emit_gang(gang_id, replace(members, pods=tuple(written)),
+                            EventReason.FAILED_SCHEDULING, text, EventType.WARNING)
+        return task
+
+    def close(self) -> None:
+        """Let the binds in flight finish (their events go to the writer), then the writes."""
+        self.stage.shutdown(wait=True)
+        self.writer.flush()
+        self.writer.stop()
+
+
+def _members(b: Bind) -> Members:
+    return Members(tuple(ref for ref, _ in b.pod_nodes), b.group_uid, b.native)

@@ -1,0 +1,248 @@
+"""Prometheus metrics on an injected registry.
+
+The registry is a parameter, never the process-global default, so that tests, the simulator
+and two schedulers in one process (leader election tests) each count only their own work.
+Names follow Prometheus conventions: ``gang_scheduler_`` prefix, base units, ``_total``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+
+from scheduler.model import RunningGang
+from scheduler.report.accounting import PoolGpus
+from scheduler.report.queue_report import QueueReport
+from scheduler.run.config import PricingConfig
+
+_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+_CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
+
+
+class _BeforeScrape:
+    """A collector of no metrics of its own: registered before the others, it runs its
+    hooks each time the registry is read, so they may bring counters up to date first."""
+
+    def __init__(self) -> None:
+        self.hooks: list[Callable[[], None]] = []
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        for hook in self.hooks:
+            hook()
+        return []
+
+
+class SchedulerMetrics:
+    """Every metric the scheduler exports; one instance per scheduler."""
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 pricing: PricingConfig | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.pricing = pricing if pricing is not None else PricingConfig()
+        #: The label sets each `_replace`d gauge shows, so the next update can drop the stale ones.
+        self._series: dict[Gauge, set[tuple[str, ...]]] = {}
+        r = self.registry
+        self._before_scrape = _BeforeScrape()
+        r.register(self._before_scrape)  # type: ignore[arg-type]
+        self.pending_gangs = Gauge(
+            "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
+            ["queue", "reason"], registry=r)
+        self.scheduling_latency = Histogram(
+            "gang_scheduler_gang_scheduling_latency_seconds",
+            "From all required members present to all members bound.",
+            ["queue"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.cycle_duration = Histogram(
+            "gang_scheduler_cycle_duration_seconds", "Time to decide one scheduling cycle.",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.apply_duration = Histogram(
+            "gang_scheduler_apply_duration_seconds",
+            "Time to carry out one cycle's plan, up to handing its binds to the binding stage.",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.bind_duration = Histogram(
+            "gang_scheduler_bind_duration_seconds",
+            "Time from handing one cycle's binds over to their outcome (outside the cycle).",
+            buckets=_CYCLE_BUCKETS, registry=r)
+        self.solver_duration = Histogram(
+            "gang_scheduler_solver_duration_seconds", "Placement solve time by solver.",
+            ["solver"], buckets=_CYCLE_BUCKETS, registry=r)
+        self.binds = Counter(
+            "gang_scheduler_binds_total", "Gang bind attempts by result.", ["result"], registry=r)
+        self.pods_bound = Counter(
+            "gang_scheduler_pods_bound_total", "Pods bound.", registry=r)
+        self.rollbacks = Counter(
+            "gang_scheduler_rollbacks_total", "Gangs rolled back after a failed bind.",
+            ["reason"], registry=r)
+        self.evictions = Counter(
+            "gang_scheduler_evictions_total", "Pods evicted to make room for a preemptor.",
+            registry=r)
+        self.evictions_blocked = Counter(
+            "gang_scheduler_evictions_blocked_total",
+            "Victim gangs whose eviction the apiserver refused (a PodDisruptionBudget, mostly).",
+            registry=r)
+        self.fenced_writes = Counter(
+            "gang_scheduler_fenced_writes_total",
+            "Writes not sent because this replica did not hold the leader Lease at the moment "
+            "of the write (a paused or deposed leader; scheduler.kube.lead.fence), or refused by "
+            "the apiserver's leader fence.", registry=r)
+        self.fenced_by_apiserver = Counter(
+            "gang_scheduler_fenced_by_apiserver_total",
+            "Of the fenced writes, those the apiserver's leader fence refused: Bindings and "
+            "Evictions sent in a term the Lease had moved past (a leader paused between its "
+            "own check and the send; scheduler.kube.lead.fence_policy).", registry=r)
+        self.status_writes_failed = Counter(
+            "gang_scheduler_status_writes_failed_total",
+            "Status writes (pod conditions, PodGroup and Queue status, events) that got no "
+            "answer or a 429/5xx, or were held back while the apiserver did not answer (each "
+            "is retried once it answers), or that the apiserver refused (another 4xx) or that "
+            "failed before they were sent (scheduler.kube.write.writer).", registry=r)
+        self.status_write_retries = Counter(
+            "gang_scheduler_status_write_retries_total",
+            "Status writes run again after they failed or were held back.", registry=r)
+        self.preemptions = Counter(
+            "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
+            ["queue"], registry=r)
+        self.allocated_gpus = Gauge(
+            "gang_scheduler_allocated_gpus", "GPUs held by running gangs.", ["queue", "pool"],
+            registry=r)
+        self.nominal_gpus = Gauge(
+            "gang_scheduler_nominal_gpus", "Nominal GPU quota.", ["queue", "pool"], registry=r)
+        self.fair_share = Gauge(
+            "gang_scheduler_fair_share", "Queue's weighted fair share of its parent (0..1).",
+            ["queue"], registry=r)
+        self.usage_share = Gauge(
+            "gang_scheduler_usage_share",
+            "Queue's dominant-resource share (0..1) of what it shares with its siblings: every "
+            "quota under its parent in full, lending limits aside (a root: its own subtree's).",
+            ["queue"], registry=r)
+        self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
+        self.loop_passes = Counter(
+            "gang_scheduler_loop_passes_total",
+            "Passes of the leader's scheduling loop: each runs a cycle if anything changed or "
+            "came due, else none (a cycle would repeat the last plan).", registry=r)
+        self.is_leader = Gauge(
+            "gang_scheduler_is_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.invalid_queues = Gauge(
+            "gang_scheduler_invalid_queues", "Queue objects refused by validation.", registry=r)
+        # Accounting (scheduler/report/accounting.py): chargeback and where GPUs sit unused.
+        self.allocated_gpu_seconds = Counter(
+            "gang_scheduler_allocated_gpu_seconds_total",
+            "GPU-seconds held by running gangs, by queue, namespace and node pool.",
+            ["queue", "namespace", "pool"], registry=r)
+        self.gpu_cost = Counter(
+            "gang_scheduler_gpu_cost_total",
+            "Cost of the GPU-seconds held, at the configured price per pool GPU-hour.",
+            ["queue", "namespace", "pool", "currency"], registry=r)
+        self.gpu_hour_price = Gauge(
+            "gang_scheduler_gpu_hour_price", "Configured price of one GPU-hour, by pool.",
+            ["pool", "currency"], registry=r)
+        self.schedulable_gpus = Gauge(
+            "gang_scheduler_schedulable_gpus", "GPUs of ready, schedulable nodes, by pool.",
+            ["pool"], registry=r)
+        self.idle_gpus = Gauge(
+            "gang_scheduler_idle_gpus", "Free GPUs on ready, schedulable nodes, by pool.",
+            ["pool"], registry=r)
+        self.stranded_gpus = Gauge(
+            "gang_scheduler_stranded_gpus",
+            "Free GPUs on nodes where no waiting gang could place a pod, while a gang that "
+            "could use the pool (its pods may run there, its queue has GPU quota there) waits.",
+            ["pool"], registry=r)
+        self.short_gangs = Gauge(
+            "gang_scheduler_gangs_below_minimum",
+            "Running gangs with fewer members than their minimum (a node lost, a member "
+            "evicted or failed); explain names the missing ranks.",
+            ["queue"], registry=r)
+        self.reserved_idle_gpus = Gauge(
+            "gang_scheduler_reserved_idle_gpus",
+            "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
+            ["pool"], registry=r)
+
+    def before_scrape(self, hook: Callable[[], None]) -> None:
+        """Run *hook* whenever the metrics are read, before any is collected (to charge
+        GPU-seconds up to the moment of the scrape: ``scheduler.run.accrual``)."""
+        self._before_scrape.hooks.append(hook)
+
+    def _replace(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set a labelled gauge to exactly *values*, dropping label sets that disappeared.
+
+        New values first, stale label sets removed after: a scrape runs on the HTTP server's
+        thread while the loop updates, and clearing before refilling let one scrape see a
+        queue's series missing (a gap on a dashboard, a false ``absent()`` alert; the flake
+        check at da5d3d5 caught ``gang_scheduler_fair_share`` read as absent this way).
+        """
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        shown = self._series.get(gauge, set())
+        for labels in shown - values.keys():
+            gauge.remove(*labels)
+        self._series[gauge] = set(values)
+
+    def set_short(self, counts: Mapping[str, int]) -> None:
+        self._replace(self.short_gangs, {(q,): float(v) for q, v in counts.items()})
+
+    def set_pending(self, counts: Mapping[tuple[str, str], int]) -> None:
+        self._replace(self.pending_gangs, {k: float(v) for k, v in counts.items()})
+
+    def set_allocation(self, allocated: Mapping[tuple[str, str], int],
+                       nominal: Mapping[tuple[str, str], int]) -> None:
+        self._replace(self.allocated_gpus, {k: float(v) for k, v in allocated.items()})
+        self._replace(self.nominal_gpus, {k: float(v) for k, v in nominal.items()})
+
+    def set_shares(self, fair: Mapping[str, float], usage: Mapping[str, float]) -> None:
+        self._replace(self.fair_share, {(q,): v for q, v in fair.items()})
+        self._replace(self.usage_share, {(q,): v for q, v in usage.items()})
+
+    def set_queues(self, reports: Iterable[QueueReport]) -> None:
+        """Allocated and nominal GPUs per (queue, pool), shares per queue, from one cycle."""
+        reports = list(reports)
+        self.set_allocation(
+            {(q.name, p.pool): p.allocated.gpus for q in reports for p in q.pools},
+            {(q.name, p.pool): p.nominal.gpus for q in reports for p in q.pools})
+        self.set_shares({q.name: q.fair_share for q in reports},
+                        {q.name: q.usage_share for q in reports})
+
+    def accrue(self, held: Mapping[tuple[str, str, str], int], seconds: float) -> None:
+        """Charge GPUs *held* per (queue, namespace, pool) for *seconds*, and their cost."""
+        if seconds <= 0:
+            return
+        currency = self.pricing.currency
+        for (queue, namespace, pool), gpus in held.items():
+            gpu_seconds = gpus * seconds
+            self.allocated_gpu_seconds.labels(queue, namespace, pool).inc(gpu_seconds)
+            price = self.pricing.price(pool)
+            self.gpu_cost.labels(queue, namespace, pool, currency).inc(
+                gpu_seconds / 3600.0 * price)
+
+    def set_pools(self, pools: Iterable[PoolGpus]) -> None:
+        """Per-pool GPU gauges of one cycle, and the price of every pool seen."""
+        pools = list(pools)
+        self._replace(self.schedulable_gpus, {(p.pool,): p.total for p in pools})
+        self._replace(self.idle_gpus, {(p.pool,): p.idle for p in pools})
+        self._replace(self.stranded_gpus, {(p.pool,): p.stranded for p in pools})
+        self._replace(self.reserved_idle_gpus, {(p.pool,): p.reserved_idle for p in pools})
+        currency = self.pricing.currency
+        names = {p.pool for p in pools} | set(self.pricing.gpu_hour)
+        self._replace(self.gpu_hour_price,
+                      {(pool, currency): self.pricing.price(pool) for pool in names})
+
+    def count_evictions(self, victims: Iterable[RunningGang | None]) -> None:
+        """Victim gangs whose eviction was issued (None: gone from the snapshot already)."""
+        for rg in victims:
+            self.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
+            self.evictions.inc(rg.gang.size if rg is not None else 0)
+
+
+#: Rollback reason label by what the bind failure says (a bounded set: never a pod name).
+_ROLLBACK_REASONS = (("pod deleted", "PodDeleted"), ("conflict", "Conflict"),
+                     ("forbidden", "Forbidden"), ("no reply", "NoReply"),
+                     ("http 5", "ServerError"), ("http 4", "Refused"))
+
+
+def rollback_reason(why: str) -> str:
+    """A short, bounded label for the ``rollbacks_total`` metric from a failure description."""
+    text = why.lower()
+    return next((label for key, label in _ROLLBACK_REASONS if key in text), "Other")

@@ -1,0 +1,316 @@
+"""Build (or reuse) the etcd, kube-apiserver and kubectl binaries the dev cluster uses.
+
+Why build from source: Docker is not available where the tests run and distribution packages
+are too old (Debian's etcd 3.4 lacks the watch progress requests a current kube-apiserver
+needs). Go is only a build tool here: the wrapper modules under ``hack/controlplane/`` pin the
+versions (their ``go.mod``/``go.sum`` are the single source of truth) and ``go build`` produces
+static binaries. A binary is cached per component and version under
+``${XDG_CACHE_HOME:-~/.cache}/gang-scheduler/bin/<component>-<version>/`` and reused, so only
+the first build is slow; a cached lookup reads ``go.mod`` and never runs Go.
+
+kubectl is built from the same pinned ``k8s.io/kubernetes`` module as kube-apiserver, so the
+deploy tests apply ``deploy/`` with the real ``kubectl apply -k`` (and its bundled kustomize)
+at exactly the server's version instead of a re-implementation of kustomize in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+HACK_DIR = REPO_ROOT / "hack" / "controlplane"
+PROGRESS_EVERY_S = 30.0
+#: The Kubernetes releases the dev cluster can run, each pinned by its own wrapper module
+#: (1.36 serves the gang API at scheduling.k8s.io/v1alpha2, 1.37 at v1beta1). Chosen with
+#: ``$GANG_SCHEDULER_KUBERNETES`` (``dev-cluster --kubernetes`` sets it); etcd is shared.
+RELEASE_ENV = "GANG_SCHEDULER_KUBERNETES"
+RELEASES: dict[str, Path] = {"1.36": HACK_DIR, "1.37": REPO_ROOT / "hack" / "controlplane-1.37"}
+DEFAULT_RELEASE = "1.36"
+
+
+def say(line: str) -> None:
+    """Progress goes out at once, also when stdout is a pipe or a CI log."""
+    print(line, flush=True)
+
+
+class BuildError(RuntimeError):
+    """A binary could not be built; the message says which and why."""
+
+
+def release() -> str:
+    """The Kubernetes release chosen (``$GANG_SCHEDULER_KUBERNETES``, default 1.36)."""
+    chosen = os.environ.get(RELEASE_ENV, "").strip() or DEFAULT_RELEASE
+    if chosen not in RELEASES:
+        raise BuildError(f"${RELEASE_ENV}={chosen!r}: unknown Kubernetes release "
+                         f"(known: {', '.join(sorted(RELEASES))})")
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One control-plane binary: which wrapper module builds it and from which Go package."""
+
+    name: str
+    module_dir: Path
+    pinned_module: str  # the module whose version in go.mod is the component version
+    package: str
+    #: Go string variables (``pkg.Var``) that get the version, so the binary reports it.
+    version_vars: tuple[str, ...] = ()
+    #: Files of the pinned module (CRDs, webhook and RBAC manifests) cached beside the binary,
+    #: so that starting the component needs no Go and reads the manifests of its own release.
+    manifests: tuple[str, ...] = ()
+    #: A Kubernetes binary: built from the chosen release's module (``RELEASES``), not
+    #: ``module_dir`` (the default release's).
+    follows_release: bool = False
+
+    @property
+    def source_dir(self) -> Path:
+        return RELEASES[release()] if self.follows_release else self.module_dir
+
+    @property
+    def version(self) -> str:
+        return pinned_version(self.source_dir / "go.mod", self.pinned_module)
+
+    def cache_dir(self) -> Path:
+        return bin_cache_root() / f"{self.name}-{self.version}"
+
+    def binary(self) -> Path:
+        return self.cache_dir() / self.name
+
+    def manifest(self, relative: str) -> Path:
+        """A cached manifest (one of `manifests`) of this component."""
+        return self.cache_dir() / "manifests" / relative
+
+
+ETCD = Component(
+    "etcd", HACK_DIR / "etcd", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"
+)
+KUBE_APISERVER = Component(
+    "kube-apiserver", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver",
+    follows_release=True,
+)
+KUBE_CONTROLLER_MANAGER = Component(
+    "kube-controller-manager", HACK_DIR, "k8s.io/kubernetes",
+    "k8s.io/kubernetes/cmd/kube-controller-manager", follows_release=True,
+)
+KUBE_SCHEDULER = Component(
+    "kube-scheduler", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler",
+    follows_release=True,
+)
+KUBECTL = Component("kubectl", HACK_DIR, "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubectl",
+                    follows_release=True)
+KWOK = Component("kwok", HACK_DIR / "kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok")
+JOBSET = Component(
+    "jobset-controller", HACK_DIR / "jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset",
+    ("sigs.k8s.io/jobset/pkg/version.GitVersion",),
+    ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+     "config/components/webhook/manifests.yaml",
+     "config/components/webhook/patches/mutating-patch.yaml",
+     "config/components/webhook/patches/validating-patch.yaml",
+     "config/components/rbac/role.yaml"),
+)
+TRAINER = Component(
+    "trainer-controller", HACK_DIR / "trainer", "github.com/kubeflow/trainer/v2",
+    "gangscheduler.dev/hack/controlplane/trainer", (),
+    ("manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+     "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
+     "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+     "manifests/base/webhook/manifests.yaml",
+     "manifests/base/rbac/role.yaml",
+     "manifests/base/runtimes/torch_distributed.yaml"),
+)
+# For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
+HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
+# One component per line, so that additions merge cleanly.
+COMPONENTS: tuple[Component, ...] = (
+    ETCD,
+    KUBE_APISERVER,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_SCHEDULER,
+    KUBECTL,
+    KWOK,
+    JOBSET,
+    TRAINER,
+    HELM,
+)
+# Kubernetes binaries: their version is stamped into component-base and client-go.
+_KUBE_STAMPED = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBECTL)
+
+
+def bin_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gang-scheduler" / "bin"
+
+
+def pinned_version(go_mod: Path, module: str) -> str:
+    """The version `module` is required at in `go_mod` (``module vX.Y.Z`` in a require)."""
+    try:
+        text = go_mod.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BuildError(f"{go_mod} not found: the dev cluster needs a source checkout of "
+                         "gang-scheduler (hack/controlplane pins the versions)") from None
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    if not match:
+        raise BuildError(f"{go_mod}: no require line for {module}")
+    return match.group(1)
+
+
+def ldflags(component: Component, version: str, build_date: str) -> str:
+    """Version stamps so ``/version`` and ``--version`` report the pinned release.
+
+    A plain ``go build`` leaves Kubernetes' version at v0.0.0-master, which breaks clients
+    that negotiate on the server version; etcd otherwise says "Git SHA: Not provided".
+    """
+    flags = ["-s", "-w"]
+    if component in _KUBE_STAMPED:
+        major, minor = version.lstrip("v").split(".")[:2]
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            flags += [
+                f"-X {pkg}.gitVersion={version}",
+                f"-X {pkg}.gitMajor={major}",
+                f"-X {pkg}.gitMinor={minor}",
+                f"-X {pkg}.gitTreeState=clean",
+                f"-X {pkg}.buildDate={build_date}",
+            ]
+    elif component is ETCD:
+        flags.append(f"-X go.etcd.io/etcd/api/v3/version.GitSHA=module-{version}")
+    elif component is HELM:  # as helm's Makefile: its version, and the Kubernetes version
+        # `helm template` and `helm lint` assume (client-go 0.N is Kubernetes 1.N; else 1.20)
+        minor = pinned_version(component.module_dir / "go.mod", "k8s.io/client-go").split(".")[1]
+        flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+        flags += [f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+                  for pkg in ("chartutil", "lint/rules")
+                  for part, value in (("Major", "1"), ("Minor", minor))]
+    flags += [f"-X {var}={version}" for var in component.version_vars]
+    return " ".join(flags)
+
+
+def go_env() -> dict[str, str]:
+    """A hermetic-enough environment: local toolchain only, static binaries, go.sum enforced."""
+    env = dict(os.environ)
+    env.update(
+        GOTOOLCHAIN="local",
+        CGO_ENABLED="0",
+        GOFLAGS="-mod=readonly -buildvcs=false -trimpath",
+    )
+    return env
+
+
+def module_info(component: Component, env: dict[str, str]) -> dict[str, str]:
+    """``go list -m -json`` of the pinned module: its release ``Time`` (a reproducible build
+    date) and ``Dir`` in the module cache (where its manifests are)."""
+    out = subprocess.run(
+        ["go", "list", "-m", "-json", component.pinned_module],
+        cwd=component.source_dir, env=env, capture_output=True, text=True, check=False,
+    )
+    if out.returncode != 0:
+        raise BuildError(f"go list -m {component.pinned_module} failed:\n{out.stderr}")
+    return {str(k): str(v) for k, v in json.loads(out.stdout).items()}
+
+
+def _cache_manifests(component: Component, module_dir: str) -> None:
+    for relative in component.manifests:
+        source = Path(module_dir) / relative
+        if not source.is_file():
+            raise BuildError(f"{component.name}: {relative} is not in {module_dir}")
+        target = component.manifest(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+
+
+def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
+    """Return the cached binary for `component`, building it first if it is missing."""
+    binary = component.binary()
+    if binary.is_file() and os.access(binary, os.X_OK):
+        log(f"{component.name} {component.version}: cached at {binary}")
+        return binary
+    if shutil.which("go") is None:
+        raise BuildError(f"{component.name}: not cached at {binary} and `go` is not on PATH")
+    env = go_env()
+    version = component.version
+    log(f"{component.name} {version}: building from {component.source_dir} "
+        "(a cold build takes minutes; later runs reuse the cache)")
+    started = time.monotonic()
+    component.cache_dir().mkdir(parents=True, exist_ok=True)
+    tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
+    info = module_info(component, env)
+    cmd = ["go", "build", "-ldflags",
+           ldflags(component, version, info.get("Time", "1970-01-01T00:00:00Z")),
+           "-o", str(tmp), component.package]
+    _run_with_progress(cmd, component, env, started, log)
+    if component.manifests and not info.get("Dir"):
+        # On an empty module cache `go list -m` knows the version but has no directory until
+        # the build has downloaded the module.
+        info = module_info(component, env)
+    _cache_manifests(component, info.get("Dir", ""))
+    tmp.replace(binary)  # atomic and last: a binary in the cache means its manifests are too
+    elapsed = time.monotonic() - started
+    (component.cache_dir() / "BUILDINFO.json").write_text(
+        json.dumps({"component": component.name, "version": version,
+                    "build_seconds": round(elapsed, 1), "command": cmd}, indent=2) + "\n"
+    )
+    log(f"{component.name} {version}: built in {elapsed:.1f}s -> {binary}")
+    return binary
+
+
+def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str],
+                       started: float, log: Callable[[str], None]) -> None:
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(PROGRESS_EVERY_S):
+            log(f"{component.name}: still building ({time.monotonic() - started:.0f}s)")
+
+    ticker = threading.Thread(target=heartbeat, daemon=True)
+    ticker.start()
+    try:
+        proc = subprocess.run(cmd, cwd=component.source_dir, env=env, check=False,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finally:
+        done.set()
+    if proc.returncode != 0:
+        raise BuildError(f"{component.name}: `{' '.join(cmd)}` failed "
+                         f"(exit {proc.returncode}):\n{proc.stdout[-4000:]}")
+
+
+def kubectl_path() -> Path:
+    """Where the pinned kubectl is cached (it may not be built yet: see `ensure`)."""
+    return KUBECTL.binary()
+
+
+#: What the training operators need beyond the control plane: left out by ``operators=False``.
+OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER)
+
+
+def components(operators: bool = True) -> tuple[Component, ...]:
+    """The components a dev cluster needs, with or without the training operators."""
+    return COMPONENTS if operators else tuple(
+        c for c in COMPONENTS if c not in OPERATOR_COMPONENTS)
+
+
+def ensure_all(log: Callable[[str], None] = say, operators: bool = True) -> dict[str, Path]:
+    """Build or reuse every component (`components`); returns name -> binary path."""
+    started = time.monotonic()
+    paths = {c.name: ensure(c, log) for c in components(operators)}
+    log(f"control plane binaries ready in {time.monotonic() - started:.1f}s")
+    return paths
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience for `python -m`
+    try:
+        ensure_all()
+    except BuildError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)

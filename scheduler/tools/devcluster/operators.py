@@ -1,0 +1,217 @@
+"""Start the training operators, JobSet and Kubeflow Trainer, with their CRDs, RBAC and webhooks.
+
+Why the real ones: a TrainJob becomes a JobSet, a PodGroup and pods only through Trainer, and a
+JobSet becomes Jobs (and restarts them by its failure policy) only through the JobSet
+controller; their webhooks default and validate what users apply, and JobSet's pod webhooks
+see every pod a JobSet makes. Hand-made stand-ins would test our reading of their docs.
+
+Each runs as a process on 127.0.0.1, like the rest of the dev cluster:
+
+* its CRDs, webhook configurations and ClusterRole come from its own pinned release (cached
+  beside the binary by build.py), so they match the binary;
+* it authenticates with its own client certificate (``jobset-controller``,
+  ``trainer-controller``) bound to that release's ClusterRole, so RBAC is exercised too;
+* its webhook server serves a certificate from the cluster CA for 127.0.0.1, and its webhook
+  configurations are rewritten to call ``https://127.0.0.1:<port><path>`` with that CA as
+  ``caBundle`` (in a cluster they name a Service, which cannot route to loopback here);
+* leader election is off, and the configurations are created only once the webhook server
+  answers (they fail closed: created earlier, they would refuse every pod of a JobSet).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from scheduler.tools.devcluster import build, certs, crds, kubeconfig, procs, rest
+
+READY_TIMEOUT_S = 90.0
+API_QPS, API_BURST = 100, 200
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """One training operator: its build, identity and which of its manifests are what."""
+
+    name: str  # identity stem in certs.CLIENTS, and prefix of its cluster-scoped objects
+    component: build.Component
+    crds: tuple[str, ...]
+    webhooks: str
+    webhook_patches: tuple[str, ...]  # JSON patches (replace ops) kustomize would apply
+    role: str
+    #: Rules its release's ClusterRole lacks but its controller needs (each says why).
+    missing_rules: tuple[dict[str, Any], ...] = ()
+
+    def load(self, relative: str) -> list[Any]:
+        """The YAML documents of one of its cached manifests."""
+        path = self.component.manifest(relative)
+        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+JOBSET = Operator(
+    "jobset", build.JOBSET, (build.JOBSET.manifests[0],), build.JOBSET.manifests[1],
+    build.JOBSET.manifests[2:4], build.JOBSET.manifests[4])
+TRAINER = Operator(
+    "trainer", build.TRAINER, build.TRAINER.manifests[0:3], build.TRAINER.manifests[3], (),
+    build.TRAINER.manifests[4],
+    # Trainer v2.0.0's coscheduling plugin watches LimitRanges and RuntimeClasses (for the
+    # PodGroup's minResources); its manifests/base/rbac/role.yaml does not grant that, so its
+    # informers are refused and no PodGroup is ever made.
+    ({"apiGroups": [""], "resources": ["limitranges"], "verbs": ["get", "list", "watch"]},
+     {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"],
+      "verbs": ["get", "list", "watch"]}))
+OPERATORS = (JOBSET, TRAINER)  # in start order: Trainer watches JobSets
+#: Trainer's ClusterTrainingRuntime for PyTorch, as its release ships it.
+TORCH_RUNTIME = build.TRAINER.manifests[5]
+
+
+def replace_ops(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """`doc` with JSON-patch ``replace`` operations applied (all that the webhook patches of
+    these releases use); any other op is an error naming it."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        if op.get("op") != "replace":
+            raise ValueError(f"unsupported JSON patch op {op.get('op')!r} at {op.get('path')}")
+        *parents, last = [p for p in str(op["path"]).split("/") if p]
+        target: Any = out
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if isinstance(target, list):
+            target[int(last)] = op["value"]
+        else:
+            target[last] = op["value"]
+    return out
+
+
+def webhook_configurations(operator: Operator, port: int, ca: Path) -> list[dict[str, Any]]:
+    """The operator's webhook configurations, pointed at its loopback server."""
+    patches = [op for relative in operator.webhook_patches for op in _ops(operator, relative)]
+    bundle = base64.b64encode(ca.read_bytes()).decode("ascii")
+    out = []
+    for doc in operator.load(operator.webhooks):
+        kind_patches = [p for p in patches if p["kind"] == doc["kind"]]
+        doc = replace_ops(doc, [p["op"] for p in kind_patches])
+        doc["metadata"] = {"name": f"{operator.name}-{doc['kind'].lower()}"}
+        for hook in doc.get("webhooks") or []:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
+                                    "caBundle": bundle}
+        out.append(doc)
+    return out
+
+
+def _ops(operator: Operator, relative: str) -> list[dict[str, Any]]:
+    """The ops of one patch file (a YAML list), each tagged with the kind it targets."""
+    kind = ("MutatingWebhookConfiguration" if "mutating" in relative
+            else "ValidatingWebhookConfiguration")
+    ops: list[dict[str, Any]] = []
+    for doc in operator.load(relative):
+        ops += doc if isinstance(doc, list) else [doc]
+    return [{"kind": kind, "op": op} for op in ops]
+
+
+def _apply(api: client.ApiClient, doc: dict[str, Any]) -> None:
+    """Create `doc` (a cluster-scoped RBAC or webhook object), or replace it if it exists."""
+    kinds: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = {}
+    rbac = client.RbacAuthorizationV1Api(api)
+    adm = client.AdmissionregistrationV1Api(api)
+    kinds["ClusterRole"] = (rbac.create_cluster_role, rbac.read_cluster_role,
+                            rbac.replace_cluster_role)
+    kinds["ClusterRoleBinding"] = (rbac.create_cluster_role_binding,
+                                   rbac.read_cluster_role_binding,
+                                   rbac.replace_cluster_role_binding)
+    kinds["MutatingWebhookConfiguration"] = (
+        adm.create_mutating_webhook_configuration, adm.read_mutating_webhook_configuration,
+        adm.replace_mutating_webhook_configuration)
+    kinds["ValidatingWebhookConfiguration"] = (
+        adm.create_validating_webhook_configuration, adm.read_validating_webhook_configuration,
+        adm.replace_validating_webhook_configuration)
+    create, read, replace = kinds[doc["kind"]]
+    try:
+        rest.call(create, doc)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = rest.call(read, doc["metadata"]["name"])
+        doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        rest.call(replace, doc["metadata"]["name"], doc)
+
+
+def grant(api: client.ApiClient, operator: Operator) -> None:
+    """The release's ClusterRole, renamed after the operator, bound to its identity."""
+    (role,) = operator.load(operator.role)
+    name = f"{operator.name}-controller"
+    role["metadata"] = {"name": name}
+    role["rules"] = [*role.get("rules", []), *operator.missing_rules]
+    _apply(api, role)
+    _apply(api, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": name},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": name},
+                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                               "name": certs.CLIENTS[operator.name].user}]})
+
+
+def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
+          probe_port: int) -> list[str]:
+    binary = str(operator.component.binary())
+    if operator is TRAINER:
+        return [binary, "--webhook-host=127.0.0.1", f"--webhook-port={webhook_port}",
+                f"--cert-dir={cert_dir}", f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
+    config = state_dir / "config" / f"{operator.name}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": API_QPS, "burst": API_BURST},
+    }, sort_keys=False), encoding="utf-8")
+    return [binary, f"--config={config}", "--metrics-bind-address=0"]
+
+
+def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.CertPaths,
+          state_dir: Path, owned: bool) -> procs.ManagedProcess:
+    """CRDs and RBAC, the controller, then (once it serves) its webhook configurations."""
+    documents = [d for relative in operator.crds for d in operator.load(relative)]
+    crds.apply_documents(api, documents)
+    grant(api, operator)
+    client_config = kubeconfig.write_client(
+        state_dir / "kubeconfigs" / f"{operator.name}.kubeconfig", server, pki, operator.name)
+    cert_dir = state_dir / "serving-certs" / operator.name
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    cert, key = certs.loopback_serving(pki, operator.name)
+    (cert_dir / "tls.crt").write_bytes(cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(key.read_bytes())
+    env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(client_config), "HOME": str(state_dir)}
+
+    def serve() -> tuple[procs.ManagedProcess, int]:
+        webhook_port, probe_port = procs.free_port(), procs.free_port()
+        proc = procs.spawn(operator.component.name,
+                           _argv(operator, state_dir, cert_dir, webhook_port, probe_port),
+                           state_dir / "logs" / f"{operator.component.name}.log", owned, env=env)
+        procs.wait_until(lambda: _ready(probe_port), READY_TIMEOUT_S,
+                         f"{operator.component.name} /readyz", proc, interval_s=0.25)
+        return proc, webhook_port
+
+    proc, webhook_port = procs.start_listening(serve)
+    for doc in webhook_configurations(operator, webhook_port, pki.ca_cert):
+        _apply(api, doc)
+    return proc
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False

@@ -1,0 +1,394 @@
+"""An immutable per-cycle view of the cluster that decisions are made against.
+
+The cache builds one ``Snapshot`` per cycle from plain lists (no cluster needed, which is
+what lets the simulator and the tests build one too). During the cycle, each decision
+derives a new snapshot (``with_running`` after a placement, ``without_gangs`` to try a set
+of preemption victims); the original is never touched, so undoing a simulated removal is
+simply using the old snapshot again.
+
+Deriving is cheap: the nodes and what is derived from them alone (eligibility, pools, the
+topology graph) live in a shared ``NodeIndex``; only the per-node free vectors of the changed
+nodes are replaced. The cluster cache keeps one index while the nodes stay the same, so the
+snapshots of many cycles share it too.
+
+The running pods as other pods' constraints see them (labels, affinity terms, host ports,
+claims) are an ``Occupancy`` that is derived along with the snapshot at no cost until a
+solve reads it; namespaces' labels and the volume catalog (claims, PVs, classes, attach
+limits) are carried as they are, the catalog replaced when a placement decides claims.
+
+Each snapshot also carries a short ``lineage``: for itself and its nearest ancestors, the
+nodes whose free resources changed since. The solver keeps indexes of free capacity in the
+node index and uses the lineage to bring an index from the snapshot it last served to the one
+at hand by touching only those nodes, instead of rescanning every node per placement.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from scheduler.kit.layered import Layered
+from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
+from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.resources import EMPTY, Resources, total
+from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
+from scheduler.world.node_index import NodeIndex
+from scheduler.world.occupancy import Occupancy, Occupant
+
+if TYPE_CHECKING:
+    from scheduler.world.topology import Topology
+
+
+#: How many ancestors a snapshot remembers the changed nodes for.
+_LINEAGE_DEPTH = 8
+_NOTHING: frozenset[str] = frozenset()
+
+
+class Snapshot:
+    """Nodes with their used and free resources, and the running gangs charged to them."""
+
+    __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
+                 "_running", "_terminating", "_usage", "_version", "_volumes")
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        running: Iterable[RunningGang] = (),
+        other_usage: Mapping[str, Resources] | None = None,
+        *,
+        topology_labels: Iterable[str] = DEFAULT_TOPOLOGY_LABELS,
+        other_pods: Iterable[Occupant] = (),
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        volumes: VolumeCatalog = EMPTY_CATALOG,
+    ) -> None:
+        """Build from plain lists.
+
+        ``other_usage`` is what pods outside any gang (e.g. of the default scheduler) use
+        per node: it counts against capacity but is never a preemption candidate.
+        ``topology_labels`` are the label keys the nodes' topology paths were derived with
+        (``NodeLabelConfig.topology_labels``), outermost first. ``other_pods`` are those
+        pods' labels, terms, ports and claims (for other pods' constraints); ``namespaces``
+        the namespaces' labels; ``volumes`` the claims, PVs and classes.
+        """
+        self._build(NodeIndex(nodes, tuple(topology_labels)), running, other_usage,
+                    other_pods, namespaces, volumes)
+
+    @classmethod
+    def on(cls, index: NodeIndex, running: Iterable[RunningGang] = (),
+           other_usage: Mapping[str, Resources] | None = None, *,
+           other_pods: Iterable[Occupant] = (),
+           namespaces: Mapping[str, Mapping[str, str]] | None = None,
+           volumes: VolumeCatalog = EMPTY_CATALOG) -> Snapshot:
+        """A snapshot of the nodes of *index*, sharing it (the cluster cache's way: one
+        index for as long as the nodes do not change)."""
+        snap = cls.__new__(cls)
+        snap._build(index, running, other_usage, other_pods, namespaces, volumes)
+        return snap
+
+    def _build(self, index: NodeIndex, running: Iterable[RunningGang],
+               other_usage: Mapping[str, Resources] | None, other_pods: Iterable[Occupant],
+               namespaces: Mapping[str, Mapping[str, str]] | None,
+               volumes: VolumeCatalog) -> None:
+        self._index = index
+        # Namespaces are not node-derived: they are the snapshot's, not the index's.
+        self._namespaces: dict[str, Labels] = {
+            ns: Labels(labels) for ns, labels in sorted((namespaces or {}).items())}
+        self._version = next(index.versions)
+        self._lineage: dict[int, frozenset[str]] = {self._version: _NOTHING}
+        self._running: Layered[str, RunningGang] = Layered({
+            g.id: g for g in sorted(running, key=lambda g: g.id)})
+        self._terminating = frozenset(gid for gid, g in self._running.items() if g.terminating)
+        used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
+        for name, res in (other_usage or {}).items():
+            if name in used:
+                _accumulate(used[name], res)
+        for rg in self._running.values():
+            for name, res in rg.allocations:
+                if name in used:
+                    _accumulate(used[name], res)
+        nodes_by_name = index.nodes
+        self._free: Layered[str, Resources] = Layered({
+            name: nodes_by_name[name].allocatable - u for name, u in used.items()
+        })
+        self._usage: dict[tuple[str, str], Resources] = {}
+        self._count: dict[str, int] = {}
+        for rg in self._running.values():
+            _charge(self._usage, self._count, rg, nodes_by_name, 1)
+        self._occupancy = Occupancy(tuple(other_pods), self._running)
+        self._volumes = volumes
+
+    @classmethod
+    def _derive(cls, parent: Snapshot, free: Layered[str, Resources],
+                running: Layered[str, RunningGang], changed: Iterable[str],
+                usage: dict[tuple[str, str], Resources] | None = None,
+                count: dict[str, int] | None = None,
+                occupancy: Occupancy | None = None,
+                terminating: frozenset[str] | None = None) -> Snapshot:
+        snap = cls.__new__(cls)
+        snap._terminating = parent._terminating if terminating is None else terminating
+        snap._index = parent._index
+        snap._namespaces = parent._namespaces
+        snap._free = free
+        snap._running = running
+        snap._occupancy = parent._occupancy if occupancy is None else occupancy
+        snap._volumes = parent._volumes
+        snap._usage = parent._usage if usage is None else usage
+        snap._count = parent._count if count is None else count
+        snap._version = next(parent._index.versions)
+        delta = frozenset(changed)
+        lineage = {snap._version: _NOTHING}
+        for version, since in itertools.islice(parent._lineage.items(), _LINEAGE_DEPTH - 1):
+            lineage[version] = since | delta if delta else since
+        snap._lineage = lineage
+        return snap
+
+    # Reading ------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        return self._index.nodes
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """Node names, sorted: the deterministic iteration order for everything downstream."""
+        return self._index.node_names
+
+    @property
+    def running(self) -> Mapping[str, RunningGang]:
+        return self._running
+
+    @property
+    def terminating(self) -> frozenset[str]:
+        """The running gangs whose pods are being deleted (kept as snapshots are derived)."""
+        return self._terminating
+
+    @property
+    def free_by_node(self) -> Mapping[str, Resources]:
+        return self._free
+
+    @property
+    def queue_usage(self) -> Mapping[tuple[str, str], Resources]:
+        """(queue, pool) -> what the running gangs of the queue use on nodes of the pool.
+
+        Kept up to date as snapshots are derived (a gang's own nodes only), so the quota
+        ledger and the per-queue status never sum every running gang. Zero usage is absent.
+        """
+        return self._usage
+
+    @property
+    def running_per_queue(self) -> Mapping[str, int]:
+        """Queue -> how many of the running gangs are its (queues with none are absent)."""
+        return self._count
+
+    def free(self, node: str) -> Resources:
+        return self._free.get(node, EMPTY)
+
+    def used(self, node: str) -> Resources:
+        return self._index.nodes[node].allocatable - self._free[node]
+
+    def total_allocatable(self, pool: str | None = None) -> Resources:
+        return total(n.allocatable for n in self._index.nodes.values() if pool in (None, n.pool))
+
+    def total_free(self, pool: str | None = None) -> Resources:
+        nodes = self._index.nodes
+        return total(f.clamp_nonnegative() for name, f in self._free.items()
+                     if pool in (None, nodes[name].pool))
+
+    def pools(self) -> tuple[str, ...]:
+        return self._index.pools
+
+    def eligible_nodes(self, requirements: PodRequirements) -> tuple[str, ...]:
+        """Nodes a pod with *requirements* may use, capacity aside (cached per requirements)."""
+        cache = self._index.eligible
+        hit = cache.get(requirements)
+        if hit is None:
+            hit = tuple(name for name, node in self._index.nodes.items()
+                        if requirements.allows(node))
+            cache[requirements] = hit
+        return hit
+
+    @property
+    def topology(self) -> Topology:
+        """The network topology graph of the nodes (built once, shared by derived snapshots)."""
+        if self._index.topology is None:
+            from scheduler.world.topology import Topology
+
+            self._index.topology = Topology.from_nodes(
+                self._index.nodes.values(), self._index.topology_labels)
+        return self._index.topology
+
+    @property
+    def version(self) -> int:
+        """Identifies this snapshot among those derived from the same original one."""
+        return self._version
+
+    @property
+    def lineage(self) -> Mapping[int, frozenset[str]]:
+        """Version -> nodes whose free resources differ from that snapshot's, nearest first.
+
+        Covers this snapshot (nothing changed) and its few nearest ancestors; solver indexes
+        use it to catch up incrementally and rebuild when the version they hold is not listed.
+        """
+        return self._lineage
+
+    def changed_since(self, before: Snapshot) -> Iterable[str] | None:
+        """Nodes whose free resources may differ from *before*'s (a superset), or None when
+        the two are not closely related (then every node may differ)."""
+        if before._index is not self._index:
+            return None
+        since = self._lineage.get(before._version)
+        if since is not None:
+            return since
+        return self._free.differing(before._free)
+
+    @property
+    def index(self) -> NodeIndex:
+        """What is derived from the nodes alone; shared by derived snapshots (and, through the
+        cluster cache, by the cycles' snapshots while the nodes are unchanged)."""
+        return self._index
+
+    def eligible_pools(self, requirements: PodRequirements) -> tuple[str, ...]:
+        """Pools with a node a pod with *requirements* may use, sorted."""
+        cache = self._index.pools_by_requirements
+        hit = cache.get(requirements)
+        if hit is None:
+            nodes = self._index.nodes
+            hit = cache[requirements] = tuple(sorted(
+                {nodes[n].pool for n in self.eligible_nodes(requirements)}))
+        return hit
+
+    def nodes_in(self, pools: Iterable[str]) -> frozenset[str]:
+        """The nodes of *pools*."""
+        key = tuple(sorted(set(pools)))
+        cache = self._index.pool_nodes
+        hit = cache.get(key)
+        if hit is None:
+            wanted = set(key)
+            hit = cache[key] = frozenset(
+                name for name, node in self._index.nodes.items() if node.pool in wanted)
+        return hit
+
+    def pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
+        """What a running gang uses per pool (shared: not to be changed)."""
+        cache = self._index.charges
+        known = cache.get(id(gang))
+        if known is not None and known[0] is gang:
+            return known[1]
+        if len(cache) > 100_000:
+            cache.clear()  # gangs come and go; keep the memo bounded
+        nodes = self._index.nodes
+        per_pool: dict[str, list[Resources]] = {}
+        for node, res in gang.allocations:
+            if node in nodes:
+                per_pool.setdefault(nodes[node].pool, []).append(res)
+        usage = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
+        cache[id(gang)] = (gang, usage)
+        return usage
+
+    @property
+    def pods(self) -> Occupancy:
+        """The running pods' labels, terms, ports and claims, per node (lazy)."""
+        return self._occupancy
+
+    def namespace_labels(self, namespace: str) -> Labels:
+        """A namespace's labels (empty for an unknown one, as kube-scheduler assumes)."""
+        return self._namespaces.get(namespace, NO_LABELS)
+
+    @property
+    def volumes(self) -> VolumeCatalog:
+        """Claims, PVs, storage classes and attach limits (with this cycle's decisions)."""
+        return self._volumes
+
+    # Deriving -----------------------------------------------------------------------------
+    def with_running(self, gang: RunningGang) -> Snapshot:
+        """A snapshot in which *gang* is also running (assume a placement)."""
+        changed: dict[str, Resources] = {}
+        for name, res in gang.allocations:
+            changed[name] = (changed[name] if name in changed else self._free[name]) - res
+        free = self._free.set(changed.items())
+        usage, count = dict(self._usage), dict(self._count)
+        nodes = self._index.nodes
+        old = self._running.get(gang.id)
+        if old is not None:
+            _charge(usage, count, old, nodes, -1)
+        _charge(usage, count, gang, nodes, 1)
+        running = self._running.set(((gang.id, gang),))
+        terminating = self._terminating
+        if gang.terminating:
+            terminating = terminating | {gang.id}
+        elif gang.id in terminating:
+            terminating = terminating - {gang.id}
+        return Snapshot._derive(self, free, running, changed, usage, count,
+                                self._occupancy.derive(running, (gang,), ()), terminating)
+
+    def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
+        """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
+        if volumes is self._volumes:
+            return self
+        snap = Snapshot._derive(self, self._free, self._running, ())
+        snap._volumes = volumes
+        return snap
+
+    def with_usage(self, node: str, res: Resources) -> Snapshot:
+        """A snapshot in which *res* more is used on *node* by something that is not a gang."""
+        free = self._free.set(((node, self._free[node] - res),))
+        return Snapshot._derive(self, free, self._running, (node,))
+
+    def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
+        """A snapshot with these running gangs removed (simulated preemption).
+
+        The receiver is unchanged, so the removal is undone by keeping the old snapshot.
+        """
+        ids = set(gang_ids)
+        if not ids:
+            return self
+        running = self._running
+        usage, count = dict(self._usage), dict(self._count)
+        nodes = self._index.nodes
+        changed: dict[str, Resources] = {}
+        gone = tuple(sorted(ids))
+        for gid in gone:
+            rg = running.get(gid)
+            if rg is None:
+                raise KeyError(f"gang {gid} is not running in this snapshot")
+            for name, res in rg.allocations:
+                now = changed.get(name)
+                if now is None:
+                    now = self._free.get(name)
+                if now is not None:
+                    changed[name] = now + res
+            _charge(usage, count, rg, nodes, -1)
+        left = running.without(gone)
+        terminating = self._terminating
+        if not terminating.isdisjoint(ids):
+            terminating = terminating - ids
+        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, usage,
+                                count, self._occupancy.derive(left, (), gone), terminating)
+
+
+def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,
+            nodes: Mapping[str, Node], sign: int) -> None:
+    """Add (sign 1) or remove (-1) *rg* to the per-(queue, pool) usage and per-queue count."""
+    queue = rg.gang.queue
+    n = count.get(queue, 0) + sign
+    if n:
+        count[queue] = n
+    else:
+        count.pop(queue, None)
+    for name, res in rg.allocations:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        key = (queue, node.pool)
+        now = usage.get(key)
+        new = (res if sign > 0 else EMPTY - res) if now is None else (
+            now + res if sign > 0 else now - res)
+        if new:
+            usage[key] = new
+        else:
+            usage.pop(key, None)
+
+
+def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:
+    for k, v in res.items():
+        into[k] = into.get(k, 0) + v
