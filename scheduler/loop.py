@@ -6,15 +6,20 @@ simulated cluster) differ. Nothing here knows which one it has.
 
 What the loop adds around the pure ``decide``:
 
-- binds that failed are forgotten by the cache and their gang waits out an exponential
-  backoff before it is tried again (a pod deleted under us is not retried every cycle), except
-  a bind that failed only for want of an answer (the apiserver away): that backoff ends as
-  soon as the cluster answers again, so a gang (above all one left partly bound) is completed
-  at once rather than after a delay that grew while the apiserver restarted; and a bind this
-  replica was fenced from midway (its Lease lost or renewed late) does not back off at all,
-  its members bound so far assumed bound, so its repair comes next cycle. The loop keeps
-  the backoffs and hands them to ``decide`` with the other ``Housekeeping`` (gangs
-  not formed, gangs partly bound and since when, whether this cycle is a takeover);
+- a gang whose bind failed waits out an exponential backoff before it is tried again (a pod
+  deleted under us is not retried every cycle); the members it bound stay assumed bound
+  (nothing is deleted when a bind fails: ``housekeeping`` decides whether to complete or roll
+  back a partly bound gang), the others are forgotten, so their capacity is free again.
+  Except a bind that failed only for want of an answer (no reply, 429, 5xx: the apiserver
+  or etcd restarting): its members not bound are *held*, assumed on their nodes, until the
+  backoff ends, and a bind that got no reply at all backs off only until the cluster answers
+  again; then they are released and ``decide`` places them again, before any other gang,
+  rather than after a delay that grew while the apiserver restarted. A bind this replica
+  was fenced from midway (its Lease lost or renewed late) does not back off at all, its
+  members bound so far assumed bound, so its repair comes next cycle. The loop keeps the
+  backoffs and hands them to ``decide`` with the other ``Housekeeping`` (why each gang's
+  last bind failed, gangs not formed, gangs partly bound and since when, whether this cycle
+  is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - binds are assumed in the cache until the watch confirms them, from their hand-over when
   the actuator binds outside the cycle (the live one: ``inflight``); their outcome is taken
@@ -35,12 +40,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
 from scheduler import accounting, cycle, placement
+from scheduler.backoffs import Backoffs
 from scheduler.cache import ClusterCache, CycleInput
 from scheduler.housekeeping import (
     REPAIR_GRACE_SECONDS,
@@ -50,7 +55,7 @@ from scheduler.housekeeping import (
     cut_while_binding,
 )
 from scheduler.inflight import ApplyResult, Flight, Flights
-from scheduler.metrics import SchedulerMetrics, rollback_reason
+from scheduler.metrics import SchedulerMetrics
 from scheduler.model import Gang, PodRef
 from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
@@ -75,13 +80,6 @@ class PolicySource(Protocol):
     """The queue policies in force (the last good version, when an update was invalid)."""
 
     def current(self) -> cycle.Policies: ...
-
-
-@dataclass(slots=True)
-class _Backoff:
-    until: float
-    delay: float
-    unanswered: bool = False  # the last failure had no answer: over once the cluster answers
 
 
 class Scheduler:
@@ -109,13 +107,10 @@ class Scheduler:
         self.clock = clock
         self.actuator = actuator
         self.metrics = metrics
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
         self.repair_grace = repair_grace
-        self.answering = answering
         self.pool_gauge_interval = pool_gauge_interval
         self._pools_at: float | None = None  # when the pool gauges were last set
-        self._backoff: dict[str, _Backoff] = {}
+        self._backoffs = Backoffs(backoff_initial, backoff_max, answering)
         self._partly_since: dict[str, float] = {}  # gang id -> first cycle seen partly bound
         self._previous: CyclePlan | None = None
         self._recall: Recall | None = None  # kept while the nodes (the node index) stay
@@ -147,6 +142,7 @@ class Scheduler:
     def _cycle(self, takeover: bool) -> CyclePlan:
         self._land(self.flights.take_landed())
         now = self.clock()
+        self._release(now)
         inp = self.cache.cycle_input(now)
         self._track_complete(inp, now)
         house = self._housekeeping(inp, now, takeover)
@@ -184,23 +180,30 @@ class Scheduler:
     def _take(self, binds: Iterable[Bind], result: ApplyResult,
               partial: Mapping[str, PartlyBound], since: Mapping[str, float],
               bound_at: float) -> None:
-        """Take the outcome of *binds* in (their members already assumed bound): forget a
-        failed gang's members, so their capacity is free again, and back the gang off;
-        count and log what was bound, with each gang's latency from *since*."""
+        """Take the outcome of *binds* in (their members already assumed bound): of a failed
+        gang, forget the members neither kept bound nor held, so their capacity is free
+        again, and back the gang off; count and log what was bound, with each gang's latency
+        from *since*."""
         bound, unanswered = set(result.bound), set(result.unanswered)
+        held = {ref.uid for ref, _ in result.held}
         m = self.metrics
         for b in binds:
             gid = b.gang_id
             if gid in result.failed:
-                self.cache.forget(ref for ref, _ in b.pod_nodes)
+                holding = [(ref, node) for ref, node in b.pod_nodes if ref.uid in held]
+                self.cache.forget(ref for ref, _ in b.pod_nodes if ref.uid not in held)
+                self.cache.assume(holding, bound_at, binding=True)  # until the retry is due
                 if gid not in result.fenced:  # fenced: nothing wrong with it, no backoff
-                    self._fail(gid, bound_at, gid in unanswered)
+                    self._backoffs.fail(gid, bound_at, result.failed[gid],
+                                        transient=bool(holding) or gid in unanswered,
+                                        unanswered=gid in unanswered,
+                                        held=tuple(ref for ref, _ in holding))
                 if gid in since:  # it is pending again: its latency runs on
                     self._complete_since.setdefault(gid, since[gid])
                 continue
             if gid not in bound:
                 continue
-            self._backoff.pop(gid, None)
+            self._backoffs.clear(gid)
             ns = gid.split("/", 1)[0]
             if gid in partial:
                 log.info("partial_gang_completed", gang=gid, bound=len(partial[gid].pods),
@@ -211,7 +214,7 @@ class Scheduler:
                      latency_s=round(latency, 3))
             if m is not None:
                 m.scheduling_latency.labels(b.queue).observe(latency)
-        if result.left:  # members kept bound by a fenced bind: their gang is repaired
+        if result.left:  # members kept bound by a failed bind: their gang is repaired
             self.cache.assume(result.left, bound_at)
         if m is None:
             return
@@ -219,8 +222,11 @@ class Scheduler:
             m.binds.labels("success").inc(len(result.bound))
         if result.failed:
             m.binds.labels("failure").inc(len(result.failed))
-            for why in result.failed.values():
-                m.rollbacks.labels(rollback_reason(why)).inc()
+
+    def _release(self, now: float) -> None:
+        """Forget the held members of gangs whose retry is due: ``decide`` places them again
+        (first: their gang is partly bound, or whole again if the watch saw them bound)."""
+        self.cache.forget(self._backoffs.due(now))
 
     def _land(self, flights: Iterable[Flight]) -> None:
         """Take in the outcome of flights that landed."""
@@ -245,6 +251,7 @@ class Scheduler:
         abandoned = self.flights.abandon()
         for f in abandoned:
             self.cache.forget(f.pods())
+        self.cache.forget(self._backoffs.release_all())  # the next leader decides afresh
         if abandoned:
             log.warning("binds_abandoned", gangs=sum(len(f.binds) for f in abandoned),
                         waited_s=timeout)
@@ -298,7 +305,7 @@ class Scheduler:
         since = self._partly_since
         for gid in [gid for gid in since if gid not in gangs.partially_bound]:
             del since[gid]
-        if not (self._backoff or gangs.problems or gangs.partially_bound or takeover):
+        if not (self._backoffs or gangs.problems or gangs.partially_bound or takeover):
             return _NO_HOUSEKEEPING
         unformed = {gid: FormationProblem(why, tuple(
             PodRef(p.namespace, p.name, p.uid)
@@ -311,20 +318,13 @@ class Scheduler:
             started = any(p.phase is not PodPhase.PENDING for p in bound)
             partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now),
                                       cut_while_binding(bound, pods.values()))
-        return Housekeeping(self.backing_off(now), unformed, partly, takeover,
-                            self.repair_grace)
-
-    def _fail(self, gang_id: str, now: float, unanswered: bool = False) -> None:
-        prev = self._backoff.get(gang_id)
-        delay = min(self.backoff_max, prev.delay * 2 if prev else self.backoff_initial)
-        self._backoff[gang_id] = _Backoff(until=now + delay, delay=delay, unanswered=unanswered)
+        backoff = self.backing_off(now)
+        return Housekeeping(backoff, unformed, partly, takeover, self.repair_grace,
+                            failed_binds=self._backoffs.failed_binds(backoff))
 
     def backing_off(self, now: float) -> dict[str, float]:
-        """Gang id -> when it may be tried again, for gangs in backoff (a failure without an
-        answer backs off only while the cluster still does not answer)."""
-        answering = self.answering is not None and self.answering()
-        return {gid: b.until for gid, b in self._backoff.items()
-                if b.until > now and not (answering and b.unanswered)}
+        """Gang id -> when it may be tried again, for gangs in backoff (``backoffs``)."""
+        return self._backoffs.until(now)
 
     # Observability ----------------------------------------------------------------------------
     def _track_complete(self, inp: CycleInput, now: float) -> None:
@@ -399,7 +399,7 @@ class Scheduler:
         m.set_queues(self.last_queues)
         self._account(m, plan, inp)
         for r in plan.rollbacks:
-            m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
+            m.rollbacks.labels(str(r.cause)).inc()
         if result.blocked:
             m.evictions_blocked.inc(len(result.blocked))
         m.count_evictions(inp.snapshot.running.get(v) for v in result.evicted)

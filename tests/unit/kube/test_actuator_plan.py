@@ -25,6 +25,7 @@ from scheduler.plan import (
     PendingReason,
     ReasonCategory,
     Rollback,
+    RollbackCause,
 )
 from tests.unit.kube.fakes import landed, stalled
 
@@ -68,7 +69,8 @@ def test_nominations_pending_reasons_give_ups_and_rollbacks_come_from_the_plan(
         pending={"ns/g": WAITING}, members={"ns/g": Members(PODS, "pg-uid")},
         give_ups=(GiveUp("ns/late", "too late", Members((PodRef("ns", "late-0", "l0"),),
                                                         "late-uid")),),
-        rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish"),))
+        rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish",
+                            RollbackCause.NO_ROOM),))
     landed(act.apply(plan, 0.0))
     assert act.writer.flush()
     pod_status = api.paths("PATCH", "/status")

@@ -1,0 +1,88 @@
+"""Gangs backing off after a failed bind, and the members held on their nodes meanwhile.
+
+A gang whose bind failed is not tried again every cycle: it waits out an exponential
+backoff (a pod deleted under us, a refusal). A bind that failed only for want of an answer
+(no reply, 429, 5xx: the apiserver or etcd restarting) *holds* its gang instead of giving it
+up: the members not bound stay assumed on their nodes (while the apiserver is away nobody
+can bind there, so the nodes are still theirs), and a bind that got no reply at all backs
+off only until the cluster answers again, not for a delay that grew while it restarted.
+When the retry is due the held members are released (``due``) and the next ``decide``
+places them again, before any other gang, since their gang is partly bound. ``decide``
+learns why each gang backing off failed (``FailedBind``): a held gang is never rolled back
+for its failure (``scheduler.housekeeping``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scheduler.housekeeping import FailedBind
+from scheduler.model import PodRef
+
+
+@dataclass(slots=True)
+class _Backoff:
+    until: float
+    delay: float
+    why: str  # what the last bind's failure was
+    transient: bool  # for want of an answer (no reply, 429, 5xx): the gang is held
+    unanswered: bool  # no reply at all: over once the cluster answers
+    held: tuple[PodRef, ...]  # members assumed on their nodes until it is over
+
+    def over(self, now: float, answering: bool) -> bool:
+        return self.until <= now or (answering and self.unanswered)
+
+
+class Backoffs:
+    """The gangs backing off, by id. *answering*: does the cluster answer right now (the live
+    scheduler's outage tracker)? Without it, a backoff after a failure without an answer runs
+    its course like any other."""
+
+    def __init__(self, initial: float, maximum: float,
+                 answering: Callable[[], bool] | None = None) -> None:
+        self.initial, self.maximum, self.answering = initial, maximum, answering
+        self._gangs: dict[str, _Backoff] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._gangs)
+
+    def fail(self, gang_id: str, now: float, why: str, *, transient: bool = False,
+             unanswered: bool = False, held: tuple[PodRef, ...] = ()) -> None:
+        """*gang_id*'s bind failed at *now*: its delay doubles (up to the maximum)."""
+        prev = self._gangs.get(gang_id)
+        delay = min(self.maximum, prev.delay * 2 if prev else self.initial)
+        self._gangs[gang_id] = _Backoff(now + delay, delay, why, transient, unanswered, held)
+
+    def clear(self, gang_id: str) -> None:
+        """*gang_id* was bound: its next failure starts from the initial delay."""
+        self._gangs.pop(gang_id, None)
+
+    def until(self, now: float) -> dict[str, float]:
+        """Gang id -> when it may be tried again, for the gangs still backing off."""
+        answering = self._answering()
+        return {gid: b.until for gid, b in self._gangs.items() if not b.over(now, answering)}
+
+    def failed_binds(self, gangs: dict[str, float]) -> dict[str, FailedBind]:
+        """Why the last bind of each of *gangs* (backing off) failed."""
+        return {gid: FailedBind(self._gangs[gid].why, self._gangs[gid].transient)
+                for gid in gangs}
+
+    def due(self, now: float) -> list[PodRef]:
+        """The held members whose retry is due (no longer held: the caller releases them)."""
+        answering = self._answering()
+        return self._unhold([b for b in self._gangs.values() if b.over(now, answering)])
+
+    def release_all(self) -> list[PodRef]:
+        """Every held member (no longer held): the next leader decides about them afresh."""
+        return self._unhold(list(self._gangs.values()))
+
+    def _unhold(self, backoffs: list[_Backoff]) -> list[PodRef]:
+        out: list[PodRef] = []
+        for b in backoffs:
+            out += b.held
+            b.held = ()
+        return out
+
+    def _answering(self) -> bool:
+        return self.answering is not None and self.answering()
