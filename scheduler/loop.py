@@ -6,20 +6,15 @@ simulated cluster) differ. Nothing here knows which one it has.
 
 What the loop adds around the pure ``decide``:
 
-- a gang whose bind failed waits out an exponential backoff before it is tried again (a pod
-  deleted under us is not retried every cycle); the members it bound stay assumed bound
-  (nothing is deleted when a bind fails: ``housekeeping`` decides whether to complete or roll
-  back a partly bound gang), the others are forgotten, so their capacity is free again.
-  Except a bind that failed only for want of an answer (no reply, 429, 5xx: the apiserver
-  or etcd restarting): its members not bound are *held*, assumed on their nodes, until the
-  backoff ends, and a bind that got no reply at all backs off only until the cluster answers
-  again; then they are released and ``decide`` places them again, before any other gang,
-  rather than after a delay that grew while the apiserver restarted. A bind this replica
-  was fenced from midway (its Lease lost or renewed late) does not back off at all, its
-  members bound so far assumed bound, so its repair comes next cycle. The loop keeps the
-  backoffs and hands them to ``decide`` with the other ``Housekeeping`` (why each gang's
-  last bind failed, gangs not formed, gangs partly bound and since when, whether this cycle
-  is a takeover);
+- a gang whose bind failed waits out a backoff before it is tried again (``backoffs``: a
+  pod deleted under us is not retried every cycle). Nothing is deleted when a bind fails:
+  the members it bound stay assumed bound (``housekeeping`` decides whether to complete or
+  roll back a partly bound gang), the others are forgotten, except after a failure only for
+  want of an answer (no reply, 429, 5xx): those are *held* on their nodes until the retry is
+  due (for no reply at all, as soon as the cluster answers again), then placed again first.
+  A bind fenced midway (the Lease lost or renewed late) does not back off at all. The
+  backoffs go to ``decide`` with the other ``Housekeeping`` (why each gang's last bind
+  failed, gangs not formed, gangs partly bound and since when, whether this is a takeover);
 - a ``Recall`` per node index, so ``decide`` reuses what earlier cycles worked out;
 - binds are assumed in the cache until the watch confirms them, from their hand-over when
   the actuator binds outside the cycle (the live one: ``inflight``); their outcome is taken

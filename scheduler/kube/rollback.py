@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from scheduler.kube.binder import TRANSIENT, Binder
+from scheduler.kube.events import EventReason
 from scheduler.kube.status import StatusWriter
 from scheduler.metrics import SchedulerMetrics
 from scheduler.model import PodRef
@@ -30,8 +31,8 @@ from scheduler.plan import Rollback
 
 log = structlog.get_logger("gang_scheduler.rollback")
 
-#: The ``DisruptionTarget`` reason on a pod released by a rollback.
-GANG_ROLLED_BACK = "GangRolledBack"
+#: The ``DisruptionTarget`` reason on a pod released by a rollback (its event's reason too).
+GANG_ROLLED_BACK = str(EventReason.GANG_ROLLED_BACK)
 
 #: Tells people about a rollback: (gang id, its pods, the message).
 Announce = Callable[[str, tuple[PodRef, ...], str], None]
