@@ -95,8 +95,11 @@ class Figures:
     faults: Counter[str] = field(default_factory=Counter)
     recoveries: list[float] = field(default_factory=list)
     by_fault: dict[str, list[float]] = field(default_factory=dict)  # fault -> recoveries
-    #: Pods the watch saw deleted while live (not finished): only a rollback deletes one here.
+    #: Pods the watch saw deleted while live (not finished), by anyone: the Job controller
+    #: deletes a surplus pod it created across an apiserver restart (a base run's g65).
     deleted_seen: list[str] = field(default_factory=list)
+    #: Of those, the ones a rollback released (DisruptionTarget, reason GangRolledBack).
+    released_seen: list[str] = field(default_factory=list)
     #: Pods the replicas logged deleting, by cause (``pods_deleted`` lines).
     deleted_by_cause: Counter[str] = field(default_factory=Counter)
     mid_bind: int = 0  # faults that found the round's gang partly bound
@@ -125,8 +128,9 @@ class Figures:
                          f"max {max(times):.2f} s")
         causes = ", ".join(f"{c} {n}" for c, n in sorted(self.deleted_by_cause.items()))
         lines.append(f"pods deleted by the scheduler: {sum(self.deleted_by_cause.values())}"
-                     f" by cause ({causes or 'none'}); live pods the watch saw deleted: "
-                     f"{len(self.deleted_seen)}"
+                     f" by cause ({causes or 'none'}); released by a rollback, as the watch saw "
+                     f"them: {len(self.released_seen)}; live pods the watch saw deleted by "
+                     f"anyone: {len(self.deleted_seen)}"
                      + (f" ({', '.join(self.deleted_seen[:10])})" if self.deleted_seen else ""))
         lines += [f"stale writes by a paused leader: {self.stale} "
                   f"(writes refused by its fence: {self.fenced}, of them by the apiserver's: "
@@ -368,13 +372,16 @@ class Rig:
             versions = {name: list(v) for name, v in self.watch.seen.items()}
             gone = set(self.watch.deleted)
         self.figures.deleted_seen = deleted_live(versions, gone)
+        self.figures.released_seen = [n for n in self.figures.deleted_seen
+                                      if released(versions[n])]
         for r in self.replicas:
             for path in sorted(r.workdir.glob(f"scheduler-{r.identity}-*.log")):
                 self.figures.deleted_by_cause.update(deletions_logged(path))
-        if self.figures.deleted_seen or self.figures.deleted_by_cause:
+        if self.figures.released_seen or self.figures.deleted_by_cause:
             self.violation(f"pods deleted for transient faults: "
                            f"{dict(self.figures.deleted_by_cause)} by cause (the replicas' "
-                           f"logs); seen deleted live: {self.figures.deleted_seen[:10]}")
+                           f"logs); released as the watch saw them: "
+                           f"{self.figures.released_seen[:10]}")
 
     def describe_jobs(self, names: list[str]) -> str:
         """What an incomplete Job and each of its pods were at the end, to find why next time:
@@ -424,6 +431,12 @@ def deleted_live(versions: Mapping[str, Sequence[dict[str, Any]]],
                 capacity.TERMINAL:
             out.append(name)
     return out
+
+
+def released(versions: Sequence[dict[str, Any]]) -> bool:
+    """Did a rollback release this pod (``DisruptionTarget`` with reason GangRolledBack)?"""
+    return any(c.get("type") == "DisruptionTarget" and c.get("reason") == "GangRolledBack"
+               for v in versions for c in (v.get("status") or {}).get("conditions") or ())
 
 
 def deletions_logged(log: Path) -> Counter[str]:

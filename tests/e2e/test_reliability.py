@@ -41,7 +41,7 @@ def assert_reliable(figures: reliability.Figures, faults: int) -> None:
     assert len(figures.recoveries) == faults, figures.report()
     assert figures.stale == 0, figures.report()
     # Every fault of the rig is transient: none may cost a pod.
-    assert figures.deleted_by_cause == {} and figures.deleted_seen == [], figures.report()
+    assert figures.deleted_by_cause == {} and figures.released_seen == [], figures.report()
 
 
 def test_the_storm_restarts_the_apiserver_every_two_to_four_rounds() -> None:
@@ -53,7 +53,9 @@ def test_the_storm_restarts_the_apiserver_every_two_to_four_rounds() -> None:
 
 
 def test_a_live_pod_deleted_counts_and_a_finished_one_does_not(tmp_path: Path) -> None:
-    """The deletion figures, on the watch's records and a replica's log (no cluster)."""
+    """The deletion figures, on the watch's records and a replica's log (no cluster): a pod
+    released by a rollback carries DisruptionTarget (GangRolledBack); one deleted by another
+    controller (the Job controller's surplus) is counted apart."""
     def version(phase: str, deleting: bool) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": "p"}
         if deleting:
@@ -68,6 +70,10 @@ def test_a_live_pod_deleted_counts_and_a_finished_one_does_not(tmp_path: Path) -
                 "vanished": [version("Pending", False)]}  # deleted while the watch was down
     assert reliability.deleted_live(versions) == ["live"]
     assert reliability.deleted_live(versions, {"vanished", "done"}) == ["live", "vanished"]
+    assert not reliability.released(versions["live"])
+    versions["live"][1]["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "GangRolledBack"}]
+    assert reliability.released(versions["live"])
     log = tmp_path / "scheduler-a-1.log"
     log.write_text("\n".join([
         '{"event": "pods_deleted", "cause": "NoRoom", "pods": 3}', "not json",
