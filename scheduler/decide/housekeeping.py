@@ -17,20 +17,30 @@ out like any other decision:
   so members wait placed only in a partly bound gang: its timeout replaces ``repair_grace``
   below, and a gang rolled back for it is retried after a backoff (the loop's, as after a
   failed bind; the plugin's ``podGroupBackoffSeconds``);
-- a gang partly bound (fewer than minMember members bound, the rest pending: a crash or a
-  failed rollback mid-bind, a member recreated beside running ones) is repaired on every
-  cycle, not only after a restart: its remaining members are considered before any other
-  gang (its bound members already hold their share), and when this cycle does not complete
-  it, it is rolled back if none of its bound members has started (nothing is lost), when an
-  earlier cycle already decided to roll it back (a rollback that failed, say while the
-  apiserver restarted, is retried until it is done), or, for a gang cut while binding, on the
-  first cycle after taking over (a crashed predecessor left it) or once it has been partly
-  bound for its PodGroup's ``scheduleTimeoutSeconds``, else ``repair_grace`` seconds (its
-  bound members otherwise hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held
-  8 GPUs until a restart). A running gang that lost a member since (a node failed) is not
-  cut: its survivors wait for their replacement, however long, across restarts and
-  takeovers (``cut`` is read from the pods, not from the scheduler's memory), and the user
-  is told it is short (``BelowMinimum``).
+- a gang partly bound (fewer than minMember members bound, the rest pending: a bind cut
+  short by a crash, a refusal or an outage, a member recreated beside running ones) is
+  repaired on every cycle, not only after a restart: its remaining members are considered
+  before any other gang (its bound members already hold their share);
+- a gang whose bind failed for want of an answer (no reply, 429, 5xx: the apiserver or etcd
+  restarting) is *held*, never rolled back for it: the loop keeps its members bound and the
+  rest assumed on their nodes (while the apiserver is away nobody can bind there), and once
+  it answers the remaining members are placed again, before any other gang. Giving the gang
+  up would gain nothing and cost pods (a bare pod is never recreated), and a Job's
+  recreation backoff;
+- a partly bound gang this cycle does not complete is rolled back only when completing it
+  has become impossible, with the cause (``RollbackCause``): its remaining members fit
+  nowhere (their nodes taken or gone), it is short of members (one deleted or replaced),
+  its last bind was refused for good, or its queue, quota or volumes keep it out. It is
+  then rolled back if none of its bound members has started (nothing is lost), when an
+  earlier cycle already decided to roll it back (a rollback that failed is retried until it
+  is done), or, for a gang cut while binding, on the first cycle after taking over (a
+  crashed predecessor left it) or once it has been partly bound for its PodGroup's
+  ``scheduleTimeoutSeconds``, else ``repair_grace`` seconds (its bound members otherwise
+  hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a
+  restart). A running gang that lost a member since (a node
+  failed) is not cut: its survivors wait for their replacement, however long, across
+  restarts and takeovers (``cut`` is read from the pods, not from the scheduler's memory),
+  and the user is told it is short (``BelowMinimum``).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from scheduler.decide.plan import (
     PendingReason,
     ReasonCategory,
     Rollback,
+    RollbackCause,
     Unformed,
 )
 from scheduler.model import Gang, PodRef
@@ -77,6 +88,15 @@ class PartlyBound:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedBind:
+    """The last bind of a gang backing off: why it failed, and whether only for want of an
+    answer (*transient*: its gang is held, see the module docstring)."""
+
+    why: str
+    transient: bool
+
+
+@dataclass(frozen=True, slots=True)
 class FormationProblem:
     message: str  # why the pods are not a gang yet
     pods: tuple[PodRef, ...]
@@ -96,6 +116,9 @@ class Housekeeping:
     takeover: bool = False
     #: How long a partly bound gang whose members started may wait to be completed.
     repair_grace: float = REPAIR_GRACE_SECONDS
+    #: Gang id -> its last bind, for the gangs in ``backoff``.
+    failed_binds: Mapping[str, FailedBind] = field(
+        default_factory=lambda: MappingProxyType({}))
 
 
 def members(gang: Gang) -> Members:
@@ -132,34 +155,53 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
     done, again = set(bound), set(decided)
     out: list[Rollback] = []
     for gid, p in sorted(house.partly_bound.items()):
-        if gid in done:
+        if gid in done or held(house, gid, now):
             continue
         waited = p.cut and now - p.since >= p.grace(house.repair_grace)
         if not p.started or gid in again or (p.cut and house.takeover) or waited:
-            why = _why_not_completed(gid, house, pending, now)
-            timed_out = waited and p.timeout is not None and not house.takeover
-            if timed_out:
-                why = (f"ScheduleTimeout: its bound members waited {now - p.since:.0f}s for "
-                       f"the rest (scheduleTimeoutSeconds {p.timeout:.0f}); released, the gang "
-                       f"is retried whole ({why})")
-            out.append(Rollback(gid, p.pods, why, house.takeover, timed_out))
+            cause, reason = _why_not_completed(gid, house, pending, now)
+            if waited and p.timeout is not None and not house.takeover:
+                cause, reason = RollbackCause.TIMED_OUT, (
+                    f"its bound members waited {format_duration(now - p.since)} for the rest "
+                    f"(scheduleTimeoutSeconds {p.timeout:.0f}); released, the gang is retried "
+                    f"whole ({reason})")
+            out.append(Rollback(gid, p.pods, reason, cause, house.takeover))
     return tuple(out)
 
 
+def held(house: Housekeeping, gid: str, now: float) -> bool:
+    """Is the gang waiting for the apiserver to answer its bind (never rolled back for it)?"""
+    failed = house.failed_binds.get(gid)
+    return failed is not None and failed.transient and house.backoff.get(gid, now) > now
+
+
+#: What keeps a partly bound gang's remaining members from binding, by their pending reason.
+_CAUSES = {ReasonCategory.WAITING_FOR_MEMBERS: RollbackCause.MEMBER_GONE,
+           ReasonCategory.PLACEMENT: RollbackCause.NO_ROOM,
+           ReasonCategory.TOPOLOGY: RollbackCause.NO_ROOM,
+           ReasonCategory.PREEMPTION_PENDING: RollbackCause.NO_ROOM,
+           ReasonCategory.RESERVED: RollbackCause.NO_ROOM,
+           ReasonCategory.QUEUED: RollbackCause.NO_ROOM}
+
+
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],
-                       now: float) -> str:
-    """The reason its remaining members were not bound this cycle, in the words people read."""
+                       now: float) -> tuple[RollbackCause, str]:
+    """Why its remaining members were not bound this cycle: the cause, and the reason in the
+    words people read."""
     reason = pending.get(gid)
     if reason is not None:
-        return str(reason)
+        return _CAUSES.get(reason.category, RollbackCause.NOT_ADMITTED), str(reason)
     problem = house.unformed.get(gid)
     if problem is not None:
-        return f"{ReasonCategory.WAITING_FOR_MEMBERS}: {problem.message}"
+        return (RollbackCause.MEMBER_GONE,
+                f"{ReasonCategory.WAITING_FOR_MEMBERS}: {problem.message}")
     until = house.backoff.get(gid)
     if until is not None and until > now:
-        return (f"its last bind failed; not retried for another "
-                f"{format_duration(until - now)} (backoff)")
-    return "its remaining members are not pending"
+        failed = house.failed_binds.get(gid)
+        why = f" ({failed.why})" if failed is not None else ""
+        return (RollbackCause.BIND_REFUSED, f"its last bind was refused{why}; not retried for "
+                f"another {format_duration(until - now)} (backoff)")
+    return RollbackCause.MEMBER_GONE, "its remaining members are not pending"
 
 def cut_while_binding(bound: list[PodInfo], members: Iterable[PodInfo]) -> bool:
     """Was a gang cut while binding: a member waiting now was created no later than the

@@ -100,19 +100,33 @@ class Members:
     native: NativeGroupInfo | None = None
 
 
+class RollbackCause(StrEnum):
+    """Why completing a partly bound gang has become impossible: the ``cause`` of its
+    rollback in logs and metrics (a bounded set). A transient fault is never one: a bind that
+    failed for want of an answer holds its gang until the apiserver answers
+    (``scheduler.decide.housekeeping``)."""
+
+    NO_ROOM = "NoRoom"  # its remaining members fit nowhere: their nodes taken or gone
+    MEMBER_GONE = "MemberGone"  # a member deleted or replaced: too few members left to bind
+    BIND_REFUSED = "BindRefused"  # the apiserver refused its bind for good (gone, forbidden)
+    NOT_ADMITTED = "NotAdmitted"  # its queue, quota, volumes or pod fields keep it out
+    #: Its bound members waited for the rest longer than its PodGroup's
+    #: scheduleTimeoutSeconds (the user's own bound): the gang is retried whole after a backoff.
+    TIMED_OUT = "ScheduleTimeout"
+
+
 @dataclass(frozen=True, slots=True)
 class Rollback:
     """A gang left partly bound (fewer than minMember bound) that this cycle cannot
-    complete: its bound pods are deleted so that their controller recreates them."""
+    complete: its bound pods are released (``DisruptionTarget``, then deleted) so that their
+    controller recreates them."""
 
     gang_id: str
     pods: tuple[PodRef, ...]
     reason: str
+    cause: RollbackCause
     #: Decided on the first cycle after taking over (a predecessor may have crashed mid-bind).
     takeover: bool = False
-    #: Its bound members waited for the rest longer than its PodGroup's
-    #: scheduleTimeoutSeconds: the gang is retried after a backoff.
-    timed_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +248,8 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
                      f"in {format_duration(max(0.0, reservation.estimated_start - plan.now))}")
     for r in plan.rollbacks:
         if r.gang_id == gang_id:
-            lines.append(f"{gang_id}: rolled back ({len(r.pods)} bound pods deleted): {r.reason}")
+            lines.append(f"{gang_id}: rolled back ({len(r.pods)} bound pods deleted, "
+                         f"{r.cause}): {r.reason}")
     for u in plan.unformed:
         if u.gang_id == gang_id:
             lines.append(f"{gang_id}: not a gang yet: {u.reason.message}")

@@ -53,6 +53,7 @@ from scheduler.model.workloads import (
     JobSetInfo,
     PodGroupInfo,
     PodInfo,
+    PodPhase,
 )
 
 
@@ -131,6 +132,12 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                native: ResolvedGroup | None = None) -> GangEntry:
     """The entry for one gang id from its live (not finished) member pods; *native* is the
     ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
+    succeeded = sum(1 for p in gang_pods if p.phase is PodPhase.SUCCEEDED)
+    if job is not None and job.completions is not None and succeeded > job.succeeded:
+        # Its status counts them a moment later (not at all while its controller's writes
+        # fail across an apiserver restart): until then the gang would look short of a
+        # member, and a gang cut mid-bind rolled back for it (MemberGone) on a takeover.
+        job = replace(job, succeeded=succeeded)
     members, gang_pods = gang_pods, [p for p in gang_pods if not p.is_finished]
     if not gang_pods:
         return GangEntry()

@@ -1,10 +1,19 @@
-"""Gangs whose bind failed wait out an exponential backoff before they are tried again.
+"""Gangs backing off after a failed bind, and the members held on their nodes meanwhile.
 
-Why: a pod deleted under the scheduler, or a bind the apiserver refuses, must not be retried
-every cycle. A bind that failed only for want of an answer (the apiserver away) is different:
-nothing is wrong with the gang, so its backoff ends as soon as the cluster answers again,
-and a gang (above all one left partly bound) is completed at once rather than after a delay
-that grew while the apiserver restarted. That end comes with no change of input and no time
+Why a backoff: a pod deleted under the scheduler, or a bind the apiserver refuses, must not
+be retried every cycle; a gang whose bind failed waits out an exponential backoff.
+
+Why a hold: a bind that failed only for want of an answer (no reply, 429, 5xx: the apiserver
+or etcd restarting) is no fault of the gang's. It *holds* its gang instead of giving it up:
+the members not bound stay assumed on their nodes (while the apiserver is away nobody can
+bind there, so the nodes are still theirs), and a bind that got no reply at all backs off
+only until the cluster answers again, not for a delay that grew while it restarted. When the
+retry is due the held members are released (``due``) and the next ``decide`` places them
+again, before any other gang, since their gang is partly bound. ``decide`` learns why each
+gang backing off failed (``FailedBind``): a held gang is never rolled back for its failure
+(``scheduler.decide.housekeeping``).
+
+The end of a backoff that waited for an answer comes with no change of input and no time
 ``decide`` knows of, so ``answered`` says when it has come: the live loop runs a cycle then.
 """
 
@@ -13,44 +22,70 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.decide.housekeeping import FailedBind
+from scheduler.model import PodRef
+
 
 @dataclass(slots=True)
 class _Backoff:
     until: float
     delay: float
-    unanswered: bool = False  # the last failure had no answer: over once the cluster answers
+    why: str  # what the last bind's failure was
+    transient: bool  # for want of an answer (no reply, 429, 5xx): the gang is held
+    unanswered: bool  # no reply at all: over once the cluster answers
+    held: tuple[PodRef, ...]  # members assumed on their nodes until it is over
+
+    def over(self, now: float, answering: bool) -> bool:
+        return self.until <= now or (answering and self.unanswered)
 
 
 class Backoffs:
-    """The gangs in backoff after a failed bind, with their delays (doubling up to *most*).
+    """The gangs backing off, by id, with their delays (doubling up to *maximum*).
 
     *answering*: does the cluster answer requests right now (the live scheduler's outage
-    tracker)? Without it, a backoff after a failure without an answer runs its course."""
+    tracker)? Without it, a backoff after a failure without an answer runs its course like
+    any other."""
 
-    def __init__(self, initial: float = 5.0, most: float = 300.0,
+    def __init__(self, initial: float = 5.0, maximum: float = 300.0,
                  answering: Callable[[], bool] | None = None) -> None:
-        self.initial, self.most, self.answering = initial, most, answering
-        self._backoff: dict[str, _Backoff] = {}
+        self.initial, self.maximum, self.answering = initial, maximum, answering
+        self._gangs: dict[str, _Backoff] = {}
         self._answering_then = True  # the cluster answered when the last cycle began
 
     def __bool__(self) -> bool:
-        return bool(self._backoff)
+        return bool(self._gangs)
 
-    def fail(self, gang_id: str, now: float, unanswered: bool = False) -> None:
-        """A bind of *gang_id* failed at *now*: it waits twice as long as after the last."""
-        prev = self._backoff.get(gang_id)
-        delay = min(self.most, prev.delay * 2 if prev else self.initial)
-        self._backoff[gang_id] = _Backoff(until=now + delay, delay=delay, unanswered=unanswered)
+    def fail(self, gang_id: str, now: float, why: str = "", *, transient: bool = False,
+             unanswered: bool = False, held: tuple[PodRef, ...] = ()) -> None:
+        """*gang_id*'s bind failed at *now* (or it was released to be retried whole): its
+        delay doubles, up to the maximum."""
+        prev = self._gangs.get(gang_id)
+        delay = min(self.maximum, prev.delay * 2 if prev else self.initial)
+        self._gangs[gang_id] = _Backoff(now + delay, delay, why, transient, unanswered, held)
 
     def succeed(self, gang_id: str) -> None:
-        self._backoff.pop(gang_id, None)
+        """*gang_id* was bound: its next failure starts from the initial delay."""
+        self._gangs.pop(gang_id, None)
 
     def until(self, now: float) -> dict[str, float]:
-        """Gang id -> when it may be tried again, for gangs in backoff (a failure without an
-        answer backs off only while the cluster still does not answer)."""
+        """Gang id -> when it may be tried again, for the gangs still backing off (a failure
+        without an answer backs off only while the cluster still does not answer)."""
         answering = self._answering()
-        return {gid: b.until for gid, b in self._backoff.items()
-                if b.until > now and not (answering and b.unanswered)}
+        return {gid: b.until for gid, b in self._gangs.items() if not b.over(now, answering)}
+
+    def failed_binds(self, gangs: dict[str, float]) -> dict[str, FailedBind]:
+        """Why the last bind of each of *gangs* (backing off) failed."""
+        return {gid: FailedBind(self._gangs[gid].why, self._gangs[gid].transient)
+                for gid in gangs}
+
+    def due(self, now: float) -> list[PodRef]:
+        """The held members whose retry is due (no longer held: the caller releases them)."""
+        answering = self._answering()
+        return self._unhold([b for b in self._gangs.values() if b.over(now, answering)])
+
+    def release_all(self) -> list[PodRef]:
+        """Every held member (no longer held): the next leader decides about them afresh."""
+        return self._unhold(list(self._gangs.values()))
 
     def cycle_began(self) -> None:
         """A cycle begins: it sees whether the cluster answers (``answered`` compares)."""
@@ -61,7 +96,14 @@ class Backoffs:
         waited for it?"""
         if self._answering_then or not self._answering():
             return False
-        return any(b.unanswered and b.until > now for b in self._backoff.values())
+        return any(b.unanswered and b.until > now for b in self._gangs.values())
+
+    def _unhold(self, backoffs: list[_Backoff]) -> list[PodRef]:
+        out: list[PodRef] = []
+        for b in backoffs:
+            out += b.held
+            b.held = ()
+        return out
 
     def _answering(self) -> bool:
         return self.answering is not None and self.answering()

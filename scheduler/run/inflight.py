@@ -35,21 +35,24 @@ class ApplyResult:
     """
 
     bound: tuple[str, ...] = ()  # gang ids whose every member is now bound
-    failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why (rolled back)
+    failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why not
     evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
     blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
     #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
     claims: tuple[ClaimDecision, ...] = ()
-    #: Of ``failed``, the gangs whose bind failed only for want of an answer (no reply, 429,
-    #: 5xx): nothing wrong with the gang, so it is retried as soon as the cluster answers.
+    #: Of ``failed``, the gangs a bind of which got no reply at all (the apiserver away):
+    #: their retry is due as soon as the cluster answers again.
     unanswered: tuple[str, ...] = ()
     #: Of ``failed``, the gangs this replica stopped being allowed to bind midway (it lost the
     #: leader Lease, or its renewal was late): nothing wrong with the gang, no backoff.
     fenced: tuple[str, ...] = ()
-    #: Members of failed gangs that were bound and kept (not rolled back: see ``fenced``).
-    #: They are assumed bound, so the next cycle repairs their gang instead of placing the
-    #: members again.
+    #: Members bound and kept of failed gangs (nothing is deleted when a bind fails), and
+    #: members found bound on another node than planned (a lost reply read back). They are
+    #: assumed bound, so the next cycle repairs their gang instead of placing them again.
     left: tuple[tuple[PodRef, str], ...] = ()
+    #: Members of gangs whose bind failed only for want of an answer (no reply, 429, 5xx),
+    #: not bound: held on their nodes (assumed) until the gang's retry is due.
+    held: tuple[tuple[PodRef, str], ...] = ()
     binding: Future[ApplyResult] | None = None
     #: Seconds after which the actuator needs another cycle for what it could not carry out
     #: yet (an eviction a disruption budget refused, a rollback or claim write that failed):

@@ -6,11 +6,16 @@ simulated cluster) differ. Nothing here knows which one it has.
 
 What the loop adds around the pure ``decide``:
 
-- binds that failed are forgotten by the cache and their gang waits out a backoff
-  (``scheduler.run.backoff``), except a bind this replica was fenced from midway (its Lease lost
-  or renewed late): its members bound so far are assumed bound, so its repair comes next
-  cycle. The backoffs go to ``decide`` with the other ``Housekeeping`` (gangs not formed,
-  gangs partly bound and since when, whether this cycle is a takeover);
+- a gang whose bind failed waits out a backoff before it is tried again
+  (``scheduler.run.backoff``: a pod deleted under us is not retried every cycle). Nothing is
+  deleted when a bind fails: the members it bound stay assumed bound
+  (``scheduler.decide.housekeeping`` decides whether to complete or roll back a partly bound
+  gang), the others are forgotten, except after a failure only for want of an answer (no
+  reply, 429, 5xx): those are *held* on their nodes until the retry is due (for no reply at
+  all, as soon as the cluster answers again), then placed again first. A bind fenced midway
+  (the Lease lost or renewed late) does not back off at all. The backoffs go to ``decide``
+  with the other ``Housekeeping`` (why each gang's last bind failed, gangs not formed, gangs
+  partly bound and since when, whether this is a takeover);
 - when the next cycle is due if nothing changes (``next_due``: the plan's ``due``, an
   assumption lapsing), for a live loop that runs no cycle otherwise;
 - GPU-seconds charged to what is held (``scheduler.run.accrual``), up to every scrape;
@@ -47,7 +52,7 @@ from scheduler.decide.housekeeping import (
     PartlyBound,
     cut_while_binding,
 )
-from scheduler.decide.plan import Bind, CyclePlan
+from scheduler.decide.plan import Bind, CyclePlan, RollbackCause
 from scheduler.decide.recall import Recall
 from scheduler.decide.statuses import queue_statuses
 from scheduler.feed.cache import ClusterCache, CycleInput
@@ -59,7 +64,7 @@ from scheduler.run.accrual import Accrual
 from scheduler.run.backoff import Backoffs
 from scheduler.run.inflight import ApplyResult, Flight, Flights
 from scheduler.run.latency import CompleteSince
-from scheduler.run.metrics import SchedulerMetrics, rollback_reason
+from scheduler.run.metrics import SchedulerMetrics
 from scheduler.world.snapshot import Snapshot
 
 log = structlog.get_logger("gang_scheduler.loop")
@@ -137,6 +142,7 @@ class Scheduler:
         self._land(self.flights.take_landed())
         self.backoffs.cycle_began()
         now = self.clock()
+        self._release(now)
         inp = self.cache.cycle_input(now)
         self._complete.track(inp.gangs.pending, now)
         house = self._housekeeping(inp, now, takeover)
@@ -164,7 +170,7 @@ class Scheduler:
             self.cache.assume([pn for b in plan.binds if b.gang_id in result.bound
                                for pn in b.pod_nodes], now)
             self._take(plan.binds, result, partial, since, self.clock())
-        for gid in (r.gang_id for r in plan.rollbacks if r.timed_out):  # retried after a backoff
+        for gid in (r.gang_id for r in plan.rollbacks if r.cause is RollbackCause.TIMED_OUT):
             self.backoffs.fail(gid, now)
         self._previous = plan
         self.last_plan = plan
@@ -176,17 +182,24 @@ class Scheduler:
     def _take(self, binds: Iterable[Bind], result: ApplyResult,
               partial: Mapping[str, PartlyBound], since: Mapping[str, float],
               bound_at: float) -> None:
-        """Take the outcome of *binds* in (their members already assumed bound): forget a
-        failed gang's members, so their capacity is free again, and back the gang off;
-        count and log what was bound, with each gang's latency from *since*."""
+        """Take the outcome of *binds* in (their members already assumed bound): of a failed
+        gang, forget the members neither kept bound nor held, so their capacity is free
+        again, and back the gang off; count and log what was bound, with each gang's latency
+        from *since*."""
         bound, unanswered = set(result.bound), set(result.unanswered)
+        held = {ref.uid for ref, _ in result.held}
         m = self.metrics
         for b in binds:
             gid = b.gang_id
             if gid in result.failed:
-                self.cache.forget(ref for ref, _ in b.pod_nodes)
+                holding = [(ref, node) for ref, node in b.pod_nodes if ref.uid in held]
+                self.cache.forget(ref for ref, _ in b.pod_nodes if ref.uid not in held)
+                self.cache.assume(holding, bound_at, binding=True)  # until the retry is due
                 if gid not in result.fenced:  # fenced: nothing wrong with it, no backoff
-                    self.backoffs.fail(gid, bound_at, gid in unanswered)
+                    self.backoffs.fail(gid, bound_at, result.failed[gid],
+                                        transient=bool(holding) or gid in unanswered,
+                                        unanswered=gid in unanswered,
+                                        held=tuple(ref for ref, _ in holding))
                 if gid in since:  # it is pending again: its latency runs on
                     self._complete.restore(gid, since[gid])
                 continue
@@ -203,7 +216,7 @@ class Scheduler:
                      latency_s=round(latency, 3))
             if m is not None:
                 m.scheduling_latency.labels(b.queue).observe(latency)
-        if result.left:  # members kept bound by a fenced bind: their gang is repaired
+        if result.left:  # members kept bound by a failed bind: their gang is repaired
             self.cache.assume(result.left, bound_at)
         if m is None:
             return
@@ -211,8 +224,11 @@ class Scheduler:
             m.binds.labels("success").inc(len(result.bound))
         if result.failed:
             m.binds.labels("failure").inc(len(result.failed))
-            for why in result.failed.values():
-                m.rollbacks.labels(rollback_reason(why)).inc()
+
+    def _release(self, now: float) -> None:
+        """Forget the held members of gangs whose retry is due: ``decide`` places them again
+        (first: their gang is partly bound, or whole again if the watch saw them bound)."""
+        self.cache.forget(self.backoffs.due(now))
 
     def _land(self, flights: Iterable[Flight]) -> None:
         """Take in the outcome of flights that landed."""
@@ -237,6 +253,7 @@ class Scheduler:
         abandoned = self.flights.abandon()
         for f in abandoned:
             self.cache.forget(f.pods())
+        self.cache.forget(self.backoffs.release_all())  # the next leader decides afresh
         if abandoned:
             log.warning("binds_abandoned", gangs=sum(len(f.binds) for f in abandoned),
                         waited_s=timeout)
@@ -305,8 +322,9 @@ class Scheduler:
             partly[gid] = PartlyBound(refs, started, since.setdefault(gid, now),
                                       cut_while_binding(bound, pods.values()),
                                       group.schedule_timeout_seconds if group else None)
-        return Housekeeping(self.backing_off(now), unformed, partly, takeover,
-                            self.repair_grace)
+        backoff = self.backing_off(now)
+        return Housekeeping(backoff, unformed, partly, takeover, self.repair_grace,
+                            failed_binds=self.backoffs.failed_binds(backoff))
 
     def backing_off(self, now: float) -> dict[str, float]:
         """Gang id -> when it may be tried again, for gangs in backoff (``Backoffs.until``)."""
@@ -376,7 +394,7 @@ class Scheduler:
         self._accrual_of(m).cycle(inp.snapshot, plan, inp.gangs.pending,
                                   ran[1].queues if ran is not None else None)
         for r in plan.rollbacks:
-            m.rollbacks.labels("partial_at_startup" if r.takeover else "partial").inc()
+            m.rollbacks.labels(str(r.cause)).inc()
         if result.blocked:
             m.evictions_blocked.inc(len(result.blocked))
         m.count_evictions(inp.snapshot.running.get(v) for v in result.evicted)

@@ -75,8 +75,16 @@ class SchedulerMetrics:
         self.pods_bound = Counter(
             "gang_scheduler_pods_bound_total", "Pods bound.", registry=r)
         self.rollbacks = Counter(
-            "gang_scheduler_rollbacks_total", "Gangs rolled back after a failed bind.",
+            "gang_scheduler_rollbacks_total",
+            "Partly bound gangs rolled back because completing them had become impossible, by "
+            "cause (scheduler.decide.plan.RollbackCause); decided again while the deletes fail.",
             ["reason"], registry=r)
+        self.pods_deleted = Counter(
+            "gang_scheduler_pods_deleted_total",
+            "Pods the scheduler deleted to roll back a partly bound gang, by cause (NoRoom, "
+            "MemberGone, BindRefused, NotAdmitted). Never for a transient fault: a bind that "
+            "failed for want of an answer holds its gang until the apiserver answers.",
+            ["cause"], registry=r)
         self.evictions = Counter(
             "gang_scheduler_evictions_total", "Pods evicted to make room for a preemptor.",
             registry=r)
@@ -234,15 +242,3 @@ class SchedulerMetrics:
         for rg in victims:
             self.preemptions.labels(rg.gang.queue if rg is not None else "").inc()
             self.evictions.inc(rg.gang.size if rg is not None else 0)
-
-
-#: Rollback reason label by what the bind failure says (a bounded set: never a pod name).
-_ROLLBACK_REASONS = (("pod deleted", "PodDeleted"), ("conflict", "Conflict"),
-                     ("forbidden", "Forbidden"), ("no reply", "NoReply"),
-                     ("http 5", "ServerError"), ("http 4", "Refused"))
-
-
-def rollback_reason(why: str) -> str:
-    """A short, bounded label for the ``rollbacks_total`` metric from a failure description."""
-    text = why.lower()
-    return next((label for key, label in _ROLLBACK_REASONS if key in text), "Other")

@@ -10,6 +10,10 @@ fault per round:
 - ``kill``: the leader SIGKILLed once the round's first member is bound (mid-bind), restarted;
 - ``apiserver`` / ``etcd``: SIGKILLed and started again on the same ports and data;
 - ``cut``: every connection through the proxy reset mid-bind (watch streams included);
+- ``apiserver-bind``: kube-apiserver SIGKILLed once the round's first member is bound
+  (mid-bind), kept down for 2-8 s (an apiserver slow to come back, drawn from the round
+  number), restarted; the storm (``storm``) strikes with it every 2-4 rounds;
+- ``none``: no fault (the storm's rounds between restarts);
 - ``pause``: the leader SIGSTOPped mid-bind past its Lease, resumed once the other replica
   took over: anything it binds after that is a stale write. Every pod carries the stamp of the
   term whose Binding placed it (``scheduler.kube.lead.fence``: the apiserver copies a Binding's
@@ -22,7 +26,10 @@ After each fault the round must settle (its gang whole, no gang anywhere partly 
 leader) within a deadline; its recovery time runs from the fault to then. Invariants: no
 gang partly bound once settled, no node over its allocatable (``capacity``, from a watch), no
 pod bound twice (``PodWatch``), no pod lost (every Job completes in the end: a pod a rollback
-deleted was recreated and ran), no bind by a leader that no longer held the Lease.
+deleted was recreated and ran), no bind by a leader that no longer held the Lease. Every fault
+here is transient, so no pod may be deleted at all: the figures count the pods the watch saw
+deleted while still live, and the pods the replicas logged deleting, per cause
+(``pods_deleted``, ``scheduler.kube.write.actuator``).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +51,13 @@ from kubernetes import client
 
 from scheduler.kube.client import connect
 from scheduler.kube.lead.fence import LEADER_ANNOTATION, LEASE_ANNOTATION, TERM_ANNOTATION
-from scheduler.tools.devcluster import certs, kubeconfig, rest, resync
+from scheduler.tools.devcluster import (
+    certs,
+    kubeconfig,
+    procs,
+    rest,
+    resync,
+)
 from scheduler.tools.devcluster.cluster import DevCluster
 from tests.e2e import capacity, fence_support
 from tests.e2e.cluster_api import ControlPlane, wait_for
@@ -54,6 +67,9 @@ from tests.e2e.ops_support import scrape, value
 from tests.e2e.tcp_proxy import CuttableProxy
 
 FAULTS = ("kill", "apiserver", "etcd", "cut", "pause")
+#: Faults that strike once the round's first member is bound (mid-bind), where they can.
+MID_BIND = ("kill", "cut", "pause", "apiserver-bind")
+OUTAGE_S = (2.0, 8.0)  # how long ``apiserver-bind`` keeps kube-apiserver down
 LEASE_S = 3.0
 LEASE_NAME = "reliability"
 SETTLE_S = 120.0  # a generous deadline on a loaded 2-core machine; the figures say how fast
@@ -68,10 +84,30 @@ def schedule(kills: int, others: int, seed: int = 18) -> list[str]:
     return faults
 
 
+def storm(rounds: int, seed: int = 41) -> list[str]:
+    """*rounds* rounds with kube-apiserver SIGKILLed mid-bind every 2-4 rounds (the gap drawn
+    from the seed) and no fault in the rounds between."""
+    gen = random.Random(seed)
+    faults = ["none"] * rounds
+    i = gen.randint(1, 3)
+    while i < rounds:
+        faults[i] = "apiserver-bind"
+        i += gen.randint(2, 4)
+    return faults
+
+
 @dataclass
 class Figures:
     faults: Counter[str] = field(default_factory=Counter)
     recoveries: list[float] = field(default_factory=list)
+    by_fault: dict[str, list[float]] = field(default_factory=dict)  # fault -> recoveries
+    #: Pods the watch saw deleted while live (not finished), by anyone: the Job controller
+    #: deletes a surplus pod it created across an apiserver restart (a base run's g65).
+    deleted_seen: list[str] = field(default_factory=list)
+    #: Of those, the ones a rollback released (DisruptionTarget, reason GangRolledBack).
+    released_seen: list[str] = field(default_factory=list)
+    #: Pods the replicas logged deleting, by cause (``pods_deleted`` lines).
+    deleted_by_cause: Counter[str] = field(default_factory=Counter)
     mid_bind: int = 0  # faults that found the round's gang partly bound
     fenced: int = 0  # writes the paused leaders' fences refused
     #: Gangs a paused leader logged bound after its pause began (binds sent before it, or
@@ -93,6 +129,15 @@ class Figures:
         if rec:
             lines.append(f"recovery time: median {statistics.median(rec):.2f} s, "
                          f"max {rec[-1]:.2f} s")
+        for fault, times in sorted(self.by_fault.items()):
+            lines.append(f"  {fault}: {len(times)}, median {statistics.median(times):.2f} s, "
+                         f"max {max(times):.2f} s")
+        causes = ", ".join(f"{c} {n}" for c, n in sorted(self.deleted_by_cause.items()))
+        lines.append(f"pods deleted by the scheduler: {sum(self.deleted_by_cause.values())}"
+                     f" by cause ({causes or 'none'}); released by a rollback, as the watch saw "
+                     f"them: {len(self.released_seen)}; live pods the watch saw deleted by "
+                     f"anyone: {len(self.deleted_seen)}"
+                     + (f" ({', '.join(self.deleted_seen[:10])})" if self.deleted_seen else ""))
         lines += [f"stale writes by a paused leader: {self.stale} "
                   f"(writes refused by its fence: {self.fenced}, of them by the apiserver's: "
                   f"{self.refused_by_apiserver}; gangs it logged bound after "
@@ -165,12 +210,16 @@ class Rig:
         self.tenant.create_job(job, parallelism=size, gpus=1, runtime_s=runtime_s,
                                backoffLimit=10_000)
         started = self.inject(job, fault)
-        self.figures.faults[fault] += 1
+        if fault != "none":
+            self.figures.faults[fault] += 1
         try:
             wait_for(lambda: answered(lambda: self.whole(job, size) and not self.partly_bound()
                                       and self.leader() is not None), SETTLE_S, 0.05,
                      what=f"round {i} ({fault}) settled")
-            self.figures.recoveries.append(time.monotonic() - started)
+            took = time.monotonic() - started
+            self.figures.by_fault.setdefault(fault, []).append(took)
+            if fault != "none":
+                self.figures.recoveries.append(took)
         except AssertionError:
             self.violation(
                 f"round {i} ({fault}) did not settle in {SETTLE_S:.0f} s; partly bound: "
@@ -179,7 +228,7 @@ class Rig:
 
     def inject(self, job: str, fault: str) -> float:
         """Carry out *fault* (mid-bind where it can be); when it struck (monotonic)."""
-        if fault in ("kill", "cut", "pause"):
+        if fault in MID_BIND:
             with contextlib.suppress(AssertionError):  # a fault after the bind still counts
                 wait_for(lambda: any(n.startswith(f"{job}-") for n in self.watch.bound_names()),
                          60, 0.002, what=f"{job}'s first member bound")
@@ -190,15 +239,26 @@ class Rig:
                 leader.kill()
                 self.count_mid_bind(job)
                 leader.start()
-        elif fault in ("apiserver", "etcd"):
-            self.cp.cluster.restart("kube-apiserver" if fault == "apiserver" else "etcd",
-                                    log=lambda _: None)
+        elif fault in ("apiserver", "apiserver-bind", "etcd"):
+            name = "etcd" if fault == "etcd" else "kube-apiserver"
+            if fault == "apiserver-bind":
+                self.count_mid_bind(job)
+                self.take_down(name, random.Random(job).uniform(*OUTAGE_S))
+            self.cp.cluster.restart(name, log=lambda _: None)
         elif fault == "cut":
             self.count_mid_bind(job)
             self.proxy.cut()
         elif fault == "pause":
             self.pause(job)
         return struck
+
+    def take_down(self, name: str, seconds: float) -> None:
+        """SIGKILL a control plane process and leave it down for *seconds* (``restart``
+        then starts it again)."""
+        st = self.cp.cluster.state
+        assert st is not None
+        procs.kill(next(p for p in st.processes if p.name == name))
+        time.sleep(seconds)
 
     def count_mid_bind(self, job: str) -> None:
         if any(p.startswith(f"{job} ") for p in self.partly_bound()):
@@ -310,6 +370,24 @@ class Rig:
         for r in self.replicas:
             if r.alive() and "Traceback" in r.log():
                 self.violation(f"replica {r.identity}: a traceback in its log")
+        self.count_deletions()
+
+    def count_deletions(self) -> None:
+        """Every fault here is transient: a pod deleted is a pod a transient fault cost."""
+        with self.watch._lock:
+            versions = {name: list(v) for name, v in self.watch.seen.items()}
+            gone = set(self.watch.deleted)
+        self.figures.deleted_seen = deleted_live(versions, gone)
+        self.figures.released_seen = [n for n in self.figures.deleted_seen
+                                      if released(versions[n])]
+        for r in self.replicas:
+            for path in sorted(r.workdir.glob(f"scheduler-{r.identity}-*.log")):
+                self.figures.deleted_by_cause.update(deletions_logged(path))
+        if self.figures.released_seen or self.figures.deleted_by_cause:
+            self.violation(f"pods deleted for transient faults: "
+                           f"{dict(self.figures.deleted_by_cause)} by cause (the replicas' "
+                           f"logs); released as the watch saw them: "
+                           f"{self.figures.released_seen[:10]}")
 
     def describe_jobs(self, names: list[str]) -> str:
         """What an incomplete Job and each of its pods were at the end, to find why next time:
@@ -342,6 +420,41 @@ def members_done(pods: Sequence[dict[str, Any]], succeeded: int) -> int:
              or (p.get("status") or {}).get("phase") == "Succeeded"]
     running = [p for p in bound if (p.get("status") or {}).get("phase") != "Succeeded"]
     return max(len(bound), len(running) + succeeded)
+
+
+def deleted_live(versions: Mapping[str, Sequence[dict[str, Any]]],
+                 gone: Iterable[str] = ()) -> list[str]:
+    """The pods deleted before they finished (a Succeeded or Failed pod deleted is nobody's
+    loss): the first version with a deletion timestamp had not finished, or, for the pods in
+    *gone* (deleted while the watch was down, say), the last version seen had not.
+    *versions* and *gone*: ``PodWatch.seen`` and ``PodWatch.deleted``."""
+    out = []
+    gone = set(gone)
+    for name, seen in sorted(versions.items()):
+        first = next((v for v in seen if v["metadata"].get("deletionTimestamp")),
+                     seen[-1] if name in gone and seen else None)
+        if first is not None and (first.get("status") or {}).get("phase") not in \
+                capacity.TERMINAL:
+            out.append(name)
+    return out
+
+
+def released(versions: Sequence[dict[str, Any]]) -> bool:
+    """Did a rollback release this pod (``DisruptionTarget`` with reason GangRolledBack)?"""
+    return any(c.get("type") == "DisruptionTarget" and c.get("reason") == "GangRolledBack"
+               for v in versions for c in (v.get("status") or {}).get("conditions") or ())
+
+
+def deletions_logged(log: Path) -> Counter[str]:
+    """Pods a replica logged deleting (``pods_deleted``), by cause."""
+    counts: Counter[str] = Counter()
+    with log.open("rb") as f:
+        for line in f:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if event.get("event") == "pods_deleted":
+                    counts[str(event.get("cause"))] += int(event.get("pods") or 0)
+    return counts
 
 
 def answered(check: Callable[[], bool]) -> bool:

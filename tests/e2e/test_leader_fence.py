@@ -144,14 +144,14 @@ def test_a_replica_in_a_stale_term_gets_its_gang_fenced_not_failed(fence: Fence)
     refused: list[int] = []
     writes = FencedClient(fence.api, lambda: True, token=lambda: stale,
                           on_refused_by_apiserver=lambda: refused.append(1))
-    binder = Binder(writes, concurrency=1, complete_delays=(0.0,))
+    binder = Binder(writes, concurrency=1)
     try:
         out = binder.bind_gang([(PodRef(fence.namespace, p["metadata"]["name"],
                                         p["metadata"]["uid"]), fence.node) for p in pods],
                                "gang-scheduler", f"{fence.namespace}/g")
     finally:
         binder.close()
-    assert out.fenced and not out.unanswered and out.left == () and out.rolled_back == ()
+    assert out.fenced and not out.transient and out.bound == () and out.held == ()
     assert out.failed[0].status == FENCED and "held by b in term 6" in out.failed[0].reason
     assert refused == [1]  # the first refusal stops the gang: the rest are skipped
     for p in pods:

@@ -1,6 +1,9 @@
 """A gang left partly bound while the scheduler keeps running is repaired without a restart:
 completed when its other members fit, released when they cannot, a failed release retried,
 and a completion that failed for want of an answer retried as soon as the apiserver answers.
+An apiserver that stops answering mid-bind costs no pod: the gang is held, not rolled back,
+and completed once it answers; one whose room was taken meanwhile is released, its pods
+with ``DisruptionTarget`` (a Job's podFailurePolicy ignores them).
 
 The partly bound state is made the way a scheduler killed mid-bind leaves it: the members
 exist, the test binds the first one itself (its Binding, as the dead predecessor sent it) and
@@ -18,7 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+from scheduler.decide.plan import RollbackCause
 from scheduler.kube.client import JSON, Response, TransportError
 from scheduler.kube.write.binder import UNKNOWN, PodFailure
 from scheduler.model import PodRef
@@ -75,8 +80,8 @@ def test_one_that_cannot_be_completed_is_released_after_its_grace_a_failed_relea
     original = binder.delete_pods
     attempts: list[tuple[str, ...]] = []
 
-    def delete_pods(pods: Sequence[PodRef], grace_period_seconds: int = 0, retries: int = 1,
-                    gang: str = "") -> list[PodFailure]:
+    def delete_pods(pods: Sequence[PodRef], grace_period_seconds: int = 0,
+                    retries: int | None = None, gang: str = "") -> list[PodFailure]:
         attempts.append(tuple(p.name for p in pods))
         if len(attempts) == 1:  # the first rollback fails: the apiserver did not answer
             return [PodFailure(p, "", UNKNOWN, "delete: no reply") for p in pods]
@@ -96,21 +101,132 @@ def test_one_that_cannot_be_completed_is_released_after_its_grace_a_failed_relea
 
 class Outage:
     """The binder's requests to bind fail without a reply while ``away`` is set (the
-    apiserver restarting, as the binder sees it); everything else goes through."""
+    apiserver restarting, as the binder sees it); everything else goes through. With
+    *after*, ``away`` sets itself once that many binds went through (mid-gang)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, after: int | None = None) -> None:
         self.inner, self.away = inner, threading.Event()
-        self.refused = 0
+        self.refused, self.after = 0, after
+        self._lock = threading.Lock()
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str = JSON,
                 timeout: float | tuple[float, float] | None = None) -> Response:
-        if self.away.is_set() and method == "POST" and path.endswith("/binding"):
-            self.refused += 1
-            self.inner.outages.failed(f"{method} {path}", "connection refused")
-            raise TransportError(f"{method} {path}: connection refused")
+        if method == "POST" and path.endswith("/binding"):
+            with self._lock:
+                if self.after is not None and not self.away.is_set():
+                    self.after -= 1
+                    if self.after < 0:
+                        self.away.set()
+                if self.away.is_set():
+                    self.refused += 1
+                    self.inner.outages.failed(f"{method} {path}", "connection refused")
+                    raise TransportError(f"{method} {path}: connection refused")
         return self.inner.request(method, path, query=query, body=body,
                                   content_type=content_type, timeout=timeout)
+
+    def back(self, client: Any) -> None:
+        """The apiserver answers again; the informers' re-list after a real restart is the
+        first request that gets an answer (this outage only hit binds: one GET for it)."""
+        self.after = None
+        self.away.clear()
+        client.request("GET", "/version")
+
+
+def deleted_by_scheduler(runner: InProcessScheduler) -> dict[str, float]:
+    """Pods the scheduler deleted, by cause (its metric)."""
+    registry = runner.live.metrics.registry
+    return {str(c): registry.get_sample_value("gang_scheduler_pods_deleted_total",
+                                              {"cause": str(c)}) or 0.0 for c in RollbackCause}
+
+
+def test_an_apiserver_away_mid_bind_costs_no_pod_and_the_gang_completes_when_it_answers(
+        control_plane: ControlPlane, tenant: Tenant,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    """The issue's case, with bare pods (nothing would recreate one deleted): two members
+    bound, then no reply, for longer than a rollback used to wait (three retries in 3.5 s) and
+    than the gang's grace. Its bound members stay, the rest keeps their node, and once the
+    apiserver answers the rest is bound."""
+    tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(bind_concurrency=1, bind_backoff_initial_seconds=1.0,
+                             partial_gang_grace_seconds=GRACE_S)
+    outage = Outage(runner.live.binder.client, after=2)
+    runner.live.binder.client = outage  # type: ignore[assignment]
+    with PodWatch(control_plane, tenant.namespace) as watch:
+        names = tenant.create_gang("g", 6)
+        away = time.monotonic()
+        # Retried each time the rest of the cluster answers (the binds alone are away), held
+        # in between: long enough for the old rollback (and the grace) to have struck.
+        wait_for(lambda: watch.deleted or (
+            outage.refused >= 8 and time.monotonic() - away > 3 * GRACE_S), 90,
+                 what="binds retried while the apiserver is away")
+        assert watch.deleted == {}, "the outage cost pods"
+        assert len(tenant.bound(names)) == 2
+        outage.back(runner.live.client)
+        wait_for(lambda: tenant.all_bound(names), 60, what="the gang completed")
+        assert watch.deleted == {} and watch.rebinds() == {}
+    assert deleted_by_scheduler(runner) == dict.fromkeys(map(str, RollbackCause), 0.0)
+    assert tenant.events("GangRolledBack") == []
+
+
+def test_a_job_gang_whose_room_was_taken_is_released_with_disruption_target(
+        control_plane: ControlPlane, tenant: Tenant,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    """Two members bound, the binds then away, and the node cordoned meanwhile: once it
+    answers the rest fits nowhere, so after its grace the gang is rolled back (NoRoom). Each
+    bound pod gets ``DisruptionTarget`` before its delete, so the Job, whose backoffLimit is
+    0 and whose podFailurePolicy ignores DisruptionTarget, replaces them without failing."""
+    (node,) = tenant.create_nodes(1, gpus=8)
+    runner = start_scheduler(bind_concurrency=1, bind_backoff_initial_seconds=1.0,
+                             partial_gang_grace_seconds=GRACE_S)
+    outage = Outage(runner.live.binder.client, after=2)
+    runner.live.binder.client = outage  # type: ignore[assignment]
+    ignore = {"rules": [{"action": "Ignore",
+                         "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+    with PodWatch(control_plane, tenant.namespace) as watch:
+        # Long enough a runtime that the bound members still run when they are released.
+        tenant.create_job("j", parallelism=4, gpus=2, runtime_s=30.0, backoffLimit=0,
+                          podFailurePolicy=ignore)
+        wait_for(lambda: outage.refused >= 1, 60, what="the binds away mid-gang")
+        first = tenant.bound(list(tenant.job_pods("j")))
+        assert len(first) == 2, first
+        # Away for longer than a rollback used to wait (three retries in 3.5 s, then deletes).
+        wait_for(lambda: outage.refused >= 5 or all_deleting(watch, first), 60,
+                 what="the binds retried while away")
+        cordon_node(control_plane.api, node)
+        wait_for(lambda: any(n.name == node and n.unschedulable
+                             for n in runner.live.cache.nodes()), 30,
+                 what="the scheduler to see the node cordoned")
+        outage.back(runner.live.client)
+        deleting = wait_for(lambda: all_deleting(watch, first), 90,
+                            what="the bound members deleted")
+        for pod in deleting:  # the condition was there when the delete came
+            conditions = [c for c in pod["status"].get("conditions", [])
+                          if c["type"] == "DisruptionTarget"]
+            assert len(conditions) == 1, f"{pod['metadata']['name']}: {conditions}"
+            assert (conditions[0]["status"], conditions[0]["reason"]) == ("True",
+                                                                          "GangRolledBack")
+            assert "(NoRoom)" in conditions[0]["message"], conditions
+        assert deleted_by_scheduler(runner)["NoRoom"] == 2
+        cordon_node(control_plane.api, node, on=False)
+        wait_for(lambda: job_status(tenant, "j").get("succeeded") == 4, 180,
+                 what="the Job completed with its replacements")
+    status = job_status(tenant, "j")
+    assert not status.get("failed"), status
+    assert not [c for c in status.get("conditions") or () if c["type"] == "Failed"], status
+
+
+def all_deleting(watch: PodWatch, names: list[str]) -> list[dict[str, Any]]:
+    """The first version of each named pod with a deletion timestamp; [] until all have one."""
+    with watch._lock:
+        firsts = [next((v for v in watch.seen.get(n, ()) if v["metadata"].get(
+            "deletionTimestamp")), None) for n in names]
+    return [v for v in firsts if v is not None] if all(firsts) else []
+
+
+def job_status(tenant: Tenant, name: str) -> dict[str, Any]:
+    return rest.call(client.BatchV1Api(tenant.cp.api).read_namespaced_job, name,
+                     tenant.namespace).get("status") or {}
 
 
 def test_completion_is_not_held_back_by_the_backoff_once_the_apiserver_answers(
@@ -128,10 +244,7 @@ def test_completion_is_not_held_back_by_the_backoff_once_the_apiserver_answers(
                        what="the completion failed and backs off")
     assert backoff is not None and outage.refused >= 3
     assert tenant.bound(names) == ["half-0"]
-    outage.away.clear()
-    # The apiserver is back; the informers' re-list after a real restart is the first request
-    # that gets an answer (this outage only hit binds, so one GET stands in for it).
-    runner.live.client.request("GET", "/version")
+    outage.back(runner.live.client)
     wait_for(lambda: tenant.all_bound(names), 60, what="the gang completed")
     # Order, not a margin: completed while its 120 s backoff still had long to run.
     assert time.time() < backoff, "completed only once the backoff ran out"

@@ -8,7 +8,7 @@ from scheduler.run.backoff import Backoffs
 
 
 def test_delays_double_up_to_the_most_and_end_on_success() -> None:
-    b = Backoffs(initial=5, most=12)
+    b = Backoffs(initial=5, maximum=12)
     b.fail("g", 100.0)
     assert b.until(100.0) == {"g": 105.0} and b.until(105.0) == {}
     b.fail("g", 200.0)

@@ -72,6 +72,14 @@ CASES = [
          jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=4, completions=4,
                                succeeded=3)},
          pending={"ns/j": (1, 1, False)}),
+    # Regression (#41): a member of a gang cut mid-bind finished before its Job's status
+    # counted it; the gang looked short of a member and a takeover rolled it back.
+    Case("a Job's pods seen Succeeded count before its status does",
+         [pod("j-0", owner=JOB_J, node="n1", phase=PodPhase.SUCCEEDED),
+          pod("j-1", owner=JOB_J, node="n1", phase=PodPhase.RUNNING),
+          *(pod(f"j-{i}", owner=JOB_J) for i in range(2, 6))],
+         jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=6, completions=6)},
+         pending={"ns/j": (4, 4, False)}, running={"ns/j"}),
     Case("a Job without completions runs parallelism pods",
          [pod(f"j-{i}", owner=OwnerRef("Job", "j", "juid")) for i in range(3)],
          jobs={"ns/j": JobInfo("ns", "j", "juid", parallelism=3, completions=None,

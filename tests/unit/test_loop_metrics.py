@@ -25,7 +25,7 @@ from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.workloads import POD_GROUP_LABEL, QUEUE_LABEL, PodInfo, PodPhase
 from scheduler.run import loop
 from scheduler.run.loop import ApplyResult, Scheduler
-from scheduler.run.metrics import SchedulerMetrics, rollback_reason
+from scheduler.run.metrics import SchedulerMetrics
 from tests.unit.policies.builders import POOL, policies, queue
 
 MIN_MEMBER = "gangscheduler.io/min-member"
@@ -145,11 +145,10 @@ CASES = [
     Case("no room: placement", [*gang_pods("g1", 1, 8), other_pod("x", "n1", 4)], [node("n1")],
          expect={m("pending_gangs", queue="team", reason="Placement"): 1,
                  m("allocated_gpus", queue="team", pool="p"): 0}),
-    Case("failed bind rolls back", gang_pods("g1", 2, 4), [node("n1")],
-         fail={"ns/g1": "binding ns/g1-1: conflict: already bound (x) failed; rolled back 1"},
+    Case("failed bind is counted, not timed", gang_pods("g1", 2, 4), [node("n1")],
+         fail={"ns/g1": "binding ns/g1-1: conflict: recreated (x) failed; 1 bound kept"},
          expect={m("binds_total", result="failure"): 1,
                  m("binds_total", result="success"): 0,
-                 m("rollbacks_total", reason="Conflict"): 1,
                  m("gang_scheduling_latency_seconds_count", queue="team"): 0}),
     Case("whole victim gang preempted",
          gang_pods("low", 2, 4, node="n1") + gang_pods("high", 1, 8, priority=100),
@@ -232,7 +231,7 @@ def test_backing_off_gangs_are_pending_with_reason_backoff() -> None:
     actuator = FakeActuator(fail={"ns/g1": "binding ns/g1-0: pod deleted before binding"})
     sched, metrics, clock = make(gang_pods("g1", 1, 4), [node("n1")], TEAM, actuator)
     sched.run_once()
-    assert sample(metrics, "gang_scheduler_rollbacks_total", reason="PodDeleted") == 1
+    assert sample(metrics, "gang_scheduler_binds_total", result="failure") == 1
     clock.now += 1
     sched.run_once()
     assert sample(metrics, "gang_scheduler_pending_gangs", queue="team", reason="Backoff") == 1
@@ -289,17 +288,6 @@ def test_without_metrics_the_loop_still_runs() -> None:
     sched = Scheduler(cache, Policies(TEAM), Clock(), FakeActuator())
     assert [b.gang_id for b in sched.run_once().binds] == ["ns/g1"]
     assert [q.allocated_gpus for q in sched.last_queues] == [4]
-
-
-@pytest.mark.parametrize(("why", "label"), [
-    ("binding ns/p: pod deleted before binding (gone) failed; rolled back 0", "PodDeleted"),
-    ("binding ns/p: conflict: already bound or recreated (x) failed", "Conflict"),
-    ("binding ns/p: no reply from the apiserver: timeout failed", "NoReply"),
-    ("binding ns/p: HTTP 503: unavailable failed", "ServerError"),
-    ("something new", "Other"),
-])
-def test_rollback_reasons_are_a_bounded_set(why: str, label: str) -> None:
-    assert rollback_reason(why) == label
 
 
 def test_queue_reports_count_every_waiting_gang_of_the_queue() -> None:

@@ -10,7 +10,7 @@ and backed off, then tried again whole.
 from __future__ import annotations
 
 from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
-from scheduler.decide.plan import CyclePlan
+from scheduler.decide.plan import CyclePlan, RollbackCause
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRequirements, Resources
 from scheduler.model.resources import GPU
@@ -89,8 +89,9 @@ def test_a_partly_bound_gang_is_released_after_its_timeout_then_backed_off() -> 
     assert sched.run_once().rollbacks == ()  # 9 s
     now[0] = 112.0
     (rollback,) = sched.run_once().rollbacks  # 10 s: released, not given up
-    assert rollback.timed_out and [p.name for p in rollback.pods] == ["big-0"]
-    assert rollback.reason.startswith("ScheduleTimeout: its bound members waited 10s")
+    assert rollback.cause is RollbackCause.TIMED_OUT
+    assert [p.name for p in rollback.pods] == ["big-0"]
+    assert rollback.reason.startswith("its bound members waited 10s")
     assert sched.backing_off(112.0) == {"ns/big": 117.0}  # tried again whole after it
 
 
@@ -101,4 +102,4 @@ def test_without_a_timeout_the_repair_grace_bounds_the_wait() -> None:
     assert sched.run_once().rollbacks == ()
     now[0] = 132.0
     (rollback,) = sched.run_once().rollbacks
-    assert not rollback.timed_out and sched.backing_off(132.0) == {}
+    assert rollback.cause is not RollbackCause.TIMED_OUT and sched.backing_off(132.0) == {}

@@ -12,9 +12,20 @@ from dataclasses import replace
 
 import pytest
 
+from scheduler.decide import housekeeping
 from scheduler.decide.cycle import decide
-from scheduler.decide.housekeeping import FormationProblem, Housekeeping, PartlyBound
-from scheduler.decide.plan import ReasonCategory, explain
+from scheduler.decide.housekeeping import (
+    FailedBind,
+    FormationProblem,
+    Housekeeping,
+    PartlyBound,
+)
+from scheduler.decide.plan import (
+    PendingReason,
+    ReasonCategory,
+    RollbackCause,
+    explain,
+)
 from scheduler.model import PodRef
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
@@ -66,7 +77,7 @@ def test_a_partly_bound_gang_that_started_is_rolled_back_on_a_takeover_or_after_
     plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE,
                   house=started_since(NOW, takeover=True))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", True)]
-    assert "rolled back (1 bound pods deleted)" in explain(plan, "ns/half")
+    assert "rolled back (1 bound pods deleted, NoRoom)" in explain(plan, "ns/half")
     # Past its grace, without a restart: its bound members stop holding GPUs for nothing.
     plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=started_since(NOW - 60))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", False)]
@@ -91,7 +102,7 @@ def test_a_podgroups_timeout_bounds_how_long_bound_members_wait_for_the_rest(
     house = Housekeeping(partly_bound={"ns/half": PartlyBound(
         BOUND, started, NOW - waited, cut, timeout)}, takeover=takeover)
     plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=house)
-    assert [(r.gang_id, r.timed_out) for r in plan.rollbacks] == (
+    assert [(r.gang_id, r.cause is RollbackCause.TIMED_OUT) for r in plan.rollbacks] == (
         [("ns/half", timed_out)] if rolled_back else [])
     assert "ns/half" in plan.pending  # its remaining member is still decided: never given up
 
@@ -124,12 +135,75 @@ def test_a_partly_bound_gang_is_completed_before_any_other_gang_takes_its_room()
     assert [b.gang_id for b in without.binds] == ["ns/older"]
 
 
-def test_a_partly_bound_gang_backing_off_says_so_when_rolled_back() -> None:
+def test_a_partly_bound_gang_whose_bind_was_refused_says_so_when_rolled_back() -> None:
     house = Housekeeping(backoff={"ns/half": NOW + 8},
-                         partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)})
+                         partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)},
+                         failed_binds={"ns/half": FailedBind("forbidden (RBAC)", False)})
     plan = decide(Snapshot(NODES), [REST], POLICIES, NOW, solver=SOLVE, house=house)
     (rollback,) = plan.rollbacks
-    assert rollback.reason == "its last bind failed; not retried for another 8s (backoff)"
+    assert rollback.cause is RollbackCause.BIND_REFUSED
+    assert rollback.reason == ("its last bind was refused (forbidden (RBAC)); not retried for "
+                               "another 8s (backoff)")
+
+
+def held(started: bool = False, **house: object) -> Housekeeping:
+    """``ns/half`` partly bound, its last bind failed for want of an answer (the apiserver
+    restarting), backing off until NOW + 8."""
+    return Housekeeping(backoff={"ns/half": NOW + 8},
+                        partly_bound={"ns/half": PartlyBound(BOUND, started, NOW - 600)},
+                        failed_binds={"ns/half": FailedBind("no reply", True)},
+                        **house)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("house", [held(), held(started=True), held(takeover=True),
+                                   held(started=True, takeover=True)],
+                         ids=["unstarted", "started, past its grace", "takeover",
+                              "started, takeover"])
+def test_a_gang_held_for_the_apiserver_is_never_rolled_back_while_it_waits(
+        house: Housekeeping) -> None:
+    """The issue's case: while the apiserver restarts, nobody can bind to the held nodes, so
+    nothing is gained by deleting the bound members (a bare pod is never recreated)."""
+    for snapshot in (Snapshot(NODES), FULL):  # however the nodes look meanwhile
+        plan = decide(snapshot, [REST], POLICIES, NOW, solver=SOLVE, house=house)
+        assert plan.rollbacks == () and plan.binds == ()
+
+
+def test_once_it_answers_a_held_gang_is_completed_or_rolled_back_for_a_real_cause() -> None:
+    later = NOW + 8  # its backoff is over: the loop released the held members
+    completed = decide(Snapshot(NODES), [REST], POLICIES, later, solver=SOLVE, house=held())
+    assert [b.gang_id for b in completed.binds] == ["ns/half"] and completed.rollbacks == ()
+    (rollback,) = decide(FULL, [REST], POLICIES, later, solver=SOLVE, house=held()).rollbacks
+    assert rollback.cause is RollbackCause.NO_ROOM and rollback.reason.startswith("Placement")
+
+
+@pytest.mark.parametrize(("category", "cause"), [
+    (ReasonCategory.PLACEMENT, RollbackCause.NO_ROOM),
+    (ReasonCategory.TOPOLOGY, RollbackCause.NO_ROOM),
+    (ReasonCategory.PREEMPTION_PENDING, RollbackCause.NO_ROOM),
+    (ReasonCategory.RESERVED, RollbackCause.NO_ROOM),
+    (ReasonCategory.QUEUED, RollbackCause.NO_ROOM),
+    (ReasonCategory.WAITING_FOR_MEMBERS, RollbackCause.MEMBER_GONE),
+    (ReasonCategory.QUOTA, RollbackCause.NOT_ADMITTED),
+    (ReasonCategory.NOT_ALLOWED, RollbackCause.NOT_ADMITTED),
+    (ReasonCategory.VOLUMES, RollbackCause.NOT_ADMITTED),
+    (ReasonCategory.UNSUPPORTED, RollbackCause.NOT_ADMITTED),
+])
+def test_every_pending_reason_names_the_cause_of_the_rollback(
+        category: ReasonCategory, cause: RollbackCause) -> None:
+    house = Housekeeping(partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)})
+    pending = {"ns/half": PendingReason(category, "why")}
+    (rollback,) = housekeeping.rollbacks(house, (), pending, NOW)
+    assert (rollback.cause, rollback.reason) == (cause, f"{category}: why")
+
+
+def test_a_partly_bound_gang_without_a_reason_is_short_of_members() -> None:
+    gone = Housekeeping(partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)},
+                        unformed={"ns/half": FormationProblem("PodGroup missing", ())})
+    (rollback,) = housekeeping.rollbacks(gone, (), {}, NOW)
+    assert rollback.cause is RollbackCause.MEMBER_GONE
+    (rollback,) = housekeeping.rollbacks(replace(gone, unformed={}), (), {}, NOW)
+    assert (rollback.cause, rollback.reason) == (RollbackCause.MEMBER_GONE,
+                                                 "its remaining members are not pending")
 
 
 def test_groups_of_pods_that_are_not_gangs_get_their_reason_on_their_pods() -> None:

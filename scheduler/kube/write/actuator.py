@@ -5,8 +5,8 @@ Everything comes from the plan: the pods to bind (and where), the claims to writ
 PV taken, a claim to provision), the victims' pods, the preemptors' pods and their nodes,
 the pods of every pending or unformed gang and its PodGroup if it has one (a
 scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions are written
-the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back.
-The cluster cache is never read here.
+the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back
+(``rollback``). The cluster cache is never read here.
 
 Binding is on the critical path and happens outside the cycle: ``apply`` hands the plan's
 gangs to a binding stage and returns (their outcome is ``ApplyResult.binding``, taken in by
@@ -35,6 +35,7 @@ from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.claims import ClaimWriter
 from scheduler.kube.write.evictor import Evictor
 from scheduler.kube.write.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
+from scheduler.kube.write.rollback import Releaser
 from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.write.writer import BackgroundWriter, Retry, Task
 from scheduler.model import PodRef
@@ -70,6 +71,7 @@ class KubeActuator:
         self.writer = BackgroundWriter(retry=retry)
         self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
         self.claims = ClaimWriter(binder.client)
+        self.releaser = Releaser(binder, statuses, self._announce_rollback, metrics)
         # Pods handed to the binder, with how many writer tasks had been taken up then. A
         # pending explanation or a nomination decided earlier must never land on them
         # (PodScheduled=False on a bound pod is a lie, and a kubelet may re-admit the pod on
@@ -94,7 +96,8 @@ class KubeActuator:
             claims += outcome.done
             retries.append(None if outcome.ok else self.evictor.retry_seconds)
         binding = self._hand_off(plan.binds)
-        retries.append(self.evictor.retry_seconds if self._roll_back(plan) else None)
+        retries.append(self.evictor.retry_seconds if self.releaser.roll_back(plan.rollbacks)
+                       else None)
         self._explain(plan)
         return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
                            claims=tuple(claims), binding=binding,
@@ -155,43 +158,44 @@ class KubeActuator:
 
     def _bind(self, handed: Sequence[Bind]) -> ApplyResult:
         """Bind gangs (claims first), on the binding stage: the gangs bound with the claim
-        writes that stand, those that failed (why), and which of those had no answer."""
+        writes that stand, those that failed (why, and what of them is kept)."""
         claims_failed = self._bind_claims(handed)
         binds = [b for b in handed if b.gang_id not in claims_failed]
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
-        ok = {b.gang_id for b, out in zip(binds, outcomes, strict=True) if out.ok}
-        left = {ref.uid for out in outcomes for ref, _ in out.left}  # bound: still no reasons
-        with self._explain_lock:  # explanations may land on the pods of a failed gang again
+        pairs = list(zip(binds, outcomes, strict=True))
+        ok = {b.gang_id for b, out in pairs if out.ok}
+        kept = {ref.uid for _, out in pairs if not out.ok for ref, _ in out.bound}
+        with self._explain_lock:  # explanations may land on the pods not bound again
             for b in handed:
                 if b.gang_id not in ok:
                     for ref, _ in b.pod_nodes:
-                        if ref.uid not in left:
+                        if ref.uid not in kept:
                             self._binding.pop(ref.uid, None)
         bound: list[str] = []
         claims: list[ClaimDecision] = []
         failed: dict[str, str] = dict(claims_failed)
-        for b, out in zip(binds, outcomes, strict=True):
+        for b, out in pairs:
             if out.ok:
                 claims += b.placement.claims
                 bound.append(b.gang_id)
                 self._bound(b)
-            else:
-                why = out.describe()
-                failed[b.gang_id] = why
-                log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
-                            queue=b.queue, reason=why)
-                if out.fenced:  # members left bound, claims kept: the leader repairs it
-                    continue
+                continue
+            why = out.describe()
+            failed[b.gang_id] = why
+            log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
+                        queue=b.queue, reason=why, bound=len(out.bound), held=len(out.held))
+            if not (out.fenced or out.bound or out.held):  # nothing kept: its claims go back
                 self.claims.undo(b.placement.claims, b.gang_id)
-                self.writer.submit(f"event/{b.gang_id}/rollback", partial(
-                    self._emit_gang, b.gang_id, _members(b), EventReason.GANG_ROLLED_BACK,
-                    f"gang rolled back: {why}", EventType.WARNING))
-        pairs = list(zip(binds, outcomes, strict=True))
-        return ApplyResult(bound=tuple(bound), failed=failed, claims=tuple(claims),
-                           unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
-                           fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
-                           left=tuple(pn for _, out in pairs for pn in out.left))
+        planned = {ref.uid: node for b in binds for ref, node in b.pod_nodes}
+        return ApplyResult(
+            bound=tuple(bound), failed=failed, claims=tuple(claims),
+            unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
+            fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
+            # Kept bound (of a failed gang), or bound where the plan did not say (read back).
+            left=tuple(pn for _, out in pairs for pn in out.bound
+                       if not out.ok or planned.get(pn[0].uid) != pn[1]),
+            held=tuple(pn for _, out in pairs for pn in out.held))
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's
@@ -211,18 +215,10 @@ class KubeActuator:
         if self.metrics is not None:
             self.metrics.pods_bound.inc(len(b.pod_nodes))
 
-    def _roll_back(self, plan: CyclePlan) -> bool:
-        """Delete the bound members of partly bound gangs the plan gives up completing;
-        True if a deletion failed (the next plan decides the rollback again)."""
-        failed = False
-        for r in plan.rollbacks:
-            keys = self.binder.gang_keys(r.gang_id)
-            log.warning("partial_gang_rolled_back", **keys, bound=len(r.pods), reason=r.reason,
-                        takeover=r.takeover, timed_out=r.timed_out)
-            for f in self.binder.delete_pods(list(r.pods), gang=r.gang_id):
-                log.error("rollback_failed", **keys, pod=str(f.pod), reason=f.reason)
-                failed = True
-        return failed
+    def _announce_rollback(self, gang_id: str, pods: tuple[PodRef, ...], message: str) -> None:
+        self.writer.submit(f"event/{gang_id}/rollback", partial(
+            self._emit_gang, gang_id, Members(pods), EventReason.GANG_ROLLED_BACK, message,
+            EventType.WARNING))
 
     def _emit_gang(self, gang_id: str, members: Members, reason: str, message: str,
                    type_: EventType) -> None:

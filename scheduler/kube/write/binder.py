@@ -1,31 +1,30 @@
 """Binding whole gangs, and the pod deletions and evictions that undo or preempt them.
 
-The apiserver has no multi-pod transaction, so atomicity is ours: every member is bound
-concurrently through ``pods/binding``; if any member fails, the members this call did bind are
-deleted (grace 0: they never started, and their controller recreates them) so a gang is never
-left partly bound. Binds carry the pod's uid as a precondition, so a deleted-and-recreated
-namesake is never bound by mistake, and an already bound pod answers 409 and fails its gang:
-a bound pod is never re-bound.
+The apiserver has no multi-pod transaction, so atomicity is ours: every member of a gang is
+bound concurrently through ``pods/binding``, and once one fails the members still queued are
+not sent (``SKIPPED``). Binds carry the pod's uid as a precondition, so a deleted-and-recreated
+namesake is never bound by mistake; a bound pod is never re-bound.
 
-Complete before undoing: when every failure of a gang is transient (no reply, 429, 5xx: the
-apiserver restarting, etcd slow), the failed and skipped members are bound again a few times
-(``complete_delays``) before anything is deleted, because a rollback deletes pods, and a pod
-without a controller (a bare-pod PodGroup, an MPI launcher) is then lost for good. A retried
-bind that answers 409 because the first attempt did land (its reply was lost) counts as bound
-when the pod is on the intended node. A failure that retrying cannot mend (the pod deleted or
-recreated, already bound elsewhere, forbidden) rolls the gang back at once.
+Nothing is deleted here. A gang that fails part-way keeps the members it bound
+(``BindOutcome.bound``), and whether to complete it or roll it back is the decision core's
+(``scheduler.decide.housekeeping``), which the simulator shares:
 
-Fenced mid-gang (this replica stopped holding the Lease, or its renewal is late, between two
-binds; or the apiserver's fence refused a bind stamped with a term the Lease has moved past,
-``scheduler.kube.lead.fence``): the members bound so far are left as they are
-(``BindOutcome.left``), not deleted. Deleting is not this replica's to do any more: its
-deletes would be fenced too, or, sent the moment its renewal lands, race a new leader that
-may be completing the gang. The leader, this replica again or another, repairs the partly
-bound gang on its next cycle (``scheduler.decide.housekeeping``): it completes it, or rolls it back.
+- every failure transient (no reply, 429, 5xx: the apiserver or etcd restarting): the members
+  not bound are *held* (``BindOutcome.held``): the loop keeps them assumed on their nodes
+  and places them again once the apiserver answers. Deleting would gain nothing (nobody can
+  bind while it is away) and lose pods: one without a controller for good;
+- a failure retrying cannot mend (the pod deleted or recreated, forbidden): the members
+  bound stay for the next cycle to complete the gang (with a recreated member) or roll it
+  back, naming the cause;
+- fenced mid-gang (this replica stopped holding the Lease, or its renewal is late, between
+  two binds; or the apiserver's fence refused a bind stamped with a term the Lease has moved
+  past, ``scheduler.kube.lead.fence``): the members bound are left to the leader, this replica
+  again or another, which repairs the partly bound gang on its next cycle.
 
-A bind whose reply was lost (timeout, reset) has an unknown outcome; rollback reads the pod back
-and deletes it if it did get bound. Rollback deletions are retried; any that still fail are
-reported loudly in ``BindOutcome.rollback_failed`` for the startup repair to finish.
+A reply that may have succeeded is read back before anything is decided: a bind without a
+reply, and a bind answered 409 (a bind whose reply was lost landed: a retry, or a new leader
+re-placing the member), count as bound when the pod (this incarnation) is on a node.
+Deletions (``delete_pods``) are the rollback's and are retried.
 """
 
 from __future__ import annotations
@@ -67,16 +66,16 @@ class PodFailure:
 
 @dataclass(frozen=True, slots=True)
 class BindOutcome:
-    """What happened to one gang: all of ``bound``, or none of it and the reasons why."""
+    """What happened to one gang: all of it bound, or which members are and why the rest are
+    not (see the module docstring: nothing is deleted)."""
 
     gang: str
-    bound: tuple[PodNode, ...] = ()  # every member on success; empty after a rollback
+    #: The members bound, each on the node it is on: every member on success.
+    bound: tuple[PodNode, ...] = ()
     failed: tuple[PodFailure, ...] = ()  # members whose bind failed (or was skipped)
-    rolled_back: tuple[PodRef, ...] = ()  # bound by this call, then deleted
-    rollback_failed: tuple[PodFailure, ...] = ()  # still bound: the gang is partly bound!
-    #: Bound by this call and kept: a later bind was fenced, so the leader's repair completes
-    #: or rolls back the partly bound gang (see the module docstring).
-    left: tuple[PodNode, ...] = ()
+    #: Every failure transient: the members not bound, on their nodes, to be bound once the
+    #: apiserver answers.
+    held: tuple[PodNode, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -88,23 +87,30 @@ class BindOutcome:
         return any(f.status == FENCED for f in self.failed)
 
     @property
-    def unanswered(self) -> bool:
+    def transient(self) -> bool:
         """Failed only for want of an answer (no reply, 429, 5xx): nothing wrong with the
-        gang itself, so it may be tried again as soon as the apiserver answers."""
+        gang itself, so its members are held for a retry once the apiserver answers."""
         return bool(self.failed) and all(f.status in TRANSIENT for f in self.failed)
 
+    @property
+    def unanswered(self) -> bool:
+        """Transient, and no failure but binds without a reply (or not sent after one): the
+        apiserver away, so its retry is due the moment it answers again (a 429 or 5xx is an
+        answer: it backs off)."""
+        return self.transient and all(f.status in (UNKNOWN, SKIPPED) for f in self.failed)
+
     def describe(self) -> str:
-        """One line for events and logs: the first real failure, and what was undone."""
+        """One line for events and logs: the first real failure, and what was kept."""
         if self.ok:
             return f"bound {len(self.bound)} pods"
         first = next((f for f in self.failed if f.status != SKIPPED), self.failed[0])
         if self.fenced:
-            return (f"binding {first} failed; {len(self.left)} bound members left for the "
+            return (f"binding {first} failed; {len(self.bound)} bound members left for the "
                     "leader to complete or roll back")
-        text = f"binding {first} failed; rolled back {len(self.rolled_back)} bound members"
-        if self.rollback_failed:
-            text += f"; could not delete {', '.join(map(str, self.rollback_failed))}"
-        return text
+        if self.transient:
+            return (f"binding {first} failed; {len(self.bound)} bound members kept, "
+                    f"{len(self.held)} held on their nodes until the apiserver answers")
+        return f"binding {first} failed; {len(self.bound)} bound members kept"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +135,12 @@ class Binder:
     """
 
     def __init__(self, client: Requester, *, concurrency: int = 32,
-                 timeout: tuple[float, float] = (5.0, 30.0), rollback_attempts: int = 3,
-                 queue_of: Callable[[str], str] | None = None,
-                 complete_delays: Sequence[float] = (0.5, 1.0, 2.0)) -> None:
+                 timeout: tuple[float, float] = (5.0, 30.0), delete_attempts: int = 3,
+                 queue_of: Callable[[str], str] | None = None) -> None:
         self.client = client
         self.queue_of = queue_of
         self.timeout = timeout
-        self.rollback_attempts = rollback_attempts
-        self.complete_delays = tuple(complete_delays)
+        self.delete_attempts = delete_attempts
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bind")
         pool = getattr(getattr(getattr(client, "api_client", None), "configuration", None),
                        "connection_pool_maxsize", None)
@@ -157,12 +161,12 @@ class Binder:
     # Binding ------------------------------------------------------------------------------
     def bind_gang(self, pod_nodes: Sequence[PodNode], scheduler_name: str,
                   gang: str = "") -> BindOutcome:
-        """Bind every member or none (see the module docstring)."""
+        """Bind one gang's members (see the module docstring for a failure part-way)."""
         return self.bind_gangs([(gang, pod_nodes)], scheduler_name)[0]
 
     def bind_gangs(self, gangs: Sequence[tuple[str, Sequence[PodNode]]],
                    scheduler_name: str) -> list[BindOutcome]:
-        """Bind many gangs at once: all their members share the pool, each gang is atomic."""
+        """Bind many gangs at once: all their members share the pool."""
         started = []
         for gang, pods in gangs:
             gang_failed = threading.Event()  # lets queued members of a failed gang skip
@@ -172,44 +176,19 @@ class Binder:
                 for ref, node in pods]))
         outcomes = []
         for gang, keys, pods, futures in started:
-            results = self._complete(pods, [f.result() for f in futures], keys)
-            failures = tuple(r for r in results if r is not None)
-            if not failures:
+            results = self._read_back(pods, [f.result() for f in futures])
+            outcome = _outcome(gang, pods, results)
+            if outcome.ok:
                 log.debug("gang_bound", **keys, pods=len(pods), scheduler=scheduler_name)
-                outcomes.append(BindOutcome(gang, bound=tuple(pods)))
-                continue
-            bound = tuple(pn for pn, r in zip(pods, results, strict=True) if r is None)
-            if any(f.status == FENCED for f in failures):
-                log.warning("gang_left_partly_bound", **keys, bound=len(bound),
+            elif outcome.fenced:
+                log.warning("gang_left_partly_bound", **keys, bound=len(outcome.bound),
                             reason="fenced: the leader completes or rolls it back")
-                outcomes.append(BindOutcome(gang, failed=failures, left=bound))
-                continue
-            unknown = [pn for pn, r in zip(pods, results, strict=True)
-                       if r is not None and r.status == UNKNOWN]
-            outcomes.append(self._roll_back(gang, keys, failures, list(bound), unknown))
+            outcomes.append(outcome)
         return outcomes
 
-    def _complete(self, pods: Sequence[PodNode], results: list[PodFailure | None],
-                  keys: dict[str, str]) -> list[PodFailure | None]:
-        """Bind the failed members again while every failure is transient (see the module
-        docstring); the results of the last attempt."""
-        for attempt, delay in enumerate(self.complete_delays, start=1):
-            failed = [i for i, r in enumerate(results) if r is not None]
-            if not failed or not all(r.status in TRANSIENT for r in results if r is not None):
-                break
-            log.info("gang_bind_retried", **keys, attempt=attempt, pods=len(failed),
-                     reason=str(next(r for r in results if r is not None and
-                                     r.status != SKIPPED)))
-            time.sleep(delay)
-            gang_failed = threading.Event()
-            futures = {i: self.executor.submit(self._bind_member, *pods[i], keys, gang_failed,
-                                               True) for i in failed}
-            for i, future in futures.items():
-                results[i] = future.result()
-        return results
-
     def _bind_member(self, ref: PodRef, node: str, keys: dict[str, str],
-                     gang_failed: threading.Event, retry: bool = False) -> PodFailure | None:
+                     gang_failed: threading.Event) -> PodFailure | str:
+        """The node the pod is bound to now, or why it is not."""
         if gang_failed.is_set():
             return PodFailure(ref, node, SKIPPED, "not attempted: another member failed")
         metadata = {"name": ref.name, "namespace": ref.namespace}
@@ -226,67 +205,65 @@ class Binder:
         except TransportError as exc:
             gang_failed.set()
             return PodFailure(ref, node, UNKNOWN, f"no reply from the apiserver: {exc}")
-        if resp.ok or (retry and resp.status == 409 and self._bound_to(ref, node)):
-            return None  # (a 409 on a retry: the first attempt landed, its reply was lost)
+        if resp.ok:
+            return node
+        if resp.status == 409:  # a bind whose reply was lost may have landed: read it back
+            on = self._read(ref)[1]
+            if on:
+                return on
         gang_failed.set()
         reason = _bind_reason(resp.status, resp.message())
         log.info("bind_failed", **(keys or {"namespace": ref.namespace}), pod=ref.name, node=node,
                  status=resp.status, reason=reason)
         return PodFailure(ref, node, resp.status, reason)
 
-    def _roll_back(self, gang: str, keys: dict[str, str], failures: tuple[PodFailure, ...],
-                   bound: list[PodNode], unknown: list[PodNode]) -> BindOutcome:
-        # A bind without a reply may have happened: read the pod back to find out.
-        maybe = list(self.executor.map(lambda pn: self._is_bound(pn[0]), unknown))
-        to_delete = [ref for ref, _ in bound] + [
-            ref for (ref, _), yes in zip(unknown, maybe, strict=True) if yes]
-        not_deleted = tuple(self.delete_pods(to_delete, retries=self.rollback_attempts,
-                                             gang=gang))
-        undone = tuple(ref for ref in to_delete if all(f.pod != ref for f in not_deleted))
-        outcome = BindOutcome(gang, failed=failures, rolled_back=undone,
-                              rollback_failed=not_deleted)
-        if not_deleted:
-            log.error("gang_partly_bound", **keys, reason=outcome.describe())
-        else:
-            log.info("gang_rolled_back", **keys, reason=outcome.describe())
-        return outcome
+    def _read_back(self, pods: Sequence[PodNode],
+                   results: list[PodFailure | str]) -> list[PodFailure | str]:
+        """Binds without a reply, read back (they may have landed): the node each pod is on,
+        the pod gone or recreated since (a failure retrying cannot mend), or, when the
+        apiserver does not answer or the pod is not bound, still without a reply."""
+        unknown = [i for i, r in enumerate(results)
+                   if isinstance(r, PodFailure) and r.status == UNKNOWN]
+        out = list(results)
+        for i, (status, on) in zip(unknown, self.executor.map(
+                lambda i: self._read(pods[i][0]), unknown), strict=True):
+            if on:
+                out[i] = on
+            elif status in (404, 409):
+                ref, node = pods[i]
+                out[i] = PodFailure(ref, node, status, _bind_reason(
+                    status, "read back after a bind without a reply"))
+        return out
 
-    def _bound_to(self, ref: PodRef, node: str) -> bool:
-        """Is this incarnation of the pod bound to *node* (False when we cannot tell)?"""
+    def _read(self, ref: PodRef) -> tuple[int, str]:
+        """(status, node) of this incarnation of the pod: 200 and the node it is bound to
+        ("" if none), 404 gone, 409 recreated (another uid), 0 or another status when the
+        apiserver did not answer or could not tell."""
         try:
             resp = self.client.request("GET", _pod_path(ref), timeout=self.timeout)
         except TransportError:
-            return False
-        pod = (resp.json() or {}) if resp.ok else {}
-        return ((not ref.uid or (pod.get("metadata") or {}).get("uid") == ref.uid)
-                and (pod.get("spec") or {}).get("nodeName") == node)
-
-    def _is_bound(self, ref: PodRef) -> bool:
-        """True when the pod (this incarnation) has a node, or when we cannot tell."""
-        try:
-            resp = self.client.request("GET", _pod_path(ref), timeout=self.timeout)
-        except TransportError:
-            return True
-        if resp.status == 404:
-            return False
+            return UNKNOWN, ""
         if not resp.ok:
-            return True
+            return resp.status, ""
         pod = resp.json() or {}
-        same = not ref.uid or (pod.get("metadata") or {}).get("uid") == ref.uid
-        return same and bool((pod.get("spec") or {}).get("nodeName"))
+        if ref.uid and (pod.get("metadata") or {}).get("uid") != ref.uid:
+            return 409, ""
+        return resp.status, str((pod.get("spec") or {}).get("nodeName") or "")
 
     # Deleting and evicting ----------------------------------------------------------------
     def delete_pods(self, pods: Sequence[PodRef], grace_period_seconds: int = 0,
-                    retries: int = 1, gang: str = "") -> list[PodFailure]:
+                    retries: int | None = None, gang: str = "") -> list[PodFailure]:
         """Delete pods (uid-preconditioned) concurrently; returns only the failures.
 
         A pod already gone (404) or replaced by a namesake (409 on the uid precondition) counts
-        as deleted. Transport errors and 5xx are retried up to *retries* attempts in total.
+        as deleted. Transport errors and 5xx are retried up to *retries* attempts in total
+        (``delete_attempts`` unless told).
         *gang*, when the pods are one gang's, goes into the log lines.
         """
         keys = self.gang_keys(gang)
+        attempts = self.delete_attempts if retries is None else retries
         results = self.executor.map(
-            lambda ref: self._delete(ref, grace_period_seconds, retries, keys), pods)
+            lambda ref: self._delete(ref, grace_period_seconds, attempts, keys), pods)
         return [r for r in results if r is not None]
 
     def _delete(self, ref: PodRef, grace: int, attempts: int,
@@ -356,6 +333,19 @@ class Binder:
         futures: list[Future[EvictOutcome]] = [
             self.executor.submit(self.evict_pod, p, grace(p)) for p in pods]
         return [f.result() for f in futures]
+
+
+def _outcome(gang: str, pods: Sequence[PodNode],
+             results: Sequence[PodFailure | str]) -> BindOutcome:
+    """One gang's outcome from each member's result (its node, or why not)."""
+    bound = tuple((ref, r) for (ref, _), r in zip(pods, results, strict=True)
+                  if isinstance(r, str))
+    failed = tuple(r for r in results if isinstance(r, PodFailure))
+    outcome = BindOutcome(gang, bound=bound, failed=failed)
+    if outcome.transient:
+        held = tuple(pn for pn, r in zip(pods, results, strict=True) if isinstance(r, PodFailure))
+        return BindOutcome(gang, bound=bound, failed=failed, held=held)
+    return outcome
 
 
 def _bind_reason(status: int, message: str) -> str:

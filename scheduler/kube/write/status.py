@@ -151,13 +151,13 @@ class StatusWriter:
             return True
         return False
 
-    def set_disruption_target(self, pod: PodRef, message: str) -> bool:
-        """``DisruptionTarget=True`` reason ``PreemptionByScheduler`` before an eviction, so
-        the victim (and its controller) can tell a preemption from a node failure."""
-        condition = {"type": "DisruptionTarget", "status": "True",
-                     "reason": "PreemptionByScheduler", "message": message,
-                     "lastTransitionTime": format_time(self.clock())}
-        return self._patch_pod(pod, {"conditions": [condition]})
+    def set_disruption_target(self, pod: PodRef, reason: str, message: str) -> int:
+        """``DisruptionTarget=True`` with *reason* on a pod about to be deleted, so its
+        controller tells the disruption from a failure of its own (a Job's podFailurePolicy
+        can ignore it); the reply's status (0: no reply, 404: the pod is gone)."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                     "message": message, "lastTransitionTime": format_time(self.clock())}
+        return self._patch_pod_code(pod, {"conditions": [condition]})
 
     def set_estimate(self, pod: PodRef, start: float | None, made: float) -> bool:
         """The ``gangscheduler.io/estimated-start`` and ``-time`` annotations on a pending
@@ -204,13 +204,16 @@ class StatusWriter:
             self._estimates.pop(uid, None)
 
     def _patch_pod(self, pod: PodRef, status: dict[str, Any]) -> bool:
+        return 200 <= self._patch_pod_code(pod, status) < 300
+
+    def _patch_pod_code(self, pod: PodRef, status: dict[str, Any]) -> int:
         body: dict[str, Any] = {"status": status}
         if pod.uid:
             body["metadata"] = {"uid": pod.uid}  # a recreated namesake rejects the patch
         path = f"/api/v1/namespaces/{seg(pod.namespace)}/pods/{seg(pod.name)}/status"
         # A pod deleted since the plan was made has nothing left to report on.
-        return self._patch(path, body, STRATEGIC_MERGE_PATCH, gone_ok=True,
-                           namespace=pod.namespace, pod=pod.name)
+        return self._patch_code(path, body, STRATEGIC_MERGE_PATCH, gone_ok=True,
+                                namespace=pod.namespace, pod=pod.name)
 
     # PodGroups ----------------------------------------------------------------------------
     def set_podgroup_status(self, namespace: str, name: str, status: PodGroupStatus) -> bool:

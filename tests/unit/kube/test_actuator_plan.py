@@ -17,6 +17,7 @@ from scheduler.decide.plan import (
     PendingReason,
     ReasonCategory,
     Rollback,
+    RollbackCause,
 )
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
@@ -65,7 +66,8 @@ def test_nominations_pending_reasons_and_rollbacks_come_from_the_plan(
         nominations=(Nomination("ns/g", ("n1",), ("ns/low",), 0.0,
                                 pod_nodes=((PODS[0], "n1"), (PODS[1], "n1"))),),
         pending={"ns/g": WAITING}, members={"ns/g": Members(PODS, "pg-uid")},
-        rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish"),))
+        rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0", "h0"),), "cannot finish",
+                            RollbackCause.NO_ROOM),))
     landed(act.apply(plan, 0.0))
     assert act.writer.flush()
     pod_status = api.paths("PATCH", "/status")
@@ -91,8 +93,8 @@ class Refusing(Api):
 def test_a_rollback_that_failed_asks_for_a_cycle_to_retry_it() -> None:
     # Nothing may change that would run a cycle (the pod stays as it was): the actuator
     # says when it wants another plan, to delete it again.
-    rollback = CyclePlan(now=0.0, rollbacks=(Rollback("ns/half", (PodRef("ns", "half-0",
-                                                                         "h0"),), "stuck"),))
+    rollback = CyclePlan(now=0.0, rollbacks=(Rollback(
+        "ns/half", (PodRef("ns", "half-0", "h0"),), "stuck", RollbackCause.NO_ROOM),))
     for api, retry in ((Api(), None), (Refusing(), 5.0)):
         binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
         act = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]

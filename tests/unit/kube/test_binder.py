@@ -1,4 +1,7 @@
-"""Gang binding against an in-memory pod store that answers like the apiserver does."""
+"""Gang binding against an in-memory pod store that answers like the apiserver does.
+
+Nothing is ever deleted by a bind that fails: what is bound is kept, and when every failure
+is transient the rest is held for the retry (``scheduler.kube.write.binder``)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class PodStore:
     pdb_protected: set[str] = field(default_factory=set)
     unavailable: dict[str, int] = field(default_factory=dict)  # name -> 503s before it binds
     calls: list[tuple[str, str]] = field(default_factory=list)
+    patched: list[tuple[str, Any]] = field(default_factory=list)  # (name, status) per PATCH
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, *names: str, node: str = "") -> list[PodRef]:
@@ -64,6 +68,9 @@ class PodStore:
                     or ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid"))
         if want_uid and want_uid != pod["uid"]:
             return _status(409, "Precondition failed: UID in precondition")
+        if method == "PATCH" and sub == "status":
+            self.patched.append((name, body["status"]))
+            return _status(200, "")
         if sub == "binding":
             if pod["node"]:
                 return _status(409, f'pod {name} is already assigned to node "{pod["node"]}"')
@@ -90,8 +97,7 @@ def store() -> PodStore:
 
 @pytest.fixture
 def binder(store: PodStore) -> Iterator[Binder]:
-    b = Binder(store, concurrency=4, rollback_attempts=2,  # type: ignore[arg-type]
-               complete_delays=(0.0, 0.0))
+    b = Binder(store, concurrency=4, delete_attempts=2)  # type: ignore[arg-type]
     yield b
     b.close()
 
@@ -103,60 +109,86 @@ def test_a_gang_is_bound_whole(store: PodStore, binder: Binder) -> None:
     assert [store.pods[n]["node"] for n in ("w0", "w1", "w2")] == ["n0", "n1", "n2"]
 
 
-def test_a_deleted_member_rolls_the_others_back(store: PodStore, binder: Binder) -> None:
+def deletes(store: PodStore) -> list[str]:
+    return [name for method, name in store.calls if method == "DELETE"]
+
+
+def test_a_deleted_member_fails_its_gang_and_the_bound_ones_are_kept(
+        store: PodStore, binder: Binder) -> None:
     refs = store.add("w0", "w1", "w2")
     del store.pods["w1"]  # deleted between decision and bind
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
-    assert not out.ok and out.bound == ()
+    assert not out.ok and not out.transient and out.held == ()
     real = [f for f in out.failed if f.status != SKIPPED]
     assert [(f.pod.name, f.status) for f in real] == [("w1", 404)]
     assert "pod deleted before binding" in real[0].reason
-    assert all(store.pods.get(n, {"node": ""})["node"] == "" for n in ("w0", "w2"))
-    assert set(out.rolled_back) <= {refs[0], refs[2]} and not out.rollback_failed
-    assert "binding ns/w1: pod deleted before binding" in out.describe()
+    # Whatever got bound before the failure stopped the rest is kept, where it is.
+    assert {ref.name: node for ref, node in out.bound} == {
+        n: "n0" for n in ("w0", "w2") if store.pods[n]["node"]}
+    assert deletes(store) == []
+    assert out.describe() == (f"binding ns/w1: {real[0].reason} failed; {len(out.bound)} "
+                              "bound members kept")
 
 
 def test_a_recreated_namesake_is_never_bound(store: PodStore, binder: Binder) -> None:
     refs = store.add("w0", "w1")
     store.pods["w1"]["uid"] = "uid-w1-reborn"
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler")
-    assert not out.ok
-    assert store.pods["w1"]["node"] == ""
-    assert "w0" not in store.pods or store.pods["w0"]["node"] == ""
+    assert not out.ok and not out.transient
+    assert store.pods["w1"]["node"] == "" and deletes(store) == []
 
 
-def test_an_already_bound_pod_is_not_rebound_and_fails_its_gang(store: PodStore,
-                                                                binder: Binder) -> None:
+def test_an_already_bound_pod_is_not_rebound_it_counts_as_bound_where_it_is(
+        store: PodStore, binder: Binder) -> None:
+    """A 409 may be a bind whose reply was lost (or a predecessor's) that landed: read back,
+    this incarnation is on a node, so it is bound there (never re-bound, never deleted)."""
     refs = store.add("w0") + store.add("w1", node="elsewhere")
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler")
-    assert not out.ok and any(f.status == 409 and "already" in f.reason for f in out.failed)
-    assert store.pods["w1"]["node"] == "elsewhere"  # untouched: not ours to undo
-    assert "w0" not in store.pods or store.pods["w0"]["node"] == ""
+    assert out.ok and set(out.bound) == {(refs[0], "n0"), (refs[1], "elsewhere")}
+    assert store.pods["w1"]["node"] == "elsewhere" and ("GET", "w1") in store.calls
 
 
-def test_a_lost_reply_is_read_back_and_undone(store: PodStore, binder: Binder) -> None:
+@pytest.mark.parametrize("lost", ["reply", "request"])
+def test_a_bind_without_a_reply_is_read_back_and_held_unless_it_landed(
+        store: PodStore, lost: str) -> None:
+    serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1", "w2")
-    store.lost_reply.add("w0")  # bound, but we never heard
-    store.no_reply.add("w2")  # never reaches the server, however often it is retried
-    out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler")
-    assert not out.ok
-    assert {f.pod.name for f in out.failed if f.status == UNKNOWN} <= {"w0", "w2"}
-    assert "w0" not in store.pods  # it was bound, so it was deleted
-    assert store.pods["w2"]["node"] == ""  # never bound: left alone
-    assert not out.rollback_failed
-
-
-def test_a_failed_rollback_is_reported(store: PodStore) -> None:
-    serial = Binder(store, concurrency=1, rollback_attempts=2)  # type: ignore[arg-type]
-    refs = store.add("w0", "w1")
-    store.undeletable.add("w0")
-    del store.pods["w1"]
-    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler")  # w0 binds, then w1 fails
+    # w1's bind lands but its reply is lost, or it never reaches the server; w2 is not sent.
+    (store.lost_reply if lost == "reply" else store.no_reply).add("w1")
+    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
-    assert store.pods["w0"]["node"] == "n0"
-    assert [f.pod.name for f in out.rollback_failed] == ["w0"] and out.rolled_back == ()
-    assert "could not delete ns/w0" in out.describe()
-    assert store.calls.count(("DELETE", "w0")) == 2  # retried
+    assert not out.ok and out.transient and out.unanswered
+    if lost == "reply":  # read back: it did land
+        assert out.bound == ((refs[0], "n0"), (refs[1], "n0"))
+        assert [f.status for f in out.failed] == [SKIPPED]
+        assert out.held == ((refs[2], "n0"),)
+    else:
+        assert out.bound == ((refs[0], "n0"),)
+        assert [f.status for f in out.failed] == [UNKNOWN, SKIPPED]
+        assert out.held == ((refs[1], "n0"), (refs[2], "n0"))
+        assert store.pods["w1"]["node"] == ""
+    assert ("GET", "w1") in store.calls and deletes(store) == []
+    assert out.describe().endswith(f"{len(out.bound)} bound members kept, {len(out.held)} "
+                                   "held on their nodes until the apiserver answers")
+
+
+def test_a_bind_without_a_reply_whose_pod_is_gone_since_is_not_held(store: PodStore) -> None:
+    serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
+    refs = store.add("w0", "w1")
+    store.no_reply.add("w0")
+    del store.pods["w0"]  # read back: gone, retrying cannot mend it
+    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    serial.close()
+    assert not out.transient and out.held == ()
+    assert [f.status for f in out.failed] == [404, SKIPPED]
+
+
+def test_a_failed_delete_is_retried_and_reported(store: PodStore, binder: Binder) -> None:
+    (ref,) = store.add("w0", node="n0")
+    store.undeletable.add("w0")
+    (failure,) = binder.delete_pods([ref])
+    assert failure.pod == ref and failure.status == 500
+    assert deletes(store) == ["w0", "w0"]  # delete_attempts
 
 
 def test_members_queued_behind_a_failure_are_skipped(store: PodStore) -> None:
@@ -207,39 +239,31 @@ def test_a_pool_smaller_than_the_concurrency_is_reported(store: PodStore) -> Non
     assert [e["event"] for e in logs] == ["connection_pool_too_small"]
 
 
-def test_transient_failures_complete_the_gang_instead_of_deleting_it(store: PodStore,
-                                                                      binder: Binder) -> None:
-    """The issue's case: while the apiserver restarts, binds answer 503 or lose their reply.
-    Deleting the bound members would lose pods that have no controller; the gang is
-    completed instead, and nothing is deleted."""
+def test_transient_failures_keep_what_is_bound_and_hold_the_rest(store: PodStore) -> None:
+    """The issue's case: while the apiserver restarts, binds answer 503 or get no reply.
+    Deleting the bound members would lose pods that have no controller; they are kept, and
+    the rest held on their nodes for the retry once it answers."""
+    serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1", "w2")
-    store.unavailable["w1"] = 1  # a 503, then it binds
-    store.lost_reply.add("w2")  # bound at once, but the reply is lost: the retry answers 409
-    out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
-    assert out.ok, out.describe()
-    assert [store.pods[n]["node"] for n in ("w0", "w1", "w2")] == ["n0"] * 3
-    assert not any(method == "DELETE" for method, _ in store.calls)
+    store.unavailable["w1"] = 1  # a 503
+    out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
+    serial.close()
+    assert out.transient and not out.unanswered  # a 503 is an answer: it backs off
+    assert out.bound == ((refs[0], "n0"),)
+    assert out.held == ((refs[1], "n0"), (refs[2], "n0"))
+    assert deletes(store) == []
 
 
-def test_a_failure_retrying_cannot_mend_rolls_back_at_once(store: PodStore) -> None:
-    serial = Binder(store, concurrency=1, complete_delays=(0.0, 0.0))  # type: ignore[arg-type]
+def test_a_failure_retrying_cannot_mend_holds_nothing(store: PodStore) -> None:
+    serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1")
     del store.pods["w0"]  # 404: retrying would not bring it back
     store.unavailable["w1"] = 1
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
-    assert not out.ok and [f.status for f in out.failed] == [404, SKIPPED]
-    assert ("POST binding", "w1") not in store.calls  # no retry
-
-
-def test_an_apiserver_that_stays_unavailable_rolls_the_gang_back_after_the_retries(
-        store: PodStore, binder: Binder) -> None:
-    refs = store.add("w0", "w1")
-    store.unavailable["w1"] = 99
-    out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
-    assert not out.ok
-    assert store.calls.count(("POST binding", "w1")) == 3  # the first attempt + 2 retries
-    assert "w0" not in store.pods or store.pods["w0"]["node"] == ""  # undone
+    assert not out.ok and not out.transient and out.held == ()
+    assert [f.status for f in out.failed] == [404, SKIPPED]
+    assert ("POST binding", "w1") not in store.calls
 
 
 def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: PodStore) -> None:
@@ -255,11 +279,11 @@ def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: Pod
                 raise Fenced(f"{method} {path}: fenced")
             return store.request(method, path, **kw)
 
-    serial = Binder(Fencing(), concurrency=1, complete_delays=(0.0,))  # type: ignore[arg-type]
+    serial = Binder(Fencing(), concurrency=1)  # type: ignore[arg-type]
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
-    assert not out.ok and out.fenced and not out.unanswered
-    assert out.left == ((refs[0], "n0"),) and out.rolled_back == ()
+    assert not out.ok and out.fenced and not out.transient
+    assert out.bound == ((refs[0], "n0"),) and out.held == ()
     assert [f.status for f in out.failed] == [FENCED, SKIPPED]
     assert store.pods["w0"]["node"] == "n0"
     assert not any(method == "DELETE" for method, _ in store.calls)

@@ -173,12 +173,12 @@ def test_a_bind_refused_by_the_apiserver_fence_leaves_the_gang_to_the_leader(
 
     monkeypatch.setattr(KubeClient, "request", request)
     fc = FencedClient(Recording(), lambda: True, token=lambda: TOKEN)
-    binder = Binder(fc, concurrency=1, complete_delays=(0.0,))
+    binder = Binder(fc, concurrency=1)
     refs = [PodRef("ns", n, f"uid-{n}") for n in ("w0", "w1", "w2")]
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     binder.close()
-    assert out.fenced and not out.unanswered and out.rolled_back == ()
-    assert out.left == ((refs[0], "n0"),)
+    assert out.fenced and not out.transient and out.held == ()
+    assert out.bound == ((refs[0], "n0"),)
     assert [f.status for f in out.failed] == [FENCED, SKIPPED]
     assert not any(method == "DELETE" for method, _ in sent)
     assert sent.count(("POST", "/api/v1/namespaces/ns/pods/w1/binding")) == 1  # not retried

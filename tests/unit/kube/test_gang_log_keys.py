@@ -10,13 +10,17 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from scheduler.decide.plan import Rollback, RollbackCause
 from scheduler.feed.cache import ClusterCache
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.write import binder as binder_module
 from scheduler.kube.write import evictor as evictor_module
+from scheduler.kube.write import rollback as rollback_module
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.evictor import Evictor
+from scheduler.kube.write.rollback import Releaser
+from scheduler.kube.write.status import StatusWriter
 from scheduler.model import PodRef
 from tests.unit.kube.test_binder import PodStore
 from tests.unit.kube.test_evictor import Api, Clock, Inline, bound_gang, plan
@@ -35,6 +39,7 @@ def logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Logs]:
         with capture_logs() as captured:
             monkeypatch.setattr(binder_module, "log", structlog.get_logger("test"))
             monkeypatch.setattr(evictor_module, "log", structlog.get_logger("test"))
+            monkeypatch.setattr(rollback_module, "log", structlog.get_logger("test"))
             yield captured
     finally:
         structlog.configure(**old)
@@ -49,24 +54,27 @@ def assert_keyed(line: MutableMapping[str, Any], gang: str, queue: str) -> None:
         "gang": gang, "namespace": gang.split("/", 1)[0], "queue": queue}, line
 
 
-def test_binder_lines_carry_gang_namespace_and_queue(logs: Logs) -> None:
+def test_binder_and_rollback_lines_carry_gang_namespace_and_queue(logs: Logs) -> None:
     store = PodStore()
     ok = store.add("a0", "a1")
     bad = store.add("b0", "b1", "b2")
-    del store.pods["b1"]  # deleted between decision and bind: the gang rolls back
-    store.undeletable.add("b0")  # ...and one member cannot be deleted: partly bound
+    del store.pods["b1"]  # deleted between decision and bind: the gang fails
+    store.undeletable.add("b0")  # ...and its bound member cannot be deleted by the rollback
     queues = {"ns/a": "team-a", "ns/b": "team-b"}
-    binder = Binder(store, concurrency=1, rollback_attempts=1,  # type: ignore[arg-type]
+    binder = Binder(store, concurrency=1, delete_attempts=1,  # type: ignore[arg-type]
                     queue_of=queues.__getitem__)
+    releaser = Releaser(binder, StatusWriter(store), lambda *_: None)  # type: ignore[arg-type]
     try:
         outcomes = binder.bind_gangs([("ns/a", [(r, "n0") for r in ok]),
                                       ("ns/b", [(r, "n1") for r in bad])], "gang-scheduler")
+        releaser.roll_back([Rollback("ns/b", (bad[0],), "short", RollbackCause.MEMBER_GONE)])
     finally:
         binder.close()
     assert [o.ok for o in outcomes] == [True, False]
     a, b = about(logs, "ns/a"), about(logs, "ns/b")
     assert set(a) == {"gang_bound"}
-    assert {"bind_failed", "delete_failed", "gang_partly_bound"} <= set(b)
+    assert {"bind_failed", "partial_gang_rolled_back", "delete_failed",
+            "rollback_failed"} <= set(b)
     for line in a.values():
         assert_keyed(line, "ns/a", "team-a")
     for line in b.values():

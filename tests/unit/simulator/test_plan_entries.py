@@ -10,6 +10,7 @@ from scheduler.decide.plan import (
     CyclePlan,
     Eviction,
     Rollback,
+    RollbackCause,
 )
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.grouping import GroupingConfig
@@ -49,7 +50,8 @@ def test_a_rollback_returns_the_bound_members_to_pending() -> None:
     sim, cache, refs = setup()
     sim.apply(bind(refs[:1]), 0.0)  # a partly bound gang (as a crash mid-bind leaves it)
     assert sim.partial == {"j"} and sim.allocated == 8
-    sim.apply(CyclePlan(now=5.0, rollbacks=(Rollback("team/j", refs[:1], "cannot finish"),)),
+    sim.apply(CyclePlan(now=5.0, rollbacks=(Rollback("team/j", refs[:1], "cannot finish",
+                                                        RollbackCause.NO_ROOM),)),
               5.0)
     assert sim.partial == set() and sim.allocated == 0
     assert all(not p.node_name for p in cache.gang_pods("team/j"))
