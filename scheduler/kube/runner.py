@@ -291,17 +291,23 @@ class LiveScheduler:
         self.wake.ended(self.scheduler.next_due())
 
     def _between_cycles(self) -> None:
-        """No cycle is due: write what is due without one, then sleep until something
-        changes, the next cycle is due, or ``cycle_interval`` (the heartbeat) at most."""
+        """No cycle is due: write what is due without one (queue figures, a shortfall that
+        has settled), then sleep until something changes, the next cycle or write is due, or
+        ``cycle_interval`` (the heartbeat) at most."""
         self._warn_of_inputs()
         self._sync_finalizers()
         figures = self.queue_status.due_in()
         if figures is not None and figures <= 0:
             self.queue_status.publish(self.scheduler.last_queues)
             figures = self.queue_status.due_in()
+        short_in = self.shortfalls.due_in(time.monotonic())
+        if short_in is not None and short_in <= 0:
+            self.shortfalls.settle(time.monotonic())
+            short_in = self.shortfalls.due_in(time.monotonic())
         longest = self.config.cycle_interval_seconds
-        if figures is not None:
-            longest = min(longest, figures)
+        for deadline in (figures, short_in):
+            if deadline is not None:
+                longest = min(longest, deadline)
         self.wake.event.wait(self.wake.sleep(time.time(), longest))
 
     def view(self) -> ClusterView | None:

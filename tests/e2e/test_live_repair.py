@@ -207,7 +207,9 @@ def test_a_job_gang_whose_room_was_taken_is_released_with_disruption_target(
             assert (conditions[0]["status"], conditions[0]["reason"]) == ("True",
                                                                           "GangRolledBack")
             assert "(NoRoom)" in conditions[0]["message"], conditions
-        assert deleted_by_scheduler(runner)["NoRoom"] == 2
+        # Counted once the deletes return, which may be after the watch saw them.
+        wait_for(lambda: deleted_by_scheduler(runner)["NoRoom"] == 2, 30,
+                 what="the two deletes counted as NoRoom")
         cordon_node(control_plane.api, node, on=False)
         wait_for(lambda: job_status(tenant, "j").get("succeeded") == 4, 180,
                  what="the Job completed with its replacements")

@@ -251,3 +251,25 @@ def test_a_shortfall_there_at_the_first_report_is_told_at_once() -> None:
     cycle([rank(0, node="n9", suffix="-retry"), *running(1, 2, 3)], 1.0)
     assert [e[1] for e in events.sent] == [EventReason.BELOW_MINIMUM,
                                            EventReason.MINIMUM_RESTORED]
+
+
+def test_a_shortfall_with_no_cycle_after_it_is_told_once_settled() -> None:
+    """An idle loop runs no cycle after a gang goes short (nothing else changes): the reporter
+    says when its shortfall settles, and ``settle`` then tells it from the last cycle's gangs."""
+    events, current = Events(), [rank(0, node="n0", terminating=True),
+                                 *(rank(i, node=f"n{i}") for i in (1, 2, 3))]
+    job = {"ns/train": indexed_job()}
+    reporter = ShortfallReporter(events, SchedulerMetrics(),  # type: ignore[arg-type]
+                                 lambda gid: None, lambda gid: current)
+    whole = [rank(0, node="n9"), *current[1:]]
+    reporter.report(build_gangs(whole, {}, job, GroupingConfig()).running_by_id, 0.0)
+    assert reporter.due_in(0.0) is None  # nothing short: no deadline
+    reporter.report(build_gangs(current, {}, job, GroupingConfig()).running_by_id, 1.0)
+    assert events.sent == []
+    assert reporter.due_in(2.0) == pytest.approx(4.0)  # short at 1.0, settles at 6.0
+    reporter.settle(5.9)
+    assert events.sent == []
+    assert reporter.due_in(7.0) == 0.0
+    reporter.settle(7.0)
+    assert [e[1] for e in events.sent] == [EventReason.BELOW_MINIMUM]
+    assert reporter.due_in(8.0) is None  # told: nothing waits

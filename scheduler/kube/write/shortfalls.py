@@ -60,11 +60,15 @@ class ShortfallReporter:
         #: Gang id -> what it has been short of, untold, and since when.
         self._since: dict[str, tuple[str, float]] = {}
         self._reported = False
+        #: The running gangs of the last report: the loop reports them again once an untold
+        #: shortfall has settled and no cycle has run meanwhile (an idle loop runs none).
+        self._running: Mapping[str, RunningGang] = {}
 
     def report(self, running: Mapping[str, RunningGang], now: float) -> None:
         """Emit what changed since the last call and set the per-queue gauge; *now* on any
         steady clock (only differences are used). A shortfall there at the first report (a
         restart, a takeover) is older than this reporter: settled, told at once."""
+        self._running = running
         short = {gid: r for gid, r in running.items() if r.shortfall is not None}
         texts = {gid: r.shortfall.describe() for gid, r in short.items() if r.shortfall}
         first, self._reported = not self._reported, True
@@ -92,6 +96,19 @@ class ShortfallReporter:
                 log.info("gang_minimum_restored", gang=gid)
                 self._emit(gid, EventReason.MINIMUM_RESTORED,
                            f"gang {gid}: has its minimum again", EventType.NORMAL)
+
+    def due_in(self, now: float) -> float | None:
+        """Seconds until a shortfall not yet told has settled (0 if one has), None if none
+        waits: the loop sleeps no longer, then calls ``settle``. Why: a gang that runs short
+        changes the cluster once, so no cycle follows to report it after its settle time."""
+        waiting = [since + self.settle_seconds for gid, (_, since) in self._since.items()
+                   if gid not in self._told]
+        return max(0.0, min(waiting) - now) if waiting else None
+
+    def settle(self, now: float) -> None:
+        """Report the last cycle's running gangs again (nothing changed since, or a cycle
+        would have run), telling what has settled by *now*."""
+        self.report(self._running, now)
 
     def _emit(self, gid: str, reason: EventReason, message: str, type_: EventType) -> None:
         for ref in regarding(gid, self.group(gid), self.pods(gid)):
