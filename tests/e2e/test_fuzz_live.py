@@ -18,7 +18,7 @@ owner references (the garbage collector would delete the pods), no priority or o
 (admission needs PriorityClasses and RuntimeClasses), Queues admitting only this
 namespace (and deleted at the end), Jobs of at most 3 of this tenant's pods (without GPUs).
 ``GANG_SCHEDULER_FUZZ_LIVE`` objects (default 60) in the default run, 10,000 in the
-reliability run (``-m reliability``, README "Operating it").
+reliability run (``-m reliability``, docs/operations.md).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ checked after each (``tests/e2e/reliability.py`` says which and how).
 The short version runs in CI with the other e2e tests: one fault of each kind and a few
 SIGKILLs. The full version (100 SIGKILLs mid-bind, 10 of each other fault) and the apiserver
 storm (kube-apiserver SIGKILLed mid-bind every 2-4 rounds) are behind the ``reliability``
-marker, excluded from the default run; one command runs them and prints the figures (README,
-"Operating it")::
+marker, excluded from the default run; one command runs them and prints the figures
+(docs/operations.md, "Reliability suite")::
 
     .venv/bin/pytest -m reliability -s tests/e2e/test_reliability.py
 

@@ -22,7 +22,7 @@ through. A pod stamped since by the new leader is one that leader is deleting it
 by anyone else (the kubelet, the garbage collector, a person) are not checked; the one
 exception is a person using the scheduler's own credentials on a pod whose stale delete was
 refused, until the stamp's ``gangscheduler.io/leader-user`` is removed or the leader deletes
-it (README, "Operating it").
+it (docs/operations.md).
 
 The apiserver reads the Lease through an informer, so right after a takeover it may still see
 the previous term for a moment and refuse the new leader's first writes. ``wait_until_seen``
