@@ -21,16 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.kube.read.convert import (
-    _convert,
-    _Fail,
-    _int,
-    _list,
-    _map,
-    _name,
-    _owner,
-    _str_map,
+from scheduler.kube.read.fields import (
+    FieldError,
+    converted,
     parse_time,
+    read_int,
+    read_list,
+    read_map,
+    read_name,
+    read_owner,
+    read_str_map,
 )
 from scheduler.model import native
 from scheduler.model.pods import PreemptionPolicy
@@ -50,16 +50,16 @@ def _min_count(policy: Mapping[str, Any], path: str) -> int | None:
     """``gang.minCount`` (>= 1), None for ``basic``; exactly one of the two must be set."""
     gang, basic = policy.get("gang"), policy.get("basic")
     if gang is not None and basic is not None:
-        raise _Fail(path, "both basic and gang are set; exactly one must be")
+        raise FieldError(path, "both basic and gang are set; exactly one must be")
     if gang is None:
         if basic is None:
-            raise _Fail(path, "neither basic nor gang is set; exactly one must be")
+            raise FieldError(path, "neither basic nor gang is set; exactly one must be")
         return None
     if not isinstance(gang, Mapping):
-        raise _Fail(f"{path}.gang", f"expected an object, got {type(gang).__name__}")
-    count = _int(gang, "minCount", f"{path}.gang.minCount", None, minimum=1)
+        raise FieldError(f"{path}.gang", f"expected an object, got {type(gang).__name__}")
+    count = read_int(gang, "minCount", f"{path}.gang.minCount", None, minimum=1)
     if count is None:
-        raise _Fail(f"{path}.gang.minCount", "missing")
+        raise FieldError(f"{path}.gang.minCount", "missing")
     return count
 
 
@@ -70,23 +70,23 @@ def _disruption(raw: Any, path: str, api_version: str) -> native.DisruptionMode:
         try:
             return native.DisruptionMode(str(raw))
         except ValueError:
-            raise _Fail(path, f"unknown mode {raw!r} (Pod or PodGroup)") from None
+            raise FieldError(path, f"unknown mode {raw!r} (Pod or PodGroup)") from None
     if not isinstance(raw, Mapping) or set(raw) - {"single", "all"} or len(raw) != 1:
-        raise _Fail(path, f"expected exactly one of single or all, got {raw!r}")
+        raise FieldError(path, f"expected exactly one of single or all, got {raw!r}")
     return native.DisruptionMode.POD_GROUP if "all" in raw else native.DisruptionMode.POD
 
 
 def _topology_key(spec: Mapping[str, Any], path: str) -> str | None:
-    constraints = _map(spec, "schedulingConstraints", path)
-    topology = _list(constraints, "topology", f"{path}.topology")
+    constraints = read_map(spec, "schedulingConstraints", path)
+    topology = read_list(constraints, "topology", f"{path}.topology")
     if len(topology) > 1:
-        raise _Fail(f"{path}.topology", f"at most one constraint, got {len(topology)}")
+        raise FieldError(f"{path}.topology", f"at most one constraint, got {len(topology)}")
     if not topology:
         return None
     entry = topology[0]
     key = entry.get("key") if isinstance(entry, Mapping) else None
     if not isinstance(key, str) or not key:
-        raise _Fail(f"{path}.topology[0].key", "missing")
+        raise FieldError(f"{path}.topology[0].key", "missing")
     return key
 
 
@@ -94,7 +94,7 @@ def _policy(spec: Mapping[str, Any], path: str, api_version: str) -> native.Grou
     """The policy fields shared by a PodGroup's spec and a Workload's PodGroupTemplate."""
     prefix = f"{path}." if path else ""
     claims = []
-    for i, claim in enumerate(_list(spec, "resourceClaims", f"{prefix}resourceClaims")):
+    for i, claim in enumerate(read_list(spec, "resourceClaims", f"{prefix}resourceClaims")):
         name = claim.get("name") if isinstance(claim, Mapping) else None
         claims.append(str(name) if name else f"#{i}")
     preemption = None
@@ -102,13 +102,13 @@ def _policy(spec: Mapping[str, Any], path: str, api_version: str) -> native.Grou
         try:
             preemption = PreemptionPolicy(str(spec["preemptionPolicy"]))
         except ValueError:
-            raise _Fail(f"{prefix}preemptionPolicy",
+            raise FieldError(f"{prefix}preemptionPolicy",
                         f"unknown policy {spec['preemptionPolicy']!r}") from None
     class_name = spec.get("priorityClassName")
     return native.GroupPolicy(
-        min_count=_min_count(_map(spec, "schedulingPolicy", f"{prefix}schedulingPolicy"),
+        min_count=_min_count(read_map(spec, "schedulingPolicy", f"{prefix}schedulingPolicy"),
                              f"{prefix}schedulingPolicy"),
-        priority=_int(spec, "priority", f"{prefix}priority", None),
+        priority=read_int(spec, "priority", f"{prefix}priority", None),
         priority_class_name=class_name if isinstance(class_name, str) else "",
         disruption=_disruption(spec.get("disruptionMode"), f"{prefix}disruptionMode",
                                api_version),
@@ -121,80 +121,81 @@ def _policy(spec: Mapping[str, Any], path: str, api_version: str) -> native.Grou
 def _template_ref(spec: Mapping[str, Any], api_version: str) -> tuple[str | None, str | None]:
     if api_version == native.V1ALPHA2:
         path = "spec.podGroupTemplateRef.workload"
-        ref = _map(_map(spec, "podGroupTemplateRef", "spec.podGroupTemplateRef"), "workload", path)
+        ref = read_map(read_map(spec, "podGroupTemplateRef", "spec.podGroupTemplateRef"),
+                       "workload", path)
         template_key = "podGroupTemplateName"
     else:
-        path, ref, template_key = "spec.workloadRef", _map(spec, "workloadRef",
+        path, ref, template_key = "spec.workloadRef", read_map(spec, "workloadRef",
                                                            "spec.workloadRef"), "templateName"
     if not ref:
         return None, None
     workload, template = ref.get("workloadName"), ref.get(template_key)
     if not isinstance(workload, str) or not workload:
-        raise _Fail(f"{path}.workloadName", "missing")
+        raise FieldError(f"{path}.workloadName", "missing")
     return workload, str(template) if template else None
 
 
 def _scheduled(status: Mapping[str, Any], api_version: str) -> bool:
     kind = SCHEDULED_CONDITION[api_version]
     return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
-               for c in _list(status, "conditions", "status.conditions"))
+               for c in read_list(status, "conditions", "status.conditions"))
 
 
 def _podgroup(obj: Mapping[str, Any], api_version: str) -> native.NativeGroupInfo:
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
+    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     if spec.get("parentCompositePodGroupName"):
-        raise _Fail("spec.parentCompositePodGroupName",
+        raise FieldError("spec.parentCompositePodGroupName",
                     "composite pod groups (CompositePodGroup, alpha) are not supported")
     workload, template = _template_ref(spec, api_version)
-    owner = _owner(meta)
+    owner = read_owner(meta)
     return native.NativeGroupInfo(
         namespace=str(meta.get("namespace") or "default"),
-        name=_name(meta),
+        name=read_name(meta),
         policy=_policy(spec, "spec", api_version),
         uid=str(meta.get("uid") or ""),
         api_version=api_version,
-        generation=_int(meta, "generation", "metadata.generation", 0) or 0,
+        generation=read_int(meta, "generation", "metadata.generation", 0) or 0,
         workload=workload,
         template=template,
         owner_kind=owner.kind if owner else None,
         owner_name=owner.name if owner else None,
         creation_time=parse_time(meta.get("creationTimestamp")),
-        labels=_str_map(meta, "labels", "metadata.labels"),
-        annotations=_str_map(meta, "annotations", "metadata.annotations"),
+        labels=read_str_map(meta, "labels", "metadata.labels"),
+        annotations=read_str_map(meta, "annotations", "metadata.annotations"),
         resource_version=str(meta.get("resourceVersion") or ""),
-        scheduled=_scheduled(_map(obj, "status", "status"), api_version),
+        scheduled=_scheduled(read_map(obj, "status", "status"), api_version),
     )
 
 
 def _workload(obj: Mapping[str, Any], api_version: str) -> native.WorkloadInfo:
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
+    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     templates: dict[str, native.GroupPolicy] = {}
-    for i, raw in enumerate(_list(spec, "podGroupTemplates", "spec.podGroupTemplates")):
+    for i, raw in enumerate(read_list(spec, "podGroupTemplates", "spec.podGroupTemplates")):
         path = f"spec.podGroupTemplates[{i}]"
         if not isinstance(raw, Mapping):
-            raise _Fail(path, f"expected an object, got {type(raw).__name__}")
+            raise FieldError(path, f"expected an object, got {type(raw).__name__}")
         name = raw.get("name")
         if not isinstance(name, str) or not name:
-            raise _Fail(f"{path}.name", "missing")
+            raise FieldError(f"{path}.name", "missing")
         templates[name] = _policy(raw, path, api_version)
     return native.WorkloadInfo(
         namespace=str(meta.get("namespace") or "default"),
-        name=_name(meta),
+        name=read_name(meta),
         uid=str(meta.get("uid") or ""),
         api_version=api_version,
         templates=templates,
-        labels=_str_map(meta, "labels", "metadata.labels"),
-        annotations=_str_map(meta, "annotations", "metadata.annotations"),
+        labels=read_str_map(meta, "labels", "metadata.labels"),
+        annotations=read_str_map(meta, "annotations", "metadata.annotations"),
     )
 
 
 def podgroup_from_json(obj: Mapping[str, Any], api_version: str) -> native.NativeGroupInfo:
     """A ``scheduling.k8s.io`` PodGroup of *api_version*; ``ConversionError`` names the field."""
     _check_version(api_version)
-    return _convert("podgroup", obj, lambda: _podgroup(obj, api_version))
+    return converted("podgroup", obj, lambda: _podgroup(obj, api_version))
 
 
 def workload_from_json(obj: Mapping[str, Any], api_version: str) -> native.WorkloadInfo:
     """A ``scheduling.k8s.io`` Workload of *api_version*."""
     _check_version(api_version)
-    return _convert("workload", obj, lambda: _workload(obj, api_version))
+    return converted("workload", obj, lambda: _workload(obj, api_version))

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.kube.read.convert import (
-    _convert,
-    _Fail,
-    _list,
-    _map,
-    _name,
-    _str_map,
+from scheduler.kube.read.fields import (
+    FieldError,
+    converted,
+    read_list,
+    read_map,
+    read_name,
+    read_str_map,
 )
 from scheduler.kube.read.podspec import label_selector
 from scheduler.model.labels import Labels
@@ -43,7 +43,7 @@ CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 
 def _obj(value: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise _Fail(path, f"expected an object, got {type(value).__name__}")
+        raise FieldError(path, f"expected an object, got {type(value).__name__}")
     return value
 
 
@@ -53,30 +53,30 @@ def _storage(raw: Any, path: str) -> int:
     try:
         return parse_quantity(raw, "storage")
     except QuantityError as exc:
-        raise _Fail(path, str(exc).removeprefix("storage: ")) from None
+        raise FieldError(path, str(exc).removeprefix("storage: ")) from None
 
 
 def _modes(spec: Mapping[str, Any], path: str) -> frozenset[str]:
-    return frozenset(str(m) for m in _list(spec, "accessModes", path))
+    return frozenset(str(m) for m in read_list(spec, "accessModes", path))
 
 
 def _class(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
-    annotations = _str_map(meta, "annotations", "metadata.annotations")
+    annotations = read_str_map(meta, "annotations", "metadata.annotations")
     if CLASS_ANNOTATION in annotations:
         return annotations[CLASS_ANNOTATION]
     return str(spec.get("storageClassName") or "")
 
 
 def _claim(obj: Mapping[str, Any]) -> Claim:
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
-    status = _map(obj, "status", "status")
-    annotations = _str_map(meta, "annotations", "metadata.annotations")
-    requests = _map(_map(spec, "resources", "spec.resources"), "requests",
+    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
+    status = read_map(obj, "status", "status")
+    annotations = read_str_map(meta, "annotations", "metadata.annotations")
+    requests = read_map(read_map(spec, "resources", "spec.resources"), "requests",
                     "spec.resources.requests")
     selector = (label_selector(spec["selector"], "spec.selector")
                 if spec.get("selector") is not None else None)
     return Claim(
-        namespace=str(meta.get("namespace") or "default"), name=_name(meta),
+        namespace=str(meta.get("namespace") or "default"), name=read_name(meta),
         uid=str(meta.get("uid") or ""), storage_class=_class(meta, spec),
         volume_name=str(spec.get("volumeName") or ""),
         bind_completed=BIND_COMPLETED_ANNOTATION in annotations,
@@ -91,17 +91,17 @@ def _claim(obj: Mapping[str, Any]) -> Claim:
 
 
 def _volume(obj: Mapping[str, Any]) -> Volume:
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
-    status = _map(obj, "status", "status")
-    required = _map(_map(spec, "nodeAffinity", "spec.nodeAffinity"), "required",
+    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
+    status = read_map(obj, "status", "status")
+    required = read_map(read_map(spec, "nodeAffinity", "spec.nodeAffinity"), "required",
                     "spec.nodeAffinity.required")
     where = "spec.nodeAffinity.required.nodeSelectorTerms"
     try:
         terms = tuple(node_selector_term(t, f"{where}[{i}]")
-                      for i, t in enumerate(_list(required, "nodeSelectorTerms", where)))
+                      for i, t in enumerate(read_list(required, "nodeSelectorTerms", where)))
     except ValueError as exc:
         path, _, reason = str(exc).partition(": ")
-        raise _Fail(path, reason) from None
+        raise FieldError(path, reason) from None
     ref_raw = spec.get("claimRef")
     ref = None
     if isinstance(ref_raw, Mapping) and ref_raw.get("name"):
@@ -110,15 +110,15 @@ def _volume(obj: Mapping[str, Any]) -> Volume:
     try:
         phase = VolumePhase(status.get("phase") or "Pending")
     except ValueError:
-        raise _Fail("status.phase", f"unknown phase {status.get('phase')!r}") from None
-    csi = _map(spec, "csi", "spec.csi")
+        raise FieldError("status.phase", f"unknown phase {status.get('phase')!r}") from None
+    csi = read_map(spec, "csi", "spec.csi")
     return Volume(
-        name=_name(meta),
-        capacity=_storage(_map(spec, "capacity", "spec.capacity").get("storage"),
+        name=read_name(meta),
+        capacity=_storage(read_map(spec, "capacity", "spec.capacity").get("storage"),
                           "spec.capacity.storage"),
         access_modes=_modes(spec, "spec.accessModes"), storage_class=_class(meta, spec),
         volume_mode=str(spec.get("volumeMode") or "Filesystem"), node_affinity=terms,
-        labels=Labels(_str_map(meta, "labels", "metadata.labels")), claim_ref=ref, phase=phase,
+        labels=Labels(read_str_map(meta, "labels", "metadata.labels")), claim_ref=ref, phase=phase,
         csi_driver=str(csi.get("driver") or ""), csi_handle=str(csi.get("volumeHandle") or ""),
         terminating=bool(meta.get("deletionTimestamp")),
         attributes_class=str(spec.get("volumeAttributesClassName") or ""),
@@ -126,61 +126,61 @@ def _volume(obj: Mapping[str, Any]) -> Volume:
 
 
 def _storage_class(obj: Mapping[str, Any]) -> StorageClass:
-    meta = _map(obj, "metadata", "metadata")
+    meta = read_map(obj, "metadata", "metadata")
     mode = obj.get("volumeBindingMode") or "Immediate"
     if mode not in ("Immediate", "WaitForFirstConsumer"):
-        raise _Fail("volumeBindingMode", f"unknown mode {mode!r}")
+        raise FieldError("volumeBindingMode", f"unknown mode {mode!r}")
     terms = []
-    for i, t in enumerate(_list(obj, "allowedTopologies", "allowedTopologies")):
+    for i, t in enumerate(read_list(obj, "allowedTopologies", "allowedTopologies")):
         where = f"allowedTopologies[{i}].matchLabelExpressions"
         exprs = []
-        for j, e in enumerate(_list(_obj(t, f"allowedTopologies[{i}]"),
+        for j, e in enumerate(read_list(_obj(t, f"allowedTopologies[{i}]"),
                                     "matchLabelExpressions", where)):
             e = _obj(e, f"{where}[{j}]")
             if not e.get("key"):
-                raise _Fail(f"{where}[{j}].key", "missing")
-            values = tuple(str(v) for v in _list(e, "values", f"{where}[{j}].values"))
+                raise FieldError(f"{where}[{j}].key", "missing")
+            values = tuple(str(v) for v in read_list(e, "values", f"{where}[{j}].values"))
             exprs.append(NodeSelectorRequirement(str(e["key"]), SelectorOperator.IN, values))
         terms.append(NodeSelectorTerm(tuple(exprs)))
-    return StorageClass(_name(meta), str(obj.get("provisioner") or ""),
+    return StorageClass(read_name(meta), str(obj.get("provisioner") or ""),
                         mode == "WaitForFirstConsumer", tuple(terms))
 
 
 def _csinode(obj: Mapping[str, Any]) -> tuple[str, dict[str, int]]:
     """(node, driver -> attach limit) from a CSINode; drivers without a count are absent."""
-    meta, spec = _map(obj, "metadata", "metadata"), _map(obj, "spec", "spec")
+    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     limits = {}
-    for i, d in enumerate(_list(spec, "drivers", "spec.drivers")):
+    for i, d in enumerate(read_list(spec, "drivers", "spec.drivers")):
         d = _obj(d, f"spec.drivers[{i}]")
-        count = _map(d, "allocatable", f"spec.drivers[{i}].allocatable").get("count")
+        count = read_map(d, "allocatable", f"spec.drivers[{i}].allocatable").get("count")
         if count is None:
             continue
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise _Fail(f"spec.drivers[{i}].allocatable.count", f"must be >= 0, got {count!r}")
+            raise FieldError(f"spec.drivers[{i}].allocatable.count", f"must be >= 0, got {count!r}")
         limits[str(d.get("name") or "")] = count
-    return _name(meta), limits
+    return read_name(meta), limits
 
 
 def _namespace(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-    meta = _map(obj, "metadata", "metadata")
-    return _name(meta), _str_map(meta, "labels", "metadata.labels")
+    meta = read_map(obj, "metadata", "metadata")
+    return read_name(meta), read_str_map(meta, "labels", "metadata.labels")
 
 
 def claim_from_json(obj: Mapping[str, Any]) -> Claim:
-    return _convert("persistentvolumeclaim", obj, lambda: _claim(obj))
+    return converted("persistentvolumeclaim", obj, lambda: _claim(obj))
 
 
 def volume_from_json(obj: Mapping[str, Any]) -> Volume:
-    return _convert("persistentvolume", obj, lambda: _volume(obj))
+    return converted("persistentvolume", obj, lambda: _volume(obj))
 
 
 def storage_class_from_json(obj: Mapping[str, Any]) -> StorageClass:
-    return _convert("storageclass", obj, lambda: _storage_class(obj))
+    return converted("storageclass", obj, lambda: _storage_class(obj))
 
 
 def csinode_from_json(obj: Mapping[str, Any]) -> tuple[str, dict[str, int]]:
-    return _convert("csinode", obj, lambda: _csinode(obj))
+    return converted("csinode", obj, lambda: _csinode(obj))
 
 
 def namespace_from_json(obj: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-    return _convert("namespace", obj, lambda: _namespace(obj))
+    return converted("namespace", obj, lambda: _namespace(obj))
