@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.model.resources import GPU
+from scheduler.model.resources import GPU, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,13 @@ def gpus_of(resources: Mapping[str, int]) -> int:
     device claim is not in it); this is for the supply side (a node's free GPUs, a quota's
     nominal) and for the request part of ``role_demand``."""
     return resources.get(GPU, 0)
+
+
+def quantity_gpus(quantities: Mapping[str, object]) -> int:
+    """Whole GPUs in a mapping of quantities as Kubernetes writes them (a Queue's status
+    ``{"nvidia.com/gpu": "8"}``): 0 if absent; ``QuantityError`` if malformed."""
+    value = quantities.get(GPU)
+    return 0 if value is None else parse_quantity(str(value), GPU)
 
 
 class _Member(Protocol):

@@ -35,7 +35,6 @@ NOT_YET_MOVED: frozenset[str] = frozenset({
     "scheduler/placement/solve.py",
     "scheduler/tools/demo/frame.py",
     "scheduler/tools/demo/track.py",
-    "scheduler/views/apiserver.py",
 })
 
 
