@@ -79,7 +79,8 @@ def quantity_gpus(quantities: Mapping[str, object]) -> int:
 
 
 class _Member(Protocol):
-    """What ``role_demand`` reads of a role (``scheduler.model.gangs.Role``)."""
+    """What ``role_demand`` reads of a member: a role (``scheduler.model.gangs.Role``) or
+    one pod (``scheduler.model.workloads.PodInfo``)."""
 
     @property
     def requests(self) -> Mapping[str, int]: ...
@@ -98,7 +99,8 @@ class _Gang(Protocol):
 
 
 def role_demand(role: _Member) -> Demand:
-    """What one member of *role* asks for: its GPU request (a claimed device will add here)."""
+    """What one member of *role* (or one pod) asks for: its GPU request today; the devices
+    of its claims will add here."""
     return Demand(gpus_of(role.requests))
 
 
