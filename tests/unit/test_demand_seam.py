@@ -28,11 +28,6 @@ ALLOWED = frozenset({
 #: Still reading the key themselves (each for a reason given where it reads it).
 NOT_YET_MOVED: frozenset[str] = frozenset({
     "scheduler/model/resources.py",
-    "scheduler/placement/constrained.py",
-    "scheduler/placement/eligibility.py",
-    "scheduler/placement/greedy.py",
-    "scheduler/placement/index.py",
-    "scheduler/placement/solve.py",
     "scheduler/tools/demo/frame.py",
     "scheduler/tools/demo/track.py",
 })
