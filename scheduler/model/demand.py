@@ -63,11 +63,13 @@ def total(demands: Iterable[Demand]) -> Demand:
 
 
 def gpus_of(resources: Mapping[str, int]) -> int:
-    """Whole GPUs in a resource vector (requests, usage, allocatable, free, quota): 0 if none.
+    """Whole GPUs in a resource vector: 0 if none.
 
-    The one reader of the ``nvidia.com/gpu`` key. A vector of requests is not a demand (a
-    device claim is not in it); this is for the supply side (a node's free GPUs, a quota's
-    nominal) and for the request part of ``role_demand``."""
+    The one reader of the ``nvidia.com/gpu`` key. For the supply side (a node's allocatable
+    or free GPUs, a quota's nominal), for the request part of ``role_demand``, and for
+    vectors that still stand for usage: what a running gang holds on a node and a ledger's
+    charges are sums of its pods' requests. What a gang *asks* is ``role_demand`` /
+    ``gang_demand``: a device claim is in no request vector."""
     return resources.get(GPU, 0)
 
 
