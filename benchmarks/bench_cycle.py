@@ -48,6 +48,7 @@ from scheduler.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import GPU, Resources
 from scheduler.placement import Placement, PlacementParams, solve
 from scheduler.world.snapshot import Snapshot
@@ -157,7 +158,7 @@ def main() -> int:
     nodes, running, pending, policies = build(args.seed)
     gpus = sum(g.gpus for g in pending)
     print(f"{len(nodes)} nodes, {len(running)} running gangs "
-          f"({sum(r.usage.gpus for r in running)} GPUs), {len(pending)} pending gangs "
+          f"({sum(gpus_of(r.usage) for r in running)} GPUs), {len(pending)} pending gangs "
           f"({gpus} GPUs), {len(policies.queues)} queues")
     if args.profile:
         snap = Snapshot(nodes, running)

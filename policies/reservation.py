@@ -39,6 +39,7 @@ from policies.fit import Applicant, Fit, World, fit
 from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources, total
 from scheduler.placement.types import PlacementParams
 from scheduler.world.snapshot import Snapshot
@@ -251,11 +252,11 @@ class _Slots:
         topo = gang.topology
         level = topo.level if topo is not None and topo.mode is TopologyMode.REQUIRED else None
         nodes = snapshot.nodes
-        self.roles = [(r.required, r.requests.gpus) for r in gang.roles
-                      if r.required > 0 and r.requests.gpus > 0]
+        self.roles = [(r.required, r.demand.gpus) for r in gang.roles
+                      if r.required > 0 and r.demand.gpus > 0]
         self.domain = {n: (nodes[n].labels.get(level) or f"<none:{n}>") if level else ""
                        for n in usable}
-        self.free = {n: max(0, snapshot.free(n).gpus) for n in usable}
+        self.free = {n: max(0, gpus_of(snapshot.free(n))) for n in usable}
         self.slots: dict[str, list[int]] = {}
         for n, free in self.free.items():
             per = self.slots.setdefault(self.domain[n], [0] * len(self.roles))
@@ -265,9 +266,10 @@ class _Slots:
     def release(self, allocations: tuple[tuple[str, Resources], ...]) -> None:
         for node, res in allocations:
             old = self.free.get(node)
-            if old is None or res.gpus <= 0:
+            gpus = gpus_of(res)
+            if old is None or gpus <= 0:
                 continue
-            new = self.free[node] = old + res.gpus
+            new = self.free[node] = old + gpus
             per = self.slots[self.domain[node]]
             for i, (_, g) in enumerate(self.roles):
                 per[i] += new // g - old // g

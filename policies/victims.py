@@ -21,6 +21,7 @@ from policies.preemption import Candidate, could_preempt_back, ledger_without
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import RunningGang, TopologyMode
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources
 from scheduler.placement.types import Placement
 from scheduler.world.snapshot import Snapshot
@@ -63,7 +64,7 @@ class Room:
         if hit is not None and hit[0] is rg:
             return hit[1]
         nodes = self.nodes
-        freed = sum(r.gpus for n, r in rg.allocations if n in nodes)
+        freed = sum(gpus_of(r) for n, r in rg.allocations if n in nodes)
         self.gains[rg.id] = (rg, freed)
         return freed
 
@@ -94,7 +95,7 @@ def usable_nodes(applicant: Applicant, world: World) -> frozenset[str]:
 
 def free_gpus(snapshot: Snapshot, nodes: frozenset[str]) -> int:
     free = snapshot.free
-    return sum(max(0, free(n).gpus) for n in nodes)
+    return sum(max(0, gpus_of(free(n))) for n in nodes)
 
 
 def select_victims(applicant: Applicant, world: World, found: list[Candidate], room: Room,
@@ -132,7 +133,7 @@ class VictimSearch:
         if not found:
             return None
         usable = self.room.nodes
-        self._need = gang.gpus
+        self._need = gang.demand.gpus
         room = self.room
         gain = self._gain = {c.id: room.gain(c.running) for c in found}
         if self.room.free_gpus + sum(gain.values()) < self._need:
@@ -197,15 +198,16 @@ class VictimSearch:
         domain_of = self.room.domain_of(level, snapshot)
         free: dict[str, int] = {}
         for n in usable:
-            free[domain_of[n]] = free.get(domain_of[n], 0) + max(0, snapshot.free(n).gpus)
+            free[domain_of[n]] = free.get(domain_of[n], 0) + max(0, gpus_of(snapshot.free(n)))
         # Per domain, the candidates freeing GPUs there (in cost order) and how many.
         touching: dict[str, list[tuple[Candidate, int]]] = {}
         for cand in by_cost:
             per: dict[str, int] = {}
             for n, r in cand.running.allocations:
                 d = domain_of.get(n)
-                if d is not None and r.gpus > 0:
-                    per[d] = per.get(d, 0) + r.gpus
+                gpus = gpus_of(r)
+                if d is not None and gpus > 0:
+                    per[d] = per.get(d, 0) + gpus
             for d, g in per.items():
                 touching.setdefault(d, []).append((cand, g))
         plans: list[tuple[float, int, str, list[Candidate]]] = []

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef
+from scheduler.model.demand import gpus_of, role_demand
 from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.run.loop import ApplyResult
 from simulator.clock import EventKind, VirtualClock
@@ -68,7 +69,7 @@ class SimulatedCluster:
         self.clock = clock
         self.default_checkpoint_interval = checkpoint_interval
         self.checkpoint_write = checkpoint_write  # W: seconds to write one checkpoint
-        self.node_gpus = {n.name: n.allocatable.gpus for n in nodes}
+        self.node_gpus = {n.name: gpus_of(n.allocatable) for n in nodes}
         self.node_used: dict[str, int] = dict.fromkeys(self.node_gpus, 0)
         self.total_gpus = sum(self.node_gpus.values())
         self.jobs: dict[str, JobState] = {}
@@ -100,7 +101,7 @@ class SimulatedCluster:
     def add_job(self, job: TraceJob, pods: tuple[PodInfo, ...]) -> None:
         uids = tuple(p.uid for p in pods)
         self.demand += job.total_gpus
-        self.jobs[job.job_id] = JobState(job, uids, {p.uid: p.requests.gpus for p in pods})
+        self.jobs[job.job_id] = JobState(job, uids, {p.uid: role_demand(p).gpus for p in pods})
         for uid in uids:
             self.job_of_pod[uid] = job.job_id
 

@@ -27,6 +27,7 @@ from policies.queues import (
     SchedulerPolicy,
 )
 from scheduler.model import Node
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import GPU, Resources
 
 POLICY_NAMES = ("per-pod", "fifo-gang", "gang-scheduler")
@@ -72,7 +73,7 @@ def default_queues(names: Iterable[str], nodes: Iterable[Node]) -> QueueSet:
     teams = sorted(set(names))
     pool_gpus: dict[str, int] = {}
     for node in nodes:
-        pool_gpus[node.pool] = pool_gpus.get(node.pool, 0) + node.allocatable.gpus
+        pool_gpus[node.pool] = pool_gpus.get(node.pool, 0) + gpus_of(node.allocatable)
     queues = [Queue(name=ROOT_QUEUE)]
     for i, team in enumerate(teams):
         quotas = []

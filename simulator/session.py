@@ -18,6 +18,7 @@ import structlog
 from policies.queues import QueueSet, SchedulerPolicy
 from policies.validation import load_policies
 from scheduler.model import GPU_PRODUCT_LABEL, Node
+from scheduler.model.demand import gpus_of
 from scheduler.world import clusterspec
 from simulator.engine import FailureModel, Simulation, SimulationOptions
 from simulator.loaders import load_trace
@@ -88,11 +89,11 @@ def load_inputs(s: SessionSpec) -> Inputs:
 
 def entitlements(queues: QueueSet, nodes: Sequence[Node]) -> dict[str, float]:
     """Each leaf queue's nominal GPUs as a fraction of the cluster's GPUs."""
-    total = sum(n.allocatable.gpus for n in nodes) or 1
+    total = sum(gpus_of(n.allocatable) for n in nodes) or 1
     out: dict[str, float] = {}
     for q in queues:
         if queues.is_leaf(q.name):
-            out[q.name] = sum(pq.nominal.gpus for pq in q.quotas) / total
+            out[q.name] = sum(gpus_of(pq.nominal) for pq in q.quotas) / total
     return out
 
 
@@ -204,7 +205,7 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
     False skips the second test (a sweep changes the cluster's size). Raises ``ValueError``
     when no job at all can fit: nothing would be left to simulate.
     """
-    gpus_of = {n.name: n.allocatable.gpus for n in inputs.nodes}
+    node_gpus = {n.name: gpus_of(n.allocatable) for n in inputs.nodes}
     # Per GPU-model restriction, the nodes a role may use: worked out once per distinct
     # restriction, not per job (the full Philly trace has 82,247 jobs and one restriction).
     by_models: dict[frozenset[str], frozenset[str]] = {}
@@ -221,16 +222,16 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
 
     def largest_of(names: frozenset[str]) -> int:
         if names not in largest:
-            largest[names] = max((gpus_of[n] for n in names), default=0)
+            largest[names] = max((node_gpus[n] for n in names), default=0)
         return largest[names]
 
     def total_of(names: frozenset[str]) -> int:
         if names not in totals:
-            totals[names] = sum(gpus_of[n] for n in names)
+            totals[names] = sum(node_gpus[n] for n in names)
         return totals[names]
 
-    largest_node = max(gpus_of.values(), default=0)
-    cluster_gpus = sum(gpus_of.values())
+    largest_node = max(node_gpus.values(), default=0)
+    cluster_gpus = sum(node_gpus.values())
     per_pod: dict[int, int] = {}  # GPUs per pod -> jobs
     per_gang: dict[int, int] = {}  # GPUs of the gang -> jobs
     for job in inputs.jobs:
@@ -262,7 +263,7 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
 
 
 def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
-    gpus = sum(n.allocatable.gpus for n in inputs.nodes)
+    gpus = sum(gpus_of(n.allocatable) for n in inputs.nodes)
     return (f"{len(inputs.jobs):,} jobs from {Path(s.trace).name} on {len(inputs.nodes)} nodes "
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 

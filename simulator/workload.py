@@ -22,6 +22,7 @@ from scheduler.model import (
     Taint,
     TaintEffect,
 )
+from scheduler.model.demand import gpus_of
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     POD_GROUP_LABEL,
@@ -105,4 +106,4 @@ def gang_id_of(job: TraceJob) -> str:
 
 
 def total_gpus(nodes: Iterable[Node]) -> int:
-    return sum(n.allocatable.gpus for n in nodes)
+    return sum(gpus_of(n.allocatable) for n in nodes)

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+from scheduler.model.demand import gpus_of
 
 EPILOG = """\
 examples:
@@ -97,8 +98,8 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     if extra:
         lines += ["", "what this cycle does for it:", *("  " + ln for ln in extra)]
     free = inp.snapshot.total_free()
-    lines += ["", f"cluster free now: {free.gpus} GPUs of "
-                  f"{inp.snapshot.total_allocatable().gpus}"]
+    lines += ["", f"cluster free now: {gpus_of(free)} GPUs of "
+                  f"{gpus_of(inp.snapshot.total_allocatable())}"]
     return "\n".join(lines), True
 
 

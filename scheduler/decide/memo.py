@@ -37,6 +37,7 @@ from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import PendingReason
 from scheduler.decide.recall import Recall, Shape
 from scheduler.model import Gang, RunningGang
+from scheduler.model.demand import gpus_of
 from scheduler.placement.never import never_placeable
 from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams, Unplaceable
@@ -245,7 +246,7 @@ class Memo:
                 gone = known.nodes & excluded
                 free = snapshot.free
                 room = Room(known.nodes - gone,
-                            count - sum(max(0, free(n).gpus) for n in gone))
+                            count - sum(max(0, gpus_of(free(n))) for n in gone))
             else:
                 nodes = usable_nodes(applicant, world)
                 room = Room(nodes, free_gpus(snapshot, nodes))
@@ -264,6 +265,6 @@ def _free_gpus_now(before: Snapshot, room: Room, snapshot: Snapshot) -> int:
     old, new = before.free, snapshot.free
     for n in changed:
         if n in nodes:
-            count += max(0, new(n).gpus) - max(0, old(n).gpus)
+            count += max(0, gpus_of(new(n))) - max(0, gpus_of(old(n)))
     return count
 

@@ -4,6 +4,7 @@ Import the package and use qualified names (``model.Gang``); the submodules are 
 to keep each one readable.
 """
 
+from scheduler.model.demand import Demand, gpus_of
 from scheduler.model.gangs import Gang, PodRef, Role, RunningGang, TopologyConstraint, TopologyMode
 from scheduler.model.nodes import (
     DEFAULT_POOL_LABEL,
@@ -29,8 +30,8 @@ from scheduler.model.resources import GPU, Resources
 
 __all__ = [
     "DEFAULT_POOL_LABEL", "DEFAULT_TOPOLOGY_LABELS", "GPU", "GPU_PRODUCT_LABEL", "HOSTNAME_LABEL",
-    "Gang", "Node", "NodeLabelConfig", "NodeSelectorRequirement", "NodeSelectorTerm", "PodRef",
-    "PodRequirements", "Resources", "Role", "RunningGang", "SelectorOperator", "Taint",
+    "Demand", "Gang", "Node", "NodeLabelConfig", "NodeSelectorRequirement", "NodeSelectorTerm",
+    "PodRef", "PodRequirements", "Resources", "Role", "RunningGang", "SelectorOperator", "Taint",
     "TaintEffect", "Toleration", "TopologyConstraint", "TopologyMode", "describe_selector",
-    "requests_from_pod_spec", "requirements_from_pod_spec",
+    "gpus_of", "requests_from_pod_spec", "requirements_from_pod_spec",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scheduler.model.demand import Demand, gang_demand, gpus_of, role_demand
 from scheduler.model.durations import CLOCK_SKEW_SECONDS
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
@@ -53,6 +54,12 @@ class Role:
     @property
     def requests(self) -> Resources:
         return self.requirements.effective_requests
+
+    @property
+    def demand(self) -> Demand:
+        """What one member asks for in accounting units (``scheduler.model.demand``): read
+        this, not ``requests``' GPU key, so a GPU that comes from a device claim counts too."""
+        return role_demand(self)
 
 
 class TopologyMode(StrEnum):
@@ -131,9 +138,15 @@ class Gang:
         return total(r.requests * r.required for r in self.roles)
 
     @property
+    def demand(self) -> Demand:
+        """What the required members ask for together in accounting units: what quota,
+        accounting and the views charge the gang (``scheduler.model.demand``)."""
+        return gang_demand(self)
+
+    @property
     def gpus(self) -> int:
-        """GPUs of the required members."""
-        return self.min_requests.gpus
+        """GPUs of the required members (``demand.gpus``)."""
+        return gang_demand(self).gpus
 
     @property
     def pods(self) -> tuple[PodRef, ...]:
@@ -196,4 +209,4 @@ class RunningGang:
         checkpoint = self.last_checkpoint
         believed = checkpoint is not None and checkpoint <= now + CLOCK_SKEW_SECONDS
         since = checkpoint if believed and checkpoint is not None else self.start_time
-        return max(0.0, now - since) * self.usage.gpus
+        return max(0.0, now - since) * gpus_of(self.usage)

@@ -99,8 +99,10 @@ def format_amount(resource: str, amount: int) -> str:
 class Resources(Mapping[str, int]):
     """An immutable, hashable vector of named resource amounts (absent names are zero).
 
-    A ``Mapping`` rather than a dataclass so that ``res["nvidia.com/gpu"]`` and ``dict(res)``
-    work; zero entries are dropped so that equal vectors compare and hash equal.
+    A ``Mapping`` rather than a dataclass so that ``res["memory"]`` and ``dict(res)`` work;
+    zero entries are dropped so that equal vectors compare and hash equal. GPUs are read
+    through ``scheduler.model.demand.gpus_of`` (a GPU may also come from a device claim,
+    which a vector of requests does not show).
     """
 
     __slots__ = ("_amounts", "_hash")
@@ -242,10 +244,6 @@ class Resources(Mapping[str, int]):
         get = capacity._amounts.get if type(capacity) is Resources else capacity.get
         return Resources._of_ints(
             {k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)})
-
-    @property
-    def gpus(self) -> int:
-        return self._amounts.get(GPU, 0)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self._amounts)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from scheduler.model.resources import GPU, Resources
+from scheduler.model.demand import gpus_of
+from scheduler.model.resources import Resources
 from scheduler.placement.candidates import Candidates, ranks
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.rules import Assign, Tracker
@@ -92,7 +93,7 @@ def _order(problem: Problem, rv: RoleView, nodes: Sequence[str],
 
     def key(n: str) -> tuple[object, ...]:
         c = pods.get(n, 0)
-        return (-score.get(n, 0), rank.get(n, ()), -c, free(n).get(GPU, 0) - c * gpus, n)
+        return (-score.get(n, 0), rank.get(n, ()), -c, gpus_of(free(n)) - c * gpus, n)
 
     return sorted(nodes, key=key)
 

@@ -36,6 +36,9 @@ class RoleView:
     nodes: tuple[str, ...]  # eligible, allowed by the params and not ruled out, sorted
     eligible: tuple[str, ...]  # eligible regardless of the params (what the index covers)
     key: SelectionKey  # for the free-GPU index of ``eligible``
+    #: GPUs one pod asks for: its role's demand (``Role.demand``), what the free-GPU
+    #: pre-filters and the placement order compare with the nodes' free GPUs.
+    gpus: int
     #: What the gang's pod-level constraints leave (blocked nodes, a per-node cap, scores).
     limits: RoleLimits = NO_LIMITS
     #: Eligible and allowed by the params, before the constraints rule nodes out: what
@@ -50,10 +53,6 @@ class RoleView:
         """*pods* that fit on a node, limited by the constraints' per-node cap."""
         cap = self.limits.cap
         return pods if not cap or pods < cap else cap
-
-    @property
-    def gpus(self) -> int:
-        return self.request.get(GPU, 0)
 
     @property
     def request_text(self) -> str:
@@ -137,7 +136,8 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             name=role.name, required=max(role.required, 0),
             optional=max(role.count - max(role.required, 0), 0),
             request=role.requests, nodes=nodes, eligible=eligible,
-            key=selection_key(role.requirements), limits=limits, open=open_nodes))
+            key=selection_key(role.requirements), gpus=role.demand.gpus, limits=limits,
+            open=open_nodes))
     return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
 
 

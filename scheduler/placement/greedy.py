@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from scheduler.model.resources import GPU, Resources
+from scheduler.model.demand import gpus_of
+from scheduler.model.resources import Resources
 from scheduler.placement.candidates import Candidates, domain_loads, ranks
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.index import free_index
@@ -50,7 +51,7 @@ def single_node(problem: Problem) -> Assign | None:
     free = problem.snapshot.free
     filtered, usable = problem.filtered, problem.usable
     limited = problem.terms.active
-    for name in index.ascending(need.get(GPU, 0)):
+    for name in index.ascending(gpus_of(need)):
         if need.fits_in(free(name)) and (not filtered or usable(name)) and (
                 not limited or all(rv.allowed(name) for rv in active)):
             return {(rv.name, name): rv.required for rv in active}
@@ -85,7 +86,7 @@ def fill(
                 c = min(k, rv.cap(request.copies_in(left)))
                 if not c:
                     continue
-            have = (free(name) if left is None else left).get(GPU, 0)
+            have = gpus_of(free(name) if left is None else left)
             entries.append((rank.get(name, ()), -c, have - c * gpus, name))
         entries.sort()
         for i, (group, neg_c, _, name) in enumerate(entries):

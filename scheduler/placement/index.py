@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.model import PodRequirements
-from scheduler.model.resources import GPU
+from scheduler.model.demand import gpus_of
 
 if TYPE_CHECKING:
     from scheduler.world.snapshot import Snapshot
@@ -73,7 +73,7 @@ class FreeIndex:
             for name in changed:
                 old = key_of.get(name)
                 if old is not None:
-                    new = max(free(name).get(GPU, 0), 0)
+                    new = max(gpus_of(free(name)), 0)
                     if new != old:
                         self._move(name, old, new)
         self._lineage = lineage
@@ -83,7 +83,7 @@ class FreeIndex:
         key_of: dict[str, int] = {}
         free = snapshot.free
         for name in self._names:
-            key = max(free(name).get(GPU, 0), 0)
+            key = max(gpus_of(free(name)), 0)
             key_of[name] = key
             bucket = buckets.get(key)
             if bucket is None:

@@ -31,7 +31,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
-from scheduler.model.resources import GPU
+from scheduler.model.demand import gpus_of
 from scheduler.model.volumes import ClaimDecision
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
@@ -211,7 +211,7 @@ def _largest_domain(problem: Problem) -> tuple[str, ...] | None:
     free = problem.snapshot.free
     best: tuple[int, str] | None = None
     for name, members in topology.domains(constraint.level).items():
-        room = sum(max(free(n).get(GPU, 0), 0) for n in members)
+        room = sum(max(gpus_of(free(n)), 0) for n in members)
         if best is None or (-room, name) < best:
             best = (-room, name)
     return topology.domains(constraint.level)[best[1]] if best else None

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from policies.queues import QueueSet
 from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang
-from scheduler.model.resources import GPU, Resources
+from scheduler.model.demand import gpus_of
+from scheduler.model.resources import GPU
 from scheduler.world.snapshot import Snapshot
 
 
@@ -71,21 +72,23 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
     on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
         for where, res in rg.allocations:
-            if where in nodes and res.gpus:
-                held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += res.gpus
-                on_node[where][rg.gang.queue] += res.gpus
+            gpus = gpus_of(res)
+            if where in nodes and gpus:
+                held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += gpus
+                on_node[where][rg.gang.queue] += gpus
     by_id = {g.id: g for g in pending}
     for bind in plan.binds:
         gang = by_id.get(bind.gang_id)
-        requests = {r.name: r.requests for r in gang.roles} if gang is not None else {}
+        roles = {r.name: r for r in gang.roles} if gang is not None else {}
         gang_ns = bind.gang_id.split("/", 1)[0]
         for a in bind.placement.assignments:
-            res = requests.get(a.role, Resources()) * a.count
-            if a.node in free:
-                free[a.node] = free[a.node] - res
-            if a.node in nodes and res.gpus:
-                held[(bind.queue, gang_ns, nodes[a.node].pool)] += res.gpus
-                on_node[a.node][bind.queue] += res.gpus
+            role = roles.get(a.role)
+            if a.node in free and role is not None:
+                free[a.node] = free[a.node] - role.requests * a.count
+            gpus = role.demand.gpus * a.count if role is not None else 0
+            if a.node in nodes and gpus:
+                held[(bind.queue, gang_ns, nodes[a.node].pool)] += gpus
+                on_node[a.node][bind.queue] += gpus
     if not with_pools:
         return Accounting(dict(sorted(held.items())), ())
     bound = {b.gang_id for b in plan.binds}
@@ -103,9 +106,9 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
         usable.update(n for n in eligible if request.fits_in(free[n]))
     held_nodes = {n for r in plan.reservations for n in r.nodes}
     held_nodes |= {n for nom in plan.nominations for n in nom.nodes}
-    states = tuple(NodeGpus(name, node.pool, node.allocatable.gpus, max(0, free[name].gpus),
+    states = tuple(NodeGpus(name, node.pool, gpus_of(node.allocatable), max(0, gpus_of(free[name])),
                             node.pool in wanted and name not in usable
-                            and name not in held_nodes and free[name].gpus > 0,
+                            and name not in held_nodes and gpus_of(free[name]) > 0,
                             name in held_nodes,
                             tuple(sorted(on_node.get(name, {}).items())))
                    for name, node in sorted(nodes.items())
@@ -134,7 +137,7 @@ def open_pools(queues: QueueSet) -> dict[str, frozenset[str]]:
         for quota in q.quotas:
             key = (root, quota.pool)
             covered[key] = covered.get(key, False) or GPU in quota.covered
-            if quota.nominal.gpus > 0:
+            if gpus_of(quota.nominal) > 0:
                 positive.add(key)
     by_root: dict[str, set[str]] = {}
     for (root, pool), governed in covered.items():

@@ -31,6 +31,7 @@ from policies.cluster_check import quota_warnings
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
 from scheduler.decide.statuses import QueueStatus
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources, total
 
 
@@ -63,11 +64,11 @@ class QueueReport:
 
     @property
     def allocated_gpus(self) -> int:
-        return sum(p.allocated.gpus for p in self.pools)
+        return sum(gpus_of(p.allocated) for p in self.pools)
 
     @property
     def nominal_gpus(self) -> int:
-        return sum(p.nominal.gpus for p in self.pools)
+        return sum(gpus_of(p.nominal) for p in self.pools)
 
 
 def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 
 from scheduler.model import RunningGang
+from scheduler.model.demand import gpus_of
 from scheduler.report.accounting import PoolGpus
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.config import PricingConfig
@@ -208,8 +209,8 @@ class SchedulerMetrics:
         """Allocated and nominal GPUs per (queue, pool), shares per queue, from one cycle."""
         reports = list(reports)
         self.set_allocation(
-            {(q.name, p.pool): p.allocated.gpus for q in reports for p in q.pools},
-            {(q.name, p.pool): p.nominal.gpus for q in reports for p in q.pools})
+            {(q.name, p.pool): gpus_of(p.allocated) for q in reports for p in q.pools},
+            {(q.name, p.pool): gpus_of(p.nominal) for q in reports for p in q.pools})
         self.set_shares({q.name: q.fair_share for q in reports},
                         {q.name: q.usage_share for q in reports})
 

@@ -20,7 +20,7 @@ from typing import Any
 from policies.validation import parse_documents
 from scheduler.decide.plan import CyclePlan
 from scheduler.feed.grouping import GangSet
-from scheduler.model.resources import GPU, parse_quantity
+from scheduler.model.demand import gpus_of, quantity_gpus
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
 from scheduler.views import marks
@@ -52,9 +52,10 @@ def parse_reason(text: str) -> tuple[str, int | None, str]:
 
 
 def _gpus(quantities: Any) -> int:
-    value = quantities.get(GPU) if isinstance(quantities, Mapping) else None
+    if not isinstance(quantities, Mapping):
+        return 0
     try:
-        return parse_quantity(str(value), GPU) if value is not None else 0
+        return quantity_gpus(quantities)
     except ValueError:  # a refused spec may say anything: shown as none
         return 0
 
@@ -137,7 +138,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
                                              if p.uid in pod_estimates), None))
         pending.append(GangRow(
             id=g.id, namespace=g.namespace, queue=g.queue, state="Pending",
-            workload=workload_of(g, pods), gpus=g.min_requests.gpus, pods=g.size,
+            workload=workload_of(g, pods), gpus=g.demand.gpus, pods=g.size,
             priority=g.priority, cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
             eta_seconds=None if estimate is None else max(0.0, estimate - now)))
@@ -154,7 +155,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
         pods = pods_of(gid)
         running.append(GangRow(
             id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
-            workload=workload_of(rg.gang, pods), gpus=rg.usage.gpus, pods=len(pods),
+            workload=workload_of(rg.gang, pods), gpus=gpus_of(rg.usage), pods=len(pods),
             priority=rg.gang.priority, age_seconds=max(0.0, now - rg.start_time),
             nodes=rg.nodes, ranks=ranks_of(pods)))
     rows = queue_rows(queues)

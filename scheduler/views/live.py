@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from policies.queues import PolicySet
 from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import CycleInput
+from scheduler.model.demand import gpus_of
 from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
@@ -96,8 +97,8 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
         rows.append(QueueRow(
             name=r.name, parent=r.parent or "", depth=0, weight=q.weight if q else 1.0,
             namespaces=q.namespaces if q else (),
-            pools=tuple(QueuePool(p.pool, p.nominal.gpus, p.allocated.gpus, p.borrowed.gpus, 0)
-                        for p in r.pools),
+            pools=tuple(QueuePool(p.pool, gpus_of(p.nominal), gpus_of(p.allocated),
+                                  gpus_of(p.borrowed), 0) for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
             pending=r.pending, state=state, why=why))
     return tree_order(with_lent(rows))
@@ -120,7 +121,7 @@ def _pending(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
         reservation = plan.reservation_of(gid)
         rows.append(GangRow(
             id=gid, namespace=g.namespace, queue=g.queue, state="Pending",
-            workload=workload_of(g, pods_of(gid)), gpus=g.min_requests.gpus, pods=g.size,
+            workload=workload_of(g, pods_of(gid)), gpus=g.demand.gpus, pods=g.size,
             priority=g.priority,
             queue_position=per_queue[g.queue] if ordered else None,
             cluster_position=reason.position if ordered and reason else None,
@@ -139,7 +140,7 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
         pods = pods_of(rg.id)
         rows.append(GangRow(
             id=rg.id, namespace=g.namespace, queue=g.queue, state="Running",
-            workload=workload_of(g, pods), gpus=rg.usage.gpus, pods=len(pods) or g.size,
+            workload=workload_of(g, pods), gpus=gpus_of(rg.usage), pods=len(pods) or g.size,
             priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
             ranks=ranks_of(pods)))

@@ -6,6 +6,7 @@ import dataclasses
 
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
+from scheduler.model.demand import gpus_of
 from scheduler.model.workloads import JobInfo, OwnerRef, PodInfo, PodPhase
 
 NODE = Node.build("n1", Resources.of(gpu=8, cpu=64000, pods=110))
@@ -22,14 +23,14 @@ def test_assumed_bind_holds_capacity_until_confirmed() -> None:
     cache.upsert_node(NODE)
     p = gpu_pod("a")
     cache.upsert_pod(p)
-    assert cache.cycle_input(0).snapshot.free("n1").gpus == 8
+    assert gpus_of(cache.cycle_input(0).snapshot.free("n1")) == 8
     cache.assume([(PodRef("ns", "a", p.uid), "n1")], now=0)
     snap = cache.cycle_input(1).snapshot
-    assert snap.free("n1").gpus == 4
+    assert gpus_of(snap.free("n1")) == 4
     assert cache.cycle_input(1).gangs.pending == ()
     # the watch confirms: still charged, no longer assumed
     cache.upsert_pod(dataclasses.replace(p, node_name="n1", phase=PodPhase.RUNNING))
-    assert cache.cycle_input(100).snapshot.free("n1").gpus == 4
+    assert gpus_of(cache.cycle_input(100).snapshot.free("n1")) == 4
 
 
 def test_assumption_expires_when_never_confirmed() -> None:
@@ -38,8 +39,8 @@ def test_assumption_expires_when_never_confirmed() -> None:
     p = gpu_pod("a")
     cache.upsert_pod(p)
     cache.assume([(PodRef("ns", "a", p.uid), "n1")], now=0)
-    assert cache.cycle_input(10).snapshot.free("n1").gpus == 4
-    assert cache.cycle_input(31).snapshot.free("n1").gpus == 8
+    assert gpus_of(cache.cycle_input(10).snapshot.free("n1")) == 4
+    assert gpus_of(cache.cycle_input(31).snapshot.free("n1")) == 8
     assert [g.id for g in cache.cycle_input(31).gangs.pending] == ["ns/a"]
 
 
@@ -51,7 +52,7 @@ def test_forget_releases_capacity() -> None:
     ref = PodRef("ns", "a", p.uid)
     cache.assume([(ref, "n1")], now=0)
     cache.forget([ref])
-    assert cache.cycle_input(1).snapshot.free("n1").gpus == 8
+    assert gpus_of(cache.cycle_input(1).snapshot.free("n1")) == 8
 
 
 def test_cycle_input_is_memoised_until_a_change() -> None:
@@ -68,9 +69,9 @@ def test_delete_pod_frees_capacity() -> None:
     cache.upsert_node(NODE)
     p = dataclasses.replace(gpu_pod("a"), node_name="n1", phase=PodPhase.RUNNING)
     cache.upsert_pod(p)
-    assert cache.cycle_input(0).snapshot.free("n1").gpus == 4
+    assert gpus_of(cache.cycle_input(0).snapshot.free("n1")) == 4
     cache.delete_pod(p.uid)
-    assert cache.cycle_input(0).snapshot.free("n1").gpus == 8
+    assert gpus_of(cache.cycle_input(0).snapshot.free("n1")) == 8
 
 
 def test_job_pods_seen_before_their_job_wait_then_form_one_gang() -> None:

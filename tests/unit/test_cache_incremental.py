@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef, PodRequirements, Resources
+from scheduler.model.demand import gpus_of
 from scheduler.model.workloads import POD_GROUP_LABEL, PodGroupInfo, PodInfo, PodPhase
 
 NODES = [Node.build(f"n{i}", Resources.of(gpu=8, cpu=64000, pods=110)) for i in range(3)]
@@ -97,4 +98,4 @@ def test_snapshot_is_derived_not_rebuilt_when_only_gangs_change() -> None:
     cache.upsert_pod(dataclasses.replace(pod, node_name="n0", phase=PodPhase.RUNNING))
     second = cache.cycle_input(0).snapshot
     assert second.nodes is first.nodes  # shared static part: derived, not rebuilt
-    assert second.free("n0").gpus == 4
+    assert gpus_of(second.free("n0")) == 4

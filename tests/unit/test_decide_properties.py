@@ -15,6 +15,7 @@ from policies.reservation import reserve
 from scheduler.decide.cycle import decide
 from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang, RunningGang
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import GPU
 from scheduler.placement.types import PlacementParams
 from scheduler.world.snapshot import Snapshot
@@ -169,4 +170,4 @@ def test_same_input_same_plan(world: World) -> None:
 def test_pool_bounds_charge_every_pool_a_role_may_use() -> None:
     g = gang("x", gpus=4, pods=2)
     snap = Snapshot(nodes("a100", 1) + nodes("h100", 1))
-    assert {p: r.gpus for p, r in pool_bounds(g, snap).items()} == {"a100": 8, "h100": 8}
+    assert {p: gpus_of(r) for p, r in pool_bounds(g, snap).items()} == {"a100": 8, "h100": 8}

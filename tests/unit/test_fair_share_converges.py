@@ -14,6 +14,7 @@ import pytest
 from scheduler.decide.cycle import decide
 from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang, RunningGang
+from scheduler.model.demand import gpus_of
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue
 
@@ -60,7 +61,7 @@ def simulate(weights: dict[str, float], horizon: float, seed: int = 7) -> dict[s
         for rg in snap.running.values():
             lo = max(now, warmup)
             if nxt > lo:
-                used[rg.gang.queue] += rg.usage.gpus * (nxt - lo)
+                used[rg.gang.queue] += gpus_of(rg.usage) * (nxt - lo)
         now = nxt
         done = []
         while ends and ends[0][0] <= now:

@@ -8,6 +8,7 @@ import pytest
 
 from scheduler.feed.grouping import GroupingConfig, build_gangs
 from scheduler.model import PodRequirements, Resources
+from scheduler.model.demand import gpus_of
 from scheduler.model.durations import parse_duration, parse_time
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
 
@@ -133,7 +134,7 @@ def test_grouping(case: Case) -> None:
 def test_other_scheduler_usage_is_charged_to_node() -> None:
     out = build_gangs([pod("x", scheduler="default-scheduler", node="n1",
                            phase=PodPhase.RUNNING, req=GPU8)], {}, {}, GroupingConfig())
-    assert out.other_usage["n1"].gpus == 8
+    assert gpus_of(out.other_usage["n1"]) == 8
 
 
 def test_partially_bound_gang_is_reported() -> None:

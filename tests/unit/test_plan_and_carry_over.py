@@ -7,6 +7,7 @@ from dataclasses import replace
 from scheduler.decide.cycle import NOMINATION_TIMEOUT_SECONDS, decide
 from scheduler.decide.plan import CyclePlan, ReasonCategory, explain
 from scheduler.decide.statuses import queue_statuses
+from scheduler.model.demand import gpus_of
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
@@ -96,7 +97,7 @@ def test_queue_status() -> None:
     assert status["a"].admitted == 1 and status["a"].running == 1
     assert status["a"].pending == 1  # the gang still waiting for its members
     assert status["b"].running == 2 and status["b"].usage[0][0] == "a100"
-    assert status["b"].usage[0][1].gpus == 16
+    assert gpus_of(status["b"].usage[0][1]) == 16
     assert status["b"].borrowed_share == 0.0  # within its nominal quota
 
 

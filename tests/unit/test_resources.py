@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity as k8s_parse
 
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import (
     EMPTY,
     QuantityError,
@@ -69,7 +70,7 @@ def test_agrees_with_the_kubernetes_parser(number: int, fraction: str, suffix: s
 def test_resources_parse_and_describe() -> None:
     res = Resources.parse({"cpu": "1500m", "memory": "16Gi", "nvidia.com/gpu": "8"})
     assert res == Resources.of(cpu=1500, memory=16 << 30, gpu=8)
-    assert res.gpus == 8
+    assert gpus_of(res) == 8
     assert res.describe() == "1500m cpu, 16Gi memory, 8 nvidia.com/gpu"
     assert format_amount("cpu", 4000) == "4"
     with pytest.raises(QuantityError, match=r"^cpu: malformed"):

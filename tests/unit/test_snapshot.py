@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Taint
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources
 from scheduler.world.snapshot import Snapshot
 
@@ -34,23 +35,23 @@ def test_free_is_allocatable_minus_usage(snap: Snapshot) -> None:
     assert snap.free("n2") == Resources.of(cpu=64000, pods=109)
     assert snap.free("n3") == Resources.of(gpu=8, cpu=62000, pods=110)
     assert snap.used("n1") == Resources.of(gpu=4, pods=1)
-    assert snap.total_free().gpus == 12
-    assert snap.total_allocatable().gpus == 24
+    assert gpus_of(snap.total_free()) == 12
+    assert gpus_of(snap.total_allocatable()) == 24
     assert snap.node_names == ("n1", "n2", "n3")
 
 
 def test_with_running_leaves_the_original_unchanged(snap: Snapshot) -> None:
     after = snap.with_running(_running("ns/b", n3=8))
-    assert after.free("n3").gpus == 0
-    assert snap.free("n3").gpus == 8
+    assert gpus_of(after.free("n3")) == 0
+    assert gpus_of(snap.free("n3")) == 8
     assert "ns/b" in after.running
     assert "ns/b" not in snap.running
 
 
 def test_without_gangs_is_undone_by_keeping_the_old_snapshot(snap: Snapshot) -> None:
     removed = snap.without_gangs(["ns/a"])
-    assert removed.free("n1").gpus == 8 and removed.free("n2").gpus == 8
-    assert snap.free("n1").gpus == 4 and "ns/a" in snap.running
+    assert gpus_of(removed.free("n1")) == 8 and gpus_of(removed.free("n2")) == 8
+    assert gpus_of(snap.free("n1")) == 4 and "ns/a" in snap.running
     assert snap.without_gangs([]) is snap
     with pytest.raises(KeyError, match="ns/zzz"):
         snap.without_gangs(["ns/zzz"])

@@ -11,6 +11,7 @@ from rich.console import Console
 from scheduler.decide.cycle import decide
 from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.statuses import queue_statuses
+from scheduler.model.demand import gpus_of
 from scheduler.views import text
 from scheduler.views.apiserver import queue_rows
 from scheduler.views.state import ClusterView
@@ -33,7 +34,7 @@ def test_a_terminating_queue_admits_nothing_new_and_keeps_charging_what_runs() -
     assert reason.message.startswith("queue a is being deleted: it admits no new gangs")
     assert "submit to one of: b" in reason.message  # not to a, which is being deleted
     (status_a,) = [s for s in queue_statuses(snapshot, [new], DELETING_A, plan) if s.name == "a"]
-    assert status_a.running == 1 and dict(status_a.usage)["a100"].gpus == 8
+    assert status_a.running == 1 and gpus_of(dict(status_a.usage)["a100"]) == 8
     # Without the deletion, the same gang starts.
     assert [b.gang_id for b in decide(snapshot, [new], BOTH, 10.0, solver=SOLVE).binds] == [
         "ns/new"]

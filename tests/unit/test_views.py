@@ -21,6 +21,7 @@ from scheduler.decide.plan import CyclePlan
 from scheduler.kube.oneshot import status_time
 from scheduler.kube.write.queue_status import status_of
 from scheduler.model import PodRequirements, Resources
+from scheduler.model.demand import gpus_of
 from scheduler.model.native import GroupPolicy, NativeGroupInfo
 from scheduler.model.resources import GPU
 from scheduler.model.workloads import OwnerRef, PodInfo
@@ -118,7 +119,7 @@ def _queue_objects(sched: Scheduler) -> list[dict[str, Any]]:
     for report in sched.last_queues:
         q = queues[report.name]
         spec: dict[str, Any] = {"weight": q.weight, "namespaces": list(q.namespaces),
-                                "quotas": [{"pool": pq.pool, "nominal": {GPU: pq.nominal.gpus}}
+                                "quotas": [{"pool": pq.pool, "nominal": {GPU: gpus_of(pq.nominal)}}
                                            for pq in q.quotas]}
         if q.parent:
             spec["parent"] = q.parent

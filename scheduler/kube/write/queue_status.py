@@ -32,6 +32,7 @@ import structlog
 from scheduler.kube.client import MERGE_PATCH, Requester, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.write.writer import BackgroundWriter, Retry
+from scheduler.model.demand import gpus_of
 from scheduler.model.durations import format_time
 from scheduler.model.resources import GPU
 from scheduler.report.queue_report import QueueReport
@@ -53,7 +54,7 @@ def status_of(report: QueueReport) -> Status:
     """The status fields the scheduler owns for one queue (not the conditions)."""
     pools = []
     for p in report.pools:
-        shown = sorted(p.covered | ({GPU} if p.allocated.gpus else set()))
+        shown = sorted(p.covered | ({GPU} if gpus_of(p.allocated) else set()))
         pools.append({
             "pool": p.pool,
             "allocated": {r: _quantity(r, p.allocated[r]) for r in shown},

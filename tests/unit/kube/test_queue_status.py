@@ -14,6 +14,7 @@ from scheduler.kube.client import MERGE_PATCH, Response
 from scheduler.kube.read import informer
 from scheduler.kube.read.policy_feed import LivePolicies
 from scheduler.kube.write.queue_status import QueueStatusPublisher, status_of
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources
 from scheduler.report.queue_report import queue_reports
 from tests.unit.policies.builders import policies, queue
@@ -174,7 +175,7 @@ def test_an_invalid_update_keeps_the_last_good_version_and_says_why() -> None:
     assert "spec.parent" in cond["message"] and "last valid version" in cond["message"]
     assert written[-1][1]["observedGeneration"] == 2
     quota = live.current().queues.queues["team"].quotas[0]
-    assert quota.nominal.gpus == 8
+    assert gpus_of(quota.nominal) == 8
     assert set(live.invalid) == {"team"}
     # Another queue arriving does not make the refused edit look valid.
     live.handle(informer.EventType.ADDED, queue_obj("other"))
@@ -191,7 +192,7 @@ def test_a_status_only_change_is_not_judged_again() -> None:
     assert len(written) == 1
     live.handle(informer.EventType.MODIFIED, queue_obj("team", generation=2, gpus=4))
     assert len(written) == 2
-    assert live.current().queues.queues["team"].quotas[0].nominal.gpus == 4
+    assert gpus_of(live.current().queues.queues["team"].quotas[0].nominal) == 4
 
 
 def conditions_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources
 from scheduler.placement.index import FreeIndex, free_index
 from scheduler.world.snapshot import Snapshot
@@ -15,8 +16,8 @@ NAMES = [f"n{i}" for i in range(12)]
 
 
 def _expected(snap: Snapshot, min_gpus: int) -> list[str]:
-    names = [n for n in NAMES if max(snap.free(n).gpus, 0) >= min_gpus]
-    return sorted(names, key=lambda n: (max(snap.free(n).gpus, 0), n))
+    names = [n for n in NAMES if max(gpus_of(snap.free(n)), 0) >= min_gpus]
+    return sorted(names, key=lambda n: (max(gpus_of(snap.free(n)), 0), n))
 
 
 operations = st.lists(st.tuples(

@@ -36,6 +36,7 @@ from scheduler.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import GPU, Resources
 from scheduler.placement.types import (
     Assignment,
@@ -156,7 +157,7 @@ def _tiny_solve(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Plac
             ok = ok and need == 0
         if ok:
             return Placement(gang.id, tuple(sorted(out, key=lambda a: (a.role, a.node))))
-    total_alloc = sum(snapshot.nodes[n].allocatable.gpus for ns in usable.values() for n in ns)
+    total_alloc = sum(gpus_of(snapshot.nodes[n].allocatable) for ns in usable.values() for n in ns)
     if total_alloc < gang.gpus:
         return Unplaceable(gang.id, UnplaceableReason.NEVER_FITS, "too big for the cluster")
     reason = UnplaceableReason.TOPOLOGY if domains != [None] else \

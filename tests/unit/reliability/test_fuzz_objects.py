@@ -24,6 +24,7 @@ from scheduler.decide import cycle
 from scheduler.feed.cache import ClusterCache
 from scheduler.kube.read import convert
 from scheduler.kube.read.convert import ConversionError
+from scheduler.model.demand import gpus_of
 from scheduler.model.workloads import PodInfo
 from tests.unit.reliability import strategies as fuzz
 
@@ -152,7 +153,7 @@ def test_a_cache_of_broken_objects_still_plans_and_schedules_the_good_gang(
     queues = QueueSet.of([queue])
     inp = cache.cycle_input(0.0)
     plan = cycle.decide(inp.snapshot, inp.gangs.pending, PolicySet(queues), 1.0)
-    if good.allocatable.gpus >= 2 and not [p for p in kept if isinstance(p, PodInfo)
+    if gpus_of(good.allocatable) >= 2 and not [p for p in kept if isinstance(p, PodInfo)
                                             and p.name not in ("good-0", "good-1")
                                             and p.namespace == "fuzz"]:
         # Nothing else claims the good node's GPUs in our namespace: the good gang binds there.

@@ -1,0 +1,114 @@
+"""Demand: what a role's member (or a whole gang) asks for in accounting units.
+
+Quota, the placement pre-filters, GPU accounting, metrics and the views all ask one question
+of a gang: how many GPUs does it take? Today the answer is the ``nvidia.com/gpu`` request of
+each member, but that stops being true as soon as a GPU can also come from a Dynamic Resource
+Allocation ResourceClaim (a device class, a MIG slice, a fraction): such a pod requests no
+``nvidia.com/gpu`` at all, and a reader of the request would let it through quota for free.
+So the readers ask this module instead, and the day a claim carries a GPU only
+``role_demand`` learns to count it; quota and the rest charge it like any other GPU.
+
+This is the one module that reads the GPU resource key of a resource vector (``gpus_of``);
+``tests/unit/test_demand_seam.py`` keeps the others off it. With today's inputs a role's
+demand is exactly its GPU request, so no decision changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from scheduler.model.resources import GPU, parse_quantity
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What is asked for in accounting units: whole GPUs, and the device claims behind them.
+
+    ``device_claims`` names the ResourceClaims (``namespace/name``, or a template's name) whose
+    devices count towards ``gpus``; empty until claims are read, so today ``gpus`` is the GPU
+    request. Kept with the figure so an explanation can say where a GPU came from.
+    """
+
+    gpus: int = 0
+    device_claims: tuple[str, ...] = ()
+
+    def __add__(self, other: Demand) -> Demand:
+        if not other.device_claims and not self.device_claims:
+            return Demand(self.gpus + other.gpus)
+        return Demand(self.gpus + other.gpus, self.device_claims + other.device_claims)
+
+    def times(self, members: int) -> Demand:
+        """The demand of *members* members alike: GPUs multiply, claims are named once.
+
+        A role's claims come from one template per member (each member gets its own claim),
+        so the names stay the template's; the count is what multiplies."""
+        return Demand(self.gpus * members, self.device_claims)
+
+
+#: Asks for nothing: the start of a sum.
+NO_DEMAND = Demand()
+
+
+def total(demands: Iterable[Demand]) -> Demand:
+    """The sum of many demands (``Demand.__add__`` folded, claims in order)."""
+    gpus = 0
+    claims: tuple[str, ...] = ()
+    for d in demands:
+        gpus += d.gpus
+        if d.device_claims:
+            claims += d.device_claims
+    return Demand(gpus, claims)
+
+
+def gpus_of(resources: Mapping[str, int]) -> int:
+    """Whole GPUs in a resource vector: 0 if none.
+
+    The one reader of the ``nvidia.com/gpu`` key. For the supply side (a node's allocatable
+    or free GPUs, a quota's nominal), for the request part of ``role_demand``, and for
+    vectors that still stand for usage: what a running gang holds on a node and a ledger's
+    charges are sums of its pods' requests. What a gang *asks* is ``role_demand`` /
+    ``gang_demand``: a device claim is in no request vector."""
+    return resources.get(GPU, 0)
+
+
+def quantity_gpus(quantities: Mapping[str, object]) -> int:
+    """Whole GPUs in a mapping of quantities as Kubernetes writes them (a Queue's status
+    ``{"nvidia.com/gpu": "8"}``): 0 if absent; ``QuantityError`` if malformed."""
+    value = quantities.get(GPU)
+    return 0 if value is None else parse_quantity(str(value), GPU)
+
+
+class _Member(Protocol):
+    """What ``role_demand`` reads of a member: a role (``scheduler.model.gangs.Role``) or
+    one pod (``scheduler.model.workloads.PodInfo``)."""
+
+    @property
+    def requests(self) -> Mapping[str, int]: ...
+
+
+class _Role(_Member, Protocol):
+    @property
+    def required(self) -> int: ...
+
+
+class _Gang(Protocol):
+    """What ``gang_demand`` reads of a gang (``scheduler.model.gangs.Gang``)."""
+
+    @property
+    def roles(self) -> Sequence[_Role]: ...
+
+
+def role_demand(role: _Member) -> Demand:
+    """What one member of *role* (or one pod) asks for: its GPU request today; the devices
+    of its claims will add here."""
+    return Demand(gpus_of(role.requests))
+
+
+def gang_demand(gang: _Gang) -> Demand:
+    """What the gang's required members ask for together: what quota must admit it for.
+
+    The sum over roles of one member's demand times the role's required members (the demand
+    counterpart of ``Gang.min_requests``)."""
+    return total(role_demand(r).times(r.required) for r in gang.roles)
