@@ -17,7 +17,7 @@ gang gives running gangs their members' nodes and lifts that.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.model.durations import CLOCK_SKEW_SECONDS
 from scheduler.model.gangs import PodRef, RunningGang
@@ -31,6 +31,11 @@ class Release:
     running: RunningGang
     #: The members released, a proper non-empty subset of the gang's pods; None: all.
     part: frozenset[PodRef] | None = None
+    #: The gang's id (kept: searches read it often).
+    id: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self.running.gang.id)
 
     @classmethod
     def whole(cls, running: RunningGang) -> Release:
@@ -55,11 +60,6 @@ class Release:
         if self.part is not None and not wanted <= self.part:
             raise ValueError(f"gang {self.id}: release only pods it releases")
         return Release.of_pods(self.running, wanted)
-
-    @property
-    def id(self) -> str:
-        """The gang's id."""
-        return self.running.id
 
     @property
     def is_whole(self) -> bool:
