@@ -21,6 +21,7 @@ from policies.admission import admissible_pools, check_charges, placement_charge
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
+from scheduler.model.release import Release
 from scheduler.model.resources import Resources
 from scheduler.placement.types import (
     RUNNING_GANGS_IN_THE_WAY,
@@ -50,9 +51,9 @@ class World:
     ledger: QuotaLedger
     params: PlacementParams  # nodes kept off (nominated, reserved) or the only ones allowed
     solver: Solver
-    #: Running gangs taken away first (victims, gangs that will have ended, draining gangs);
-    #: the ledger is expected to have their usage released already.
-    gone: tuple[str, ...] = ()
+    #: What is taken from running gangs first (victims, gangs that will have ended, draining
+    #: gangs); the ledger is expected to have it released already.
+    gone: tuple[Release, ...] = ()
     #: Place optional members too, as far as quota allows (the plain attempt).
     optional: bool = False
     #: Say why quota refuses the gang, and let placement say why when no pool has a node
@@ -97,7 +98,7 @@ def fit(applicant: Applicant, world: World) -> Fit | Misfit:
     verdict = admissible_pools(gang, queue, world.ledger, applicant.bounds, explain=world.explain)
     if not verdict.admitted and (applicant.bounds or not world.explain):
         return Misfit(verdict.message)
-    snapshot = world.snapshot.without_gangs(world.gone) if world.gone else world.snapshot
+    snapshot = world.snapshot.without(world.gone) if world.gone else world.snapshot
     params = (restrict(world.params, verdict.pools, snapshot) if verdict.admitted
               else world.params)
     result = world.solver(gang, snapshot, params)

@@ -27,27 +27,34 @@ from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang
+from scheduler.model.release import Release
 from scheduler.model.resources import Resources
 from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    running: RunningGang
+    """What preempting a running gang would release, and why the policy allows it."""
+
+    release: Release  # the whole gang, so far
     queue: str
-    cost: float  # GPU-seconds of work lost (since the last checkpoint, else since start)
+    cost: float  # GPU-seconds of work lost (``Release.work_at_risk``)
     why: str  # for the eviction message
 
     @property
     def id(self) -> str:
-        return self.running.id
+        return self.release.id
+
+    @property
+    def running(self) -> RunningGang:
+        return self.release.running
 
 
-def ledger_without(ledger: QuotaLedger, victims: list[RunningGang],
+def ledger_without(ledger: QuotaLedger, releases: list[Release],
                    snapshot: Snapshot) -> QuotaLedger:
-    """*ledger* with the usage of *victims* released."""
-    for rg in victims:
-        ledger = charge_all(ledger, rg.gang.queue, snapshot.pool_usage(rg), sign=-1)
+    """*ledger* with what *releases* free released."""
+    for r in releases:
+        ledger = charge_all(ledger, r.running.gang.queue, snapshot.pool_release(r), sign=-1)
     return ledger
 
 
@@ -136,10 +143,11 @@ def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: 
     Only the queues the rules could pick from are scanned: its own (``withinQueue``) and,
     when it may reclaim at all, the other queues of its tree.
     """
-    out = [Candidate(rg, vq.name, rg.work_at_risk(now), why)
-           for rg, vq, why in _eligible(applicant, snapshot, ledger, queues, untouchable,
-                                        by_queue)
-           if now - rg.start_time >= vq.preemption.min_runtime_seconds]
+    out = []
+    for rg, vq, why in _eligible(applicant, snapshot, ledger, queues, untouchable, by_queue):
+        if now - rg.start_time >= vq.preemption.min_runtime_seconds:
+            release = Release.whole(rg)
+            out.append(Candidate(release, vq.name, release.work_at_risk(now), why))
     out.sort(key=lambda c: c.id)
     return out
 

@@ -1,7 +1,8 @@
 """Reservations and EASY backfill: the first gang that cannot start is not starved.
 
-The reserved gang gets nodes, quota and an estimated start: running gangs are released in the
-order of their expected ends until both its queue's quota admits it and it fits on the nodes.
+The reserved gang gets nodes, quota and an estimated start: running gangs are released (each
+a whole-gang ``Release``) in the order of their expected ends until both its queue's quota
+admits it and it fits on the nodes.
 Later gangs may then start ahead of it only where they cannot delay it (EASY backfill): they
 end before the estimated start, or they keep off the reserved nodes *and* fit in the quota
 left with the reserved gang's share set aside. Without the quota part, a big gang waiting for
@@ -40,6 +41,7 @@ from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
 from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
+from scheduler.model.release import Release
 from scheduler.model.resources import Resources, total
 from scheduler.placement.types import PlacementParams
 from scheduler.world.snapshot import Snapshot
@@ -88,14 +90,17 @@ def expected_end(running: RunningGang, queues: QueueSet, now: float) -> float | 
     return max(end, now)
 
 
+#: A release event: when, and the releases then (sorted by gang id).
+Event = tuple[float, tuple[Release, ...]]
+
+
 def release_events(snapshot: Snapshot, queues: QueueSet, now: float,
-                   reclaimable: Mapping[str, float] | None = None,
-                   ) -> list[tuple[float, tuple[str, ...]]]:
+                   reclaimable: Mapping[str, float] | None = None) -> list[Event]:
     """Running gangs grouped by when they release their nodes and quota, earliest first:
     their expected end or, for a gang the applicant may reclaim once its minimum runtime is
     over (*reclaimable*: gang id -> that time), that time if sooner. Unknown ends are left
-    out."""
-    by_time: dict[float, list[str]] = {}
+    out. Each is released whole."""
+    by_time: dict[float, list[Release]] = {}
     reclaimable = reclaimable or {}
     for gid, rg in snapshot.running.items():
         end = expected_end(rg, queues, now)
@@ -103,8 +108,8 @@ def release_events(snapshot: Snapshot, queues: QueueSet, now: float,
             at = max(reclaimable[gid], now)
             end = at if end is None else min(end, at)
         if end is not None:
-            by_time.setdefault(end, []).append(gid)
-    return [(t, tuple(sorted(ids))) for t, ids in sorted(by_time.items())]
+            by_time.setdefault(end, []).append(Release.whole(rg))
+    return [(t, tuple(sorted(rs, key=lambda r: r.id))) for t, rs in sorted(by_time.items())]
 
 
 def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
@@ -122,9 +127,9 @@ def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
     slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, world.params))
     ledgers = _Ledgers(world.ledger, events, snapshot)
     start = len(events)
-    for i, (_, ids) in enumerate(events):
-        for gid in ids:
-            slots.release(snapshot.running[gid].allocations)
+    for i, (_, releases) in enumerate(events):
+        for r in releases:
+            slots.release(r.freed)
         if slots.enough() and admissible_pools(gang, applicant.queue, ledgers.at(i),
                                                applicant.bounds, explain=False).admitted:
             start = i
@@ -166,8 +171,7 @@ class _Ledgers:
 
     __slots__ = ("_done", "_events", "_ledgers", "_snapshot")
 
-    def __init__(self, ledger: QuotaLedger, events: list[tuple[float, tuple[str, ...]]],
-                 snapshot: Snapshot) -> None:
+    def __init__(self, ledger: QuotaLedger, events: list[Event], snapshot: Snapshot) -> None:
         self._events = events
         self._snapshot = snapshot
         self._ledgers: dict[int, QuotaLedger] = {-1: ledger}
@@ -180,12 +184,11 @@ class _Ledgers:
         k = bisect.bisect_left(self._done, i)
         before = self._done[k - 1]
         released: dict[tuple[str, str], list[Resources]] = {}
-        running = self._snapshot.running
-        for _, ids in self._events[before + 1: i + 1]:
-            for gid in ids:
-                rg = running[gid]
-                for pool, res in self._snapshot.pool_usage(rg).items():
-                    released.setdefault((rg.gang.queue, pool), []).append(res)
+        for _, releases in self._events[before + 1: i + 1]:
+            for r in releases:
+                queue = r.running.gang.queue
+                for pool, res in self._snapshot.pool_release(r).items():
+                    released.setdefault((queue, pool), []).append(res)
         ledger = self._ledgers[before]
         for (queue, pool), parts in sorted(released.items()):
             ledger = ledger.charge(queue, pool, total(parts), sign=-1)
@@ -194,11 +197,11 @@ class _Ledgers:
         return ledger
 
 
-def _try(applicant: Applicant, world: World, events: list[tuple[float, tuple[str, ...]]],
-         i: int, ledger: QuotaLedger) -> Reservation | None:
-    """The applicant's reservation once the gangs of events[0..i] have ended (on *ledger*)."""
-    ids = tuple(gid for _, group in events[: i + 1] for gid in group)
-    trial = fit(applicant, replace(world, ledger=ledger, gone=ids))
+def _try(applicant: Applicant, world: World, events: list[Event], i: int,
+         ledger: QuotaLedger) -> Reservation | None:
+    """The applicant's reservation once the releases of events[0..i] are made (on *ledger*)."""
+    gone = tuple(r for _, group in events[: i + 1] for r in group)
+    trial = fit(applicant, replace(world, ledger=ledger, gone=gone))
     if not isinstance(trial, Fit):
         return None
     nodes = world.snapshot.nodes

@@ -22,6 +22,7 @@ from policies.queues import QueueSet
 from policies.quota import QuotaLedger
 from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
+from scheduler.model.release import Release
 from scheduler.model.resources import Resources
 from scheduler.placement.types import Placement
 from scheduler.world.snapshot import Snapshot
@@ -53,18 +54,19 @@ class Room:
 
     nodes: frozenset[str]
     free_gpus: int
-    #: Running gang id -> (that gang, the GPUs it holds on these nodes).
+    #: Running gang id -> (that gang, the GPUs its whole release frees on these nodes).
     gains: dict[str, tuple[RunningGang, int]] = field(default_factory=dict, compare=False)
     #: Topology level -> node -> its domain there.
     domains: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
 
-    def gain(self, rg: RunningGang) -> int:
-        """GPUs *rg* would free on these nodes."""
+    def gain(self, release: Release) -> int:
+        """GPUs *release* would free on these nodes."""
+        rg = release.whole_gang("Room.gain")
         hit = self.gains.get(rg.id)
         if hit is not None and hit[0] is rg:
             return hit[1]
         nodes = self.nodes
-        freed = sum(gpus_of(r) for n, r in rg.allocations if n in nodes)
+        freed = sum(gpus_of(r) for n, r in release.freed if n in nodes)
         self.gains[rg.id] = (rg, freed)
         return freed
 
@@ -135,13 +137,13 @@ class VictimSearch:
         usable = self.room.nodes
         self._need = gang.demand.gpus
         room = self.room
-        gain = self._gain = {c.id: room.gain(c.running) for c in found}
+        gain = self._gain = {c.id: room.gain(c.release) for c in found}
         if self.room.free_gpus + sum(gain.values()) < self._need:
             return None  # even every allowed victim would not free enough
         quota_pools = set(self.applicant.bounds)
         helpful = [c for c in found if gain[c.id] > 0
                    or any(n in snapshot.nodes and snapshot.nodes[n].pool in quota_pools
-                          for n in c.running.nodes)]
+                          for n in c.release.nodes)]
         if not helpful:
             return None
         by_cost = sorted(helpful, key=lambda c: (c.cost, -gain[c.id], c.id))
@@ -203,7 +205,7 @@ class VictimSearch:
         touching: dict[str, list[tuple[Candidate, int]]] = {}
         for cand in by_cost:
             per: dict[str, int] = {}
-            for n, r in cand.running.allocations:
+            for n, r in cand.release.freed:
                 d = domain_of.get(n)
                 gpus = gpus_of(r)
                 if d is not None and gpus > 0:
@@ -237,7 +239,8 @@ class VictimSearch:
         self._proofs[key] = None
         world, applicant = self.world, self.applicant
         ledger = self._release(chosen)
-        trial = fit(applicant, replace(world, ledger=ledger, gone=tuple(sorted(key))))
+        gone = tuple(c.release for c in sorted(chosen, key=lambda c: c.id))
+        trial = fit(applicant, replace(world, ledger=ledger, gone=gone))
         self.solves += trial.solved if isinstance(trial, Misfit) else 1
         if not isinstance(trial, Fit):
             return None
@@ -259,9 +262,9 @@ class VictimSearch:
         ids = tuple(c.id for c in chosen)
         before = self._released.get(ids[:-1])
         if before is None:
-            ledger = ledger_without(self.world.ledger, [c.running for c in chosen],
+            ledger = ledger_without(self.world.ledger, [c.release for c in chosen],
                                     self.world.snapshot)
         else:
-            ledger = ledger_without(before, [chosen[-1].running], self.world.snapshot)
+            ledger = ledger_without(before, [chosen[-1].release], self.world.snapshot)
         self._released[ids] = ledger
         return ledger

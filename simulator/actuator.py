@@ -28,6 +28,7 @@ from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef
 from scheduler.model.demand import gpus_of, role_demand
+from scheduler.model.release import Release
 from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.run.loop import ApplyResult
 from simulator.clock import EventKind, VirtualClock
@@ -135,8 +136,7 @@ class SimulatedCluster:
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evicted = []
         for ev in plan.evictions:
-            for st in self._jobs_of(ev.pods):
-                self.interrupt_job(st, now, preempted=True)
+            self._release(ev.release, now)
             evicted.append(ev.victim)
         for rollback in plan.rollbacks:
             for st in self._jobs_of(rollback.pods):
@@ -150,6 +150,12 @@ class SimulatedCluster:
                 self._bind(ref.uid, node, now)
             bound.append(b.gang_id)
         return ApplyResult(bound=tuple(bound), evicted=tuple(evicted))
+
+    def _release(self, release: Release, now: float) -> None:
+        """A preemption: the released gang's jobs stop (whole gangs only, so far)."""
+        release.whole_gang("the simulated cluster")
+        for st in self._jobs_of(release.pods):
+            self.interrupt_job(st, now, preempted=True)
 
     def _bind(self, uid: str, node: str, now: float) -> None:
         pod = self.cache.pod(uid)

@@ -56,6 +56,7 @@ from scheduler.decide.recall import Shape
 from scheduler.kit.lazy import lazy
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
+from scheduler.model.release import Release
 from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
 
 R = ReasonCategory
@@ -262,8 +263,9 @@ def await_draining(t: Trial) -> Nominated | None:
     gone = [snapshot.running[g] for g in draft.obstacles.draining if g in snapshot.running]
     if not gone:
         return None
-    world = replace(t.search, ledger=ledger_without(t.ledger, gone, snapshot),
-                    gone=tuple(rg.id for rg in gone))
+    releases = [Release.whole(rg) for rg in gone]
+    world = replace(t.search, ledger=ledger_without(t.ledger, releases, snapshot),
+                    gone=tuple(releases))
     trial = fit(t.applicant, world)
     if not isinstance(trial, Fit):
         return None
@@ -282,10 +284,8 @@ def preempt(t: Trial) -> Nominated | None:
     if pre is None or not gang.may_preempt:
         return None
     victims = tuple(v.id for v in pre.victims)
-    evictions = tuple(Eviction(v.id, gang.id, f"preempted by {gang.id} (priority "
-                               f"{gang.priority}): {v.why}", v.queue, v.running.gang.pods,
-                               v.running.gang.native, v.running.group_uid)
-                      for v in pre.victims)
+    evictions = tuple(Eviction(v.release, gang.id, f"preempted by {gang.id} (priority "
+                               f"{gang.priority}): {v.why}") for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,
                             pod_nodes=map_pods(gang, pre.placement))

@@ -21,6 +21,7 @@ from policies.reservation import Reservation
 from scheduler.model import Gang, PodRef
 from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
+from scheduler.model.release import Release
 from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement
 
@@ -80,13 +81,36 @@ class Provision:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    victim: str
+    """What a preemptor takes from a running gang (its victim): the whole gang, so far."""
+
+    release: Release
     preemptor: str
     message: str
-    queue: str = ""  # the victim's
-    pods: tuple[PodRef, ...] = ()  # the victim's bound pods
-    native: NativeGroupInfo | None = None  # the victim's scheduling.k8s.io PodGroup, if any
-    group_uid: str | None = None  # the victim's scheduler-plugins PodGroup's uid, if any
+
+    @property
+    def victim(self) -> str:
+        """The victim gang's id."""
+        return self.release.id
+
+    @property
+    def queue(self) -> str:
+        """The victim's queue."""
+        return self.release.running.gang.queue
+
+    @property
+    def pods(self) -> tuple[PodRef, ...]:
+        """The victim's pods to evict (those bound when it was chosen)."""
+        return self.release.pods
+
+    @property
+    def native(self) -> NativeGroupInfo | None:
+        """The victim's scheduling.k8s.io PodGroup, if any."""
+        return self.release.running.gang.native
+
+    @property
+    def group_uid(self) -> str | None:
+        """The victim's scheduler-plugins PodGroup's uid, if any."""
+        return self.release.running.group_uid
 
 
 @dataclass(frozen=True, slots=True)

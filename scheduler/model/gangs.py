@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.demand import Demand, gang_demand, gpus_of, role_demand
-from scheduler.model.durations import CLOCK_SKEW_SECONDS
+from scheduler.model.demand import Demand, gang_demand, role_demand
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
@@ -198,15 +197,3 @@ class RunningGang:
     @property
     def nodes(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.allocations)
-
-    def work_at_risk(self, now: float) -> float:
-        """GPU-seconds lost if the gang stopped now: since its last checkpoint, else its start.
-
-        A checkpoint more than ``CLOCK_SKEW_SECONDS`` ahead of *now* is not believed: it would
-        make the gang the cheapest victim of all (nothing lost), on a value no checkpoint
-        could have written yet; the gang counts as never checkpointed (the annotation check
-        tells its user). One ahead by less is clock skew: nothing lost since."""
-        checkpoint = self.last_checkpoint
-        believed = checkpoint is not None and checkpoint <= now + CLOCK_SKEW_SECONDS
-        since = checkpoint if believed and checkpoint is not None else self.start_time
-        return max(0.0, now - since) * gpus_of(self.usage)

@@ -2,9 +2,9 @@
 
 The cache builds one ``Snapshot`` per cycle from plain lists (no cluster needed, which is
 what lets the simulator and the tests build one too). During the cycle, each decision
-derives a new snapshot (``with_running`` after a placement, ``without_gangs`` to try a set
-of preemption victims); the original is never touched, so undoing a simulated removal is
-simply using the old snapshot again.
+derives a new snapshot (``with_running`` after a placement, ``without`` to try a set of
+releases: preemption victims, gangs that will have ended); the original is never touched, so
+undoing a simulated removal is simply using the old snapshot again.
 
 Deriving is cheap: the nodes and what is derived from them alone (eligibility, pools, the
 topology graph) live in a shared ``NodeIndex``; only the per-node free vectors of the changed
@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING
 from scheduler.kit.layered import Layered
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
+from scheduler.model.release import Release
 from scheduler.model.resources import EMPTY, Resources, total
 from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
 from scheduler.world.node_index import NodeIndex
 from scheduler.world.occupancy import Occupancy, Occupant
+from scheduler.world.queue_usage import QueueUsage
 
 if TYPE_CHECKING:
     from scheduler.world.topology import Topology
@@ -48,8 +50,8 @@ _NOTHING: frozenset[str] = frozenset()
 class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
-    __slots__ = ("_count", "_free", "_index", "_lineage", "_namespaces", "_occupancy",
-                 "_running", "_terminating", "_usage", "_version", "_volumes")
+    __slots__ = ("_free", "_index", "_lineage", "_namespaces", "_occupancy", "_queues",
+                 "_running", "_terminating", "_version", "_volumes")
 
     def __init__(
         self,
@@ -111,18 +113,14 @@ class Snapshot:
         self._free: Layered[str, Resources] = Layered({
             name: nodes_by_name[name].allocatable - u for name, u in used.items()
         })
-        self._usage: dict[tuple[str, str], Resources] = {}
-        self._count: dict[str, int] = {}
-        for rg in self._running.values():
-            _charge(self._usage, self._count, rg, nodes_by_name, 1)
+        self._queues = QueueUsage.of(self._running.values(), nodes_by_name)
         self._occupancy = Occupancy(tuple(other_pods), self._running)
         self._volumes = volumes
 
     @classmethod
     def _derive(cls, parent: Snapshot, free: Layered[str, Resources],
                 running: Layered[str, RunningGang], changed: Iterable[str],
-                usage: dict[tuple[str, str], Resources] | None = None,
-                count: dict[str, int] | None = None,
+                queues: QueueUsage | None = None,
                 occupancy: Occupancy | None = None,
                 terminating: frozenset[str] | None = None) -> Snapshot:
         snap = cls.__new__(cls)
@@ -133,8 +131,7 @@ class Snapshot:
         snap._running = running
         snap._occupancy = parent._occupancy if occupancy is None else occupancy
         snap._volumes = parent._volumes
-        snap._usage = parent._usage if usage is None else usage
-        snap._count = parent._count if count is None else count
+        snap._queues = parent._queues if queues is None else queues
         snap._version = next(parent._index.versions)
         delta = frozenset(changed)
         lineage = {snap._version: _NOTHING}
@@ -173,12 +170,12 @@ class Snapshot:
         Kept up to date as snapshots are derived (a gang's own nodes only), so the quota
         ledger and the per-queue status never sum every running gang. Zero usage is absent.
         """
-        return self._usage
+        return self._queues.usage
 
     @property
     def running_per_queue(self) -> Mapping[str, int]:
         """Queue -> how many of the running gangs are its (queues with none are absent)."""
-        return self._count
+        return self._queues.count
 
     def free(self, node: str) -> Resources:
         return self._free.get(node, EMPTY)
@@ -285,6 +282,10 @@ class Snapshot:
         cache[id(gang)] = (gang, usage)
         return usage
 
+    def pool_release(self, release: Release) -> dict[str, Resources]:
+        """What *release* frees per pool (shared: not to be changed)."""
+        return self.pool_usage(release.whole_gang("Snapshot.pool_release"))
+
     @property
     def pods(self) -> Occupancy:
         """The running pods' labels, terms, ports and claims, per node (lazy)."""
@@ -306,19 +307,15 @@ class Snapshot:
         for name, res in gang.allocations:
             changed[name] = (changed[name] if name in changed else self._free[name]) - res
         free = self._free.set(changed.items())
-        usage, count = dict(self._usage), dict(self._count)
-        nodes = self._index.nodes
         old = self._running.get(gang.id)
-        if old is not None:
-            _charge(usage, count, old, nodes, -1)
-        _charge(usage, count, gang, nodes, 1)
+        queues = self._queues.moved(self._index.nodes, () if old is None else (old,), (gang,))
         running = self._running.set(((gang.id, gang),))
         terminating = self._terminating
         if gang.terminating:
             terminating = terminating | {gang.id}
         elif gang.id in terminating:
             terminating = terminating - {gang.id}
-        return Snapshot._derive(self, free, running, changed, usage, count,
+        return Snapshot._derive(self, free, running, changed, queues,
                                 self._occupancy.derive(running, (gang,), ()), terminating)
 
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
@@ -334,19 +331,26 @@ class Snapshot:
         free = self._free.set(((node, self._free[node] - res),))
         return Snapshot._derive(self, free, self._running, (node,))
 
-    def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
-        """A snapshot with these running gangs removed (simulated preemption).
+    def without(self, releases: Iterable[Release]) -> Snapshot:
+        """A snapshot with these releases taken (simulated preemption, gangs that will have
+        ended). A whole release takes the gang away as this snapshot has it; a partial one
+        raises ``NotImplementedError`` (see ``scheduler.model.release``).
 
         The receiver is unchanged, so the removal is undone by keeping the old snapshot.
         """
+        ids = {r.whole_gang("Snapshot.without").id for r in releases}
+        return self._without_ids(ids) if ids else self
+
+    def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
+        """``without`` the whole gangs of these ids."""
         ids = set(gang_ids)
-        if not ids:
-            return self
+        return self._without_ids(ids) if ids else self
+
+    def _without_ids(self, ids: set[str]) -> Snapshot:
         running = self._running
-        usage, count = dict(self._usage), dict(self._count)
-        nodes = self._index.nodes
         changed: dict[str, Resources] = {}
         gone = tuple(sorted(ids))
+        removed: list[RunningGang] = []
         for gid in gone:
             rg = running.get(gid)
             if rg is None:
@@ -357,36 +361,14 @@ class Snapshot:
                     now = self._free.get(name)
                 if now is not None:
                     changed[name] = now + res
-            _charge(usage, count, rg, nodes, -1)
+            removed.append(rg)
+        queues = self._queues.moved(self._index.nodes, removed)
         left = running.without(gone)
         terminating = self._terminating
         if not terminating.isdisjoint(ids):
             terminating = terminating - ids
-        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, usage,
-                                count, self._occupancy.derive(left, (), gone), terminating)
-
-
-def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: RunningGang,
-            nodes: Mapping[str, Node], sign: int) -> None:
-    """Add (sign 1) or remove (-1) *rg* to the per-(queue, pool) usage and per-queue count."""
-    queue = rg.gang.queue
-    n = count.get(queue, 0) + sign
-    if n:
-        count[queue] = n
-    else:
-        count.pop(queue, None)
-    for name, res in rg.allocations:
-        node = nodes.get(name)
-        if node is None:
-            continue
-        key = (queue, node.pool)
-        now = usage.get(key)
-        new = (res if sign > 0 else EMPTY - res) if now is None else (
-            now + res if sign > 0 else now - res)
-        if new:
-            usage[key] = new
-        else:
-            usage.pop(key, None)
+        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
+                                self._occupancy.derive(left, (), gone), terminating)
 
 
 def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:

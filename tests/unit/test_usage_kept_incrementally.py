@@ -15,6 +15,7 @@ from policies.quota import QuotaLedger, QuotaTree
 from policies.reservation import _Ledgers
 from scheduler.decide.recall import Recall
 from scheduler.model import RunningGang
+from scheduler.model.release import Release
 from scheduler.model.resources import Resources, total
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import gang, nodes, policies, queue, running
@@ -107,11 +108,12 @@ def test_reservation_ledgers_equal_releasing_gang_by_gang(
     by_end: dict[int, list[str]] = {}
     for i, (_, _, _, end) in enumerate(gangs):
         by_end.setdefault(end, []).append(f"ns/g{i}")
-    events = [(float(t), tuple(sorted(ids))) for t, ids in sorted(by_end.items())]
+    events = [(float(t), tuple(Release.whole(snapshot.running[gid]) for gid in sorted(ids)))
+              for t, ids in sorted(by_end.items())]
     start = Recall(snapshot.index).ledger(tree, snapshot)
     lazy = _Ledgers(start, events, snapshot)
     for probe in probes:  # any order, as the galloping and binary searches ask
         i = min(probe, len(events) - 1)
-        released = [snapshot.running[gid] for _, ids in events[: i + 1] for gid in ids]
+        released = [r for _, releases in events[: i + 1] for r in releases]
         expected = ledger_without(start, released, snapshot)
         assert _answers(lazy.at(i)) == _answers(expected)

@@ -168,7 +168,8 @@ class Evictor:
                 self._blocked.pop(victim.victim, None)
             else:
                 blocked[victim.victim] = refused[0].reason
-                self._blocked[victim.victim] = (tick, dataclasses.replace(victim, pods=left))
+                self._blocked[victim.victim] = (tick, dataclasses.replace(
+                    victim, release=victim.release.only(left)))
         return EvictionReport(tuple(evicted), blocked)
 
     def retry_in(self) -> float | None:

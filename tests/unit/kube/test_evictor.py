@@ -37,7 +37,7 @@ from scheduler.model.workloads import (
     PodInfo,
     PodPhase,
 )
-from tests.unit.policies.builders import policies, queue
+from tests.unit.policies.builders import policies, queue, victim
 from tests.unit.test_loop_metrics import node
 
 PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -130,7 +130,7 @@ def setup() -> Any:
 
 def plan(evict: bool, pods: tuple[PodRef, ...] = LOW) -> CyclePlan:
     nom = Nomination("ns/high", ("n1",), ("ns/low",), since=0.0)
-    ev = (Eviction("ns/low", "ns/high", "priority 100 > 0", "team", pods),) if evict else ()
+    ev = (Eviction(victim("ns/low", pods), "ns/high", "priority 100 > 0"),) if evict else ()
     return CyclePlan(now=0.0, evictions=ev, nominations=(nom,))
 
 
@@ -321,7 +321,7 @@ def test_the_victims_podgroup_is_told_who_preempted_it(setup: Any, refused: bool
     gets one too, naming the preemptor, once the eviction goes through (not when refused)."""
     api, _, evictor = setup
     api.protected = {"low-1"} if refused else set()
-    ev = Eviction("ns/low", "ns/high", "priority 100 > 0", "team", LOW, group_uid="pg-low")
+    ev = Eviction(victim("ns/low", LOW, group_uid="pg-low"), "ns/high", "priority 100 > 0")
     evictor.evict(CyclePlan(now=0.0, evictions=(ev,), nominations=plan(False).nominations), 0.0)
     on_group = [e for e in api.events if e["regarding"]["kind"] == "PodGroup"]
     if refused:

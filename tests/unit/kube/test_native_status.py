@@ -35,6 +35,7 @@ from scheduler.model.workloads import PodInfo
 from scheduler.placement.types import Assignment, Placement
 from scheduler.run.loop import Scheduler
 from tests.unit.kube.fakes import RecordingApi, landed, recording_actuator
+from tests.unit.policies.builders import victim
 
 NOW = 1_714_564_800.0
 
@@ -143,6 +144,6 @@ def test_a_preempted_group_is_a_disruption_target(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
     api, _, actuator = setup
     apply(actuator, CyclePlan(now=NOW, evictions=(Eviction(
-        "ns/g", "ns/urgent", "higher priority", pods=tuple(ref for ref, _ in POD_NODES),
-        native=native()),)))
+        victim("ns/g", tuple(ref for ref, _ in POD_NODES), native=native()), "ns/urgent",
+        "higher priority"),)))
     assert ("DisruptionTarget", "True", "PreemptionByScheduler") in conditions(api)

@@ -37,6 +37,8 @@ from scheduler.model import (
     TopologyMode,
 )
 from scheduler.model.demand import gpus_of
+from scheduler.model.native import NativeGroupInfo
+from scheduler.model.release import Release
 from scheduler.model.resources import GPU, Resources
 from scheduler.placement.types import (
     Assignment,
@@ -168,3 +170,14 @@ def _tiny_solve(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Plac
 #: The solver the cycle tests run.
 SOLVE = placement.solve
 tiny_solve = _tiny_solve
+
+
+def victim(gang_id: str, pods: tuple[PodRef, ...], queue: str = "team", *,
+           native: NativeGroupInfo | None = None, group_uid: str | None = None) -> Release:
+    """The whole-gang release of a running gang *gang_id* of these bound *pods* (what an
+    ``Eviction`` names), nothing else about it known."""
+    namespace, name = gang_id.split("/", 1)
+    req = PodRequirements(Resources({GPU: 1}))
+    g = Gang(id=gang_id, uid=f"uid-{name}", namespace=namespace, name=name, queue=queue,
+             roles=(Role("worker", len(pods), req, pods=pods),), native=native)
+    return Release.whole(RunningGang(g, (), start_time=0.0, group_uid=group_uid))

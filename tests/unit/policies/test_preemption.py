@@ -8,6 +8,7 @@ from policies.preemption import Candidate
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from policies.victims import Room, VictimSearch, free_gpus, usable_nodes
+from scheduler.model.release import Release
 from scheduler.model.resources import GPU
 from scheduler.placement.types import PlacementParams
 from scheduler.world.snapshot import Snapshot
@@ -25,7 +26,7 @@ def test_could_preempt_back_when_the_preemptor_would_borrow() -> None:
     qs, led = tree(queue("p"), queue("a", "p", quota={"a100": 8}),
                    queue("b", "p", quota={"a100": 8}))
     victim = running(gang("b0", "b", priority=5), {"a100-0000": 1})
-    cand = Candidate(victim, "b", 0.0, "test")
+    cand = Candidate(Release.whole(victim), "b", 0.0, "test")
     preemptor = gang("a0", "a", pods=2)
     # After: a uses 16 (8 borrowed from b), b uses nothing: b could reclaim from a at once.
     after = led.charge("a", "a100", {GPU: 16})

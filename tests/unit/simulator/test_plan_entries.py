@@ -20,6 +20,7 @@ from simulator.actuator import SimulatedCluster
 from simulator.clock import VirtualClock
 from simulator.engine import SCHEDULER_NAME
 from simulator.workload import job_objects
+from tests.unit.policies.builders import victim
 from tests.unit.simulator.test_engine import cluster, job
 
 
@@ -62,7 +63,7 @@ def test_an_eviction_stops_the_jobs_of_the_victims_pods() -> None:
     sim, cache, refs = setup()
     sim.apply(bind(refs), 0.0)
     assert sim.running_jobs == 1
-    sim.apply(CyclePlan(now=50.0, evictions=(Eviction("team/j", "team/x", "", "team", refs),)),
+    sim.apply(CyclePlan(now=50.0, evictions=(Eviction(victim("team/j", refs), "team/x", ""),)),
               50.0)
     assert sim.running_jobs == 0 and sim.jobs["j"].preemptions == 1
     assert all(not p.node_name for p in cache.gang_pods("team/j"))
