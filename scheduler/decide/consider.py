@@ -18,7 +18,7 @@
   start are kept for it;
 - *explain*: why it waits.
 
-A ``Trial`` holds what the other steps read, each part worked out once when first asked
+A ``Trial`` (``trial``) holds what the other steps read, each part worked out once when first asked
 for; the steps only read it and the ``Draft``. The order in which gangs come here is
 ``cycle``'s.
 """
@@ -28,16 +28,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from policies.admission import describe_never
-from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
+from policies.fit import Fit, World, fit
 from policies.preemption import ledger_without, protected_until
-from policies.queues import Queue, QueueingStrategy
-from policies.quota import QuotaLedger
-from policies.reservation import Reservation, reserve, restricting, starving
-from policies.victims import Preemption, select_victims
-from scheduler.decide.draft import Draft
+from policies.reservation import reserve, starving
 from scheduler.decide.heads import not_heading
-from scheduler.decide.memo import FailureKey
 from scheduler.decide.outcomes import (
     Bound,
     Nominated,
@@ -49,176 +43,11 @@ from scheduler.decide.outcomes import (
 from scheduler.decide.plan import (
     Eviction,
     Nomination,
-    ReasonCategory,
     map_pods,
 )
-from scheduler.decide.recall import Shape
-from scheduler.kit.lazy import lazy
-from scheduler.model import Gang
-from scheduler.model.pods import PreemptionPolicy
+from scheduler.decide.trial import R, Trial, reserved_for, untouchable
 from scheduler.model.release import Release
-from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
-
-R = ReasonCategory
-#: Placement failures that running gangs ending (or preemption) can cure.
-_CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
-#: The pending reason category of a placement failure (PLACEMENT unless listed).
-_CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: R.VOLUMES,
-             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED}
-
-
-class Trial:
-    """One gang's turn: what its steps read. What every turn past ``held_back`` needs (for
-    ``remembered``) is worked out at once; the rest, which most turns never reach, when first
-    asked for (``lazy``)."""
-
-    def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
-        self.gang, self.queue, self.draft = gang, queue, draft
-        context = self.context = draft.context
-        self.policy = context.policies.scheduler
-        self.key: FailureKey | None = None  # set by ``remembered``
-        self._attempt: Fit | Misfit | None = None
-        self.shape: Shape = context.memo.recall.shape(gang, draft.snapshot)
-        #: Reservations in a pool the gang may use (only those can it delay) and, of those,
-        #: the reservations it would still be running at: it keeps off them.
-        self.concern: tuple[Reservation, ...] = draft.obstacles.concerning(self.shape.pools)
-        self.restricted: tuple[Reservation, ...] = restricting(
-            self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
-            if self.concern else ()
-
-    @lazy
-    def base(self) -> PlacementParams:
-        """The policy's placement knobs, nominated nodes excluded."""
-        return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
-
-    @lazy
-    def ledger(self) -> QuotaLedger:
-        """The cycle's ledger with the quota of the reservations it keeps off set aside."""
-        return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
-
-    @lazy
-    def applicant(self) -> Applicant:
-        return Applicant(self.gang, self.queue, self.shape.bounds)
-
-    @lazy
-    def world(self) -> World:
-        """Where it may start now: off the nodes of the reservations it keeps off."""
-        context = self.context
-        return World(self.draft.snapshot, self.ledger,
-                     context.memo.backfill_params(self.restricted, self.base), context.solver)
-
-    @property
-    def attempt(self) -> Fit | Misfit:
-        """The plain attempt: optional members too where quota allows; explained."""
-        if self._attempt is None:
-            w = self.world
-            self._attempt = fit(self.applicant, World(w.snapshot, w.ledger, w.params,
-                                                      w.solver, optional=True, explain=True))
-        return self._attempt
-
-    @property
-    def misfit(self) -> Misfit:
-        attempt = self.attempt
-        assert isinstance(attempt, Misfit)  # the later steps run only after a misfit
-        return attempt
-
-    @lazy
-    def search(self) -> World:
-        """The world of the searches: kept to the pools quota admitted it in, if any."""
-        world, pools = self.world, self.misfit.pools
-        if not pools:
-            return world
-        return replace(world, params=restrict(world.params, pools, world.snapshot))
-
-    @lazy
-    def preemption(self) -> Preemption | None:
-        """The cheapest proven victim set, if preemption is on and could help. A gang that
-        may not preempt (preemptionPolicy Never) is searched for as if it could, only to say
-        in its reason that preemption would have helped."""
-        if not (self.policy.preemption and self.misfit.preemption_may_help):
-            return None
-        if self.misfit.quota and self.hopeless is not None:
-            return None  # no victims make a gang that can never start start
-        gang, draft, memo = self.gang, self.draft, self.context.memo
-        preemptor = gang if gang.may_preempt else replace(
-            gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
-        applicant = replace(self.applicant, gang=preemptor)
-        queues = self.context.policies.queues
-        found = memo.candidates(applicant, draft.snapshot, self.ledger, queues,
-                                self.context.now, _untouchable(draft))
-        if not found:
-            return None
-        world = self.search
-        return select_victims(applicant, world, found, memo.room(applicant, world), queues)
-
-    @lazy
-    def hopeless(self) -> Waiting | None:
-        """Why it can never start, whatever runs, waits or goes first: no node can take one
-        of its pods (or its eligible nodes together cannot hold it, or it names a topology
-        level no node has), else its queue's quota can never admit it. Asked before any
-        reason that waits (quota, a reservation, queue order), since it says what helps: a
-        smaller gang, other nodes or quota, not patience."""
-        memo = self.context.memo
-        found = memo.never_placeable(self.gang, self.shape, self.draft.snapshot,
-                                     self.policy.placement)
-        if found is not None:
-            return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
-        if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
-            return None
-        empty = QuotaLedger.empty(self.ledger.tree)
-        return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
-
-    @lazy
-    def final(self) -> Waiting | None:
-        """Why it cannot start however long it waits for running gangs, if so."""
-        misfit = self.misfit
-        if misfit.quota:
-            return self.hopeless
-        if misfit.reason in _CAPACITY:
-            return None
-        if self.restricted and self._fits_without_reservations():
-            return Waiting(R.QUEUED, f"waits for the nodes reserved for "
-                           f"{_reserved_for(self.restricted)}: every node it "
-                           f"may use is reserved, and it would still run then ({misfit.message})")
-        return Waiting(self.category, misfit.message)
-
-    @property
-    def category(self) -> ReasonCategory:
-        misfit = self.misfit
-        if misfit.reason is None:
-            return R.QUOTA
-        return _CATEGORY.get(misfit.reason, R.PLACEMENT)
-
-    @property
-    def message(self) -> str:
-        return self.misfit.message or "quota"
-
-    @property
-    def blocks_queue(self) -> bool:
-        return self.queue.queueing.strategy is QueueingStrategy.STRICT_FIFO
-
-    @property
-    def blocks_all(self) -> bool:
-        """Backfill is off and no gang blocks the others yet: this one does."""
-        return not self.policy.backfill and self.draft.obstacles.blocker is None
-
-    @property
-    def never(self) -> str:
-        """Why preemption, which would let it start now, is not used ("" when not so)."""
-        pre = self.preemption
-        if pre is None or self.gang.may_preempt:
-            return ""
-        return (f"; preemption is disabled by its preemptionPolicy (Never): evicting "
-                f"{len(pre.victims)} gang(s) would let it start now")
-
-    def _fits_without_reservations(self) -> bool:
-        """Did only the reservations' exclusion make its misfit final (no usable node, or
-        none big enough)? Then it fits, or waits for capacity, without them."""
-        if self.misfit.reason not in (UnplaceableReason.NO_ELIGIBLE_NODES,
-                                      UnplaceableReason.NEVER_FITS):
-            return False
-        result = self.context.solver(self.gang, self.draft.snapshot, self.base)
-        return isinstance(result, Placement) or result.preemption_may_help
+from scheduler.placement.types import PlacementParams
 
 
 # The steps, in order ---------------------------------------------------------------------
@@ -333,7 +162,7 @@ def explain(t: Trial) -> Waiting:
     if t.restricted:
         category = R.QUEUED
         message = (f"{message}; the nodes and quota reserved for "
-                   f"{_reserved_for(t.restricted)} are not usable by a gang "
+                   f"{reserved_for(t.restricted)} are not usable by a gang "
                    "that would still run then")
     return Waiting(category, message + t.never, blocks_queue=t.blocks_queue,
                    blocks_all=t.blocks_all)
@@ -374,21 +203,11 @@ def _released_early(t: Trial) -> dict[str, float]:
     expected ends (``benchmarks/bench_eta.py`` names that cause)."""
     draft, now = t.draft, t.context.now
     released = (protected_until(t.applicant, draft.snapshot, t.ledger, t.context.policies.queues,
-                                now, _untouchable(draft)) if t.policy.preemption else {})
+                                now, untouchable(draft)) if t.policy.preemption else {})
     for gid in draft.obstacles.terminating:
         if gid in draft.snapshot.running:
             released[gid] = now
     return released
-
-
-def _untouchable(draft: Draft) -> frozenset[str]:
-    """Gangs being evicted or bound this cycle: not candidates for preemption."""
-    return draft.obstacles.terminating | {b.gang_id for b in draft.binds}
-
-
-def _reserved_for(reservations: tuple[Reservation, ...]) -> str:
-    """The reserved gangs, without their estimated starts (those are the reasons' fields)."""
-    return " and for ".join(r.gang_id for r in reservations)
 
 
 def awaiting_terminating(gang_id: str, gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:

@@ -25,7 +25,7 @@ from policies.queues import PolicySet, Queue
 from scheduler import placement
 from scheduler.decide import housekeeping
 from scheduler.decide.admissible import admissible
-from scheduler.decide.consider import Trial, awaiting_terminating, consider
+from scheduler.decide.consider import awaiting_terminating, consider
 from scheduler.decide.draft import Context, Draft
 from scheduler.decide.due import next_due
 from scheduler.decide.heads import held_back
@@ -42,6 +42,7 @@ from scheduler.decide.plan import (
     map_pods,
 )
 from scheduler.decide.recall import Recall
+from scheduler.decide.trial import Trial
 from scheduler.model import Gang
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
