@@ -36,7 +36,7 @@ class ClusterFacts:
         self._volumes: dict[str, Volume] = {}
         self._classes: dict[str, StorageClass] = {}
         self._limits: dict[str, dict[str, int]] = {}
-        self._assumed: dict[str, _Assumed] = {}  # claim key -> decision
+        self._assumed: dict[tuple[str, str], _Assumed] = {}  # PreBind.subject -> decision
         self._catalog: VolumeCatalog | None = None
         self._ns_view: dict[str, dict[str, str]] | None = None
 
@@ -67,9 +67,10 @@ class ClusterFacts:
 
     def set_claim(self, key: str, claim: Claim | None) -> bool:
         changed = self._put(self._claims, key, claim)  # type: ignore[arg-type]
-        assumed = self._assumed.get(key)
+        subject = (prebind.PVC, key)
+        assumed = self._assumed.get(subject)
         if assumed is not None and (claim is None or prebind.shown(claim, assumed.decision)):
-            del self._assumed[key]
+            del self._assumed[subject]
             self._catalog = None
         return changed
 
@@ -86,7 +87,7 @@ class ClusterFacts:
     def assume(self, decisions: Iterable[PreBind], now: float) -> bool:
         changed = False
         for d in decisions:
-            self._assumed[d.claim] = _Assumed(d, now)
+            self._assumed[d.subject] = _Assumed(d, now)
             changed = True
         if changed:
             self._catalog = None

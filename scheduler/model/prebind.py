@@ -29,6 +29,10 @@ from typing import NoReturn
 
 from scheduler.model.volumes import Claim, ClaimRef, Volume, VolumeCatalog, VolumePhase
 
+#: The API kinds of the claims pre-bind decisions are about (``PreBind.subject``).
+PVC = "PersistentVolumeClaim"
+RESOURCE_CLAIM = "ResourceClaim"
+
 
 class PreBindKind(StrEnum):
     #: A static PV's ``spec.claimRef`` set to the claim (the PV controller completes it);
@@ -56,8 +60,14 @@ class PreBind:
         if self.devices and self.kind is not PreBindKind.DEVICES:
             raise ValueError(f"{self.kind} decision for {self.claim} carries devices")
 
+    @property
+    def subject(self) -> tuple[str, str]:
+        """(API kind, namespace/name) of the object whose watch shows it: a PVC and a
+        ResourceClaim of the same name are two subjects."""
+        return RULES[self.kind].watched, self.claim
+
     def describe(self) -> str:
-        """``data -> PV pv-3`` (what ``explain`` and pending reasons say)."""
+        """``data -> PV pv-3`` (what ``explain`` and pending reasons use)."""
         return RULES[self.kind].describe(self)
 
 
@@ -78,6 +88,8 @@ class KindRules:
     assume: Callable[[Tables, PreBind], None]
     shown: Callable[[Claim, PreBind], bool]
     describe: Callable[[PreBind], str]
+    #: The API kind of the claim it is about (whose watch ``shown`` reads).
+    watched: str = PVC
 
 
 def _short(d: PreBind) -> str:
@@ -121,7 +133,8 @@ RULES: Mapping[PreBindKind, KindRules] = {
     PreBindKind.DEVICES: KindRules(
         assume=_devices_refused,
         shown=_devices_refused,
-        describe=lambda d: f"{_short(d)} allocated {', '.join(d.devices)} on node {d.target}"),
+        describe=lambda d: f"{_short(d)} allocated {', '.join(d.devices)} on node {d.target}",
+        watched=RESOURCE_CLAIM),
 }
 
 

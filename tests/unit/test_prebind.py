@@ -141,6 +141,9 @@ def test_devices_are_refused_by_every_edge_until_dra() -> None:
     """Nothing decides a ResourceClaim allocation yet: carrying one out must fail loudly,
     never be skipped as a claim the catalog does not know."""
     assert DEVICES.describe() == "ckpt allocated gpu-0, gpu-1 on node node-1"
+    # A ResourceClaim and a PVC of the same name are assumed apart.
+    assert {DEVICES.subject} | {c.decision.subject for c in CASES.values()} == {
+        ("ResourceClaim", "ns/ckpt"), ("PersistentVolumeClaim", "ns/ckpt")}
     with pytest.raises(NotImplementedError, match="issue 35"):
         prebind.assume(CATALOG, [DEVICES])
     with pytest.raises(NotImplementedError, match="issue 35"):
