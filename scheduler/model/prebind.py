@@ -15,9 +15,13 @@ per kind in ``RULES``, for the edges that consult it:
 
 The writes themselves are the apiserver edge's: ``scheduler.kube.write.prebind`` keeps the
 same kind of table. A new kind is a new ``PreBindKind`` member, its row here, its row there
-and the placement rule that decides it. ``DEVICES`` (a ResourceClaim's allocation, Dynamic
-Resource Allocation, issue 35) is reserved: nothing decides it yet, and every edge refuses it
-(``NotImplementedError``) rather than ignoring it.
+and the placement rule that decides it (returned in ``Placement.prebinds``); the plan, the
+draft, the actuator, the in-flight result, the loop and the cache's assumption carry it as
+they are. A kind about claims the catalog does not hold yet (ResourceClaims) also brings
+them into the catalog (``Tables``) and the facts' feed (whose watch calls ``shown``).
+``DEVICES`` (a ResourceClaim's allocation, Dynamic Resource Allocation, issue 35) is
+reserved: nothing decides it yet, and every edge refuses it (``NotImplementedError``)
+rather than ignoring it.
 """
 
 from __future__ import annotations
