@@ -12,10 +12,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scheduler.decide.plan import Bind, CyclePlan, Provision
 from scheduler.feed.facts import ClusterFacts
+from scheduler.kube.client import Response
+from scheduler.kube.events import EventRecorder
 from scheduler.kube.write import prebind as writes
+from scheduler.kube.write.actuator import KubeActuator
+from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.prebind import PreBindWriter
-from scheduler.model import prebind
+from scheduler.kube.write.status import StatusWriter
+from scheduler.model import PodRef, prebind
 from scheduler.model.prebind import PreBind, PreBindKind
 from scheduler.model.volumes import (
     SELECTED_NODE_ANNOTATION,
@@ -25,6 +31,8 @@ from scheduler.model.volumes import (
     VolumeCatalog,
     VolumePhase,
 )
+from scheduler.placement.types import Assignment, Placement
+from tests.unit.kube.fakes import landed
 from tests.unit.kube.test_prebind_writer import FakeApi
 
 CLAIM = Claim("ns", "ckpt", uid="c1", storage_class="s")
@@ -161,6 +169,57 @@ def test_devices_are_refused_by_every_edge_until_dra() -> None:
     with pytest.raises(NotImplementedError, match="issue 35"):
         PreBindWriter(fake).undo([DEVICES])  # type: ignore[arg-type]
     assert fake.patches == []
+
+
+class BindingApi(FakeApi):
+    """The writer's fake, answering binds (with *bind_status*) and keeping every call."""
+
+    def __init__(self, bind_status: int) -> None:
+        super().__init__()
+        self.bind_status = bind_status
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, method: str, path: str, *, body: Any = None, **kw: Any) -> Response:
+        self.calls.append((method, path))
+        if method == "POST" and path.endswith("/binding"):
+            return Response(self.bind_status, b'{"message": "refused"}')
+        if path.startswith("/api/v1/namespaces/ns/pods/") or "/events" in path:
+            return Response(200, b"{}")
+        return super().request(method, path, body=body, **kw)
+
+
+@pytest.mark.parametrize("bind_status", [201, 403])
+def test_the_actuator_writes_them_before_the_bind_and_takes_them_back_if_it_fails(
+        bind_status: int) -> None:
+    """The plan's pre-bind decisions reach the writer: a provision's at once, a bind's
+    before any member binds (undone when the bind fails and nothing of it is kept)."""
+    fake = BindingApi(bind_status)
+    binder = Binder(fake, concurrency=1)  # type: ignore[arg-type]
+    act = KubeActuator(fake, binder, StatusWriter(fake),  # type: ignore[arg-type]
+                       EventRecorder(fake))  # type: ignore[arg-type]
+    claim_ref = CASES[PreBindKind.CLAIM_REF].decision
+    selected = PreBind("ns/data", PreBindKind.SELECTED_NODE, "node-1")
+    pod = PodRef("ns", "g-0", "u0")
+    placement = Placement("ns/g", (Assignment("worker", "node-1", 1),), prebinds=(claim_ref,))
+    plan = CyclePlan(now=0.0, binds=(Bind("ns/g", "q", placement, ((pod, "node-1"),)),),
+                     provisions=(Provision("ns/h", (selected,)),))
+    try:
+        result = landed(act.apply(plan, 0.0))
+    finally:
+        act.close()
+        binder.close()
+    patched = [p for m, p in fake.calls if m == "PATCH" and "/pods/" not in p]
+    bound = fake.calls.index(("POST", "/api/v1/namespaces/ns/pods/g-0/binding"))
+    assert patched[:2] == ["/api/v1/namespaces/ns/persistentvolumeclaims/data", PV_PATH]
+    assert fake.calls.index(("PATCH", PV_PATH)) < bound
+    anno = fake.objects["/api/v1/namespaces/ns/persistentvolumeclaims/data"]["metadata"]
+    assert anno["annotations"] == {SELECTED_NODE_ANNOTATION: "node-1"}
+    if bind_status == 201:
+        assert result.bound == ("ns/g",) and result.prebinds == (selected, claim_ref)
+        assert CASES[PreBindKind.CLAIM_REF].written(fake.objects)
+    else:  # the claimRef is taken back; the provision stands (its gang binds later)
+        assert "ns/g" in result.failed and result.prebinds == (selected,)
+        assert CASES[PreBindKind.CLAIM_REF].undone(fake.objects) and patched[2:] == [PV_PATH]
 
 
 def test_only_a_device_decision_carries_devices() -> None:
