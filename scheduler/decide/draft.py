@@ -29,11 +29,10 @@ from scheduler.decide.plan import (
     PendingReason,
     Provision,
     ReasonCategory,
-    describe_claims,
     map_pods,
 )
-from scheduler.model import Gang, RunningGang
-from scheduler.model.volumes import ClaimDecision
+from scheduler.model import Gang, RunningGang, prebind
+from scheduler.model.prebind import PreBind
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
 
@@ -98,11 +97,11 @@ class Draft:
         elif isinstance(outcome, Bound):
             self._bind(gang, queue, outcome)
         elif isinstance(outcome, Provisioned):
-            claims = outcome.fit.placement.claims
-            self._claim(claims)
-            self.provisions.append(Provision(gang.id, claims))
+            prebinds = outcome.fit.placement.prebinds
+            self._claim(prebinds)
+            self.provisions.append(Provision(gang.id, prebinds))
             self.wait(gang, ReasonCategory.VOLUMES,
-                      f"its claims are bound first ({describe_claims(claims)}): a claim its "
+                      f"its claims are bound first ({prebind.describe(prebinds)}): a claim its "
                       "members share across nodes is provisioned before they bind")
         else:
             self.evictions.extend(outcome.evictions)
@@ -122,13 +121,13 @@ class Draft:
                               members=fit.placement.members,
                               group_uid=gang.uid if gang.pod_group else None)
         self.snapshot = self.snapshot.with_running(running)
-        self._claim(fit.placement.claims)
+        self._claim(fit.placement.prebinds)
         self.ledger = charge_all(self.ledger, queue.name, fit.charges)
         self.binds.append(Bind(gang.id, queue.name, fit.placement, map_pods(gang, fit.placement),
                                gang.uid if gang.pod_group else None, gang.native))
 
-    def _claim(self, claims: tuple[ClaimDecision, ...]) -> None:
+    def _claim(self, prebinds: tuple[PreBind, ...]) -> None:
         """Later gangs see the claims decided (a PV taken, a claim provisioned for a node)."""
-        if claims:
+        if prebinds:
             self.snapshot = self.snapshot.with_volumes(
-                self.snapshot.volumes.with_decisions(claims))
+                prebind.assume(self.snapshot.volumes, prebinds))

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
-from scheduler.model import Gang, PodRef
+from scheduler.model import Gang, PodRef, prebind
 from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
+from scheduler.model.prebind import PreBind
 from scheduler.model.release import Release
-from scheduler.model.volumes import ClaimDecision
 from scheduler.placement.types import Placement
 
 
@@ -76,7 +76,7 @@ class Provision:
     members share across nodes is reachable from where only its new PV will tell."""
 
     gang_id: str
-    claims: tuple[ClaimDecision, ...]
+    prebinds: tuple[PreBind, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,13 +231,6 @@ def map_pods(gang: Gang, placement: Placement) -> tuple[tuple[PodRef, str], ...]
     return tuple(out)
 
 
-def describe_claims(decisions: tuple[ClaimDecision, ...]) -> str:
-    """``data -> PV pv-3, ckpt provisioned for node n-4``."""
-    return ", ".join(f"{d.claim.split('/', 1)[-1]} -> PV {d.target}" if d.action == "Bind"
-                     else f"{d.claim.split('/', 1)[-1]} provisioned for node {d.target}"
-                     for d in decisions)
-
-
 def explain(plan: CyclePlan, gang_id: str) -> str:
     """What this plan does about one gang, as text for ``gang-scheduler explain``."""
     lines: list[str] = []
@@ -246,12 +239,12 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
         lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
                      f"{bind.queue}): {spread}")
-        if bind.placement.claims:
-            lines.append(f"{gang_id}: claims first: {describe_claims(bind.placement.claims)}")
+        if bind.placement.prebinds:
+            lines.append(f"{gang_id}: claims first: {prebind.describe(bind.placement.prebinds)}")
     for prov in plan.provisions:
         if prov.gang_id == gang_id:
             lines.append(f"{gang_id}: claims to bind before it binds: "
-                         f"{describe_claims(prov.claims)}")
+                         f"{prebind.describe(prov.prebinds)}")
     for ev in plan.evictions:
         if ev.victim == gang_id:
             lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}")

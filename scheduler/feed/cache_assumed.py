@@ -1,4 +1,5 @@
-"""The cache's assumptions: binds (and claim decisions) taken as done before the watch shows them.
+"""The cache's assumptions: binds (and pre-bind decisions) taken as done before the watch
+shows them.
 
 A pod handed to the binder is *assumed* bound until the watch confirms it, so the next cycle
 does not hand the same capacity out twice (kube-scheduler's assume/forget). While its bind
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from scheduler.feed.facts import ClusterFacts
 from scheduler.model import PodRef
-from scheduler.model.volumes import ClaimDecision
+from scheduler.model.prebind import PreBind
 from scheduler.model.workloads import PodInfo
 
 
@@ -48,8 +49,8 @@ class Assuming:
                      namespaces: bool = False) -> None:
         raise NotImplementedError
 
-    def assume_claims(self, decisions: Iterable[ClaimDecision], now: float) -> None:
-        """Claim decisions the actuator carried out, until the watch shows them."""
+    def assume_prebinds(self, decisions: Iterable[PreBind], now: float) -> None:
+        """Pre-bind decisions the actuator carried out, until the watch shows them."""
         done = tuple(decisions)
         self.change_facts(lambda facts: facts.assume(done, now))
 
@@ -106,7 +107,7 @@ class Assuming:
             self._touch()
 
     def next_expiry(self) -> float | None:
-        """When an assumption (a bind done, a claim decision) lapses unless the watch
+        """When an assumption (a bind done, a pre-bind decision) lapses unless the watch
         confirms it first: the cache changes then with no event (None: nothing assumed that
         can lapse). Both lapse once strictly past that time."""
         with self._lock:

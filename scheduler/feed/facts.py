@@ -1,12 +1,13 @@
-"""Namespaces and volumes as the cluster cache knows them, with this scheduler's claim
+"""Namespaces and volumes as the cluster cache knows them, with this scheduler's pre-bind
 decisions assumed until the watch shows them (as pods are assumed bound).
 
 Why apart from ``ClusterCache``: the cache groups pods into gangs; these are plain facts
 the snapshot carries for placement (namespace labels for ``namespaceSelector``; claims, PVs,
-classes and attach limits for volume binding). A claim decision written by the actuator
+classes and attach limits for volume binding). A pre-bind decision written by the actuator
 (a PV's claimRef, a claim's selected-node annotation) is assumed in the catalog the next
 cycles see, so no other gang is given the same PV meanwhile; the assumption ends when the
-watch reports the claim (or PV) changed that way, or after ``ttl`` seconds.
+watch reports the claim changed that way (``prebind.shown``, per kind), or after ``ttl``
+seconds.
 """
 
 from __future__ import annotations
@@ -14,19 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.model.volumes import (
-    Claim,
-    ClaimAction,
-    ClaimDecision,
-    StorageClass,
-    Volume,
-    VolumeCatalog,
-)
+from scheduler.model import prebind
+from scheduler.model.prebind import PreBind
+from scheduler.model.volumes import Claim, StorageClass, Volume, VolumeCatalog
 
 
 @dataclass(frozen=True, slots=True)
 class _Assumed:
-    decision: ClaimDecision
+    decision: PreBind
     at: float
 
 
@@ -40,7 +36,7 @@ class ClusterFacts:
         self._volumes: dict[str, Volume] = {}
         self._classes: dict[str, StorageClass] = {}
         self._limits: dict[str, dict[str, int]] = {}
-        self._assumed: dict[str, _Assumed] = {}  # claim key -> decision
+        self._assumed: dict[tuple[str, str], _Assumed] = {}  # PreBind.subject -> decision
         self._catalog: VolumeCatalog | None = None
         self._ns_view: dict[str, dict[str, str]] | None = None
 
@@ -71,9 +67,10 @@ class ClusterFacts:
 
     def set_claim(self, key: str, claim: Claim | None) -> bool:
         changed = self._put(self._claims, key, claim)  # type: ignore[arg-type]
-        assumed = self._assumed.get(key)
-        if assumed is not None and (claim is None or _shows(claim, assumed.decision)):
-            del self._assumed[key]
+        subject = (prebind.PVC, key)
+        assumed = self._assumed.get(subject)
+        if assumed is not None and (claim is None or prebind.shown(claim, assumed.decision)):
+            del self._assumed[subject]
             self._catalog = None
         return changed
 
@@ -87,10 +84,10 @@ class ClusterFacts:
         return self._put(self._limits, node,  # type: ignore[arg-type]
                          dict(limits) if limits is not None else None)
 
-    def assume(self, decisions: Iterable[ClaimDecision], now: float) -> bool:
+    def assume(self, decisions: Iterable[PreBind], now: float) -> bool:
         changed = False
         for d in decisions:
-            self._assumed[d.claim] = _Assumed(d, now)
+            self._assumed[d.subject] = _Assumed(d, now)
             changed = True
         if changed:
             self._catalog = None
@@ -121,12 +118,6 @@ class ClusterFacts:
             base = VolumeCatalog.of(self._claims.values(), self._volumes.values(),
                                     self._classes.values(), self._limits)
             assumed = [a.decision for _, a in sorted(self._assumed.items())]
-            self._catalog = base.with_decisions(assumed) if assumed else base
+            self._catalog = prebind.assume(base, assumed) if assumed else base
         return self._catalog
 
-
-def _shows(claim: Claim, decision: ClaimDecision) -> bool:
-    """Does the watched claim already reflect *decision* (or moved past it)?"""
-    if decision.action is ClaimAction.BIND:
-        return bool(claim.volume_name)
-    return claim.selected_node == decision.target or bool(claim.volume_name)

@@ -1,5 +1,5 @@
 """Persistent volumes, claims, storage classes and per-node attach limits, as the scheduler
-needs them, and the decisions placement makes about claims.
+needs them (the decisions placement makes about claims: ``scheduler.model.prebind``).
 
 Why in the model: kube-scheduler's VolumeBinding, VolumeZone, VolumeRestrictions and
 NodeVolumeLimits plugins decide on these objects, and so does our placement core; the
@@ -11,7 +11,7 @@ the next gang of that cycle sees.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scheduler.model.labels import NO_LABELS, Labels, LabelSelector
@@ -131,20 +131,6 @@ class Claim:
         return "ReadWriteOncePod" in self.access_modes
 
 
-class ClaimAction(StrEnum):
-    BIND = "Bind"  # a static PV's claimRef set to the claim (the PV controller completes it)
-    PROVISION = "Provision"  # the selected-node annotation set (the provisioner creates a PV)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ClaimDecision:
-    """What placement decided for one unbound WaitForFirstConsumer claim of a gang."""
-
-    claim: str  # namespace/name
-    action: ClaimAction
-    target: str  # the PV's name (BIND) or the node's (PROVISION)
-
-
 @dataclass(frozen=True, slots=True)
 class VolumeCatalog:
     """Every claim, PV, class and CSINode limit the scheduler knows, by name."""
@@ -167,24 +153,6 @@ class VolumeCatalog:
     @property
     def empty(self) -> bool:
         return not self.claims
-
-    def with_decisions(self, decisions: Iterable[ClaimDecision]) -> VolumeCatalog:
-        """The catalog as it will be once *decisions* are carried out (assumed)."""
-        claims, volumes = dict(self.claims), dict(self.volumes)
-        for d in decisions:
-            claim = claims.get(d.claim)
-            if claim is None:
-                continue
-            if d.action is ClaimAction.BIND:
-                claims[d.claim] = replace(claim, volume_name=d.target, bind_completed=True)
-                pv = volumes.get(d.target)
-                if pv is not None:
-                    volumes[d.target] = replace(
-                        pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid),
-                        phase=VolumePhase.BOUND)
-            else:
-                claims[d.claim] = replace(claim, selected_node=d.target)
-        return VolumeCatalog(claims, volumes, self.classes, self.attach_limits)
 
 
 EMPTY_CATALOG = VolumeCatalog()

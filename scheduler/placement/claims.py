@@ -7,8 +7,8 @@ and NodeVolumeLimits plugins decide, for a whole gang at once.
   ``FindMatchingVolume`` picks) and reaches every node its members use, or, if its class
   provisions there, dynamic provisioning. Open claims of one gang get distinct PVs; the
   choice is a rule (``ClaimRule``) so greedy, CP-SAT and the final check agree, and
-  ``decide`` turns a placement into ``ClaimDecision``s for the actuator to carry out before
-  any member binds. A claim annotated ``volume.kubernetes.io/selected-node`` is only usable
+  ``decide`` turns a placement into ``PreBind`` decisions for the actuator to carry out
+  before any member binds. A claim annotated ``volume.kubernetes.io/selected-node`` is only usable
   on that node until it is bound, as in kube-scheduler.
 * A claim that is unbound otherwise (Immediate, or mid-binding) or missing makes the gang
   wait; a ``ReadWriteOncePod`` claim in use, or shared by two members, cannot be placed.
@@ -23,10 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from scheduler.model import Gang
+from scheduler.model.prebind import PreBind, PreBindKind
 from scheduler.model.volumes import (
     Claim,
-    ClaimAction,
-    ClaimDecision,
     StorageClass,
     Volume,
     VolumePhase,
@@ -216,7 +215,7 @@ class ClaimTerms:
             out[role] = replace(old, blocked=old.blocked | nodes, why=(*old.why, *why))
         return out
 
-    def decide(self, assign: Mapping[tuple[str, str], int]) -> tuple[ClaimDecision, ...] | None:
+    def decide(self, assign: Mapping[tuple[str, str], int]) -> tuple[PreBind, ...] | None:
         """What to do with each open claim for *assign* (None: inconsistent)."""
         used = _used(self.open_claims, assign)
         chosen = _choose(self.open_claims, used)
@@ -228,16 +227,16 @@ class ClaimTerms:
             if not nodes:
                 continue  # only optional members mount it, and none was placed
             opt = chosen[c.key]
-            out.append(ClaimDecision(c.key, ClaimAction.BIND, opt.pv) if opt.pv
-                       else ClaimDecision(c.key, ClaimAction.PROVISION, min(nodes)))
+            out.append(PreBind(c.key, PreBindKind.CLAIM_REF, opt.pv) if opt.pv
+                       else PreBind(c.key, PreBindKind.SELECTED_NODE, min(nodes)))
         return tuple(sorted(out))
 
     def provision_first(self, assign: Mapping[tuple[str, str], int],
-                        decisions: Iterable[ClaimDecision]) -> bool:
+                        decisions: Iterable[PreBind]) -> bool:
         """Must some claim be provisioned before the members bind? (A provisioned claim
         used on several nodes: where the new PV reaches is known only once it exists.)"""
         used = _used(self.open_claims, assign)
-        return any(d.action is ClaimAction.PROVISION and len(used[d.claim]) > 1
+        return any(d.kind is PreBindKind.SELECTED_NODE and len(used[d.claim]) > 1
                    for d in decisions)
 
 

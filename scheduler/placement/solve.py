@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
 from scheduler.model.demand import gpus_of
-from scheduler.model.volumes import ClaimDecision
+from scheduler.model.prebind import PreBind
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
 from scheduler.placement.cpsat import Budget, solve_counts
@@ -231,7 +231,7 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
         within = frozenset(scope) if scope is not None else None
         assign = (constrained.add_optional(problem, assign, within) if problem.coupled
                   else greedy.add_optional(problem, assign, snapshot.topology, within))
-    claims: tuple[ClaimDecision, ...] = ()
+    prebinds: tuple[PreBind, ...] = ()
     first = False
     if terms.active:
         broken = _broken(problem, assign)
@@ -243,7 +243,7 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
             if decided is None:
                 return Unplaceable(problem.gang.id, UnplaceableReason.VOLUMES,
                                    "no PV or provisioning reaches every member's node")
-            claims, first = decided, terms.claims.provision_first(assign, decided)
+            prebinds, first = decided, terms.claims.provision_first(assign, decided)
     constraint = problem.gang.topology
     domains_used = 0
     if constraint is not None and assign:
@@ -252,7 +252,7 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
         domains_used = len({topology.path(n)[depth] for _, n in assign})
     assignments = tuple(Assignment(role, node, count)
                         for (role, node), count in sorted(assign.items()) if count > 0)
-    return Placement(problem.gang.id, assignments, solved_by, domains_used, claims, first)
+    return Placement(problem.gang.id, assignments, solved_by, domains_used, prebinds, first)
 
 
 def _broken(problem: Problem, assign: Assign) -> str | None:

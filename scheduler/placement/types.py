@@ -13,8 +13,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from scheduler.model import Gang, RunningGang
+from scheduler.model.prebind import PreBind
 from scheduler.model.resources import Resources, total
-from scheduler.model.volumes import ClaimDecision
 
 if TYPE_CHECKING:
     from scheduler.world.snapshot import Snapshot
@@ -86,10 +86,11 @@ class Placement:
     assignments: tuple[Assignment, ...]  # sorted by (role, node); counts > 0
     solved_by: str = "greedy"  # "greedy" | "cpsat"
     domains_used: int = 0  # domains of the gang's topology level touched (0 without a constraint)
-    #: What to do with the gang's unbound WaitForFirstConsumer claims before any member binds.
-    claims: tuple[ClaimDecision, ...] = ()
+    #: What to write about the gang's claims before any member binds (its unbound
+    #: WaitForFirstConsumer claims: a PV's claimRef, a selected node).
+    prebinds: tuple[PreBind, ...] = ()
     #: A claim shared across nodes must be provisioned (and bound) before the members bind:
-    #: carry out ``claims`` and wait, instead of binding.
+    #: carry out ``prebinds`` and wait, instead of binding.
     volumes_first: bool = False
 
     def allocations(self, gang: Gang) -> tuple[tuple[str, Resources], ...]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from scheduler.decide.housekeeping import PartlyBound
 from scheduler.decide.plan import Bind
 from scheduler.model import PodRef
-from scheduler.model.volumes import ClaimDecision
+from scheduler.model.prebind import PreBind
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class ApplyResult:
     """What the actuator managed to carry out.
 
     ``binding``: the outcome, still to come, of every bind of the plan (an ``ApplyResult``
-    whose ``bound``, ``failed``, ``claims`` and ``unanswered`` are about those binds); when
+    whose ``bound``, ``failed``, ``prebinds`` and ``unanswered`` are about those binds); when
     it is set, ``bound`` and ``failed`` here name none of them.
     """
 
@@ -38,8 +38,8 @@ class ApplyResult:
     failed: Mapping[str, str] = field(default_factory=dict)  # gang id -> why not
     evicted: tuple[str, ...] = ()  # victim gang ids whose eviction was issued
     blocked: Mapping[str, str] = field(default_factory=dict)  # victim -> why not (e.g. a PDB)
-    #: Claim decisions carried out (PVs claimed, claims annotated for provisioning).
-    claims: tuple[ClaimDecision, ...] = ()
+    #: Pre-bind decisions carried out (PVs claimed, claims annotated for provisioning).
+    prebinds: tuple[PreBind, ...] = ()
     #: Of ``failed``, the gangs a bind of which got no reply at all (the apiserver away):
     #: their retry is due as soon as the cluster answers again.
     unanswered: tuple[str, ...] = ()

@@ -159,7 +159,7 @@ class Scheduler:
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
         self._retry_at = None if result.retry_in is None else now + result.retry_in
-        self.cache.assume_claims(result.claims, now)
+        self.cache.assume_prebinds(result.prebinds, now)
         since = self._complete.take([b.gang_id for b in plan.binds])
         partial = {b.gang_id: house.partly_bound[b.gang_id] for b in plan.binds
                    if b.gang_id in house.partly_bound}
@@ -237,7 +237,7 @@ class Scheduler:
             landed = f.landed if f.landed is not None else self.clock()
             self.cache.settle((ref for b in f.binds if b.gang_id in result.bound
                                for ref, _ in b.pod_nodes), landed)
-            self.cache.assume_claims(result.claims, landed)
+            self.cache.assume_prebinds(result.prebinds, landed)
             self._take(f.binds, result, f.partial, f.complete_since, landed)
             log.debug("binds_landed", bound=len(result.bound), failed=len(result.failed),
                       bind_ms=round((landed - f.launched) * 1000, 1))

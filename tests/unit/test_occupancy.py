@@ -10,8 +10,9 @@ from scheduler.feed.facts import ClusterFacts
 from scheduler.model import Gang, PodRequirements, Role, RunningGang
 from scheduler.model.constraints import PodAffinityTerm, PodConstraints
 from scheduler.model.labels import Labels, LabelSelector
+from scheduler.model.prebind import PreBind, PreBindKind
 from scheduler.model.resources import Resources
-from scheduler.model.volumes import Claim, ClaimAction, ClaimDecision, Volume
+from scheduler.model.volumes import Claim, Volume
 from scheduler.world.occupancy import Occupant
 from scheduler.world.snapshot import Snapshot
 from tests.unit.placement.builders import HOST, node
@@ -77,9 +78,9 @@ def test_facts_assume_a_claim_decision_until_the_watch_shows_it() -> None:
     f = ClusterFacts(ttl=10.0)
     f.set_claim("ns/c", Claim("ns", "c", storage_class="s"))
     f.set_volume("pv", Volume("pv", 1 << 30, storage_class="s"))
-    f.assume([ClaimDecision("ns/c", ClaimAction.BIND, "pv")], now=0.0)
+    f.assume([PreBind("ns/c", PreBindKind.CLAIM_REF, "pv")], now=0.0)
     assert f.catalog().claims["ns/c"].bound and f.catalog().volumes["pv"].claim_ref is not None
     f.set_claim("ns/c", Claim("ns", "c", storage_class="s", volume_name="pv"))  # the watch
     assert not f.catalog().claims["ns/c"].bound  # as watched: mid-binding, no assumption left
-    f.assume([ClaimDecision("ns/c", ClaimAction.PROVISION, "n1")], now=0.0)
+    f.assume([PreBind("ns/c", PreBindKind.SELECTED_NODE, "n1")], now=0.0)
     assert f.expire(now=11.0) and f.catalog().claims["ns/c"].selected_node == ""

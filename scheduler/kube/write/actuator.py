@@ -1,12 +1,12 @@
 """Carry out a ``CyclePlan`` on a real cluster: evict, nominate, claim, bind, roll back,
 explain.
 
-Everything comes from the plan: the pods to bind (and where), the claims to write first (a
-PV taken, a claim to provision), the victims' pods, the preemptors' pods and their nodes,
-the pods of every pending or unformed gang and its PodGroup if it has one (a
-scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup, whose conditions are written
-the way kube-scheduler writes them: ``native_status``), the partly bound gangs to roll back
-(``rollback``). The cluster cache is never read here.
+Everything comes from the plan: the pods to bind (and where), the pre-bind decisions to
+write first (a PV taken, a claim to provision: ``prebind``), the victims' pods, the
+preemptors' pods and their nodes, the pods of every pending or unformed gang and its
+PodGroup if it has one (a scheduler-plugins PodGroup's uid, or Kubernetes' own PodGroup,
+whose conditions are written the way kube-scheduler writes them: ``native_status``), the
+partly bound gangs to roll back (``rollback``). The cluster cache is never read here.
 
 Binding is on the critical path and happens outside the cycle: ``apply`` hands the plan's
 gangs to a binding stage and returns (their outcome is ``ApplyResult.binding``, taken in by
@@ -32,14 +32,14 @@ from scheduler.decide.plan import Bind, CyclePlan, Members
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
 from scheduler.kube.write.binder import Binder
-from scheduler.kube.write.claims import ClaimWriter
 from scheduler.kube.write.evictor import Evictor
 from scheduler.kube.write.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
+from scheduler.kube.write.prebind import PreBindWriter
 from scheduler.kube.write.rollback import Releaser
 from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.write.writer import BackgroundWriter, Retry, Task
 from scheduler.model import PodRef
-from scheduler.model.volumes import ClaimDecision
+from scheduler.model.prebind import PreBind
 from scheduler.run.inflight import ApplyResult
 from scheduler.run.metrics import SchedulerMetrics
 
@@ -70,7 +70,7 @@ class KubeActuator:
         self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
         self.writer = BackgroundWriter(retry=retry)
         self.evictor = Evictor(binder, events, self.writer, config.eviction_grace_period_seconds)
-        self.claims = ClaimWriter(binder.client)
+        self.prebinds = PreBindWriter(binder.client)
         self.releaser = Releaser(binder, statuses, self._announce_rollback, metrics)
         # Pods handed to the binder, with how many writer tasks had been taken up then. A
         # pending explanation or a nomination decided earlier must never land on them
@@ -89,18 +89,18 @@ class KubeActuator:
         evictions = self.evictor.evict(plan, now)
         self._mark_native_victims(plan, evictions.evicted)
         self._nominate(plan)
-        claims: list[ClaimDecision] = []
+        prebinds: list[PreBind] = []
         retries = [self.evictor.retry_in()]
         for prov in plan.provisions:
-            outcome = self.claims.apply(prov.claims, prov.gang_id)
-            claims += outcome.done
+            outcome = self.prebinds.apply(prov.prebinds, prov.gang_id)
+            prebinds += outcome.done
             retries.append(None if outcome.ok else self.evictor.retry_seconds)
         binding = self._hand_off(plan.binds)
         retries.append(self.evictor.retry_seconds if self.releaser.roll_back(plan.rollbacks)
                        else None)
         self._explain(plan)
         return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
-                           claims=tuple(claims), binding=binding,
+                           prebinds=tuple(prebinds), binding=binding,
                            retry_in=min((r for r in retries if r is not None), default=None))
 
     # Preemption ---------------------------------------------------------------------------
@@ -131,12 +131,12 @@ class KubeActuator:
             self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
-    def _bind_claims(self, binds: Sequence[Bind]) -> dict[str, str]:
-        """Claim writes of each gang before any member binds: gang id -> why they failed."""
+    def _write_prebinds(self, binds: Sequence[Bind]) -> dict[str, str]:
+        """Pre-bind writes of each gang before any member binds: gang id -> why they failed."""
         failed = {}
         for b in binds:
-            if b.placement.claims:
-                outcome = self.claims.apply(b.placement.claims, b.gang_id)
+            if b.placement.prebinds:
+                outcome = self.prebinds.apply(b.placement.prebinds, b.gang_id)
                 if not outcome.ok:
                     failed[b.gang_id] = f"claims not bound: {outcome.failure}"
         return failed
@@ -157,10 +157,10 @@ class KubeActuator:
         return self.stage.submit(self._bind, tuple(binds))
 
     def _bind(self, handed: Sequence[Bind]) -> ApplyResult:
-        """Bind gangs (claims first), on the binding stage: the gangs bound with the claim
-        writes that stand, those that failed (why, and what of them is kept)."""
-        claims_failed = self._bind_claims(handed)
-        binds = [b for b in handed if b.gang_id not in claims_failed]
+        """Bind gangs (pre-bind writes first), on the binding stage: the gangs bound with the
+        pre-bind writes that stand, those that failed (why, and what of them is kept)."""
+        prebinds_failed = self._write_prebinds(handed)
+        binds = [b for b in handed if b.gang_id not in prebinds_failed]
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
         pairs = list(zip(binds, outcomes, strict=True))
@@ -173,11 +173,11 @@ class KubeActuator:
                         if ref.uid not in kept:
                             self._binding.pop(ref.uid, None)
         bound: list[str] = []
-        claims: list[ClaimDecision] = []
-        failed: dict[str, str] = dict(claims_failed)
+        prebinds: list[PreBind] = []
+        failed: dict[str, str] = dict(prebinds_failed)
         for b, out in pairs:
             if out.ok:
-                claims += b.placement.claims
+                prebinds += b.placement.prebinds
                 bound.append(b.gang_id)
                 self._bound(b)
                 continue
@@ -186,10 +186,10 @@ class KubeActuator:
             log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
                         queue=b.queue, reason=why, bound=len(out.bound), held=len(out.held))
             if not (out.fenced or out.bound or out.held):  # nothing kept: its claims go back
-                self.claims.undo(b.placement.claims, b.gang_id)
+                self.prebinds.undo(b.placement.prebinds, b.gang_id)
         planned = {ref.uid: node for b in binds for ref, node in b.pod_nodes}
         return ApplyResult(
-            bound=tuple(bound), failed=failed, claims=tuple(claims),
+            bound=tuple(bound), failed=failed, prebinds=tuple(prebinds),
             unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
             fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
             # Kept bound (of a failed gang), or bound where the plan did not say (read back).

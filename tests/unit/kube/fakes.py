@@ -174,6 +174,6 @@ def landed(result: ApplyResult, timeout: float = 30.0) -> ApplyResult:
         return result
     done = result.binding.result(timeout=timeout)
     return dataclasses.replace(result, bound=done.bound, failed=done.failed,
-                               claims=result.claims + done.claims,
+                               prebinds=result.prebinds + done.prebinds,
                                unanswered=done.unanswered, fenced=done.fenced,
                                left=done.left, binding=None)

@@ -21,11 +21,10 @@ from scheduler.model.constraints import (
 from scheduler.model.labels import Labels, LabelSelector
 from scheduler.model.pods import NodeSelectorRequirement, NodeSelectorTerm, PreferredNodeTerm
 from scheduler.model.pods import SelectorOperator as Op
+from scheduler.model.prebind import PreBind, PreBindKind
 from scheduler.model.resources import Resources
 from scheduler.model.volumes import (
     Claim,
-    ClaimAction,
-    ClaimDecision,
     StorageClass,
     Volume,
     VolumeCatalog,
@@ -242,14 +241,14 @@ CASES = [
          want=lambda p: set(zones_of(p, zoned(6))) == {"c"}),
     Case("a bound claim's PV reaches zone b only", zoned(6),
          gang(workers(2, PodConstraints(claims=(ClaimUse("data", True),)))), volumes=CLAIMS,
-         want=lambda p: set(zones_of(p, zoned(6))) == {"b"} and p.claims == ()),
+         want=lambda p: set(zones_of(p, zoned(6))) == {"b"} and p.prebinds == ()),
     Case("a WaitForFirstConsumer claim gets the smallest PV that reaches its node", zoned(6),
          gang(workers(1, PodConstraints(claims=(ClaimUse("ckpt"),)))), volumes=CLAIMS,
-         want=lambda p: per_node(p) == {"n2": 1} and p.claims == (
-             ClaimDecision("ns/ckpt", ClaimAction.BIND, "pv-small"),)),
+         want=lambda p: per_node(p) == {"n2": 1} and p.prebinds == (
+             PreBind("ns/ckpt", PreBindKind.CLAIM_REF, "pv-small"),)),
     Case("a claim to provision, its member on one node: selected-node, then bind", zoned(3),
          gang(workers(1, PodConstraints(claims=(ClaimUse("scratch"),)))), volumes=CLAIMS,
-         want=lambda p: not p.volumes_first and p.claims[0].action is ClaimAction.PROVISION),
+         want=lambda p: not p.volumes_first and p.prebinds[0].kind is PreBindKind.SELECTED_NODE),
     Case("a claim to provision shared by members on several nodes: provisioned first",
          zoned(3), gang(workers(3, replace(anti(HOST), claims=(ClaimUse("scratch"),)))),
          volumes=CLAIMS, want=lambda p: p.volumes_first),

@@ -1,4 +1,4 @@
-"""ClaimWriter: claim decisions written conditionally before a gang binds, undone when the
+"""PreBindWriter: pre-bind decisions written conditionally before a gang binds, undone when the
 gang cannot bind, and never taking a PV someone else has meanwhile."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import copy
 from typing import Any
 
 from scheduler.kube.client import Response
-from scheduler.kube.write.claims import ClaimWriter
-from scheduler.model.volumes import SELECTED_NODE_ANNOTATION, ClaimAction, ClaimDecision
+from scheduler.kube.write.prebind import PreBindWriter
+from scheduler.model.prebind import PreBind, PreBindKind
+from scheduler.model.volumes import SELECTED_NODE_ANNOTATION
 
-BIND = ClaimDecision("ns/ckpt", ClaimAction.BIND, "pv-1")
-PROVISION = ClaimDecision("ns/data", ClaimAction.PROVISION, "node-1")
+BIND = PreBind("ns/ckpt", PreBindKind.CLAIM_REF, "pv-1")
+PROVISION = PreBind("ns/data", PreBindKind.SELECTED_NODE, "node-1")
 
 
 class FakeApi:
@@ -60,7 +61,7 @@ def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
 
 def test_writes_the_pv_claim_ref_and_the_selected_node() -> None:
     api = FakeApi()
-    out = ClaimWriter(api).apply([BIND, PROVISION], "ns/g")  # type: ignore[arg-type]
+    out = PreBindWriter(api).apply([BIND, PROVISION], "ns/g")  # type: ignore[arg-type]
     assert out.ok and out.done == (BIND, PROVISION)
     pv = api.objects["/api/v1/persistentvolumes/pv-1"]
     assert pv["spec"]["claimRef"]["name"] == "ckpt" and pv["spec"]["claimRef"]["uid"] == "c1"
@@ -71,7 +72,7 @@ def test_writes_the_pv_claim_ref_and_the_selected_node() -> None:
 def test_a_failed_write_undoes_the_ones_made() -> None:
     api = FakeApi()
     api.refuse.add("/api/v1/namespaces/ns/persistentvolumeclaims/data")
-    out = ClaimWriter(api).apply([BIND, PROVISION], "ns/g")  # type: ignore[arg-type]
+    out = PreBindWriter(api).apply([BIND, PROVISION], "ns/g")  # type: ignore[arg-type]
     assert not out.ok and "conflict" in out.failure and out.done == ()
     assert "claimRef" not in api.objects["/api/v1/persistentvolumes/pv-1"]["spec"]
 
@@ -80,13 +81,13 @@ def test_a_pv_taken_by_another_claim_is_not_stolen() -> None:
     api = FakeApi()
     api.objects["/api/v1/persistentvolumes/pv-1"]["spec"]["claimRef"] = {
         "namespace": "other", "name": "x"}
-    out = ClaimWriter(api).apply([BIND], "ns/g")  # type: ignore[arg-type]
+    out = PreBindWriter(api).apply([BIND], "ns/g")  # type: ignore[arg-type]
     assert not out.ok and "taken by other/x" in out.failure and api.patches == []
 
 
 def test_undo_after_a_failed_bind_leaves_what_the_controller_completed() -> None:
     api = FakeApi()
-    writer = ClaimWriter(api)  # type: ignore[arg-type]
+    writer = PreBindWriter(api)  # type: ignore[arg-type]
     assert writer.apply([BIND, PROVISION]).ok
     # The PV binder completed the checkpoint claim meanwhile; the provisioner did nothing.
     api.objects["/api/v1/namespaces/ns/persistentvolumeclaims/ckpt"]["spec"]["volumeName"] = \
