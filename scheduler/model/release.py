@@ -89,13 +89,19 @@ class Release:
         return self.whole_gang("Release.freed").allocations
 
     @property
+    def charges(self) -> tuple[tuple[str, Resources], ...]:
+        """(node, what quota and GPU accounting get back there), sorted by node: the gang's
+        ``RunningGang.charges``, which count a GPU that comes from a device claim too."""
+        return self.whole_gang("Release.charges").charges
+
+    @property
     def nodes(self) -> tuple[str, ...]:
         """The nodes where something is freed, sorted."""
         return tuple(n for n, _ in self.freed)
 
     @property
     def gpus(self) -> int:
-        """GPUs freed."""
+        """GPUs freed, as charged (``RunningGang.usage``)."""
         return gpus_of(self.whole_gang("Release.gpus").usage)
 
     def work_at_risk(self, now: float) -> float:
