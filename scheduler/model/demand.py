@@ -73,9 +73,9 @@ def gpus_of(resources: Mapping[str, int]) -> int:
 
     The one reader of the ``nvidia.com/gpu`` key. For the supply side (a node's allocatable
     or free GPUs, a quota's nominal), for the request part of ``role_demand``, and for
-    vectors that still stand for usage: what a running gang holds on a node and a ledger's
-    charges are sums of its pods' requests. What a gang *asks* is ``role_demand`` /
-    ``gang_demand``: a device claim is in no request vector."""
+    charges (``charge_of``, ``node_charges``, a ledger's usage), whose GPU entry is the
+    demand's. What a gang *asks* is ``role_demand`` / ``gang_demand``: a device claim is in
+    no request vector."""
     return resources.get(GPU, 0)
 
 
