@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
-from scheduler.model.demand import charge_of
 from scheduler.model.resources import Resources, total
 from scheduler.placement.types import Assignment, Placement
 from scheduler.world.snapshot import Snapshot
@@ -35,12 +34,12 @@ class QuotaVerdict:
 
 def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
     """Per pool, the most the gang could be charged there: each role in every pool it may use
-    (its required members' charges, ``scheduler.model.demand.charge_of``)."""
+    (its required members' charges, ``Role.charge``)."""
     per_pool: dict[str, list[Resources]] = {}
     for role in gang.roles:
         if role.required <= 0:
             continue
-        charge = charge_of(role) * role.required
+        charge = role.charge * role.required
         for pool in snapshot.eligible_pools(role.requirements):
             per_pool.setdefault(pool, []).append(charge)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}

@@ -109,6 +109,9 @@ class _Role(_Charged, Protocol):
     def name(self) -> str: ...
 
     @property
+    def charge(self) -> Resources: ...
+
+    @property
     def required(self) -> int: ...
 
 
@@ -136,6 +139,7 @@ def gang_demand(gang: _Gang) -> Demand:
 def charge_of(role: _Charged) -> Resources:
     """What quota charges for one member of *role*: its requests, with the GPU entry taken
     from its demand (``Role.demand``), so a GPU that comes from a device claim is charged.
+    Readers ask ``Role.charge``, which is this, worked out once per role.
 
     The very ``requests`` object when the two agree (today, always), so memos keyed on it
     by identity still hit."""
@@ -152,14 +156,14 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
     """Per node, sorted by node, what quota charges for members placed as *members* say
     ((role, node, pods)), whose requests there are *allocations* ((node, requests)).
 
-    *allocations* with each member's GPU entry taken from its role's demand (``charge_of``):
+    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``):
     the very *allocations* object while every role's charge is its requests (today, always;
     *members* is then not read). A gang known by its totals only (no members) is charged its
     allocations."""
     extra: dict[str, int] | None = None  # role name -> GPUs one member is charged beyond
     for role in roles:
         requests = role.requests
-        charge = charge_of(role)
+        charge = role.charge
         if charge is not requests:
             if extra is None:
                 extra = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.demand import Demand, gang_demand, node_charges, role_demand
+from scheduler.model.demand import Demand, charge_of, gang_demand, node_charges, role_demand
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
@@ -45,6 +45,8 @@ class Role:
     #: gang's roles are split on every key its own selectors read, so those are never mixed.
     labels: Labels = NO_LABELS
     mixed_labels: frozenset[str] = frozenset()
+    #: ``charge``, worked out on first use (every fit and running gang's charges read it).
+    _charge: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def required(self) -> int:
@@ -59,6 +61,16 @@ class Role:
         """What one member asks for in accounting units (``scheduler.model.demand``): read
         this, not ``requests``' GPU key, so a GPU that comes from a device claim counts too."""
         return role_demand(self)
+
+    @property
+    def charge(self) -> Resources:
+        """What quota charges for one member (``scheduler.model.demand.charge_of``): the very
+        ``requests`` object while its demand is its GPU request."""
+        known = self._charge
+        if known is None:
+            known = charge_of(self)
+            object.__setattr__(self, "_charge", known)
+        return known
 
 
 class TopologyMode(StrEnum):

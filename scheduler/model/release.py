@@ -8,8 +8,8 @@ events, evictions in the plan, and the simulator carrying them out. So a partial
 Today every decision releases whole gangs (``Release.whole``). A partial release can be
 named (``of_pods``) and says which pods it takes (``pods``: what an evictor needs), but what
 it frees is not known yet: a running gang says what its members use per node, not which
-member runs where. So ``freed`` (and ``nodes``, ``gpus``, ``work_at_risk``), the snapshot
-(``Snapshot.without``, ``Snapshot.pool_release``) and the simulator raise
+member runs where. So ``freed``, ``charges`` (and ``nodes``, ``gpus``, ``work_at_risk``),
+the snapshot (``Snapshot.without``, ``Snapshot.pool_release``) and the simulator raise
 ``NotImplementedError`` for one, through ``whole_gang``; the issue that first shrinks a
 gang gives running gangs their members' nodes and lifts that.
 """

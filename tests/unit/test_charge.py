@@ -67,6 +67,7 @@ def test_a_claimed_gpu_is_charged() -> None:
     assert role.demand.gpus == 8 and gpus_of(role.requests) == 4
     assert charge_of(role) == role.requests + {GPU: 4}
     assert gpus_of(charge_of(role)) == 8
+    assert role.charge == charge_of(role) and role.charge is role.charge  # kept once worked out
 
 
 def test_quota_refuses_a_gang_over_quota_by_its_claimed_gpus() -> None:
@@ -132,6 +133,7 @@ def test_today_the_charge_is_the_request_vector_itself(
         for i, (req, count, m) in enumerate(roles)))
     for role in gang.roles:
         assert charge_of(role) is role.requests
+        assert role.charge is role.requests
     node_names = [n.name for n in A100]
     assignments = tuple(sorted(
         (Assignment(r.name, n, data.draw(st.integers(1, 3), label=f"{r.name}@{n}"))

@@ -96,7 +96,7 @@ def test_resources_have_no_gpu_shortcut() -> None:
 
 #: Modules that charge quota or count charged GPUs (the ledger, its bounds and exact checks,
 #: releases, victim gain, reservation release): they read a member's *charge*
-#: (``demand.charge_of``, ``Placement.charges``, ``RunningGang.charges`` / ``usage``,
+#: (``Role.charge``, ``Placement.charges``, ``RunningGang.charges`` / ``usage``,
 #: ``Release.charges``), never a request vector (``.requests``) nor what a gang's pods
 #: request per node (``.allocations``), which a device claim is in neither of. The bound and
 #: the exact check must read the same charge, or they disagree.
@@ -127,5 +127,5 @@ def test_the_request_scan_sees_each_form_of_read() -> None:
 @pytest.mark.parametrize("path", CHARGERS)
 def test_quota_reads_charges_not_requests(path: str) -> None:
     lines = request_reads((ROOT / path).read_text())
-    assert not lines, (f"{path}:{lines}: charge quota with scheduler.model.demand.charge_of, "
-                       "Placement.charges or RunningGang.charges, not a request vector")
+    assert not lines, (f"{path}:{lines}: charge quota with Role.charge, Placement.charges "
+                       "or RunningGang.charges (scheduler.model.demand), not a request vector")
