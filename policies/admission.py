@@ -9,7 +9,7 @@ its required members or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from policies.queues import Queue
@@ -33,13 +33,15 @@ class QuotaVerdict:
 
 
 def pool_bounds(gang: Gang, snapshot: Snapshot) -> dict[str, Resources]:
-    """Per pool, the most the gang could be charged there: each role in every pool it may use."""
+    """Per pool, the most the gang could be charged there: each role in every pool it may use
+    (its required members' charges, ``Role.charge``)."""
     per_pool: dict[str, list[Resources]] = {}
     for role in gang.roles:
         if role.required <= 0:
             continue
+        charge = role.charge * role.required
         for pool in snapshot.eligible_pools(role.requirements):
-            per_pool.setdefault(pool, []).append(role.requests * role.required)
+            per_pool.setdefault(pool, []).append(charge)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 
 
@@ -63,13 +65,13 @@ def required_only(gang: Gang, placement: Placement) -> Placement:
 
 
 def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot,
-                      allocations: Iterable[tuple[str, Resources]] | None = None,
+                      allocations: tuple[tuple[str, Resources], ...] | None = None,
                       ) -> dict[str, Resources]:
-    """What the placement charges to each pool (*allocations*: ``placement.allocations(gang)``
-    when the caller has it already)."""
+    """What the placement charges to each pool (``Placement.charges`` summed per pool;
+    *allocations*: ``placement.allocations(gang)`` when the caller has it already)."""
     nodes = snapshot.nodes
     per_pool: dict[str, list[Resources]] = {}
-    for node, res in placement.allocations(gang) if allocations is None else allocations:
+    for node, res in placement.charges(gang, allocations):
         per_pool.setdefault(nodes[node].pool, []).append(res)
     return {pool: total(parts) for pool, parts in sorted(per_pool.items())}
 

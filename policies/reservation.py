@@ -129,7 +129,7 @@ def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
     start = len(events)
     for i, (_, releases) in enumerate(events):
         for r in releases:
-            slots.release(r.freed)
+            slots.release(r.charges)
         if slots.enough() and admissible_pools(gang, applicant.queue, ledgers.at(i),
                                                applicant.bounds, explain=False).admitted:
             start = i
@@ -266,8 +266,9 @@ class _Slots:
             for i, (_, g) in enumerate(self.roles):
                 per[i] += free // g
 
-    def release(self, allocations: tuple[tuple[str, Resources], ...]) -> None:
-        for node, res in allocations:
+    def release(self, charges: tuple[tuple[str, Resources], ...]) -> None:
+        """Count the GPUs *charges* give back ((node, charge), ``Release.charges``) as free."""
+        for node, res in charges:
             old = self.free.get(node)
             gpus = gpus_of(res)
             if old is None or gpus <= 0:

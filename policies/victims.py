@@ -66,7 +66,7 @@ class Room:
         if hit is not None and hit[0] is rg:
             return hit[1]
         nodes = self.nodes
-        freed = sum(gpus_of(r) for n, r in release.freed if n in nodes)
+        freed = sum(gpus_of(r) for n, r in release.charges if n in nodes)
         self.gains[rg.id] = (rg, freed)
         return freed
 
@@ -205,7 +205,7 @@ class VictimSearch:
         touching: dict[str, list[tuple[Candidate, int]]] = {}
         for cand in by_cost:
             per: dict[str, int] = {}
-            for n, r in cand.release.freed:
+            for n, r in cand.release.charges:
                 d = domain_of.get(n)
                 gpus = gpus_of(r)
                 if d is not None and gpus > 0:

@@ -19,7 +19,7 @@ from policies.admission import charge_all, placement_charges
 from policies.queues import PolicySet
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang
 from scheduler.model.resources import Resources
 from scheduler.world.snapshot import Snapshot
 
@@ -45,7 +45,7 @@ def queue_statuses(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySe
     after = snapshot
     for b in plan.binds:
         gang = by_id[b.gang_id]
-        after = after.with_running(RunningGang(gang, b.placement.allocations(gang), plan.now))
+        after = after.with_running(b.placement.as_running(gang, plan.now))
         ledger = charge_all(ledger, b.queue, placement_charges(gang, b.placement, snapshot))
     for n in plan.nominations:
         if n.placement is not None:

@@ -8,6 +8,12 @@ Allocation ResourceClaim (a device class, a MIG slice, a fraction): such a pod r
 So the readers ask this module instead, and the day a claim carries a GPU only
 ``role_demand`` learns to count it; quota and the rest charge it like any other GPU.
 
+Quota charges vectors, not GPU counts: a member's *charge* (``charge_of``) is its requests
+with the GPU entry taken from its demand. The bounds quota admits a gang by, the exact charge
+of a placement and what a running gang is charged per node (``node_charges``) are all made of
+it, so the bound and the exact check never disagree. A node's free capacity stays a matter of
+requests (``allocations``): what the kubelet counts.
+
 This is the one module that reads the GPU resource key of a resource vector (``gpus_of``);
 ``tests/unit/test_demand_seam.py`` keeps the others off it. With today's inputs a role's
 demand is exactly its GPU request, so no decision changes.
@@ -19,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.model.resources import GPU, parse_quantity
+from scheduler.model.resources import GPU, Resources, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +73,9 @@ def gpus_of(resources: Mapping[str, int]) -> int:
 
     The one reader of the ``nvidia.com/gpu`` key. For the supply side (a node's allocatable
     or free GPUs, a quota's nominal), for the request part of ``role_demand``, and for
-    vectors that still stand for usage: what a running gang holds on a node and a ledger's
-    charges are sums of its pods' requests. What a gang *asks* is ``role_demand`` /
-    ``gang_demand``: a device claim is in no request vector."""
+    charges (``charge_of``, ``node_charges``, a ledger's usage), whose GPU entry is the
+    demand's. What a gang *asks* is ``role_demand`` / ``gang_demand``: a device claim is in
+    no request vector."""
     return resources.get(GPU, 0)
 
 
@@ -88,7 +94,23 @@ class _Member(Protocol):
     def requests(self) -> Mapping[str, int]: ...
 
 
-class _Role(_Member, Protocol):
+class _Charged(Protocol):
+    """What ``charge_of`` reads of a role (``scheduler.model.gangs.Role``)."""
+
+    @property
+    def requests(self) -> Resources: ...
+
+    @property
+    def demand(self) -> Demand: ...
+
+
+class _Role(_Charged, Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def charge(self) -> Resources: ...
+
     @property
     def required(self) -> int: ...
 
@@ -102,7 +124,7 @@ class _Gang(Protocol):
 
 def role_demand(role: _Member) -> Demand:
     """What one member of *role* (or one pod) asks for: its GPU request today; the devices
-    of its claims will add here."""
+    of its claims will add here. Readers ask ``Role.demand``, which is this."""
     return Demand(gpus_of(role.requests))
 
 
@@ -111,4 +133,51 @@ def gang_demand(gang: _Gang) -> Demand:
 
     The sum over roles of one member's demand times the role's required members (the demand
     counterpart of ``Gang.min_requests``)."""
-    return total(role_demand(r).times(r.required) for r in gang.roles)
+    return total(r.demand.times(r.required) for r in gang.roles)
+
+
+def charge_of(role: _Charged) -> Resources:
+    """What quota charges for one member of *role*: its requests, with the GPU entry taken
+    from its demand (``Role.demand``), so a GPU that comes from a device claim is charged.
+    Readers ask ``Role.charge``, which is this, worked out once per role.
+
+    The very ``requests`` object when the two agree (today, always), so memos keyed on it
+    by identity still hit."""
+    requests = role.requests
+    gpus = role.demand.gpus
+    if gpus == gpus_of(requests):
+        return requests
+    return requests + {GPU: gpus - gpus_of(requests)}
+
+
+def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable[_Role],
+                 members: Iterable[tuple[str, str, int]],
+                 ) -> tuple[tuple[str, Resources], ...]:
+    """Per node, sorted by node, what quota charges for members placed as *members* say
+    ((role, node, pods)), whose requests there are *allocations* ((node, requests)).
+
+    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``):
+    the very *allocations* object while every role's charge is its requests (today, always;
+    *members* is then not read). A gang known by its totals only (no members) is charged its
+    allocations."""
+    extra: dict[str, int] | None = None  # role name -> GPUs one member is charged beyond
+    for role in roles:
+        requests = role.requests
+        charge = role.charge
+        if charge is not requests:
+            if extra is None:
+                extra = {}
+            extra[role.name] = gpus_of(charge) - gpus_of(requests)
+    if extra is None:
+        return allocations
+    more: dict[str, int] = {}
+    for role_name, node, pods in members:
+        gpus = extra.get(role_name, 0) * pods
+        if gpus:
+            more[node] = more.get(node, 0) + gpus
+    if not more:
+        return allocations
+    out = dict(allocations)
+    for node, gpus in more.items():
+        out[node] = out.get(node, Resources()) + {GPU: gpus}
+    return tuple(sorted(out.items()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.demand import Demand, gang_demand, role_demand
+from scheduler.model.demand import Demand, charge_of, gang_demand, node_charges, role_demand
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
@@ -45,6 +45,8 @@ class Role:
     #: gang's roles are split on every key its own selectors read, so those are never mixed.
     labels: Labels = NO_LABELS
     mixed_labels: frozenset[str] = frozenset()
+    #: ``charge``, worked out on first use (every fit and running gang's charges read it).
+    _charge: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def required(self) -> int:
@@ -59,6 +61,16 @@ class Role:
         """What one member asks for in accounting units (``scheduler.model.demand``): read
         this, not ``requests``' GPU key, so a GPU that comes from a device claim counts too."""
         return role_demand(self)
+
+    @property
+    def charge(self) -> Resources:
+        """What quota charges for one member (``scheduler.model.demand.charge_of``): the very
+        ``requests`` object while its demand is its GPU request."""
+        known = self._charge
+        if known is None:
+            known = charge_of(self)
+            object.__setattr__(self, "_charge", known)
+        return known
 
 
 class TopologyMode(StrEnum):
@@ -163,8 +175,9 @@ class Gang:
 class RunningGang:
     """A gang whose members are bound: what the snapshot charges, and preemption may remove.
 
-    ``allocations`` maps node name to what the gang uses there. Pods of the default scheduler
-    are not gangs: they only appear in the snapshot's per-node usage and are never victims.
+    ``allocations`` maps node name to what the gang's pods request there (what the node has
+    less of); ``charges`` to what quota charges it there. Pods of the default scheduler are
+    not gangs: they only appear in the snapshot's per-node usage and are never victims.
     """
 
     gang: Gang
@@ -185,14 +198,29 @@ class RunningGang:
     #: Its scheduler-plugins PodGroup's uid, if it has one: where events about the gang go
     #: (``Preempted``, naming the preemptor). Where to write, not what to decide: not compared.
     group_uid: str | None = field(default=None, compare=False, repr=False)
+    #: ``charges``, worked out on first use (the ledger and accounting read it often).
+    _charges: tuple[tuple[str, Resources], ...] | None = field(
+        default=None, init=False, compare=False, repr=False)
 
     @property
     def id(self) -> str:
         return self.gang.id
 
     @property
+    def charges(self) -> tuple[tuple[str, Resources], ...]:
+        """(node, what quota charges the gang there), sorted by node: ``allocations`` with
+        each member's GPUs taken from its role's demand (``scheduler.model.demand``); the
+        very ``allocations`` while every role's charge is its requests."""
+        known = self._charges
+        if known is None:
+            known = node_charges(self.allocations, self.gang.roles, self.members)
+            object.__setattr__(self, "_charges", known)
+        return known
+
+    @property
     def usage(self) -> Resources:
-        return total(res for _, res in self.allocations)
+        """What quota charges the gang in all (its ``charges`` summed)."""
+        return total(res for _, res in self.charges)
 
     @property
     def nodes(self) -> tuple[str, ...]:

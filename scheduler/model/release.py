@@ -8,8 +8,8 @@ events, evictions in the plan, and the simulator carrying them out. So a partial
 Today every decision releases whole gangs (``Release.whole``). A partial release can be
 named (``of_pods``) and says which pods it takes (``pods``: what an evictor needs), but what
 it frees is not known yet: a running gang says what its members use per node, not which
-member runs where. So ``freed`` (and ``nodes``, ``gpus``, ``work_at_risk``), the snapshot
-(``Snapshot.without``, ``Snapshot.pool_release``) and the simulator raise
+member runs where. So ``freed``, ``charges`` (and ``nodes``, ``gpus``, ``work_at_risk``),
+the snapshot (``Snapshot.without``, ``Snapshot.pool_release``) and the simulator raise
 ``NotImplementedError`` for one, through ``whole_gang``; the issue that first shrinks a
 gang gives running gangs their members' nodes and lifts that.
 """
@@ -89,13 +89,19 @@ class Release:
         return self.whole_gang("Release.freed").allocations
 
     @property
+    def charges(self) -> tuple[tuple[str, Resources], ...]:
+        """(node, what quota and GPU accounting get back there), sorted by node: the gang's
+        ``RunningGang.charges``, which count a GPU that comes from a device claim too."""
+        return self.whole_gang("Release.charges").charges
+
+    @property
     def nodes(self) -> tuple[str, ...]:
         """The nodes where something is freed, sorted."""
         return tuple(n for n, _ in self.freed)
 
     @property
     def gpus(self) -> int:
-        """GPUs freed."""
+        """GPUs freed, as charged (``RunningGang.usage``)."""
         return gpus_of(self.whole_gang("Release.gpus").usage)
 
     def work_at_risk(self, now: float) -> float:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from scheduler.model import Gang, RunningGang
+from scheduler.model.demand import node_charges
 from scheduler.model.prebind import PreBind
 from scheduler.model.resources import Resources, total
 
@@ -99,6 +100,14 @@ class Placement:
         for a in self.assignments:
             per_node.setdefault(a.node, []).append(gang.role(a.role).requests * a.count)
         return tuple((node, total(parts)) for node, parts in sorted(per_node.items()))
+
+    def charges(self, gang: Gang, allocations: tuple[tuple[str, Resources], ...] | None = None,
+                ) -> tuple[tuple[str, Resources], ...]:
+        """What quota charges for the placement per node, sorted by node (*allocations*:
+        ``allocations(gang)`` when the caller has it already): the allocations themselves
+        while every role's charge is its requests (``scheduler.model.demand.node_charges``)."""
+        return node_charges(self.allocations(gang) if allocations is None else allocations,
+                            gang.roles, ((a.role, a.node, a.count) for a in self.assignments))
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -71,7 +71,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
     held: dict[tuple[str, str, str], int] = defaultdict(int)
     on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
-        for where, res in rg.allocations:
+        for where, res in rg.charges:
             gpus = gpus_of(res)
             if where in nodes and gpus:
                 held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += gpus

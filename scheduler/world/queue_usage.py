@@ -55,7 +55,7 @@ def _charge(usage: dict[tuple[str, str], Resources], count: dict[str, int], rg: 
         count[queue] = n
     else:
         count.pop(queue, None)
-    for name, res in rg.allocations:
+    for name, res in rg.charges:
         node = nodes.get(name)
         if node is None:
             continue

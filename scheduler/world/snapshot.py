@@ -266,7 +266,8 @@ class Snapshot:
         return hit
 
     def pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
-        """What a running gang uses per pool (shared: not to be changed)."""
+        """What quota charges a running gang per pool (its ``charges``; shared: not to be
+        changed)."""
         cache = self._index.charges
         known = cache.get(id(gang))
         if known is not None and known[0] is gang:
@@ -275,7 +276,7 @@ class Snapshot:
             cache.clear()  # gangs come and go; keep the memo bounded
         nodes = self._index.nodes
         per_pool: dict[str, list[Resources]] = {}
-        for node, res in gang.allocations:
+        for node, res in gang.charges:
             if node in nodes:
                 per_pool.setdefault(nodes[node].pool, []).append(res)
         usage = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
@@ -283,7 +284,7 @@ class Snapshot:
         return usage
 
     def pool_release(self, release: Release) -> dict[str, Resources]:
-        """What *release* frees per pool (shared: not to be changed)."""
+        """What *release* gives back to quota per pool (shared: not to be changed)."""
         return self.pool_usage(release.whole_gang("Snapshot.pool_release"))
 
     @property

@@ -92,3 +92,40 @@ def test_the_seam_reads_it() -> None:
 def test_resources_have_no_gpu_shortcut() -> None:
     assert not hasattr(Resources, "gpus"), (
         "Resources.gpus is a second reader of the GPU key: use scheduler.model.demand.gpus_of")
+
+
+#: Modules that charge quota or count charged GPUs (the ledger, its bounds and exact checks,
+#: releases, victim gain, reservation release): they read a member's *charge*
+#: (``Role.charge``, ``Placement.charges``, ``RunningGang.charges`` / ``usage``,
+#: ``Release.charges``), never a request vector (``.requests``) nor what a gang's pods
+#: request per node (``.allocations``), which a device claim is in neither of. The bound and
+#: the exact check must read the same charge, or they disagree.
+CHARGERS = (
+    "policies/admission.py",
+    "policies/preemption.py",
+    "policies/quota.py",
+    "policies/reservation.py",
+    "policies/victims.py",
+    "scheduler/decide/recall.py",
+    "scheduler/decide/statuses.py",
+    "scheduler/world/queue_usage.py",
+)
+
+
+def request_reads(source: str) -> list[int]:
+    """Lines that read an attribute ``requests`` or ``allocations``."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                  and node.attr in ("requests", "allocations"))
+
+
+def test_the_request_scan_sees_each_form_of_read() -> None:
+    src = "a = role.requests * 2\nb = rg.allocations\nc = p.allocations(g)\nd = rg.charges\n"
+    assert request_reads(src) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("path", CHARGERS)
+def test_quota_reads_charges_not_requests(path: str) -> None:
+    lines = request_reads((ROOT / path).read_text())
+    assert not lines, (f"{path}:{lines}: charge quota with Role.charge, Placement.charges "
+                       "or RunningGang.charges (scheduler.model.demand), not a request vector")
