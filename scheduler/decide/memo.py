@@ -36,6 +36,7 @@ from scheduler.decide.obstacles import Obstacles
 from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import PendingReason
 from scheduler.decide.recall import Recall, Shape
+from scheduler.kit.memo import Last
 from scheduler.model import Gang, RunningGang
 from scheduler.model.demand import gpus_of
 from scheduler.placement.never import never_placeable
@@ -71,9 +72,10 @@ class Memo:
         #: (shape, pools, allowed nodes) -> the key of the room last made for them.
         self._last_room: dict[tuple[object, ...], tuple[tuple[object, ...], frozenset[str]]] = {}
         self._reserved: dict[tuple[object, ...], QuotaLedger] = {}  # ledger, reservations
-        self._base: tuple[frozenset[str], PlacementParams] | None = None  # nominated nodes
-        self._restricted: tuple[PlacementParams, dict[tuple[Reservation, ...],
-                                                      PlacementParams]] | None = None
+        self._base: Last[frozenset[str], PlacementParams] = Last()  # nominated nodes
+        #: base -> reservations -> params.
+        self._restricted: Last[PlacementParams, dict[tuple[Reservation, ...],
+                                                     PlacementParams]] = Last()
 
     # Failures -----------------------------------------------------------------------------
     def failure_key(self, epoch: Epoch, gang: Gang, queue: str,
@@ -179,20 +181,15 @@ class Memo:
     # Placement knobs ----------------------------------------------------------------------
     def base_params(self, policy: PlacementParams, obstacles: Obstacles) -> PlacementParams:
         """The policy's placement knobs with the nominated nodes excluded."""
-        nominated = obstacles.nominated
-        if self._base is None or self._base[0] is not nominated:
-            self._base = (nominated, replace(
-                policy, excluded_nodes=policy.excluded_nodes | nominated))
-        return self._base[1]
+        return self._base.get(obstacles.nominated, lambda nominated: replace(
+            policy, excluded_nodes=policy.excluded_nodes | nominated))
 
     def backfill_params(self, restricting: tuple[Reservation, ...],
                         base: PlacementParams) -> PlacementParams:
         """``reservation.backfill_params``, once per set of reservations (and base)."""
         if not restricting:
             return base
-        if self._restricted is None or self._restricted[0] is not base:
-            self._restricted = (base, {})
-        known = self._restricted[1]
+        known = self._restricted.get(base, lambda _: {})
         hit = known.get(restricting)
         if hit is None:
             hit = known[restricting] = backfill_params(restricting, base)

@@ -28,6 +28,7 @@ from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.decide.housekeeping import members
 from scheduler.decide.plan import Members, ReasonCategory
+from scheduler.kit.memo import Last
 from scheduler.model import Gang, Role
 from scheduler.model.resources import EMPTY, Resources
 from scheduler.world.node_index import NodeIndex
@@ -60,11 +61,10 @@ class Recall:
 
     __slots__ = ("_admissible", "_ledger", "_numbers", "_shapes", "_tree", "index")
 
-    _tree: tuple[QueueSet, QuotaTree, frozenset[str]] | None
-
     def __init__(self, index: NodeIndex) -> None:
         self.index = index
-        self._tree = None
+        #: The queue set -> its tree and its parent queues.
+        self._tree: Last[QueueSet, tuple[QuotaTree, frozenset[str]]] = Last()
         self._ledger: tuple[QuotaTree, Mapping[tuple[str, str], Resources], QuotaLedger] | None \
             = None
         self._admissible: tuple[QueueSet, dict[str, Judged]] | None = None
@@ -75,18 +75,11 @@ class Recall:
 
     def tree(self, queues: QueueSet) -> QuotaTree:
         """The quota tree of *queues*."""
-        return self._tree_of(queues)[1]
+        return self._tree.get(queues, _tree_of)[0]
 
     def parents(self, queues: QueueSet) -> frozenset[str]:
         """The queues of *queues* with children."""
-        return self._tree_of(queues)[2]
-
-    def _tree_of(self, queues: QueueSet) -> tuple[QueueSet, QuotaTree, frozenset[str]]:
-        if self._tree is None or self._tree[0] is not queues:
-            tree = QuotaTree.build(queues)
-            parents = frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)
-            self._tree = (queues, tree, parents)
-        return self._tree
+        return self._tree.get(queues, _tree_of)[1]
 
     def ledger(self, tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
         """The running gangs charged to their queues (the snapshot's usage per queue and pool).
@@ -149,3 +142,8 @@ class Recall:
         shape = Shape(number, bounds, tuple(sorted(bounds.items())), pools)
         self._shapes[id(roles)] = (roles, shape)
         return shape
+
+
+def _tree_of(queues: QueueSet) -> tuple[QuotaTree, frozenset[str]]:
+    tree = QuotaTree.build(queues)
+    return tree, frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)

@@ -1,0 +1,60 @@
+"""scheduler.kit.memo: typed slots in one store, one bounding policy, the last answer."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from scheduler.kit.memo import BOUND, Last, Slot, Slots
+
+SQUARES: Slot[int, int] = Slot("squares", bound=3)
+NAMES: Slot[int, str] = Slot("names")
+
+
+def test_a_slot_keeps_what_was_made_for_its_key() -> None:
+    slots, made = Slots(), []
+
+    def square(n: int) -> int:
+        made.append(n)
+        return n * n
+
+    assert [slots.get(SQUARES, n, partial(square, n)) for n in (2, 2, 3, 2)] == [4, 4, 9, 4]
+    assert made == [2, 3]
+
+
+def test_slots_are_apart_even_under_one_key() -> None:
+    slots = Slots()
+    slots.put(SQUARES, 1, 1)
+    slots.put(NAMES, 1, "one")
+    assert slots.table(SQUARES) == {1: 1} and slots.table(NAMES) == {1: "one"}
+    assert Slot("squares").bound == BOUND
+
+
+def test_a_full_table_is_cleared_before_one_more() -> None:
+    slots = Slots()
+    for n in range(3):
+        slots.put(SQUARES, n, n * n)
+    assert len(slots.table(SQUARES)) == 3
+    slots.put(SQUARES, 9, 81)
+    assert slots.table(SQUARES) == {9: 81}
+
+
+def test_a_value_of_none_is_kept() -> None:
+    slot: Slot[int, None] = Slot("nothing")
+    slots, made = Slots(), []
+    for _ in range(2):
+        slots.get(slot, 0, lambda: made.append(0))
+    assert made == [0]
+
+
+def test_last_answers_again_only_for_the_same_object() -> None:
+    last: Last[tuple[int, ...], int] = Last()
+    a, b = (1, 2), tuple([1, 2])
+    made = []
+
+    def total(t: tuple[int, ...]) -> int:
+        made.append(t)
+        return sum(t)
+
+    assert last.get(a, total) == 3 and last.get(a, total) == 3 and made == [a]
+    assert last.peek(a) == 3 and last.peek(b) is None  # equal, not the same object
+    assert last.get(b, total) == 3 and len(made) == 2
