@@ -15,6 +15,13 @@ same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
 
 Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
 recall (tests, benchmarks, the first cycle) decides exactly as with a warm one.
+
+Why apart from the cycle's ``Memo`` and its slots: a recall outlives ``decide`` (the loop
+keeps it while the node index stays), so what it keeps must stay right across cycles whose
+snapshots, ledgers and gangs all differ; its entries are keyed by the long-lived objects
+(queue set, gang and roles objects, the last usage) and refreshed incrementally. A memo slot
+lives for one cycle and may key by anything of that cycle (a ledger, the obstacles), since
+the whole store is dropped with it.
 """
 
 from __future__ import annotations

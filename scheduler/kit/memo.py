@@ -9,7 +9,10 @@ One bounding policy: a slot's table is cleared when it holds ``bound`` entries a
 is to be added. Size rule: the bound is the number of distinct keys one owner of the store
 may ask about in its life (a cycle: its ledgers times its shapes), so that clearing is a
 guard against a run away, not a working-set policy; ``BOUND`` unless the slot says
-otherwise. Every slot keeps a pure function of its key, so clearing changes no answer.
+otherwise (a smaller bound where each key holds a large value alive). Every slot keeps a
+pure function of its key, so clearing changes no answer; what is the same for the store's
+whole life (a cycle's policies, its running gangs) need not be part of a key. A slot used
+through ``Slots.last`` keeps one entry.
 
 ``Last`` keeps the last (input, result) and gives the result again while the input is the
 very same object (compared with ``is``): the idiom for values worked out from an immutable
@@ -74,6 +77,13 @@ class Slots:
         if hit is _MISSING:
             hit = self.put(slot, key, make())
         return cast(_V, hit)
+
+    def last(self, slot: Slot[_I, _V], input: _I, make: Callable[[_I], _V]) -> _V:
+        """``Last.get`` in the store: the slot keeps only its last (input, result)."""
+        held = self._tables.get(slot)
+        if held is None:
+            held = self._tables[slot] = cast(Any, Last())
+        return cast(Last[_I, _V], held).get(input, make)
 
     def clear(self) -> None:
         self._tables.clear()
