@@ -180,5 +180,5 @@ EVER: Slot[tuple[str, object], bool] = Slot("admission.ever_admissible")
 def ever_admissible(slots: Slots, gang: Gang, queue: Queue, bounds: Mapping[str, Resources],
                     tree: QuotaTree, key: object) -> bool:
     """Would quota admit the gang with every queue idle? (*key*: its bounds as a key.)"""
-    return slots.get(EVER, (queue.name, key), lambda: admissible_pools(
+    return slots.get_or_make(EVER, (queue.name, key), lambda: admissible_pools(
         gang, queue, QuotaLedger.empty(tree), bounds, explain=False).admitted)

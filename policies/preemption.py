@@ -148,7 +148,7 @@ def candidates_in(slots: Slots, applicant: Applicant, snapshot: Snapshot, ledger
            len(untouchable))
     found = slots.table(SCANS).get(key)
     if found is None:
-        by_queue = slots.get(BY_QUEUE, None, lambda: running_by_queue(snapshot))
+        by_queue = slots.get_or_make(BY_QUEUE, None, lambda: running_by_queue(snapshot))
         found = slots.put(SCANS, key, scan(applicant, snapshot, ledger, queues, now,
                                            untouchable, by_queue))
     return without(found, gang)

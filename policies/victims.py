@@ -20,7 +20,7 @@ from policies.fit import Applicant, Fit, Misfit, World, fit
 from policies.preemption import Candidate, could_preempt_back, ledger_without
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger
-from scheduler.kit.memo import Slot, Slots
+from scheduler.kit.memo import LARGE, Slot, Slots, kept_for
 from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
@@ -62,14 +62,9 @@ class Room:
 
     def gain(self, release: Release) -> int:
         """GPUs *release* would free on these nodes."""
-        rg = release.whole_gang("Room.gain")
-        hit = self.gains.get(rg.id)
-        if hit is not None and hit[0] is rg:
-            return hit[1]
-        nodes = self.nodes
-        freed = sum(gpus_of(r) for n, r in release.freed if n in nodes)
-        self.gains[rg.id] = (rg, freed)
-        return freed
+        rg, nodes = release.whole_gang("Room.gain"), self.nodes
+        return kept_for(self.gains, rg.id, rg, lambda _: sum(
+            gpus_of(r) for n, r in release.freed if n in nodes), LARGE)
 
     def domain_of(self, level: str, snapshot: Snapshot) -> dict[str, str]:
         """Node -> its domain at *level* (a node without the label is a domain of its own)."""

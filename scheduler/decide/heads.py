@@ -42,11 +42,11 @@ def held_back(draft: Draft, queue: Queue) -> Waiting | None:
     slots = draft.context.memo.slots
     blocker = obstacles.blocker
     if blocker is not None:
-        return slots.get(HELD, ("", blocker), lambda: Waiting(
+        return slots.get_or_make(HELD, ("", blocker), lambda: Waiting(
             R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
     head = obstacles.heads.get(queue.name)
     if head is not None:
-        return slots.get(HELD, (queue.name, head), lambda: Waiting(
+        return slots.get_or_make(HELD, (queue.name, head), lambda: Waiting(
             R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
     return None
 

@@ -35,7 +35,7 @@ from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.decide.housekeeping import members
 from scheduler.decide.plan import Members, ReasonCategory
-from scheduler.kit.memo import Last
+from scheduler.kit.memo import LARGE, Last, kept_for
 from scheduler.model import Gang, Role
 from scheduler.model.resources import EMPTY, Resources
 from scheduler.world.node_index import NodeIndex
@@ -48,10 +48,6 @@ Judged = tuple[Gang, Admissible, Members]
 
 #: Per-pool bounds as a hashable key.
 BoundsKey = tuple[tuple[str, Resources], ...]
-
-#: Memos keyed by objects that come and go are emptied beyond this many entries.
-_BOUND = 100_000
-
 
 @dataclass(frozen=True, slots=True)
 class Shape:
@@ -131,14 +127,14 @@ class Recall:
 
     def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
         """The shape of the gang's roles (worked out once per roles object)."""
-        roles = gang.roles
-        hit = self._shapes.get(id(roles))
-        if hit is not None and hit[0] is roles:
-            return hit[1]
+        return kept_for(self._shapes, id(gang.roles), gang.roles,
+                        lambda roles: self._shape(gang, roles, snapshot), LARGE)
+
+    def _shape(self, gang: Gang, roles: tuple[Role, ...], snapshot: Snapshot) -> Shape:
         numbers, counter = self._numbers
-        if len(self._shapes) > _BOUND:
-            # Numbers are never reused, so a number handed out before means the same shape.
-            self._shapes.clear()
+        if not self._shapes:
+            # Emptied when full (or never filled): numbers are never reused, so a number
+            # handed out before still means the same shape.
             numbers.clear()
         key = tuple((r.name, r.count, r.min_count, r.requirements) for r in roles)
         number = numbers.get(key)
@@ -146,9 +142,7 @@ class Recall:
             number = numbers[key] = next(counter)
         bounds = pool_bounds(gang, snapshot)
         pools = frozenset(p for r in roles for p in snapshot.eligible_pools(r.requirements))
-        shape = Shape(number, bounds, tuple(sorted(bounds.items())), pools)
-        self._shapes[id(roles)] = (roles, shape)
-        return shape
+        return Shape(number, bounds, tuple(sorted(bounds.items())), pools)
 
 
 def _tree_of(queues: QueueSet) -> tuple[QuotaTree, frozenset[str]]:

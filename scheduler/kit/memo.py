@@ -14,6 +14,10 @@ pure function of its key, so clearing changes no answer; what is the same for th
 whole life (a cycle's policies, its running gangs) need not be part of a key. A slot used
 through ``Slots.last`` keeps one entry.
 
+``kept_for`` keeps a result with the object it was made for, so that a table keyed by the
+object's ``id`` (or by a name it may share with a newer object) answers only for that very
+object; ``Slots.kept_for`` is the same in a slot.
+
 ``Last`` keeps the last (input, result) and gives the result again while the input is the
 very same object (compared with ``is``): the idiom for values worked out from an immutable
 input that changes rarely (the queue set, a plan, the nominated nodes).
@@ -22,7 +26,7 @@ input that changes rarely (the queue set, a plan, the nominated nodes).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -30,6 +34,8 @@ _I = TypeVar("_I")
 
 #: The bound of a slot that names none.
 BOUND = 4096
+#: The bound of a table with one entry per running or pending gang (or per roles object).
+LARGE = 100_000
 _MISSING: Any = object()
 
 
@@ -46,21 +52,22 @@ class Slot(Generic[_K, _V]):
         return f"Slot({self.name!r}, bound={self.bound})"
 
 
-class Slots:
+class Slots(dict[Slot[Any, Any], dict[Any, Any]]):
     """The tables of the slots asked about, each bounded by its slot (see the module
-    docstring)."""
+    docstring). A dict of tables, so that reading a slot's table costs one dict lookup."""
 
-    __slots__ = ("_tables",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self._tables: dict[Slot[Any, Any], dict[Any, Any]] = {}
+    def __missing__(self, slot: Slot[Any, Any]) -> dict[Any, Any]:
+        table: dict[Any, Any] = {}
+        self[slot] = table
+        return table
 
-    def table(self, slot: Slot[_K, _V]) -> dict[_K, _V]:
-        """The slot's table, to read (write through ``put`` or ``get``)."""
-        table = self._tables.get(slot)
-        if table is None:
-            table = self._tables[slot] = {}
-        return cast(dict[_K, _V], table)
+    if TYPE_CHECKING:
+        def table(self, slot: Slot[_K, _V]) -> dict[_K, _V]:
+            """The slot's table, to read (write through ``put`` or ``get_or_make``)."""
+    else:
+        table = dict.__getitem__
 
     def put(self, slot: Slot[_K, _V], key: _K, value: _V) -> _V:
         """Keep *value* for *key* (clearing the table first if it is full); returns it."""
@@ -70,7 +77,7 @@ class Slots:
         table[key] = value
         return value
 
-    def get(self, slot: Slot[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
+    def get_or_make(self, slot: Slot[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
         """The value kept for *key*, made (and kept) on the first ask."""
         table = self.table(slot)
         hit = table.get(key, _MISSING)
@@ -78,15 +85,17 @@ class Slots:
             hit = self.put(slot, key, make())
         return cast(_V, hit)
 
+    def kept_for(self, slot: Slot[_K, tuple[_I, _V]], key: _K, obj: _I,
+                 make: Callable[[_I], _V]) -> _V:
+        """``kept_for`` in the slot's table."""
+        return kept_for(self.table(slot), key, obj, make, slot.bound)
+
     def last(self, slot: Slot[_I, _V], input: _I, make: Callable[[_I], _V]) -> _V:
         """``Last.get`` in the store: the slot keeps only its last (input, result)."""
-        held = self._tables.get(slot)
+        held = dict.get(self, slot)
         if held is None:
-            held = self._tables[slot] = cast(Any, Last())
+            held = self[slot] = cast(Any, Last())
         return cast(Last[_I, _V], held).get(input, make)
-
-    def clear(self) -> None:
-        self._tables.clear()
 
 
 class Last(Generic[_I, _V]):
@@ -108,3 +117,19 @@ class Last(Generic[_I, _V]):
     def peek(self, input: _I) -> _V | None:
         """The result kept for *input* if it is the last input, else None."""
         return cast(_V, self._value) if self._input is input else None
+
+
+def kept_for(table: dict[_K, tuple[_I, _V]], key: _K, obj: _I, make: Callable[[_I], _V],
+             bound: int = BOUND) -> _V:
+    """The value kept in *table* under *key* if it was made for this very *obj* (compared
+    with ``is``: an equal object may be another one), else ``make(obj)``, kept with *obj*
+    (which it keeps alive, so an ``id`` key is not reused while kept); the table is cleared
+    first when it holds *bound* entries."""
+    hit = table.get(key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    if len(table) >= bound:
+        table.clear()
+    value = make(obj)
+    table[key] = (obj, value)
+    return value

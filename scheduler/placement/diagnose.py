@@ -75,12 +75,8 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
     # domains by identity, held with the answer so that the id cannot be reused).
     slots = problem.snapshot.index.slots
     key = (id(rule.domain_of), rv.key, rv.request, rv.limits.cap, rv.open)
-    known = slots.table(GROUPS).get(key)
-    if known is not None and known[0] is rule.domain_of:
-        best_ever = known[1]
-    else:
-        best_ever = max((_fits(problem, rv, ns) for ns in by_domain.values()), default=0)
-        slots.put(GROUPS, key, (rule.domain_of, best_ever))
+    best_ever = slots.kept_for(GROUPS, key, rule.domain_of, lambda _: max(
+        (_fits(problem, rv, ns) for ns in by_domain.values()), default=0))
     what = f"role {rv.name}: affinity {rule.term}: all {rv.required} members in one domain"
     if best_ever < rv.required:
         return Unplaceable(problem.gang.id, UnplaceableReason.NEVER_FITS,

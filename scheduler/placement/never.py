@@ -57,5 +57,5 @@ def never_placeable_in(slots: Slots, gang: Gang, shape: int, snapshot: Snapshot,
     time for a gang whose pod constraints read what runs."""
     if context_key(gang, snapshot):
         return never_placeable(gang, snapshot, params)
-    return slots.get(NEVER, (shape, gang.topology),
+    return slots.get_or_make(NEVER, (shape, gang.topology),
                      lambda: never_placeable(gang, snapshot, params))

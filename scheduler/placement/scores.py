@@ -84,7 +84,7 @@ def static_scores(gang: Gang, role: Role, snapshot: Snapshot) -> dict[str, int]:
 
 def _soft_tainted(snapshot: Snapshot) -> tuple[str, ...]:
     """Nodes with a PreferNoSchedule taint (kept in the node index)."""
-    return snapshot.index.slots.get(SOFT_TAINTED, None, lambda: tuple(
+    return snapshot.index.slots.get_or_make(SOFT_TAINTED, None, lambda: tuple(
         n for n in snapshot.node_names
         if any(t.effect is TaintEffect.PREFER_NO_SCHEDULE for t in snapshot.nodes[n].taints)))
 

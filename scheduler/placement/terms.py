@@ -213,7 +213,7 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
         return {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
                 if all(n in d for d in per_key)}
 
-    domain_of = snapshot.index.slots.get(COMPOSITE, keys, composite)
+    domain_of = snapshot.index.slots.get_or_make(COMPOSITE, keys, composite)
     if len(domain_of) < len(snapshot.node_names):
         blocks.block(set(snapshot.node_names) - set(domain_of),
                      f"affinity {desc}: the node lacks the topology key")
@@ -263,9 +263,9 @@ def _spread(role: Role, snapshot: Snapshot, blocks: Blocks,
     if not required:
         return
     keys = frozenset(c.topology_key for c in required)
-    keyed = snapshot.index.slots.get(KEYED, keys, lambda: tuple(
+    keyed = snapshot.index.slots.get_or_make(KEYED, keys, lambda: tuple(
         n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()))
-    missing = snapshot.index.slots.get(UNKEYED, keys, lambda: frozenset(
+    missing = snapshot.index.slots.get_or_make(UNKEYED, keys, lambda: frozenset(
         snapshot.node_names) - frozenset(keyed))
     blocks.block(missing, f"topology spread: the node lacks {', '.join(sorted(keys))}")
     spreads.extend((role, c, keyed) for c in required)
@@ -285,7 +285,7 @@ def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint
                 and (c.node_taints_policy == "Ignore"
                      or req.untolerated_taint(snapshot.nodes[n]) is None)}
 
-    domain_of = snapshot.index.slots.get(
+    domain_of = snapshot.index.slots.get_or_make(
         SPREAD_NODES, (selection_key(req), c.topology_key, c.node_affinity_policy,
                        c.node_taints_policy, keyed), counted)
     existing = dict.fromkeys(sorted(set(domain_of.values())), 0)

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.kit.layered import Layered
-from scheduler.kit.memo import Slot
+from scheduler.kit.memo import LARGE, Slot
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.release import Release
@@ -58,7 +58,7 @@ ELIGIBLE_POOLS: Slot[PodRequirements, tuple[str, ...]] = Slot("snapshot.eligible
 POOL_NODES: Slot[tuple[str, ...], frozenset[str]] = Slot("snapshot.nodes_in")
 TOPOLOGY: Slot[None, Topology] = Slot("snapshot.topology")
 CHARGES: Slot[int, tuple[RunningGang, dict[str, Resources]]] = Slot("snapshot.pool_usage",
-                                                                      bound=100_000)
+                                                                      bound=LARGE)
 
 
 class Snapshot:
@@ -223,7 +223,7 @@ class Snapshot:
         from scheduler.world.topology import Topology
 
         index = self._index
-        return index.slots.get(TOPOLOGY, None, lambda: Topology.from_nodes(
+        return index.slots.get_or_make(TOPOLOGY, None, lambda: Topology.from_nodes(
             index.nodes.values(), index.topology_labels))
 
     @property
@@ -279,17 +279,15 @@ class Snapshot:
 
     def pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
         """What a running gang uses per pool (shared: not to be changed)."""
-        slots = self._index.slots
-        known = slots.table(CHARGES).get(id(gang))
-        if known is not None and known[0] is gang:
-            return known[1]
+        return self._index.slots.kept_for(CHARGES, id(gang), gang, self._pool_usage)
+
+    def _pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
         nodes = self._index.nodes
         per_pool: dict[str, list[Resources]] = {}
         for node, res in gang.allocations:
             if node in nodes:
                 per_pool.setdefault(nodes[node].pool, []).append(res)
         usage = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
-        slots.put(CHARGES, id(gang), (gang, usage))
         return usage
 
     def pool_release(self, release: Release) -> dict[str, Resources]:

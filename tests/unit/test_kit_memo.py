@@ -17,7 +17,7 @@ def test_a_slot_keeps_what_was_made_for_its_key() -> None:
         made.append(n)
         return n * n
 
-    assert [slots.get(SQUARES, n, partial(square, n)) for n in (2, 2, 3, 2)] == [4, 4, 9, 4]
+    assert [slots.get_or_make(SQUARES, n, partial(square, n)) for n in (2, 2, 3, 2)] == [4, 4, 9, 4]
     assert made == [2, 3]
 
 
@@ -42,7 +42,7 @@ def test_a_value_of_none_is_kept() -> None:
     slot: Slot[int, None] = Slot("nothing")
     slots, made = Slots(), []
     for _ in range(2):
-        slots.get(slot, 0, lambda: made.append(0))
+        slots.get_or_make(slot, 0, lambda: made.append(0))
     assert made == [0]
 
 
