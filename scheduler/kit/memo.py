@@ -6,13 +6,15 @@ keeps, with its bound; the code that computes a value owns its slot (kube-schedu
 slots, so whoever owns a store (a cycle's ``Memo``) does not need to know what is kept in it.
 
 One bounding policy: a slot's table is cleared when it holds ``bound`` entries and one more
-is to be added. Size rule: the bound is the number of distinct keys one owner of the store
-may ask about in its life (a cycle: its ledgers times its shapes), so that clearing is a
-guard against a run away, not a working-set policy; ``BOUND`` unless the slot says
-otherwise (a smaller bound where each key holds a large value alive). Every slot keeps a
-pure function of its key, so clearing changes no answer; what is the same for the store's
-whole life (a cycle's policies, its running gangs) need not be part of a key. A slot used
-through ``Slots.last`` keeps one entry.
+is to be added. One size rule, in three tiers: ``BOUND`` (4096, the default) for a table
+keyed by what one owner of the store asks about in its life (shapes, params, label keys);
+``LARGE`` (100,000) for a table with an entry per gang or roles object; 64 where each entry
+holds a large value alive (a whole ledger, a free-GPU index). Clearing is a guard against a
+run away, not a working-set policy. Every slot keeps a pure function of its key, so
+clearing changes no answer; what is the same for the store's whole life (a cycle's
+policies, its running gangs) need not be part of a key. A slot used through ``Slots.last``
+keeps one entry. (The one exception, ``placement.index.FREE``, keeps state synced to each
+snapshot rather than answers, costly to rebuild: it drops the least recently used.)
 
 ``kept_for`` keeps a result with the object it was made for, so that a table keyed by the
 object's ``id`` (or by a name it may share with a newer object) answers only for that very

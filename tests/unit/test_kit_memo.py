@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from scheduler.kit.memo import BOUND, Last, Slot, Slots
+from scheduler.kit.memo import BOUND, Last, Slot, Slots, kept_for
 
 SQUARES: Slot[int, int] = Slot("squares", bound=3)
 NAMES: Slot[int, str] = Slot("names")
@@ -58,3 +58,28 @@ def test_last_answers_again_only_for_the_same_object() -> None:
     assert last.get(a, total) == 3 and last.get(a, total) == 3 and made == [a]
     assert last.peek(a) == 3 and last.peek(b) is None  # equal, not the same object
     assert last.get(b, total) == 3 and len(made) == 2
+
+
+def test_kept_for_answers_only_for_the_very_object() -> None:
+    table: dict[str, tuple[list[int], int]] = {}
+    a, b = [1, 2], [1, 2]
+    assert kept_for(table, "k", a, sum) == 3 and table["k"][0] is a
+    table["k"] = (a, 99)  # kept: answered again for a, not for an equal b
+    assert kept_for(table, "k", a, sum) == 99
+    assert kept_for(table, "k", b, sum) == 3 and table["k"][0] is b
+
+
+def test_kept_for_clears_a_full_table_and_works_in_a_slot() -> None:
+    table: dict[int, tuple[str, int]] = {i: ("x", i) for i in range(2)}
+    kept_for(table, 5, "y", len, bound=2)
+    assert table == {5: ("y", 1)}
+    slot: Slot[int, tuple[str, int]] = Slot("lengths")
+    slots = Slots()
+    assert slots.kept_for(slot, 1, "abc", len) == 3 and slots.table(slot) == {1: ("abc", 3)}
+
+
+def test_slots_last_keeps_one_entry() -> None:
+    slot: Slot[tuple[int, ...], int] = Slot("last total")
+    slots, t = Slots(), (1, 2)
+    assert slots.last(slot, t, sum) == 3 and slots.last(slot, t, lambda _: 0) == 3
+    assert slots.last(slot, (5,), sum) == 5
