@@ -70,7 +70,8 @@ class Recall:
         self._tree: Last[QueueSet, tuple[QuotaTree, frozenset[str]]] = Last()
         self._ledger: tuple[QuotaTree, Mapping[tuple[str, str], Resources], QuotaLedger] | None \
             = None
-        self._admissible: tuple[QueueSet, dict[str, Judged]] | None = None
+        #: The queue set -> gang id -> the gang judged under it.
+        self._admissible: Last[QueueSet, dict[str, Judged]] = Last()
         #: Roles (by identity) -> (the roles, their shape); shape tuples -> numbers.
         self._shapes: dict[int, tuple[tuple[Role, ...], Shape]] = {}
         self._numbers: tuple[dict[tuple[object, ...], int], itertools.count[int]] = (
@@ -112,8 +113,7 @@ class Recall:
         """``judge(gang)`` for each of *gangs*, with the gang's ``Members``, reusing both for
         the same gang objects under the same queue set (gangs no longer asked about are
         forgotten)."""
-        before = (self._admissible[1] if self._admissible is not None
-                  and self._admissible[0] is queues else {})
+        before = self._admissible.peek(queues) or {}
         known: dict[str, Judged] = {}
         out = []
         for gang in gangs:
@@ -122,7 +122,7 @@ class Recall:
                 hit = (gang, judge(gang), members(gang))
             known[gang.id] = hit
             out.append(hit)
-        self._admissible = (queues, known)
+        self._admissible.put(queues, known)
         return out
 
     def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:

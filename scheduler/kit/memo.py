@@ -116,6 +116,10 @@ class Last(Generic[_I, _V]):
             self._input = input
         return cast(_V, self._value)
 
+    def put(self, input: _I, value: _V) -> None:
+        """Keep *value* as the result for *input* (the last one from now on)."""
+        self._input, self._value = input, value
+
     def peek(self, input: _I) -> _V | None:
         """The result kept for *input* if it is the last input, else None."""
         return cast(_V, self._value) if self._input is input else None

@@ -83,3 +83,6 @@ def test_slots_last_keeps_one_entry() -> None:
     slots, t = Slots(), (1, 2)
     assert slots.last(slot, t, sum) == 3 and slots.last(slot, t, lambda _: 0) == 3
     assert slots.last(slot, (5,), sum) == 5
+    last: Last[int, str] = Last()
+    last.put(1, "one")
+    assert last.peek(1) == "one" and last.get(1, str) == "one"
