@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from policies.queues import Queue
-from policies.quota import QuotaLedger
+from policies.quota import QuotaLedger, QuotaTree
+from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 from scheduler.model.resources import Resources, total
 from scheduler.placement.types import Assignment, Placement
@@ -172,3 +173,14 @@ def describe_never(queue: str, bounds: Mapping[str, Resources], ledger: QuotaLed
     return (f"can never be admitted to queue {queue}, even with every queue idle ("
             + "; ".join(parts) + "): raise the queue's quota or borrowing limit, or make the "
             "gang smaller")
+
+
+#: (queue, bounds key) -> would quota admit it with every queue idle.
+EVER: Slot[tuple[str, object], bool] = Slot("admission.ever_admissible")
+
+
+def ever_admissible(slots: Slots, gang: Gang, queue: Queue, bounds: Mapping[str, Resources],
+                    tree: QuotaTree, key: object) -> bool:
+    """Would quota admit the gang with every queue idle? (*key*: its bounds as a key.)"""
+    return slots.get_or_make(EVER, (queue.name, key), lambda: admissible_pools(
+        gang, queue, QuotaLedger.empty(tree), bounds, explain=False).admitted)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from policies.queues import OrderingMode
 from policies.quota import Key, QuotaLedger, QuotaTree
+from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 
 QueueKey = tuple[tuple[float, str], ...]
@@ -89,6 +90,32 @@ def reads(tree: QuotaTree, queue: str) -> tuple[Key, ...]:
     path = tree.paths[queue]
     pools = tree.pools_of(queue)
     return tuple((name, pool) for name in path[1:] for pool in pools)
+
+
+#: (queue, head's bounds key) -> the tree, the ledger entries the rank was worked out from
+#: and their values (a ledger's unchanged entries stay the same objects when it is charged),
+#: the rank.
+RANKS: Slot[tuple[str, object], tuple[QuotaTree, tuple[Key, ...], tuple[object, ...],
+                                      QueueKey]] = Slot("fairshare.rank")
+
+
+def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
+         head: Mapping[str, Mapping[str, int]]) -> QueueKey:
+    """``queue_key`` of *queue* with *head* next (*key*: its bounds as a key), again while
+    the ledger entries it reads are the same objects."""
+    tree, totals = ledger.tree, ledger.total
+    hit = slots.table(RANKS).get((queue, key))
+    if hit is not None and hit[0] is tree:
+        _, read, seen, found = hit
+        for k, v in zip(read, seen, strict=True):
+            if totals.get(k) is not v:
+                break
+        else:
+            return found
+    read = reads(tree, queue)
+    found = queue_key(ledger, queue, head)
+    slots.put(RANKS, (queue, key), (tree, read, tuple(totals.get(k) for k in read), found))
+    return found
 
 
 def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:

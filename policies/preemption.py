@@ -26,6 +26,7 @@ from policies.admission import charge_all
 from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
 from policies.quota import QuotaLedger
+from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang, RunningGang
 from scheduler.model.release import Release
 from scheduler.model.resources import Resources
@@ -127,6 +128,30 @@ def candidates(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
         return []  # preemptionPolicy Never
     return without(scan(applicant, snapshot, ledger, queues, now, untouchable, by_queue),
                    applicant.gang)
+
+
+#: (ledger, queue, priority, bounds, number untouchable) -> ``scan``.
+SCANS: Slot[tuple[object, ...], list[Candidate]] = Slot("preemption.scan")
+#: ``running_by_queue`` of the first snapshot searched (the running gangs are the same all
+#: cycle: those leaving are untouchable).
+BY_QUEUE: Slot[None, dict[str, list[RunningGang]]] = Slot("preemption.running_by_queue")
+
+
+def candidates_in(slots: Slots, applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
+                  queues: QueueSet, now: float, untouchable: frozenset[str]) -> list[Candidate]:
+    """``candidates``, scanned once per ledger, queue, priority and bounds in *slots* while
+    the untouchable gangs stay the same."""
+    gang = applicant.gang
+    if not gang.may_preempt:
+        return []
+    key = (ledger, applicant.queue.name, gang.priority, tuple(applicant.bounds.items()),
+           len(untouchable))
+    found = slots.table(SCANS).get(key)
+    if found is None:
+        by_queue = slots.get_or_make(BY_QUEUE, None, lambda: running_by_queue(snapshot))
+        found = slots.put(SCANS, key, scan(applicant, snapshot, ledger, queues, now,
+                                           untouchable, by_queue))
+    return without(found, gang)
 
 
 def without(found: list[Candidate], gang: Gang) -> list[Candidate]:

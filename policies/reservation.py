@@ -39,6 +39,7 @@ from policies.admission import admissible_pools
 from policies.fit import Applicant, Fit, World, fit
 from policies.queues import Queue, QueueSet, SchedulerPolicy
 from policies.quota import QuotaLedger
+from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
@@ -240,6 +241,43 @@ def backfill_params(reservations: Sequence[Reservation],
         return params
     reserved = frozenset(n for r in reservations for n in r.nodes)
     return replace(params, excluded_nodes=params.excluded_nodes | reserved)
+
+
+#: The last base params -> per set of reservations, ``backfill_params`` of them.
+BACKFILL: Slot[PlacementParams, dict[tuple[Reservation, ...], PlacementParams]] = Slot(
+    "reservation.backfill_params")
+
+
+def backfill_params_in(slots: Slots, reservations: tuple[Reservation, ...],
+                       base: PlacementParams) -> PlacementParams:
+    """``backfill_params``, once per set of reservations (and base) in *slots*."""
+    if not reservations:
+        return base
+    known = slots.last(BACKFILL, base, lambda _: {})
+    hit = known.get(reservations)
+    if hit is None:
+        hit = known[reservations] = backfill_params(reservations, base)
+    return hit
+
+
+#: (ledger, *reservations) -> the ledger with their quota held. Each key holds a whole
+#: ledger (a new one with every admission), hence the small bound.
+HELD: Slot[tuple[object, ...], QuotaLedger] = Slot("reservation.held_ledger", bound=64)
+
+
+def held_ledger(slots: Slots, ledger: QuotaLedger,
+                reservations: tuple[Reservation, ...]) -> QuotaLedger:
+    """*ledger* with the reservations' quota held (one object while unchanged)."""
+    if not reservations:
+        return ledger
+    key = (ledger, *reservations)
+    hit = slots.table(HELD).get(key)
+    if hit is None:
+        hit = ledger
+        for r in reservations:
+            hit = r.hold(hit)
+        slots.put(HELD, key, hit)
+    return hit
 
 
 class _Slots:

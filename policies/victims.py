@@ -20,6 +20,7 @@ from policies.fit import Applicant, Fit, Misfit, World, fit
 from policies.preemption import Candidate, could_preempt_back, ledger_without
 from policies.queues import QueueSet
 from policies.quota import QuotaLedger
+from scheduler.kit.memo import LARGE, Slot, Slots, kept_for
 from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
@@ -61,14 +62,9 @@ class Room:
 
     def gain(self, release: Release) -> int:
         """GPUs *release* would free on these nodes."""
-        rg = release.whole_gang("Room.gain")
-        hit = self.gains.get(rg.id)
-        if hit is not None and hit[0] is rg:
-            return hit[1]
-        nodes = self.nodes
-        freed = sum(gpus_of(r) for n, r in release.charges if n in nodes)
-        self.gains[rg.id] = (rg, freed)
-        return freed
+        rg, nodes = release.whole_gang("Room.gain"), self.nodes
+        return kept_for(self.gains, rg.id, rg, lambda _: sum(
+            gpus_of(r) for n, r in release.charges if n in nodes), LARGE)
 
     def domain_of(self, level: str, snapshot: Snapshot) -> dict[str, str]:
         """Node -> its domain at *level* (a node without the label is a domain of its own)."""
@@ -98,6 +94,68 @@ def usable_nodes(applicant: Applicant, world: World) -> frozenset[str]:
 def free_gpus(snapshot: Snapshot, nodes: frozenset[str]) -> int:
     free = snapshot.free
     return sum(max(0, gpus_of(free(n))) for n in nodes)
+
+
+#: (roles' requirements, queue pools, allowed nodes, excluded nodes) -> the snapshot its
+#: free GPUs were counted on, the room.
+ROOMS: Slot[tuple[object, ...], tuple[Snapshot, Room]] = Slot("victims.room")
+#: (requirements, pools, allowed nodes) -> the key of the room last made for them and its
+#: excluded nodes.
+LAST_ROOM: Slot[tuple[object, ...], tuple[tuple[object, ...], frozenset[str]]] = Slot(
+    "victims.last_room")
+
+
+def room_of(slots: Slots, applicant: Applicant, world: World) -> Room:
+    """``Room``: the usable nodes once per shape, queue pools and params in *slots* (from
+    the last room of the same shape, pools and allowed nodes when its excluded nodes are
+    among these); their free GPUs once per snapshot, from the last count where the
+    snapshots are related."""
+    params = world.params
+    base = (tuple(r.requirements for r in applicant.gang.roles),
+            world.ledger.tree.pools_of(applicant.queue.name), params.allowed_nodes)
+    excluded = params.excluded_nodes
+    key = (*base, excluded)
+    rooms = slots.table(ROOMS)
+    hit = rooms.get(key)
+    snapshot = world.snapshot
+    if hit is not None:
+        if hit[0] is snapshot:
+            return hit[1]
+        before, known = hit
+        found = Room(known.nodes, _free_gpus_now(before, known, snapshot), known.gains,
+                     known.domains)
+    else:
+        # Nominations only add excluded nodes: the room of the same shape with fewer
+        # excluded gives this one by taking the newly excluded away.
+        last = slots.table(LAST_ROOM).get(base)
+        near = rooms.get(last[0]) if last is not None and last[1] <= excluded else None
+        if near is not None:
+            before, known = near
+            count = _free_gpus_now(before, known, snapshot)
+            gone = known.nodes & excluded
+            free = snapshot.free
+            found = Room(known.nodes - gone,
+                         count - sum(max(0, gpus_of(free(n))) for n in gone))
+        else:
+            nodes = usable_nodes(applicant, world)
+            found = Room(nodes, free_gpus(snapshot, nodes))
+        slots.put(LAST_ROOM, base, (key, excluded))
+    slots.put(ROOMS, key, (snapshot, found))
+    return found
+
+
+def _free_gpus_now(before: Snapshot, room: Room, snapshot: Snapshot) -> int:
+    """``free_gpus(snapshot, room.nodes)``, from the count on *before*: when the two
+    snapshots are related, only the nodes whose free resources differ are looked at."""
+    changed = snapshot.changed_since(before)
+    if changed is None:
+        return free_gpus(snapshot, room.nodes)
+    count, nodes = room.free_gpus, room.nodes
+    old, new = before.free, snapshot.free
+    for n in changed:
+        if n in nodes:
+            count += max(0, gpus_of(new(n))) - max(0, gpus_of(old(n)))
+    return count
 
 
 def select_victims(applicant: Applicant, world: World, found: list[Candidate], room: Room,

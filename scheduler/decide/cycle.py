@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 
+from policies import fairshare
 from policies.admission import placement_charges
 from policies.queues import PolicySet, Queue
 from scheduler import placement
@@ -107,7 +108,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
     in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
              policies.scheduler.ordering, turn,
-             lambda q, head: memo.rank(draft.ledger, q, head, draft.snapshot))
+             lambda q, head: _rank(memo, draft, q, head))
     pending = dict(sorted(draft.pending.items()))
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
@@ -143,6 +144,12 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
         if reason is not None:
             draft.context.memo.remember(trial.key, draft.epoch, reason)
     return draft.ledger is not ledger
+
+
+def _rank(memo: Memo, draft: Draft, queue: str, head: Gang) -> fairshare.QueueKey:
+    """The fair-share rank of *queue* with *head* next, on the draft's ledger now."""
+    shape = memo.recall.shape(head, draft.snapshot)
+    return fairshare.rank(memo.slots, draft.ledger, queue, shape.key, shape.bounds)
 
 
 def _of_pending(members: dict[str, Members], binds: Iterable[Bind],

@@ -24,8 +24,11 @@ from policies.queues import Queue
 from scheduler.decide.draft import Draft
 from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import ReasonCategory
+from scheduler.kit.memo import Slot
 
 R = ReasonCategory
+#: (queue or "", the gang it waits behind) -> the outcome of the gangs held back behind it.
+HELD: Slot[tuple[str, str], Waiting] = Slot("heads.held_back")
 
 
 def held_back(draft: Draft, queue: Queue) -> Waiting | None:
@@ -36,14 +39,14 @@ def held_back(draft: Draft, queue: Queue) -> Waiting | None:
     if not obstacles.ordering_blocks:
         return None
     # Every gang behind one blocker (or one queue's head) gets the same outcome: made once.
-    held = draft.context.memo.held
+    slots = draft.context.memo.slots
     blocker = obstacles.blocker
     if blocker is not None:
-        return held(("", blocker), lambda: Waiting(
+        return slots.get_or_make(HELD, ("", blocker), lambda: Waiting(
             R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
     head = obstacles.heads.get(queue.name)
     if head is not None:
-        return held((queue.name, head), lambda: Waiting(
+        return slots.get_or_make(HELD, (queue.name, head), lambda: Waiting(
             R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
     return None
 

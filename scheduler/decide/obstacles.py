@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from policies.reservation import Reservation, relevant
+from scheduler.kit.memo import Slot, Slots
+from scheduler.placement.types import PlacementParams
 
 _NONE: Mapping[str, frozenset[str]] = MappingProxyType({})
 _NO_HEADS: Mapping[str, str] = MappingProxyType({})
@@ -100,3 +102,14 @@ class Obstacles:
         if queue in self.heads:
             return self
         return replace(self, heads={**self.heads, queue: gang_id})
+
+
+#: The last nominated nodes -> the policy's placement knobs with them excluded (the policy
+#: is the cycle's, the same for the store's life).
+BASE: Slot[frozenset[str], PlacementParams] = Slot("obstacles.base_params")
+
+
+def base_params(slots: Slots, policy: PlacementParams, obstacles: Obstacles) -> PlacementParams:
+    """The policy's placement knobs with the nominated nodes excluded."""
+    return slots.last(BASE, obstacles.nominated, lambda nominated: replace(
+        policy, excluded_nodes=policy.excluded_nodes | nominated))

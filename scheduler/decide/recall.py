@@ -15,6 +15,13 @@ same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
 
 Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
 recall (tests, benchmarks, the first cycle) decides exactly as with a warm one.
+
+Why apart from the cycle's ``Memo`` and its slots: a recall outlives ``decide`` (the loop
+keeps it while the node index stays), so what it keeps must stay right across cycles whose
+snapshots, ledgers and gangs all differ; its entries are keyed by the long-lived objects
+(queue set, gang and roles objects, the last usage) and refreshed incrementally. A memo slot
+lives for one cycle and may key by anything of that cycle (a ledger, the obstacles), since
+the whole store is dropped with it.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.decide.housekeeping import members
 from scheduler.decide.plan import Members, ReasonCategory
+from scheduler.kit.memo import LARGE, Last, kept_for
 from scheduler.model import Gang, Role
 from scheduler.model.resources import EMPTY, Resources
 from scheduler.world.node_index import NodeIndex
@@ -40,10 +48,6 @@ Judged = tuple[Gang, Admissible, Members]
 
 #: Per-pool bounds as a hashable key.
 BoundsKey = tuple[tuple[str, Resources], ...]
-
-#: Memos keyed by objects that come and go are emptied beyond this many entries.
-_BOUND = 100_000
-
 
 @dataclass(frozen=True, slots=True)
 class Shape:
@@ -60,14 +64,14 @@ class Recall:
 
     __slots__ = ("_admissible", "_ledger", "_numbers", "_shapes", "_tree", "index")
 
-    _tree: tuple[QueueSet, QuotaTree, frozenset[str]] | None
-
     def __init__(self, index: NodeIndex) -> None:
         self.index = index
-        self._tree = None
+        #: The queue set -> its tree and its parent queues.
+        self._tree: Last[QueueSet, tuple[QuotaTree, frozenset[str]]] = Last()
         self._ledger: tuple[QuotaTree, Mapping[tuple[str, str], Resources], QuotaLedger] | None \
             = None
-        self._admissible: tuple[QueueSet, dict[str, Judged]] | None = None
+        #: The queue set -> gang id -> the gang judged under it.
+        self._admissible: Last[QueueSet, dict[str, Judged]] = Last()
         #: Roles (by identity) -> (the roles, their shape); shape tuples -> numbers.
         self._shapes: dict[int, tuple[tuple[Role, ...], Shape]] = {}
         self._numbers: tuple[dict[tuple[object, ...], int], itertools.count[int]] = (
@@ -75,18 +79,11 @@ class Recall:
 
     def tree(self, queues: QueueSet) -> QuotaTree:
         """The quota tree of *queues*."""
-        return self._tree_of(queues)[1]
+        return self._tree.get(queues, _tree_of)[0]
 
     def parents(self, queues: QueueSet) -> frozenset[str]:
         """The queues of *queues* with children."""
-        return self._tree_of(queues)[2]
-
-    def _tree_of(self, queues: QueueSet) -> tuple[QueueSet, QuotaTree, frozenset[str]]:
-        if self._tree is None or self._tree[0] is not queues:
-            tree = QuotaTree.build(queues)
-            parents = frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)
-            self._tree = (queues, tree, parents)
-        return self._tree
+        return self._tree.get(queues, _tree_of)[1]
 
     def ledger(self, tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
         """The running gangs charged to their queues (the snapshot's usage per queue and pool).
@@ -116,8 +113,7 @@ class Recall:
         """``judge(gang)`` for each of *gangs*, with the gang's ``Members``, reusing both for
         the same gang objects under the same queue set (gangs no longer asked about are
         forgotten)."""
-        before = (self._admissible[1] if self._admissible is not None
-                  and self._admissible[0] is queues else {})
+        before = self._admissible.peek(queues) or {}
         known: dict[str, Judged] = {}
         out = []
         for gang in gangs:
@@ -126,19 +122,19 @@ class Recall:
                 hit = (gang, judge(gang), members(gang))
             known[gang.id] = hit
             out.append(hit)
-        self._admissible = (queues, known)
+        self._admissible.put(queues, known)
         return out
 
     def shape(self, gang: Gang, snapshot: Snapshot) -> Shape:
         """The shape of the gang's roles (worked out once per roles object)."""
-        roles = gang.roles
-        hit = self._shapes.get(id(roles))
-        if hit is not None and hit[0] is roles:
-            return hit[1]
+        return kept_for(self._shapes, id(gang.roles), gang.roles,
+                        lambda roles: self._shape(gang, roles, snapshot), LARGE)
+
+    def _shape(self, gang: Gang, roles: tuple[Role, ...], snapshot: Snapshot) -> Shape:
         numbers, counter = self._numbers
-        if len(self._shapes) > _BOUND:
-            # Numbers are never reused, so a number handed out before means the same shape.
-            self._shapes.clear()
+        if not self._shapes:
+            # Emptied when full (or never filled): numbers are never reused, so a number
+            # handed out before still means the same shape.
             numbers.clear()
         key = tuple((r.name, r.count, r.min_count, r.requirements) for r in roles)
         number = numbers.get(key)
@@ -146,6 +142,9 @@ class Recall:
             number = numbers[key] = next(counter)
         bounds = pool_bounds(gang, snapshot)
         pools = frozenset(p for r in roles for p in snapshot.eligible_pools(r.requirements))
-        shape = Shape(number, bounds, tuple(sorted(bounds.items())), pools)
-        self._shapes[id(roles)] = (roles, shape)
-        return shape
+        return Shape(number, bounds, tuple(sorted(bounds.items())), pools)
+
+
+def _tree_of(queues: QueueSet) -> tuple[QuotaTree, frozenset[str]]:
+    tree = QuotaTree.build(queues)
+    return tree, frozenset(p[-2] for p in tree.paths.values() if len(p) > 1)

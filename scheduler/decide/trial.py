@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.admission import describe_never
+from policies.admission import describe_never, ever_admissible
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
+from policies.preemption import candidates_in
 from policies.queues import Queue, QueueingStrategy
 from policies.quota import QuotaLedger
-from policies.reservation import Reservation, restricting
-from policies.victims import Preemption, select_victims
+from policies.reservation import Reservation, backfill_params_in, held_ledger, restricting
+from policies.victims import Preemption, room_of, select_victims
 from scheduler.decide.draft import Draft
 from scheduler.decide.memo import FailureKey
+from scheduler.decide.obstacles import base_params
 from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.recall import Shape
 from scheduler.kit.lazy import lazy
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
+from scheduler.placement.never import never_placeable_in
 from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
 
 R = ReasonCategory
@@ -55,12 +58,12 @@ class Trial:
     @lazy
     def base(self) -> PlacementParams:
         """The policy's placement knobs, nominated nodes excluded."""
-        return self.context.memo.base_params(self.policy.placement, self.draft.obstacles)
+        return base_params(self.context.memo.slots, self.policy.placement, self.draft.obstacles)
 
     @lazy
     def ledger(self) -> QuotaLedger:
         """The cycle's ledger with the quota of the reservations it keeps off set aside."""
-        return self.context.memo.reserved_ledger(self.draft.ledger, self.restricted)
+        return held_ledger(self.context.memo.slots, self.draft.ledger, self.restricted)
 
     @lazy
     def applicant(self) -> Applicant:
@@ -71,7 +74,8 @@ class Trial:
         """Where it may start now: off the nodes of the reservations it keeps off."""
         context = self.context
         return World(self.draft.snapshot, self.ledger,
-                     context.memo.backfill_params(self.restricted, self.base), context.solver)
+                     backfill_params_in(context.memo.slots, self.restricted, self.base),
+                     context.solver)
 
     @property
     def attempt(self) -> Fit | Misfit:
@@ -105,17 +109,17 @@ class Trial:
             return None
         if self.misfit.quota and self.hopeless is not None:
             return None  # no victims make a gang that can never start start
-        gang, draft, memo = self.gang, self.draft, self.context.memo
+        gang, draft, slots = self.gang, self.draft, self.context.memo.slots
         preemptor = gang if gang.may_preempt else replace(
             gang, preemption_policy=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
         applicant = replace(self.applicant, gang=preemptor)
         queues = self.context.policies.queues
-        found = memo.candidates(applicant, draft.snapshot, self.ledger, queues,
-                                self.context.now, untouchable(draft))
+        found = candidates_in(slots, applicant, draft.snapshot, self.ledger, queues,
+                              self.context.now, untouchable(draft))
         if not found:
             return None
         world = self.search
-        return select_victims(applicant, world, found, memo.room(applicant, world), queues)
+        return select_victims(applicant, world, found, room_of(slots, applicant, world), queues)
 
     @lazy
     def hopeless(self) -> Waiting | None:
@@ -124,12 +128,13 @@ class Trial:
         level no node has), else its queue's quota can never admit it. Asked before any
         reason that waits (quota, a reservation, queue order), since it says what helps: a
         smaller gang, other nodes or quota, not patience."""
-        memo = self.context.memo
-        found = memo.never_placeable(self.gang, self.shape, self.draft.snapshot,
-                                     self.policy.placement)
+        slots = self.context.memo.slots
+        found = never_placeable_in(slots, self.gang, self.shape.number, self.draft.snapshot,
+                                   self.policy.placement)
         if found is not None:
             return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
-        if memo.ever_admissible(self.applicant, self.ledger.tree, self.shape.key):
+        if ever_admissible(slots, self.gang, self.queue, self.shape.bounds, self.ledger.tree,
+                           self.shape.key):
             return None
         empty = QuotaLedger.empty(self.ledger.tree)
         return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))

@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from scheduler.kit.memo import Slot
 from scheduler.model.resources import Resources, total
 from scheduler.placement.eligibility import Problem
 from scheduler.world.topology import Topology
 
-_MAX_ENTRIES = 256
+#: Roles and node filter -> totals over allocatable (kept in the node index).
+CAPACITY: Slot[tuple[object, ...], AllocView | DomainView] = Slot("allocatable.capacity")
 
 View = TypeVar("View", "AllocView", "DomainView")
 
@@ -46,13 +48,11 @@ def _key(problem: Problem, *extra: object) -> tuple[object, ...]:
 
 def _cached(problem: Problem, key: tuple[object, ...], kind: type[View],
             build: Callable[[], View]) -> View:
-    cache = problem.snapshot.index.capacity
-    hit = cache.get(key)
+    slots = problem.snapshot.index.slots
+    hit = slots.table(CAPACITY).get(key)
     if not isinstance(hit, kind):
         hit = build()
-        if len(cache) >= _MAX_ENTRIES:
-            del cache[next(iter(cache))]
-        cache[key] = hit
+        slots.put(CAPACITY, key, hit)
     return hit
 
 

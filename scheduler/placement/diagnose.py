@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.kit.memo import Slot
 from scheduler.placement.affinity import AffinityRule, AntiRule
 from scheduler.placement.candidates import Candidates
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.types import Unplaceable, UnplaceableReason
 
+#: (affinity rule's domains by identity, role view) -> the rule's domains (held so the id is
+#: not reused) and the most members one domain holds against allocatable (node index).
+GROUPS: Slot[tuple[object, ...], tuple[object, int]] = Slot("diagnose.groups")
 
 def _view(problem: Problem, role: str) -> RoleView | None:
     return next((rv for rv in problem.roles if rv.name == role), None)
@@ -69,16 +73,10 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
             by_domain.setdefault(d, []).append(n)
     # Against allocatable: the same for every snapshot of the node index (kept in it; the
     # domains by identity, held with the answer so that the id cannot be reused).
-    cache = problem.snapshot.index.groups
+    slots = problem.snapshot.index.slots
     key = (id(rule.domain_of), rv.key, rv.request, rv.limits.cap, rv.open)
-    known = cache.get(key)
-    if known is not None and known[0] is rule.domain_of:
-        best_ever = known[1]
-    else:
-        if len(cache) > 256:
-            cache.clear()
-        best_ever = max((_fits(problem, rv, ns) for ns in by_domain.values()), default=0)
-        cache[key] = (rule.domain_of, best_ever)
+    best_ever = slots.kept_for(GROUPS, key, rule.domain_of, lambda _: max(
+        (_fits(problem, rv, ns) for ns in by_domain.values()), default=0))
     what = f"role {rv.name}: affinity {rule.term}: all {rv.required} members in one domain"
     if best_ever < rv.required:
         return Unplaceable(problem.gang.id, UnplaceableReason.NEVER_FITS,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler.kit.memo import Slot
 from scheduler.model import Gang, PodRequirements, Role, describe_selector
 from scheduler.model.resources import (
     GPU,
@@ -141,8 +142,11 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
     return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
 
 
-#: Filtered node lists kept per node index before the memo is emptied.
-_USABLE_BOUND = 4096
+#: (requirements, nodes excluded, nodes allowed or None) -> the eligible nodes a solve with
+#: those params may use: most solves of a cycle share the few sets of nominated or reserved
+#: nodes (kept in the node index).
+USABLE: Slot[tuple[PodRequirements, frozenset[str], frozenset[str] | None],
+             tuple[str, ...]] = Slot("eligibility.usable")
 
 
 def _usable(snapshot: Snapshot, requirements: PodRequirements, eligible: tuple[str, ...],
@@ -151,14 +155,12 @@ def _usable(snapshot: Snapshot, requirements: PodRequirements, eligible: tuple[s
     within its allowed ones, kept in the node index: the sets are frozen, so equal params
     give an equal answer (and their hashes are computed once per set)."""
     allowed, excluded = params.allowed_nodes, params.excluded_nodes
-    memo = snapshot.index.usable
+    slots = snapshot.index.slots
     key = (requirements, excluded, allowed)
-    hit = memo.get(key)
+    hit = slots.table(USABLE).get(key)
     if hit is None:
-        if len(memo) >= _USABLE_BOUND:
-            memo.clear()
-        hit = memo[key] = tuple(n for n in eligible if n not in excluded
-                                and (allowed is None or n in allowed))
+        hit = slots.put(USABLE, key, tuple(n for n in eligible if n not in excluded
+                                           and (allowed is None or n in allowed)))
     return hit
 
 

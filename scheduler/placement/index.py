@@ -18,6 +18,7 @@ from bisect import insort
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from scheduler.kit.memo import Slot
 from scheduler.model import PodRequirements
 from scheduler.model.demand import gpus_of
 
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
 #: Selection key: the requirements minus their requests (what decides eligibility).
 SelectionKey = tuple[object, ...]
 
-#: Indexes kept per node index; the least recently used one is dropped beyond this.
-_MAX_INDEXES = 64
+#: Selection -> the free-GPU index of its eligible nodes (kept in the node index). Not a
+#: memo but state synced to each snapshot, costly to rebuild: the one slot whose table is
+#: kept in recency order, the least recently used index dropped beyond its bound.
+FREE: Slot[object, FreeIndex] = Slot("index.free", bound=64)
 
 
 def selection_key(requirements: PodRequirements) -> SelectionKey:
@@ -115,11 +118,11 @@ class FreeIndex:
 
 def free_index(snapshot: Snapshot, key: object, names: Iterable[str]) -> FreeIndex:
     """The index for selection *key* over *names*, synced to *snapshot* (built on first use)."""
-    indexes = snapshot.index.free
+    indexes = snapshot.index.slots.table(FREE)
     index = indexes.pop(key, None)
     if index is None:
         index = FreeIndex(names)
-        if len(indexes) >= _MAX_INDEXES:
+        if len(indexes) >= FREE.bound:
             del indexes[next(iter(indexes))]
     indexes[key] = index  # re-inserted last: the dict's order is the recency order
     index.sync(snapshot)

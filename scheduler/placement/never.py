@@ -11,10 +11,12 @@ changes.
 
 from __future__ import annotations
 
+from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 from scheduler.placement import reasons
 from scheduler.placement.candidates import candidates
 from scheduler.placement.eligibility import prepare
+from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
 from scheduler.world.snapshot import Snapshot
 
@@ -43,3 +45,17 @@ def never_placeable(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> 
         return unknown_level(gang, snapshot, constraint.level)
     short = reasons.capacity_shortfall(problem, candidates(problem))
     return short if short is not None and short.reason is UnplaceableReason.NEVER_FITS else None
+
+
+#: (shape number, topology) -> ``never_placeable``: it reads the nodes only.
+NEVER: Slot[tuple[object, ...], Unplaceable | None] = Slot("never.never_placeable")
+
+
+def never_placeable_in(slots: Slots, gang: Gang, shape: int, snapshot: Snapshot,
+                       params: PlacementParams) -> Unplaceable | None:
+    """``never_placeable``, once per shape number and topology in *slots*; worked out each
+    time for a gang whose pod constraints read what runs."""
+    if context_key(gang, snapshot):
+        return never_placeable(gang, snapshot, params)
+    return slots.get_or_make(NEVER, (shape, gang.topology),
+                     lambda: never_placeable(gang, snapshot, params))

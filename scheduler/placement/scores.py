@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scheduler.kit.memo import Slot
 from scheduler.model import Gang, Role, TaintEffect
 from scheduler.world.snapshot import Snapshot
 
@@ -83,10 +84,10 @@ def static_scores(gang: Gang, role: Role, snapshot: Snapshot) -> dict[str, int]:
 
 def _soft_tainted(snapshot: Snapshot) -> tuple[str, ...]:
     """Nodes with a PreferNoSchedule taint (kept in the node index)."""
-    index = snapshot.index
-    hit = index.soft_tainted
-    if hit is None:
-        hit = index.soft_tainted = tuple(
-            n for n in snapshot.node_names
-            if any(t.effect is TaintEffect.PREFER_NO_SCHEDULE for t in snapshot.nodes[n].taints))
-    return hit
+    return snapshot.index.slots.get_or_make(SOFT_TAINTED, None, lambda: tuple(
+        n for n in snapshot.node_names
+        if any(t.effect is TaintEffect.PREFER_NO_SCHEDULE for t in snapshot.nodes[n].taints)))
+
+
+#: Nodes with a PreferNoSchedule taint (kept in the node index).
+SOFT_TAINTED: Slot[None, tuple[str, ...]] = Slot("scores.soft_tainted")

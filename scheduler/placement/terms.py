@@ -14,10 +14,11 @@ anti-affinity, skip all of it (``compile_terms`` returns ``NO_TERMS`` at once).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from scheduler.kit.memo import Slot
 from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
 from scheduler.model.labels import LabelSelector
@@ -74,15 +75,27 @@ _T = TypeVar("_T")
 _K = TypeVar("_K")
 
 
+#: Node-derived values kept in the snapshot's node index (node labels, taints and
+#: eligibility do not change while it lives): label key -> node -> its value, for the nodes
+#: that have it; label keys -> node -> its values of them, for nodes with all (pod affinity);
+#: label keys -> the nodes that have them all / that lack one (spread); (selection, key,
+#: policies, keyed nodes) -> the nodes a spread constraint counts.
+DOMAINS: Slot[str, dict[str, str]] = Slot("terms.domains")
+COMPOSITE: Slot[tuple[str, ...], dict[str, tuple[str, ...]]] = Slot("terms.composite")
+KEYED: Slot[frozenset[str], tuple[str, ...]] = Slot("terms.keyed")
+UNKEYED: Slot[frozenset[str], frozenset[str]] = Slot("terms.unkeyed")
+SPREAD_NODES: Slot[tuple[object, ...], dict[str, str]] = Slot("terms.spread_nodes")
+
+
 def domains(snapshot: Snapshot, key: str) -> Mapping[str, str]:
     """node -> its value of label *key*, for the nodes that have it (kept in the node
     index: node labels do not change while it lives)."""
-    cache = snapshot.index.domains
-    hit = cache.get(key)
+    slots = snapshot.index.slots
+    hit = slots.table(DOMAINS).get(key)
     if hit is None:
         nodes = snapshot.nodes
-        hit = cache[key] = {n: nodes[n].labels[key] for n in snapshot.node_names
-                            if key in nodes[n].labels}
+        hit = slots.put(DOMAINS, key, {n: nodes[n].labels[key] for n in snapshot.node_names
+                                       if key in nodes[n].labels})
     return hit
 
 
@@ -200,7 +213,7 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
         return {n: tuple(d[n] for d in per_key) for n in snapshot.node_names
                 if all(n in d for d in per_key)}
 
-    domain_of = _cached(snapshot.index.composite, keys, composite)
+    domain_of = snapshot.index.slots.get_or_make(COMPOSITE, keys, composite)
     if len(domain_of) < len(snapshot.node_names):
         blocks.block(set(snapshot.node_names) - set(domain_of),
                      f"affinity {desc}: the node lacks the topology key")
@@ -244,26 +257,15 @@ def _affinity_rules(gang: Gang, affinities: list[_Affinity], order: tuple[str, .
     return ""
 
 
-def _cached(cache: dict[_K, _T], key: _K, build: Callable[[], _T]) -> _T:
-    """A node-derived value, kept in the snapshot's node index (node labels, taints and
-    eligibility do not change while it lives)."""
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) > 256:
-            cache.clear()
-        hit = cache[key] = build()
-    return hit
-
-
 def _spread(role: Role, snapshot: Snapshot, blocks: Blocks,
             spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]]) -> None:
     required = role.requirements.constraints.required_spread
     if not required:
         return
     keys = frozenset(c.topology_key for c in required)
-    keyed = _cached(snapshot.index.keyed, keys, lambda: tuple(
+    keyed = snapshot.index.slots.get_or_make(KEYED, keys, lambda: tuple(
         n for n in snapshot.node_names if keys <= snapshot.nodes[n].labels.keys()))
-    missing = _cached(snapshot.index.unkeyed, keys, lambda: frozenset(
+    missing = snapshot.index.slots.get_or_make(UNKEYED, keys, lambda: frozenset(
         snapshot.node_names) - frozenset(keyed))
     blocks.block(missing, f"topology spread: the node lacks {', '.join(sorted(keys))}")
     spreads.extend((role, c, keyed) for c in required)
@@ -283,9 +285,9 @@ def _spread_rule(gang: Gang, role: Role, snapshot: Snapshot, c: SpreadConstraint
                 and (c.node_taints_policy == "Ignore"
                      or req.untolerated_taint(snapshot.nodes[n]) is None)}
 
-    domain_of = _cached(snapshot.index.spread_nodes,
-                        (selection_key(req), c.topology_key, c.node_affinity_policy,
-                         c.node_taints_policy, keyed), counted)
+    domain_of = snapshot.index.slots.get_or_make(
+        SPREAD_NODES, (selection_key(req), c.topology_key, c.node_affinity_policy,
+                       c.node_taints_policy, keyed), counted)
     existing = dict.fromkeys(sorted(set(domain_of.values())), 0)
     if not c.selector.empty:
         for occ in snapshot.pods.matching(c.selector):

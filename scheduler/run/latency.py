@@ -9,6 +9,7 @@ they failed (the gang is pending again, its latency runs on).
 
 from __future__ import annotations
 
+from scheduler.kit.memo import LARGE, kept_for
 from scheduler.model import Gang
 
 
@@ -30,11 +31,9 @@ class CompleteSince:
         known: dict[str, tuple[Gang, bool]] = {}
         complete: set[str] = set()
         for g in pending:
-            hit = before.get(g.id)
-            if hit is None or hit[0] is not g:
-                hit = (g, g.is_complete)
-            known[g.id] = hit
-            if hit[1]:
+            done = kept_for(before, g.id, g, _is_complete, LARGE)
+            known[g.id] = (g, done)
+            if done:
                 complete.add(g.id)
         self._complete_of = known
         for gid in [gid for gid in self.since if gid not in complete]:
@@ -49,3 +48,7 @@ class CompleteSince:
     def restore(self, gang_id: str, since: float) -> None:
         """The gang's bind failed: it is pending again, its latency runs on from *since*."""
         self.since.setdefault(gang_id, since)
+
+
+def _is_complete(gang: Gang) -> bool:
+    return gang.is_complete

@@ -56,6 +56,7 @@ from scheduler.decide.plan import Bind, CyclePlan, RollbackCause
 from scheduler.decide.recall import Recall
 from scheduler.decide.statuses import queue_statuses
 from scheduler.feed.cache import ClusterCache, CycleInput
+from scheduler.kit.memo import Last
 from scheduler.model import Gang, PodRef
 from scheduler.model.workloads import PodPhase
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
@@ -125,7 +126,7 @@ class Scheduler:
         #: worked out.
         self._reported: tuple[CyclePlan, CycleInput, cycle.Policies, Recall,
                               tuple[QueueReport, ...] | None] | None = None
-        self._waiting_memo: tuple[CyclePlan, Counter[tuple[str, str]]] | None = None
+        self._waiting_memo: Last[CyclePlan, Counter[tuple[str, str]]] = Last()
         self.flights = Flights(clock)  # binds handed to the actuator's binding stage
 
     def run_once(self, takeover: bool = False) -> CyclePlan:
@@ -284,9 +285,7 @@ class Scheduler:
 
     def _waiting_of(self, plan: CyclePlan, inp: CycleInput) -> Counter[tuple[str, str]]:
         """``_waiting`` of the last cycle, worked out once."""
-        if self._waiting_memo is None or self._waiting_memo[0] is not plan:
-            self._waiting_memo = (plan, self._waiting(plan, inp))
-        return self._waiting_memo[1]
+        return self._waiting_memo.get(plan, lambda p: self._waiting(p, inp))
 
     def _timed_solve(self, gang: Gang, snapshot: Snapshot,
                      params: PlacementParams) -> PlacementResult:

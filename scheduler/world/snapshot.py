@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.kit.layered import Layered
+from scheduler.kit.memo import LARGE, Slot
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.release import Release
@@ -45,6 +46,19 @@ if TYPE_CHECKING:
 #: How many ancestors a snapshot remembers the changed nodes for.
 _LINEAGE_DEPTH = 8
 _NOTHING: frozenset[str] = frozenset()
+
+
+#: The node index's memos this module fills (see ``NodeIndex``): requirements -> the nodes a
+#: pod with them may use, and their pools; pool names, sorted -> their nodes; the topology;
+#: a running gang (by identity: the cache hands every cycle the same object while it runs
+#: unchanged, held so its id is not reused) -> what it uses per pool, one entry per running
+#: gang (hence its bound).
+ELIGIBLE: Slot[PodRequirements, tuple[str, ...]] = Slot("snapshot.eligible_nodes")
+ELIGIBLE_POOLS: Slot[PodRequirements, tuple[str, ...]] = Slot("snapshot.eligible_pools")
+POOL_NODES: Slot[tuple[str, ...], frozenset[str]] = Slot("snapshot.nodes_in")
+TOPOLOGY: Slot[None, Topology] = Slot("snapshot.topology")
+CHARGES: Slot[int, tuple[RunningGang, dict[str, Resources]]] = Slot("snapshot.pool_usage",
+                                                                      bound=LARGE)
 
 
 class Snapshot:
@@ -196,23 +210,21 @@ class Snapshot:
 
     def eligible_nodes(self, requirements: PodRequirements) -> tuple[str, ...]:
         """Nodes a pod with *requirements* may use, capacity aside (cached per requirements)."""
-        cache = self._index.eligible
-        hit = cache.get(requirements)
+        slots = self._index.slots
+        hit = slots.table(ELIGIBLE).get(requirements)
         if hit is None:
-            hit = tuple(name for name, node in self._index.nodes.items()
-                        if requirements.allows(node))
-            cache[requirements] = hit
+            hit = slots.put(ELIGIBLE, requirements, tuple(
+                name for name, node in self._index.nodes.items() if requirements.allows(node)))
         return hit
 
     @property
     def topology(self) -> Topology:
         """The network topology graph of the nodes (built once, shared by derived snapshots)."""
-        if self._index.topology is None:
-            from scheduler.world.topology import Topology
+        from scheduler.world.topology import Topology
 
-            self._index.topology = Topology.from_nodes(
-                self._index.nodes.values(), self._index.topology_labels)
-        return self._index.topology
+        index = self._index
+        return index.slots.get_or_make(TOPOLOGY, None, lambda: Topology.from_nodes(
+            index.nodes.values(), index.topology_labels))
 
     @property
     def version(self) -> int:
@@ -246,41 +258,37 @@ class Snapshot:
 
     def eligible_pools(self, requirements: PodRequirements) -> tuple[str, ...]:
         """Pools with a node a pod with *requirements* may use, sorted."""
-        cache = self._index.pools_by_requirements
-        hit = cache.get(requirements)
+        slots = self._index.slots
+        hit = slots.table(ELIGIBLE_POOLS).get(requirements)
         if hit is None:
             nodes = self._index.nodes
-            hit = cache[requirements] = tuple(sorted(
-                {nodes[n].pool for n in self.eligible_nodes(requirements)}))
+            hit = slots.put(ELIGIBLE_POOLS, requirements, tuple(sorted(
+                {nodes[n].pool for n in self.eligible_nodes(requirements)})))
         return hit
 
     def nodes_in(self, pools: Iterable[str]) -> frozenset[str]:
         """The nodes of *pools*."""
         key = tuple(sorted(set(pools)))
-        cache = self._index.pool_nodes
-        hit = cache.get(key)
+        slots = self._index.slots
+        hit = slots.table(POOL_NODES).get(key)
         if hit is None:
             wanted = set(key)
-            hit = cache[key] = frozenset(
-                name for name, node in self._index.nodes.items() if node.pool in wanted)
+            hit = slots.put(POOL_NODES, key, frozenset(
+                name for name, node in self._index.nodes.items() if node.pool in wanted))
         return hit
 
     def pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
         """What quota charges a running gang per pool (its ``charges``; shared: not to be
         changed)."""
-        cache = self._index.charges
-        known = cache.get(id(gang))
-        if known is not None and known[0] is gang:
-            return known[1]
-        if len(cache) > 100_000:
-            cache.clear()  # gangs come and go; keep the memo bounded
+        return self._index.slots.kept_for(CHARGES, id(gang), gang, self._pool_usage)
+
+    def _pool_usage(self, gang: RunningGang) -> dict[str, Resources]:
         nodes = self._index.nodes
         per_pool: dict[str, list[Resources]] = {}
         for node, res in gang.charges:
             if node in nodes:
                 per_pool.setdefault(nodes[node].pool, []).append(res)
         usage = {pool: total(parts) for pool, parts in sorted(per_pool.items())}
-        cache[id(gang)] = (gang, usage)
         return usage
 
     def pool_release(self, release: Release) -> dict[str, Resources]:
