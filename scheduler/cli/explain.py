@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
+from scheduler.cli._rows import row
 from scheduler.model.demand import gpus_of
 
 EPILOG = """\
@@ -44,10 +45,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
-def _row(label: str, value: object) -> str:
-    return f"  {label:<12} {value}"
-
-
 def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[str, bool]:
     """The report for *gang_id* and whether the gang was found (pure given its inputs)."""
     from scheduler.decide import cycle
@@ -61,39 +58,39 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
         if running is not None:
             nodes = ", ".join(running.nodes)
             short = running.shortfall
-            lines += [_row("state", _running_state(running)),
-                      _row("queue", running.gang.queue), _row("nodes", nodes)]
+            lines += [row("state", _running_state(running)),
+                      row("queue", running.gang.queue), row("nodes", nodes)]
             if short is not None:
-                lines.append(_row("members", short.describe()))
+                lines.append(row("members", short.describe()))
             return "\n".join(lines), True
         problem = inp.gangs.problems.get(gang_id)
         if problem:
-            lines += [_row("state", "cannot be formed"), _row("why", problem)]
+            lines += [row("state", "cannot be formed"), row("why", problem)]
             return "\n".join(lines), True
-        lines.append(_row("state", "not found: no pending or running pods of this scheduler "
+        lines.append(row("state", "not found: no pending or running pods of this scheduler "
                                    "belong to it"))
         return "\n".join(lines), False
     gang = pending[gang_id]
     plan = cycle.decide(inp.snapshot, list(pending.values()), policies.current(), now)
     reason = plan.pending.get(gang_id)
     lines += [
-        _row("queue", gang.queue),
-        _row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
+        row("queue", gang.queue),
+        row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
                      f"{gang.min_member} ({gang.members_present} present)"),
-        _row("needs", gang.min_requests.describe()),
-        _row("priority", gang.priority),
+        row("needs", gang.min_requests.describe()),
+        row("priority", gang.priority),
     ]
     if running is not None and running.shortfall is not None:
-        lines.append(_row("running", running.shortfall.describe()))
+        lines.append(row("running", running.shortfall.describe()))
     if plan.bind_of(gang_id) is not None:
-        lines.append(_row("state", "would be bound in the next cycle"))
+        lines.append(row("state", "would be bound in the next cycle"))
     elif reason is not None:
-        lines += [_row("state", f"pending: {reason.category}"),
-                  _row("position", f"{reason.position} of {len(plan.order)} in queue order"
+        lines += [row("state", f"pending: {reason.category}"),
+                  row("position", f"{reason.position} of {len(plan.order)} in queue order"
                        if reason.position else "not ordered (cannot be considered yet)"),
-                  _row("why", reason.message)]
+                  row("why", reason.message)]
         if reason.estimated_start is not None:
-            lines.append(_row("starts", describe_estimate(reason.estimated_start, now)))
+            lines.append(row("starts", describe_estimate(reason.estimated_start, now)))
     extra = [ln for ln in plan_explain(plan, gang_id).splitlines() if ": pending, " not in ln]
     if extra:
         lines += ["", "what this cycle does for it:", *("  " + ln for ln in extra)]
@@ -132,26 +129,26 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
     bound = [p for p in cache.gang_pods(gang_id) if p.node_name]
     if gang is not None:
         lines += [
-            _row("queue", gang.queue),
-            _row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
+            row("queue", gang.queue),
+            row("size", f"{gang.size} pods in {len(gang.roles)} role(s), minMember "
                          f"{gang.min_member} ({gang.members_present} present)"),
-            _row("needs", gang.min_requests.describe()),
-            _row("priority", gang.priority),
-            _row("state", f"pending ({len(bound)} bound)" if bound else "pending"),
+            row("needs", gang.min_requests.describe()),
+            row("priority", gang.priority),
+            row("state", f"pending ({len(bound)} bound)" if bound else "pending"),
         ]
     elif bound:
         nodes = ", ".join(sorted({p.node_name for p in bound}))
         running = inp.snapshot.running.get(gang_id)
         state = _running_state(running) if running is not None else "running"
-        lines += [_row("queue", cache.queue_of(gang_id) or "?"),
-                  _row("state", f"{state} ({len(bound)} pods)"), _row("nodes", nodes)]
+        lines += [row("queue", cache.queue_of(gang_id) or "?"),
+                  row("state", f"{state} ({len(bound)} pods)"), row("nodes", nodes)]
         if running is not None and running.shortfall is not None:
-            lines.append(_row("members", running.shortfall.describe()))
+            lines.append(row("members", running.shortfall.describe()))
     elif gang_id in inp.gangs.problems:
-        lines += [_row("state", "cannot be formed"), _row("why", inp.gangs.problems[gang_id])]
+        lines += [row("state", "cannot be formed"), row("why", inp.gangs.problems[gang_id])]
     found = gang is not None or bool(bound) or gang_id in inp.gangs.problems
     if not found:
-        lines.append(_row("state", "not found: no pending or running pods of this scheduler "
+        lines.append(row("state", "not found: no pending or running pods of this scheduler "
                                    "that you may see belong to it"))
     lines += ["", f"not visible to you: {'; '.join(unseen)}.",
               "A fresh decision needs the whole cluster, so this shows the running scheduler's "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.cli.explain import _row
+from scheduler.cli._rows import row
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.kube.client import KubeClient
@@ -96,17 +96,17 @@ def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
              now: float) -> str:
     """The report for a gang of *workload* that has no pods right now; *preempted*: the
     preemptions its events record (None: no such event seen)."""
-    lines = [f"gang {gang_id}", _row("state", "no pods right now")]
+    lines = [f"gang {gang_id}", row("state", "no pods right now")]
     if preempted is not None:
-        lines.append(_row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
+        lines.append(row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
     else:
-        lines.append(_row("why", "its pods are gone (evicted, deleted) or not created yet"))
+        lines.append(row("why", "its pods are gone (evicted, deleted) or not created yet"))
     controller = "the Job controller" if workload.kind == "Job" else "its Jobs' controller"
     if not workload.jobs:
-        lines.append(_row("next", f"waiting for {controller} to create its pods"))
+        lines.append(row("next", f"waiting for {controller} to create its pods"))
         return "\n".join(lines)
     if all(j.remaining == 0 for j in workload.jobs):
-        lines.append(_row("next", "nothing: its completions are all done"))
+        lines.append(row("next", "nothing: its completions are all done"))
         return "\n".join(lines)
     evicted = preempted.evicted if preempted is not None else 0
     delay, how = max(job_backoff.least_delay(j, workload.failed, evicted)
@@ -116,8 +116,8 @@ def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
         due = preempted.at + delay
         next_line += (f"; at least {delay:.0f}s after the eviction, so not before "
                       f"~{format_time(due)} (in {max(0.0, due - now):.0f}s)")
-    lines += [_row("next", next_line),
-              _row("then", "its new pods are a new gang, placed whole once they all exist")]
+    lines += [row("next", next_line),
+              row("then", "its new pods are a new gang, placed whole once they all exist")]
     return "\n".join(lines)
 
 

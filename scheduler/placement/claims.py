@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from scheduler.model import Gang
 from scheduler.model.prebind import PreBind, PreBindKind
@@ -33,10 +32,8 @@ from scheduler.model.volumes import (
 )
 from scheduler.placement.attach import AttachRule, attach_rules
 from scheduler.placement.rules import Blocks, Encoding
+from scheduler.placement.types import RoleLimits
 from scheduler.world.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from scheduler.placement.terms import RoleLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +204,6 @@ class ClaimTerms:
     open_claims: tuple[OpenClaim, ...]
 
     def restrict(self, limits: dict[str, RoleLimits]) -> dict[str, RoleLimits]:
-        from scheduler.placement.terms import RoleLimits
-
         out = dict(limits)
         for role, (nodes, why) in self.blocked.items():
             old = out.get(role, RoleLimits())

@@ -29,21 +29,9 @@ from scheduler.placement.index import selection_key
 from scheduler.placement.rules import Blocks, Rule
 from scheduler.placement.scores import static_scores
 from scheduler.placement.spread import SpreadRule
-from scheduler.placement.types import UnplaceableReason
+from scheduler.placement.types import RoleLimits, UnplaceableReason
 from scheduler.world.occupancy import Occupant
 from scheduler.world.snapshot import Snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class RoleLimits:
-    """What the constraints leave a role: nodes it may not use (and why), a per-node cap."""
-
-    blocked: frozenset[str] = frozenset()
-    why: tuple[tuple[str, int], ...] = ()  # (reason, nodes it blocks), most nodes first
-    by_running: bool = False  # some block is due to running pods (preemption may help)
-    cap: int = 0  # at most this many members per node (0: no cap)
-    cap_why: str = ""  # the constraint behind the cap, for reasons
-    score: Mapping[str, int] = field(default_factory=dict)  # static preference per node
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ partial outcome: that is the all-or-nothing contract the rest of the scheduler r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -142,3 +142,15 @@ PlacementResult = Placement | Unplaceable
 
 #: What the cycle calls to place one gang (``placement.solve``, or a test double / timing wrapper).
 Solver = Callable[[Gang, "Snapshot", PlacementParams], PlacementResult]
+
+
+@dataclass(frozen=True, slots=True)
+class RoleLimits:
+    """What the constraints leave a role: nodes it may not use (and why), a per-node cap."""
+
+    blocked: frozenset[str] = frozenset()
+    why: tuple[tuple[str, int], ...] = ()  # (reason, nodes it blocks), most nodes first
+    by_running: bool = False  # some block is due to running pods (preemption may help)
+    cap: int = 0  # at most this many members per node (0: no cap)
+    cap_why: str = ""  # the constraint behind the cap, for reasons
+    score: Mapping[str, int] = field(default_factory=dict)  # static preference per node
