@@ -33,7 +33,7 @@ from scheduler.decide.heads import held_back
 from scheduler.decide.housekeeping import Housekeeping
 from scheduler.decide.memo import Memo
 from scheduler.decide.order import in_order
-from scheduler.decide.outcomes import Nominated
+from scheduler.decide.outcomes import Nominated, Waiting
 from scheduler.decide.plan import (
     NOMINATION_TIMEOUT_SECONDS,
     Bind,
@@ -126,7 +126,12 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
 
 def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:
     """Consider one gang of queue *name* and fold its outcome in; remember a failure for
-    its lookalikes. True when the quota ledger changed."""
+    its lookalikes. True when the quota ledger changed.
+
+    The memo keeps the outcome itself, not the reason the draft wrote for it: that reason
+    carries this gang's own ``later_steps``, which a lookalike must not inherit. Only a
+    ``Waiting`` can leave the epoch as it was (every other outcome changes the snapshot,
+    the ledger or the obstacles), so only a ``Waiting`` is offered."""
     draft.order.append(gang.id)
     if draft.obstacles.claims:
         draft.obstacles = draft.obstacles.unclaim(gang.id)
@@ -138,11 +143,10 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
         draft.wait(gang, held.category, held.message)
         return False
     trial = Trial(gang, queue, draft)
-    draft.fold(gang, queue, consider(trial))
-    if trial.key is not None:
-        reason = draft.pending.get(gang.id)
-        if reason is not None:
-            draft.context.memo.remember(trial.key, draft.epoch, reason)
+    outcome = consider(trial)
+    draft.fold(gang, queue, outcome)
+    if trial.key is not None and isinstance(outcome, Waiting):
+        draft.context.memo.remember(trial.key, draft.epoch, outcome)
     return draft.ledger is not ledger
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.decide import consider as c
 from scheduler.decide.outcomes import Bound, Nominated, Outcome, Reserved, Waiting
-from scheduler.decide.plan import PendingReason, ReasonCategory
+from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.trial import Trial
 from scheduler.model import Gang, RunningGang
 from scheduler.model.pods import PreemptionPolicy
@@ -79,7 +79,7 @@ def test_remembered_passes_first_then_answers_a_lookalike() -> None:
     draft = w.draft()
     first = w.trial(b.gang("g"), draft)
     assert c.remembered(first) is None and first.key is not None
-    draft.context.memo.remember(first.key, draft.epoch, PendingReason(R.QUOTA, "no room", 0))
+    draft.context.memo.remember(first.key, draft.epoch, Waiting(R.QUOTA, "no room"))
     again = c.remembered(w.trial(b.gang("lookalike"), draft))
     assert again == Waiting(R.QUOTA, "no room")
     # Another shape, or another state (a new epoch), is not answered from the memo.
