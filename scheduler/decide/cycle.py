@@ -96,7 +96,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         if isinstance(verdict, Queue):
             by_queue.setdefault(verdict.name, []).append(gang)
         else:
-            draft.wait(gang, *verdict, ordered=False)
+            draft.set_aside(gang, *verdict)
     by_id = {g.id: g for gs in by_queue.values() for g in gs}
     carried = _carry_over(draft, previous, by_id)
     repairs = [by_id[gid] for gid in housekeeping.repairs(house)
@@ -132,15 +132,13 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
     carries this gang's own ``later_steps``, which a lookalike must not inherit. Only a
     ``Waiting`` can leave the epoch as it was (every other outcome changes the snapshot,
     the ledger or the obstacles), so only a ``Waiting`` is offered."""
-    draft.order.append(gang.id)
-    if draft.obstacles.claims:
-        draft.obstacles = draft.obstacles.unclaim(gang.id)
+    draft.begin_turn(gang)
     queue = queues[name]
     ledger = draft.ledger
     held = held_back(draft, queue)
     if held is not None:  # waits behind another gang, blocking nobody: only its reason
         held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
-        draft.wait(gang, held.category, held.message)
+        draft.fold(gang, queue, held)
         return False
     trial = Trial(gang, queue, draft)
     outcome = consider(trial)
@@ -180,7 +178,7 @@ def _carry_over(draft: Draft, previous: CyclePlan | None,
         if not alive:
             first.append(gang)  # the victims are gone: its turn comes before anyone else's
             continue
-        draft.order.append(gang.id)
+        draft.begin_turn(gang)
         draft.fold(gang, draft.context.policies.queues.queues[gang.queue],
                    _kept(draft, gang, nom, alive))
     for res in previous.reservations:
@@ -190,7 +188,7 @@ def _carry_over(draft: Draft, previous: CyclePlan | None,
             # Its pools stay claimed until it is reconsidered: a gang considered before it
             # (a nominee that no longer fits, another reserved gang that may use several
             # pools) may not take its pool's reservation away meanwhile.
-            draft.obstacles = draft.obstacles.claim(gang.id, res.pools)
+            draft.keep_claim(gang.id, res.pools)
     return first
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from scheduler.decide import consider as c
+from scheduler.decide.draft import Draft
 from scheduler.decide.outcomes import Bound, Nominated, Outcome, Reserved, Waiting
 from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.trial import Trial
@@ -84,8 +85,9 @@ def test_remembered_passes_first_then_answers_a_lookalike() -> None:
     assert again == Waiting(R.QUOTA, "no room")
     # Another shape, or another state (a new epoch), is not answered from the memo.
     assert c.remembered(w.trial(b.gang("bigger", pods=2), draft)) is None
-    draft.ledger = draft.ledger.charge("q", "a", b.gang("x").roles[0].requests)
-    assert c.remembered(w.trial(b.gang("later"), draft)) is None
+    charged = draft.ledger.charge("q", "a", b.gang("x").roles[0].requests)
+    later = Draft(draft.context, draft.snapshot, charged)  # the same memo, a new ledger
+    assert c.remembered(w.trial(b.gang("later"), later)) is None
 
 
 def test_remembered_skips_a_gang_with_members_running() -> None:
