@@ -185,11 +185,22 @@ class Trial:
 
     def _fits_without_reservations(self) -> bool:
         """Did only the reservations' exclusion make its misfit final (no usable node, or
-        none big enough)? Then it fits, or waits for capacity, without them."""
+        none big enough)? Then it fits, or waits for capacity, without them.
+
+        The one solve of a turn outside ``fit``, on purpose: it is a placement question
+        over every pool the gang's pods may use, quota aside, while ``fit`` admits by quota
+        first and keeps placement to the pools quota admits. Through ``fit`` (the plain
+        attempt's world with the reservations lifted) the reason would change for a gang
+        whose quota-admitted pools cannot hold it even unreserved while a pool without its
+        quota could: pool a of 4-GPU nodes, all reserved, holding the queue's quota, and
+        pool b of 8-GPU nodes without; a gang of 2 x 8 GPUs "waits for the nodes reserved"
+        here, and "never fits" through ``fit``. It asks why (``Question.WHY``): whether
+        preemption may help is read from the reason."""
         if self.misfit.reason not in (UnplaceableReason.NO_ELIGIBLE_NODES,
                                       UnplaceableReason.NEVER_FITS):
             return False
-        result = self.context.solver(self.gang, self.draft.snapshot, self.base)
+        result = self.context.solver(self.gang, self.draft.snapshot,
+                                     self.base.asking(Question.WHY))
         return isinstance(result, Placement) or result.preemption_may_help
 
 
