@@ -17,7 +17,7 @@ from policies.quota import QuotaLedger, QuotaTree
 from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 from scheduler.model.resources import Resources, total
-from scheduler.placement.types import Assignment, Placement
+from scheduler.placement.types import Assignment, Placement, Question
 from scheduler.world.snapshot import Snapshot
 
 
@@ -78,13 +78,15 @@ def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot,
 
 
 def admissible_pools(gang: Gang, queue: Queue, ledger: QuotaLedger,
-                     bounds: Mapping[str, Resources], explain: bool = True) -> QuotaVerdict:
+                     bounds: Mapping[str, Resources],
+                     question: Question = Question.WHY) -> QuotaVerdict:
     """Pools where the queue's quota holds the gang's upper-bound charge in full.
 
-    ``explain=False`` skips writing the message (for searches that only need the pools).
+    ``Question.WHETHER`` skips writing the message (for searches that only need the pools).
     """
     if not bounds:
         return QuotaVerdict((), "no node pool has nodes this gang's pods may use")
+    explain = question is Question.WHY
     open_pools = set(ledger.tree.pools_of(queue.name))
     admitted: list[str] = []
     problems: list[str] = []
@@ -183,4 +185,4 @@ def ever_admissible(slots: Slots, gang: Gang, queue: Queue, bounds: Mapping[str,
                     tree: QuotaTree, key: object) -> bool:
     """Would quota admit the gang with every queue idle? (*key*: its bounds as a key.)"""
     return slots.get_or_make(EVER, (queue.name, key), lambda: admissible_pools(
-        gang, queue, QuotaLedger.empty(tree), bounds, explain=False).admitted)
+        gang, queue, QuotaLedger.empty(tree), bounds, Question.WHETHER).admitted)

@@ -7,9 +7,9 @@ set of preemption victims and finding a reservation's start all make this same t
 differ only in the ``World`` they pass: the nodes with some running gangs gone, a ledger with
 their usage released (or quota set aside), the nodes kept off.
 
-A search wants a yes or no for the required members; the plain attempt (``optional``,
-``explain``) places an elastic gang's optional members too where quota allows, and says why
-quota refuses it.
+A search wants a yes or no for the required members (``Question.WHETHER`` in its params);
+the plain attempt (``optional``, ``Question.WHY``) places an elastic gang's optional members
+too where quota allows, and says why quota refuses it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from scheduler.placement.types import (
     RUNNING_GANGS_IN_THE_WAY,
     Placement,
     PlacementParams,
+    Question,
     Solver,
     UnplaceableReason,
 )
@@ -49,16 +50,16 @@ class World:
 
     snapshot: Snapshot
     ledger: QuotaLedger
-    params: PlacementParams  # nodes kept off (nominated, reserved) or the only ones allowed
+    #: Nodes kept off (nominated, reserved) or the only ones allowed, and the ``Question``
+    #: asked: ``WHY`` also says why quota refuses the gang and, when no pool has a node it
+    #: may use, lets placement say why (the plain attempt, whose answer becomes its reason).
+    params: PlacementParams
     solver: Solver
     #: What is taken from running gangs first (victims, gangs that will have ended, draining
     #: gangs); the ledger is expected to have it released already.
     gone: tuple[Release, ...] = ()
     #: Place optional members too, as far as quota allows (the plain attempt).
     optional: bool = False
-    #: Say why quota refuses the gang, and let placement say why when no pool has a node
-    #: the gang may use (the plain attempt, whose answer becomes the gang's reason).
-    explain: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +96,9 @@ class Misfit:
 def fit(applicant: Applicant, world: World) -> Fit | Misfit:
     """Would the applicant start in *world*? All its required members, or not at all."""
     gang, queue = applicant.gang, applicant.queue
-    verdict = admissible_pools(gang, queue, world.ledger, applicant.bounds, explain=world.explain)
-    if not verdict.admitted and (applicant.bounds or not world.explain):
+    question = world.params.question
+    verdict = admissible_pools(gang, queue, world.ledger, applicant.bounds, question)
+    if not verdict.admitted and (applicant.bounds or question is Question.WHETHER):
         return Misfit(verdict.message)
     snapshot = world.snapshot.without(world.gone) if world.gone else world.snapshot
     params = (restrict(world.params, verdict.pools, snapshot) if verdict.admitted

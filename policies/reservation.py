@@ -44,7 +44,7 @@ from scheduler.model import Gang, RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
 from scheduler.model.resources import Resources, total
-from scheduler.placement.types import PlacementParams
+from scheduler.placement.types import PlacementParams, Question
 from scheduler.world.snapshot import Snapshot
 
 
@@ -125,6 +125,8 @@ def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
     events = release_events(snapshot, queues, now, reclaimable)
     if not events:
         return None
+    # A search: whether it fits after each event, never why not (see ``Question``).
+    world = replace(world, params=world.params.asking(Question.WHETHER))
     slots = _Slots(gang, snapshot, _usable_nodes(gang, snapshot, world.params))
     ledgers = _Ledgers(world.ledger, events, snapshot)
     start = len(events)
@@ -132,7 +134,7 @@ def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
         for r in releases:
             slots.release(r.charges)
         if slots.enough() and admissible_pools(gang, applicant.queue, ledgers.at(i),
-                                               applicant.bounds, explain=False).admitted:
+                                               applicant.bounds, Question.WHETHER).admitted:
             start = i
             break
     if start == len(events):

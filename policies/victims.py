@@ -25,7 +25,7 @@ from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
 from scheduler.model.resources import Resources
-from scheduler.placement.types import Placement
+from scheduler.placement.types import Placement, Question
 from scheduler.world.snapshot import Snapshot
 
 
@@ -163,8 +163,8 @@ def select_victims(applicant: Applicant, world: World, found: list[Candidate], r
     """The cheapest proven set of *found* (the applicant's candidates, see
     ``preemption.candidates``) whose removal from *world* lets the applicant start, or None.
     A proof only asks whether the gang fits, so its solves do not work out why not."""
-    if world.params.explain:
-        world = replace(world, params=replace(world.params, explain=False))
+    if world.params.question is not Question.WHETHER:
+        world = replace(world, params=world.params.asking(Question.WHETHER))
     return VictimSearch(applicant, world, queues, found, room).run()
 
 

@@ -33,7 +33,7 @@ from scheduler.decide.heads import held_back
 from scheduler.decide.housekeeping import Housekeeping
 from scheduler.decide.memo import Memo
 from scheduler.decide.order import in_order
-from scheduler.decide.outcomes import Nominated
+from scheduler.decide.outcomes import Nominated, Waiting
 from scheduler.decide.plan import (
     NOMINATION_TIMEOUT_SECONDS,
     Bind,
@@ -96,7 +96,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         if isinstance(verdict, Queue):
             by_queue.setdefault(verdict.name, []).append(gang)
         else:
-            draft.wait(gang, *verdict, ordered=False)
+            draft.set_aside(gang, *verdict)
     by_id = {g.id: g for gs in by_queue.values() for g in gs}
     carried = _carry_over(draft, previous, by_id)
     repairs = [by_id[gid] for gid in housekeeping.repairs(house)
@@ -126,23 +126,25 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
 
 def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:
     """Consider one gang of queue *name* and fold its outcome in; remember a failure for
-    its lookalikes. True when the quota ledger changed."""
-    draft.order.append(gang.id)
-    if draft.obstacles.claims:
-        draft.obstacles = draft.obstacles.unclaim(gang.id)
+    its lookalikes. True when the quota ledger changed.
+
+    The memo keeps the outcome itself, not the reason the draft wrote for it: that reason
+    carries this gang's own ``later_steps``, which a lookalike must not inherit. Only a
+    ``Waiting`` can leave the epoch as it was (every other outcome changes the snapshot,
+    the ledger or the obstacles), so only a ``Waiting`` is offered."""
+    draft.begin_turn(gang)
     queue = queues[name]
     ledger = draft.ledger
     held = held_back(draft, queue)
     if held is not None:  # waits behind another gang, blocking nobody: only its reason
         held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
-        draft.wait(gang, held.category, held.message)
+        draft.fold(gang, queue, held)
         return False
     trial = Trial(gang, queue, draft)
-    draft.fold(gang, queue, consider(trial))
-    if trial.key is not None:
-        reason = draft.pending.get(gang.id)
-        if reason is not None:
-            draft.context.memo.remember(trial.key, draft.epoch, reason)
+    outcome = consider(trial)
+    draft.fold(gang, queue, outcome)
+    if trial.key is not None and isinstance(outcome, Waiting):
+        draft.context.memo.remember(trial.key, draft.epoch, outcome)
     return draft.ledger is not ledger
 
 
@@ -176,7 +178,7 @@ def _carry_over(draft: Draft, previous: CyclePlan | None,
         if not alive:
             first.append(gang)  # the victims are gone: its turn comes before anyone else's
             continue
-        draft.order.append(gang.id)
+        draft.begin_turn(gang)
         draft.fold(gang, draft.context.policies.queues.queues[gang.queue],
                    _kept(draft, gang, nom, alive))
     for res in previous.reservations:
@@ -186,7 +188,7 @@ def _carry_over(draft: Draft, previous: CyclePlan | None,
             # Its pools stay claimed until it is reconsidered: a gang considered before it
             # (a nominee that no longer fits, another reserved gang that may use several
             # pools) may not take its pool's reservation away meanwhile.
-            draft.obstacles = draft.obstacles.claim(gang.id, res.pools)
+            draft.keep_claim(gang.id, res.pools)
     return first
 
 

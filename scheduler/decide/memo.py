@@ -28,7 +28,6 @@ from policies.quota import QuotaLedger
 from policies.reservation import Reservation
 from scheduler.decide.obstacles import Obstacles
 from scheduler.decide.outcomes import Waiting
-from scheduler.decide.plan import PendingReason
 from scheduler.decide.recall import Recall, Shape
 from scheduler.kit.memo import Slots
 from scheduler.model import Gang
@@ -74,10 +73,11 @@ class Memo:
         blocking nobody (the gang it was decided for blocked whom it had to)."""
         return self._failures.get(key) if key is not None else None
 
-    def remember(self, key: FailureKey | None, epoch: Epoch, reason: PendingReason) -> None:
-        """Keep *reason* for *key* if deciding it left the state as it was."""
+    def remember(self, key: FailureKey | None, epoch: Epoch, outcome: Waiting) -> None:
+        """Keep *outcome* for *key* if deciding it left the state as it was, blocking
+        nobody (the gang it was decided for blocked whom it had to)."""
         if key is not None and self._same(epoch):
-            self._failures[key] = Waiting(reason.category, reason.message)
+            self._failures[key] = Waiting(outcome.category, outcome.message)
 
     def _same(self, epoch: Epoch) -> bool:
         now = self._epoch

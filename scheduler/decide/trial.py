@@ -26,7 +26,7 @@ from scheduler.kit.lazy import lazy
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.placement.never import never_placeable_in
-from scheduler.placement.types import Placement, PlacementParams, UnplaceableReason
+from scheduler.placement.types import Placement, PlacementParams, Question, UnplaceableReason
 
 R = ReasonCategory
 #: Placement failures that running gangs ending (or preemption) can cure.
@@ -79,11 +79,12 @@ class Trial:
 
     @property
     def attempt(self) -> Fit | Misfit:
-        """The plain attempt: optional members too where quota allows; explained."""
+        """The plain attempt: optional members too where quota allows; it asks why not
+        (``Question.WHY``): its answer becomes the gang's reason."""
         if self._attempt is None:
             w = self.world
-            self._attempt = fit(self.applicant, World(w.snapshot, w.ledger, w.params,
-                                                      w.solver, optional=True, explain=True))
+            self._attempt = fit(self.applicant, World(
+                w.snapshot, w.ledger, w.params.asking(Question.WHY), w.solver, optional=True))
         return self._attempt
 
     @property
@@ -94,11 +95,11 @@ class Trial:
 
     @lazy
     def search(self) -> World:
-        """The world of the searches: kept to the pools quota admitted it in, if any."""
+        """The world of the searches: kept to the pools quota admitted it in, if any; a
+        search asks only whether the gang fits (``Question.WHETHER``)."""
         world, pools = self.world, self.misfit.pools
-        if not pools:
-            return world
-        return replace(world, params=restrict(world.params, pools, world.snapshot))
+        params = restrict(world.params, pools, world.snapshot) if pools else world.params
+        return replace(world, params=params.asking(Question.WHETHER))
 
     @lazy
     def preemption(self) -> Preemption | None:
@@ -184,11 +185,22 @@ class Trial:
 
     def _fits_without_reservations(self) -> bool:
         """Did only the reservations' exclusion make its misfit final (no usable node, or
-        none big enough)? Then it fits, or waits for capacity, without them."""
+        none big enough)? Then it fits, or waits for capacity, without them.
+
+        The one solve of a turn outside ``fit``, on purpose: it is a placement question
+        over every pool the gang's pods may use, quota aside, while ``fit`` admits by quota
+        first and keeps placement to the pools quota admits. Through ``fit`` (the plain
+        attempt's world with the reservations lifted) the reason would change for a gang
+        whose quota-admitted pools cannot hold it even unreserved while a pool without its
+        quota could: pool a of 4-GPU nodes, all reserved, holding the queue's quota, and
+        pool b of 8-GPU nodes without; a gang of 2 x 8 GPUs "waits for the nodes reserved"
+        here, and "never fits" through ``fit``. It asks why (``Question.WHY``): whether
+        preemption may help is read from the reason."""
         if self.misfit.reason not in (UnplaceableReason.NO_ELIGIBLE_NODES,
                                       UnplaceableReason.NEVER_FITS):
             return False
-        result = self.context.solver(self.gang, self.draft.snapshot, self.base)
+        result = self.context.solver(self.gang, self.draft.snapshot,
+                                     self.base.asking(Question.WHY))
         return isinstance(result, Placement) or result.preemption_may_help
 
 

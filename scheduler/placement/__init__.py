@@ -11,11 +11,12 @@ from scheduler.placement.types import (
     Placement,
     PlacementParams,
     PlacementResult,
+    Question,
     Unplaceable,
     UnplaceableReason,
 )
 
 __all__ = [
-    "Assignment", "Placement", "PlacementParams", "PlacementResult", "Unplaceable",
-    "UnplaceableReason", "context_key", "solve",
+    "Assignment", "Placement", "PlacementParams", "PlacementResult", "Question",
+    "Unplaceable", "UnplaceableReason", "context_key", "solve",
 ]

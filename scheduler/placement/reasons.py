@@ -23,7 +23,7 @@ from scheduler.model.resources import (
 from scheduler.placement.allocatable import alloc_view, domain_view, free_sum
 from scheduler.placement.candidates import Candidates, DomainLoad, primary_resource
 from scheduler.placement.eligibility import Problem, RoleView
-from scheduler.placement.types import Unplaceable, UnplaceableReason
+from scheduler.placement.types import Question, Unplaceable, UnplaceableReason
 from scheduler.world.topology import Topology
 
 
@@ -71,7 +71,7 @@ def is_short(problem: Problem, cands: Candidates) -> bool:
 
 
 def unexplained(problem: Problem) -> Unplaceable:
-    """A failure whose reason was not asked for (``PlacementParams.explain`` off)."""
+    """A failure whose reason was not asked for (``Question.WHETHER``)."""
     return _fail(problem, UnplaceableReason.UNEXPLAINED, "")
 
 
@@ -79,7 +79,7 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     """``None`` when the free capacity suffices in total; else why not (never vs not now)."""
     if not is_short(problem, cands):
         return None
-    if not problem.params.explain:
+    if problem.params.question is Question.WHETHER:
         return unexplained(problem)
     need = problem.required_total
     static = alloc_view(problem)
@@ -182,7 +182,7 @@ def topology_shortfall(
     problem: Problem, topology: Topology, level: str, loads: Sequence[DomainLoad],
 ) -> Unplaceable:
     """No domain of *level* can hold the gang: never (allocatable) or not now (free)."""
-    if not problem.params.explain:
+    if problem.params.question is Question.WHETHER:
         return unexplained(problem)
     name = level_name(level)
     primary = primary_resource(problem)

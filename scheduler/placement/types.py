@@ -8,7 +8,7 @@ partial outcome: that is the all-or-nothing contract the rest of the scheduler r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,20 @@ from scheduler.model.resources import Resources, total
 
 if TYPE_CHECKING:
     from scheduler.world.snapshot import Snapshot
+
+
+class Question(StrEnum):
+    """What a trial asks, in one knob from ``fit`` down to the solver's reasons.
+
+    ``WHY``: the plain attempt, whose answer becomes the gang's pending reason: quota says
+    which pools refuse it and why, placement works out why no node will do. ``WHETHER``: a
+    search (a victim proof, a reservation's start, waiting for draining gangs) only needs
+    yes or no; it never reads a reason, and working one out (totals over every eligible node
+    and domain) cost more than the failed solve itself. A failure then comes back as
+    ``UNEXPLAINED``. Placement is the same either way; only the words differ."""
+
+    WHETHER = "whether"
+    WHY = "why"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +53,12 @@ class PlacementParams:
     excluded_nodes: frozenset[str] = frozenset()
     #: If set, only these nodes may be used (e.g. backfill into a window).
     allowed_nodes: frozenset[str] | None = None
-    #: Work out why a gang does not fit. A search that only asks yes or no (the victim
-    #: search's proofs) turns it off: the reason of a failed proof is never read, and
-    #: working it out (totals over every eligible node and domain) cost more than the
-    #: failed solve itself. Off, a failure comes back as ``UNEXPLAINED``.
-    explain: bool = True
+    #: Why it does not fit, or only whether (see ``Question``); a search asks ``WHETHER``.
+    question: Question = Question.WHY
+
+    def asking(self, question: Question) -> PlacementParams:
+        """These knobs with *question* asked (the same object if it is already)."""
+        return self if self.question is question else replace(self, question=question)
 
 
 class UnplaceableReason(StrEnum):
@@ -63,7 +78,7 @@ class UnplaceableReason(StrEnum):
     POD_CONSTRAINTS = "PodConstraints"
     VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
     UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
-    #: Not placed, reason not worked out (``PlacementParams.explain`` off).
+    #: Not placed, reason not worked out (``Question.WHETHER`` asked).
     UNEXPLAINED = "Unexplained"
 
 

@@ -92,7 +92,7 @@ def test_the_bound_and_the_exact_check_agree() -> None:
     recall = Recall(snapshot.index)
     ledger = recall.ledger(recall.tree(policies(q).queues), snapshot)
     assert check_charges(q, ledger, charges) is not None
-    world = World(snapshot, ledger, PlacementParams(), SOLVE, explain=True)
+    world = World(snapshot, ledger, PlacementParams(), SOLVE)
     out = fit(Applicant(gang, q, bounds), world)
     assert isinstance(out, Misfit) and out.quota and "needs 16 nvidia.com/gpu" in out.message
 

@@ -30,7 +30,8 @@ from tests.unit.test_decide_properties import NOW, PROPERTY, World, worlds
 
 
 def _with_lookalikes(world: World, data: st.DataObject) -> World:
-    """Each pending gang plus copies of the same shape under other names and ages."""
+    """Each pending gang plus copies of the same shape under other names and ages, some
+    with later steps of their own (a lookalike must not inherit another's)."""
     extra: list[Gang] = []
     for g in world.pending:
         for k in range(data.draw(st.integers(0, 3))):
@@ -38,7 +39,8 @@ def _with_lookalikes(world: World, data: st.DataObject) -> World:
             extra.append(replace(g, id=f"{g.namespace}/{name}", uid=f"uid-{name}", name=name,
                                  creation_time=g.creation_time + data.draw(st.integers(-5, 5)),
                                  runtime_estimate=data.draw(
-                                     st.sampled_from([None, 300.0, 30_000.0]))))
+                                     st.sampled_from([None, 300.0, 30_000.0])),
+                                 later_steps=data.draw(st.sampled_from(["", f"after {name}"]))))
     return replace(world, pending=world.pending + tuple(extra))
 
 

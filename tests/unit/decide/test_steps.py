@@ -8,12 +8,15 @@ from dataclasses import replace
 
 import pytest
 
+from policies.fit import Misfit, fit
 from scheduler.decide import consider as c
+from scheduler.decide.draft import Draft
 from scheduler.decide.outcomes import Bound, Nominated, Outcome, Reserved, Waiting
-from scheduler.decide.plan import PendingReason, ReasonCategory
+from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.trial import Trial
 from scheduler.model import Gang, RunningGang
 from scheduler.model.pods import PreemptionPolicy
+from scheduler.placement.types import UnplaceableReason
 from tests.unit.decide import world as w
 from tests.unit.policies import builders as b
 
@@ -79,13 +82,14 @@ def test_remembered_passes_first_then_answers_a_lookalike() -> None:
     draft = w.draft()
     first = w.trial(b.gang("g"), draft)
     assert c.remembered(first) is None and first.key is not None
-    draft.context.memo.remember(first.key, draft.epoch, PendingReason(R.QUOTA, "no room", 0))
+    draft.context.memo.remember(first.key, draft.epoch, Waiting(R.QUOTA, "no room"))
     again = c.remembered(w.trial(b.gang("lookalike"), draft))
     assert again == Waiting(R.QUOTA, "no room")
     # Another shape, or another state (a new epoch), is not answered from the memo.
     assert c.remembered(w.trial(b.gang("bigger", pods=2), draft)) is None
-    draft.ledger = draft.ledger.charge("q", "a", b.gang("x").roles[0].requests)
-    assert c.remembered(w.trial(b.gang("later"), draft)) is None
+    charged = draft.ledger.charge("q", "a", b.gang("x").roles[0].requests)
+    later = Draft(draft.context, draft.snapshot, charged)  # the same memo, a new ledger
+    assert c.remembered(w.trial(b.gang("later"), later)) is None
 
 
 def test_remembered_skips_a_gang_with_members_running() -> None:
@@ -217,3 +221,18 @@ def test_the_steps_in_order_give_the_outcome() -> None:
              c.reserve_nodes, c.explain)
     assert order == c.STEPS
     assert isinstance(c.consider(w.trial(HIGH, running=[full()])), Nominated)
+
+
+def test_fits_without_reservations_asks_over_every_pool_not_through_fit() -> None:
+    """``Trial._fits_without_reservations`` is a placement question over every pool, quota
+    aside (its docstring's example): pool a (4-GPU nodes, the queue's quota) all reserved,
+    pool b (8-GPU nodes) without quota. Through ``fit`` the gang would "never fit"."""
+    nodes = b.nodes("a", 2, gpus=4) + b.nodes("b", 2)
+    res = w.reservation(nodes=("a-0000", "a-0001"), pool="a", start=w.NOW + 600)
+    t = w.trial(b.gang("g", pods=2, runtime=3600), nodes=nodes,
+                queues=[b.queue("q", quota={"a": 16})], obstacles=w.reserved(res))
+    assert t.restricted and t.misfit.pools == ("a",)
+    final = t.final
+    assert final is not None and final.message.startswith("waits for the nodes reserved")
+    through_fit = fit(t.applicant, replace(t.world, params=t.base))
+    assert isinstance(through_fit, Misfit) and through_fit.reason is UnplaceableReason.NEVER_FITS

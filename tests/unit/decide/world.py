@@ -37,11 +37,10 @@ def draft(*, nodes: Sequence[Node] = NODES, running: Sequence[RunningGang] = (),
     snapshot = Snapshot(nodes, running)
     recall = Recall(snapshot.index)
     tree = recall.tree(policies.queues)
-    out = Draft(Context(policies, now, b.SOLVE, Memo(recall)), snapshot,
-                recall.ledger(tree, snapshot))
-    if obstacles is not None:
-        out.obstacles = obstacles(out.obstacles)
-    return out
+    at_start = Obstacles.at_start(snapshot.terminating)
+    return Draft(Context(policies, now, b.SOLVE, Memo(recall)), snapshot,
+                 recall.ledger(tree, snapshot),
+                 at_start if obstacles is None else obstacles(at_start))
 
 
 def trial(gang: Gang, on: Draft | None = None, **world: Any) -> Trial:

@@ -22,6 +22,7 @@ from scheduler.model.resources import Resources
 from scheduler.placement import (
     Placement,
     PlacementParams,
+    Question,
     Unplaceable,
     UnplaceableReason,
     solve,
@@ -320,10 +321,10 @@ def test_scenario(sc: Scenario) -> None:
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_a_yes_or_no_solve_gives_the_same_answer_without_its_reason(sc: Scenario) -> None:
-    """``explain`` off (the victim search's proofs) changes whether a failure's reason is
+    """``Question.WHETHER`` (the searches' proofs) changes whether a failure's reason is
     worked out, never whether or where the gang is placed: a failure comes back unexplained,
     or exactly as before where its reason costs nothing more."""
-    quiet = replace(sc, params=replace(sc.params, explain=False))
+    quiet = replace(sc, params=sc.params.asking(Question.WHETHER))
     explained, unexplained = _run(sc), _run(quiet)
     if isinstance(explained, Placement):
         assert unexplained == explained
@@ -336,6 +337,6 @@ def test_a_yes_or_no_solve_gives_the_same_answer_without_its_reason(sc: Scenario
 @pytest.mark.parametrize("name", ["insufficient-names-holders", "required-rack-topology-reason"])
 def test_a_yes_or_no_solve_skips_the_reason_of_what_is_free_now(name: str) -> None:
     sc = next(s for s in SCENARIOS if s.id == name)
-    result = _run(replace(sc, params=replace(sc.params, explain=False)))
+    result = _run(replace(sc, params=sc.params.asking(Question.WHETHER)))
     assert isinstance(result, Unplaceable)
     assert (result.reason, result.message) == (R.UNEXPLAINED, "")
