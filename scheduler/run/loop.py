@@ -70,6 +70,9 @@ class PolicySource(Protocol):
 
 
 class Scheduler:
+    """Runs cycles on *cache* with *actuator*; the jobs beside the cycle are its
+    ``backoffs``, ``housekeeping``, ``latency`` and ``observer`` (see the module docstring)."""
+
     def __init__(
         self,
         cache: ClusterCache,
