@@ -276,12 +276,7 @@ class LiveScheduler:
             self.owner_estimates.publish(plan)
             self.queue_status.publish(self.scheduler.last_queues)
             self._sync_finalizers()
-            inp = self.cache.cycle_input(time.time())
-            running = inp.snapshot.running
-            self.group_sync.sync(running)
-            self.shortfalls.report(running, time.monotonic())
-            self.gang_notices.report(chain(
-                inp.gangs.pending, (r.gang for r in running.values())))
+            self._follow_the_pods()
             self._warn_of_inputs()
         except Exception:  # keep scheduling on the last good state
             log.exception("cycle_failed")
@@ -289,6 +284,33 @@ class LiveScheduler:
             self.wake.ended(time.time() + FAILED_CYCLE_RETRY_SECONDS)
             return
         self.wake.ended(self.scheduler.next_due())
+
+    def _follow_the_pods(self) -> None:
+        """PodGroup status, running gangs short of members and gang notices, from the cache
+        as it is once the cycle's plan went out, not from the cycle's own input.
+
+        Why a second ``cycle_input`` (on the scheduler's clock) and not the cycle's input and
+        result: the cache after ``apply`` differs from the cycle's input in what these
+        writers are for, and nothing in the plan or ``ApplyResult`` carries it without
+        grouping the pods again (which only the cache does):
+
+        - the plan's binds are assumed in it (handed to the binder, or bound): a gang bound
+          this cycle is running here, pending in the cycle's input, so a JobSet's other
+          PodGroups are marked scheduled (``GroupStatusSync``) right after the hand-over,
+          not a cycle later (when the bind lands);
+        - watch events that arrived during ``decide`` and ``apply`` are in it: a gang that
+          lost a member meanwhile is reported short (its settle time starting) and a new
+          notice is told now, not after the next cycle;
+        - reading it expires the assumptions that lapsed by now (bumping the generation the
+          wake compares), as every ``cycle_input`` does.
+
+        The cycle's input is already reused where the cycle's view is what is wanted: Queue
+        figures (``last_queues``), finalizers (``last_cycle``) and the views."""
+        inp = self.cache.cycle_input(self.scheduler.clock())
+        running = inp.snapshot.running
+        self.group_sync.sync(running)
+        self.shortfalls.report(running, time.monotonic())
+        self.gang_notices.report(chain(inp.gangs.pending, (r.gang for r in running.values())))
 
     def _between_cycles(self) -> None:
         """No cycle is due: write what is due without one (queue figures, a shortfall that

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.decide.housekeeping import FailedBind
+from scheduler.decide.plan import Bind, CyclePlan, RollbackCause
 from scheduler.model import PodRef
+from scheduler.run.inflight import ApplyResult
 
 
 @dataclass(slots=True)
@@ -66,6 +68,27 @@ class Backoffs:
     def succeed(self, gang_id: str) -> None:
         """*gang_id* was bound: its next failure starts from the initial delay."""
         self._gangs.pop(gang_id, None)
+
+    def take(self, bind: Bind, result: ApplyResult, holding: tuple[PodRef, ...],
+             at: float) -> None:
+        """The outcome of *bind* landed at *at*: a failure backs its gang off (*holding*: its
+        members held on their nodes meanwhile), unless it was fenced (nothing wrong with the
+        gang); a success ends its backoff."""
+        gid = bind.gang_id
+        if gid in result.failed:
+            if gid not in result.fenced:
+                unanswered = gid in result.unanswered
+                self.fail(gid, at, result.failed[gid], transient=bool(holding) or unanswered,
+                          unanswered=unanswered, held=holding)
+        elif gid in result.bound:
+            self.succeed(gid)
+
+    def rolled_back(self, plan: CyclePlan, now: float) -> None:
+        """Gangs *plan* rolled back for waiting past their timeout are retried whole after a
+        backoff (not at once: their members would be cut again)."""
+        for r in plan.rollbacks:
+            if r.cause is RollbackCause.TIMED_OUT:
+                self.fail(r.gang_id, now)
 
     def until(self, now: float) -> dict[str, float]:
         """Gang id -> when it may be tried again, for the gangs still backing off (a failure

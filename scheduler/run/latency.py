@@ -2,15 +2,26 @@
 
 Gang scheduling latency runs from the first cycle that saw a gang complete (all required
 members present) to when all of it was bound (its outcome landed); a gang that stops being
-complete or pending (a member deleted, the gang withdrawn) starts over. The loop asks
-``track`` each cycle, ``take`` when a gang's binds are handed over, and ``restore`` when
-they failed (the gang is pending again, its latency runs on).
+complete or pending (a member deleted, the gang withdrawn) starts over. ``SchedulingLatency``
+is the loop's one door: ``track`` each cycle, ``take`` when a gang's binds are handed over,
+``landed`` when their outcome is in (a failed gang is pending again, its latency runs on; a
+bound one is logged and observed). Apart from the loop because the loop's job is the cycle;
+this is what a cycle's input and a bind's outcome tell about waiting.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import structlog
+
+from scheduler.decide.plan import Bind
 from scheduler.kit.memo import LARGE, kept_for
 from scheduler.model import Gang
+from scheduler.run.inflight import ApplyResult
+from scheduler.run.metrics import SchedulerMetrics
+
+log = structlog.get_logger("gang_scheduler.loop")
 
 
 class CompleteSince:
@@ -52,3 +63,38 @@ class CompleteSince:
 
 def _is_complete(gang: Gang) -> bool:
     return gang.is_complete
+
+
+class SchedulingLatency:
+    """Where each gang's latency starts (``CompleteSince``), and the bound gangs' latency
+    logged (``gang_bound``) and observed in *metrics* (when there are metrics)."""
+
+    def __init__(self, metrics: SchedulerMetrics | None) -> None:
+        self.metrics = metrics
+        self.complete = CompleteSince()
+
+    def track(self, pending: tuple[Gang, ...], now: float) -> None:
+        """A cycle's pending gangs (``CompleteSince.track``)."""
+        self.complete.track(pending, now)
+
+    def take(self, gang_ids: list[str]) -> dict[str, float]:
+        """The binds of *gang_ids* are handed over: when each was first complete."""
+        return self.complete.take(gang_ids)
+
+    def landed(self, bind: Bind, result: ApplyResult, since: Mapping[str, float],
+               at: float) -> None:
+        """The outcome of *bind* landed at *at*: a failed gang's latency runs on from
+        *since*; a bound gang's ends: logged with its size and observed per queue."""
+        gid = bind.gang_id
+        if gid in result.failed:
+            if gid in since:  # it is pending again: its latency runs on
+                self.complete.restore(gid, since[gid])
+            return
+        if gid not in result.bound:
+            return
+        latency = max(0.0, at - since[gid]) if gid in since else 0.0
+        log.info("gang_bound", gang=gid, namespace=gid.split("/", 1)[0], queue=bind.queue,
+                 pods=len(bind.pod_nodes), nodes=len(bind.placement.nodes),
+                 latency_s=round(latency, 3))
+        if self.metrics is not None:
+            self.metrics.scheduling_latency.labels(bind.queue).observe(latency)

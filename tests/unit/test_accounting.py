@@ -20,7 +20,6 @@ from tests.unit.policies.builders import POOL, policies, queue
 from tests.unit.test_loop_metrics import (
     TEAM,
     FakeActuator,
-    Scheduler,
     gang_pods,
     make,
     node,
@@ -31,15 +30,14 @@ from tests.unit.test_loop_metrics import (
 PRICES = PricingConfig(currency="EUR", gpu_hour={"p": 3.6}, default_gpu_hour=1.0)
 
 
-def priced(sched: Scheduler) -> SchedulerMetrics:
-    """Give *sched* metrics with PRICES (``make`` builds unpriced ones)."""
-    sched.metrics = SchedulerMetrics(pricing=PRICES)
-    return sched.metrics
+def priced() -> SchedulerMetrics:
+    """Metrics with PRICES (``make`` builds unpriced ones)."""
+    return SchedulerMetrics(pricing=PRICES)
 
 
 def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
-    sched, _, clock = make(gang_pods("g1", 2, 4), [node("n1"), node("n2")], TEAM)
-    m = priced(sched)
+    sched, m, clock = make(gang_pods("g1", 2, 4), [node("n1"), node("n2")], TEAM,
+                           metrics=priced())
     sched.run_once()  # binds g1 (8 GPUs): nothing held before, nothing charged yet
     gpu_s = ("gang_scheduler_allocated_gpu_seconds_total",
              {"queue": "team", "namespace": "ns", "pool": "p"})
@@ -59,8 +57,7 @@ def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
 def test_a_scrape_between_cycles_charges_up_to_the_scrape() -> None:
     # No cycle runs while nothing changes: what is held is charged whenever the metrics are
     # read, and the next cycle charges only the time after that.
-    sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
-    m = priced(sched)
+    sched, m, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM, metrics=priced())
     sched.run_once()
     gpu_s = {"queue": "team", "namespace": "ns", "pool": "p"}
     clock.now += 30
@@ -72,8 +69,7 @@ def test_a_scrape_between_cycles_charges_up_to_the_scrape() -> None:
 
 
 def test_a_leadership_gap_is_not_charged() -> None:
-    sched, _, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
-    m = priced(sched)
+    sched, m, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM, metrics=priced())
     sched.run_once()
     clock.now += 2
     sched.run_once()
@@ -88,8 +84,8 @@ def test_pool_gauges_a_cycle_skipped_are_set_at_the_next_scrape() -> None:
     # Gauges at most every 10 s of cycles: the second cycle (a waiting 8-GPU gang arrived,
     # stranding the 4 free GPUs) skips them; no cycle follows on an idle cluster, so the
     # scrape sets them, from that last cycle.
-    sched, m, clock = make([other_pod("x", "n1", 4)], [node("n1")], TEAM)
-    sched.pool_gauge_interval = 10.0
+    sched, m, clock = make([other_pod("x", "n1", 4)], [node("n1")], TEAM,
+                           pool_gauge_interval=10.0)
     sched.run_once()
     for p in gang_pods("big", 1, 8):
         sched.cache.upsert_pod(p)
@@ -169,9 +165,8 @@ def test_gpus_free_on_nodes_held_for_a_preemptor_are_reserved_but_idle() -> None
 def test_charged_per_queue_namespace_and_pool() -> None:
     two = policies(queue("a", quota={"p": 8, "q": 8}), queue("b", quota={"p": 8}))
     pods = gang_pods("ga", 1, 8, "a") + gang_pods("gb", 1, 4, "b", created=1)
-    sched, _, clock = make(pods, [node("n1", pool="p"), node("n2", pool="p"),
-                                  node("n3", pool="q")], two, FakeActuator())
-    m = priced(sched)
+    sched, m, clock = make(pods, [node("n1", pool="p"), node("n2", pool="p"),
+                                  node("n3", pool="q")], two, FakeActuator(), priced())
     sched.run_once()
     clock.now += 100
     sched.run_once()

@@ -1,10 +1,16 @@
 """Bind backoffs (``scheduler.run.backoff``): exponential, and over once the cluster answers again
 for a failure without an answer, which the live loop learns from ``answered`` (no change of
-input and no due time says so)."""
+input and no due time says so); what a bind's outcome and a cycle's rollbacks tell them
+(``take``, ``rolled_back``)."""
 
 from __future__ import annotations
 
+from scheduler.decide.housekeeping import FailedBind
+from scheduler.decide.plan import Bind, CyclePlan, Rollback, RollbackCause
+from scheduler.model import PodRef
+from scheduler.placement.types import Placement
 from scheduler.run.backoff import Backoffs
+from scheduler.run.inflight import ApplyResult
 
 
 def test_delays_double_up_to_the_most_and_end_on_success() -> None:
@@ -37,3 +43,36 @@ def test_an_answer_ends_no_other_backoff() -> None:
     b.cycle_began()
     answering[0] = True
     assert not b.answered(101.0) and b.until(101.0) == {"g": 160.0}
+
+
+def _bind(gid: str) -> Bind:
+    return Bind(gid, "team", Placement(gid, ()),
+                pod_nodes=((PodRef("ns", f"{gid}-0", "u0"), "n1"),))
+
+
+def test_an_outcome_backs_a_failed_gang_off_and_ends_a_bound_ones_backoff() -> None:
+    b = Backoffs(initial=5)
+    held = (PodRef("ns", "g-0", "u0"),)
+    b.take(_bind("g"), ApplyResult(failed={"g": "503"}), held, 100.0)
+    assert b.until(100.0) == {"g": 105.0}
+    assert b.failed_binds({"g": 105.0}) == {"g": FailedBind("503", True)}  # held: transient
+    assert b.due(105.0) == list(held)
+    b.take(_bind("g"), ApplyResult(bound=("g",)), (), 106.0)
+    assert not b
+
+
+def test_a_fenced_bind_and_an_outcome_of_another_gang_back_nothing_off() -> None:
+    b = Backoffs(initial=5)
+    b.take(_bind("g"), ApplyResult(failed={"g": "fenced"}, fenced=("g",)), (), 100.0)
+    b.take(_bind("h"), ApplyResult(bound=("x",)), (), 100.0)
+    assert not b
+
+
+def test_a_gang_rolled_back_for_its_timeout_backs_off_and_no_other() -> None:
+    b = Backoffs(initial=5)
+    pods = (PodRef("ns", "g-0", "u0"),)
+    plan = CyclePlan(now=100.0, rollbacks=(
+        Rollback("ns/late", pods, "timed out", RollbackCause.TIMED_OUT),
+        Rollback("ns/gone", pods, "a member is gone", RollbackCause.MEMBER_GONE)))
+    b.rolled_back(plan, 100.0)
+    assert b.until(100.0) == {"ns/late": 105.0}

@@ -117,6 +117,6 @@ def test_a_held_node_taken_by_another_scheduler_meanwhile_leaves_no_room() -> No
     clock.now += 1
     plan = sched.run_once()
     assert plan.binds == () and plan.rollbacks == ()  # within its grace: kept
-    clock.now += sched.repair_grace
+    clock.now += sched.housekeeping.repair_grace
     (rollback,) = sched.run_once().rollbacks
     assert rollback.cause is RollbackCause.NO_ROOM

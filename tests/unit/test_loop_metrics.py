@@ -91,15 +91,16 @@ class Clock:
 
 
 def make(pods: list[PodInfo], nodes: list[Node], pol: PolicySet,
-         actuator: FakeActuator | None = None) -> tuple[Scheduler, SchedulerMetrics, Clock]:
+         actuator: FakeActuator | None = None, metrics: SchedulerMetrics | None = None,
+         pool_gauge_interval: float = 0.0) -> tuple[Scheduler, SchedulerMetrics, Clock]:
     cache = ClusterCache(GroupingConfig(default_queue="team"))
     for n in nodes:
         cache.upsert_node(n)
     for p in pods:
         cache.upsert_pod(p)
-    metrics, clock = SchedulerMetrics(), Clock()
+    metrics, clock = metrics or SchedulerMetrics(), Clock()
     return Scheduler(cache, Policies(pol), clock, actuator or FakeActuator(), metrics,
-                     backoff_initial=5.0), metrics, clock
+                     backoff_initial=5.0, pool_gauge_interval=pool_gauge_interval), metrics, clock
 
 
 def sample(m: SchedulerMetrics, name: str, **labels: str) -> float:
@@ -302,19 +303,20 @@ def test_queue_reports_count_every_waiting_gang_of_the_queue() -> None:
 
 
 def test_pool_gauges_follow_their_interval_and_gpu_seconds_every_cycle() -> None:
-    sched, metrics, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM)
-    sched.pool_gauge_interval = 1.0
+    sched, metrics, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM,
+                                 pool_gauge_interval=1.0)
     sched.run_once()
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 8
     sched.cache.upsert_node(node("n2"))
     clock.now += 0.5
     sched.run_once()  # within the interval: the cycle leaves the gauge to the scrape
-    assert sched._accrual is not None and sched._accrual._skipped is not None
+    accrual = sched.observer.accrual
+    assert accrual is not None and accrual._skipped is not None
     held = sample(metrics, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
                   namespace="ns", pool="p")
     assert held == 8 * 0.5  # GPU-seconds every cycle
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16  # the scrape's
-    assert sched._accrual._skipped is None
+    assert accrual._skipped is None
     clock.now += 0.5
     sched.run_once()
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16

@@ -1,0 +1,63 @@
+"""The last cycle, kept for what reads it between cycles: its queue figures, worked out once.
+
+Why apart from the loop: the loop's job is the cycle; what it leaves behind is read by others
+(the live scheduler's Queue status writer, at most every few seconds; the views; the metrics
+after each cycle), and a simulation never reads the queue figures, so they are worked out on
+first use from the cycle's own input, policies, recall and plan, never from the cache again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.decide import cycle
+from scheduler.decide.plan import CyclePlan
+from scheduler.decide.recall import Recall
+from scheduler.decide.statuses import queue_statuses
+from scheduler.feed.cache import CycleInput
+from scheduler.report.queue_report import QueueReport, queue_reports
+
+#: Gang id -> when it may be tried again, for gangs in backoff at a given time.
+BackingOff = Callable[[float], dict[str, float]]
+
+
+@dataclass(slots=True)
+class LastCycle:
+    """One cycle's input, the policies it ran with, its recall and plan; *backing_off* says
+    which gangs were backing off (they wait with reason Backoff)."""
+
+    inp: CycleInput
+    policies: cycle.Policies
+    recall: Recall
+    plan: CyclePlan
+    backing_off: BackingOff
+    _waiting: Counter[tuple[str, str]] | None = field(default=None, repr=False)
+    _queues: tuple[QueueReport, ...] | None = field(default=None, repr=False)
+
+    def waiting(self) -> Counter[tuple[str, str]]:
+        """Pending gangs by (queue, reason category); gangs backing off have reason Backoff
+        (worked out once)."""
+        if self._waiting is None:
+            queue_of = {g.id: g.queue for g in self.inp.gangs.pending}
+            pending = Counter((queue_of.get(gid, ""), r.category.value)
+                              for gid, r in self.plan.pending.items())
+            for gid in self.backing_off(self.plan.now):
+                if gid in queue_of and gid not in self.plan.pending:
+                    pending[(queue_of[gid], "Backoff")] += 1
+            self._waiting = pending
+        return self._waiting
+
+    def queues(self) -> tuple[QueueReport, ...]:
+        """Per-queue figures (worked out on first use)."""
+        if self._queues is None:
+            per_queue: Counter[str] = Counter()
+            for (queue, _), n in self.waiting().items():
+                per_queue[queue] += n
+            snapshot = self.inp.snapshot
+            capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
+            statuses = queue_statuses(snapshot, self.inp.gangs.pending, self.policies,
+                                      self.plan, self.recall)
+            self._queues = queue_reports(statuses, self.policies, per_queue, capacity)
+        return self._queues
