@@ -22,7 +22,7 @@ out like any other decision:
   repaired on every cycle, not only after a restart: its remaining members are considered
   before any other gang (its bound members already hold their share);
 - a gang whose bind failed for want of an answer (no reply, 429, 5xx: the apiserver or etcd
-  restarting) is *held*, never rolled back for it: the loop keeps its members bound and the
+  restarting) is *parked*, never rolled back for it: the loop keeps its members bound and the
   rest assumed on their nodes (while the apiserver is away nobody can bind there), and once
   it answers the remaining members are placed again, before any other gang. Giving the gang
   up would gain nothing and cost pods (a bare pod is never recreated), and a Job's
@@ -90,7 +90,7 @@ class PartlyBound:
 @dataclass(frozen=True, slots=True)
 class FailedBind:
     """The last bind of a gang backing off: why it failed, and whether only for want of an
-    answer (*transient*: its gang is held, see the module docstring)."""
+    answer (*transient*: its gang is parked, see the module docstring)."""
 
     why: str
     transient: bool
@@ -155,7 +155,7 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
     done, again = set(bound), set(decided)
     out: list[Rollback] = []
     for gid, p in sorted(house.partly_bound.items()):
-        if gid in done or held(house, gid, now):
+        if gid in done or parked(house, gid, now):
             continue
         waited = p.cut and now - p.since >= p.grace(house.repair_grace)
         if not p.started or gid in again or (p.cut and house.takeover) or waited:
@@ -169,8 +169,9 @@ def rollbacks(house: Housekeeping, bound: Iterable[str], pending: Mapping[str, P
     return tuple(out)
 
 
-def held(house: Housekeeping, gid: str, now: float) -> bool:
-    """Is the gang waiting for the apiserver to answer its bind (never rolled back for it)?"""
+def parked(house: Housekeeping, gid: str, now: float) -> bool:
+    """Is the gang parked: waiting for the apiserver to answer its bind (never rolled back for
+    it)?"""
     failed = house.failed_binds.get(gid)
     return failed is not None and failed.transient and house.backoff.get(gid, now) > now
 

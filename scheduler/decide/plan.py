@@ -127,7 +127,7 @@ class Members:
 class RollbackCause(StrEnum):
     """Why completing a partly bound gang has become impossible: the ``cause`` of its
     rollback in logs and metrics (a bounded set). A transient fault is never one: a bind that
-    failed for want of an answer holds its gang until the apiserver answers
+    failed for want of an answer parks its gang until the apiserver answers
     (``scheduler.decide.housekeeping``)."""
 
     NO_ROOM = "NoRoom"  # its remaining members fit nowhere: their nodes taken or gone

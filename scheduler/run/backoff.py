@@ -1,16 +1,16 @@
-"""Gangs backing off after a failed bind, and the members held on their nodes meanwhile.
+"""Gangs backing off after a failed bind, and the members parked on their nodes meanwhile.
 
 Why a backoff: a pod deleted under the scheduler, or a bind the apiserver refuses, must not
 be retried every cycle; a gang whose bind failed waits out an exponential backoff.
 
-Why a hold: a bind that failed only for want of an answer (no reply, 429, 5xx: the apiserver
-or etcd restarting) is no fault of the gang's. It *holds* its gang instead of giving it up:
+Why parking: a bind that failed only for want of an answer (no reply, 429, 5xx: the apiserver
+or etcd restarting) is no fault of the gang's. Its gang is *parked* instead of given up:
 the members not bound stay assumed on their nodes (while the apiserver is away nobody can
 bind there, so the nodes are still theirs), and a bind that got no reply at all backs off
 only until the cluster answers again, not for a delay that grew while it restarted. When the
-retry is due the held members are released (``due``) and the next ``decide`` places them
+retry is due the parked members are released (``due``) and the next ``decide`` places them
 again, before any other gang, since their gang is partly bound. ``decide`` learns why each
-gang backing off failed (``FailedBind``): a held gang is never rolled back for its failure
+gang backing off failed (``FailedBind``): a parked gang is never rolled back for its failure
 (``scheduler.decide.housekeeping``).
 
 The end of a backoff that waited for an answer comes with no change of input and no time
@@ -33,9 +33,9 @@ class _Backoff:
     until: float
     delay: float
     why: str  # what the last bind's failure was
-    transient: bool  # for want of an answer (no reply, 429, 5xx): the gang is held
+    transient: bool  # for want of an answer (no reply, 429, 5xx): the gang is parked
     unanswered: bool  # no reply at all: over once the cluster answers
-    held: tuple[PodRef, ...]  # members assumed on their nodes until it is over
+    parked: tuple[PodRef, ...]  # members assumed on their nodes until it is over
 
     def over(self, now: float, answering: bool) -> bool:
         return self.until <= now or (answering and self.unanswered)
@@ -58,28 +58,28 @@ class Backoffs:
         return bool(self._gangs)
 
     def fail(self, gang_id: str, now: float, why: str = "", *, transient: bool = False,
-             unanswered: bool = False, held: tuple[PodRef, ...] = ()) -> None:
+             unanswered: bool = False, parked: tuple[PodRef, ...] = ()) -> None:
         """*gang_id*'s bind failed at *now* (or it was released to be retried whole): its
         delay doubles, up to the maximum."""
         prev = self._gangs.get(gang_id)
         delay = min(self.maximum, prev.delay * 2 if prev else self.initial)
-        self._gangs[gang_id] = _Backoff(now + delay, delay, why, transient, unanswered, held)
+        self._gangs[gang_id] = _Backoff(now + delay, delay, why, transient, unanswered, parked)
 
     def succeed(self, gang_id: str) -> None:
         """*gang_id* was bound: its next failure starts from the initial delay."""
         self._gangs.pop(gang_id, None)
 
-    def take(self, bind: Bind, result: ApplyResult, holding: tuple[PodRef, ...],
+    def take(self, bind: Bind, result: ApplyResult, parked: tuple[PodRef, ...],
              at: float) -> None:
-        """The outcome of *bind* landed at *at*: a failure backs its gang off (*holding*: its
-        members held on their nodes meanwhile), unless it was fenced (nothing wrong with the
+        """The outcome of *bind* landed at *at*: a failure backs its gang off (*parked*: its
+        members parked on their nodes meanwhile), unless it was fenced (nothing wrong with the
         gang); a success ends its backoff."""
         gid = bind.gang_id
         if gid in result.failed:
             if gid not in result.fenced:
                 unanswered = gid in result.unanswered
-                self.fail(gid, at, result.failed[gid], transient=bool(holding) or unanswered,
-                          unanswered=unanswered, held=holding)
+                self.fail(gid, at, result.failed[gid], transient=bool(parked) or unanswered,
+                          unanswered=unanswered, parked=parked)
         elif gid in result.bound:
             self.succeed(gid)
 
@@ -102,13 +102,13 @@ class Backoffs:
                 for gid in gangs}
 
     def due(self, now: float) -> list[PodRef]:
-        """The held members whose retry is due (no longer held: the caller releases them)."""
+        """The parked members whose retry is due (no longer parked: the caller releases them)."""
         answering = self._answering()
-        return self._unhold([b for b in self._gangs.values() if b.over(now, answering)])
+        return self._unpark([b for b in self._gangs.values() if b.over(now, answering)])
 
     def release_all(self) -> list[PodRef]:
-        """Every held member (no longer held): the next leader decides about them afresh."""
-        return self._unhold(list(self._gangs.values()))
+        """Every parked member (no longer parked): the next leader decides about them afresh."""
+        return self._unpark(list(self._gangs.values()))
 
     def cycle_began(self) -> None:
         """A cycle begins: it sees whether the cluster answers (``answered`` compares)."""
@@ -121,11 +121,11 @@ class Backoffs:
             return False
         return any(b.unanswered and b.until > now for b in self._gangs.values())
 
-    def _unhold(self, backoffs: list[_Backoff]) -> list[PodRef]:
+    def _unpark(self, backoffs: list[_Backoff]) -> list[PodRef]:
         out: list[PodRef] = []
         for b in backoffs:
-            out += b.held
-            b.held = ()
+            out += b.parked
+            b.parked = ()
         return out
 
     def _answering(self) -> bool:

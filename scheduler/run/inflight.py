@@ -51,8 +51,8 @@ class ApplyResult:
     #: assumed bound, so the next cycle repairs their gang instead of placing them again.
     left: tuple[tuple[PodRef, str], ...] = ()
     #: Members of gangs whose bind failed only for want of an answer (no reply, 429, 5xx),
-    #: not bound: held on their nodes (assumed) until the gang's retry is due.
-    held: tuple[tuple[PodRef, str], ...] = ()
+    #: not bound: parked on their nodes (assumed) until the gang's retry is due.
+    parked: tuple[tuple[PodRef, str], ...] = ()
     binding: Future[ApplyResult] | None = None
     #: Seconds after which the actuator needs another cycle for what it could not carry out
     #: yet (an eviction a disruption budget refused, a rollback or claim write that failed):

@@ -14,7 +14,7 @@ The loop keeps the cycle only, and what the cycle itself needs between cycles:
   outcome is taken in when it lands, at the start of a later cycle. Nothing is deleted when a
   bind fails: the members it bound stay assumed bound (``scheduler.decide.housekeeping``
   decides whether to complete or roll back a partly bound gang), the others are forgotten,
-  except after a failure only for want of an answer (no reply, 429, 5xx): those are *held* on
+  except after a failure only for want of an answer (no reply, 429, 5xx): those are *parked* on
   their nodes until the retry is due, then placed again first;
 - when the next cycle is due if nothing changes (``next_due``: the plan's ``due``, an
   assumption lapsing, the actuator's retry), for a live loop that runs no cycle otherwise.
@@ -120,7 +120,7 @@ class Scheduler:
         self._land(self.flights.take_landed())
         self.backoffs.cycle_began()
         now = self.clock()
-        self.cache.forget(self.backoffs.due(now))  # held members whose retry is due
+        self.cache.forget(self.backoffs.due(now))  # parked members whose retry is due
         inp = self.cache.cycle_input(now)
         self.latency.track(inp.gangs.pending, now)
         house = self.housekeeping.of(inp, now, takeover)
@@ -158,21 +158,21 @@ class Scheduler:
               partial: Mapping[str, PartlyBound], since: Mapping[str, float],
               bound_at: float) -> None:
         """Take the outcome of *binds* in (their members already assumed bound): of a failed
-        gang, forget the members neither kept bound nor held, so their capacity is free
+        gang, forget the members neither kept bound nor parked, so their capacity is free
         again; hand each outcome to the backoffs, the latency and the observer (*since*: when
         each gang was first complete)."""
-        held = {ref.uid for ref, _ in result.held}
+        parked_uids = {ref.uid for ref, _ in result.parked}
         for b in binds:
             gid = b.gang_id
-            holding: tuple[PodRef, ...] = ()
+            parked: tuple[PodRef, ...] = ()
             if gid in result.failed:
-                kept = [(ref, node) for ref, node in b.pod_nodes if ref.uid in held]
-                self.cache.forget(ref for ref, _ in b.pod_nodes if ref.uid not in held)
+                kept = [(ref, node) for ref, node in b.pod_nodes if ref.uid in parked_uids]
+                self.cache.forget(ref for ref, _ in b.pod_nodes if ref.uid not in parked_uids)
                 self.cache.assume(kept, bound_at, binding=True)  # until the retry is due
-                holding = tuple(ref for ref, _ in kept)
+                parked = tuple(ref for ref, _ in kept)
             elif gid in result.bound:
                 self.observer.partial_completed(b, partial)
-            self.backoffs.take(b, result, holding, bound_at)
+            self.backoffs.take(b, result, parked, bound_at)
             self.latency.landed(b, result, since, bound_at)
         if result.left:  # members kept bound by a failed bind: their gang is repaired
             self.cache.assume(result.left, bound_at)

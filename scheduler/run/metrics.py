@@ -84,7 +84,7 @@ class SchedulerMetrics:
             "gang_scheduler_pods_deleted_total",
             "Pods the scheduler deleted to roll back a partly bound gang, by cause (NoRoom, "
             "MemberGone, BindRefused, NotAdmitted). Never for a transient fault: a bind that "
-            "failed for want of an answer holds its gang until the apiserver answers.",
+            "failed for want of an answer parks its gang until the apiserver answers.",
             ["cause"], registry=r)
         self.evictions = Counter(
             "gang_scheduler_evictions_total", "Pods evicted to make room for a preemptor.",

@@ -72,7 +72,7 @@ def test_a_member_deleted_before_binding_fails_the_gang_and_deletes_nothing(
     control_plane.core.delete_namespaced_pod(refs[5].name, namespace, grace_period_seconds=0,
                                              _preload_content=False)
     outcome = binder.bind_gang([(r, node) for r in refs], "gang-scheduler", f"{namespace}/g")
-    assert not outcome.ok and not outcome.transient and outcome.held == ()
+    assert not outcome.ok and not outcome.transient and outcome.parked == ()
     real = [f for f in outcome.failed if f.status != SKIPPED]
     assert [(f.pod.name, f.status) for f in real] == [(refs[5].name, 404)]
     on = {ref.name: node_of(control_plane, ref) for ref in refs if ref != refs[5]}

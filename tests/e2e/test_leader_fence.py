@@ -151,7 +151,7 @@ def test_a_replica_in_a_stale_term_gets_its_gang_fenced_not_failed(fence: Fence)
                                "gang-scheduler", f"{fence.namespace}/g")
     finally:
         binder.close()
-    assert out.fenced and not out.transient and out.bound == () and out.held == ()
+    assert out.fenced and not out.transient and out.bound == () and out.parked == ()
     assert out.failed[0].status == FENCED and "held by b in term 6" in out.failed[0].reason
     assert refused == [1]  # the first refusal stops the gang: the rest are skipped
     for p in pods:

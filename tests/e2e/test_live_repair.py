@@ -1,7 +1,7 @@
 """A gang left partly bound while the scheduler keeps running is repaired without a restart:
 completed when its other members fit, released when they cannot, a failed release retried,
 and a completion that failed for want of an answer retried as soon as the apiserver answers.
-An apiserver that stops answering mid-bind costs no pod: the gang is held, not rolled back,
+An apiserver that stops answering mid-bind costs no pod: the gang is parked, not rolled back,
 and completed once it answers; one whose room was taken meanwhile is released, its pods
 with ``DisruptionTarget`` (a Job's podFailurePolicy ignores them).
 
@@ -155,7 +155,7 @@ def test_an_apiserver_away_mid_bind_costs_no_pod_and_the_gang_completes_when_it_
     with PodWatch(control_plane, tenant.namespace) as watch:
         names = tenant.create_gang("g", 6)
         away = time.monotonic()
-        # Retried each time the rest of the cluster answers (the binds alone are away), held
+        # Retried each time the rest of the cluster answers (the binds alone are away), parked
         # in between: long enough for the old rollback (and the grace) to have struck.
         wait_for(lambda: watch.deleted or (
             outage.refused >= 8 and time.monotonic() - away > 3 * GRACE_S), 90,
@@ -231,7 +231,7 @@ def job_status(tenant: Tenant, name: str) -> dict[str, Any]:
                      tenant.namespace).get("status") or {}
 
 
-def test_completion_is_not_held_back_by_the_backoff_once_the_apiserver_answers(
+def test_completion_is_not_delayed_by_the_backoff_once_the_apiserver_answers(
         control_plane: ControlPlane, tenant: Tenant,
         start_scheduler: Callable[..., InProcessScheduler]) -> None:
     (node,) = tenant.create_nodes(1, gpus=8)

@@ -146,7 +146,7 @@ def test_a_partly_bound_gang_whose_bind_was_refused_says_so_when_rolled_back() -
                                "another 8s (backoff)")
 
 
-def held(started: bool = False, **house: object) -> Housekeeping:
+def parked(started: bool = False, **house: object) -> Housekeeping:
     """``ns/half`` partly bound, its last bind failed for want of an answer (the apiserver
     restarting), backing off until NOW + 8."""
     return Housekeeping(backoff={"ns/half": NOW + 8},
@@ -155,24 +155,24 @@ def held(started: bool = False, **house: object) -> Housekeeping:
                         **house)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("house", [held(), held(started=True), held(takeover=True),
-                                   held(started=True, takeover=True)],
+@pytest.mark.parametrize("house", [parked(), parked(started=True), parked(takeover=True),
+                                   parked(started=True, takeover=True)],
                          ids=["unstarted", "started, past its grace", "takeover",
                               "started, takeover"])
-def test_a_gang_held_for_the_apiserver_is_never_rolled_back_while_it_waits(
+def test_a_gang_parked_for_the_apiserver_is_never_rolled_back_while_it_waits(
         house: Housekeeping) -> None:
-    """The issue's case: while the apiserver restarts, nobody can bind to the held nodes, so
+    """The issue's case: while the apiserver restarts, nobody can bind to the parked nodes, so
     nothing is gained by deleting the bound members (a bare pod is never recreated)."""
     for snapshot in (Snapshot(NODES), FULL):  # however the nodes look meanwhile
         plan = decide(snapshot, [REST], POLICIES, NOW, solver=SOLVE, house=house)
         assert plan.rollbacks == () and plan.binds == ()
 
 
-def test_once_it_answers_a_held_gang_is_completed_or_rolled_back_for_a_real_cause() -> None:
-    later = NOW + 8  # its backoff is over: the loop released the held members
-    completed = decide(Snapshot(NODES), [REST], POLICIES, later, solver=SOLVE, house=held())
+def test_once_it_answers_a_parked_gang_is_completed_or_rolled_back_for_a_real_cause() -> None:
+    later = NOW + 8  # its backoff is over: the loop released the parked members
+    completed = decide(Snapshot(NODES), [REST], POLICIES, later, solver=SOLVE, house=parked())
     assert [b.gang_id for b in completed.binds] == ["ns/half"] and completed.rollbacks == ()
-    (rollback,) = decide(FULL, [REST], POLICIES, later, solver=SOLVE, house=held()).rollbacks
+    (rollback,) = decide(FULL, [REST], POLICIES, later, solver=SOLVE, house=parked()).rollbacks
     assert rollback.cause is RollbackCause.NO_ROOM and rollback.reason.startswith("Placement")
 
 

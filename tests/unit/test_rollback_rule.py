@@ -1,9 +1,9 @@
 """Properties of the rollback rule (``housekeeping.rollbacks``) over random partly bound gangs.
 
-Whatever the flags, clocks and reasons: a gang held for the apiserver (its last bind failed
+Whatever the flags, clocks and reasons: a gang parked for the apiserver (its last bind failed
 for want of an answer, its backoff still running) is never rolled back; a gang completed
 this cycle never is; every rollback is of a partly bound gang and names a cause; and a
-partly bound gang none of whose members started, neither held nor completed, always is.
+partly bound gang none of whose members started, neither parked nor completed, always is.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ def test_the_rollback_rule(cycle: tuple[Housekeeping, set[str], dict[str, Pendin
     house, bound, pending, decided = cycle
     out = housekeeping.rollbacks(house, bound, pending, NOW, decided)
     rolled = {r.gang_id for r in out}
-    held = {gid for gid, f in house.failed_binds.items()
+    parked = {gid for gid, f in house.failed_binds.items()
             if f.transient and house.backoff[gid] > NOW}
-    assert not rolled & held, "a gang held for the apiserver was rolled back"
+    assert not rolled & parked, "a gang parked for the apiserver was rolled back"
     assert not rolled & bound
     assert rolled <= set(house.partly_bound)
     for r in out:
         assert isinstance(r.cause, RollbackCause) and r.reason
         assert r.pods == house.partly_bound[r.gang_id].pods
     unstarted = {gid for gid, p in house.partly_bound.items() if not p.started}
-    assert unstarted - held - bound <= rolled
+    assert unstarted - parked - bound <= rolled

@@ -184,8 +184,8 @@ class KubeActuator:
             why = out.describe()
             failed[b.gang_id] = why
             log.warning("gang_bind_failed", gang=b.gang_id, namespace=b.gang_id.split("/")[0],
-                        queue=b.queue, reason=why, bound=len(out.bound), held=len(out.held))
-            if not (out.fenced or out.bound or out.held):  # nothing kept: its claims go back
+                        queue=b.queue, reason=why, bound=len(out.bound), parked=len(out.parked))
+            if not (out.fenced or out.bound or out.parked):  # nothing kept: its claims go back
                 self.prebinds.undo(b.placement.prebinds, b.gang_id)
         planned = {ref.uid: node for b in binds for ref, node in b.pod_nodes}
         return ApplyResult(
@@ -195,7 +195,7 @@ class KubeActuator:
             # Kept bound (of a failed gang), or bound where the plan did not say (read back).
             left=tuple(pn for _, out in pairs for pn in out.bound
                        if not out.ok or planned.get(pn[0].uid) != pn[1]),
-            held=tuple(pn for _, out in pairs for pn in out.held))
+            parked=tuple(pn for _, out in pairs for pn in out.parked))
 
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's

@@ -10,7 +10,7 @@ Nothing is deleted here. A gang that fails part-way keeps the members it bound
 (``scheduler.decide.housekeeping``), which the simulator shares:
 
 - every failure transient (no reply, 429, 5xx: the apiserver or etcd restarting): the members
-  not bound are *held* (``BindOutcome.held``): the loop keeps them assumed on their nodes
+  not bound are *parked* (``BindOutcome.parked``): the loop keeps them assumed on their nodes
   and places them again once the apiserver answers. Deleting would gain nothing (nobody can
   bind while it is away) and lose pods: one without a controller for good;
 - a failure retrying cannot mend (the pod deleted or recreated, forbidden): the members
@@ -75,7 +75,7 @@ class BindOutcome:
     failed: tuple[PodFailure, ...] = ()  # members whose bind failed (or was skipped)
     #: Every failure transient: the members not bound, on their nodes, to be bound once the
     #: apiserver answers.
-    held: tuple[PodNode, ...] = ()
+    parked: tuple[PodNode, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -89,7 +89,7 @@ class BindOutcome:
     @property
     def transient(self) -> bool:
         """Failed only for want of an answer (no reply, 429, 5xx): nothing wrong with the
-        gang itself, so its members are held for a retry once the apiserver answers."""
+        gang itself, so its members are parked for a retry once the apiserver answers."""
         return bool(self.failed) and all(f.status in TRANSIENT for f in self.failed)
 
     @property
@@ -109,7 +109,7 @@ class BindOutcome:
                     "leader to complete or roll back")
         if self.transient:
             return (f"binding {first} failed; {len(self.bound)} bound members kept, "
-                    f"{len(self.held)} held on their nodes until the apiserver answers")
+                    f"{len(self.parked)} parked on their nodes until the apiserver answers")
         return f"binding {first} failed; {len(self.bound)} bound members kept"
 
 
@@ -343,8 +343,9 @@ def _outcome(gang: str, pods: Sequence[PodNode],
     failed = tuple(r for r in results if isinstance(r, PodFailure))
     outcome = BindOutcome(gang, bound=bound, failed=failed)
     if outcome.transient:
-        held = tuple(pn for pn, r in zip(pods, results, strict=True) if isinstance(r, PodFailure))
-        return BindOutcome(gang, bound=bound, failed=failed, held=held)
+        parked = tuple(pn for pn, r in zip(pods, results, strict=True)
+                       if isinstance(r, PodFailure))
+        return BindOutcome(gang, bound=bound, failed=failed, parked=parked)
     return outcome
 
 

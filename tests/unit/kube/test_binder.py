@@ -1,7 +1,7 @@
 """Gang binding against an in-memory pod store that answers like the apiserver does.
 
 Nothing is ever deleted by a bind that fails: what is bound is kept, and when every failure
-is transient the rest is held for the retry (``scheduler.kube.write.binder``)."""
+is transient the rest is parked for the retry (``scheduler.kube.write.binder``)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_a_deleted_member_fails_its_gang_and_the_bound_ones_are_kept(
     refs = store.add("w0", "w1", "w2")
     del store.pods["w1"]  # deleted between decision and bind
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
-    assert not out.ok and not out.transient and out.held == ()
+    assert not out.ok and not out.transient and out.parked == ()
     real = [f for f in out.failed if f.status != SKIPPED]
     assert [(f.pod.name, f.status) for f in real] == [("w1", 404)]
     assert "pod deleted before binding" in real[0].reason
@@ -149,7 +149,7 @@ def test_an_already_bound_pod_is_not_rebound_it_counts_as_bound_where_it_is(
 
 
 @pytest.mark.parametrize("lost", ["reply", "request"])
-def test_a_bind_without_a_reply_is_read_back_and_held_unless_it_landed(
+def test_a_bind_without_a_reply_is_read_back_and_parked_unless_it_landed(
         store: PodStore, lost: str) -> None:
     serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1", "w2")
@@ -161,25 +161,25 @@ def test_a_bind_without_a_reply_is_read_back_and_held_unless_it_landed(
     if lost == "reply":  # read back: it did land
         assert out.bound == ((refs[0], "n0"), (refs[1], "n0"))
         assert [f.status for f in out.failed] == [SKIPPED]
-        assert out.held == ((refs[2], "n0"),)
+        assert out.parked == ((refs[2], "n0"),)
     else:
         assert out.bound == ((refs[0], "n0"),)
         assert [f.status for f in out.failed] == [UNKNOWN, SKIPPED]
-        assert out.held == ((refs[1], "n0"), (refs[2], "n0"))
+        assert out.parked == ((refs[1], "n0"), (refs[2], "n0"))
         assert store.pods["w1"]["node"] == ""
     assert ("GET", "w1") in store.calls and deletes(store) == []
-    assert out.describe().endswith(f"{len(out.bound)} bound members kept, {len(out.held)} "
-                                   "held on their nodes until the apiserver answers")
+    assert out.describe().endswith(f"{len(out.bound)} bound members kept, {len(out.parked)} "
+                                   "parked on their nodes until the apiserver answers")
 
 
-def test_a_bind_without_a_reply_whose_pod_is_gone_since_is_not_held(store: PodStore) -> None:
+def test_a_bind_without_a_reply_whose_pod_is_gone_since_is_not_parked(store: PodStore) -> None:
     serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1")
     store.no_reply.add("w0")
     del store.pods["w0"]  # read back: gone, retrying cannot mend it
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
-    assert not out.transient and out.held == ()
+    assert not out.transient and out.parked == ()
     assert [f.status for f in out.failed] == [404, SKIPPED]
 
 
@@ -239,10 +239,10 @@ def test_a_pool_smaller_than_the_concurrency_is_reported(store: PodStore) -> Non
     assert [e["event"] for e in logs] == ["connection_pool_too_small"]
 
 
-def test_transient_failures_keep_what_is_bound_and_hold_the_rest(store: PodStore) -> None:
+def test_transient_failures_keep_what_is_bound_and_park_the_rest(store: PodStore) -> None:
     """The issue's case: while the apiserver restarts, binds answer 503 or get no reply.
     Deleting the bound members would lose pods that have no controller; they are kept, and
-    the rest held on their nodes for the retry once it answers."""
+    the rest parked on their nodes for the retry once it answers."""
     serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1", "w2")
     store.unavailable["w1"] = 1  # a 503
@@ -250,18 +250,18 @@ def test_transient_failures_keep_what_is_bound_and_hold_the_rest(store: PodStore
     serial.close()
     assert out.transient and not out.unanswered  # a 503 is an answer: it backs off
     assert out.bound == ((refs[0], "n0"),)
-    assert out.held == ((refs[1], "n0"), (refs[2], "n0"))
+    assert out.parked == ((refs[1], "n0"), (refs[2], "n0"))
     assert deletes(store) == []
 
 
-def test_a_failure_retrying_cannot_mend_holds_nothing(store: PodStore) -> None:
+def test_a_failure_retrying_cannot_mend_parks_nothing(store: PodStore) -> None:
     serial = Binder(store, concurrency=1)  # type: ignore[arg-type]
     refs = store.add("w0", "w1")
     del store.pods["w0"]  # 404: retrying would not bring it back
     store.unavailable["w1"] = 1
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
-    assert not out.ok and not out.transient and out.held == ()
+    assert not out.ok and not out.transient and out.parked == ()
     assert [f.status for f in out.failed] == [404, SKIPPED]
     assert ("POST binding", "w1") not in store.calls
 
@@ -283,7 +283,7 @@ def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: Pod
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
     assert not out.ok and out.fenced and not out.transient
-    assert out.bound == ((refs[0], "n0"),) and out.held == ()
+    assert out.bound == ((refs[0], "n0"),) and out.parked == ()
     assert [f.status for f in out.failed] == [FENCED, SKIPPED]
     assert store.pods["w0"]["node"] == "n0"
     assert not any(method == "DELETE" for method, _ in store.calls)

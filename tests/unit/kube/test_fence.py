@@ -177,7 +177,7 @@ def test_a_bind_refused_by_the_apiserver_fence_leaves_the_gang_to_the_leader(
     refs = [PodRef("ns", n, f"uid-{n}") for n in ("w0", "w1", "w2")]
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     binder.close()
-    assert out.fenced and not out.transient and out.held == ()
+    assert out.fenced and not out.transient and out.parked == ()
     assert out.bound == ((refs[0], "n0"),)
     assert [f.status for f in out.failed] == [FENCED, SKIPPED]
     assert not any(method == "DELETE" for method, _ in sent)

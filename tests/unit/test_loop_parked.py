@@ -1,4 +1,4 @@
-"""A bind that fails for want of an answer holds its gang (``scheduler.run.backoff``): the member
+"""A bind that fails for want of an answer parks its gang (``scheduler.run.backoff``): the member
 it bound stays bound, the others stay assumed on their nodes while the apiserver is away, and
 once it answers only the rest is bound, before any other gang; nothing is rolled back. A bind
 refused for good keeps what it bound too, and the next cycle's ``decide`` rolls it back,
@@ -22,7 +22,7 @@ from tests.unit.test_loop_metrics import Clock, gang_pods, make, node, other_pod
 
 @dataclass
 class Outage:
-    """Binds the first member of each gang, then the rest fail: without a reply (held) or
+    """Binds the first member of each gang, then the rest fail: without a reply (parked) or
     refused for good; once ``away`` is cleared every bind succeeds."""
 
     away: bool = True
@@ -33,15 +33,15 @@ class Outage:
         self.plans.append(plan)
         if not self.away:
             return ApplyResult(bound=tuple(b.gang_id for b in plan.binds))
-        failed, left, held = {}, [], []
+        failed, left, parked = {}, [], []
         for b in plan.binds:
             first, *rest = b.pod_nodes
             left.append(first)
             if not self.refused:
-                held += rest
+                parked += rest
             failed[b.gang_id] = ("binding: pod deleted before binding" if self.refused
                                  else "binding: no reply from the apiserver")
-        return ApplyResult(failed=failed, left=tuple(left), held=tuple(held),
+        return ApplyResult(failed=failed, left=tuple(left), parked=tuple(parked),
                            unanswered=() if self.refused else tuple(failed))
 
 
@@ -54,13 +54,13 @@ def setup(refused: bool = False) -> tuple[Scheduler, Outage, Clock, list[bool]]:
     return sched, outage, clock, answering
 
 
-def test_a_gang_whose_bind_got_no_reply_is_held_then_completed_when_the_apiserver_answers(
+def test_a_gang_whose_bind_got_no_reply_is_parked_then_completed_when_the_apiserver_answers(
         ) -> None:
     sched, outage, clock, answering = setup()
     (first,) = sched.run_once().binds
     for p in gang_pods("other", 2, 4, created=1):  # arrives while the apiserver is away
         sched.cache.upsert_pod(p)
-    for _ in range(3):  # away: the held members keep their nodes, nobody takes them
+    for _ in range(3):  # away: the parked members keep their nodes, nobody takes them
         clock.now += 1
         plan = sched.run_once()
         assert plan.binds == () and plan.rollbacks == ()
@@ -74,7 +74,7 @@ def test_a_gang_whose_bind_got_no_reply_is_held_then_completed_when_the_apiserve
     assert "ns/other" in plan.pending and sched.backing_off(clock.now) == {}
 
 
-def test_a_gang_held_past_its_backoff_is_tried_again_and_still_never_rolled_back() -> None:
+def test_a_gang_parked_past_its_backoff_is_tried_again_and_still_never_rolled_back() -> None:
     sched, _, clock, _ = setup()
     sched.run_once()
     tried = 1
@@ -96,7 +96,7 @@ def test_a_bind_refused_for_good_keeps_what_it_bound_until_decide_rolls_it_back(
     assert rollback.cause is RollbackCause.BIND_REFUSED and "pod deleted" in rollback.reason
 
 
-def test_stepping_down_releases_what_was_held() -> None:
+def test_stepping_down_releases_what_was_parked() -> None:
     sched, _, clock, _ = setup()
     sched.run_once()
     assert sched.drain(timeout=0.01) == 0
@@ -104,9 +104,9 @@ def test_stepping_down_releases_what_was_held() -> None:
     assert [ref.name for ref in partly["ns/half"]] == ["half-0"]
 
 
-def test_a_held_node_taken_by_another_scheduler_meanwhile_leaves_no_room() -> None:
+def test_a_parked_node_taken_by_another_scheduler_meanwhile_leaves_no_room() -> None:
     """Its member started (kwok, a kubelet), so its grace applies; once past it, with the
-    held room taken by another scheduler's pod, the gang is rolled back: no room."""
+    parked room taken by another scheduler's pod, the gang is rolled back: no room."""
     sched, _, clock, answering = setup()
     sched.run_once()
     half0 = replace(gang_pods("half", 4, 4)[0], node_name="n0", phase=PodPhase.RUNNING,
