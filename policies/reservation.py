@@ -10,7 +10,7 @@ quota (the usual case when quota matches capacity) would be overtaken for ever b
 
 Reservations are per node pool: a reservation covers the pools of its nodes, and only a gang
 that may use one of those pools (``relevant``) can delay it, since quota is kept per pool too;
-an h100 reservation neither holds back nor restricts a gang that can only run on a100 nodes.
+an h100 reservation neither delays nor restricts a gang that can only run on a100 nodes.
 So a cycle holds at most one reservation per pool, and a starving gang in each pool at once.
 
 A reservation is a starvation remedy, not a first resort: only a gang pending at least its

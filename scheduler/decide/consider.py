@@ -1,10 +1,10 @@
 """One gang at a time: an ordered list of small steps, the first that decides gives the
 ``Outcome``.
 
-    held back -> behind a reservation -> remembered -> place -> await draining -> preempt
+    deferred -> behind a reservation -> remembered -> place -> await draining -> preempt
     -> reserve -> explain
 
-- *held back*: an ordering rule stops it before it is tried (backfill off and an earlier
+- *deferred*: an ordering rule stops it before it is tried (backfill off and an earlier
   gang cannot start; its StrictFIFO queue's head cannot start: ``heads``); it reads only
   the obstacles, so it is taken before a ``Trial`` is made (most turns of a long queue end
   here);
@@ -53,7 +53,7 @@ from scheduler.placement.types import PlacementParams
 # The steps, in order ---------------------------------------------------------------------
 def behind_reservation(t: Trial) -> Waiting | None:
     """Its queue does not backfill, and a reservation it could delay is in the way; a gang
-    that could never start anyway is told that instead (as ``held_back``'s are)."""
+    that could never start anyway is told that instead (as ``deferred``'s are)."""
     if not t.concern or t.queue.queueing.backfill:
         return None
     return t.hopeless or Waiting(
@@ -168,7 +168,7 @@ def explain(t: Trial) -> Waiting:
                    blocks_all=t.blocks_all)
 
 
-#: The steps after ``held_back``, which is taken before the trial is made.
+#: The steps after ``deferred``, which is taken before the trial is made.
 STEPS: tuple[Callable[[Trial], Outcome | None], ...] = (
     behind_reservation, remembered, place, await_draining, preempt, reserve_nodes, explain)
 

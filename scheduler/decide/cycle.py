@@ -29,7 +29,7 @@ from scheduler.decide.admissible import admissible
 from scheduler.decide.consider import awaiting_terminating, consider
 from scheduler.decide.draft import Context, Draft
 from scheduler.decide.due import next_due
-from scheduler.decide.heads import held_back
+from scheduler.decide.heads import deferred
 from scheduler.decide.housekeeping import Housekeeping
 from scheduler.decide.memo import Memo
 from scheduler.decide.order import in_order
@@ -135,10 +135,10 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
     draft.begin_turn(gang)
     queue = queues[name]
     ledger = draft.ledger
-    held = held_back(draft, queue)
-    if held is not None:  # waits behind another gang, blocking nobody: only its reason
-        held = Trial(gang, queue, draft).hopeless or held  # unless it can never start
-        draft.fold(gang, queue, held)
+    waits = deferred(draft, queue)
+    if waits is not None:  # waits behind another gang, blocking nobody: only its reason
+        waits = Trial(gang, queue, draft).hopeless or waits  # unless it can never start
+        draft.fold(gang, queue, waits)
         return False
     trial = Trial(gang, queue, draft)
     outcome = consider(trial)

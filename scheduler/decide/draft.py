@@ -53,7 +53,7 @@ class Draft:
     """See the module docstring.
 
     Its state is read through read-only properties; the only writers are ``fold`` (a
-    considered gang's ``Outcome``, a held-back ``Waiting`` too) and three named steps of the
+    considered gang's ``Outcome``, a deferred gang's ``Waiting`` too) and three named steps of the
     cycle that decide nothing about a gang: ``begin_turn`` (its place in the order),
     ``set_aside`` (a gang not considered at all) and ``keep_claim`` (a reserved gang of the
     previous plan keeps its pools until its turn). So whatever changes the plan or the state

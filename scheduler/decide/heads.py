@@ -1,13 +1,14 @@
-"""Who waits behind whom: the ordering rules that hold gangs back before they are tried.
+"""Who waits behind whom: the ordering rules that defer gangs before they are tried.
 
 Two rules make later gangs wait behind one that cannot start: with backfill off, everyone
 waits behind the first gang that does not fit for lack of capacity (the *blocker*); in a
 ``StrictFIFO`` queue, the queue waits behind its first gang that cannot start (its *head*).
-``Obstacles`` records them as the cycle goes (``Draft.fold``); ``held_back`` reads them.
+``Obstacles`` records them as the cycle goes (``Draft.fold``); ``deferred`` reads them.
+A gang they stop is *deferred*: it gets its reason and no trial this cycle.
 
 A gang that can never start (``Trial.hopeless``: a pod larger than any node it may use, the
 nodes it may use together too small, a topology level no node has, or more than any quota
-its queue could ever be given, every queue idle) is no head: waiting for it would hold its
+its queue could ever be given, every queue idle) is no head: waiting for it would block its
 queue forever (a 1 x 16-GPU gang on 8-GPU nodes kept 8 GPUs idle behind it). It is told why
 it can never start, and the gangs behind it are tried. This is Kueue's rule widened: a
 ``StrictFIFO`` ClusterQueue keeps a workload that does not fit at its head, except one it
@@ -15,7 +16,7 @@ can never admit (a namespace it does not select), which it sets aside as inadmis
 (``pkg/cache/queue/cluster_queue.go``, ``RequeueIfNotPresent``); here every reason no wait
 can cure sets the gang aside. It is decided afresh each cycle, so the gang heads its queue
 again as soon as a node or a quota change would let it fit. A gang that cannot start *now*
-(capacity, quota in use, a reservation, claims not yet bound) still holds its queue.
+(capacity, quota in use, a reservation, claims not yet bound) still blocks its queue.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from scheduler.decide.plan import ReasonCategory
 from scheduler.kit.memo import Slot
 
 R = ReasonCategory
-#: (queue or "", the gang it waits behind) -> the outcome of the gangs held back behind it.
-HELD: Slot[tuple[str, str], Waiting] = Slot("heads.held_back")
+#: (queue or "", the gang it waits behind) -> the outcome of the gangs deferred behind it.
+DEFERRED: Slot[tuple[str, str], Waiting] = Slot("heads.deferred")
 
 
-def held_back(draft: Draft, queue: Queue) -> Waiting | None:
+def deferred(draft: Draft, queue: Queue) -> Waiting | None:
     """Strict ordering rules that stop a gang before it is even tried (before its trial is
     made: they read only the obstacles and its queue). A gang that could never start anyway
-    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
+    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a deferred gang)."""
     obstacles = draft.obstacles
     if not obstacles.ordering_blocks:
         return None
@@ -42,11 +43,11 @@ def held_back(draft: Draft, queue: Queue) -> Waiting | None:
     slots = draft.context.memo.slots
     blocker = obstacles.blocker
     if blocker is not None:
-        return slots.get_or_make(HELD, ("", blocker), lambda: Waiting(
+        return slots.get_or_make(DEFERRED, ("", blocker), lambda: Waiting(
             R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
     head = obstacles.heads.get(queue.name)
     if head is not None:
-        return slots.get_or_make(HELD, (queue.name, head), lambda: Waiting(
+        return slots.get_or_make(DEFERRED, (queue.name, head), lambda: Waiting(
             R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
     return None
 

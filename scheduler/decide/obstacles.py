@@ -67,7 +67,7 @@ class Obstacles:
 
     @property
     def ordering_blocks(self) -> bool:
-        """Does an ordering rule hold back some gangs (backfill off, a StrictFIFO head)?"""
+        """Does an ordering rule defer some gangs (backfill off, a StrictFIFO head)?"""
         return self.blocker is not None or bool(self.heads)
 
     # Changing -----------------------------------------------------------------------------

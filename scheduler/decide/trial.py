@@ -37,7 +37,7 @@ _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: 
 
 
 class Trial:
-    """One gang's turn: what its steps read. What every turn past ``held_back`` needs (for
+    """One gang's turn: what its steps read. What every turn past ``deferred`` needs (for
     ``remembered``) is worked out at once; the rest, which most turns never reach, when first
     asked for (``lazy``)."""
 

@@ -20,7 +20,7 @@ together:
   are leaving and count for nothing (``grouping.build_gang``), so the new ones are a new
   gang, placed whole.
 
-A gang whose step holds back later ones says so in its pending reason (``later_steps``), so
+A gang whose step keeps later ones waiting says so in its pending reason (``later_steps``), so
 a user looking for the workers learns that the startup policy keeps them, not the scheduler.
 
 **A PodGroup over a JobSet's steps** (Trainer's coscheduling policy labels every pod of the

@@ -7,7 +7,7 @@ timeout runs out: ``scheduler.run.wake``), and never otherwise: an idle cluster 
 and no writes. Between cycles the loop sleeps until something changes, the next due time,
 or ``cycle_interval`` seconds (its heartbeat and leadership check) at most; after a cycle it
 rests ``poll_interval``, so the watch events of a burst are batched into the next cycle.
-Queue figures held back by their rate limit are written when due, without a cycle.
+Queue figures postponed by their rate limit are written when due, without a cycle.
 
 Gangs left partly bound are repaired on every cycle (completed, or rolled back: see
 ``scheduler.decide.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease

@@ -106,12 +106,12 @@ class SchedulerMetrics:
         self.status_writes_failed = Counter(
             "gang_scheduler_status_writes_failed_total",
             "Status writes (pod conditions, PodGroup and Queue status, events) that got no "
-            "answer or a 429/5xx, or were held back while the apiserver did not answer (each "
+            "answer or a 429/5xx, or were postponed while the apiserver did not answer (each "
             "is retried once it answers), or that the apiserver refused (another 4xx) or that "
             "failed before they were sent (scheduler.kube.write.writer).", registry=r)
         self.status_write_retries = Counter(
             "gang_scheduler_status_write_retries_total",
-            "Status writes run again after they failed or were held back.", registry=r)
+            "Status writes run again after they failed or were postponed.", registry=r)
         self.preemptions = Counter(
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
             ["queue"], registry=r)

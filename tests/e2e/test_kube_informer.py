@@ -34,7 +34,7 @@ class Expired:
 
 
 class GatedClient(kube_client.KubeClient):
-    """A real client whose watches can be held back, or answered once with 410 Gone."""
+    """A real client whose watches can be delayed, or answered once with 410 Gone."""
 
     def __init__(self, api_client: Any) -> None:
         super().__init__(api_client)

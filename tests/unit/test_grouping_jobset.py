@@ -196,7 +196,7 @@ def test_the_cache_regroups_pods_when_their_jobset_arrives() -> None:
     (TRAINER, [pod("dataset-initializer", 0)],
      {"ns/pair": "creates node (4 pods) only once dataset-initializer progressed (dependsOn)"}),
 ])
-def test_a_gang_whose_jobset_holds_back_later_steps_says_so(
+def test_a_gang_whose_jobset_keeps_later_steps_waiting_says_so(
         jobset: JobSetInfo, pods: list[PodInfo], said: dict[str, str]) -> None:
     out = build_gangs(pods, {}, {}, GroupingConfig(), jobsets={jobset.key: jobset})
     notes = {g.id: g.later_steps for g in out.pending}

@@ -79,7 +79,7 @@ class QueueStatusPublisher:
         self._figures_written: dict[str, Status] = {}
         self._figures_at: dict[str, float] = {}  # when figures were last submitted
         self._fit: dict[str, Status] = {}  # the QuotaFitsCluster condition last worked out
-        self._held: float | None = None  # when the first figures held back become due
+        self._postponed: float | None = None  # when the first figures postponed become due
         self.writer = BackgroundWriter("queue-status", retry)
 
     # Validity (from LivePolicies, on the informer thread) ---------------------------------
@@ -108,7 +108,7 @@ class QueueStatusPublisher:
         now = self._monotonic()
         submitted = 0
         names = set()
-        held: list[float] = []
+        postponed: list[float] = []
         for report in reports:
             names.add(report.name)
             desired = status_of(report)
@@ -122,13 +122,13 @@ class QueueStatusPublisher:
                 if same:
                     continue
                 if now - at < self.min_interval:
-                    held.append(at + self.min_interval)  # written when due: ``due_in``
+                    postponed.append(at + self.min_interval)  # written when due: ``due_in``
                     continue
                 self._figures_at[report.name] = now
             self.writer.submit(f"figures/{report.name}", self._figures_task(report.name, desired))
             submitted += 1
         with self._lock:
-            self._held = min(held, default=None)
+            self._postponed = min(postponed, default=None)
             unwritten = [(n, s) for n, s in self._validity.items()
                          if self._validity_written.get(n) != s]
             for gone in set(self._figures_written) - names:
@@ -140,11 +140,11 @@ class QueueStatusPublisher:
         return submitted
 
     def due_in(self) -> float | None:
-        """Seconds until figures held back by ``min_interval`` may be written (<= 0: now;
-        None: none held back): the loop publishes again then, with or without a cycle."""
+        """Seconds until figures postponed by ``min_interval`` may be written (<= 0: now;
+        None: none postponed): the loop publishes again then, with or without a cycle."""
         with self._lock:
-            held = self._held
-        return None if held is None else held - self._monotonic()
+            postponed = self._postponed
+        return None if postponed is None else postponed - self._monotonic()
 
     def _fit_condition(self, report: QueueReport) -> Status:
         """The queue's ``QuotaFitsCluster`` condition; its transition time moves only when its

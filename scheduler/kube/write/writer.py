@@ -8,7 +8,7 @@ A task whose writes got no answer (or a 429 or 5xx: the apiserver or etcd restar
 and run again once the apiserver answers, unless a newer task for the same key came first:
 many writes are made once (a ``Scheduled`` event, a PodGroup's condition at the bind, a Queue's
 ``Valid`` condition) and would otherwise be lost to an outage. While the apiserver does not
-answer at all, tasks are held back rather than sent to fail one by one. ``Retry`` counts both
+answer at all, tasks are postponed rather than sent to fail one by one. ``Retry`` counts both
 (``status_writes_failed_total``, ``status_write_retries_total``).
 
 A task whose write the apiserver refused (a 4xx that is not "gone": the write itself is wrong)
@@ -49,7 +49,7 @@ class Retry:
 
     #: Does the apiserver answer right now (the client's outage tracker)?
     answering: Callable[[], bool] = _always
-    failed: Callable[[], None] = _nothing  # a task failed or was held back
+    failed: Callable[[], None] = _nothing  # a task failed or was postponed
     retried: Callable[[], None] = _nothing  # a kept task was run again
     #: The first wait before kept tasks run again while the apiserver answers (5xx), doubled
     #: after each round that failed again, up to ``max_interval``.
@@ -88,7 +88,7 @@ class BackgroundWriter:
     def __init__(self, name: str = "status-writer", retry: Retry | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._latest: dict[str, Task] = {}
-        self._kept: dict[str, Task] = {}  # failed or held back: run again when answered
+        self._kept: dict[str, Task] = {}  # failed or postponed: run again when answered
         self._lock = threading.Lock()
         self._wake: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._started = 0  # tasks taken up so far

@@ -91,9 +91,9 @@ def test_figures_are_written_on_change_at_most_every_interval() -> None:
     assert pub.publish(reports(a_gpus=3)) == 2
     pub.flush()
     clock.now = 11.0
-    assert pub.due_in() is None  # nothing held back
+    assert pub.due_in() is None  # nothing postponed
     assert pub.publish(reports(a_gpus=2)) == 0  # changed again, but too soon
-    assert pub.due_in() == 2.0  # held back: the loop publishes again then, cycle or not
+    assert pub.due_in() == 2.0  # postponed: the loop publishes again then, cycle or not
     clock.now = 13.5
     assert pub.publish(reports(a_gpus=2)) == 2  # the latest value, once due
     assert pub.due_in() is None
