@@ -1,7 +1,7 @@
 """How one ``decide`` scales: in pending gangs of one shape, and in nodes. Prints the curves
 (CPU seconds per cycle, median of ``--runs``) and, with ``--plot FILE``, draws them.
 
-- gangs: ``--nodes`` 8-GPU nodes each with 7 GPUs held by a running gang, and 1 .. N pending
+- gangs: ``--nodes`` 8-GPU nodes each with 7 GPUs allocated to a running gang, and 1 .. N pending
   gangs of one 8-GPU pod: none fits, and after the first the failure memo answers each one
   (a gang no easier than one that failed this cycle gets its reason without a search), so the
   curve should stay far below linear;
@@ -70,9 +70,9 @@ def gang_curve(node_count: int, counts: list[int], runs: int) -> list[tuple[int,
     world = nodes(node_count)
     running = []
     for i, node in enumerate(world):  # 7 of 8 GPUs busy everywhere: no 8-GPU pod fits
-        held = gang(f"run{i:05d}", 1, 7)
-        used = held.roles[0].requirements.requests
-        running.append(RunningGang(held, ((node.name, used),), start_time=0.0))
+        running_gang = gang(f"run{i:05d}", 1, 7)
+        used = running_gang.roles[0].requirements.requests
+        running.append(RunningGang(running_gang, ((node.name, used),), start_time=0.0))
     snap = Snapshot(world, running)
     pols = policies(node_count * 8)
     return [(n, cpu_per_cycle(snap, [gang(f"g{i:05d}", 1, 8) for i in range(n)], pols, runs))

@@ -5,7 +5,7 @@
 The cluster: 2,000 8-GPU nodes in two pools (a100, h100), racks of 8 nodes, blocks of 4
 racks. 20 queues: 4 organisations with 5 teams each, quota per pool spread over the teams
 (the organisations' totals match the pools), random weights and preemption settings.
-About 60% of the GPUs are held by running gangs (some borrowing, some checkpointed).
+About 60% of the GPUs are allocated to running gangs (some borrowing, some checkpointed).
 1,000 pending gangs of 1 to 64 GPUs (multi-node gangs use 8-GPU pods), random priorities,
 ages and runtime estimates; a fifth must fit in one rack, a third name a pool.
 

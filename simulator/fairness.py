@@ -3,7 +3,7 @@
 Why its own module: "share against entitlement" alone calls a queue starved when it simply had
 nothing to run. Here a queue is owed its entitlement capped by its demand at that instant (the
 GPUs of its jobs submitted and not finished), with the unused part flowing to the queues that
-wait (`stats.water_fill`); the Jain index of held / owed, weighted by time, then says whether
+wait (`stats.water_fill`); the Jain index of allocated / owed, weighted by time, then says whether
 the policy shared fairly when it mattered.
 """
 
@@ -59,9 +59,9 @@ def fair_shares(
     times: np.ndarray,
     dt: np.ndarray,
     total: np.ndarray,
-    held: np.ndarray,
+    allocated: np.ndarray,
 ) -> tuple[np.ndarray, float | None]:
-    """Per-queue fair GPU-seconds, and the time-weighted Jain index of held / fair."""
+    """Per-queue fair GPU-seconds, and the time-weighted Jain index of allocated / fair."""
     weights = np.array([max(ent.get(q, 0.0), 0.0) for q in queues])
     if times.size == 0 or not (weights > 0).any():
         return np.zeros(len(queues)), None
@@ -69,7 +69,7 @@ def fair_shares(
     fair = stats.water_fill(total, demand, np.where(weights > 0, weights, 1.0))
     owed = fair > 1e-9
     with np.errstate(invalid="ignore", divide="ignore"):
-        x = np.where(owed, held / np.where(owed, fair, 1.0), 0.0)
+        x = np.where(owed, allocated / np.where(owed, fair, 1.0), 0.0)
     jain = stats.jain_rows(x, owed)
     counted = ~np.isnan(jain) & (dt > 0)
     weight = float(dt[counted].sum())

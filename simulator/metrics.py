@@ -1,7 +1,7 @@
 """From what happened in a simulation to the figures a capacity planner compares.
 
 Why apart from the engine: the engine records facts (per job: when it started and ended, what
-it lost; per instant: how many GPUs were held and busy); this module turns facts into figures.
+it lost; per instant: how many GPUs were allocated and busy); this module turns facts into figures.
 Every baseline policy is measured by the same code, so a difference in the report is a
 difference in scheduling, not in bookkeeping.
 
@@ -51,7 +51,7 @@ class JobOutcome:
     end_time: float | None  # completion; None: unfinished
     preemptions: int = 0
     gpu_seconds_lost: float = 0.0  # work thrown away by preemption or node failure
-    gpu_seconds_idle_partial: float = 0.0  # GPUs held by pods of a gang not fully placed
+    gpu_seconds_idle_partial: float = 0.0  # GPUs allocated to pods of a gang not fully placed
     gpu_seconds_checkpointing: float = 0.0  # GPU time spent writing checkpoints
 
 
@@ -59,7 +59,7 @@ class JobOutcome:
 class UtilizationSample:
     time: float
     total_gpus: int
-    allocated_gpus: int  # GPUs held by bound pods
+    allocated_gpus: int  # GPUs allocated to bound pods
     busy_gpus: int  # GPUs of gangs that are fully running (doing useful work)
     stranded_gpus: int  # free GPUs on partly used nodes (fragmentation)
     allocated_by_queue: Mapping[str, int] = field(default_factory=dict)
@@ -85,9 +85,9 @@ class QueueReport:
     finished: int
     never_started: int
     entitlement: float | None  # None: queue not in the entitlement mapping
-    mean_share: float | None  # GPU-seconds held / cluster GPU-seconds
+    mean_share: float | None  # GPU-seconds allocated / cluster GPU-seconds
     mean_fair_share: float | None  # demand-capped entitlement, same units
-    gpu_hours: float  # held by the queue's pods, partial gangs included
+    gpu_hours: float  # allocated to the queue's pods, partial gangs included
     cost: float
     gpu_hours_idle_partial: float
     preemptions: int
@@ -188,13 +188,13 @@ def compute_report(
     if entitlements is None:  # every queue seen is entitled to an equal share
         entitlements = dict.fromkeys(queues, 1 / len(queues)) if queues else {}
     ent = dict(entitlements)
-    held = _queue_matrix(ordered, queues)
-    held_gs = held.T @ dt  # per queue
+    allocated = _queue_matrix(ordered, queues)
+    allocated_gs = allocated.T @ dt  # per queue
     by_queue: dict[str, list[JobOutcome]] = {q: [] for q in queues}
     for outcome in outcomes:
         by_queue[outcome.queue].append(outcome)
-    fair_gs, jain_demand = fairness.fair_shares(by_queue, queues, ent, times, dt, total, held)
-    cost_by_queue = _costs(ordered, queues, held_gs, dt, pricing)
+    fair_gs, jain_demand = fairness.fair_shares(by_queue, queues, ent, times, dt, total, allocated)
+    cost_by_queue = _costs(ordered, queues, allocated_gs, dt, pricing)
 
     delays = _delays(outcomes)
     jcts = [o.end_time - o.submit_time for o in outcomes if o.end_time is not None]
@@ -208,9 +208,9 @@ def compute_report(
                 finished=sum(1 for o in mine if o.end_time is not None),
                 never_started=sum(1 for o in mine if o.start_time is None),
                 entitlement=ent.get(queue),
-                mean_share=ratio(float(held_gs[qi])),
+                mean_share=ratio(float(allocated_gs[qi])),
                 mean_fair_share=ratio(float(fair_gs[qi])),
-                gpu_hours=float(held_gs[qi]) / HOUR,
+                gpu_hours=float(allocated_gs[qi]) / HOUR,
                 cost=cost_by_queue[qi],
                 gpu_hours_idle_partial=sum(o.gpu_seconds_idle_partial for o in mine) / HOUR,
                 preemptions=sum(o.preemptions for o in mine),
@@ -275,25 +275,25 @@ def _delays(outcomes: Sequence[JobOutcome]) -> list[float]:
 
 
 def _queue_matrix(samples: Sequence[UtilizationSample], queues: list[str]) -> np.ndarray:
-    """GPUs held per (sample, queue)."""
+    """GPUs allocated per (sample, queue)."""
     column = {q: i for i, q in enumerate(queues)}
-    held = np.zeros((len(samples), len(queues)))
+    allocated = np.zeros((len(samples), len(queues)))
     for row, sample in enumerate(samples):
         for queue, gpus in sample.allocated_by_queue.items():
-            held[row, column[queue]] = gpus
-    return held
+            allocated[row, column[queue]] = gpus
+    return allocated
 
 
 def _costs(
     samples: Sequence[UtilizationSample],
     queues: list[str],
-    held_gs: np.ndarray,
+    allocated_gs: np.ndarray,
     dt: np.ndarray,
     pricing: Pricing,
 ) -> list[float]:
     """Cost per queue: per-pool prices for the samples that say which pool, else one price."""
     if not pricing.per_pool:
-        return [float(held_gs[i]) / HOUR * pricing.per_gpu_hour for i in range(len(queues))]
+        return [float(allocated_gs[i]) / HOUR * pricing.per_gpu_hour for i in range(len(queues))]
     column = {q: i for i, q in enumerate(queues)}
     costs = [0.0] * len(queues)
     for sample, length in zip(samples, dt, strict=True):

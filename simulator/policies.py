@@ -2,7 +2,7 @@
 
 - ``per-pod``: what kube-scheduler does: every pod is scheduled on its own, in arrival order,
   with no gang semantics. Jobs start only when all their pods happen to be placed, so
-  partly placed jobs hold GPUs doing nothing, and can deadlock each other.
+  partly placed jobs keep GPUs allocated doing nothing, and can deadlock each other.
 - ``fifo-gang``: gangs placed all-or-nothing in strict arrival order; no backfill, no
   reservation, no preemption (the coscheduling plugin's behaviour, roughly).
 - ``gang-scheduler``: the full policy: fair share, quotas with borrowing, preemption,

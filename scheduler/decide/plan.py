@@ -169,7 +169,7 @@ NOMINATION_TIMEOUT_SECONDS = 900.0
 
 @dataclass(frozen=True, slots=True)
 class Nomination:
-    """Capacity held for a preemptor until its victims are gone and it binds."""
+    """Capacity kept for a preemptor until its victims are gone and it binds."""
 
     gang_id: str
     nodes: tuple[str, ...]
@@ -257,7 +257,7 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         lines.append(f"{gang_id}: pending, {reason.category}{where}: {reason.message}")
     nomination = plan.nomination_of(gang_id)
     if nomination is not None:
-        lines.append(f"{gang_id}: nodes held until the victims are gone: "
+        lines.append(f"{gang_id}: nodes kept until the victims are gone: "
                      f"{', '.join(nomination.nodes)}")
     reservation = plan.reservation_of(gang_id)
     if reservation is not None:

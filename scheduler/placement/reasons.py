@@ -3,7 +3,7 @@
 The split that matters to callers: checked against *allocatable* (an empty cluster), a gang
 that still does not fit ``NEVER_FITS`` and no preemption will help; checked against *free*,
 it is ``INSUFFICIENT_CAPACITY`` (or ``TOPOLOGY`` when the capacity exists but not inside one
-required domain) and the message says how much running gangs hold. These functions run
+required domain) and the message says how much is allocated to running gangs. These functions run
 only once a solve has failed, so they may scan the eligible nodes; nothing here is on the
 path of a successful placement.
 """
@@ -43,7 +43,7 @@ def describe_need(problem: Problem) -> str:
     return " + ".join(parts)
 
 
-def _held_by_gangs(problem: Problem, nodes: Iterable[str], resource: str) -> int:
+def _allocated_to_gangs(problem: Problem, nodes: Iterable[str], resource: str) -> int:
     scope = set(nodes)
     return sum(res.get(resource, 0) for rg in problem.snapshot.running.values()
                for name, res in rg.allocations if name in scope)
@@ -105,13 +105,13 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     for res in _resources_first_gpu(need):
         have = free_sum(problem, static.union, res)
         if have < need[res]:
-            held = _held_by_gangs(problem, static.union, res)
-            other = static.totals.get(res, 0) - have - held
+            allocated = _allocated_to_gangs(problem, static.union, res)
+            other = static.totals.get(res, 0) - have - allocated
             tail = f", {format_amount(res, other)} by other pods" if other > 0 else ""
             return _fail(problem, UnplaceableReason.INSUFFICIENT_CAPACITY,
                          f"needs {format_amount(res, need[res])} {res}; "
                          f"{format_amount(res, have)} free on eligible nodes "
-                         f"({format_amount(res, held)} held by running gangs{tail})")
+                         f"({format_amount(res, allocated)} held by running gangs{tail})")
     primary = primary_resource(problem)
     for rv in problem.roles:
         fit = sum(cands.caps[rv.name].values())

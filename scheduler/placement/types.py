@@ -49,7 +49,7 @@ class PlacementParams:
     #: Under a required topology, how many candidate domains (tightest first) CP-SAT may try
     #: after greedy failed in all of them; untried ones make the answer ``SOLVER_LIMIT``.
     cpsat_max_domains: int = 8
-    #: Nodes the placement must avoid (e.g. held by a reservation or a nomination).
+    #: Nodes the placement must avoid (e.g. kept for a reservation or a nomination).
     excluded_nodes: frozenset[str] = frozenset()
     #: If set, only these nodes may be used (e.g. backfill into a window).
     allowed_nodes: frozenset[str] | None = None

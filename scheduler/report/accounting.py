@@ -4,8 +4,8 @@ Worked out by the loop (only when it exports metrics) from the cycle's snapshot 
 the pure ``decide`` knows nothing of it and the live scheduler and a simulation with metrics
 count the same way. Pure: no clock, no I/O.
 
-- ``held``: GPUs held by running gangs (this plan's binds included, its evictions too: a
-  victim holds its GPUs until its pods are gone) per (queue, namespace, pool). The loop
+- ``allocated``: GPUs allocated to running gangs (this plan's binds included, its evictions too: a
+  victim keeps its GPUs until its pods are gone) per (queue, namespace, pool). The loop
   integrates it over time into GPU-seconds and, at the configured price, cost.
 - per pool, of the GPUs free on ready, schedulable nodes (``idle``):
   ``stranded``: idle while a gang that could use the pool waits, on nodes where no waiting
@@ -13,8 +13,8 @@ count the same way. Pure: no clock, no I/O.
   that work off them). A gang *could use* a pool when one of its roles may run on a node
   there and its queue's tree holds GPU quota there (``open_pools``): free GPUs of a pool
   nobody waits for are just idle, and an alert on them would fire on an idle pool.
-  Nodes held for a gang are reserved, never stranded;
-  ``reserved_idle``: on nodes held for a reserved or nominated gang that has not started.
+  Nodes kept for a gang are reserved, never stranded;
+  ``reserved_idle``: on nodes kept for a reserved or nominated gang that has not started.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class PoolGpus:
     total: int  # allocatable GPUs of ready, schedulable nodes
     idle: int  # of those, free
     stranded: int  # free, on nodes no waiting gang could use, while one waits for the pool
-    reserved_idle: int  # free, on nodes held for a gang that has not started
+    reserved_idle: int  # free, on nodes kept for a gang that has not started
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +49,13 @@ class NodeGpus:
     total: int
     free: int
     stranded: bool  # free GPUs no pod of a waiting gang fits, while one waits for its pool
-    reserved: bool  # held for a reserved or nominated gang that has not started
-    held: tuple[tuple[str, int], ...] = ()  # (queue, GPUs) of running gangs, by queue
+    reserved: bool  # kept for a reserved or nominated gang that has not started
+    allocated: tuple[tuple[str, int], ...] = ()  # (queue, GPUs) of running gangs, by queue
 
 
 @dataclass(frozen=True, slots=True)
 class Accounting:
-    held: Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> GPUs
+    allocated: Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> GPUs
     pools: tuple[PoolGpus, ...]  # sorted by pool
     nodes: tuple[NodeGpus, ...] = ()  # sorted by name
 
@@ -64,17 +64,17 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
             queues: QueueSet | None, with_pools: bool = True) -> Accounting:
     """The GPUs of the cluster once *plan* is carried out; *pending* are the cycle's gangs,
     *queues* the queues in force (None: no quota closes a pool to anyone).
-    Without *with_pools*, only ``held`` (the per-node pass is most of the cost on a big cluster,
-    and the loop needs ``held`` every cycle but the pool gauges less often)."""
+    Without *with_pools*, only ``allocated`` (the per-node pass is most of the cost on a big cluster,
+    and the loop needs ``allocated`` every cycle but the pool gauges less often)."""
     nodes = snapshot.nodes
     free = {name: snapshot.free(name) for name in snapshot.node_names}
-    held: dict[tuple[str, str, str], int] = defaultdict(int)
+    allocated: dict[tuple[str, str, str], int] = defaultdict(int)
     on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
         for where, res in rg.charges:
             gpus = gpus_of(res)
             if where in nodes and gpus:
-                held[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += gpus
+                allocated[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += gpus
                 on_node[where][rg.gang.queue] += gpus
     by_id = {g.id: g for g in pending}
     for bind in plan.binds:
@@ -87,10 +87,10 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
                 free[a.node] = free[a.node] - role.requests * a.count
             gpus = role.demand.gpus * a.count if role is not None else 0
             if a.node in nodes and gpus:
-                held[(bind.queue, gang_ns, nodes[a.node].pool)] += gpus
+                allocated[(bind.queue, gang_ns, nodes[a.node].pool)] += gpus
                 on_node[a.node][bind.queue] += gpus
     if not with_pools:
-        return Accounting(dict(sorted(held.items())), ())
+        return Accounting(dict(sorted(allocated.items())), ())
     bound = {b.gang_id for b in plan.binds}
     waiting = [g for g in by_id.values() if g.id not in bound and g.is_complete]
     opened = None if queues is None else open_pools(queues)
@@ -104,12 +104,12 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
                     if allowed is None or nodes[n].pool in allowed]
         wanted.update(nodes[n].pool for n in eligible)
         usable.update(n for n in eligible if request.fits_in(free[n]))
-    held_nodes = {n for r in plan.reservations for n in r.nodes}
-    held_nodes |= {n for nom in plan.nominations for n in nom.nodes}
+    kept_nodes = {n for r in plan.reservations for n in r.nodes}
+    kept_nodes |= {n for nom in plan.nominations for n in nom.nodes}
     states = tuple(NodeGpus(name, node.pool, gpus_of(node.allocatable), max(0, gpus_of(free[name])),
                             node.pool in wanted and name not in usable
-                            and name not in held_nodes and gpus_of(free[name]) > 0,
-                            name in held_nodes,
+                            and name not in kept_nodes and gpus_of(free[name]) > 0,
+                            name in kept_nodes,
                             tuple(sorted(on_node.get(name, {}).items())))
                    for name, node in sorted(nodes.items())
                    if node.ready and not node.unschedulable)
@@ -121,7 +121,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
         cell[2] += n.free if n.stranded else 0
         cell[3] += n.free if n.reserved else 0
     pools = tuple(PoolGpus(p, *c) for p, c in sorted(per_pool.items()))
-    return Accounting(dict(sorted(held.items())), pools, states)
+    return Accounting(dict(sorted(allocated.items())), pools, states)
 
 
 

@@ -38,7 +38,7 @@ from scheduler.model.resources import Resources, total
 @dataclass(frozen=True, slots=True)
 class PoolUsage:
     pool: str
-    allocated: Resources  # held by the subtree's running gangs (this cycle's binds included)
+    allocated: Resources  # allocated to the subtree's running gangs (this cycle's binds included)
     nominal: Resources  # the subtree's quota (covered resources; zeros dropped)
     covered: frozenset[str]  # resources quota governs in this pool
 

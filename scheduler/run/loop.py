@@ -91,7 +91,7 @@ class Scheduler:
         requests right now (the live scheduler's outage tracker)? Without it, a backoff
         after a failure without an answer runs its course like any other.
         *pool_gauge_interval*: seconds between updates of the per-pool GPU gauges, a pass
-        over every node (GPU-seconds held are accrued every cycle)."""
+        over every node (GPU-seconds allocated are accrued every cycle)."""
         self.cache = cache
         self.policies = policies
         self.clock = clock
@@ -243,5 +243,5 @@ class Scheduler:
 
     def forget_accounting(self) -> None:
         """Start accounting afresh: the next cycle charges no time (after a leadership gap,
-        in which another replica charged the GPUs held)."""
+        in which another replica charged the GPUs allocated)."""
         self.observer.forget_accounting()

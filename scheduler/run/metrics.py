@@ -116,7 +116,7 @@ class SchedulerMetrics:
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
             ["queue"], registry=r)
         self.allocated_gpus = Gauge(
-            "gang_scheduler_allocated_gpus", "GPUs held by running gangs.", ["queue", "pool"],
+            "gang_scheduler_allocated_gpus", "GPUs allocated to running gangs.", ["queue", "pool"],
             registry=r)
         self.nominal_gpus = Gauge(
             "gang_scheduler_nominal_gpus", "Nominal GPU quota.", ["queue", "pool"], registry=r)
@@ -140,11 +140,11 @@ class SchedulerMetrics:
         # Accounting (scheduler/report/accounting.py): chargeback and where GPUs sit unused.
         self.allocated_gpu_seconds = Counter(
             "gang_scheduler_allocated_gpu_seconds_total",
-            "GPU-seconds held by running gangs, by queue, namespace and node pool.",
+            "GPU-seconds allocated to running gangs, by queue, namespace and node pool.",
             ["queue", "namespace", "pool"], registry=r)
         self.gpu_cost = Counter(
             "gang_scheduler_gpu_cost_total",
-            "Cost of the GPU-seconds held, at the configured price per pool GPU-hour.",
+            "Cost of the GPU-seconds allocated, at the configured price per pool GPU-hour.",
             ["queue", "namespace", "pool", "currency"], registry=r)
         self.gpu_hour_price = Gauge(
             "gang_scheduler_gpu_hour_price", "Configured price of one GPU-hour, by pool.",
@@ -167,7 +167,7 @@ class SchedulerMetrics:
             ["queue"], registry=r)
         self.reserved_idle_gpus = Gauge(
             "gang_scheduler_reserved_idle_gpus",
-            "Free GPUs on nodes held for a reserved or nominated gang that has not started.",
+            "Free GPUs on nodes kept for a reserved or nominated gang that has not started.",
             ["pool"], registry=r)
 
     def before_scrape(self, hook: Callable[[], None]) -> None:
@@ -214,12 +214,12 @@ class SchedulerMetrics:
         self.set_shares({q.name: q.fair_share for q in reports},
                         {q.name: q.usage_share for q in reports})
 
-    def accrue(self, held: Mapping[tuple[str, str, str], int], seconds: float) -> None:
-        """Charge GPUs *held* per (queue, namespace, pool) for *seconds*, and their cost."""
+    def accrue(self, allocated: Mapping[tuple[str, str, str], int], seconds: float) -> None:
+        """Charge GPUs *allocated* per (queue, namespace, pool) for *seconds*, and their cost."""
         if seconds <= 0:
             return
         currency = self.pricing.currency
-        for (queue, namespace, pool), gpus in held.items():
+        for (queue, namespace, pool), gpus in allocated.items():
             gpu_seconds = gpus * seconds
             self.allocated_gpu_seconds.labels(queue, namespace, pool).inc(gpu_seconds)
             price = self.pricing.price(pool)

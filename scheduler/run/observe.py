@@ -63,7 +63,7 @@ class CycleObserver:
     def cycle(self, last: LastCycle, result: ApplyResult, decide_s: float, apply_s: float,
               in_flight: int) -> None:
         """The cycle summary (info when the cycle did something, debug when idle) and the
-        cycle's metrics; GPU-seconds held are accrued."""
+        cycle's metrics; GPU-seconds allocated are accrued."""
         plan, inp = last.plan, last.inp
         categories = Counter(r.category for r in plan.pending.values())
         reasons = {c.value: n for c, n in categories.items()}
@@ -116,7 +116,7 @@ class CycleObserver:
 
     def forget_accounting(self) -> None:
         """Start accounting afresh: the next cycle charges no time (after a leadership gap,
-        in which another replica charged the GPUs held)."""
+        in which another replica charged the GPUs allocated)."""
         if self.accrual is not None:
             self.accrual.forget()
 

@@ -149,7 +149,7 @@ def _cells(n: NodeRow, colors: dict[str, str]) -> str:
 
 
 def _pools(nodes: tuple[NodeRow, ...], colors: dict[str, str]) -> str:
-    keys = (("used' style='background:#1f77b4", "held by a queue (its colour)"),
+    keys = (("used' style='background:#1f77b4", "allocated to a queue (its colour)"),
             ("used borrowed' style='background:#1f77b4", "borrowed quota"),
             ("reserved", "reserved for a waiting gang"),
             ("stranded", "stranded: no waiting gang fits, one waits for the pool"),

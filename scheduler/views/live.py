@@ -63,7 +63,7 @@ class Recent:
             if r.gang_id not in self._reserved:
                 self._events.appendleft(EventRow(
                     plan.now, "Reserved", r.gang_id,
-                    f"{', '.join(r.nodes)} held; estimated start in "
+                    f"{', '.join(r.nodes)} kept for it; estimated start in "
                     f"{format_duration(max(0.0, r.estimated_start - plan.now))}"))
         self._reserved = now_reserved
 

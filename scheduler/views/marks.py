@@ -1,9 +1,9 @@
-"""How each node's GPUs are marked in the views: held by which queue (and on borrowed quota),
+"""How each node's GPUs are marked in the views: allocated to which queue (and on borrowed quota),
 other pods', reserved, stranded, free. One rule for both sources, so the scheduler's own view
 and the one read through the apiserver mark the same cluster the same way.
 
 What is free, reserved or stranded is ``scheduler.report.accounting``'s (the rule the metrics use);
-which held GPUs are borrowed comes from the queue rows: a leaf queue's GPUs above its quota in
+which allocated GPUs are borrowed comes from the queue rows: a leaf queue's GPUs above its quota in
 a pool (``QueuePool.borrowed``) are marked on its nodes of that pool, in node name order.
 """
 
@@ -24,13 +24,13 @@ def node_rows(nodes: Iterable[NodeGpus], queues: Sequence[QueueRow]) -> tuple[No
     rows = []
     for n in sorted(nodes, key=lambda n: n.name):
         borrowed = 0
-        for queue, gpus in n.held:
+        for queue, gpus in n.allocated:
             take = min(gpus, left.get((queue, n.pool), 0))
             if take:
                 left[(queue, n.pool)] -= take
                 borrowed += take
         rows.append(NodeRow(
-            name=n.name, pool=n.pool, gpus=n.total, used=n.held,
-            other=max(0, n.total - n.free - sum(v for _, v in n.held)), free=n.free,
+            name=n.name, pool=n.pool, gpus=n.total, used=n.allocated,
+            other=max(0, n.total - n.free - sum(v for _, v in n.allocated)), free=n.free,
             reserved=n.reserved, stranded=n.stranded, borrowed=borrowed))
     return tuple(sorted(rows, key=lambda r: (r.pool, r.name)))

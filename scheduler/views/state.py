@@ -25,7 +25,7 @@ from scheduler.model.workloads import RANK_LABELS, TRAINJOB_NAME_LABEL, PodInfo
 class QueuePool:
     pool: str
     nominal: int  # GPUs of quota (the subtree's, for a parent)
-    allocated: int  # GPUs held by running gangs
+    allocated: int  # GPUs allocated to running gangs
     borrowed: int  # allocated above nominal: idle quota of others in use
     lent: int  # own idle quota that others of the same parent use now
 
@@ -90,7 +90,7 @@ class NodeRow:
     used: tuple[tuple[str, int], ...]  # (queue, GPUs) of running gangs, sorted by queue
     other: int  # GPUs of pods that are not gang-scheduler's
     free: int
-    reserved: bool  # its free GPUs are held for a reserved or nominated gang
+    reserved: bool  # its free GPUs are kept for a reserved or nominated gang
     stranded: bool  # its free GPUs fit no waiting pod, while a gang waits for its pool
     borrowed: int  # of ``used``, GPUs of queues above their nominal quota in this pool
 

@@ -91,7 +91,7 @@ def queue_letters(nodes: tuple[NodeRow, ...]) -> dict[str, str]:
 
 
 def node_bar(n: NodeRow, letters: dict[str, str]) -> Text:
-    """One cell per GPU: its queue's letter where held (upper case: borrowed quota), ``o``
+    """One cell per GPU: its queue's letter where allocated (upper case: borrowed quota), ``o``
     other pods, ``r`` reserved, ``s`` stranded, ``.`` free."""
     bar = Text()
     borrowed = n.borrowed

@@ -93,10 +93,10 @@ ROWS: tuple[Row, ...] = (
 #: What the rows mean, in sentences printed under every table that shows them.
 FAIRNESS = ("Utilization is busy GPU-time (gangs running whole) over GPU-time; goodput "
             "leaves out work later thrown away (preemption, failures) and checkpoint writes; "
-            "allocation counts every GPU held, partly placed gangs included. The arrival "
+            "allocation counts every GPU allocated, partly placed gangs included. The arrival "
             "window runs from the first submission to the last; steady state leaves out its "
             "first tenth; the backlog is the mean GPUs of submitted work not running. "
-            "Fairness is Jain's index over queues of GPU share held divided by fair share "
+            "Fairness is Jain's index over queues of GPU share allocated divided by fair share "
             "(the entitlement, capped by what the queue asked for at that moment, what idle "
             "queues leave going to waiting ones), time-weighted: 1.0 means every queue got "
             "what it was owed, 1/n that one of n queues got everything. Times are in hours.")

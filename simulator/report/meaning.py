@@ -72,6 +72,6 @@ def what_this_means(reports: Sequence[PolicyReport]) -> list[str]:
                    f"nodes, if any, threw away {number(best.gpu_hours_lost)} GPU-hours of "
                    f"work, {percent(share)} of the busy GPU-time.")
     if best.total_cost > 0:
-        out.append(f"The GPU-hours held cost {number(best.total_cost, 0)} {best.currency} "
+        out.append(f"The GPU-hours allocated cost {number(best.total_cost, 0)} {best.currency} "
                    f"at the configured prices.")
     return out

@@ -33,7 +33,7 @@ class CapacityRow:
     utilization: float | None  # busy share, arrival window
     p95_hours: float | None
     mean_hours: float | None
-    cost: float  # of the GPU-hours the jobs held, at the configured prices
+    cost: float  # of the GPU-hours allocated to the jobs, at the configured prices
     pool_cost_per_hour: float  # what the swept pool's GPUs cost per hour, used or idle
     never_started: int
     meets_target: bool

@@ -1,8 +1,8 @@
 """Live preemption on a real control plane: whole victim gangs, the Eviction API with the
-configured grace period, nominated nodes held until the victims are gone, budgets obeyed.
+configured grace period, nominated nodes kept until the victims are gone, budgets obeyed.
 
 Victim pods carry a finalizer so that they linger while terminating, as real trainers do
-while they checkpoint: that opens the window in which the freed capacity must stay held for
+while they checkpoint: that opens the window in which the freed capacity must stay kept for
 the preemptor, and lets the test see each step.
 """
 
@@ -78,12 +78,12 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
                                       for n in preemptor}
                              if all(pods()[n]["status"].get("nominatedNodeName")
                                     for n in preemptor) else {}, 30, what="nominations")
-        held = set(nominated.values())
-        first = next(n for n in victim if pods()[n]["spec"]["nodeName"] in held)
-        ops.release(first)  # one victim pod gone: its node is free, but held
+        kept = set(nominated.values())
+        first = next(n for n in victim if pods()[n]["spec"]["nodeName"] in kept)
+        ops.release(first)  # one victim pod gone: its node is free, but kept for the preemptor
         wait_for(lambda: first not in pods(), 30, what=f"{first} gone")
         runner.run_cycles(6)
-        assert ops.tenant.bound(["rival", *preemptor]) == [], "held capacity was taken"
+        assert ops.tenant.bound(["rival", *preemptor]) == [], "kept capacity was taken"
         ops.release(next(n for n in victim if n != first))
         wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
         assert ops.tenant.nodes_of(preemptor) == nominated

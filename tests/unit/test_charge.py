@@ -115,7 +115,7 @@ def test_a_running_gang_is_charged_its_claimed_gpus() -> None:
     assert Room(frozenset({"a100-0000"}), 0).gain(release) == 8
     pol = policies(queue("a", quota={"a100": 16}))
     plan = decide(snapshot, [], pol, 0.0, solver=SOLVE)
-    assert account(snapshot, plan, [], pol.queues).held[("a", "ns", "a100")] == 8
+    assert account(snapshot, plan, [], pol.queues).allocated[("a", "ns", "a100")] == 8
 
 
 # Today's inputs: any requests, any roles. -------------------------------------------------

@@ -312,9 +312,9 @@ def test_pool_gauges_follow_their_interval_and_gpu_seconds_every_cycle() -> None
     sched.run_once()  # within the interval: the cycle leaves the gauge to the scrape
     accrual = sched.observer.accrual
     assert accrual is not None and accrual._skipped is not None
-    held = sample(metrics, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
+    allocated = sample(metrics, "gang_scheduler_allocated_gpu_seconds_total", queue="team",
                   namespace="ns", pool="p")
-    assert held == 8 * 0.5  # GPU-seconds every cycle
+    assert allocated == 8 * 0.5  # GPU-seconds every cycle
     assert sample(metrics, "gang_scheduler_schedulable_gpus", pool="p") == 16  # the scrape's
     assert accrual._skipped is None
     clock.now += 0.5

@@ -59,7 +59,7 @@ def test_gang_policies_never_run_a_partial_gang() -> None:
     for policy in ("fifo-gang", "gang-scheduler"):
         res = run(policy, nodes, jobs)
         for s in res.samples:
-            assert s.allocated_gpus == s.busy_gpus, (policy, s)  # nothing held while idle
+            assert s.allocated_gpus == s.busy_gpus, (policy, s)  # nothing allocated while idle
         assert all(o.end_time is not None for o in res.outcomes)
 
 

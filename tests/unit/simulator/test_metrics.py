@@ -64,7 +64,7 @@ def test_fairness_shares_and_jain(report: PolicyReport) -> None:
     # Fair shares: both owed 4 GPUs while both wait or run; qb owed 4 after qa finished.
     assert qa.mean_fair_share == pytest.approx(440 / 1280)
     assert qb.mean_fair_share == pytest.approx(640 / 1280)
-    # Jain of held/fair per interval: [0,10) 1.0 (both at 0), [10,110) 0.5, [110,160) 1.0.
+    # Jain of allocated/fair per interval: [0,10) 1.0 (both at 0), [10,110) 0.5, [110,160) 1.0.
     assert report.jain_index_demand == pytest.approx((10 * 1 + 100 * 0.5 + 50 * 1) / 160)
 
 
