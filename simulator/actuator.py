@@ -9,8 +9,8 @@ of work and W of writing; none is written at the very end), so frequent checkpoi
 and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. A rollback returns a
 partly bound gang's bound pods to pending (what their controller does after the scheduler
 deletes them). Pods bound while their job is not yet whole (only possible under the ``per-pod``
-baseline) keep GPUs allocated doing nothing: the waste a gang scheduler exists to prevent, and that the
-report counts.
+baseline) keep GPUs allocated doing nothing: the waste a gang scheduler exists to prevent, and
+that the report counts.
 
 Accounting is exact and incremental so that a months-long trace stays fast: allocated,
 busy and stranded GPUs and per-queue allocation are updated on every change, never recomputed

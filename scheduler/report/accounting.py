@@ -64,8 +64,8 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
             queues: QueueSet | None, with_pools: bool = True) -> Accounting:
     """The GPUs of the cluster once *plan* is carried out; *pending* are the cycle's gangs,
     *queues* the queues in force (None: no quota closes a pool to anyone).
-    Without *with_pools*, only ``allocated`` (the per-node pass is most of the cost on a big cluster,
-    and the loop needs ``allocated`` every cycle but the pool gauges less often)."""
+    Without *with_pools*, only ``allocated`` (the per-node pass is most of the cost on a big
+    cluster, and the loop needs ``allocated`` every cycle but the pool gauges less often)."""
     nodes = snapshot.nodes
     free = {name: snapshot.free(name) for name in snapshot.node_names}
     allocated: dict[tuple[str, str, str], int] = defaultdict(int)

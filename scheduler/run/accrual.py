@@ -1,14 +1,14 @@
 """GPU-seconds and cost charged to whoever is allocated GPUs, kept current between cycles.
 
 Why apart from the loop: a cycle runs only when something changed (``scheduler.decide.due``), so
-an idle cluster with gangs running may go minutes without one, while chargeback must not
-lag that long. Each cycle says what is allocated from then on (``scheduler.report.accounting``); what
-was allocated is charged for the time since, at each cycle and, between cycles, whenever the
-metrics are read (``until``, hooked to the scrape): the counters are exact at every
-scrape, and no cycle runs for them. The per-pool gauges (a pass over every node) are set
-at most every ``pool_interval`` seconds of cycles; a cycle that skipped them leaves its
-figures to the next scrape, which sets them (the last cycle's, never older). Thread-safe:
-the loop and the scrape both write.
+an idle cluster with gangs running may go minutes without one, while chargeback must not lag
+that long. Each cycle says what is allocated from then on (``scheduler.report.accounting``);
+what was allocated is charged for the time since, at each cycle and, between cycles, whenever
+the metrics are read (``until``, hooked to the scrape): the counters are exact at every scrape,
+and no cycle runs for them. The per-pool gauges (a pass over every node) are set at most every
+``pool_interval`` seconds of cycles; a cycle that skipped them leaves its figures to the next
+scrape, which sets them (the last cycle's, never older). Thread-safe: the loop and the scrape
+both write.
 """
 
 from __future__ import annotations
