@@ -1,4 +1,4 @@
-"""Benchmark: do the estimated starts hold, and how often does a pending gang's answer change?
+"""Benchmark: do the estimated starts come true, and how often does a pending gang's answer change?
 
 Run from the repository root:
 

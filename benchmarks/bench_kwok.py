@@ -61,7 +61,7 @@ def load() -> str:
 
 
 def say(line: str) -> None:
-    """Progress on stderr, so that stdout holds only the figures."""
+    """Progress on stderr, so that stdout has only the figures."""
     print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 

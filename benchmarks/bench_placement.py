@@ -6,7 +6,7 @@ Scenarios (targets on a 2-core machine in brackets):
 
 (a) one 8-member x 8-GPU gang on 1,000 8-GPU nodes at ~70% random occupancy [p95 < 20 ms];
 (b) a 64-member x 8-GPU gang required within one rack, on 5,000 nodes in 100 racks of 50.
-    Fifty 8-GPU nodes hold only 400 GPUs < 512, so the nodes here have 16 GPUs; occupancy is
+    Fifty 8-GPU nodes have only 400 GPUs < 512, so the nodes here have 16 GPUs; occupancy is
     drawn per rack so that only a few racks have room [p95 < 300 ms]. (b-never) is the same
     gang on 8-GPU nodes: the time to answer NEVER_FITS;
 (c) 1,000 single-GPU pods placed one after another on the cluster of (a), each placement

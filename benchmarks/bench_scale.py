@@ -10,7 +10,7 @@ What runs, in order, on a dev cluster whose nodes stay Ready without being writt
 3. ``gang-scheduler run`` started as its own process; a watch of ours stamps every bind;
 4. once the backlog is bound, one PodGroup of ``--big-gang`` one-GPU pods, timed from its
    last member created to its last member bound (KAI-Scheduler's 512-pod scenario, on a
-   cluster already holding the backlog).
+   cluster already running the backlog).
 
 Printed, each with the machine's load beside it: pods/s from the process start and from its
 first bind, the cycle time (``decide``) p50/p99 from the scheduler's log (cycles that bound
@@ -19,7 +19,7 @@ scheduler's CPU and peak RSS, the apiserver's and etcd's RSS (now and peak), and
 gang's time. No assertions.
 
 The pods and the large gang must fit: ``--pods + --big-gang <= --nodes x --gpus`` (5,000 nodes
-x 8 GPUs hold 40,000 one-GPU pods, so the issue's 50,000 do not fit as one-GPU pods).
+x 8 GPUs fit 40,000 one-GPU pods, so the issue's 50,000 do not fit as one-GPU pods).
 
     .venv/bin/python benchmarks/bench_scale.py --nodes 5000 --pods 20000
     .venv/bin/python benchmarks/bench_scale.py --nodes 200 --pods 800 --big-gang 64  # a smoke run

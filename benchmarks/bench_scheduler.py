@@ -6,7 +6,7 @@ One run, one apiserver:
    so no pod status traffic competes with the binds), one Queue whose quota covers them all;
 2. raw: ``--pods`` pods bound by a plain loop of ``pods/binding`` POSTs from ``--concurrency``
    threads with no decisions (``bench_bind.raw_bind``). These pods stay bound and count
-   against the nodes, so the scheduler works on a cluster that already holds that many pods;
+   against the nodes, so the scheduler works on a cluster that already runs that many pods;
 3. scheduler: ``--pods`` pods in gangs of ``--gang-size`` and their PodGroups are created, all
    of them, and then ``gang-scheduler run`` starts as its own process (``bindConcurrency`` =
    ``--concurrency``). Timed from its caches being synced to the end of its last bind, both

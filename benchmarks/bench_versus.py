@@ -3,7 +3,7 @@
 As a new user would measure it: ``--pods`` pending one-CPU pods exist first, then the
 scheduler's process starts, and a watch of ours stamps every bind. Contenders, one after the
 other, each on its own namespace of identical pods. The earlier contenders' pods stay bound
-(deleting 10,000 pods took minutes here), so each contender starts on a cluster holding more
+(deleting 10,000 pods took minutes here), so each contender starts on a cluster with more
 pods than the one before: the order below puts gang-scheduler last, where that weighs most
 (``--delete-between`` deletes them instead):
 

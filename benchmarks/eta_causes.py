@@ -2,7 +2,7 @@
 
 For every gang with a reservation, the snapshot of the cycle that made its first estimate is
 kept: the running gangs and when the estimator expected each to end. When the gang binds
-more than ``EARLY`` seconds before that estimate, the first of these that holds is its
+more than ``EARLY`` seconds before that estimate, the first of these that is true is its
 cause:
 
 - ``own preemption``: it was bound after evicting victims itself (a priority preemption or a

@@ -80,7 +80,7 @@ def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot,
 def admissible_pools(gang: Gang, queue: Queue, ledger: QuotaLedger,
                      bounds: Mapping[str, Resources],
                      question: Question = Question.WHY) -> QuotaVerdict:
-    """Pools where the queue's quota holds the gang's upper-bound charge in full.
+    """Pools where the queue's quota covers the gang's upper-bound charge in full.
 
     ``Question.WHETHER`` skips writing the message (for searches that only need the pools).
     """

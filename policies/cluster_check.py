@@ -1,4 +1,4 @@
-"""A queue's quota held against the cluster it runs on: pools no node carries, quotas no pool holds.
+"""A queue's quota checked against its cluster: pools no node carries, quotas no pool has.
 
 Why not at validation: a Queue is valid on its own (its fields parse, its parent exists), and
 the pools it names are a fact of the cluster, which changes. A quota for a pool whose nodes are
@@ -34,11 +34,11 @@ def quota_warnings(queue: Queue, capacity: Mapping[str, Resources]) -> tuple[str
                             f"nodes: {known}); this quota guarantees nothing until it does")
             continue
         for resource in sorted(quota.covered):
-            wanted, held = quota.nominal[resource], pool[resource]
-            if wanted > held:
+            wanted, has = quota.nominal[resource], pool[resource]
+            if wanted > has:
                 warnings.append(
                     f"{field}.nominal.{resource}: {format_amount(resource, wanted)} is more "
-                    f"than pool {quota.pool!r} has ({format_amount(resource, held)}); at most "
+                    f"than pool {quota.pool!r} has ({format_amount(resource, has)}); at most "
                     "that is guaranteed")
     return tuple(warnings)
 

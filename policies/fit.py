@@ -1,6 +1,6 @@
 """``fit``: does this gang fit here? The one trial every search of the cycle makes.
 
-A trial is admission by quota bounds (the pools where the queue's quota holds the gang's
+A trial is admission by quota bounds (the pools where the queue's quota covers the gang's
 upper-bound charge), placement restricted to those pools, then the exact charge of the chosen
 nodes checked against the quota. The plain attempt, waiting for terminating gangs, proving a
 set of preemption victims and finding a reservation's start all make this same trial and
@@ -89,7 +89,7 @@ class Misfit:
 
     @property
     def preemption_may_help(self) -> bool:
-        """Quota, or what running gangs hold (not eligibility, not size)."""
+        """Quota, or what is allocated to running gangs (not eligibility, not size)."""
         return self.reason is None or self.reason in RUNNING_GANGS_IN_THE_WAY
 
 

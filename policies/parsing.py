@@ -138,7 +138,7 @@ class _Errors:
                 positive: bool = False) -> Any:
         """A duration in seconds: a number, at most ``MAX_DURATION_SECONDS`` (a year): any
         time worked out from more (an expected end, a reservation's start) is beyond what a
-        timestamp holds."""
+        timestamp can represent."""
         value = self.number(raw, path, default, positive)
         if value is not None and value > MAX_DURATION_SECONDS:
             self.add(path, f"must be at most {MAX_DURATION_SECONDS:.0f} ({MAX_DURATION}), "
@@ -197,7 +197,7 @@ def _amounts(raw: Any, path: str, err: _Errors) -> dict[str, int]:
         except QuantityError:
             err.add(here, f"must be a Kubernetes quantity like 8, '256' or '2Ti', got {value!r}")
             continue
-        if amount > MAX_AMOUNT:  # 1e999 parses exactly; no cluster holds it, floats overflow
+        if amount > MAX_AMOUNT:  # 1e999 parses exactly; no cluster has it, floats overflow
             err.add(here, f"too large: at most {MAX_AMOUNT} in base units, got {value!r}")
             continue
         out[key] = amount

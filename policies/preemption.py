@@ -181,7 +181,7 @@ def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedge
                     queues: QueueSet, now: float,
                     untouchable: frozenset[str]) -> dict[str, float]:
     """Running gangs the rules let the applicant preempt, with the time their queue's
-    ``minRuntimeSeconds`` protection ends: the quota they borrow (or the nodes they hold) is
+    ``minRuntimeSeconds`` protection ends: the quota they borrow (or the nodes they run on) is
     reclaimable then, which an estimated start must count on. Those unprotected already are
     not counted: counted as released now, they promised a start *now* to gangs the victim
     search of the same cycle could not start (the reservation then took the victims' nodes

@@ -145,13 +145,13 @@ class SchedulerPolicy:
 
     ordering: OrderingMode = OrderingMode.FAIR_SHARE
     preemption: bool = True
-    #: The first gang that does not fit gets nodes and an estimated start held for it...
+    #: The first gang that does not fit gets nodes and an estimated start kept for it...
     reservation: bool = True
     #: ...once it has been pending this long (since its creation): a starvation remedy, not a
     #: first resort; younger gangs just wait while later ones start where they fit. Queues
     #: may set their own (``QueueingPolicy.reserve_after_seconds``).
     reserve_after_seconds: float = 0.0
-    #: At most this many gangs hold a reservation at once, each in pools no other one holds.
+    #: At most this many gangs have a reservation at once, each in pools no other one has.
     #: One (the default) is EASY backfill: measured on two pools, one reservation per pool
     #: drained both pools at once and cost utilization and every queueing percentile
     #: (simulator/README.md, "Reservations"); raise it to protect starving gangs of several

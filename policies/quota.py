@@ -83,7 +83,7 @@ class QuotaTree:
                    guaranteed, {k: tuple(v) for k, v in pools_by_root.items()})
 
     def pools_of(self, queue: str) -> tuple[str, ...]:
-        """Pools the queue's tree holds quota in (the only pools it may use)."""
+        """Pools the queue's tree has quota in (the only pools it may use)."""
         path = self.paths.get(queue)
         return self.pools_by_root.get(path[0], ()) if path else ()
 

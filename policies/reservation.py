@@ -11,7 +11,7 @@ quota (the usual case when quota matches capacity) would be overtaken for ever b
 Reservations are per node pool: a reservation covers the pools of its nodes, and only a gang
 that may use one of those pools (``relevant``) can delay it, since quota is kept per pool too;
 an h100 reservation neither delays nor restricts a gang that can only run on a100 nodes.
-So a cycle holds at most one reservation per pool, and a starving gang in each pool at once.
+So a cycle makes at most one reservation per pool, and a starving gang in each pool at once.
 
 A reservation is a starvation remedy, not a first resort: only a gang pending at least its
 queue's ``reserve_after`` threshold (``starving``) gets one; younger gangs that do not fit
@@ -24,7 +24,7 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 A running gang the reserved gang may preempt once its ``minRuntimeSeconds`` are over (a
 borrower whose quota it reclaims, a lower priority gang of its queue) counts as released
 then (now, if they are over), and a gang being evicted counts as released now, if that is
-sooner: the estimate holds when the start comes from a reclaim. What it cannot know is
+sooner: the estimate stands when the start comes from a reclaim. What it cannot know is
 what arrives later (a higher priority gang preempting what it waits for, a backfilled gang
 it preempts); ``benchmarks/bench_eta.py`` measures how often that moves the start.
 """
@@ -71,7 +71,7 @@ class Reservation:
 def starving(gang: Gang, queue: Queue, policy: SchedulerPolicy, now: float) -> bool:
     """May the gang be given a reservation: reservations on, and pending long enough?
 
-    A threshold of 0 holds whatever the clocks say (a creation time a little ahead of the
+    A threshold of 0 applies whatever the clocks say (a creation time a little ahead of the
     scheduler's clock must not cost a gang its reservation)."""
     if not policy.reservation:
         return False
@@ -262,7 +262,7 @@ def backfill_params_in(slots: Slots, reservations: tuple[Reservation, ...],
     return hit
 
 
-#: (ledger, *reservations) -> the ledger with their quota held. Each key holds a whole
+#: (ledger, *reservations) -> the ledger with their quota held. Each key keeps a whole
 #: ledger (a new one with every admission), hence the small bound.
 HELD: Slot[tuple[object, ...], QuotaLedger] = Slot("reservation.held_ledger", bound=64)
 

@@ -199,7 +199,7 @@ class StoreUpdate:
 class PolicyStore:
     """The policies in force: an update that fails validation leaves the last good one.
 
-    ``waiting`` holds queues that are valid on their own but reference a parent not (yet)
+    ``waiting`` keeps queues that are valid on their own but reference a parent not (yet)
     known: watch events arrive in any order, so each accepted change retries them.
 
     A queue whose deletion was asked for stays in force, *terminating* (``terminate``): the

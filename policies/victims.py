@@ -170,7 +170,7 @@ def select_victims(applicant: Applicant, world: World, found: list[Candidate], r
 
 @dataclass(slots=True)
 class VictimSearch:
-    """One preemptor's search; holds the solve budget and the proofs found so far."""
+    """One preemptor's search; keeps the solve budget and the proofs found so far."""
 
     applicant: Applicant
     world: World

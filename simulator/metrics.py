@@ -7,7 +7,7 @@ difference in scheduling, not in bookkeeping.
 
 Conventions, stated once:
 
-- the utilization timeline is a step function: a `UtilizationSample` holds until the next one,
+- the utilization timeline is a step function: a `UtilizationSample` lasts until the next one,
   and the last one until *end_time* (or, without it, the timeline ends at the last sample);
 - utilization is a ratio of integrals, GPU-seconds busy / GPU-seconds in the cluster, so that
   time with failed nodes counts with the capacity that was really there;

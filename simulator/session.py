@@ -147,7 +147,7 @@ def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> lis
     A capacity planner often reuses one queue file across cluster variants, so a quota for a
     pool this cluster lacks is a warning, not an error. But a queue tree whose quotas name no
     pool of the cluster at all could never run anything (a tree may only use the pools it
-    holds quota in), so that raises ``ValueError``. *where* prefixes every message (the file).
+    has quota in), so that raises ``ValueError``. *where* prefixes every message (the file).
     """
     known = set(pools)
     listed = ", ".join(pools)
@@ -167,7 +167,7 @@ def check_queue_pools(queues: QueueSet, pools: Sequence[str], where: str) -> lis
 
 
 def check_job_queues(inputs: Inputs, where: str) -> str | None:
-    """One line naming the jobs whose queue the --queues file (*where*) does not hold.
+    """One line naming the jobs whose queue the --queues file (*where*) does not define.
 
     The simulator puts a job's pods in the queue (and namespace) named after the trace's team
     or virtual cluster. Jobs naming a queue that does not exist, a parent queue, or a queue
@@ -187,8 +187,8 @@ def check_job_queues(inputs: Inputs, where: str) -> str | None:
     most = sorted(unfit, key=lambda name: (-unfit[name], name))
     named = ", ".join(most[:5]) + (f" and {len(most) - 5} more" if len(most) > 5 else "")
     leaves = ", ".join(q.name for q in queues if queues.is_leaf(q.name)) or "none"
-    line = (f"{where}: {n:,} of {len(inputs.jobs):,} jobs name queues it does not hold, or "
-            f"hold as a parent or for other namespaces ({named}); its leaf queues: {leaves}. "
+    line = (f"{where}: {n:,} of {len(inputs.jobs):,} jobs name queues it does not define, or "
+            f"define as a parent or for other namespaces ({named}); its leaf queues: {leaves}. "
             "Name the queues after the trace's teams (with spec.namespaces listing the same "
             "name), or leave out --queues for one queue per team")
     if n == len(inputs.jobs):

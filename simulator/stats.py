@@ -43,7 +43,7 @@ def describe(values: Sequence[float] | FloatArray) -> Distribution:
 def interval_lengths(times: FloatArray, end: float | None = None) -> FloatArray:
     """Length of each step of a step function sampled at sorted *times*.
 
-    Sample i holds over [times[i], times[i+1]); the last one holds until *end* (or has length 0
+    Sample i lasts over [times[i], times[i+1]); the last one lasts until *end* (or has length 0
     when *end* is None). Repeated times give zero-length steps, so the later sample wins.
     """
     if times.size == 0:

@@ -133,7 +133,7 @@ def sweep(
 
 def suggest_size(result: SweepResult, gpus_per_node: int) -> int | None:
     """The next size to try when no size met the target (None when one did): the largest
-    size tried, plus enough nodes of the pool to hold what waited there on average over
+    size tried, plus enough nodes of the pool to take what waited there on average over
     the arrival window (``backlog_gpus_mean``, GPUs of submitted work not running). Enough
     GPUs to run what ran and what waited is where queueing stops growing; the sweep around
     that size says how much less will do. At least one node more; twice the size when the

@@ -82,7 +82,7 @@ def connect(kubeconfig: str | None, *, context: str | None = None,
     except (OSError, UnicodeDecodeError) as exc:
         raise ConnectError(f"{where}: {read_problem(exc)}") from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        # the client indexes into whatever the YAML holds: a list where a mapping belongs...
+        # the client indexes into whatever the YAML contains: a list where a mapping belongs...
         raise ConnectError(f"{where}: not a valid kubeconfig ({type(exc).__name__}: {exc})"
                            ) from None
 

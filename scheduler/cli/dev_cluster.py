@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="directory holding the cluster's state (default: see above)")
+                        help="directory with the cluster's state (default: see above)")
     releases = sorted(release_pins.RELEASES)
     release_help = (f"Kubernetes release to build and run (default: ${release_pins.RELEASE_ENV}"
                     f" or {release_pins.DEFAULT_RELEASE}); 1.36 serves the gang API at "
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     # parent whose defaults are SUPPRESS, so they never overwrite a value given before.
     state = argparse.ArgumentParser(add_help=False)
     state.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
-                       help="directory holding the cluster's state (default: see "
+                       help="directory with the cluster's state (default: see "
                        "`dev-cluster --help`)")
     state.add_argument("--kubernetes", choices=releases, default=argparse.SUPPRESS,
                        help=release_help)

@@ -59,7 +59,7 @@ def find(target: str, cache: ClusterCache, trainjob: bool = False) -> Workload |
     if job is not None:
         pods = [p for p in cache.pods() if p.namespace == ns and p.owner is not None
                 and p.owner.kind == "Job" and p.owner.name == name]
-        # The PodGroup the Job controller made is the gang, unless a JobSet's gang holds
+        # The PodGroup the Job controller made is the gang, unless a JobSet's gang has
         # the Job's pods (``grouping`` puts a JobSet before a native PodGroup).
         natives = ([] if JOBSET_NAME_LABEL in job.labels else
                    [g.key for g in cache.native_groups() if g.job_key == target])

@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
             if args.queues else []
         strays = session.check_job_queues(inputs, args.queues) if args.queues else None
         warnings += [strays] if strays else []
-        # A sweep resizes the cluster, so only the per-pod test holds for every size.
+        # A sweep resizes the cluster, so only the per-pod test is true for every size.
         unfit = session.check_jobs_fit(inputs, whole_cluster=swept is None)
     except (TraceError, ClusterSpecError, PolicyError, ValueError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)

@@ -1,10 +1,10 @@
 """Which pending gangs ``decide`` considers at all, and why not the others.
 
 A gang is considered once all its required members exist and it names a queue that exists,
-is not being deleted, holds gangs (a leaf) and admits its namespace. Otherwise it gets a
+is not being deleted, has gangs (a leaf) and admits its namespace. Otherwise it gets a
 reason at once, outside the queue order; a gang still waiting for members is told early when
 it could never be met: its PodGroup ``minResources`` (the coscheduling plugin's check), or a
-minimum of more members than the cluster's nodes can hold pods (``min-member: 999999999999``
+minimum of more members than the cluster's nodes can take pods (``min-member: 999999999999``
 would otherwise wait for members forever, told only that they do not exist yet). A queue
 being deleted stays in force for what it admitted (``QueueSet.terminating``: its running
 gangs keep their quota and are accounted until they end) and admits nothing new, as
@@ -73,7 +73,7 @@ def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
 
 
 def _min_member_never(gang: Gang, snapshot: Snapshot) -> tuple[ReasonCategory, str] | None:
-    """Does the gang need more members than every node together can hold pods (their
+    """Does the gang need more members than every node together can take pods (their
     allocatable ``pods``)? No member created later can change that; added nodes could."""
     room = snapshot.total_allocatable().get(PODS)
     if gang.min_member <= room:
@@ -87,7 +87,7 @@ def _min_member_never(gang: Gang, snapshot: Snapshot) -> tuple[ReasonCategory, s
 def _min_resources_never(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,
                          parents: frozenset[str]) -> tuple[ReasonCategory, str] | None:
     """Do the gang's ``minResources`` exceed what the cluster has, or what its queue could
-    ever hold in all its pools together? Then say so now, before every member exists."""
+    ever take in all its pools together? Then say so now, before every member exists."""
     want = gang.min_resources
     if want is None:
         return None

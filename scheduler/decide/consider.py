@@ -18,7 +18,7 @@
   start are kept for it;
 - *explain*: why it waits.
 
-A ``Trial`` (``trial``) holds what the other steps read, each part worked out once when first asked
+A ``Trial`` (``trial``) keeps what the other steps read, each part worked out once when first asked
 for; the steps only read it and the ``Draft``. The order in which gangs come here is
 ``cycle``'s.
 """
@@ -151,7 +151,7 @@ def reserve_nodes(t: Trial) -> Reserved | None:
 def explain(t: Trial) -> Waiting:
     final = t.final
     if final is not None:
-        if t.blocks_queue and t.hopeless is not None:  # never fits: it holds nobody up
+        if t.blocks_queue and t.hopeless is not None:  # never fits: it blocks nobody
             return replace(final, message=final.message + t.never + not_heading(t.queue.name))
         return replace(final, message=final.message + t.never, blocks_queue=t.blocks_queue)
     message, policy = t.message, t.policy
@@ -183,7 +183,7 @@ def consider(t: Trial) -> Outcome:
 
 
 def _unreserved(t: Trial) -> PlacementParams | None:
-    """The base params without the nodes of pools that hold a reservation or are claimed by
+    """The base params without the nodes of pools with a reservation or are claimed by
     a previously reserved gang; None when that leaves none of the gang's pools."""
     taken = t.draft.obstacles.taken_pools()
     if not taken:

@@ -13,7 +13,7 @@ module names those instants, from the same input and rules ``decide`` used:
 - a pending gang has waited long enough for a reservation (``reservation.starving``);
 - while gangs wait: a running gang's ``minRuntimeSeconds`` protection ends (it may be
   preempted), a running gang overruns its expected end (from then on it is expected to end
-  "now", with the others that overran: which nodes a reservation holds may change), or a
+  "now", with the others that overran: which nodes a reservation keeps may change), or a
   waiting gang would no longer end before a reservation starts (it keeps off the reserved
   nodes from then on: ``reservation.ends_before``).
 
@@ -54,12 +54,12 @@ class _Earliest:
             self.at = t
 
     def at_or_after(self, t: float | None) -> None:
-        """A rule that holds from *t* on (``now >= t``): due unless it holds already."""
+        """A rule that is true from *t* on (``now >= t``): due unless it is true already."""
         if t is not None and t > self.now:
             self._offer(t)
 
     def after(self, t: float | None) -> None:
-        """A rule that holds once *t* is past (``now > t``)."""
+        """A rule that is true once *t* is past (``now > t``)."""
         if t is not None and t >= self.now:
             self._offer(t)
 

@@ -12,7 +12,7 @@ out like any other decision:
 - a gang is never given up for waiting: however long it queues (behind quota, a busy pool,
   missing members, after a preemption), it stays pending with its reason and runs once it
   can. A PodGroup's ``scheduleTimeoutSeconds`` bounds what the coscheduling plugin bounds
-  with it, how long members already *placed* hold their nodes waiting for the rest (there,
+  with it, how long members already *placed* keep their nodes waiting for the rest (there,
   at Permit; the group is then rejected and retried, never failed). Binds here are whole,
   so members wait placed only in a partly bound gang: its timeout replaces ``repair_grace``
   below, and a gang rolled back for it is retried after a backoff (the loop's, as after a
@@ -20,7 +20,7 @@ out like any other decision:
 - a gang partly bound (fewer than minMember members bound, the rest pending: a bind cut
   short by a crash, a refusal or an outage, a member recreated beside running ones) is
   repaired on every cycle, not only after a restart: its remaining members are considered
-  before any other gang (its bound members already hold their share);
+  before any other gang (its bound members already have their share);
 - a gang whose bind failed for want of an answer (no reply, 429, 5xx: the apiserver or etcd
   restarting) is *parked*, never rolled back for it: the loop keeps its members bound and the
   rest assumed on their nodes (while the apiserver is away nobody can bind there), and once
@@ -36,7 +36,7 @@ out like any other decision:
   is done), or, for a gang cut while binding, on the first cycle after taking over (a
   crashed predecessor left it) or once it has been partly bound for its PodGroup's
   ``scheduleTimeoutSeconds``, else ``repair_grace`` seconds (its bound members otherwise
-  hold their GPUs for nothing, indefinitely: a gang at 1 of 16 held 8 GPUs until a
+  keep their GPUs for nothing, indefinitely: a gang at 1 of 16 kept 8 GPUs until a
   restart). A running gang that lost a member since (a node
   failed) is not cut: its survivors wait for their replacement, however long, across
   restarts and takeovers (``cut`` is read from the pods, not from the scheduler's memory),

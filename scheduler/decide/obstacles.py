@@ -5,7 +5,7 @@ a preemptor (nobody else may take them), gangs being evicted (never victims agai
 already terminating that nobody awaits yet, the reservations made (their nodes and quota),
 pools a previous reservation's gang may still claim, and the ordering rules' blocks (with
 backfill off, everyone waits behind the first gang that cannot start; a StrictFIFO queue
-waits behind its head). ``Obstacles`` holds them all; each named operation returns a new
+waits behind its head). ``Obstacles`` keeps them all; each named operation returns a new
 value (the same one when nothing changes), so "has anything changed since?" is an identity
 test, which is what the cycle's memo of failures relies on.
 """
@@ -56,7 +56,7 @@ class Obstacles:
         return relevant(self.reservations, pools) if self.reservations else ()
 
     def taken_pools(self) -> frozenset[str]:
-        """Pools holding a reservation or claimed by a previously reserved gang."""
+        """Pools with a reservation or claimed by a previously reserved gang."""
         taken = frozenset(p for r in self.reservations for p in r.pools)
         return taken | frozenset(p for pools in self.claims.values() for p in pools)
 

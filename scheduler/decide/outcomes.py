@@ -4,7 +4,7 @@
 - ``Provisioned``: it fits, but a claim its members share across nodes must be bound (its
   PV provisioned) first: the claims are decided now, the gang binds in a later cycle;
 - ``Nominated``: it waits on nodes for gangs to go (victims it evicts, or gangs already
-  terminating), holding their nodes and its quota meanwhile;
+  terminating), keeping their nodes and its quota meanwhile;
 - ``Reserved``: it cannot start yet, and gets nodes and an estimated start kept for it;
 - ``Waiting``: it cannot start yet, and why.
 

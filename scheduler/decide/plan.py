@@ -3,7 +3,7 @@
 A ``CyclePlan`` is a frozen value and everything an actuator needs to carry the cycle out,
 so neither the live actuator nor the simulated cluster looks anything up again: binds (with
 the exact pod -> node mapping), evictions (each naming its preemptor and the victim's pods),
-nominations (with the pod -> node map for ``nominatedNodeName``) and reservations that hold
+nominations (with the pod -> node map for ``nominatedNodeName``) and reservations that keep
 capacity for gangs that will start later, a reason for every gang left pending (and the pods
 to write it on), partly bound gangs to roll back, and gangs that cannot even be formed (no
 gang is ever given up for waiting: ``scheduler.decide.housekeeping``). The next cycle gets the plan
@@ -31,11 +31,11 @@ class ReasonCategory(StrEnum):
 
     WAITING_FOR_MEMBERS = "WaitingForMembers"  # fewer pods exist than minMember
     NOT_ALLOWED = "NotAllowed"  # unknown queue, a parent queue, or namespace not permitted
-    QUOTA = "Quota"  # the queue's quota (with what it may borrow) does not hold the gang
+    QUOTA = "Quota"  # the queue's quota (with what it may borrow) does not cover the gang
     PLACEMENT = "Placement"  # no nodes with room (or no eligible nodes at all)
     TOPOLOGY = "Topology"  # room overall, but not within one required topology domain
     PREEMPTION_PENDING = "PreemptionPending"  # victims are being evicted for this gang
-    RESERVED = "Reserved"  # holds a reservation: nodes and an estimated start
+    RESERVED = "Reserved"  # has a reservation: nodes and an estimated start
     QUEUED = "Queued"  # would start, but an earlier gang goes first (strict order, reservation)
     VOLUMES = "Volumes"  # its claims are missing, unbound, or being provisioned for it
     UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused

@@ -6,7 +6,7 @@ are unchanged). The scheduler loop keeps one ``Recall`` for as long as the nodes
 same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
 
 - ``tree``: the quota tree of the queue set in force (a queue set is one object until the
-  policies change), and which of its queues are parents (they hold no gangs);
+  policies change), and which of its queues are parents (they have no gangs);
 - ``ledger``: the quota ledger of the last usage seen, brought up to date by charging only
   the usage that changed since (charges commute);
 - ``admissible``: each pending gang's queue, or why it cannot be considered, and the pods

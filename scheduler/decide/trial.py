@@ -125,7 +125,7 @@ class Trial:
     @lazy
     def hopeless(self) -> Waiting | None:
         """Why it can never start, whatever runs, waits or goes first: no node can take one
-        of its pods (or its eligible nodes together cannot hold it, or it names a topology
+        of its pods (or its eligible nodes together cannot take it, or it names a topology
         level no node has), else its queue's quota can never admit it. Asked before any
         reason that waits (quota, a reservation, queue order), since it says what helps: a
         smaller gang, other nodes or quota, not patience."""
@@ -191,8 +191,8 @@ class Trial:
         over every pool the gang's pods may use, quota aside, while ``fit`` admits by quota
         first and keeps placement to the pools quota admits. Through ``fit`` (the plain
         attempt's world with the reservations lifted) the reason would change for a gang
-        whose quota-admitted pools cannot hold it even unreserved while a pool without its
-        quota could: pool a of 4-GPU nodes, all reserved, holding the queue's quota, and
+        whose quota-admitted pools cannot take it even unreserved while a pool without its
+        quota could: pool a of 4-GPU nodes, all reserved, with the queue's quota, and
         pool b of 8-GPU nodes without; a gang of 2 x 8 GPUs "waits for the nodes reserved"
         here, and "never fits" through ``fit``. It asks why (``Question.WHY``): whether
         preemption may help is read from the reason."""

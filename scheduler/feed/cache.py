@@ -121,7 +121,7 @@ class ClusterCache(WorkloadFeeding, Assuming):
             self._gid_of[pod.uid] = gid
             self._members.setdefault(gid, set()).add(pod.uid)
             self._dirty.add(gid)
-        elif pod.holds_resources:
+        elif pod.occupies_node:
             self._others.add(pod)
             self._rebuild_snapshot = True
 

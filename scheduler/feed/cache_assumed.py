@@ -58,7 +58,7 @@ class Assuming:
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float,
                binding: bool = False) -> None:
         """Take *pod_nodes* as bound from *now*: their bind done (it lapses after
-        ``assume_ttl`` unless the watch confirms it), or in flight (*binding*: it holds
+        ``assume_ttl`` unless the watch confirms it), or in flight (*binding*: it keeps
         until ``settle`` or ``forget``)."""
         expires = None if binding else now + self.assume_ttl
         with self._lock:

@@ -30,7 +30,7 @@ class OtherPods:
         self._dirty: set[str] = set()
 
     def add(self, pod: PodInfo) -> None:
-        """Count *pod* (holding resources on its node)."""
+        """Count *pod* (occupying resources on its node)."""
         node = pod.node_name
         self._usage.setdefault(node, {})[pod.uid] = pod.requests
         self._occupants.setdefault(node, {})[pod.uid] = Occupant(

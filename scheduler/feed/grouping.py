@@ -23,7 +23,7 @@ A pod belongs to, in order of precedence:
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
 plugin; members being deleted do not: an evicted gang's replacements are a new gang, placed
-whole), so a replacement for one failed worker of a running gang is not held hostage to the
+whole), so a replacement for one failed worker of a running gang is not kept hostage to the
 whole gang's size, and a gang left partly bound by a crash is completed by placing just the
 missing members, or rolled back by the caller when that is impossible.
 
@@ -272,7 +272,7 @@ def build_gangs(
     members: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         if not is_ours(pod, config):
-            if pod.holds_resources:
+            if pod.occupies_node:
                 other[pod.node_name].append(pod.requests)
             continue
         members[group_id(pod, jobs, config, jobsets)].append(pod)
@@ -287,7 +287,7 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
                   meta: list[Mapping[str, str]]) -> RunningGang:
     per_node: dict[str, list[Resources]] = defaultdict(list)
     for p in bound:
-        if p.holds_resources:
+        if p.occupies_node:
             per_node[p.node_name].append(p.requests)
     start = min((p.started_at if p.started_at is not None else p.creation_time) for p in bound)
     checkpoint_text = grouping_terms.annotation(LAST_CHECKPOINT_ANNOTATION, *meta)
@@ -299,7 +299,7 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
             checkpoint = None
     ns, name = gid.split("/", 1)
     roles = grouping_terms.roles(bound, len(bound))
-    node_of = {p.uid: p.node_name for p in bound if p.holds_resources}
+    node_of = {p.uid: p.node_name for p in bound if p.occupies_node}
     members: dict[tuple[str, str], int] = defaultdict(int)
     for r in roles:
         for ref in r.pods:
@@ -314,6 +314,6 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         allocations=tuple((node, total(res)) for node, res in sorted(per_node.items())),
         start_time=start, last_checkpoint=checkpoint,
         expected_end=start + runtime if runtime is not None else None,
-        terminating=any(p.terminating and p.holds_resources for p in bound),
+        terminating=any(p.terminating and p.occupies_node for p in bound),
         members=tuple((r, n, c) for (r, n), c in sorted(members.items())),
     )

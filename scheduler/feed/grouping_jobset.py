@@ -1,7 +1,7 @@
 """JobSet gangs: which of a JobSet's pods start together, and how many they are.
 
 A JobSet (``jobset.x-k8s.io``) runs replicated Jobs that belong together, a leader and its
-workers: by default they are **one gang across all its replicated Jobs**, so no worker holds
+workers: by default they are **one gang across all its replicated Jobs**, so no worker keeps
 GPUs while its leader cannot start. What the JobSet controller does decides the rest: a gang
 never counts pods the controller will only create once that gang has run, or it would wait
 for them forever. So the gangs follow the JobSet's *steps*, the replicated Jobs it creates

@@ -1,15 +1,15 @@
-"""Typed memo slots, one store that holds them, and the last answer kept by identity.
+"""Typed memo slots, one store that keeps them, and the last answer kept by identity.
 
 A *slot* (``Slot[K, V]``) is declared at module level next to the function whose answers it
 keeps, with its bound; the code that computes a value owns its slot (kube-scheduler's
-``CycleState`` keys are the model). A ``Slots`` store holds the tables of any number of
+``CycleState`` keys are the model). A ``Slots`` store keeps the tables of any number of
 slots, so whoever owns a store (a cycle's ``Memo``) does not need to know what is kept in it.
 
-One bounding policy: a slot's table is cleared when it holds ``bound`` entries and one more
+One bounding policy: a slot's table is cleared when it has ``bound`` entries and one more
 is to be added. One size rule, in three tiers: ``BOUND`` (4096, the default) for a table
 keyed by what one owner of the store asks about in its life (shapes, params, label keys);
 ``LARGE`` (100,000) for a table with an entry per gang or roles object; 64 where each entry
-holds a large value alive (a whole ledger, a free-GPU index). Clearing is a guard against a
+keeps a large value alive (a whole ledger, a free-GPU index). Clearing is a guard against a
 run away, not a working-set policy. Every slot keeps a pure function of its key, so
 clearing changes no answer; what is the same for the store's whole life (a cycle's
 policies, its running gangs) need not be part of a key. A slot used through ``Slots.last``
@@ -94,10 +94,10 @@ class Slots(dict[Slot[Any, Any], dict[Any, Any]]):
 
     def last(self, slot: Slot[_I, _V], input: _I, make: Callable[[_I], _V]) -> _V:
         """``Last.get`` in the store: the slot keeps only its last (input, result)."""
-        held = dict.get(self, slot)
-        if held is None:
-            held = self[slot] = cast(Any, Last())
-        return cast(Last[_I, _V], held).get(input, make)
+        last = dict.get(self, slot)
+        if last is None:
+            last = self[slot] = cast(Any, Last())
+        return cast(Last[_I, _V], last).get(input, make)
 
 
 class Last(Generic[_I, _V]):
@@ -130,7 +130,7 @@ def kept_for(table: dict[_K, tuple[_I, _V]], key: _K, obj: _I, make: Callable[[_
     """The value kept in *table* under *key* if it was made for this very *obj* (compared
     with ``is``: an equal object may be another one), else ``make(obj)``, kept with *obj*
     (which it keeps alive, so an ``id`` key is not reused while kept); the table is cleared
-    first when it holds *bound* entries."""
+    first when it has *bound* entries."""
     hit = table.get(key)
     if hit is not None and hit[0] is obj:
         return hit[1]

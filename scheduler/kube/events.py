@@ -170,7 +170,7 @@ class EventRecorder:
             self._buckets.pop(uid, None)
 
     def _allowed(self, obj: str, now: float) -> bool:
-        """Take a token from the object's bucket (the lock held)."""
+        """Take a token from the object's bucket (under the lock)."""
         bucket = self._buckets.get(obj)
         if bucket is None:
             bucket = self._buckets[obj] = _Bucket(float(self.burst), now)

@@ -13,7 +13,7 @@ Gangs left partly bound are repaired on every cycle (completed, or rolled back: 
 ``scheduler.decide.housekeeping``); the first cycle of a new term (``LeaderElector.term``: the Lease
 acquired, not merely renewed late) is a takeover, when ``decide`` rolls back at once what a
 crashed predecessor left cut mid-bind and this cycle cannot complete (a running gang short of
-a lost member is kept). A replica whose renewal was only late holds the same term: it stops
+a lost member is kept). A replica whose renewal was only late keeps the same term: it stops
 writing while late and then carries on without a takeover, so it never rolls back a gang it
 was itself binding. After each cycle the bound
 PodGroups' status follows their pods.
@@ -160,7 +160,7 @@ class LiveScheduler:
         self.recent = live_view.Recent()  # preemptions and reservations, for the dashboard
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._cycle_lock = threading.Lock()  # held for a whole cycle; see _quiesce
+        self._cycle_lock = threading.Lock()  # taken for a whole cycle; see _quiesce
         self._cycle_term: int | None = None  # the term the last cycle began in
         #: Passes of the leader's loop: each runs a cycle, or finds none due (nothing changed
         #: or came due: a cycle would repeat the last plan). Tests count them as chances.
@@ -178,7 +178,7 @@ class LiveScheduler:
 
     @property
     def term(self) -> int | None:
-        """The leadership term held (0 without leader election), None when not leading."""
+        """The current leadership term (0 without leader election), None when not leading."""
         return 0 if self.elector is None else self.elector.term
 
     def _may_write(self) -> bool:
@@ -200,14 +200,14 @@ class LiveScheduler:
         if token is None or self.elector is None:
             return
         waited = fence_policy.wait_until_seen(self.client, token, self.elector.namespace,
-                                              interval=0.01, holds=lambda: self.is_leader)
+                                              interval=0.01, leading=lambda: self.is_leader)
         if waited is not None:
             log.info("fence_sees_term", identity=self.identity,
                      lease_transitions=token.transitions, waited_s=round(waited, 3))
 
     def start(self, sync_timeout: float = 120.0) -> None:
         started = time.monotonic()
-        memory.hold()  # the first lists are the cache, not garbage (scheduler.run.memory)
+        memory.pause()  # the first lists are the cache, not garbage (scheduler.run.memory)
         try:
             for inf in self.informers:
                 inf.start()
@@ -262,7 +262,7 @@ class LiveScheduler:
             self.stop_event.wait(rest)
 
     def _cycle(self, term: int, takeover: bool, why: str) -> None:
-        """One decision cycle and what follows it (the cycle lock held)."""
+        """One decision cycle and what follows it (under the cycle lock)."""
         self._cycle_term = term
         if takeover:
             self._await_fence()

@@ -119,7 +119,7 @@ class ClaimUse:
 class PodConstraints:
     """Everything about a pod's placement that involves other pods or volumes."""
 
-    affinity: tuple[PodAffinityTerm, ...] = ()  # required: all must hold
+    affinity: tuple[PodAffinityTerm, ...] = ()  # required: all must be met
     anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required: none may be violated
     preferred_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()

@@ -9,8 +9,8 @@ plain seconds (``3600``), Go-style units (``90m``, ``2h``, ``1h30m``, ``1.5h``),
 Digits are ASCII only (``scheduler.model.numerals``), and a duration is at most
 ``MAX_DURATION_SECONDS``: an estimate of ``99999999999999999999d`` parses to a float, but every
 time worked out from it (an expected end, a reservation's start) is beyond what a timestamp can
-hold, and would fail wherever it is written or shown. A year is far beyond any estimate a
-scheduler can act on, and far inside what every clock and format holds.
+represent, and would fail wherever it is written or shown. A year is far beyond any estimate a
+scheduler can act on, and far inside what every clock and format can represent.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def format_duration(seconds: float | None) -> str:
 
 def format_time(ts: float) -> str:
     """Epoch seconds -> RFC 3339 with second precision (``metav1.Time``); a time beyond what
-    the format holds is written as its nearest end (``representable``)."""
+    the format can represent is written as its nearest end (``representable``)."""
     return datetime.fromtimestamp(int(representable(ts)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

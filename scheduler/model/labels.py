@@ -110,7 +110,7 @@ class LabelRequirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """Requirements that must all hold; ``nothing`` for a nil selector."""
+    """Requirements that must all be met; ``nothing`` for a nil selector."""
 
     requirements: tuple[LabelRequirement, ...] = ()  # sorted by (key, op, values)
     nothing: bool = False

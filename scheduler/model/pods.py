@@ -83,7 +83,7 @@ class NodeSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
-    """All requirements must hold (AND); an empty term matches nothing, as in Kubernetes.
+    """All requirements must be met (AND); an empty term matches nothing, as in Kubernetes.
 
     ``match_fields`` can only name ``metadata.name`` (the node's name), as the API allows.
     """

@@ -17,7 +17,7 @@ The writes themselves are the apiserver edge's: ``scheduler.kube.write.prebind``
 same kind of table. A new kind is a new ``PreBindKind`` member, its row here, its row there
 and the placement rule that decides it (returned in ``Placement.prebinds``); the plan, the
 draft, the actuator, the in-flight result, the loop and the cache's assumption carry it as
-they are. A kind about claims the catalog does not hold yet (ResourceClaims) also brings
+they are. A kind about claims the catalog does not contain yet (ResourceClaims) also brings
 them into the catalog (``Tables``) and the facts' feed (whose watch calls ``shown``).
 ``DEVICES`` (a ResourceClaim's allocation, Dynamic Resource Allocation, issue 35) is
 reserved: nothing decides it yet, and every edge refuses it (``NotImplementedError``)
@@ -87,7 +87,7 @@ class Tables:
 class KindRules:
     """What one kind of pre-bind decision means to the model (see the module docstring)."""
 
-    #: Change *tables* as the decision will once carried out (a claim they do not hold:
+    #: Change *tables* as the decision will once carried out (a claim they do not contain:
     #: nothing to change).
     assume: Callable[[Tables, PreBind], None]
     shown: Callable[[Claim, PreBind], bool]
@@ -144,7 +144,7 @@ RULES: Mapping[PreBindKind, KindRules] = {
 
 def assume(catalog: VolumeCatalog, decisions: Iterable[PreBind]) -> VolumeCatalog:
     """The catalog as it will be once *decisions* are carried out (a decision about a claim
-    the catalog does not hold changes nothing)."""
+    the catalog does not contain changes nothing)."""
     tables = Tables(dict(catalog.claims), dict(catalog.volumes))
     for d in decisions:
         RULES[d.kind].assume(tables, d)

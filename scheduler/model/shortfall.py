@@ -2,7 +2,7 @@
 
 Why it is worth a name: a gang started whole can lose members while it runs (a node fails and
 its pods are evicted, another scheduler's preemption, a worker that crashed), and the rest go on
-holding their GPUs while an all-reduce waits for peers that are not there. Nothing is pending
+keeping their GPUs while an all-reduce waits for peers that are not there. Nothing is pending
 yet (the controller may take a while to recreate the pod, or never will), so no pending reason
 covers it; the user needs to hear that the gang is short, by how many, and which ranks (the
 completion indices of an Indexed Job) are missing, to tell a slow replacement from a lost one.
@@ -47,7 +47,7 @@ MAX_NAMED = 8
 class Shortfall:
     """*present* members stay bound (not terminating) of the *minimum* the gang needs;
     *replacements* members wait to be placed; *missing_ranks* are the completion indices no
-    pod holds and no completion covers (empty when the gang's members are not indexed)."""
+    pod carries and no completion covers (empty when the gang's members are not indexed)."""
 
     present: int
     minimum: int
@@ -98,10 +98,10 @@ def shortfall(staying: Iterable[Mapping[str, str]], minimum: int, waiting: int,
         return None
     ranks: tuple[int, ...] = ()
     if completions is not None:
-        held = {int(v) for lb in labels
+        indexed = {int(v) for lb in labels
                 if is_digits(v := lb.get(COMPLETION_INDEX_LABEL, ""))}
-        if len(held) == len(labels):  # every member indexed: the ranks are meaningful
-            ranks = tuple(i for i in range(completions) if i not in held and i not in completed)
+        if len(indexed) == len(labels):  # every member indexed: the ranks are meaningful
+            ranks = tuple(i for i in range(completions) if i not in indexed and i not in completed)
     return Shortfall(present=len(labels), minimum=minimum, replacements=waiting,
                      missing_ranks=ranks)
 

@@ -106,7 +106,7 @@ class PodInfo:
         return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
     @property
-    def holds_resources(self) -> bool:
+    def occupies_node(self) -> bool:
         """Bound and not finished: counts against its node's capacity (terminating pods too)."""
         return self.is_bound and not self.is_finished
 
@@ -150,7 +150,7 @@ class JobInfo:
     active_deadline_seconds: int | None = None
     #: The Job's own creation: its gang's age, which must survive pods being recreated.
     creation_time: float = 0.0
-    #: ``completionMode: Indexed``: each pod holds one rank (completion index).
+    #: ``completionMode: Indexed``: each pod carries one rank (completion index).
     indexed: bool = False
     #: ``status.completedIndexes`` of an Indexed Job: ranks done, which are never rerun.
     completed_indexes: frozenset[int] = frozenset()

@@ -7,10 +7,10 @@ so the members' own terms become rules over the whole placement:
   pod the term selects (running, or another member) may sit; for a role matching its own
   term that is "at most one member per domain". Symmetric, so binding order is irrelevant.
 * affinity: kube-scheduler admits a pod on a node whose value of every term's key is shared
-  by a node holding a pod matching all its terms (one such pod per key will do), and lets
+  by a node running a pod matching all its terms (one such pod per key will do), and lets
   the first such pod go anywhere when none is counted yet (a pod counts on a node with any
   of the keys) and it matches its own terms. Binding the gang in ``terms``' role order, a
-  role's members may go to domains running matching pods satisfy (``fixed``) or holding a
+  role's members may go to domains running matching pods satisfy (``fixed``) or with a
   member of an earlier role its terms select (its *anchors*); with neither, all its members
   share one domain, the first one's. When only running pods can satisfy the terms the
   allowed domains are a per-node filter (``terms``), not a rule.
@@ -132,7 +132,7 @@ class _GroupTracker:
 @dataclass(frozen=True, slots=True)
 class AffinityRule:
     """Members of ``owner`` in domains (tuples of its terms' key values) that are ``fixed``
-    or hold a member of an ``anchors`` role; with no anchors, all in one domain."""
+    or have a member of an ``anchors`` role; with no anchors, all in one domain."""
 
     owner: str
     anchors: frozenset[str]

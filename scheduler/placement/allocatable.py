@@ -35,9 +35,9 @@ class AllocView:
 
 @dataclass(frozen=True, slots=True)
 class DomainView:
-    """Whether some domain of a level could hold the gang when empty, and the biggest one."""
+    """Whether some domain of a level could take the gang when empty, and the biggest one."""
 
-    any_holds: bool
+    any_fits: bool
     largest: int  # allocatable of the primary resource in the largest domain
 
 
@@ -58,7 +58,7 @@ def _cached(problem: Problem, key: tuple[object, ...], kind: type[View],
 
 def pods_in(request: Resources, required: int, capacities: Iterable[Resources],
             cap: int = 0) -> int:
-    """Pods of *request* the capacities hold, counting at most *required* (and at most
+    """Pods of *request* the capacities fit, counting at most *required* (and at most
     *cap* per node when the role's constraints cap it)."""
     per = min(required, cap) if cap else required
     return sum(min(request.copies_in(c), per) for c in capacities)
@@ -82,17 +82,17 @@ def domain_view(problem: Problem, topology: Topology, level: str, primary: str) 
         usable = set(alloc_view(problem).union)
         per_role = [(rv, frozenset(rv.open)) for rv in problem.roles if rv.required]
         need = problem.required_total
-        largest, holds = 0, False
+        largest, fits = 0, False
         for members in topology.domains(level).values():
             allocs = [nodes[n].allocatable for n in members if n in usable]
             largest = max(largest, sum(a.get(primary, 0) for a in allocs))
-            holds = holds or (
+            fits = fits or (
                 all(sum(a.get(k, 0) for a in allocs) >= v for k, v in need.items())
                 and all(pods_in(rv.request, rv.required,
                                 (nodes[n].allocatable for n in members if n in allowed),
                                 rv.limits.cap)
                         >= rv.required for rv, allowed in per_role))
-        return DomainView(holds, largest)
+        return DomainView(fits, largest)
     return _cached(problem, _key(problem, level, primary), DomainView, build)
 
 

@@ -76,7 +76,7 @@ class DomainLoad:
     free: Resources  # summed over the domain's candidate nodes
     primary_free: int
 
-    def holds(self, problem: Problem) -> bool:
+    def may_fit(self, problem: Problem) -> bool:
         """A necessary condition (exact for one role): enough pods per role and resources."""
         if any(p < rv.required for p, rv in zip(self.pods, problem.roles, strict=True)):
             return False
@@ -90,7 +90,7 @@ def domain_loads(
     """Loads of the domains at *level* over the candidate nodes in *scope*, sorted by name.
 
     Only the resources a load is read for are summed: the primary one, and for a gang of
-    several roles those its required members ask for (``DomainLoad.holds``); with
+    several roles those its required members ask for (``DomainLoad.may_fit``); with
     thousands of nodes per call, summing every kind of every node was most of a solve."""
     primary = primary_resource(problem)
     free = cands.free
@@ -153,5 +153,5 @@ def _in_scope(cands: Candidates, scope: Collection[str] | None) -> Iterable[str]
 
 
 def _largest_first(load: DomainLoad) -> tuple[int, int, str]:
-    # Members a domain can take, not raw free GPUs: 7 free GPUs hold one 4-GPU pod, not two.
+    # Members a domain can take, not raw free GPUs: 7 free GPUs fit one 4-GPU pod, not two.
     return (-sum(load.pods), -load.primary_free, load.name)

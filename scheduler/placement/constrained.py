@@ -8,7 +8,7 @@ the role's cap and that every rule admits (``rules.Tracker``); so its result sat
 rules by construction, and a failure here hands over to CP-SAT like any greedy failure.
 
 The node order: the role's preference score first (highest), then the domain order of the
-packing greedy (tightest domains that can hold the gang, so members stay close), then the
+packing greedy (tightest domains that can take the gang, so members stay close), then the
 most pods that fit, then the fewest GPUs left over, then the name. Anchor roles of an
 affinity rule go before the roles that must join them.
 """

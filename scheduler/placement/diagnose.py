@@ -2,7 +2,7 @@
 
 Checked before the search, so a gang that cannot be placed is told at once and by name:
 members of a self-selecting anti-affinity need as many domains as members; members that
-share one affinity domain need a domain that holds them all. Against allocatable first
+share one affinity domain need a domain that fits them all. Against allocatable first
 (``NEVER_FITS``: no preemption helps), then against the free candidates (``POD_CONSTRAINTS``
 when running pods rule nodes out, else ``INSUFFICIENT_CAPACITY``).
 """
@@ -17,8 +17,8 @@ from scheduler.placement.candidates import Candidates
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.types import Unplaceable, UnplaceableReason
 
-#: (affinity rule's domains by identity, role view) -> the rule's domains (held so the id is
-#: not reused) and the most members one domain holds against allocatable (node index).
+#: (affinity rule's domains by identity, role view) -> the rule's domains (kept so the id is
+#: not reused) and the most members one domain fits against allocatable (node index).
 GROUPS: Slot[tuple[object, ...], tuple[object, int]] = Slot("diagnose.groups")
 
 def _view(problem: Problem, role: str) -> RoleView | None:
@@ -31,7 +31,7 @@ def _now(rv: RoleView) -> UnplaceableReason:
 
 
 def _fits(problem: Problem, rv: RoleView, nodes: Iterable[str]) -> int:
-    """Members of *rv* the allocatable of *nodes* could hold (per-node caps applied)."""
+    """Members of *rv* the allocatable of *nodes* could take (per-node caps applied)."""
     allocatable = problem.snapshot.nodes
     total = 0
     for n in nodes:
@@ -47,7 +47,7 @@ def _anti(problem: Problem, cands: Candidates, rule: AntiRule) -> Unplaceable | 
     gang, dom = problem.gang.id, rule.domain_of
     head = f"role {rv.name}: anti-affinity {rule.term}: {rv.required} members need " \
            f"{rv.required} domains"
-    # Members on a node without the key are not held apart: no conclusion then.
+    # Members on a node without the key are not kept apart: no conclusion then.
     if all(n in dom for n in rv.open):
         ever = {dom[n] for n in rv.open if _fits(problem, rv, (n,))}
         if len(ever) < rv.required:
@@ -72,7 +72,7 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
         if d is not None:
             by_domain.setdefault(d, []).append(n)
     # Against allocatable: the same for every snapshot of the node index (kept in it; the
-    # domains by identity, held with the answer so that the id cannot be reused).
+    # domains by identity, kept with the answer so that the id cannot be reused).
     slots = problem.snapshot.index.slots
     key = (id(rule.domain_of), rv.key, rv.request, rv.limits.cap, rv.open)
     best_ever = slots.kept_for(GROUPS, key, rule.domain_of, lambda _: max(

@@ -2,11 +2,11 @@
 
 Three rules, in order, carry most of the packing quality:
 
-* a gang that fits on one node goes to the node with the fewest free GPUs that still holds
+* a gang that fits on one node goes to the node with the fewest free GPUs that still fits
   it (best fit, found through the free-GPU index without scanning the cluster);
-* a gang that needs several nodes goes into the tightest domain that can hold it, trying
+* a gang that needs several nodes goes into the tightest domain that can take it, trying
   racks before blocks before the whole cluster, so large free domains stay whole;
-* inside that scope a role takes the nodes that hold the most of its pods first (fewest
+* inside that scope a role takes the nodes that fit the most of its pods first (fewest
   nodes, whole nodes for whole-node pods) and puts the remainder on the best-fitting node,
   instead of spreading one or two GPUs over many nodes.
 
@@ -35,7 +35,7 @@ MAX_TRIES = 8
 
 
 def single_node(problem: Problem) -> Assign | None:
-    """The best-fit node for all required members together, if one node holds them."""
+    """The best-fit node for all required members together, if one node fits them."""
     need = problem.required_total
     active = [rv for rv in problem.roles if rv.required]
     if not active:
@@ -65,7 +65,7 @@ def fill(
     """Place every required member on candidate nodes in *scope*, or return None.
 
     Nodes are taken in *rank* order (domain preference), most pods first; once some node
-    can hold the rest of a role, the rest goes to the best-fitting such node, preferring
+    can take the rest of a role, the rest goes to the best-fitting such node, preferring
     domains the gang already uses.
     """
     free = problem.snapshot.free
@@ -107,7 +107,7 @@ def fill(
 def _best_fit(entries: Sequence[tuple[tuple[int, ...], int, int, str]], i: int, k: int,
               gpus: int, remaining: Mapping[str, Resources],
               used_groups: Collection[tuple[int, ...]]) -> tuple[tuple[int, ...], str]:
-    """Among entries from *i* that hold *k* pods: a domain the gang uses, then the fewest
+    """Among entries from *i* that fit *k* pods: a domain the gang uses, then the fewest
     GPUs left over, then a node the gang uses, then the name."""
     best: tuple[bool, int, bool, str, tuple[int, ...]] | None = None
     for group, neg_c, left_after_c, name in entries[i:]:
@@ -134,7 +134,7 @@ def place(
     problem: Problem, cands: Candidates, topology: Topology, levels: Sequence[str],
     scope: Collection[str] | None = None,
 ) -> Assign | None:
-    """Required members in the tightest domain that holds them, innermost level first.
+    """Required members in the tightest domain that fits them, innermost level first.
 
     *levels* are the topology levels inside *scope* (outermost first, hosts excluded).
     When no single domain works the gang spreads over the scope, largest domains first.
@@ -142,7 +142,7 @@ def place(
     for depth in range(len(levels) - 1, -1, -1):
         level = levels[depth]
         fitting = [ld for ld in domain_loads(problem, cands, topology, level, scope)
-                   if ld.holds(problem)]
+                   if ld.may_fit(problem)]
         fitting.sort(key=lambda ld: (ld.primary_free, ld.name))
         domains = topology.domains(level)
         for load in fitting[:MAX_TRIES]:
@@ -180,8 +180,8 @@ def add_optional(
         for name in rv.nodes:
             if scope is not None and name not in scope:
                 continue
-            held = remaining.get(name)
-            c = min(k, rv.request.copies_in(free(name) if held is None else held))
+            after = remaining.get(name)
+            c = min(k, rv.request.copies_in(free(name) if after is None else after))
             if rv.limits.cap:
                 c = min(c, rv.limits.cap - out.get((rv.name, name), 0))
             if c:

@@ -2,7 +2,7 @@
 
 Placing 1,000 single-GPU pods one after another must not rescan 1,000 nodes per pod: the
 best-fit node is the first one, in (free GPUs, name) order, with enough of everything.
-A ``FreeIndex`` holds the eligible nodes of one selection (nodeSelector, affinity,
+A ``FreeIndex`` keeps the eligible nodes of one selection (nodeSelector, affinity,
 tolerations) in buckets per free-GPU count. It lives in the snapshot's ``NodeIndex`` (shared
 by every snapshot of the same nodes) and records the ``lineage`` of the snapshot it last
 served; moving to another snapshot of that family touches only the nodes that changed in

@@ -3,9 +3,9 @@
 A pending reason is most useful when it names what can help. "Raise the quota" is the wrong
 advice for a pod larger than any node, and "queued behind" hides that the gang will never
 start when its turn comes. So ``decide`` asks this first when quota refuses a gang or an
-ordering rule holds it back: the checks that depend only on the nodes (eligibility, each
+ordering rule defers it: the checks that depend only on the nodes (eligibility, each
 pod against the nodes' allocatable, the gang's total against its eligible nodes, a topology
-level no node is labelled with), never on what runs now, so the answer holds until a node
+level no node is labelled with), never on what runs now, so the answer stands until a node
 changes.
 """
 

@@ -1,6 +1,6 @@
 """Host ports (kube-scheduler's NodePorts): one pod per node and port.
 
-A node where a running pod holds a conflicting port is ruled out (``blocked_nodes``); two
+A node where a running pod uses a conflicting port is ruled out (``blocked_nodes``); two
 members wanting the same port never share a node: within a role that is a cap of one per
 node, across roles a ``PortRule``.
 """
@@ -17,7 +17,7 @@ from scheduler.world.snapshot import Snapshot
 
 
 def blocked_nodes(role: Role, snapshot: Snapshot) -> set[str]:
-    """Nodes where a running pod holds a port conflicting with one of the role's."""
+    """Nodes where a running pod uses a port conflicting with one of the role's."""
     ports = role.requirements.constraints.host_ports
     if not ports:
         return set()

@@ -92,7 +92,7 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     for rv, fit in zip(problem.roles, static.pods, strict=True):
         if rv.limits.cap and rv.required and fit < rv.required:
             return _fail(problem, UnplaceableReason.NEVER_FITS,
-                         f"{_capped(rv, _holding(problem, rv, rv.open))} eligible (never fits)")
+                         f"{_capped(rv, _fitting_one(problem, rv, rv.open))} eligible (never fits)")
         if fit == 0 and rv.required:
             return _fail(problem, UnplaceableReason.NEVER_FITS,
                          f"role {rv.name}: one pod needs {rv.request_text}; no eligible node "
@@ -128,7 +128,7 @@ def capacity_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | Non
     return packing_failure(problem, within="")
 
 
-def _holding(problem: Problem, rv: RoleView, nodes: Iterable[str]) -> int:
+def _fitting_one(problem: Problem, rv: RoleView, nodes: Iterable[str]) -> int:
     allocatable = problem.snapshot.nodes
     return sum(1 for n in nodes if rv.request.copies_in(allocatable[n].allocatable))
 
@@ -181,13 +181,13 @@ def packing_failure(problem: Problem, within: str) -> Unplaceable:
 def topology_shortfall(
     problem: Problem, topology: Topology, level: str, loads: Sequence[DomainLoad],
 ) -> Unplaceable:
-    """No domain of *level* can hold the gang: never (allocatable) or not now (free)."""
+    """No domain of *level* can take the gang: never (allocatable) or not now (free)."""
     if problem.params.question is Question.WHETHER:
         return unexplained(problem)
     name = level_name(level)
     primary = primary_resource(problem)
     static = domain_view(problem, topology, level, primary)
-    if not static.any_holds:
+    if not static.any_fits:
         return _fail(problem, UnplaceableReason.NEVER_FITS,
                      f"needs {describe_need(problem)} within one {level}; the largest {name} "
                      f"has {format_amount(primary, static.largest)} {primary} allocatable "

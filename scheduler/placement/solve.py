@@ -9,9 +9,9 @@ The stages, cheapest first, each skipped when an earlier one answers:
    skipped when rules couple the members or preferences order the nodes);
 3. candidate nodes with room per role, and totals against free and allocatable
    -> ``NEVER_FITS`` / ``INSUFFICIENT_CAPACITY``;
-4. a required topology: candidate domains that could hold the gang, tightest first
+4. a required topology: candidate domains that could take the gang, tightest first
    -> ``TOPOLOGY`` / ``NEVER_FITS`` when none; greedy in each, then CP-SAT in each;
-5. otherwise greedy over the tightest domain that holds the gang, CP-SAT when greedy fails
+5. otherwise greedy over the tightest domain that fits the gang, CP-SAT when greedy fails
    or, under a preferred topology, spreads over more domains than needed;
 6. members beyond the required ones, as capacity allows (an elastic gang first tries to
    place every member at once, greedy only, so that all of them land close together).
@@ -114,7 +114,7 @@ def _whole_gang(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Plac
     """All members of an elastic gang, where they fit together (greedy only), if anywhere.
 
     Choosing a node or domain for the required members alone and adding the others
-    afterwards would scatter them when a domain exists that holds every member.
+    afterwards would scatter them when a domain exists that fits every member.
     """
     full = replace(gang, roles=tuple(replace(r, min_count=None) for r in gang.roles))
     result = solve(full, snapshot, replace(params, use_cpsat=False))
@@ -122,11 +122,11 @@ def _whole_gang(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Plac
 
 
 def _solve_required(problem: Problem, cands: Candidates, level: str) -> PlacementResult:
-    """Tightest domain of *level* that holds the gang: greedy in each, then CP-SAT in each."""
+    """Tightest domain of *level* that fits the gang: greedy in each, then CP-SAT in each."""
     params = problem.params
     topology = problem.snapshot.topology
     loads = domain_loads(problem, cands, topology, level)
-    fitting = sorted((ld for ld in loads if ld.holds(problem)),
+    fitting = sorted((ld for ld in loads if ld.may_fit(problem)),
                      key=lambda ld: (ld.primary_free, ld.name))
     if not fitting:
         return reasons.topology_shortfall(problem, topology, level, loads)

@@ -3,7 +3,7 @@
 kube-scheduler's PodTopologySpread filter admits a pod in domain D when
 ``matching(D) + self - min ≤ maxSkew`` (``min`` over the domains of the nodes the constraint
 counts, 0 while there are fewer than ``minDomains``). For a gang the rule is stated on the
-finished placement: every domain that holds a member of the constrained role satisfies
+finished placement: every domain that has a member of the constrained role satisfies
 ``final(D) - min(final) ≤ maxSkew``, counting running pods and every member the selector
 matches. That is reachable one pod at a time: add members to the least-filled domain
 first, and each addition passes kube-scheduler's check (the last one added to D sees at
@@ -121,7 +121,7 @@ class SpreadRule:
         floor = 0
         if len(self.existing) >= self.min_domains:
             # The least over untouched domains is the least existing count unless every
-            # domain holding it was touched (then look at the others).
+            # domain with it was touched (then look at the others).
             least = min(self.existing.values(), default=0)
             if any(d not in touched for d, n in self.existing.items() if n == least):
                 untouched = least

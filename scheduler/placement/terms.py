@@ -154,7 +154,7 @@ def _own_anti(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks,
             continue
         dom = domains(snapshot, term.topology_key)
         # Every node in a domain of its own: "one member per domain" is a cap of one per node.
-        # (A node without the key is in no domain and holds any number.)
+        # (A node without the key is in no domain and takes any number.)
         if matching == {role.name} and len(dom) == len(snapshot.node_names) and len(
                 set(dom.values())) == len(dom):
             caps[role.name] = (1, f"anti-affinity {desc}")
@@ -212,11 +212,11 @@ def _own_affinity(gang: Gang, role: Role, snapshot: Snapshot, blocks: Blocks) ->
     # kube-scheduler counts such a pod per (key, value) of each term whose key its node has,
     # and admits a node whose value of *every* key has a count: the values may come from
     # different pods, and a pod on a node lacking some key still counts for the others.
-    held = [_values_of(snapshot, k, holders) for k in keys]
+    present = [_values_of(snapshot, k, holders) for k in keys]
     fixed = frozenset(d for d in set(domain_of.values())
-                      if all(v in values for v, values in zip(d, held, strict=True))
-                      ) if all(held) else frozenset()
-    return _Affinity(role, terms, desc, domain_of, fixed, any(held),
+                      if all(v in values for v, values in zip(d, present, strict=True))
+                      ) if all(present) else frozenset()
+    return _Affinity(role, terms, desc, domain_of, fixed, any(present),
                      snapshot.namespace_labels(gang.namespace))
 
 

@@ -89,7 +89,7 @@ class Assignment:
     count: int
 
 
-#: Failures that removing running gangs may cure (capacity they hold, their pods'
+#: Failures that removing running gangs may cure (capacity allocated to them, their pods'
 #: constraints): preemption may help, where eligibility or size never changes.
 RUNNING_GANGS_IN_THE_WAY = frozenset({UnplaceableReason.INSUFFICIENT_CAPACITY,
                                       UnplaceableReason.TOPOLOGY,

@@ -11,7 +11,7 @@ count the same way. Pure: no clock, no I/O.
   ``stranded``: idle while a gang that could use the pool waits, on nodes where no waiting
   gang could place even one pod (the shape of the free space, a selector or a taint keeps
   that work off them). A gang *could use* a pool when one of its roles may run on a node
-  there and its queue's tree holds GPU quota there (``open_pools``): free GPUs of a pool
+  there and its queue's tree has GPU quota there (``open_pools``): free GPUs of a pool
   nobody waits for are just idle, and an alert on them would fire on an idle pool.
   Nodes kept for a gang are reserved, never stranded;
   ``reserved_idle``: on nodes kept for a reserved or nominated gang that has not started.
@@ -127,7 +127,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
 
 def open_pools(queues: QueueSet) -> dict[str, frozenset[str]]:
     """Per queue, the pools its gangs may take GPUs in: those where its tree (the queue's root
-    and everything under it, which lend to each other) holds quota, and either some queue of
+    and everything under it, which lend to each other) has quota, and either some queue of
     the tree has a positive GPU quota or GPUs are not under quota there. A pool named with a
     GPU quota of 0 (deploy/queues' ``default`` in ``h100``) is closed to the tree."""
     covered: dict[tuple[str, str], bool] = {}  # (root, pool) -> GPUs are under quota

@@ -5,7 +5,7 @@ cycle ran with, so the metrics (``scheduler.run.loop``, live and simulated alike
 status the leader writes (``scheduler.kube.write.queue_status``) show the same numbers. Pure:
 no clock, no I/O.
 
-A parent queue holds no gangs of its own; its figures are those of its whole subtree, so
+A parent queue has no gangs of its own; its figures are those of its whole subtree, so
 ``kubectl get queues`` adds up. Two shares make fairness visible:
 
 - ``fair_share``: what the queue is entitled to of what it shares with its siblings,
@@ -17,8 +17,8 @@ A parent queue holds no gangs of its own; its figures are those of its whole sub
   borrows from its own siblings). For a root: of its own subtree.
 
 Two backlogged siblings with weights 1:3 on 16 GPUs show fair shares 0.25 / 0.75 and, once
-they hold 4 and 12 GPUs, the same usage shares. (Dividing by the parent's *lendable* quota,
-as before issue 32, read 2.0 for deploy/queues' team-b holding 32 h100 GPUs: research can
+they are allocated 4 and 12 GPUs, the same usage shares. (Dividing by the parent's *lendable* quota,
+as before issue 32, read 2.0 for deploy/queues' team-b with 32 h100 GPUs: research can
 lend only 16 of its teams' 32.)
 """
 

@@ -1,4 +1,4 @@
-"""Garbage-collector settings for a process that holds a whole cluster in memory.
+"""Garbage-collector settings for a process that keeps a whole cluster in memory.
 
 Why: the cyclic collector's full passes walk every live container object. While the informers
 decode the first lists (tens of megabytes of JSON: millions of dicts and strings), CPython's
@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 
 
-def hold() -> None:
+def pause() -> None:
     """No cyclic collection until ``settle``: call before the initial lists."""
     gc.disable()
 

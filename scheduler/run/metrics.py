@@ -95,7 +95,7 @@ class SchedulerMetrics:
             registry=r)
         self.fenced_writes = Counter(
             "gang_scheduler_fenced_writes_total",
-            "Writes not sent because this replica did not hold the leader Lease at the moment "
+            "Writes not sent because this replica did not own the leader Lease at the moment "
             "of the write (a paused or deposed leader; scheduler.kube.lead.fence), or refused by "
             "the apiserver's leader fence.", registry=r)
         self.fenced_by_apiserver = Counter(
@@ -134,7 +134,7 @@ class SchedulerMetrics:
             "Passes of the leader's scheduling loop: each runs a cycle if anything changed or "
             "came due, else none (a cycle would repeat the last plan).", registry=r)
         self.is_leader = Gauge(
-            "gang_scheduler_is_leader", "1 while this replica holds the leader lease.", registry=r)
+            "gang_scheduler_is_leader", "1 while this replica owns the leader lease.", registry=r)
         self.invalid_queues = Gauge(
             "gang_scheduler_invalid_queues", "Queue objects refused by validation.", registry=r)
         # Accounting (scheduler/report/accounting.py): chargeback and where GPUs sit unused.

@@ -30,7 +30,7 @@ class Marks:
 
     generation: int  # the cache's
     policies: object  # the PolicySet in force (compared by identity: a change is a new one)
-    term: int | None  # the leadership term held (None: not leading)
+    term: int | None  # the current leadership term (None: not leading)
     landed: bool = False  # a bind outcome waits to be taken in
     answered: bool = False  # the apiserver answers again, ending a backoff
 

@@ -103,7 +103,7 @@ def _state(meta: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, str
 
 def _list(obj: Mapping[str, Any], key: str, kind: type) -> list[Any]:
     """The items of list *obj[key]* that are of *kind* (a spec the scheduler refused may
-    hold anything)."""
+    contain anything)."""
     value = obj.get(key)
     return [v for v in value if isinstance(v, kind)] if isinstance(value, list) else []
 
@@ -126,7 +126,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
     *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds), else
     *pod_estimates*: pod uid -> its ``gangscheduler.io/estimated-start``; *positions*: gang
     id -> its PodGroup's ``status.queuePosition`` (a message of an older scheduler may
-    still hold the position)."""
+    still carry the position)."""
     estimates, pod_estimates, positions = estimates or {}, pod_estimates or {}, positions or {}
     pending = []
     for g in gangs.pending:

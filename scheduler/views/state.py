@@ -217,7 +217,7 @@ def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:
     ordered = sorted(pods, key=lambda p: p.name)
     rows = [RankRow(rank_of(p.labels, p.annotations, i), p.name, p.node_name, str(p.phase))
             for i, p in enumerate(ordered)]
-    # ASCII digits only: "²".isdigit() holds, int("²") raises (a rank read from an annotation).
+    # ASCII digits only: "²".isdigit() is true, int("²") raises (a rank read from an annotation).
     return tuple(sorted(rows, key=lambda r: (0, int(r.rank), "") if is_digits(r.rank)
                         else (1, 0, r.rank)))
 

@@ -84,7 +84,7 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
 
 
 def queue_letters(nodes: tuple[NodeRow, ...]) -> dict[str, str]:
-    """One letter per queue holding GPUs (a, b, c, ... by name), for the node bars."""
+    """One letter per queue allocated GPUs (a, b, c, ... by name), for the node bars."""
     queues = sorted({q for n in nodes for q, _ in n.used})
     letters = "abcdefghijklmnpqtuvwxyz"  # no o, r, s: those mark other, reserved, stranded
     return {q: letters[i % len(letters)] for i, q in enumerate(queues)}

@@ -51,7 +51,7 @@ _NOTHING: frozenset[str] = frozenset()
 #: The node index's memos this module fills (see ``NodeIndex``): requirements -> the nodes a
 #: pod with them may use, and their pools; pool names, sorted -> their nodes; the topology;
 #: a running gang (by identity: the cache hands every cycle the same object while it runs
-#: unchanged, held so its id is not reused) -> what it uses per pool, one entry per running
+#: unchanged, kept so its id is not reused) -> what it uses per pool, one entry per running
 #: gang (hence its bound).
 ELIGIBLE: Slot[PodRequirements, tuple[str, ...]] = Slot("snapshot.eligible_nodes")
 ELIGIBLE_POOLS: Slot[PodRequirements, tuple[str, ...]] = Slot("snapshot.eligible_pools")
@@ -236,7 +236,7 @@ class Snapshot:
         """Version -> nodes whose free resources differ from that snapshot's, nearest first.
 
         Covers this snapshot (nothing changed) and its few nearest ancestors; solver indexes
-        use it to catch up incrementally and rebuild when the version they hold is not listed.
+        use it to catch up incrementally and rebuild when the version they have is not listed.
         """
         return self._lineage
 

@@ -145,7 +145,7 @@ def load_openb_cluster(path: str | Path, *, name: str = "openb") -> dict[str, ob
     """Read an openb node list into a cluster description document (the
     `scheduler.world.clusterspec` YAML, as a plain mapping ready for ``yaml.safe_dump``).
 
-    A pool holds identical nodes, and openb has several node shapes per GPU model (P100 nodes
+    A pool has identical nodes, and openb has several node shapes per GPU model (P100 nodes
     with 2 GPUs and 16 or 64 cores, ...), so there is one pool per (model, shape). A model with a
     single shape gets a pool named after the model (``t4``); otherwise each shape is named
     ``<model>-<gpus>g-<cores>c-<memory>gi``. All pools of a model share ``gpuModel``, which is

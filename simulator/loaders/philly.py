@@ -11,7 +11,7 @@ Modelling choices (see `simulator/README.md`):
 - ``num_gpus`` <= 8 is one pod; more is a gang of 8-GPU workers, and a remainder (12 -> 8 + 4)
   becomes one extra ``worker-rest`` pod with the leftover GPUs (`trace.roles_for_gpus`);
 - the trace has no CPU or memory: each pod asks for *cpu_millis_per_gpu* and
-  *memory_bytes_per_gpu* per GPU it holds;
+  *memory_bytes_per_gpu* per GPU it has;
 - timestamps are naive wall-clock times; they are read as-is (no time zone, no DST shifts);
 - ``gpu_time`` is ignored (it is num_gpus x duration); jobs get ids ``philly-<line>`` so every
   job can be traced back to its line in the file.

@@ -1,6 +1,6 @@
 """Machine-readable outputs for scripts: JSON and CSV.
 
-``summary.json`` holds everything (run info + every `PolicyReport`, loadable again with
+``summary.json`` contains everything (run info + every `PolicyReport`, loadable again with
 `PolicyReport.from_dict`); the CSVs are flat tables for spreadsheets and pandas: one row per
 policy (``summary.csv``), per (policy, queue) (``queues.csv``) and per (policy, job)
 (``outcomes.csv``). Floats are written with ``repr`` precision so nothing is lost.

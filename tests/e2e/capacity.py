@@ -1,13 +1,13 @@
-"""The over-commit invariant: no node ever holds more than its allocatable.
+"""The over-commit invariant: no node ever has more allocated than its allocatable.
 
 Why a watcher and not a kubelet check: kwok, which runs the fake nodes, admits every pod bound
 to them (a real kubelet would refuse one that does not fit, with ``OutOf<resource>``). So the
 tests watch every pod and node of each dev cluster they start, from a watch rather than by
 polling (a pod bound and gone again between two reads is still seen), and the autouse fixture
-in conftest.py fails any test during which a node held more than its allocatable.
+in conftest.py fails any test during which a node had more allocated than its allocatable.
 
-A pod holds its node's resources from the moment it is bound until it is terminal (Succeeded or
-Failed) or gone; a pod being deleted still holds them for its grace period, as on a real node.
+A pod occupies its node's resources from the moment it is bound until it is terminal (Succeeded or
+Failed) or gone; a pod being deleted still occupies them for its grace period, as on a real node.
 Requests are worked out here independently of the scheduler (max of the containers' sum and
 each init container, plus overhead, plus one ``pods`` slot, as the kubelet does), so a bug in
 the scheduler's own arithmetic cannot hide.
@@ -35,7 +35,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 def pod_requests(pod: dict[str, Any]) -> Requests:
-    """What a pod holds on its node, as the kubelet's admission computes it."""
+    """What a pod occupies on its node, as the kubelet's admission computes it."""
     spec = pod.get("spec", {})
     total: dict[str, Decimal] = defaultdict(Decimal)
     for container in spec.get("containers") or []:
@@ -56,10 +56,10 @@ class Violation:
     resource: str
     used: Decimal
     allocatable: Decimal
-    pods: tuple[str, ...]  # namespace/name of the pods holding the node at that moment
+    pods: tuple[str, ...]  # namespace/name of the pods occupying the node at that moment
 
     def __str__(self) -> str:
-        return (f"node {self.node} held {self.used} {self.resource} of {self.allocatable} "
+        return (f"node {self.node} had {self.used} {self.resource} of {self.allocatable} "
                 f"allocatable, by {', '.join(self.pods)}")
 
 
@@ -71,8 +71,8 @@ class CapacityWatch:
         self.client = connect(str(kubeconfig))
         self._lock = threading.Lock()
         self.allocatable: dict[str, Requests] = {}
-        self.holding: dict[str, dict[str, tuple[str, Requests]]] = defaultdict(dict)
-        self.node_of: dict[str, str] = {}  # pod uid -> node it holds
+        self.occupying: dict[str, dict[str, tuple[str, Requests]]] = defaultdict(dict)
+        self.node_of: dict[str, str] = {}  # pod uid -> node it occupies
         self.violations: list[Violation] = []
         self.expected = 0  # violations a test caused on purpose (see `expect`)
         self.informers = [informer.Informer(self.client, informer.NODES, self._node),
@@ -104,31 +104,31 @@ class CapacityWatch:
         meta = pod["metadata"]
         uid, node = meta["uid"], (pod.get("spec") or {}).get("nodeName") or ""
         phase = (pod.get("status") or {}).get("phase")
-        holds = event is not informer.EventType.DELETED and bool(node) and phase not in TERMINAL
+        occupies = event is not informer.EventType.DELETED and bool(node) and phase not in TERMINAL
         with self._lock:
             previous = self.node_of.pop(uid, None)
             if previous is not None:
-                self.holding[previous].pop(uid, None)
-            if holds:
+                self.occupying[previous].pop(uid, None)
+            if occupies:
                 self.node_of[uid] = node
-                self.holding[node][uid] = (f"{meta['namespace']}/{meta['name']}",
+                self.occupying[node][uid] = (f"{meta['namespace']}/{meta['name']}",
                                            pod_requests(pod))
                 self._check(node)
 
     def _excess(self, node: str) -> list[tuple[str, Decimal, Decimal]]:
-        """(resource, used, allocatable) for each resource `node` holds more of than it has."""
+        """(resource, used, allocatable) for each resource `node` has over its allocatable."""
         allocatable = self.allocatable.get(node)
         if allocatable is None:
             return []  # not a node (yet): nothing to compare with
         used: dict[str, Decimal] = defaultdict(Decimal)
-        for _, requests in self.holding.get(node, {}).values():
+        for _, requests in self.occupying.get(node, {}).values():
             for resource, amount in requests.items():
                 used[resource] += amount
         return [(r, amount, allocatable.get(r, Decimal(0))) for r, amount in sorted(used.items())
                 if amount > allocatable.get(r, Decimal(0))]
 
     def _check(self, node: str) -> None:
-        pods = tuple(sorted(n for n, _ in self.holding.get(node, {}).values()))
+        pods = tuple(sorted(n for n, _ in self.occupying.get(node, {}).values()))
         for resource, used, allocatable in self._excess(node):
             self.violations.append(Violation(node, resource, used, allocatable, pods))
 

@@ -7,7 +7,7 @@ reused from ~/.cache/gang-scheduler/bin afterwards. Teardown always runs: the fi
 finalizer, and, if the test process dies, atexit / signal handlers and PR_SET_PDEATHSIG.
 
 Every dev cluster a fixture starts is watched (`capacity.watching`); `no_overcommit` fails a
-test during which any node held more than its allocatable.
+test during which any node had more allocated than its allocatable.
 
 Set ``GANG_SCHEDULER_E2E=0`` to skip every e2e test (CI runs them).
 """
@@ -69,7 +69,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 @pytest.fixture(autouse=True)
 def no_overcommit() -> Iterator[None]:
-    """Fail the test if, while it ran, a node of any watched cluster held more than its
+    """Fail the test if, while it ran, a node of any watched cluster had more allocated than its
     allocatable (kwok admits anything: this is the kubelet's check, as an invariant)."""
     marks = [(watch, len(watch.violations)) for watch in capacity.ACTIVE]
     yield

@@ -9,7 +9,7 @@ made them: a JobSet, a TrainJob, a Deployment); the helper does the rest on the 
 (``tests/e2e/live.py``):
 
 1. a *blocker* gang (a PodGroup, one pod per node taking all its GPUs) at the workload's own
-   priority holds the whole pool, so the workload cannot preempt it: the workload waits, every
+   priority takes the whole pool, so the workload cannot preempt it: the workload waits, every
    pod present with a ``PodScheduled=False`` reason and none bound, for at least *queued_s*
    seconds (past any ``scheduleTimeoutSeconds`` it carries) and some scheduler cycles;
 2. the blocker is deleted: the workload runs whole (*size* pods bound and Running);
@@ -65,7 +65,7 @@ class Resumed:
 
 
 def pool_gpus(tenant: Tenant) -> dict[str, int]:
-    """The tenant's nodes and the GPUs each can hold."""
+    """The tenant's nodes and the GPUs each has."""
     nodes = rest.call(tenant.cp.core.list_node,
                       label_selector=f"{POOL_LABEL}={tenant.pool}")["items"]
     return {n["metadata"]["name"]: int(n["status"]["allocatable"].get(GPU, "0"))

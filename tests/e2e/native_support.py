@@ -17,7 +17,7 @@ from kubernetes import client
 from scheduler.tools.devcluster import build, gates, rest
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.live import QUEUE_LABEL
-from tests.e2e.ops_support import HELD_POD_GRACE_S, HOLD, Ops
+from tests.e2e.ops_support import LINGER, LINGER_GRACE_S, Ops
 
 GROUP = "scheduling.k8s.io"
 VERSION = gates.GANG_API_VERSION[gates.minor(build.KUBE_APISERVER.version)]
@@ -84,7 +84,7 @@ class Native:
 
     def manifests(self, name: str, size: int, gpus: int, scheduler_name: str,
                   queue: str | None = None, priority_class: str | None = None,
-                  hold: bool = False) -> list[dict[str, Any]]:
+                  linger: bool = False) -> list[dict[str, Any]]:
         """A Workload, its PodGroup and *size* pods naming it, as a user writes them; only
         *scheduler_name* tells which scheduler runs it."""
         labels = {QUEUE_LABEL: queue} if queue else {}
@@ -97,12 +97,12 @@ class Native:
         for i in range(size):
             spec = self.ops.tenant.pod_spec(gpus, scheduler_name)
             spec["schedulingGroup"] = {"podGroupName": name}
-            spec["terminationGracePeriodSeconds"] = HELD_POD_GRACE_S if hold else 30
+            spec["terminationGracePeriodSeconds"] = LINGER_GRACE_S if linger else 30
             if priority_class:
                 spec["priorityClassName"] = priority_class
             meta: dict[str, Any] = {"name": f"{name}-{i}", "labels": {"gang": name}}
-            if hold:
-                meta["finalizers"] = [HOLD]
+            if linger:
+                meta["finalizers"] = [LINGER]
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
         return [workload, group, *pods]
 
@@ -120,10 +120,10 @@ class Native:
         return names
 
     def gang(self, name: str, size: int, gpus: int, queue: str | None = None,
-             priority_class: str | None = None, hold: bool = False) -> list[str]:
+             priority_class: str | None = None, linger: bool = False) -> list[str]:
         """A whole gang for this tenant's gang-scheduler; its pods' names."""
         return self.apply(self.manifests(name, size, gpus, self.ops.tenant.scheduler_name,
-                                         queue, priority_class, hold))
+                                         queue, priority_class, linger))
 
     def indexed_job(self, name: str, parallelism: int, gpus: int,
                     scheduler_name: str | None = None) -> dict[str, Any]:

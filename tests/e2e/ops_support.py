@@ -45,10 +45,10 @@ from tests.e2e.live import (
 
 # A finalizer: the pod lingers while terminating. Its container also runs on for its whole
 # grace period (kwok, no simulated-shutdown annotation) until `release` lets it exit.
-HOLD = "e2e.gangscheduler.io/hold"
-# What a held pod asks for: more than any test's eviction cap, so the cap (the scheduler's
+LINGER = "e2e.gangscheduler.io/linger"
+# What a lingering pod asks for: more than any test's eviction cap, so the cap (the scheduler's
 # evictionGracePeriodSeconds) is the grace it is evicted with.
-HELD_POD_GRACE_S = 3600
+LINGER_GRACE_S = 3600
 
 
 @dataclass
@@ -121,18 +121,18 @@ class Ops:
         return name
 
     def pod(self, name: str, gpus: int, queue: str, group: str | None = None,
-            priority_class: str | None = None, hold: bool = False,
+            priority_class: str | None = None, linger: bool = False,
             labels: Mapping[str, str] | None = None) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name, "labels": {QUEUE_LABEL: queue, **(labels or {})}}
         if group:
             meta["labels"]["scheduling.x-k8s.io/pod-group"] = group
-        if hold:
-            meta["finalizers"] = [HOLD]
+        if linger:
+            meta["finalizers"] = [LINGER]
         else:  # a trainer that checkpoints and exits a second after SIGTERM, as kwok plays it
             meta["annotations"] = {SIMULATED_SHUTDOWN: "1"}
         spec: dict[str, Any] = {
             "schedulerName": self.tenant.scheduler_name, "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": HELD_POD_GRACE_S if hold else 30,
+            "terminationGracePeriodSeconds": LINGER_GRACE_S if linger else 30,
             "nodeSelector": {POOL_LABEL: self.tenant.pool},
             "containers": [{"name": "main", "image": "registry.invalid/train:latest",
                             "resources": {"requests": {"cpu": "100m", GPU: str(gpus)},
@@ -143,7 +143,7 @@ class Ops:
                          {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
     def gang(self, name: str, size: int, gpus: int, queue: str,
-             priority_class: str | None = None, hold: bool = False,
+             priority_class: str | None = None, linger: bool = False,
              present: int | None = None) -> list[str]:
         """A PodGroup (minMember = size) in *queue* and its pods ``name-0`` ... (only
         *present* of them when given)."""
@@ -154,7 +154,7 @@ class Ops:
                    "spec": {"minMember": size}})
         names = [f"{name}-{i}" for i in range(size if present is None else present)]
         for pod in names:
-            self.pod(pod, gpus, queue, group=name, priority_class=priority_class, hold=hold,
+            self.pod(pod, gpus, queue, group=name, priority_class=priority_class, linger=linger,
                      labels={"gang": name})
         return names
 
@@ -175,7 +175,7 @@ class Ops:
 
     def release(self, pod: str) -> None:
         """The victim's checkpoint is done: its container exits now (kwok makes the pod
-        Failed) and the hold finalizer goes, so a terminating pod is then really gone. Any
+        Failed) and the linger finalizer goes, so a terminating pod is then really gone. Any
         other finalizer stays (the Job controller's counts the pod's end before it goes).
 
         The finalizer list is written with the resourceVersion it was read at: a controller
@@ -193,12 +193,12 @@ class Ops:
         for _ in range(20):
             current = self.cp.get_pod(self.ns, pod)
             finalizers = (current or {}).get("metadata", {}).get("finalizers") or []
-            if current is None or HOLD not in finalizers:
+            if current is None or LINGER not in finalizers:
                 return
             try:
                 rest.call(self.cp.core.patch_namespaced_pod, pod, self.ns,
                           {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"],
-                                        "finalizers": [f for f in finalizers if f != HOLD]}},
+                                        "finalizers": [f for f in finalizers if f != LINGER]}},
                           _content_type=rest.MERGE_PATCH)
                 return
             except client.ApiException as exc:
@@ -210,7 +210,7 @@ class Ops:
 
     def release_all(self) -> None:
         for name, pod in self.tenant.pods().items():
-            if HOLD in (pod["metadata"].get("finalizers") or ()):
+            if LINGER in (pod["metadata"].get("finalizers") or ()):
                 self.release(name)
 
     # The scheduler ---------------------------------------------------------------------------

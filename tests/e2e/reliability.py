@@ -26,7 +26,7 @@ After each fault the round must settle (its gang whole, no gang anywhere partly 
 leader) within a deadline; its recovery time runs from the fault to then. Invariants: no
 gang partly bound once settled, no node over its allocatable (``capacity``, from a watch), no
 pod bound twice (``PodWatch``), no pod lost (every Job completes in the end: a pod a rollback
-deleted was recreated and ran), no bind by a leader that no longer held the Lease. Every fault
+deleted was recreated and ran), no bind by a leader that no longer owned the Lease. Every fault
 here is transient, so no pod may be deleted at all: the figures count the pods the watch saw
 deleted while still live, and the pods the replicas logged deleting, per cause
 (``pods_deleted``, ``scheduler.kube.write.actuator``).
@@ -113,7 +113,7 @@ class Figures:
     #: Gangs a paused leader logged bound after its pause began (binds sent before it, or
     #: stale ones); of those, ``stale``: a member first seen bound after it resumed.
     logged_late: int = 0
-    stale: int = 0  # binds made by a replica that did not hold the Lease
+    stale: int = 0  # binds made by a replica that did not own the Lease
     refused_by_apiserver: int = 0  # of ``fenced``: writes the apiserver's fence refused
     resynced: list[str] = field(default_factory=list)  # pods kwok left behind (``finish``)
     violations: list[str] = field(default_factory=list)

@@ -142,7 +142,7 @@ def test_the_service_account_schedules_with_exactly_the_deploy_rbac(
         deployed: Deployed) -> None:  # noqa: F811
     env, cp = deployed, deployed.cp
     env.kubectl("create", "namespace", "team-a")
-    # A gang of team-a that fits, and one that its queue can never hold (a100: 8 + 8 borrowed).
+    # A gang of team-a that fits, and one that its queue can never cover (a100: 8 + 8 borrowed).
     fits = _gang(env, "team-a", "fits", 4, 2, "a100", queue="team-a")
     too_big = _gang(env, "team-a", "too-big", 3, 8, "a100", queue="team-a")
     wait_for(lambda: _bound(env, "team-a", fits) == fits, 60, what="gang 'fits' bound")

@@ -1,4 +1,4 @@
-"""Helpers shared by ``test_deploy_*`` and ``test_examples_*`` (this module holds no tests).
+"""Helpers shared by ``test_deploy_*`` and ``test_examples_*`` (this module has no tests).
 
 Why a cluster of their own instead of the session ``control_plane``: installing ``deploy/``
 creates cluster-scoped objects with fixed names (Queues ``default``, ``team-a`` ...,

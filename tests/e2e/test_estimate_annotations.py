@@ -1,10 +1,10 @@
 """A Job's gang gets its estimated start where its user looks: on its pods and on the Job
 (issue 16: only scheduler-plugins PodGroups had ``status.estimatedStart``).
 
-With the real Job controller: a busy Job (its deadline is its runtime estimate) holds one of
+With the real Job controller: a busy Job (its deadline is its runtime estimate) occupies one of
 two nodes; a big two-pod Job then waits with a reservation. Its pods and the Job carry
 ``gangscheduler.io/estimated-start`` (about when the busy Job is expected to end) with
-``gangscheduler.io/estimate-time``; the pods' ``PodScheduled`` message holds neither the
+``gangscheduler.io/estimate-time``; the pods' ``PodScheduled`` message carries neither the
 estimate nor the queue position; the apiserver view (what ``gang-scheduler views`` shows
 without the scheduler's endpoint) reads the estimate from the pods. Once the busy Job is
 deleted the big one starts, and the Job's estimate is removed.

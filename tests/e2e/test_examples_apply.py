@@ -125,7 +125,7 @@ def test_workload_and_podgroup_example_binds_whole_in_one_rack(env: Deployed) ->
 
 # The Kubeflow Trainer runtime -----------------------------------------------------------------
 def apply_until_trainer_sees_its_runtime(env: Deployed, path: Path) -> None:
-    """``kubectl apply`` a file holding a TrainingRuntime and a TrainJob that uses it, again
+    """``kubectl apply`` a file with a TrainingRuntime and a TrainJob that uses it, again
     while Trainer's webhook refuses the TrainJob because the runtime "must be created before".
 
     The webhook looks the runtime up in its own informer cache, which on a loaded machine has
@@ -161,7 +161,7 @@ def test_trainer_gang_binds_whole_in_its_team_queue(env: Deployed) -> None:
     nodes = wait_whole(env, "team-b", f"{GROUP_LABEL}=llm-finetune", 4)
     assert len(set(nodes.values())) == 4, "8-GPU pods need a node each"
     pods = pods_of(env, "team-b", f"{GROUP_LABEL}=llm-finetune").values()
-    # The runtime's pod template names queue team-b, whose quota holds the 32 GPUs (the
+    # The runtime's pod template names queue team-b, whose quota covers the 32 GPUs (the
     # default queue, with no h100 and 8 a100 GPUs, never could).
     assert all(p["metadata"]["labels"]["gangscheduler.io/queue"] == "team-b" for p in pods)
     assert all(p["spec"]["schedulerName"] == "gang-scheduler" for p in pods)

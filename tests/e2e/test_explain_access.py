@@ -2,7 +2,7 @@
 with the cluster-wide viewer role, found through $KUBECONFIG, with a pod name for the gang.
 
 The tenant is a ServiceAccount bound in one namespace to deploy/users' gang-scheduler-tenant
-(applied with the real kubectl); the operator holds deploy/users' gang-scheduler-viewer
+(applied with the real kubectl); the operator has deploy/users' gang-scheduler-viewer
 cluster-wide. Both run the real console script, the way a person would.
 """
 

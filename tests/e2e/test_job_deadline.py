@@ -75,7 +75,7 @@ def test_a_job_past_its_deadline_leaves_and_its_reservation_is_released(
                     ["status"]["startTime"]).timestamp()
     if read_at < started + DEADLINE_S:
         # Still within the deadline when the small Job was read (the Job controller deletes
-        # the pods no sooner): the small Job is held for the big one's reservation.
+        # the pods no sooner): the small Job waits for the big one's reservation.
         assert bound_then == [], reason
         assert "reserv" in reason.lower() and "big" in reason, reason
 

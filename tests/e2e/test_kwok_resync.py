@@ -16,7 +16,7 @@ refused too.
 
 kwok also re-lists its pods now and then (twice in one 16-minute run of the suite), and a
 re-list replays every pod's due stage: that finishes a lost exit on its own (run 4 of the flake
-check at 2da5552, 10 s after the policy went; etcd held no write to the pod in between). A
+check at 2da5552, 10 s after the policy went; etcd had no write to the pod in between). A
 *sentinel* pod with a malformed annotation shows a re-list: kwok warns about it each time it
 plays its stage, and nothing else makes it play again. An attempt spoiled by a re-list is
 made again; a trainer finished with no re-list fails the test.

@@ -45,7 +45,7 @@ class Fence:
     namespace: str  # the pods' and the Lease's
     node: str
 
-    def hold(self, holder: str, transitions: int) -> FenceToken:
+    def lease_to(self, holder: str, transitions: int) -> FenceToken:
         """Write the Lease as a takeover would (holder, leaseTransitions); the token of that
         term, once the apiserver's fence sees it."""
         coordination = client.CoordinationV1Api(self.cp.api)
@@ -96,8 +96,8 @@ def assert_refused_as_stale(resp: Response, writer: str, term: int) -> None:
 @pytest.mark.parametrize("sub", ["binding", "eviction"])
 def test_a_stale_term_is_refused_the_current_one_and_unstamped_ones_go_through(
         fence: Fence, sub: str) -> None:
-    old = fence.hold("a", 3)
-    new = fence.hold("b", 4)  # b took over: a's term 3 is stale
+    old = fence.lease_to("a", 3)
+    new = fence.lease_to("b", 4)  # b took over: a's term 3 is stale
     if sub == "eviction":  # evictions of bound pods, as preemption sends them
         pods = [fence.pod() for _ in range(3)]
         for p in pods:
@@ -129,7 +129,7 @@ def test_a_stale_term_is_refused_the_current_one_and_unstamped_ones_go_through(
 
 def test_a_stamp_for_another_lease_is_left_to_that_lease_s_binding(fence: Fence) -> None:
     """Two installations in one cluster: each binding checks only its own Lease's stamps."""
-    fence.hold("b", 4)
+    fence.lease_to("b", 4)
     other = FenceToken("a", 0, f"{fence.namespace}/some-other-lease")
     assert fence.post(fence.pod(), "binding", other).status == 201
 
@@ -138,8 +138,8 @@ def test_a_replica_in_a_stale_term_gets_its_gang_fenced_not_failed(fence: Fence)
     """The scheduler's own path end to end: its client-side check passes (a pause between
     check and send looks just like this), the apiserver refuses the stamped Bindings, and
     the Binder reports the gang fenced: nothing bound, nothing deleted, no retry."""
-    stale = fence.hold("a", 5)
-    fence.hold("b", 6)
+    stale = fence.lease_to("a", 5)
+    fence.lease_to("b", 6)
     pods = [fence.pod() for _ in range(3)]
     refused: list[int] = []
     writes = FencedClient(fence.api, lambda: True, token=lambda: stale,
@@ -161,7 +161,7 @@ def test_a_replica_in_a_stale_term_gets_its_gang_fenced_not_failed(fence: Fence)
 
 
 def test_the_stamp_names_the_term_that_bound_the_pod(fence: Fence) -> None:
-    token = fence.hold("a", 7)
+    token = fence.lease_to("a", 7)
     pod = fence.pod()
     writes = FencedClient(fence.api, lambda: True, token=lambda: token)
     binder = Binder(writes, concurrency=1)
@@ -182,7 +182,7 @@ def test_the_stamp_names_the_term_that_bound_the_pod(fence: Fence) -> None:
 def test_a_new_leader_is_told_when_the_apiserver_sees_its_term(fence: Fence) -> None:
     """The probe: refused while the apiserver sees another term, answered once it sees
     this one (the lag, printed, is the apiserver's Lease informer)."""
-    fence.hold("a", 1)
+    fence.lease_to("a", 1)
     token = FenceToken("b", 2, f"{fence.namespace}/{LEASE}")
     assert not fence_policy.seen(fence.api, token, fence.namespace)
     coordination = client.CoordinationV1Api(fence.cp.api)
@@ -199,7 +199,7 @@ def test_a_stale_replica_s_pod_deletes_are_refused_and_the_leader_s_go_through(
         fence: Fence) -> None:
     """A rollback's DELETE has no object to stamp: the pod is stamped first (with the user
     deleting it), and both the stamp and the DELETE are checked against the Lease."""
-    a5 = fence.hold("a", 5)
+    a5 = fence.lease_to("a", 5)
     pods = [fence.pod() for _ in range(3)]
     refs = [PodRef(fence.namespace, p["metadata"]["name"], p["metadata"]["uid"]) for p in pods]
     stale = Binder(FencedClient(fence.api, lambda: True, token=lambda: a5))
@@ -210,7 +210,7 @@ def test_a_stale_replica_s_pod_deletes_are_refused_and_the_leader_s_go_through(
     stamp = {"metadata": {"annotations": {**a5.annotations(), USER_ANNOTATION: user}}}
     assert fence.api.request("PATCH", pod_path(fence, refs[1]), body=stamp,
                              content_type=MERGE_PATCH).ok
-    b6 = fence.hold("b", 6)
+    b6 = fence.lease_to("b", 6)
 
     (failure,) = stale.delete_pods([refs[0]])  # stale: the stamp is refused
     assert failure.status == FENCED and "held by b in term 6" in failure.reason

@@ -80,7 +80,7 @@ def test_two_gangs_on_room_for_one_run_one_after_the_other(
         phases = tenant.phases(gangs[first] + gangs[second])
         assert "Failed" not in phases.values(), phases  # (over-commits: the capacity watch)
         # No member of the second gang was bound before 4 of the first had finished: until
-        # then the 4 free GPUs could only have held half of it. (The watch, behind the API
+        # then the 4 free GPUs could only have taken half of it. (The watch, behind the API
         # reads above, has seen the binds, and so every earlier change, once this returns.)
         watch.seen_bound(gangs[second])
         earliest = min(watch.first_bound[n] for n in gangs[second])
@@ -157,7 +157,7 @@ def test_a_jobs_pods_are_one_gang_of_its_parallelism(tenant: Tenant,
 def test_kube_scheduler_pods_are_left_alone_and_their_capacity_respected(
         control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
     """kube-scheduler places the pods that ask for it (default-scheduler); gang-scheduler
-    counts what they hold and never touches them, even the one kube-scheduler cannot place."""
+    counts what they use and never touches them, even the one kube-scheduler cannot place."""
     tenant.create_nodes(2, gpus=8)
     tenant.create_pod("theirs-bound", gpus=8, scheduler_name="default-scheduler")
     running = control_plane.wait_pod_phase(tenant.namespace, "theirs-bound", "Running")
@@ -170,10 +170,10 @@ def test_kube_scheduler_pods_are_left_alone_and_their_capacity_respected(
 
     a = tenant.create_gang("a", 8)
     wait_for(lambda: tenant.all_bound(a), 30, what="gang a bound")
-    assert set(tenant.nodes_of(a).values()) == {free}, "placed on GPUs the other pod holds"
+    assert set(tenant.nodes_of(a).values()) == {free}, "placed on GPUs the other pod uses"
     b = tenant.create_gang("b", 8)
     wait_for(lambda: pending_messages(tenant, b, "Placement", "by other pods"), 30,
-             what="gang b explained: no room, some of it held by the other scheduler's pod")
+             what="gang b explained: no room, some of it used by the other scheduler's pod")
     assert tenant.bound(b) == []
 
     # Many cycles later, the other scheduler's pods are exactly as that scheduler left them.

@@ -9,7 +9,7 @@ The partly bound state is made the way a scheduler killed mid-bind leaves it: th
 exist, the test binds the first one itself (its Binding, as the dead predecessor sent it) and
 waits for it to be Running, and the running scheduler then finds the others pending beside a
 started member (until then they sat in a group nobody schedules). Before live repair, such a
-gang was only rolled back at a restart (a gang at 1 of 16 held 8 GPUs until then) and
+gang was only rolled back at a restart (a gang at 1 of 16 kept 8 GPUs until then) and
 otherwise never.
 """
 

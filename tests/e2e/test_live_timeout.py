@@ -152,14 +152,14 @@ def test_a_partly_bound_gang_is_released_after_its_podgroups_timeout_then_runs_w
 
 def test_a_complete_podgroup_behind_its_quota_past_its_timeout_runs_once_quota_frees(
         tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
-    """Room in the pool but not in the queue's quota (4 GPUs, all held by a running gang):
+    """Room in the pool but not in the queue's quota (4 GPUs, all allocated to a running gang):
     PodGroup ``late`` (timeout 3 s) waits with a Quota reason for 3 times its timeout, never
     given up, and runs once the running gang's quota is free."""
     tenant.create_nodes(2, gpus=8)
     rest.call(tenant.cp.custom.patch_cluster_custom_object, *QUEUES, tenant.queue,
               {"spec": {"quotas": [{"pool": tenant.pool, "nominal": {GPU: 4}}]}})
     holder = tenant.create_gang("holder", 2, gpus=2)
-    wait_for(lambda: tenant.all_bound(holder), 60, what="the running gang holding the quota")
+    wait_for(lambda: tenant.all_bound(holder), 60, what="the running gang using the quota")
     podgroup(tenant, "late", 2, 3)
     late = ["late-0", "late-1"]
     for name in late:

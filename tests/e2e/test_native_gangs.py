@@ -149,7 +149,7 @@ def test_preempting_a_podgroup_mode_group_evicts_all_of_it(native: Native) -> No
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
     with DeletionWatch(ops.cp, ops.ns) as watch:
         ops.start_scheduler(eviction_grace_period_seconds=5)
-        victim = native.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        victim = native.gang("victim", 2, 8, queue, priority_class=low, linger=True)
         bound_whole(native, victim)
         # 2 x 4 GPUs: evicting one 8-GPU member would make room; disruptionMode PodGroup
         # (and gang-scheduler's rule) says the whole group goes.

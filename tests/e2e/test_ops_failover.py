@@ -119,7 +119,7 @@ def test_the_standby_takes_over_when_the_leader_is_killed(ops: Ops,
 
     with PodWatch(ops.cp, ops.ns) as watch:
         a = Replica.start(ops, "a", config, tmp_path)
-        wait_for(lambda: holder() == "a", 30, what="a holds the Lease")
+        wait_for(lambda: holder() == "a", 30, what="a owns the Lease")
         b = Replica.start(ops, "b", config, tmp_path)
         first = ops.tenant.create_gang("first", 2, gpus=4)
         wait_for(lambda: ops.tenant.all_bound(first), 30, what="first gang bound by a")

@@ -94,9 +94,9 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
         # Two low-priority gangs fill the two nodes, one node each. victim-a checkpointed
         # more recently than victim-b, so it is the one the first leader evicts.
         started = time.time()
-        victim_a = ops.gang("victim-a", 2, 4, queue, priority_class=low, hold=True)
+        victim_a = ops.gang("victim-a", 2, 4, queue, priority_class=low, linger=True)
         ops.checkpoint("victim-a", started - 600)
-        victim_b = ops.gang("victim-b", 2, 4, queue, priority_class=low, hold=True)
+        victim_b = ops.gang("victim-b", 2, 4, queue, priority_class=low, linger=True)
         ops.checkpoint("victim-b", started - 3600)
         victims = [*victim_a, *victim_b]
         wait_for(lambda: ops.tenant.all_bound(victims), 30, what="both victim gangs bound")
@@ -152,7 +152,7 @@ def test_a_new_leader_waits_for_the_victims_being_evicted_instead_of_evicting_mo
         passes = b.metric("gang_scheduler_loop_passes_total")
         watched = time.monotonic()
         # Until b's loop has passed OBSERVE_PASSES times (so many chances to evict more),
-        # however loaded the machine: a fixed span of seconds may hold only a few.
+        # however loaded the machine: a fixed span of seconds may see only a few.
         while b.metric("gang_scheduler_loop_passes_total") < passes + OBSERVE_PASSES:
             assert time.monotonic() - watched < 300, "b's loop passed too few times in 300 s"
             current = pods()

@@ -1,11 +1,11 @@
 """A leader paused mid-bind, past its lease, writes nothing when it resumes; one whose
 renewal only comes late mid-bind completes the gang it was binding, without a takeover.
 
-Deterministic rather than SIGSTOP at a random moment: leader A's binder is held at its first
+Deterministic rather than SIGSTOP at a random moment: leader A's binder is stopped at its first
 bind of gang ``low`` (the plan made, not one Binding sent), and A's Lease renewals stop, as in a
 frozen process. Standby B takes the Lease and, seeing a higher-priority gang ``high`` that needs
 the whole node, binds it there. Then A resumes with its stale plan (``low`` on that same node):
-without fencing its Bindings would go out and the node would hold 16 GPUs of pods on 8 (the
+without fencing its Bindings would go out and the node would have 16 GPUs of pods on 8 (the
 apiserver does not check capacity; tests/e2e/capacity.py would flag it). With fencing, every
 one of A's writes is refused before it is sent, ``low`` stays pending, and B keeps leading.
 
@@ -132,7 +132,7 @@ def test_a_leader_whose_renewal_comes_late_mid_gang_completes_it_without_a_rollb
         gang = ops.gang("slow", 4, 2, queue)
         uids = {n: p["metadata"]["uid"] for n, p in ops.tenant.pods().items() if n in gang}
         wait_for(refused.is_set, 30, what="the next bind of slow refused by the fence")
-        late.clear()  # the renewal lands: nobody else held the Lease
+        late.clear()  # the renewal lands: nobody else owned the Lease
         wait_for(lambda: ops.tenant.all_bound(gang), 60, what="slow completed")
     assert elector.term == term, "a late renewal began a new term"
     assert takeovers and not any(takeovers), takeovers  # the first cycle was the one

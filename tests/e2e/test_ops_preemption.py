@@ -28,10 +28,10 @@ def ops(control_plane: ControlPlane) -> Iterator[Ops]:
     yield from ops_for(control_plane)
 
 GRACE_S = 7
-# Long enough that held victims are still terminating (their containers running out their
+# Long enough that lingering victims are still terminating (their containers running out their
 # grace period, as a checkpointing trainer does) for every step the test watches; the test
 # lets them exit (`ops.release`) well before.
-HELD_GRACE_S = 120
+LINGER_GRACE_S = 120
 
 
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -44,8 +44,8 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
     queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
     with DeletionWatch(ops.cp, ops.ns) as watch:
-        runner = ops.start_scheduler(eviction_grace_period_seconds=HELD_GRACE_S)
-        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        runner = ops.start_scheduler(eviction_grace_period_seconds=LINGER_GRACE_S)
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, linger=True)
         wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
         # A low-priority pod that would fit in half of what the victim frees: it must wait.
         ops.pod("rival", 4, queue, priority_class=low)
@@ -53,10 +53,10 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         preemptor = ops.gang("preemptor", 2, 4, queue, priority_class=high)
         pods = ops.tenant.pods
         # The whole victim is evicted (half of it would have made room): marked, then deleted
-        # through the Eviction API with the configured cap as grace period (the held pods ask
+        # through the Eviction API with the configured cap as grace period (the lingering pods ask
         # for more: each victim keeps its own grace up to the cap).
         wait_for(lambda: all(n in watch.deleting for n in victim), 30, what="victim evicted")
-        assert {n: watch.deleting[n] for n in victim} == {n: HELD_GRACE_S for n in victim}
+        assert {n: watch.deleting[n] for n in victim} == {n: LINGER_GRACE_S for n in victim}
         # The Eviction API writes its own DisruptionTarget ("Eviction API: evicting"); the
         # scheduler writes its own again once the eviction is accepted, in the background.
         def marked(name: str) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def test_a_high_priority_gang_preempts_a_whole_lower_priority_gang(ops: Ops) -> 
         wait_for(lambda: ops.tenant.all_bound(preemptor), 30, what="preemptor bound")
         assert ops.tenant.nodes_of(preemptor) == nominated
         if "rival" in watch.first_bound:  # it may take what is left once every victim is gone
-            # Gone = exited (Failed holds nothing), which one watch orders before the
+            # Gone = exited (Failed occupies nothing), which one watch orders before the
             # rival's bind; the deletion itself may come later (its finalizer goes after).
             wait_for(lambda: all(n in watch.finished for n in victim), 30,
                      what="the watch saw both victims exit")
@@ -145,7 +145,7 @@ def test_a_gang_of_a_never_preempting_priority_class_waits_instead_of_evicting(o
     never = ops.priority_class("never", 1000, preemption_policy="Never")
     with DeletionWatch(ops.cp, ops.ns) as watch:
         runner = ops.start_scheduler(eviction_grace_period_seconds=GRACE_S)
-        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, linger=True)
         wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
         waiting = ops.gang("waiting", 2, 4, queue, priority_class=never)
         pods = ops.tenant.pods
@@ -194,7 +194,7 @@ def test_preemption_switched_off_in_the_config_evicts_nobody(ops: Ops) -> None:
     with DeletionWatch(ops.cp, ops.ns) as watch:
         runner = ops.start_scheduler(scheduler_policy={"preemption": False})
         assert not runner.live.policies.current().scheduler.preemption
-        victim = ops.gang("victim", 2, 8, queue, priority_class=low, hold=True)
+        victim = ops.gang("victim", 2, 8, queue, priority_class=low, linger=True)
         wait_for(lambda: ops.tenant.all_bound(victim), 30, what="the victim gang bound")
         waiting = ops.gang("waiting", 2, 4, queue, priority_class=high)
         pods = ops.tenant.pods

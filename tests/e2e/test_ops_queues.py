@@ -50,7 +50,7 @@ def test_a_queue_reclaims_the_quota_it_lent(ops: Ops) -> None:
         pods = ops.tenant.pods()
 
         def running(name: str) -> bool:
-            """Still holding its GPUs: not deleted, not being deleted, not exited (an evicted
+            """Still allocated its GPUs: not deleted, not being deleted, not exited (an evicted
             pod can linger as Failed for a moment after its container stopped)."""
             pod = pods.get(name)
             return (pod is not None and not pod["metadata"].get("deletionTimestamp")
@@ -62,7 +62,7 @@ def test_a_queue_reclaims_the_quota_it_lent(ops: Ops) -> None:
         assert ops.tenant.all_bound(left[kept])
         wait_for(lambda: status_is(ops, borrower, allocatedGPUs=8), 30, what="b back to 8")
         wait_for(lambda: status_is(ops, lender, allocatedGPUs=8, admittedGangs=1), 30,
-                 what="a holds its 8")
+                 what="a is allocated its 8")
         assert watch.rebinds() == {}
 
 
@@ -133,7 +133,7 @@ def test_a_queue_update_applies_live_and_an_invalid_one_is_refused(ops: Ops) -> 
             or 0) >= 1
     g2 = ops.gang("g2", 1, 8, queue)
     wait_for(lambda: "Quota" in unschedulable_message(ops.tenant.pods()[g2[0]]), 30,
-             what="g2 held by the last good quota (8)")
+             what="g2 kept out by the last good quota (8)")
     runner.run_cycles()  # several chances to bind it on the edited quota
     assert ops.tenant.bound(g2) == []
     # Fixing the edit applies it.

@@ -93,7 +93,7 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
     # never stranded, however long the tenant's gang waits.
     idle_pool = f"{pool}-idle"
     ops.cp.create_node(f"{idle_pool}-n0", gpus=8, labels={POOL_LABEL: idle_pool})
-    queue = ops.queue("q", gpus=24)  # quota for both gangs: only placement holds one back
+    queue = ops.queue("q", gpus=24)  # quota for both gangs: only placement keeps one waiting
     runner = ops.start_scheduler(metrics_port=True, pricing=PricingConfig(
         currency="EUR", gpu_hour={pool: PRICE}))
     # A 4-GPU gang runs; a gang of two 8-GPU pods cannot be placed (only one node has 8
@@ -155,7 +155,7 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
                               f"{{{where}}}")) == {f"currency=EUR,namespace={ops.ns},"
                                                    f"pool={pool},queue={queue}"}
         gpus = prom.query(f"queue_namespace_pool:gang_scheduler_allocated_gpus:rate5m{{{where}}}")
-        assert 0 < sum(gpus.values()) <= 4.5, gpus  # 4 GPUs held (rate over few samples)
+        assert 0 < sum(gpus.values()) <= 4.5, gpus  # 4 GPUs allocated (rate over few samples)
 
         # The alerts for this situation are active (pending: their `for` has not run out);
         # the leader alerts are not.

@@ -59,9 +59,9 @@ def test_a_queue_with_a_running_gang_is_kept_until_the_gang_ends(
     obj = queue_object(cp, queue)
     assert obj is not None and obj["metadata"].get("deletionTimestamp"), obj
     assert obj["status"]["allocatedGPUs"] == 8 and obj["status"]["admittedGangs"] == 1
-    held = live_scheduler.live.metrics.registry.get_sample_value(
+    allocated = live_scheduler.live.metrics.registry.get_sample_value(
         "gang_scheduler_allocated_gpus", {"queue": queue, "pool": tenant.pool})
-    assert held == 8, "the running gang's GPUs left the accounting"
+    assert allocated == 8, "the running gang's GPUs left the accounting"
     (row,) = queue_rows([obj])
     assert row.state == "Terminating"
     # The gang ends: nothing uses the queue any more, so it goes.

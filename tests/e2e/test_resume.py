@@ -25,7 +25,7 @@ from scheduler.checkpoint import CheckpointError, Connection, mark
 from scheduler.tools.devcluster import certs, rest
 from tests.e2e.cluster_api import SIMULATED_SHUTDOWN, ControlPlane, wait_for
 from tests.e2e.live import GPU, POOL_LABEL, QUEUE_LABEL, unschedulable_message
-from tests.e2e.ops_support import HOLD, DeletionWatch, Ops, ops_for
+from tests.e2e.ops_support import LINGER, DeletionWatch, Ops, ops_for
 
 pytestmark = pytest.mark.e2e
 
@@ -43,13 +43,13 @@ def ops(control_plane: ControlPlane) -> Iterator[Ops]:
 
 
 def job(ops: Ops, name: str, size: int, gpus: int, queue: str, priority_class: str,
-        grace_s: int, hold: bool = False, runtime_s: float | None = None,
+        grace_s: int, linger: bool = False, runtime_s: float | None = None,
         **spec: Any) -> list[str]:
-    """An Indexed Job of *size* pods with *gpus* each; ``hold`` keeps its pods terminating
+    """An Indexed Job of *size* pods with *gpus* each; ``linger`` keeps its pods terminating
     (a finalizer, and no simulated shutdown: they run out their grace) until released."""
     meta: dict[str, Any] = {"labels": {QUEUE_LABEL: queue}, "annotations": {}}
-    if hold:
-        meta["finalizers"] = [HOLD]
+    if linger:
+        meta["finalizers"] = [LINGER]
     else:  # checkpoint and exit two seconds after SIGTERM
         meta["annotations"][SIMULATED_SHUTDOWN] = "2"
     if runtime_s is not None:
@@ -91,7 +91,7 @@ def test_an_evicted_jobs_replacements_are_placed_whole_never_beside_its_leavers(
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
     with DeletionWatch(ops.cp, ops.ns) as watch:
         runner = ops.start_scheduler(eviction_grace_period_seconds=120)
-        victims = job(ops, "victim", 4, 2, queue, low, grace_s=120, hold=True,
+        victims = job(ops, "victim", 4, 2, queue, low, grace_s=120, linger=True,
                       backoffLimitPerIndex=2)
         wait_for(lambda: ops.tenant.all_bound(victims), 30, what="the victim Job bound")
         spare = ops.cp.create_node(f"{ops.tenant.pool}-spare", gpus=4,

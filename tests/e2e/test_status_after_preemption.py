@@ -17,7 +17,7 @@ from tests.e2e.ops_support import Ops, ops_for
 
 pytestmark = pytest.mark.e2e
 
-HELD_GRACE_S = 120  # the victims linger while terminating until the test releases them
+LINGER_GRACE_S = 120  # the victims linger while terminating until the test releases them
 
 
 @pytest.fixture
@@ -29,8 +29,8 @@ def test_a_preempted_gang_s_podgroup_is_not_left_running(ops: Ops) -> None:
     ops.tenant.create_nodes(1, gpus=8)
     queue = ops.queue("q", gpus=64, preemption={"withinQueue": "LowerPriority"})
     low, high = ops.priority_class("low", 100), ops.priority_class("high", 1000)
-    ops.start_scheduler(eviction_grace_period_seconds=HELD_GRACE_S)
-    victim = ops.gang("victim", 2, 4, queue, priority_class=low, hold=True)
+    ops.start_scheduler(eviction_grace_period_seconds=LINGER_GRACE_S)
+    victim = ops.gang("victim", 2, 4, queue, priority_class=low, linger=True)
     placed = wait_for(lambda: s if (s := ops.tenant.group_status("victim")).get("phase")
                       in ("Scheduled", "Running") else {}, 60, what="victim PodGroup placed")
     assert placed["scheduled"] == 2

@@ -215,7 +215,7 @@ def test_top_and_the_state_endpoint_show_the_schedulers_own_view(
         state = json.loads(r.read())
     assert state["source"] == "scheduler"
     mine = [n for n in state["nodes"] if n["pool"] == scene.ops.tenant.pool]
-    assert len(mine) == 3 and sum(n["free"] for n in mine) == 4  # 20 of 24 GPUs held
+    assert len(mine) == 3 and sum(n["free"] for n in mine) == 4  # 20 of 24 GPUs allocated
     assert sum(n["borrowed"] for n in mine) == 4
     assert [n["free"] for n in mine if n["stranded"]] == [2, 2]  # no 8-GPU pod fits there
     code, out, err = scene.cli(capsys, "top", "--scheduler", url, "-n", scene.ns,
@@ -314,7 +314,7 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7], cells
         assert "rank 0: " + scene.ops.tenant.pool in page["train"]
         assert "rank 1: " + scene.ops.tenant.pool in page["train"]
-        # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them held
+        # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them allocated
         # (4 on borrowed quota), the 4 left stranded.
         assert len(page["nodes"]) == 3
         kinds = [kind for node in page["nodes"] for kind in node]

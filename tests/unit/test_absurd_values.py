@@ -1,5 +1,5 @@
 """An absurd duration or time never reaches a timestamp: refused where it is read, and every
-place a time is written or shown holds whatever slips past (issue 32, item 3).
+place a time is written or shown represents whatever slips past (issue 32, item 3).
 
 The pilot's case: ``gangscheduler.io/expected-runtime: 99999999999999999999d`` on a running
 gang made the estimated start of the gang behind it ~8.6e24 s: every status write for that gang
@@ -52,7 +52,7 @@ class Fixed:
 
 
 def cluster(runtime: str) -> tuple[ClusterCache, Fixed]:
-    """One 8-GPU node held by a running gang that says it runs for *runtime*; a gang of the
+    """One 8-GPU node allocated to a running gang that says it runs for *runtime*; a gang of the
     same size waits behind it (so its estimated start is the running gang's end)."""
     cache = ClusterCache()
     cache.upsert_node(Node.build("n0", Resources.of(gpu=8, cpu=64000, pods=110),
@@ -89,7 +89,7 @@ def test_explain_after_an_absurd_expected_runtime_neither_crashes_nor_shows_it(
 
 
 @pytest.mark.parametrize("seconds", [8.64e24, float("inf"), float("nan"), -1e30, 1e300])
-def test_every_place_a_time_is_written_or_shown_holds_any_value(seconds: float) -> None:
+def test_every_place_a_time_is_written_or_shown_represents_any_value(seconds: float) -> None:
     """The last guard: a time no input bound let through still writes and shows."""
     status = PodGroupStatus(PodGroupPhase.PENDING, reason="Unschedulable",
                             estimated_start=seconds, estimate_time=NOW)

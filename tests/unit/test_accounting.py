@@ -35,10 +35,10 @@ def priced() -> SchedulerMetrics:
     return SchedulerMetrics(pricing=PRICES)
 
 
-def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
+def test_gpu_seconds_and_cost_accrue_at_what_was_allocated_between_cycles() -> None:
     sched, m, clock = make(gang_pods("g1", 2, 4), [node("n1"), node("n2")], TEAM,
                            metrics=priced())
-    sched.run_once()  # binds g1 (8 GPUs): nothing held before, nothing charged yet
+    sched.run_once()  # binds g1 (8 GPUs): nothing allocated before, nothing charged yet
     gpu_s = ("gang_scheduler_allocated_gpu_seconds_total",
              {"queue": "team", "namespace": "ns", "pool": "p"})
     assert sample(m, gpu_s[0], **gpu_s[1]) == 0
@@ -55,7 +55,7 @@ def test_gpu_seconds_and_cost_accrue_at_what_was_held_between_cycles() -> None:
 
 
 def test_a_scrape_between_cycles_charges_up_to_the_scrape() -> None:
-    # No cycle runs while nothing changes: what is held is charged whenever the metrics are
+    # No cycle runs while nothing changes: what is allocated is charged whenever the metrics are
     # read, and the next cycle charges only the time after that.
     sched, m, clock = make(gang_pods("g1", 1, 8), [node("n1")], TEAM, metrics=priced())
     sched.run_once()
@@ -100,7 +100,7 @@ def test_pool_gauges_a_cycle_skipped_are_set_at_the_next_scrape() -> None:
     (gang_pods("g1", 1, 4), [node("n1")], 4, 0),
     # A waiting 8-GPU gang cannot use the 4 free GPUs of n1 (a 4-GPU pod runs there).
     ([*gang_pods("big", 1, 8), other_pod("x", "n1", 4)], [node("n1")], 4, 4),
-    # A waiting 2-GPU gang over quota could use them: quota, not shape, holds it back.
+    # A waiting 2-GPU gang over quota could use them: quota, not shape, keeps it waiting.
     (gang_pods("g1", 1, 8, node="n1") + gang_pods("g2", 1, 2, created=1),
      [node("n1"), node("n2")], 8, 0),
 ])
@@ -125,7 +125,7 @@ HALVES = [other_pod("x1", "n1", 4), other_pod("x2", "n2", 4)]
 
 
 @pytest.mark.parametrize(("why", "pol", "pods", "stranded"), [
-    ("the team's tree holds quota in p only: nobody waits for q, whose GPUs are just idle",
+    ("the team's tree has quota in p only: nobody waits for q, whose GPUs are just idle",
      policies(queue("team", quota={"p": 16})), gang_pods("big", 1, 8), {"p": 4, "q": 0}),
     ("a GPU quota of 0 closes q to the team (deploy/queues' default in h100)",
      policies(queue("team", quota={"p": 16, "q": 0})), gang_pods("big", 1, 8),
@@ -153,8 +153,8 @@ def test_stranded_means_idle_while_a_gang_that_could_use_the_pool_waits(
             } == {"p": 4, "q": 4}
 
 
-def test_gpus_free_on_nodes_held_for_a_preemptor_are_reserved_but_idle() -> None:
-    # low holds 4 of n1's 8 GPUs; high (8 GPUs, higher priority) evicts it and holds n1.
+def test_gpus_free_on_nodes_kept_for_a_preemptor_are_reserved_but_idle() -> None:
+    # low is allocated 4 of n1's 8 GPUs; high (8 GPUs, higher priority) evicts it and gets n1.
     pods = gang_pods("low", 1, 4, node="n1") + gang_pods("high", 1, 8, priority=100)
     sched, m, _ = make(pods, [node("n1")], TEAM)
     plan = sched.run_once()

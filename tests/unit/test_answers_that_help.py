@@ -54,7 +54,7 @@ def test_the_estimate_counts_on_reclaiming_borrowed_quota() -> None:
     # The borrowers become reclaimable when their 300 s minimum runtime is over, 200 s from
     # now; their expected end is 7100 s away (what the estimate said before).
     assert reason.estimated_start == NOW + 200.0
-    # And the estimate holds: at that time the gang reclaims the quota (evicting borrowers).
+    # And the estimate comes true: at that time the gang reclaims the quota (evicting borrowers).
     later, = cycles([NOW + 200.0], [WANTS_BACK])
     assert later.pending[WANTS_BACK.id].category is R.PREEMPTION_PENDING
     assert len(later.evictions) == 2
@@ -80,7 +80,7 @@ def test_a_pod_larger_than_any_node_is_not_told_to_raise_the_quota() -> None:
 
 
 def test_a_gang_that_never_fits_is_not_only_queued_behind_another() -> None:
-    """Backfill off: the first gang that does not fit holds everyone back. One that could
+    """Backfill off: the first gang that does not fit defers everyone behind it. One that could
     never start is told so, not that it waits its turn, while its pool sits idle."""
     head = gang("head", "b", pods=3, created=0.0)  # waits for the borrowers to end
     never = gang("never", "b", gpus=16, created=1.0)  # its turn comes after the head
@@ -146,7 +146,7 @@ def test_a_victim_it_may_reclaim_now_counts_once_enough_else_is_released() -> No
     reason = plan.pending[WANTS_BACK.id]
     assert reason.category is R.RESERVED and not plan.evictions, reason
     assert reason.estimated_start == NOW + 600.0
-    # And it holds: once c1 is gone, the gang reclaims b0's node.
+    # And it comes true: once c1 is gone, the gang reclaims b0's node.
     later = decide(Snapshot(A100, OWN[1:]), [WANTS_BACK], policies(*MIXED), NOW + 600.0,
                    plan, solver=SOLVE)
     assert later.pending[WANTS_BACK.id].category is R.PREEMPTION_PENDING

@@ -1,4 +1,4 @@
-"""The cache: assumed binds hold capacity until confirmed or expired; memoised cycle input."""
+"""The cache: assumed binds keep capacity until confirmed or expired; memoised cycle input."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def gpu_pod(name: str, gpus: int = 4) -> PodInfo:
                    scheduler_name="gang-scheduler")
 
 
-def test_assumed_bind_holds_capacity_until_confirmed() -> None:
+def test_assumed_bind_keeps_capacity_until_confirmed() -> None:
     cache = ClusterCache()
     cache.upsert_node(NODE)
     p = gpu_pod("a")

@@ -109,7 +109,7 @@ def test_a_running_gang_is_charged_its_claimed_gpus() -> None:
     # Another 4 GPUs fit a quota of 10 beside 4 requested, not beside 8 charged.
     assert _plan_reason(_gang("next", 4), quota=10, running=(rg,)) == ReasonCategory.QUOTA
     assert _plan_reason(_gang("next", 4), quota=12, running=(rg,)) is None
-    # What its release gives back, the GPUs accounting holds for it, a victim's gain.
+    # What its release gives back, the GPUs accounting allocates to it, a victim's gain.
     release = Release.whole(rg)
     assert gpus_of(snapshot.pool_release(release)["a100"]) == 8 and release.gpus == 8
     assert Room(frozenset({"a100-0000"}), 0).gain(release) == 8

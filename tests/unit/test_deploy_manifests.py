@@ -581,7 +581,7 @@ def test_trainer_example_becomes_one_podgroup_gang() -> None:
     assert (gang.id, gang.queue, gang.min_member) == (f"{ns}/{name}", "team-b", 4)
     assert gang.min_requests[GPU] == 32
     # A queue that can run it (the default queue could not: no h100 and 8 a100 GPUs): it
-    # admits the namespace and its nominal quota over both pools holds the whole gang.
+    # admits the namespace and its nominal quota over both pools covers the whole gang.
     queue = example_queues().get(gang.queue)
     assert queue is not None and queue.admits_namespace(ns)
     assert sum(q.nominal.get(GPU, 0) for q in queue.quotas) >= gang.min_requests[GPU]

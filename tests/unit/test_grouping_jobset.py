@@ -95,7 +95,7 @@ CASES = [
           for p in ALL_PODS], problems={"ns/tj": "PodGroup ns/tj does not exist"}),
     Case("Jobs not seen yet are sized by the JobSet's template", ALL_PODS, jobs=[],
          pending={"ns/pair": (5, 5)}),
-    Case("a JobSet not seen yet holds its pods back", ALL_PODS, jobsets=[],
+    Case("a JobSet not seen yet keeps its pods waiting", ALL_PODS, jobsets=[],
          problems={"ns/pair": "JobSet ns/pair is not known (yet)"}),
     Case("completions done count: a worker Job that succeeded is not waited for",
          [pod("leader", 0), pod("workers", 1, 0), pod("workers", 1, 1)],

@@ -64,7 +64,7 @@ CASES = [
     Case("basic policy with the min-member annotation",
          [dataclasses.replace(p, annotations={"gangscheduler.io/min-member": "3"})
           for p in WORKERS], [native_group(None)], pending={"ns/g": (3, 4, "default", 0)}),
-    Case("a PodGroup not seen yet holds its pods back", WORKERS,
+    Case("a PodGroup not seen yet keeps its pods waiting", WORKERS,
          problems={"ns/g": "does not exist (yet)"}),
     Case("resourceClaims are refused with a reason", WORKERS,
          [native_group(policy=GroupPolicy(min_count=4, resource_claims=("ib",)))],
@@ -191,7 +191,7 @@ def test_a_workload_arriving_later_rebuilds_the_gang() -> None:
     assert cache.cycle_input(0.0).gangs.pending[0].queue == "default"
 
 
-def test_a_deleted_podgroup_holds_its_pods_back_again() -> None:
+def test_a_deleted_podgroup_keeps_its_pods_waiting_again() -> None:
     cache = cache_of(Case("", WORKERS, [native_group()]))
     assert cache.cycle_input(0.0).gangs.pending
     cache.delete_native_group("ns/g")

@@ -45,7 +45,7 @@ def test_a_bind_fenced_midway_is_completed_next_cycle_without_rolling_back() -> 
     first = sched.run_once()
     (left,) = first.binds[0].pod_nodes[:1]
     assert sched.backing_off(200.0) == {}  # nothing wrong with the gang: no backoff
-    second = sched.run_once()  # the same clock: a backoff would hold it back
+    second = sched.run_once()  # the same clock: a backoff would delay it
     assert second.rollbacks == ()
     assert [b.gang_id for b in second.binds] == ["ns/g"]
     (rest,) = second.binds[0].pod_nodes  # the member left bound is not bound again

@@ -57,7 +57,7 @@ def binds(plan: CyclePlan) -> list[str]:
     return [b.gang_id for b in plan.binds]
 
 
-def test_a_gang_in_flight_is_neither_re_placed_nor_pending_and_holds_its_capacity() -> None:
+def test_a_gang_in_flight_is_neither_re_placed_nor_pending_and_keeps_its_capacity() -> None:
     # One node of 8 GPUs: g1 takes all of it; g2, arriving while g1 binds, must not fit.
     sched, metrics, clock, _ = setup(gang_pods("g1", 2, 4))
     assert binds(sched.run_once()) == ["ns/g1"]

@@ -52,7 +52,7 @@ def pod(i: int, gang: str, node: str = "") -> PodInfo:
 
 def cluster(free_gpus: int, *, answering: list[bool] | None = None,
             ) -> tuple[Scheduler, Actuator, list[float]]:
-    """Node n0 holds the bound member (4 GPUs); n1 has *free_gpus* for the other one."""
+    """Node n0 runs the bound member (4 GPUs); n1 has *free_gpus* for the other one."""
     cache = ClusterCache()
     for name, gpus in (("n0", 4), ("n1", free_gpus)):
         cache.upsert_node(Node.build(name, Resources.of(gpu=gpus, cpu=64000, pods=110),

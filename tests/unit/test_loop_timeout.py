@@ -1,4 +1,4 @@
-"""A PodGroup's scheduleTimeoutSeconds bounds how long members already placed hold their nodes
+"""A PodGroup's scheduleTimeoutSeconds bounds how long members already placed keep their nodes
 waiting for the rest, as under the coscheduling plugin; it never gives a gang up for waiting.
 
 Through the loop (``Scheduler.run_once``), which the live scheduler and the simulator share:

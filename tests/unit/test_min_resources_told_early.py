@@ -76,15 +76,15 @@ def test_grouping_carries_min_resources_only_while_members_are_missing(
 
 
 @pytest.mark.parametrize(("min_member", "category", "words"), [
-    (440, R.WAITING_FOR_MEMBERS, "1 of 440 required members exist"),  # all 4 nodes can hold
+    (440, R.WAITING_FOR_MEMBERS, "1 of 440 required members exist"),  # all 4 nodes can take
     (441, R.PLACEMENT, "minMember 441 can never be met: 1 of 441 members exist, and the "
                        "cluster's nodes hold at most 440 pods in all"),
     (999_999_999_999, R.PLACEMENT, "minMember 999999999999 can never be met"),
 ])
-def test_a_minimum_more_members_than_the_nodes_can_hold_is_said_never(
+def test_a_minimum_more_members_than_the_nodes_can_take_is_said_never(
         min_member: int, category: ReasonCategory, words: str) -> None:
     """``min-member: 999999999999`` waited for members with no word that it never could
-    (issue 32): more than the pods every node together holds is no wait, it is never."""
+    (issue 32): more than the pods every node together can take is no wait, it is never."""
     g = replace(gang("g", "q", gpus=1, pods=1), declared_min_member=min_member,
                 present_members=1)
     plan = decide(Snapshot(NODES, ()), [g], policies(*QUEUES), 0.0, solver=SOLVE)

@@ -42,7 +42,7 @@ def _preempt() -> tuple[CyclePlan, Snapshot]:
     return plan, snap
 
 
-def test_nominated_nodes_are_held_while_victims_terminate() -> None:
+def test_nominated_nodes_are_kept_while_victims_terminate() -> None:
     plan, snap = _preempt()
     (nom,) = plan.nominations
     # One victim has gone, the other is still terminating: nothing else takes the node.

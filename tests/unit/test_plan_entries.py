@@ -78,7 +78,7 @@ def test_a_partly_bound_gang_that_started_is_rolled_back_on_a_takeover_or_after_
                   house=started_since(NOW, takeover=True))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", True)]
     assert "rolled back (1 bound pods deleted, NoRoom)" in explain(plan, "ns/half")
-    # Past its grace, without a restart: its bound members stop holding GPUs for nothing.
+    # Past its grace, without a restart: its bound members stop keeping GPUs for nothing.
     plan = decide(FULL, [REST], POLICIES, NOW, solver=SOLVE, house=started_since(NOW - 60))
     assert [(r.gang_id, r.takeover) for r in plan.rollbacks] == [("ns/half", False)]
     assert plan.rollbacks[0].reason == str(plan.pending["ns/half"])
@@ -123,7 +123,7 @@ def test_a_rollback_that_did_not_happen_is_decided_again_until_the_gang_is_gone(
 
 def test_a_partly_bound_gang_is_completed_before_any_other_gang_takes_its_room() -> None:
     # One node free. In queue order the older gang would take it; the partly bound gang's
-    # member goes first, since its bound member already holds its share elsewhere.
+    # member goes first, since its bound member already has its share elsewhere.
     one_free = Snapshot(NODES, [running(gang("r0", "q", priority=9), {"a100-0000": 1})])
     older = gang("older", "q", pool="a100", created=NOW - 100)
     rest = replace(REST, creation_time=NOW - 10)

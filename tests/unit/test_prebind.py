@@ -97,7 +97,7 @@ def test_the_catalog_assumes_it(kind: PreBindKind) -> None:
     case = CASES[kind]
     assumed = prebind.assume(CATALOG, [case.decision])
     assert case.assumed(assumed) and VolumeCatalog.of([CLAIM], [PV]) == CATALOG  # a new one
-    # A decision about a claim the catalog does not hold changes nothing.
+    # A decision about a claim the catalog does not contain changes nothing.
     assert prebind.assume(CATALOG, [replace(case.decision, claim="ns/other")]) == CATALOG
 
 

@@ -1,5 +1,5 @@
 """The release value: a whole-gang release is exactly what ``without_gangs`` did (and what a
-snapshot never holding the gang would show); releasing then re-adding gives the snapshot back
+snapshot never containing the gang would show); releasing then re-adding gives the snapshot back
 and never goes over capacity; what a release frees is the gang's; a partial release is named
 but refused, clearly, wherever it would be applied."""
 

@@ -1,4 +1,4 @@
-"""Reservations per node pool: a starving gang holds nodes in its pools only, and only gangs
+"""Reservations per node pool: a starving gang is kept nodes in its pools only, and only gangs
 that could use those pools (nodes or quota) are kept from delaying it. Most tests allow two
 reserved gangs at once (``reservation.maxGangs: 2``); the default, one, is tested at the end.
 
@@ -42,7 +42,7 @@ def run(pending: Sequence[Gang], busy: Sequence[RunningGang] = (BUSY_A, BUSY_H),
                   solver=SOLVE)
 
 
-def test_a_starving_gang_in_each_pool_holds_a_reservation_at_once() -> None:
+def test_a_starving_gang_in_each_pool_gets_a_reservation_at_once() -> None:
     plan = run([BIG_H, BIG_A])
     assert {r.gang_id: (r.pools, r.nodes, r.estimated_start) for r in plan.reservations} == {
         "ns/big-a": (("a100",), ("a100-0000", "a100-0001"), A_END),
@@ -111,7 +111,7 @@ def test_queued_behind_several_reservations_names_them_all() -> None:
     assert plan.pending["ns/big-h"].estimated_start == plan.now + 2000.0
 
 
-def test_a_pool_holds_one_reservation_at_a_time() -> None:
+def test_a_pool_has_one_reservation_at_a_time() -> None:
     """A second starving a100 gang gets none of its own: kept off the reservation, it is
     queued behind it; allowed on it (done in time) but still short of room, it just waits."""
     behind = gang("small-a", "q", pool="a100", created=3.0)
@@ -128,7 +128,7 @@ def run_default_cap(pending: Sequence[Gang], busy: Sequence[RunningGang] = (BUSY
                   policies(*QUEUES, preemption=False), now, previous, solver=SOLVE)
 
 
-def test_by_default_one_gang_holds_a_reservation_and_keeps_it() -> None:
+def test_by_default_one_gang_gets_a_reservation_and_keeps_it() -> None:
     plan = run_default_cap([BIG_H, BIG_A])
     assert [r.gang_id for r in plan.reservations] == ["ns/big-a"]  # first in order (uid)
     assert plan.pending["ns/big-h"].category is R.PLACEMENT

@@ -1,9 +1,9 @@
 """A StrictFIFO queue waits behind its head only while the head could start some day.
 
 Table-driven through ``decide``: a head that can never start on this cluster (a pod larger
-than any node, no node it may use, more than its queue's quota could ever hold) lets the
+than any node, no node it may use, more than its queue's quota could ever cover) lets the
 gangs behind it be tried and says so; a head that cannot start *now* (capacity in use, quota
-in use) still holds its queue; and a head set aside heads its queue again once the nodes or
+in use) still blocks its queue; and a head set aside heads its queue again once the nodes or
 the quota would let it fit.
 """
 
@@ -37,7 +37,7 @@ def head(gpus: int = 16, pods: int = 1, pool: str | None = None) -> Gang:
 
 FOLLOWER = gang("next", "q", gpus=8, created=2)
 STRICT = strict()
-HOLDS = "does not hold it"
+NOT_HEADING = "does not hold it"  # the pending reason's words (decisions unchanged)
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,9 @@ CASES = [
     # Can never start on this cluster: the queue does not wait for it.
     Case("a pod larger than any node (1 x 16 GPUs on 8-GPU nodes)", head()),
     Case("no node it may use (its pool has none)", head(gpus=8, pool="tpu")),
-    Case("more than its queue's quota could ever hold", head(gpus=8, pods=2),
+    Case("more than its queue's quota could ever cover", head(gpus=8, pods=2),
          queue=strict(quota=8), head_reason=R.QUOTA),
-    # Cannot start now: it holds its queue.
+    # Cannot start now: it blocks its queue.
     Case("the nodes it needs are busy", head(gpus=8, pods=2),
          running=(running(gang("other", "q"), {"a100-0000": 1}),),
          follower_starts=False, head_reason=R.PLACEMENT),
@@ -86,11 +86,11 @@ def test_a_strict_queue_waits_only_for_a_head_that_could_start(case: Case) -> No
     assert reason.category is case.head_reason, reason
     if case.follower_starts:
         assert [b.gang_id for b in plan.binds] == ["ns/next"]
-        assert HOLDS in reason.message and "queue q is StrictFIFO" in reason.message, reason
+        assert NOT_HEADING in reason.message and "queue q is StrictFIFO" in reason.message, reason
     else:
-        assert plan.binds == () and HOLDS not in reason.message, reason
-        held = plan.pending["ns/next"]
-        assert held.category is R.QUEUED and "its head ns/head cannot start yet" in held.message
+        assert plan.binds == () and NOT_HEADING not in reason.message, reason
+        behind = plan.pending["ns/next"]
+        assert behind.category is R.QUEUED and "its head ns/head cannot start yet" in behind.message
 
 
 def test_set_aside_then_heading_again_when_a_node_that_fits_it_comes() -> None:
@@ -113,4 +113,4 @@ def test_a_best_effort_queue_is_unchanged() -> None:
     pol = policies(queue("q", quota={"a100": 64}), preemption=False, reservation=False)
     plan = decide(Snapshot(EIGHTS), [head(), FOLLOWER], pol, NOW, solver=SOLVE)
     assert [b.gang_id for b in plan.binds] == ["ns/next"]
-    assert HOLDS not in plan.pending["ns/head"].message
+    assert NOT_HEADING not in plan.pending["ns/head"].message

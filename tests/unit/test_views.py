@@ -241,7 +241,7 @@ def test_the_shipped_queues_get_distinct_colours_that_last_across_refreshes(
     # A refresh where gangs came and went: every queue keeps its colour.
     again = html.render(dataclasses.replace(view, queues=rows))
     assert _swatches(again) == colours
-    # A node cell is drawn in the colour of the queue holding it.
+    # A node cell is drawn in the colour of the queue allocated it.
     page = html.render(view)
     n1 = page.split("data-node='n1'", 1)[1].split("</div></div>", 1)[0]
     assert f"background:{_swatches(page)['team-a']}" in n1

@@ -1,11 +1,11 @@
-"""Fencing: a replica that no longer holds the leader Lease writes nothing.
+"""Fencing: a replica that no longer owns the leader Lease writes nothing.
 
 Leader election alone does not fence writes. A leader paused past its lease (SIGSTOP, a long GC
 pause, a frozen VM) resumes in the middle of a cycle with a plan made on a stale view, while a
 standby has taken over and may already have placed other gangs on the same GPUs; without a
 fence its binds, evictions and status writes go out as if nothing happened. So every mutating
 request of the scheduler goes through ``FencedClient``, which asks the elector, at the moment of
-the write, whether this process still holds the Lease renewed within its renew deadline (by its
+the write, whether this process still owns the Lease renewed within its renew deadline (by its
 own monotonic clock, which a pause moves forward). A write that fails the check is never sent:
 it raises ``Fenced``, a ``TransportError``, so every writer treats it as a write that did not
 happen (nothing is assumed bound, nothing is rolled back by a replica that may not act).
@@ -65,7 +65,7 @@ STAMPED_SUBRESOURCES = ("binding", "eviction")
 
 
 class Fenced(TransportError):
-    """A write refused: this replica does not hold the leader Lease (checked before sending,
+    """A write refused: this replica does not own the leader Lease (checked before sending,
     or by the apiserver's admission policy on the term the write carries)."""
 
 
@@ -124,7 +124,7 @@ def refused_by_policy(resp: Response) -> bool:
 
 
 class FencedClient(KubeClient):
-    """``KubeClient`` whose writes go out only while *holds* says this replica leads, its
+    """``KubeClient`` whose writes go out only while *leading* says this replica leads, its
     Bindings and Evictions stamped with *token*'s term and each pod it deletes stamped first
     (None: leader election is off, nothing stamped, the admission policy lets them through).
 
@@ -133,12 +133,12 @@ class FencedClient(KubeClient):
     is logged once per episode, not once per write.
     """
 
-    def __init__(self, inner: KubeClient, holds: Callable[[], bool],
+    def __init__(self, inner: KubeClient, leading: Callable[[], bool],
                  on_fenced: Callable[[], None] | None = None,
                  token: Callable[[], FenceToken | None] = lambda: None,
                  on_refused_by_apiserver: Callable[[], None] | None = None) -> None:
         super().__init__(inner.api_client, inner.timeout, inner.outages)
-        self._holds, self._on_fenced, self._token = holds, on_fenced, token
+        self._leading, self._on_fenced, self._token = leading, on_fenced, token
         self._on_refused_by_apiserver = on_refused_by_apiserver
         self._inner = inner
         self._username: str | None = None  # asked on the first stamped delete
@@ -149,9 +149,9 @@ class FencedClient(KubeClient):
                 body: Any = None, content_type: str = JSON,
                 timeout: float | tuple[float, float] | None = None) -> Response:
         if method in WRITES:
-            if not self._holds():
+            if not self._leading():
                 self._refused(method, path)
-                raise Fenced(f"{method} {path}: not sent, this replica does not hold the "
+                raise Fenced(f"{method} {path}: not sent, this replica does not own the "
                              "leader Lease (fenced)")
             token = self._token()
             if method == "POST":
@@ -206,7 +206,7 @@ class FencedClient(KubeClient):
         return self._username
 
     def _refused(self, method: str, path: str,
-                 reason: str = "the leader Lease is not held (expired, lost or a pause)"
+                 reason: str = "the leader Lease is not ours (expired, lost or a pause)"
                  ) -> None:
         if self._on_fenced is not None:
             self._on_fenced()

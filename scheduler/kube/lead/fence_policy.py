@@ -173,14 +173,14 @@ def seen(client: Requester, token: FenceToken, namespace: str) -> bool:
 
 def wait_until_seen(client: Requester, token: FenceToken, namespace: str, *,
                     timeout: float = 10.0, interval: float = 0.05,
-                    holds: Callable[[], bool] = lambda: True,
+                    leading: Callable[[], bool] = lambda: True,
                     monotonic: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> float | None:
-    """Wait until the apiserver's fence sees *token* (at most *timeout* s, while *holds*);
+    """Wait until the apiserver's fence sees *token* (at most *timeout* s, while *leading*);
     the seconds waited, or None when it did not within the timeout or could not be asked
     (logged: the first writes may then be refused, which is safe, only slower)."""
     started = monotonic()
-    while holds():
+    while leading():
         try:
             if seen(client, token, namespace):
                 return monotonic() - started

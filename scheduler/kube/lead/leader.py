@@ -15,7 +15,7 @@ finished its cycle), so a standby that takes over at once never overlaps a last 
 
 A renewal that is merely late is not a loss of the Lease, so two things are kept apart:
 ``is_leader`` (may write now: renewed within ``renew_deadline``) and ``term``, the tenure this
-replica holds. A term begins each time the Lease is acquired (created, free, expired, or taken
+replica owns. A term begins each time the Lease is acquired (created, free, expired, or taken
 from another holder) and lasts until another holder is seen or the Lease is released; a
 renewal after a late one, finding the Lease still as this replica left it (its own
 holderIdentity, leaseTransitions unchanged: nobody else held it in between), continues the
@@ -61,7 +61,7 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._last_renew = 0.0
-        self._leading = threading.Event()  # a term is held (renewed in time or not)
+        self._leading = threading.Event()  # in a term (renewed in time or not)
         self._terms = 0  # terms begun by this process; the current one while _leading
         self._transitions: int | None = None  # leaseTransitions as this replica last wrote it
         self._late = False  # the current renewal is past renew_deadline (logged once)
@@ -70,15 +70,15 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        """Holding the Lease, renewed within ``renew_deadline`` (by this process's clock):
+        """Owning the Lease, renewed within ``renew_deadline`` (by this process's clock):
         this replica may write now."""
         return self._leading.is_set() and \
             self._monotonic() - self._last_renew <= self.renew_deadline
 
     @property
     def term(self) -> int | None:
-        """The tenure held (see the module docstring): the same number through late
-        renewals, a new one after every acquisition; None while another replica holds the
+        """The current tenure (see the module docstring): the same number through late
+        renewals, a new one after every acquisition; None while another replica owns the
         Lease or none does."""
         return self._terms if self._leading.is_set() else None
 
@@ -86,7 +86,7 @@ class LeaderElector:
     def fence_token(self) -> FenceToken | None:
         """The term as the Lease records it (holder, leaseTransitions), which the apiserver's
         fence compares the scheduler's Bindings and Evictions with (``scheduler.kube.lead.fence``);
-        None while not holding a term."""
+        None while not in a term."""
         transitions = self._transitions
         if not self._leading.is_set() or transitions is None:
             return None
@@ -96,7 +96,7 @@ class LeaderElector:
         return self.client.request(method, path, body=body, timeout=self.timeout)
 
     def try_acquire_or_renew(self) -> bool:
-        """One attempt; True if this replica holds the Lease afterwards."""
+        """One attempt; True if this replica owns the Lease afterwards."""
         now = self._monotonic()  # before the read: this replica's renewal is no newer
         resp = self._request("GET", self.path)
         # After the read: another holder's renewal it shows may be that recent, so expiry is
@@ -122,7 +122,7 @@ class LeaderElector:
             log.warning("leader_lost", identity=self.identity, holder=holder)
             self._leading.clear()
         if holder and holder != self.identity and seen_at - self._observed_at < duration:
-            return False  # somebody else holds a live lease
+            return False  # somebody else owns a live lease
         counted = int(spec.get("leaseTransitions") or 0)
         renewal = (self._leading.is_set() and holder == self.identity
                    and counted == self._transitions)

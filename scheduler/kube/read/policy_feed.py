@@ -3,7 +3,7 @@
 Every Queue event whose ``metadata.generation`` is new (a spec change) is offered to the
 pure ``PolicyStore``: a valid change takes effect at the next cycle; an invalid one is
 refused, its errors (field path and reason) are written to the Queue's ``Valid`` condition,
-and the last good version stays in force (``status.inForce`` holds its spec, so readers can
+and the last good version stays in force (``status.inForce`` carries its spec, so readers can
 show the queue as it works; a queue that never had a valid version admits nothing, and its
 condition says so). A bad edit by an admin therefore never takes the scheduler down, nor
 silently changes nothing. A Queue whose deletion was asked for (its object kept by the
@@ -121,7 +121,7 @@ class LivePolicies:
 
     def _judge(self, name: str, obj: dict[str, Any],
                generation: Any) -> list[tuple[str, dict[str, Any]]]:
-        """Offer the spec to the store (the lock held); the status writes it calls for."""
+        """Offer the spec to the store (under the lock); the status writes it calls for."""
         waiting_before = set(self._store.waiting)
         update = self._store.apply(obj)
         self._specs[name] = obj.get("spec")
@@ -141,7 +141,7 @@ class LivePolicies:
 
     def _verdict(self, name: str, generation: Any, errors: tuple[FieldError, ...],
                  offered: bool) -> dict[str, Any]:
-        """Record the verdict on *name* (the lock held); its status: the ``Valid``
+        """Record the verdict on *name* (under the lock); its status: the ``Valid``
         condition, the generation judged and, when refused, the spec still in force."""
         if not errors:
             self._invalid.pop(name, None)

@@ -258,7 +258,7 @@ class KubeActuator:
                      estimate: tuple[float | None, float] | None = None) -> Task:
         """*text* on the gang's unbound pods; *status* on its scheduler-plugins PodGroup, or
         the scheduling condition (*native_reason*) on its native one; an event with *text*
-        (which holds neither the queue position nor the estimate: those move as other gangs
+        (which carries neither the queue position nor the estimate: those move as other gangs
         come and go, so the event is repeated into its series rather than created anew);
         *estimate* (start or None, when made) as the pods' estimate annotations."""
         ns, name = gang_id.split("/", 1)

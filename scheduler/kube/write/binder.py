@@ -16,7 +16,7 @@ Nothing is deleted here. A gang that fails part-way keeps the members it bound
 - a failure retrying cannot mend (the pod deleted or recreated, forbidden): the members
   bound stay for the next cycle to complete the gang (with a recreated member) or roll it
   back, naming the cause;
-- fenced mid-gang (this replica stopped holding the Lease, or its renewal is late, between
+- fenced mid-gang (this replica stopped owning the Lease, or its renewal is late, between
   two binds; or the apiserver's fence refused a bind stamped with a term the Lease has moved
   past, ``scheduler.kube.lead.fence``): the members bound are left to the leader, this replica
   again or another, which repairs the partly bound gang on its next cycle.
@@ -46,7 +46,7 @@ log = structlog.get_logger()
 PodNode = tuple[PodRef, str]
 UNKNOWN = 0  # status of a request whose outcome is unknown (no reply)
 SKIPPED = -1  # status of a bind not attempted because another member had already failed
-FENCED = -2  # status of a bind not sent: this replica does not hold the leader Lease
+FENCED = -2  # status of a bind not sent: this replica does not own the leader Lease
 #: Replies that a later attempt may not get: the apiserver or etcd overloaded or restarting.
 TRANSIENT = frozenset({UNKNOWN, SKIPPED, 429, 500, 502, 503, 504})
 

@@ -60,7 +60,7 @@ def victim_grace(pod_grace: int | None, cap: int) -> int:
     """The grace period a victim pod is evicted with: its own (the apiserver's default when
     it states none), never more than *cap*. A cap rather than a floor: a pod that asked
     for less (0 for a stateless worker) is not kept longer than it wants, and one that asked
-    for an hour does not hold its preemptor's nodes for an hour."""
+    for an hour does not keep its preemptor's nodes for an hour."""
     own = DEFAULT_POD_GRACE_SECONDS if pod_grace is None else pod_grace
     return max(0, min(own, cap))
 

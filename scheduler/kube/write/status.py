@@ -67,7 +67,7 @@ class PodGroupStatus:
         status: dict[str, Any] = {"phase": str(self.phase), "scheduled": self.scheduled,
                                   "running": self.running, "succeeded": self.succeeded,
                                   "failed": self.failed}
-        # A merge patch: null removes an estimate that no longer holds.
+        # A merge patch: null removes an estimate that no longer stands.
         status["estimatedStart"] = (None if self.estimated_start is None
                                     else format_time(self.estimated_start))
         status["estimateTime"] = (None if self.estimated_start is None or

@@ -32,7 +32,7 @@ from scheduler.kube.client import refused_writes, unanswered_writes
 log = structlog.get_logger("gang_scheduler.writer")
 
 Task = Callable[[], object]  # the result, if any, is ignored
-_FLUSH = "__flush__"  # the key prefix of flush markers: they run even while writes are held
+_FLUSH = "__flush__"  # the key prefix of flush markers: they run even while writes are postponed
 
 
 def _nothing() -> None:
@@ -150,7 +150,7 @@ class BackgroundWriter:
                 continue
             try:
                 if not key.startswith(_FLUSH) and not self.retry.answering():
-                    self._keep(key, task)  # it would only fail: held until answered
+                    self._keep(key, task)  # it would only fail: postponed until answered
                     continue
                 before, refused = unanswered_writes(), refused_writes()
                 try:

@@ -112,7 +112,7 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
 
 def node_rows(items: Iterable[Mapping[str, Any]], pods: Sequence[PodObs],
               pool_label: str = scenario.DEFAULT_POOL_LABEL) -> tuple[NodeRow, ...]:
-    """GPU use per node and team, from the demo's bound pods that still hold their GPUs."""
+    """GPU use per node and team, from the demo's bound pods that still have their GPUs."""
     use: dict[str, dict[str, int]] = {}
     for p in pods:
         if p.node and p.phase not in TERMINAL:

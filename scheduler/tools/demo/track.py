@@ -225,7 +225,7 @@ _BEHIND = re.compile(r"reserved for (\S+?)(?: and for |[ :;,]|$)")
 
 def compact_reason(message: str) -> str:
     """The scheduler's pending reason in a few words for a table cell: its kind, the GPUs
-    the queue needs and has available, and the reservation it holds or waits behind; any
+    the queue needs and has available, and the reservation it has or waits behind; any
     other reason is cut to its first clause. Negative availability (quota held for a
     reservation) shows as 0."""
     kind = _KIND.match(message)

@@ -41,7 +41,7 @@ def _document(server: str, ca: Path, user: str, credentials: dict[str, str]) -> 
 def _write(path: Path, doc: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    path.chmod(0o600)  # it holds credentials
+    path.chmod(0o600)  # it contains credentials
     return path
 
 

@@ -7,7 +7,7 @@ Why a setting at all: a kubelet proves it is alive twice over, by renewing its n
 that is 500 Lease writes a second, more than this 2-core machine's apiserver and etcd can
 serve beside anything else: an earlier try registered 5,000 nodes in about 7 minutes, and 10
 minutes later 4,174 of them were still not Ready (with Leases on, kwok plays a node, its
-status and its pods, only once it holds the node's Lease; and renewals that come late get
+status and its pods, only once it owns the node's Lease; and renewals that come late get
 nodes marked ``Unknown`` by the node lifecycle controller, which is more writes again).
 
 ``STANDARD`` is what the e2e tests rely on (Leases, heartbeats at the kubelet's frequency, the

@@ -1,6 +1,6 @@
 """The dev cluster's state file, so that `up` in one shell and `down` / `env` in another agree.
 
-Why a file: the processes outlive the command that started them. The state directory holds
+Why a file: the processes outlive the command that started them. The state directory keeps
 everything of one cluster (etcd data, certificates, logs, kubeconfigs) plus ``state.json`` that
 records the processes and endpoints. Its default is per user and can be overridden with
 ``--state-dir`` or ``GANG_SCHEDULER_DEV_CLUSTER_DIR``.

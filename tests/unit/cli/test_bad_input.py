@@ -107,7 +107,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     # a queue tree whose quotas name no pool of the cluster could never run a job
     # The trace's teams (the queues its jobs go to) are not in the --queues file: nothing runs.
     ("no job's queue in the file", [*SIM, "--queues", "q-v100.yaml"], 2,
-     "q-v100.yaml: 5 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "q-v100.yaml: 5 of 5 jobs name queues it does not define, or define as a parent or for other "
      "namespaces ("),
     ("queue with no usable pool", [*SIM, "--queues", "q-nopool.yaml"], 2,
      "q-nopool.yaml: queue q: no usable pool: its quotas name only zz (the cluster's pools: "
@@ -336,10 +336,10 @@ WARN_CASES: list[tuple[str, list[str], str]] = [
      "(the cluster's pools: v100)"),
     # Jobs that can never fit are simulated (and reported as never started) like before, but
     # said up front; the rest of the trace still makes a meaningful simulation.
-    # Jobs of a team the queue file does not hold are simulated as never started: said first.
+    # Jobs of a team the queue file does not define are simulated as never started: said first.
     ("some jobs' queue not in the file", [*SIM, "--queues", "q-v100.yaml", "--trace",
                                           "syn-two-teams.yaml"],
-     "q-v100.yaml: 2 of 5 jobs name queues it does not hold, or hold as a parent or for other "
+     "q-v100.yaml: 2 of 5 jobs name queues it does not define, or define as a parent or for other "
      "namespaces (r); its leaf queues: q. Name the queues after the trace's teams (with "
      "spec.namespaces listing the same name), or leave out --queues for one queue per team; "
      "those jobs will be reported as never started"),

@@ -1,4 +1,4 @@
-"""The fake kubelet's pod lifecycle (``kwok-stages.yaml``) holds up when an apiserver dies
+"""The fake kubelet's pod lifecycle (``kwok-stages.yaml``) stands up when an apiserver dies
 mid-write: kwok v0.8.0 drops a stage whose write fails with anything but connection refused,
 429, 503 or a timeout, so every stage must land in one request or be one kwok replays when it
 re-lists. A pod Running without its start stamp would match no stage and run forever (the
@@ -25,7 +25,7 @@ def test_a_pod_starts_in_one_write_that_carries_its_phase_and_its_start_stamp() 
     assert len(patches) == 1, "two writes can leave a pod half started when the first lands"
     (patch,) = patches
     assert patch["subresource"] == "status"
-    assert "root" not in patch, "the patch must hold both metadata and status"
+    assert "root" not in patch, "the patch must contain both metadata and status"
     document = patch["template"]
     assert "\nmetadata:\n  annotations:\n    " + STAMP in "\n" + document
     assert "\nstatus:\n  phase: Running\n" in "\n" + document.split("\n", 1)[1]

@@ -129,7 +129,7 @@ class RecordingApi:
 
 
 def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
-    """A ``KubeActuator`` over a ``RecordingApi``, and a cache holding *pods* for tests that
+    """A ``KubeActuator`` over a ``RecordingApi``, and a cache with *pods* for tests that
     run a cycle (the actuator itself reads only the plan). The body of a fixture: yields,
     then closes the actuator and its binder."""
     from scheduler.feed.cache import ClusterCache
@@ -151,15 +151,15 @@ def recording_actuator(pods: Any) -> Iterator[tuple[RecordingApi, Any, Any]]:
 
 @contextlib.contextmanager
 def stalled(writer: Any) -> Iterator[None]:
-    """The actuator's background *writer* held up by a task of its own for the block: what
+    """The actuator's background *writer* kept busy by a task of its own for the block: what
     is submitted meanwhile queues behind it. On leaving, the writer runs it all (flushed)."""
-    held, release = threading.Event(), threading.Event()
+    busy, release = threading.Event(), threading.Event()
 
     def stall() -> None:
-        held.set()
+        busy.set()
         release.wait(10)
     writer.submit("stall", stall)
-    assert held.wait(10)
+    assert busy.wait(10)
     try:
         yield
     finally:

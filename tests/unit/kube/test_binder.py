@@ -271,11 +271,11 @@ def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: Pod
     would be fenced, or race the leader completing the gang), so nothing is deleted, not
     even once the fence lifts, and what it bound is reported for the repair."""
     refs = store.add("w0", "w1", "w2")
-    holds = iter([True, False])  # the first bind goes out, then the fence closes
+    leads = iter([True, False])  # the first bind goes out, then the fence closes
 
     class Fencing:
         def request(self, method: str, path: str, **kw: Any) -> Response:
-            if method in ("POST", "DELETE") and not next(holds, True):
+            if method in ("POST", "DELETE") and not next(leads, True):
                 raise Fenced(f"{method} {path}: fenced")
             return store.request(method, path, **kw)
 

@@ -1,4 +1,4 @@
-"""Fencing: writes go out only while the replica holds the Lease; reads always do; a refusal
+"""Fencing: writes go out only while the replica owns the Lease; reads always do; a refusal
 is a TransportError subclass (the write did not happen), counted, and logged once. Bindings
 and Evictions carry the term, and the apiserver fence's refusal is a fence, not a failure."""
 
@@ -49,24 +49,24 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
 def test_a_write_by_a_replica_without_the_lease_is_never_sent(
         method: str, no_network: list[tuple[str, str]]) -> None:
-    holds, refused = [False], []
-    fc = FencedClient(Recording(), lambda: holds[0], on_fenced=lambda: refused.append(1))
+    leading, refused = [False], []
+    fc = FencedClient(Recording(), lambda: leading[0], on_fenced=lambda: refused.append(1))
     with pytest.raises(Fenced) as raised:
         fc.request(method, "/api/v1/namespaces/ns/pods/p/binding", body={})
     assert isinstance(raised.value, TransportError)  # callers treat it as "not written"
-    assert "does not hold the leader Lease" in str(raised.value)
+    assert "does not own the leader Lease" in str(raised.value)
     assert no_network == [] and refused == [1]
 
 
-def test_reads_always_go_out_and_writes_resume_once_the_lease_is_held_again(
+def test_reads_always_go_out_and_writes_resume_once_the_lease_is_ours_again(
         no_network: list[tuple[str, str]]) -> None:
-    holds = [False]
-    fc = FencedClient(Recording(), lambda: holds[0])
+    leading = [False]
+    fc = FencedClient(Recording(), lambda: leading[0])
     fc.request("GET", "/api/v1/pods")
     fc.get_json("/api/v1/nodes")
     with pytest.raises(Fenced):
         fc.request("PATCH", "/api/v1/namespaces/ns/pods/p/status", body={})
-    holds[0] = True
+    leading[0] = True
     fc.request("PATCH", "/api/v1/namespaces/ns/pods/p/status", body={})
     assert no_network == [("GET", "/api/v1/pods"), ("GET", "/api/v1/nodes"),
                           ("PATCH", "/api/v1/namespaces/ns/pods/p/status")]

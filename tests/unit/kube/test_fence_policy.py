@@ -80,9 +80,9 @@ def test_the_wait_ends_at_its_timeout_or_when_the_term_is_lost() -> None:
                                         sleep=clock.sleep) is None
     assert 1.0 <= clock.now < 1.2
     client = Answers(REFUSED)
-    holds = iter([True, False])
+    leads = iter([True, False])
     assert fence_policy.wait_until_seen(client, B2, "ns",
-                                        holds=lambda: next(holds), sleep=lambda _: None) is None
+                                        leading=lambda: next(leads), sleep=lambda _: None) is None
     assert len(client.sent) == 1
 
 

@@ -179,7 +179,7 @@ def test_leader_notices_a_takeover_and_steps_down() -> None:
     assert not b.try_acquire_or_renew()
     clock_b.now += 16  # a partitioned away: b takes over
     assert b.try_acquire_or_renew()
-    clock_a.now += 1  # a is back and still within its deadline, but sees b holding the Lease
+    clock_a.now += 1  # a is back and still within its deadline, but sees b owning the Lease
     assert not a.try_acquire_or_renew() and not a.is_leader
 
 
@@ -260,7 +260,7 @@ def test_run_releases_the_lease_after_quiesce_and_a_standby_takes_over_at_once()
 class TermCase:
     """Replica ``a`` leads (lease 3 s, deadline 2 s); then *between* happens (to the server,
     ``a``'s clock, or standby ``b``), and ``a`` tries to renew *attempts* times, its clock
-    moving 0.5 s before each: does it lead then, in the term it held before?"""
+    moving 0.5 s before each: does it lead then, in the term it led before?"""
 
     name: str
     between: Callable[[LeaseServer, Clock, LeaderElector], None]
@@ -291,7 +291,7 @@ def _taken_and_released(server: LeaseServer, clock: Clock, b: LeaderElector) -> 
 
 
 def _deleted(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
-    server.lease = None  # someone deleted it: whoever held it in between, a term ends
+    server.lease = None  # someone deleted it: whoever owned it in between, a term ends
 
 
 def _namesake(server: LeaseServer, clock: Clock, b: LeaderElector) -> None:
@@ -307,12 +307,12 @@ TERM_CASES = [
     TermCase("renewed late, nobody took it", _late, leads=True, same_term=True),
     TermCase("paused past the lease, nobody took it", _paused_past_the_lease,
              leads=True, same_term=True),
-    TermCase("taken by b, who still holds it", _taken, leads=False, same_term=False),
+    TermCase("taken by b, who still owns it", _taken, leads=False, same_term=False),
     TermCase("taken by b, then released", _taken_and_released, leads=True, same_term=False),
     TermCase("taken by b, then expired (a waits out b's lease)", _taken, leads=True,
              same_term=False, attempts=8),
     TermCase("deleted and recreated", _deleted, leads=True, same_term=False),
-    TermCase("held by a namesake in between", _namesake, leads=True, same_term=False),
+    TermCase("owned by a namesake in between", _namesake, leads=True, same_term=False),
 ]
 
 

@@ -82,7 +82,7 @@ def test_a_reserved_gang_is_written_once_in_thirty_cycles() -> None:
     status = next(body for kind, body in api.bodies if kind == "podgroup")["status"]
     assert status["estimatedStart"] == format_time(NOW + 200)
     assert "estimated start in" not in status["conditions"][0]["message"]
-    # The queue position is a field too: the message holds neither.
+    # The queue position is a field too: the message carries neither.
     assert status["queuePosition"] == 1
     assert "in queue order" not in status["conditions"][0]["message"]
     annotations = [body["metadata"]["annotations"] for kind, body in api.bodies

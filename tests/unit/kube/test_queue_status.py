@@ -73,7 +73,7 @@ def test_status_fields_match_the_crd_printer_columns() -> None:
     assert a["pools"] == [{"pool": "p", "allocated": {"nvidia.com/gpu": 4},
                            "nominal": {"nvidia.com/gpu": 0},
                            "borrowed": {"nvidia.com/gpu": 4}}]
-    # A parent shows its subtree: what its children hold against the quota they share.
+    # A parent shows its subtree: what its children are allocated against the quota they share.
     assert (org["allocatedGPUs"], org["nominalGPUs"], org["pendingGangs"]) == (16, 16, 6)
     assert org["pools"][0]["borrowed"] == {}
     assert "conditions" not in a and "observedGeneration" not in a  # LivePolicies' keys
@@ -87,7 +87,7 @@ def test_figures_are_written_on_change_at_most_every_interval() -> None:
     assert all(ct == MERGE_PATCH for _, _, ct in api.patches)
     clock.now = 10.0
     assert pub.publish(reports()) == 0  # nothing changed
-    # a and its parent (b's share of org's 16 GPUs stays: together they hold no more)
+    # a and its parent (b's share of org's 16 GPUs stays: together they have no more)
     assert pub.publish(reports(a_gpus=3)) == 2
     pub.flush()
     clock.now = 11.0

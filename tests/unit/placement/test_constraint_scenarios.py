@@ -197,7 +197,7 @@ CASES = [
                  "domain; besides, of the nodes it selects, 1 with untolerated taints: "
                  "dedicated=infer:NoSchedule (pool default, 1 node)"),
     Case("a running pod matching the only (zone) term on a node without the zone key counts "
-         "nowhere: the first-pod exception holds, the members share a zone",
+         "nowhere: the first-pod exception applies, the members share a zone",
          [*zoned(6, gpu=4), node("bare")], gang(workers(4, affinity(ZONE), gpu=2)),
          others=[Occupant("bare", "ns", {"app": "trainer"})],
          want=lambda p: len(zones_of(p, zoned(6))) == 1 and "bare" not in per_node(p)),

@@ -166,7 +166,7 @@ def test_complete_whenever_brute_force_finds_a_placement(inst: Instance) -> None
 
 @SETTINGS
 @given(instances())
-def test_never_fits_and_no_eligible_nodes_hold_on_an_empty_cluster(inst: Instance) -> None:
+def test_never_fits_and_no_eligible_nodes_still_apply_on_an_empty_cluster(inst: Instance) -> None:
     result = solve(inst.gang, inst.snapshot(), inst.params)
     if isinstance(result, Unplaceable) and result.reason in (
             UnplaceableReason.NEVER_FITS, UnplaceableReason.NO_ELIGIBLE_NODES):

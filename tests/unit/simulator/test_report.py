@@ -78,7 +78,7 @@ def test_json_round_trips_the_reports(written: dict[str, Path]) -> None:
     assert [PolicyReport.from_dict(p) for p in doc["policies"]] == [r.report for r in RUNS]
 
 
-def test_csvs_hold_one_row_per_policy_queue_and_job(written: dict[str, Path]) -> None:
+def test_csvs_have_one_row_per_policy_queue_and_job(written: dict[str, Path]) -> None:
     with written["summary.csv"].open() as f:
         summary = list(csv.DictReader(f))
     assert [r["policy"] for r in summary] == ["fifo-gang", "gang-scheduler"]
