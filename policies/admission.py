@@ -160,7 +160,8 @@ def describe_shortfall(queue: str, pool: str, request: Resources, missing: Resou
     return f"queue {queue} in pool {pool}: " + ", ".join(parts) + "; " + hint
 
 
-def describe_never(queue: str, bounds: Mapping[str, Resources], ledger: QuotaLedger) -> str:
+def describe_never_admissible(queue: str, bounds: Mapping[str, Resources],
+                              ledger: QuotaLedger) -> str:
     """Why no amount of waiting admits the gang (*ledger*: every queue idle)."""
     parts = []
     for pool, request in bounds.items():

@@ -30,10 +30,10 @@ def admissible(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree
     children)."""
     present, needed = gang.members_present, gang.min_member
     if present < needed:
-        never = (_min_member_never(gang, snapshot)
-                 or _min_resources_never(gang, snapshot, queues, tree, parents))
-        if never is not None:
-            return never
+        unmeetable = (_min_member_unmeetable(gang, snapshot)
+                      or _min_resources_unmeetable(gang, snapshot, queues, tree, parents))
+        if unmeetable is not None:
+            return unmeetable
         return (R.WAITING_FOR_MEMBERS, f"{present} of {needed} required members exist; the "
                 "gang is considered once all of them do")
     queue = queues.get(gang.queue)
@@ -72,7 +72,8 @@ def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
             "add it to a queue's spec.namespaces)")
 
 
-def _min_member_never(gang: Gang, snapshot: Snapshot) -> tuple[ReasonCategory, str] | None:
+def _min_member_unmeetable(gang: Gang, snapshot: Snapshot
+                           ) -> tuple[ReasonCategory, str] | None:
     """Does the gang need more members than every node together can take pods (their
     allocatable ``pods``)? No member created later can change that; added nodes could."""
     room = snapshot.total_allocatable().get(PODS)
@@ -84,8 +85,8 @@ def _min_member_never(gang: Gang, snapshot: Snapshot) -> tuple[ReasonCategory, s
             "annotation gangscheduler.io/min-member) or add nodes")
 
 
-def _min_resources_never(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,
-                         parents: frozenset[str]) -> tuple[ReasonCategory, str] | None:
+def _min_resources_unmeetable(gang: Gang, snapshot: Snapshot, queues: QueueSet, tree: QuotaTree,
+                              parents: frozenset[str]) -> tuple[ReasonCategory, str] | None:
     """Do the gang's ``minResources`` exceed what the cluster has, or what its queue could
     ever take in all its pools together? Then say so now, before every member exists."""
     want = gang.min_resources

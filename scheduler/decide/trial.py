@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.admission import describe_never, ever_admissible
+from policies.admission import describe_never_admissible, ever_admissible
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
 from policies.preemption import candidates_in
 from policies.queues import Queue, QueueingStrategy
@@ -25,7 +25,7 @@ from scheduler.decide.recall import Shape
 from scheduler.kit.lazy import lazy
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
-from scheduler.placement.never import never_placeable_in
+from scheduler.placement.never_placeable import never_placeable_in
 from scheduler.placement.types import Placement, PlacementParams, Question, UnplaceableReason
 
 R = ReasonCategory
@@ -138,7 +138,8 @@ class Trial:
                            self.shape.key):
             return None
         empty = QuotaLedger.empty(self.ledger.tree)
-        return Waiting(R.QUOTA, describe_never(self.queue.name, self.shape.bounds, empty))
+        return Waiting(R.QUOTA,
+                       describe_never_admissible(self.queue.name, self.shape.bounds, empty))
 
     @lazy
     def final(self) -> Waiting | None:

@@ -39,7 +39,7 @@ from scheduler.placement.cpsat import Budget, solve_counts
 from scheduler.placement.diagnose import rule_shortfall
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign
-from scheduler.placement.never import unknown_level
+from scheduler.placement.never_placeable import unknown_level
 from scheduler.placement.rules import check_all
 from scheduler.placement.types import (
     Assignment,

@@ -81,10 +81,10 @@ def test_grouping_carries_min_resources_only_while_members_are_missing(
                        "cluster's nodes hold at most 440 pods in all"),
     (999_999_999_999, R.PLACEMENT, "minMember 999999999999 can never be met"),
 ])
-def test_a_minimum_more_members_than_the_nodes_can_take_is_said_never(
+def test_a_minimum_more_members_than_the_nodes_can_take_is_said_unmeetable(
         min_member: int, category: ReasonCategory, words: str) -> None:
     """``min-member: 999999999999`` waited for members with no word that it never could
-    (issue 32): more than the pods every node together can take is no wait, it is never."""
+    (issue 32): more than the pods every node together can take is no wait, it is unmeetable."""
     g = replace(gang("g", "q", gpus=1, pods=1), declared_min_member=min_member,
                 present_members=1)
     plan = decide(Snapshot(NODES, ()), [g], policies(*QUEUES), 0.0, solver=SOLVE)
@@ -93,7 +93,7 @@ def test_a_minimum_more_members_than_the_nodes_can_take_is_said_never(
 
 
 @pytest.mark.parametrize("declared", ["min-member annotation", "PodGroup minMember"])
-def test_an_absurd_min_member_from_grouping_is_said_never(declared: str) -> None:
+def test_an_absurd_min_member_from_grouping_is_said_unmeetable(declared: str) -> None:
     size = 999_999_999_999
     pods = [pod(f"w{i}") for i in range(2)]
     groups = {"ns/g": PodGroupInfo("ns", "g", min_member=size)}

@@ -48,7 +48,8 @@ def never_placeable(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> 
 
 
 #: (shape number, topology) -> ``never_placeable``: it reads the nodes only.
-NEVER: Slot[tuple[object, ...], Unplaceable | None] = Slot("never.never_placeable")
+NEVER_PLACEABLE: Slot[tuple[object, ...], Unplaceable | None] = Slot(
+    "never_placeable.never_placeable")
 
 
 def never_placeable_in(slots: Slots, gang: Gang, shape: int, snapshot: Snapshot,
@@ -57,5 +58,5 @@ def never_placeable_in(slots: Slots, gang: Gang, shape: int, snapshot: Snapshot,
     time for a gang whose pod constraints read what runs."""
     if context_key(gang, snapshot):
         return never_placeable(gang, snapshot, params)
-    return slots.get_or_make(NEVER, (shape, gang.topology),
+    return slots.get_or_make(NEVER_PLACEABLE, (shape, gang.topology),
                      lambda: never_placeable(gang, snapshot, params))
