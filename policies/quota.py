@@ -110,7 +110,7 @@ class QuotaLedger:
 
     tree: QuotaTree
     stored: Mapping[Key, Amounts]  # own usage + children's usage above their guarantee
-    total: Mapping[Key, Amounts]  # all usage in the subtree (for fair share and status)
+    total: Mapping[Key, Amounts]  # all usage in the subtree (for fair share and the tallies)
     #: Holds recorded under every queue on the holder's path (see ``held``); they are part
     #: of ``stored`` and ``total`` already.
     holds: Mapping[Key, tuple[Hold, ...]] = field(default_factory=lambda: _NO_HOLDS)

@@ -1,7 +1,7 @@
 """Argument types and file checks shared by the subcommands.
 
 A bad flag value is reported by argparse as ``argument --price: must be a finite number >= 0,
-got 'nan'`` (exit status 2) before anything is loaded or started; ``float('nan')`` and
+got 'nan'`` (exit code 2) before anything is loaded or started; ``float('nan')`` and
 ``float('inf')`` parse, so every float flag goes through one of these. Digits are ASCII only
 (``scheduler.model.numerals``).
 """

@@ -150,7 +150,7 @@ def _cluster(args: argparse.Namespace, owned: bool = False) -> DevCluster:
 
 
 def _checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A subcommand handler that reports an unusable --state-dir as one line, exit status 2."""
+    """A subcommand handler that reports an unusable --state-dir as one line, exit code 2."""
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:

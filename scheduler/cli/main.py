@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
 
 #: What a shell reports for a program that a closed pipe stopped (128 + SIGPIPE), as for
 #: ``git log | head``.
-CLOSED_PIPE_STATUS = 141
+CLOSED_PIPE_EXIT_CODE = 141
 
 
 def closed_pipe() -> int:
@@ -80,7 +80,7 @@ def closed_pipe() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return CLOSED_PIPE_STATUS
+    return CLOSED_PIPE_EXIT_CODE
 
 
 if __name__ == "__main__":

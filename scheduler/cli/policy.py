@@ -21,7 +21,7 @@ examples:
   gang-scheduler policy validate queues/*.yaml scheduler-policy.yaml
 
 Files may contain several YAML documents and `kind: List` objects; they are validated
-together, so parents may live in another file. Exit status: 0 valid, 1 invalid.
+together, so parents may live in another file. Exit code: 0 valid, 1 invalid.
 Error format:  FILE#DOC: QUEUE: FIELD.PATH: reason
   e.g. queues.yaml#2: team-a: spec.quotas[0].nominal.nvidia.com/gpu: must be >= 0, got -1
 """

@@ -7,8 +7,8 @@ nominations (with the pod -> node map for ``nominatedNodeName``) and reservation
 capacity for gangs that will start later, a reason for every gang left pending (and the pods
 to write it on), partly bound gangs to roll back, and gangs that cannot even be formed (no
 gang is ever given up for waiting: ``scheduler.decide.housekeeping``). The next cycle gets the plan
-back as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue status
-is a separate pure function of the input and the plan (``scheduler.decide.statuses``).
+back as ``previous`` so nominated and reserved capacity survives between cycles. Per-queue tallies
+are a separate pure function of the input and the plan (``scheduler.decide.tallies``).
 """
 
 from __future__ import annotations

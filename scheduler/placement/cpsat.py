@@ -146,9 +146,9 @@ def solve_counts(
     p.num_workers = max(problem.params.cpsat_workers, 1)
     p.max_time_in_seconds = max(budget.wall, 0.001)
     p.max_deterministic_time = max(budget.deterministic, 0.001)
-    status = solver.solve(model)
+    verdict = solver.solve(model)
     left = budget.spend(solver.deterministic_time, solver.wall_time)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if verdict in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         assign = {key: v for key, var in sorted(x.items()) if (v := int(solver.value(var)))}
         return Outcome(assign, False, left)
-    return Outcome(None, status == cp_model.INFEASIBLE, left)
+    return Outcome(None, verdict == cp_model.INFEASIBLE, left)

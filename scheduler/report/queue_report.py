@@ -1,6 +1,6 @@
 """Per-queue figures an operator reads: usage and quota per pool, gang counts, shares.
 
-Derived from one cycle's queue statuses (``scheduler.decide.statuses``) and the policies that
+Derived from one cycle's queue tallies (``scheduler.decide.tallies``) and the policies that
 cycle ran with, so the metrics (``scheduler.run.loop``, live and simulated alike) and the Queue
 status the leader writes (``scheduler.kube.write.queue_status``) show the same numbers. Pure:
 no clock, no I/O.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from policies.cluster_check import quota_warnings
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
-from scheduler.decide.statuses import QueueStatus
+from scheduler.decide.tallies import QueueTally
 from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources, total
 
@@ -71,10 +71,10 @@ class QueueReport:
         return sum(gpus_of(p.nominal) for p in self.pools)
 
 
-def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
+def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
                   pending: Mapping[str, int] | None = None,
                   capacity: Mapping[str, Resources] | None = None) -> tuple[QueueReport, ...]:
-    """One report per queue of *policies* (sorted by name), from a plan's queue statuses.
+    """One report per queue of *policies* (sorted by name), from a plan's queue tallies.
 
     *pending* counts every waiting gang per queue (the loop knows gangs the plan never
     considered: members missing, bind backoff); without it the plan's own counts are used.
@@ -82,7 +82,7 @@ def queue_reports(statuses: Iterable[QueueStatus], policies: PolicySet,
     """
     queues = policies.queues
     tree = QuotaTree.build(queues)
-    by_name = {s.name: s for s in statuses}
+    by_name = {s.name: s for s in tallies}
     subtree: dict[str, list[str]] = {}
     for name in queues.queues:
         for ancestor in tree.paths[name]:

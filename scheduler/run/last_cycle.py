@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.decide import cycle
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
-from scheduler.decide.statuses import queue_statuses
+from scheduler.decide.tallies import queue_tallies
 from scheduler.feed.cache import CycleInput
 from scheduler.report.queue_report import QueueReport, queue_reports
 
@@ -57,7 +57,7 @@ class LastCycle:
                 per_queue[queue] += n
             snapshot = self.inp.snapshot
             capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
-            statuses = queue_statuses(snapshot, self.inp.gangs.pending, self.policies,
+            tallies = queue_tallies(snapshot, self.inp.gangs.pending, self.policies,
                                       self.plan, self.recall)
-            self._queues = queue_reports(statuses, self.policies, per_queue, capacity)
+            self._queues = queue_reports(tallies, self.policies, per_queue, capacity)
         return self._queues

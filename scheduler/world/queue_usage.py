@@ -1,6 +1,6 @@
 """What the running gangs of each queue use per pool, kept as snapshots are derived.
 
-The quota ledger and the per-queue status read the usage per (queue, pool) and the number of
+The quota ledger and the per-queue tallies read the usage per (queue, pool) and the number of
 running gangs per queue. Summing every running gang for each would cost a cycle as much as
 the cluster is large; instead a derived snapshot takes the charges of the gangs it adds or
 removes (their own nodes only) off a copy of its parent's figures.

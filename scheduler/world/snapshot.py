@@ -182,7 +182,7 @@ class Snapshot:
         """(queue, pool) -> what the running gangs of the queue use on nodes of the pool.
 
         Kept up to date as snapshots are derived (a gang's own nodes only), so the quota
-        ledger and the per-queue status never sum every running gang. Zero usage is absent.
+        ledger and the per-queue tallies never sum every running gang. Zero usage is absent.
         """
         return self._queues.usage
 

@@ -152,7 +152,7 @@ class ControlPlane:
         """
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        return rest.status_of(self.core.create_namespaced_pod_binding, pod, namespace, body)
+        return rest.code_of(self.core.create_namespaced_pod_binding, pod, namespace, body)
 
     def wait_pod_phase(self, namespace: str, name: str, phase: str,
                        timeout_s: float = 30.0) -> dict[str, Any]:

@@ -73,8 +73,8 @@ def test_a_member_deleted_before_binding_fails_the_gang_and_deletes_nothing(
                                              _preload_content=False)
     outcome = binder.bind_gang([(r, node) for r in refs], "gang-scheduler", f"{namespace}/g")
     assert not outcome.ok and not outcome.transient and outcome.parked == ()
-    real = [f for f in outcome.failed if f.status != SKIPPED]
-    assert [(f.pod.name, f.status) for f in real] == [(refs[5].name, 404)]
+    real = [f for f in outcome.failed if f.code != SKIPPED]
+    assert [(f.pod.name, f.code) for f in real] == [(refs[5].name, 404)]
     on = {ref.name: node_of(control_plane, ref) for ref in refs if ref != refs[5]}
     assert None not in on.values(), f"a member was deleted: {on}"
     assert {ref.name: n for ref, n in outcome.bound} == {
@@ -89,7 +89,7 @@ def test_a_recreated_namesake_is_not_bound(control_plane: ControlPlane, namespac
                                              _preload_content=False)
     new = control_plane.create_pod(namespace, old.name, gpus=1)
     outcome = binder.bind_gang([(old, node)], "gang-scheduler")
-    assert not outcome.ok and outcome.failed[0].status == 409, outcome.describe()
+    assert not outcome.ok and outcome.failed[0].code == 409, outcome.describe()
     fresh = PodRef(namespace, old.name, new["metadata"]["uid"])
     assert node_of(control_plane, fresh) == ""
 
@@ -125,7 +125,7 @@ def test_delete_and_evict(control_plane: ControlPlane, namespace: str, binder: B
     out = binder.evict_pods([refs[0], guarded_ref, PodRef(namespace, "ghost")],
                             grace_period_seconds=0)
     assert out[0].ok, out[0].reason
-    assert not out[1].ok and out[1].status == 429
+    assert not out[1].ok and out[1].code == 429
     assert out[1].reason.startswith("blocked by PodDisruptionBudget")
     assert out[2].ok and out[2].reason == "already gone"
     assert binder.delete_pods(refs[1:]) == []

@@ -152,7 +152,7 @@ def test_a_replica_in_a_stale_term_gets_its_gang_fenced_not_failed(fence: Fence)
     finally:
         binder.close()
     assert out.fenced and not out.transient and out.bound == () and out.parked == ()
-    assert out.failed[0].status == FENCED and "held by b in term 6" in out.failed[0].reason
+    assert out.failed[0].code == FENCED and "held by b in term 6" in out.failed[0].reason
     assert refused == [1]  # the first refusal stops the gang: the rest are skipped
     for p in pods:
         got = fence.cp.get_pod(fence.namespace, p["metadata"]["name"])
@@ -213,7 +213,7 @@ def test_a_stale_replica_s_pod_deletes_are_refused_and_the_leader_s_go_through(
     b6 = fence.lease_to("b", 6)
 
     (failure,) = stale.delete_pods([refs[0]])  # stale: the stamp is refused
-    assert failure.status == FENCED and "held by b in term 6" in failure.reason
+    assert failure.code == FENCED and "held by b in term 6" in failure.reason
     resumed = fence.api.request("DELETE", pod_path(fence, refs[1]), body={})  # stamped before
     assert_refused_as_stale(resumed, "a", 5)
     for ref in refs[:2]:

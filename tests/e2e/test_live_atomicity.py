@@ -60,7 +60,7 @@ def test_a_member_deleted_between_decision_and_bind_costs_the_others_nothing(
     wait_for(lambda: calls, 30, what="the first bind attempt")
     failed_at, first = calls[0]
     assert not first.ok and not first.transient
-    assert [(f.pod.name, f.status) for f in first.failed] == [(victim[0].name, 404)]
+    assert [(f.pod.name, f.code) for f in first.failed] == [(victim[0].name, 404)]
     kept = sorted(ref.name for ref, _ in first.bound)
     assert kept == sorted(set(names) - {victim[0].name}), first.describe()
     backoff = wait_for(lambda: runner.live.scheduler.backing_off(0.0).get(gang_id), 30,

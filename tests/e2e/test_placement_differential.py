@@ -272,7 +272,7 @@ def compare(world: World, trials: list[dict[str, Any]],
                             f"{sorted(mine)}; spec {pod['spec']}")
     for pod in created:
         try:
-            rest.status_of(world.core.delete_namespaced_pod, pod["metadata"]["name"],
+            rest.code_of(world.core.delete_namespaced_pod, pod["metadata"]["name"],
                            pod["metadata"]["namespace"], grace_period_seconds=0)
         except client.ApiException as exc:
             if exc.status != 404:  # already gone is what deleting is for

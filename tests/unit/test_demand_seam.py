@@ -107,7 +107,7 @@ CHARGERS = (
     "policies/reservation.py",
     "policies/victims.py",
     "scheduler/decide/recall.py",
-    "scheduler/decide/statuses.py",
+    "scheduler/decide/tallies.py",
     "scheduler/world/queue_usage.py",
 )
 

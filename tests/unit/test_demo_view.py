@@ -76,13 +76,13 @@ def test_nodes_show_one_cell_per_gpu_by_rack() -> None:
     assert "a100-0002 ████···· 4/8" in out
 
 
-def test_the_whole_view_and_the_plain_status_line() -> None:
+def test_the_whole_view_and_the_plain_summary_line() -> None:
     f, _ = sample()
     out = text_of(view.render(f))
     for piece in ("gang-scheduler demo", "t+  2.0s", "jobs done 0/2", "Queues", "Gangs",
                   "Nodes", "submitted b-ddp"):
         assert piece in out
-    assert view.status_line(f) == ("a100 20/32 GPUs; running: b-warmup; waiting: b-ddp; "
+    assert view.summary_line(f) == ("a100 20/32 GPUs; running: b-warmup; waiting: b-ddp; "
                                    "done 0/2")
 
 

@@ -1,4 +1,4 @@
-"""The plan as a value: pod mapping, carried nominations and reservations, status, explain."""
+"""The plan as a value: pod mapping, carried nominations and reservations, tallies, explain."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from scheduler.decide.cycle import NOMINATION_TIMEOUT_SECONDS, decide
 from scheduler.decide.plan import CyclePlan, ReasonCategory, explain
-from scheduler.decide.statuses import queue_statuses
+from scheduler.decide.tallies import queue_tallies
 from scheduler.model.demand import gpus_of
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
@@ -89,16 +89,16 @@ def test_previously_reserved_gang_goes_first() -> None:
     assert plan2.binds[0].gang_id == "ns/a0"
 
 
-def test_queue_status() -> None:
+def test_queue_tallies() -> None:
     snap = Snapshot(A100, B_FULL[:2])
     pending = [gang("a0", "a"), gang("x", "a", present=0)]
     plan = decide(snap, pending, TEAMS, 0.0, solver=SOLVE)
-    status = {q.name: q for q in queue_statuses(snap, pending, TEAMS, plan)}
-    assert status["a"].admitted == 1 and status["a"].running == 1
-    assert status["a"].pending == 1  # the gang still waiting for its members
-    assert status["b"].running == 2 and status["b"].usage[0][0] == "a100"
-    assert gpus_of(status["b"].usage[0][1]) == 16
-    assert status["b"].borrowed_share == 0.0  # within its nominal quota
+    tally = {q.name: q for q in queue_tallies(snap, pending, TEAMS, plan)}
+    assert tally["a"].admitted == 1 and tally["a"].running == 1
+    assert tally["a"].pending == 1  # the gang still waiting for its members
+    assert tally["b"].running == 2 and tally["b"].usage[0][0] == "a100"
+    assert gpus_of(tally["b"].usage[0][1]) == 16
+    assert tally["b"].borrowed_share == 0.0  # within its nominal quota
 
 
 def test_explain() -> None:

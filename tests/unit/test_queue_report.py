@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.validation import load_policies
-from scheduler.decide.statuses import QueueStatus
+from scheduler.decide.tallies import QueueTally
 from scheduler.model.resources import Resources
 from scheduler.report.queue_report import queue_reports
 
@@ -26,11 +26,11 @@ LEAVES = ("default", "team-a", "team-b")
 
 def shares(allocated: dict[tuple[str, str], int]) -> dict[str, float]:
     """``usage_share`` per queue when each (leaf queue, pool) is allocated that many GPUs."""
-    statuses = [QueueStatus(q, tuple((pool, Resources.of(gpu=n)) for (leaf, pool), n
+    tallies = [QueueTally(q, tuple((pool, Resources.of(gpu=n)) for (leaf, pool), n
                                      in sorted(allocated.items()) if leaf == q),
                             running=0, admitted=0, pending=0, borrowed_share=0.0)
                 for q in (*LEAVES, "research")]
-    return {r.name: round(r.usage_share, 4) for r in queue_reports(statuses, SHIPPED)}
+    return {r.name: round(r.usage_share, 4) for r in queue_reports(tallies, SHIPPED)}
 
 
 @pytest.mark.parametrize(("allocated", "expected"), [

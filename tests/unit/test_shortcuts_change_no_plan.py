@@ -23,7 +23,7 @@ from scheduler.decide.cycle import decide
 from scheduler.decide.memo import Memo
 from scheduler.decide.order import Rank, Turn
 from scheduler.decide.plan import CyclePlan
-from scheduler.decide.statuses import queue_statuses
+from scheduler.decide.tallies import queue_tallies
 from scheduler.model import Gang
 from tests.unit.policies.builders import SOLVE
 from tests.unit.test_decide_properties import NOW, PROPERTY, World, worlds
@@ -64,7 +64,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
 def _as_text(plan: CyclePlan, world: World) -> tuple[object, ...]:
     return (plan.binds, plan.evictions, plan.nominations, plan.reservations,
             {g: str(r) for g, r in plan.pending.items()}, plan.order,
-            queue_statuses(world.snapshot, world.pending, world.policies, plan))
+            queue_tallies(world.snapshot, world.pending, world.policies, plan))
 
 
 @pytest.mark.parametrize("preset", sorted(_PRESETS))
@@ -122,8 +122,8 @@ def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
     assert (fast.binds, fast.evictions, fast.nominations, fast.reservations, fast.order) == \
         (long.binds, long.evictions, long.nominations, long.reservations, long.order)
     assert fast.pending == {} and list(long.pending) == ["ns/alien"]
-    assert queue_statuses(world.snapshot, [], world.policies, fast) == \
-        queue_statuses(world.snapshot, [alien], world.policies, long)
+    assert queue_tallies(world.snapshot, [], world.policies, fast) == \
+        queue_tallies(world.snapshot, [alien], world.policies, long)
 
 
 def _in_order_reference(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,

@@ -1,6 +1,6 @@
 """A Queue being deleted (kept by the scheduler's finalizer while in use) stays in force for
 what it admitted and admits nothing new: its pending gangs are told why and where to go,
-its running gangs keep their quota and are counted in its status; the views mark it."""
+its running gangs keep their quota and are counted in its tally; the views mark it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 
 from scheduler.decide.cycle import decide
 from scheduler.decide.plan import ReasonCategory
-from scheduler.decide.statuses import queue_statuses
+from scheduler.decide.tallies import queue_tallies
 from scheduler.model.demand import gpus_of
 from scheduler.views import text
 from scheduler.views.apiserver import queue_rows
@@ -33,8 +33,8 @@ def test_a_terminating_queue_admits_nothing_new_and_keeps_charging_what_runs() -
     assert reason.category is ReasonCategory.NOT_ALLOWED
     assert reason.message.startswith("queue a is being deleted: it admits no new gangs")
     assert "submit to one of: b" in reason.message  # not to a, which is being deleted
-    (status_a,) = [s for s in queue_statuses(snapshot, [new], DELETING_A, plan) if s.name == "a"]
-    assert status_a.running == 1 and gpus_of(dict(status_a.usage)["a100"]) == 8
+    (tally_a,) = [s for s in queue_tallies(snapshot, [new], DELETING_A, plan) if s.name == "a"]
+    assert tally_a.running == 1 and gpus_of(dict(tally_a.usage)["a100"]) == 8
     # Without the deletion, the same gang starts.
     assert [b.gang_id for b in decide(snapshot, [new], BOTH, 10.0, solver=SOLVE).binds] == [
         "ns/new"]

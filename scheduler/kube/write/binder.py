@@ -44,20 +44,21 @@ from scheduler.model import PodRef
 log = structlog.get_logger()
 
 PodNode = tuple[PodRef, str]
-UNKNOWN = 0  # status of a request whose outcome is unknown (no reply)
-SKIPPED = -1  # status of a bind not attempted because another member had already failed
-FENCED = -2  # status of a bind not sent: this replica does not own the leader Lease
+UNKNOWN = 0  # code of a request whose outcome is unknown (no reply)
+SKIPPED = -1  # code of a bind not attempted because another member had already failed
+FENCED = -2  # code of a bind not sent: this replica does not own the leader Lease
 #: Replies that a later attempt may not get: the apiserver or etcd overloaded or restarting.
 TRANSIENT = frozenset({UNKNOWN, SKIPPED, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
 class PodFailure:
-    """Why one pod's request failed: the HTTP status (``UNKNOWN``/``SKIPPED`` otherwise)."""
+    """Why one pod's request failed: its *code*, the HTTP status (``UNKNOWN``, ``SKIPPED`` or
+    ``FENCED`` when there was none)."""
 
     pod: PodRef
     node: str
-    status: int
+    code: int
     reason: str
 
     def __str__(self) -> str:
@@ -84,26 +85,26 @@ class BindOutcome:
     @property
     def fenced(self) -> bool:
         """Not bound because this replica may not write (nothing wrong with the gang)."""
-        return any(f.status == FENCED for f in self.failed)
+        return any(f.code == FENCED for f in self.failed)
 
     @property
     def transient(self) -> bool:
         """Failed only for want of an answer (no reply, 429, 5xx): nothing wrong with the
         gang itself, so its members are parked for a retry once the apiserver answers."""
-        return bool(self.failed) and all(f.status in TRANSIENT for f in self.failed)
+        return bool(self.failed) and all(f.code in TRANSIENT for f in self.failed)
 
     @property
     def unanswered(self) -> bool:
         """Transient, and no failure but binds without a reply (or not sent after one): the
         apiserver away, so its retry is due the moment it answers again (a 429 or 5xx is an
         answer: it backs off)."""
-        return self.transient and all(f.status in (UNKNOWN, SKIPPED) for f in self.failed)
+        return self.transient and all(f.code in (UNKNOWN, SKIPPED) for f in self.failed)
 
     def describe(self) -> str:
         """One line for events and logs: the first real failure, and what was kept."""
         if self.ok:
             return f"bound {len(self.bound)} pods"
-        first = next((f for f in self.failed if f.status != SKIPPED), self.failed[0])
+        first = next((f for f in self.failed if f.code != SKIPPED), self.failed[0])
         if self.fenced:
             return (f"binding {first} failed; {len(self.bound)} bound members left for the "
                     "leader to complete or roll back")
@@ -117,7 +118,7 @@ class BindOutcome:
 class EvictOutcome:
     pod: PodRef
     ok: bool
-    status: int
+    code: int
     reason: str = ""
 
 
@@ -223,21 +224,21 @@ class Binder:
         the pod gone or recreated since (a failure retrying cannot mend), or, when the
         apiserver does not answer or the pod is not bound, still without a reply."""
         unknown = [i for i, r in enumerate(results)
-                   if isinstance(r, PodFailure) and r.status == UNKNOWN]
+                   if isinstance(r, PodFailure) and r.code == UNKNOWN]
         out = list(results)
-        for i, (status, on) in zip(unknown, self.executor.map(
+        for i, (code, on) in zip(unknown, self.executor.map(
                 lambda i: self._read(pods[i][0]), unknown), strict=True):
             if on:
                 out[i] = on
-            elif status in (404, 409):
+            elif code in (404, 409):
                 ref, node = pods[i]
-                out[i] = PodFailure(ref, node, status, _bind_reason(
-                    status, "read back after a bind without a reply"))
+                out[i] = PodFailure(ref, node, code, _bind_reason(
+                    code, "read back after a bind without a reply"))
         return out
 
     def _read(self, ref: PodRef) -> tuple[int, str]:
-        """(status, node) of this incarnation of the pod: 200 and the node it is bound to
-        ("" if none), 404 gone, 409 recreated (another uid), 0 or another status when the
+        """(code, node) of this incarnation of the pod: 200 and the node it is bound to
+        ("" if none), 404 gone, 409 recreated (another uid), 0 or another code when the
         apiserver did not answer or could not tell."""
         try:
             resp = self.client.request("GET", _pod_path(ref), timeout=self.timeout)
@@ -349,12 +350,12 @@ def _outcome(gang: str, pods: Sequence[PodNode],
     return outcome
 
 
-def _bind_reason(status: int, message: str) -> str:
+def _bind_reason(code: int, message: str) -> str:
     """Short, stable reasons for the common bind failures, with the server's words."""
-    if status == 404:
+    if code == 404:
         return f"pod deleted before binding ({message})"
-    if status == 409:
+    if code == 409:
         return f"conflict: already bound or recreated ({message})"
-    if status == 403:
+    if code == 403:
         return f"forbidden ({message})"
-    return f"HTTP {status}: {message}"
+    return f"HTTP {code}: {message}"

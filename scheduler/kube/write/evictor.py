@@ -213,7 +213,7 @@ class Evictor:
                             f"refused, will retry: {o.reason}", "Evicting")
         if refused:
             log.warning("eviction_blocked", **keys, preemptor=victim.preemptor,
-                        pods=len(refused), status=refused[0].status, reason=refused[0].reason)
+                        pods=len(refused), status=refused[0].code, reason=refused[0].reason)
             return refused, left
         log.info("gang_preempted", **keys, preemptor=victim.preemptor, pods=len(refs),
                  grace_period_seconds=max(graces.values(), default=0), retry=retry)

@@ -103,7 +103,7 @@ class Driver:
             return self.current_frame(pods)
         if now - self.last_status >= STATUS_EVERY_S:
             self.last_status = now
-            self.console.print(f"[{now:6.1f}s] {view.status_line(self.current_frame(pods))}",
+            self.console.print(f"[{now:6.1f}s] {view.summary_line(self.current_frame(pods))}",
                                highlight=False, markup=False, soft_wrap=True)
         return None
 

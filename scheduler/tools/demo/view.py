@@ -163,7 +163,7 @@ def summary(tracker: Tracker, elapsed: float) -> RenderableType:
     return Group(table, facts)
 
 
-def status_line(f: Frame) -> str:
+def summary_line(f: Frame) -> str:
     """One plain line for ``--no-live``: GPUs in use per pool, running and waiting gangs."""
     pools: dict[str, list[int]] = {}
     for n in f.nodes:

@@ -27,7 +27,7 @@ def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any
     return dict(json.loads(body)) if body else {}
 
 
-def status_of(method: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+def code_of(method: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """``method(*args, **kwargs)`` without parsing the reply; the HTTP status code.
 
     For calls whose reply the generated client cannot parse, such as ``pods/binding``

@@ -72,7 +72,7 @@ FILES: dict[str, str | bytes] = {
 
 SIM = ["simulate", "--no-progress", "--limit", "5", "--policy", "fifo-gang"]
 
-# (id, argv, exit status, what stderr (or, for policy validate, stdout) must say)
+# (id, argv, exit code, what stderr (or, for policy validate, stdout) must say)
 CASES: list[tuple[str, list[str], int, str]] = [
     # simulate --cluster
     ("cluster missing", [*SIM, "--cluster", "nope.yaml"], 2,

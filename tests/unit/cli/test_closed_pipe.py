@@ -2,7 +2,7 @@
 
 Issue 32: ``gang-scheduler gangs | head`` ended in a BrokenPipeError traceback. Each command
 here runs in a child process whose stdout is a pipe already closed at the other end, so its
-first write fails as it does once ``head`` has read its lines: the exit status is 141 (128 +
+first write fails as it does once ``head`` has read its lines: the exit code is 141 (128 +
 SIGPIPE, what a shell reports for ``git log | head``) and nothing is written to stderr.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli.main import CLOSED_PIPE_STATUS
+from scheduler.cli.main import CLOSED_PIPE_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,4 +47,4 @@ def test_a_closed_pipe_ends_a_command_quietly(argv: list[str], unbuffered: bool)
         # argparse drops a failed write of its own --help or --version text, and exits 0
         assert proc.returncode == 0, (proc.returncode, proc.stderr)
     else:
-        assert proc.returncode == CLOSED_PIPE_STATUS, (proc.returncode, proc.stderr)
+        assert proc.returncode == CLOSED_PIPE_EXIT_CODE, (proc.returncode, proc.stderr)

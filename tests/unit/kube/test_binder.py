@@ -119,8 +119,8 @@ def test_a_deleted_member_fails_its_gang_and_the_bound_ones_are_kept(
     del store.pods["w1"]  # deleted between decision and bind
     out = binder.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     assert not out.ok and not out.transient and out.parked == ()
-    real = [f for f in out.failed if f.status != SKIPPED]
-    assert [(f.pod.name, f.status) for f in real] == [("w1", 404)]
+    real = [f for f in out.failed if f.code != SKIPPED]
+    assert [(f.pod.name, f.code) for f in real] == [("w1", 404)]
     assert "pod deleted before binding" in real[0].reason
     # Whatever got bound before the failure stopped the rest is kept, where it is.
     assert {ref.name: node for ref, node in out.bound} == {
@@ -160,11 +160,11 @@ def test_a_bind_without_a_reply_is_read_back_and_parked_unless_it_landed(
     assert not out.ok and out.transient and out.unanswered
     if lost == "reply":  # read back: it did land
         assert out.bound == ((refs[0], "n0"), (refs[1], "n0"))
-        assert [f.status for f in out.failed] == [SKIPPED]
+        assert [f.code for f in out.failed] == [SKIPPED]
         assert out.parked == ((refs[2], "n0"),)
     else:
         assert out.bound == ((refs[0], "n0"),)
-        assert [f.status for f in out.failed] == [UNKNOWN, SKIPPED]
+        assert [f.code for f in out.failed] == [UNKNOWN, SKIPPED]
         assert out.parked == ((refs[1], "n0"), (refs[2], "n0"))
         assert store.pods["w1"]["node"] == ""
     assert ("GET", "w1") in store.calls and deletes(store) == []
@@ -180,14 +180,14 @@ def test_a_bind_without_a_reply_whose_pod_is_gone_since_is_not_parked(store: Pod
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
     assert not out.transient and out.parked == ()
-    assert [f.status for f in out.failed] == [404, SKIPPED]
+    assert [f.code for f in out.failed] == [404, SKIPPED]
 
 
 def test_a_failed_delete_is_retried_and_reported(store: PodStore, binder: Binder) -> None:
     (ref,) = store.add("w0", node="n0")
     store.undeletable.add("w0")
     (failure,) = binder.delete_pods([ref])
-    assert failure.pod == ref and failure.status == 500
+    assert failure.pod == ref and failure.code == 500
     assert deletes(store) == ["w0", "w0"]  # delete_attempts
 
 
@@ -197,7 +197,7 @@ def test_members_queued_behind_a_failure_are_skipped(store: PodStore) -> None:
     del store.pods["w0"]
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler")
     serial.close()
-    assert [f.status for f in out.failed] == [404, SKIPPED, SKIPPED]
+    assert [f.code for f in out.failed] == [404, SKIPPED, SKIPPED]
     assert ("POST binding", "w1") not in store.calls
 
 
@@ -223,7 +223,7 @@ def test_evictions(store: PodStore, binder: Binder) -> None:
     refs = store.add("v0", "v1")
     store.pdb_protected.add("v1")
     out = binder.evict_pods([*refs, PodRef("ns", "gone")], grace_period_seconds=30)
-    assert [(o.ok, o.status) for o in out] == [(True, 201), (False, 429), (True, 404)]
+    assert [(o.ok, o.code) for o in out] == [(True, 201), (False, 429), (True, 404)]
     assert out[1].reason.startswith("blocked by PodDisruptionBudget")
 
 
@@ -262,7 +262,7 @@ def test_a_failure_retrying_cannot_mend_parks_nothing(store: PodStore) -> None:
     out = serial.bind_gang([(r, "n0") for r in refs], "gang-scheduler", "ns/g")
     serial.close()
     assert not out.ok and not out.transient and out.parked == ()
-    assert [f.status for f in out.failed] == [404, SKIPPED]
+    assert [f.code for f in out.failed] == [404, SKIPPED]
     assert ("POST binding", "w1") not in store.calls
 
 
@@ -284,7 +284,7 @@ def test_a_replica_fenced_mid_gang_leaves_what_it_bound_to_the_leader(store: Pod
     serial.close()
     assert not out.ok and out.fenced and not out.transient
     assert out.bound == ((refs[0], "n0"),) and out.parked == ()
-    assert [f.status for f in out.failed] == [FENCED, SKIPPED]
+    assert [f.code for f in out.failed] == [FENCED, SKIPPED]
     assert store.pods["w0"]["node"] == "n0"
     assert not any(method == "DELETE" for method, _ in store.calls)
     assert ("POST binding", "w2") not in store.calls  # no retry on the fence
@@ -305,4 +305,4 @@ def test_a_fenced_delete_is_not_retried(store: PodStore) -> None:
     b = Binder(AlwaysFenced(), concurrency=1)  # type: ignore[arg-type]
     (failure,) = b.delete_pods([ref], retries=3)
     b.close()
-    assert failure.status == FENCED and AlwaysFenced.calls == 1
+    assert failure.code == FENCED and AlwaysFenced.calls == 1

@@ -179,7 +179,7 @@ def test_a_bind_refused_by_the_apiserver_fence_leaves_the_gang_to_the_leader(
     binder.close()
     assert out.fenced and not out.transient and out.parked == ()
     assert out.bound == ((refs[0], "n0"),)
-    assert [f.status for f in out.failed] == [FENCED, SKIPPED]
+    assert [f.code for f in out.failed] == [FENCED, SKIPPED]
     assert not any(method == "DELETE" for method, _ in sent)
     assert sent.count(("POST", "/api/v1/namespaces/ns/pods/w1/binding")) == 1  # not retried
 
@@ -190,7 +190,7 @@ def test_an_eviction_refused_by_the_apiserver_fence_is_reported_fenced(
     binder = Binder(FencedClient(Recording(), lambda: True, token=lambda: TOKEN))
     out = binder.evict_pod(PodRef("ns", "p", "uid-p"))
     binder.close()
-    assert not out.ok and out.status == FENCED and "term 6" in out.reason
+    assert not out.ok and out.code == FENCED and "term 6" in out.reason
 
 
 def test_a_pod_delete_is_preceded_by_a_stamp_naming_the_term_and_the_user(

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.decide.statuses import QueueStatus
+from scheduler.decide.tallies import QueueTally
 from scheduler.kube.client import MERGE_PATCH, Response
 from scheduler.kube.read import informer
 from scheduler.kube.read.policy_feed import LivePolicies
@@ -25,14 +25,14 @@ TREE = policies(queue("org", quota={"p": 16}), queue("a", "org", weight=1, quota
 
 def reports(a_gpus: int = 4, b_gpus: int = 12, pending: int = 2,
             capacity: dict[str, Resources] | None = None) -> Any:
-    statuses = [
-        QueueStatus("a", (("p", Resources.of(gpu=a_gpus, cpu=1500)),), running=a_gpus,
+    tallies = [
+        QueueTally("a", (("p", Resources.of(gpu=a_gpus, cpu=1500)),), running=a_gpus,
                     admitted=1, pending=pending, borrowed_share=0.0),
-        QueueStatus("b", (("p", Resources.of(gpu=b_gpus)),), running=b_gpus, admitted=0,
+        QueueTally("b", (("p", Resources.of(gpu=b_gpus)),), running=b_gpus, admitted=0,
                     pending=4, borrowed_share=0.5),
-        QueueStatus("org", (), running=0, admitted=0, pending=0, borrowed_share=0.0),
+        QueueTally("org", (), running=0, admitted=0, pending=0, borrowed_share=0.0),
     ]
-    return queue_reports(statuses, TREE, capacity=capacity)
+    return queue_reports(tallies, TREE, capacity=capacity)
 
 
 @dataclass

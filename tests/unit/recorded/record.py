@@ -1,7 +1,7 @@
 """What ``test_decisions_unchanged`` compares: each cycle's plan as plain data, and its digest.
 
 ``project`` keeps every decision a plan holds (binds with their pod -> node maps, evictions,
-nominations, reservations, the reason of every pending gang, the order, per-queue status)
+nominations, reservations, the reason of every pending gang, the order, per-queue tallies)
 in plain JSON types; ``digest`` hashes that. The scenarios' cycles and a few simulated runs
 are replayed by ``replay_*``; ``python -m tests.unit.recorded.record`` writes their digests
 to ``plans.json`` (see README.md in this directory for when that is right).
@@ -19,7 +19,7 @@ from pathlib import Path
 from policies.queues import PolicySet
 from scheduler.decide.cycle import decide
 from scheduler.decide.plan import CyclePlan
-from scheduler.decide.statuses import QueueStatus, queue_statuses
+from scheduler.decide.tallies import QueueTally, queue_tallies
 from scheduler.model import Gang
 from scheduler.run.loop import ApplyResult
 from scheduler.world.snapshot import Snapshot
@@ -42,13 +42,13 @@ RUNS: tuple[tuple[str, str, dict[str, float]], ...] = (
 )
 
 
-def statuses(plan: CyclePlan, snapshot: Snapshot, gangs: Sequence[Gang],
-             policies: PolicySet) -> tuple[QueueStatus, ...]:
-    """The per-queue status of *plan* (decided on *snapshot* for *gangs*)."""
-    return queue_statuses(snapshot, gangs, policies, plan)
+def tallies(plan: CyclePlan, snapshot: Snapshot, gangs: Sequence[Gang],
+             policies: PolicySet) -> tuple[QueueTally, ...]:
+    """The per-queue tallies of *plan* (decided on *snapshot* for *gangs*)."""
+    return queue_tallies(snapshot, gangs, policies, plan)
 
 
-def project(plan: CyclePlan, queues: tuple[QueueStatus, ...]) -> dict[str, object]:
+def project(plan: CyclePlan, queues: tuple[QueueTally, ...]) -> dict[str, object]:
     def placement(p: object) -> object:
         if p is None:
             return None
@@ -98,7 +98,7 @@ def replay_scenario(seed: int, s: World) -> list[str]:
     snapshot, pending, previous = s.snapshot, s.pending, None
     for k, now in enumerate((NOW, NOW + 60.0, NOW + 1_200.0)):
         plan = decide(snapshot, pending, s.policies, now, previous, solver=SOLVE)
-        out.append(digest(project(plan, statuses(plan, snapshot, pending, s.policies))))
+        out.append(digest(project(plan, tallies(plan, snapshot, pending, s.policies))))
         bound = {b.gang_id for b in plan.binds}
         snapshot = _after(snapshot, plan, pending, now, keep_victims=(seed + k) % 2 == 0)
         pending = tuple(g for g in pending if g.id not in bound)
@@ -114,7 +114,7 @@ class _Recording:
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         inp = self.sim.cache.cycle_input(now)
-        queues = statuses(plan, inp.snapshot, inp.gangs.pending, self.sim.preset.policies)
+        queues = tallies(plan, inp.snapshot, inp.gangs.pending, self.sim.preset.policies)
         self.digests.append(digest(project(plan, queues)))
         return self.inner.apply(plan, now)
 

@@ -1,4 +1,4 @@
-"""Per-queue status after a plan: a pure function of the cycle's input and its plan.
+"""Per-queue tallies after a plan: a pure function of the cycle's input and its plan.
 
 What each queue uses per pool and how many gangs it runs once the plan's binds are in,
 how many it admitted and how many wait, and its *borrowed share*: the weighted dominant
@@ -25,7 +25,10 @@ from scheduler.world.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
-class QueueStatus:
+class QueueTally:
+    """What one queue counts after a plan: usage, gangs running, admitted and pending, and its
+    borrowed share (the Kubernetes ``status`` of its Queue is written from its report)."""
+
     name: str
     usage: tuple[tuple[str, Resources], ...]  # per pool, after the plan's binds
     running: int  # gangs running, including the plan's binds
@@ -34,9 +37,9 @@ class QueueStatus:
     borrowed_share: float  # weighted dominant share of what the queue borrows (0: within quota)
 
 
-def queue_statuses(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet,
-                   plan: CyclePlan, recall: Recall | None = None) -> tuple[QueueStatus, ...]:
-    """The status of every queue of *policies* after *plan*, decided on *snapshot* for
+def queue_tallies(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet,
+                   plan: CyclePlan, recall: Recall | None = None) -> tuple[QueueTally, ...]:
+    """The tally of every queue of *policies* after *plan*, decided on *snapshot* for
     *gangs* (the pending gangs of the cycle; *recall*: the one ``decide`` had, if any)."""
     if recall is None or recall.index is not snapshot.index:
         recall = Recall(snapshot.index)
@@ -63,7 +66,7 @@ def queue_statuses(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySe
     for g in by_id.values():
         if g.id in plan.pending:
             waiting[g.queue] = waiting.get(g.queue, 0) + 1
-    return tuple(QueueStatus(
+    return tuple(QueueTally(
         name=name, usage=tuple(usage.get(name, ())), running=running.get(name, 0),
         admitted=admitted.get(name, 0), pending=waiting.get(name, 0),
         borrowed_share=fairshare.dominant_share(ledger, name))
