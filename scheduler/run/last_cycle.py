@@ -1,7 +1,7 @@
 """The last cycle, kept for what reads it between cycles: its queue figures, worked out once.
 
 Why apart from the loop: the loop's job is the cycle; what it leaves behind is read by others
-(the live scheduler's Queue status writer, at most every few seconds; the views; the metrics
+(the live scheduler's Queue status publisher, at most every few seconds; the views; the metrics
 after each cycle), and a simulation never reads the queue figures, so they are worked out on
 first use from the cycle's own input, policies, recall and plan, never from the cache again.
 """

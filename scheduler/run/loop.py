@@ -213,7 +213,7 @@ class Scheduler:
     @property
     def last_queues(self) -> tuple[QueueReport, ...]:
         """Per-queue figures of the last cycle (worked out on first use: a simulation never
-        reads them, the live scheduler's status writer reads them at most every few seconds)."""
+        reads them, the live scheduler's Queue status publisher at most every few seconds)."""
         return () if self._last is None else self._last.queues()
 
     @property

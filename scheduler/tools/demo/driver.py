@@ -31,7 +31,7 @@ NODES = "/api/v1/nodes"
 QUEUES = "/apis/gangscheduler.io/v1alpha1/queues"
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
 TICK_S = 0.25
-STATUS_EVERY_S = 10.0
+SUMMARY_EVERY_S = 10.0
 
 
 class Driver:
@@ -43,7 +43,7 @@ class Driver:
         self.clock = clock
         self.t0 = clock()
         self.log: deque[str] = deque(maxlen=50)
-        self.last_status = 0.0
+        self.last_summary = 0.0
         self.reserved: dict[str, str] = {}  # reserved job -> its team, estimate not told yet
 
     def elapsed(self) -> float:
@@ -101,8 +101,8 @@ class Driver:
             self._emit(e)
         if self.live:
             return self.current_frame(pods)
-        if now - self.last_status >= STATUS_EVERY_S:
-            self.last_status = now
+        if now - self.last_summary >= SUMMARY_EVERY_S:
+            self.last_summary = now
             self.console.print(f"[{now:6.1f}s] {view.summary_line(self.current_frame(pods))}",
                                highlight=False, markup=False, soft_wrap=True)
         return None
