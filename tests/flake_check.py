@@ -11,7 +11,7 @@ is a count, not a feeling. This script makes that count reproducible:
   run (``--keep-going`` runs them all), and the result is the number of green runs in a row
   since the last failure, with the failed test ids of every red one;
 - one line per finished run is printed and appended to ``runs.tsv`` in ``--out``, beside each
-  run's full log (and a red run's temp dirs, which hold its dev clusters' logs), so a count
+  run's full log (and a red run's temp dirs, which contain its dev clusters' logs), so a count
   may be continued later (``--resume``) at the same commit.
 
 Usage::
@@ -180,7 +180,7 @@ class Check:
             summary, failed = read_log(log.read_text(encoding="utf-8", errors="replace"))
             self.record(Run(number, name, self.commit[:12], start, time.time() - start,
                             (load, load1()), rc, summary, failed))
-            if rc != 0:  # a red run's temp dirs hold its clusters' logs: kept, to find why
+            if rc != 0:  # a red run's temp dirs contain its clusters' logs: kept, to find why
                 shutil.move(tmp, self.args.out / f"run{number:03d}-lane{name}-tmp")
             else:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -108,7 +108,7 @@ def test_add_modify_delete(control_plane: ControlPlane, namespace: str,
         inf.stop()
 
 
-def hold_watch(client: GatedClient, inf: Informer) -> None:
+def cut_off_watch(client: GatedClient, inf: Informer) -> None:
     """Cut the informer off: its current watch is dropped and the next one waits at the gate."""
     wait_for(lambda: inf.watching, 60, what="a watch")
     client.open.clear()
@@ -123,7 +123,7 @@ def test_410_relists_and_reports_what_changed_meanwhile(
     seen = Seen(namespace)
     inf = run_informer(gated, informer.PODS, seen)
     try:
-        hold_watch(gated, inf)
+        cut_off_watch(gated, inf)
         control_plane.core.delete_namespaced_pod("goes", namespace, grace_period_seconds=0,
                                                  _preload_content=False)
         control_plane.create_pod(namespace, "new")
@@ -176,7 +176,7 @@ def test_a_real_410_after_the_watch_cache_rolls_over(
     seen = Seen(namespace)
     inf = run_informer(gated, ResourceKind("ticks", path), seen)
     try:
-        hold_watch(gated, inf)
+        cut_off_watch(gated, inf)
         assert gated.request("DELETE", f"{base}/goes").ok
         time.sleep(80)
         for i in range(200):  # fill the cache so that the stale events are evicted

@@ -55,7 +55,7 @@ SCENARIOS = [
     Scenario("waiting for members", [gang("a0", "a", pods=2, present=1)],
              reasons={"ns/a0": R.WAITING_FOR_MEMBERS}),
     Scenario("unknown queue", [gang("x", "nope")], reasons={"ns/x": R.NOT_ALLOWED}),
-    Scenario("parent queue holds no gangs", [gang("x", "research")],
+    Scenario("parent queue has no gangs", [gang("x", "research")],
              reasons={"ns/x": R.NOT_ALLOWED}),
     Scenario("namespace not permitted",
              [gang("x", "a")], queues=(queue("research"),

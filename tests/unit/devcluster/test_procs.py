@@ -27,7 +27,7 @@ time.sleep(120)
 
 
 @pytest.fixture
-def held() -> Iterator[int]:
+def taken() -> Iterator[int]:
     """A port another process (this test) is listening on."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", procs.free_port()))
@@ -63,32 +63,32 @@ def test_a_port_is_free_and_below_the_ephemeral_range() -> None:
             sock.bind(("127.0.0.1", port))  # free: binding it does not raise
 
 
-def test_a_taken_port_is_never_handed_out(held: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_taken_port_is_never_handed_out(taken: int, monkeypatch: pytest.MonkeyPatch) -> None:
     pick = procs._PICK.randrange
-    first = iter([held, held])  # the taken port comes up twice, then chance picks again
+    first = iter([taken, taken])  # the taken port comes up twice, then chance picks again
     monkeypatch.setattr(procs._PICK, "randrange",
                         lambda low, high: next(first, None) or pick(low, high))
-    assert procs.free_port() != held
+    assert procs.free_port() != taken
     assert next(first, None) is None, "the taken port was not tried"
 
 
 def test_a_child_that_lost_its_port_is_started_again_on_another(
-        tmp_path: Path, held: int, started: list[procs.ManagedProcess]) -> None:
+        tmp_path: Path, taken: int, started: list[procs.ManagedProcess]) -> None:
     tries: list[int] = []
-    ports = iter([held, procs.free_port()])
+    ports = iter([taken, procs.free_port()])
     child = procs.start_listening(lambda: listen(tmp_path / "l.log", ports, tries, started))
-    assert tries[0] == held and len(tries) == 2
+    assert tries[0] == taken and len(tries) == 2
     assert procs.is_alive(child) and "listening" in procs.since_start(child)
     assert "address already in use" in (tmp_path / "l.log").read_text().lower()
 
 
 def test_the_last_attempt_fails_with_the_childs_own_words(
-        tmp_path: Path, held: int, started: list[procs.ManagedProcess]) -> None:
+        tmp_path: Path, taken: int, started: list[procs.ManagedProcess]) -> None:
     tries: list[int] = []
     with pytest.raises(procs.Exited, match=r"(?i)address already in use"):
-        procs.start_listening(lambda: listen(tmp_path / "l.log", iter([held] * 5), tries, started),
+        procs.start_listening(lambda: listen(tmp_path / "l.log", iter([taken] * 5), tries, started),
                               attempts=3)
-    assert tries == [held] * 3
+    assert tries == [taken] * 3
 
 
 def test_any_other_death_is_not_retried(tmp_path: Path,

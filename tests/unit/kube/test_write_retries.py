@@ -83,7 +83,7 @@ def test_a_condition_written_during_an_outage_lands_once_the_apiserver_answers(
     writer.submit("pending/ns/g", lambda: statuses.set_unschedulable(POD, "Quota: full"))
     assert writer.flush()
     assert counts == {"failed": 1, "retried": 0} and writer.kept == 1
-    # Held back while down: a second task does not go out to fail.
+    # Postponed while down: a second task does not go out to fail.
     writer.submit("event/ns/g", lambda: None)
     assert writer.flush() and server.written == []
     with pytest.raises(TransportError):  # a read fails too, and is not a write to retry
