@@ -352,9 +352,9 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     for role, c, keyed in spreads:
         rules.append(_spread_rule(gang, role, snapshot, c, keyed,
                                   order[:order.index(role.name)]))
-    never = _affinity_rules(gang, affinities, order, rules, blocked)
-    if never:
-        impossible = (UnplaceableReason.NO_ELIGIBLE_NODES, never)
+    unsatisfiable = _affinity_rules(gang, affinities, order, rules, blocked)
+    if unsatisfiable:
+        impossible = (UnplaceableReason.NO_ELIGIBLE_NODES, unsatisfiable)
     for role in gang.roles:
         if role.count <= 0:
             continue

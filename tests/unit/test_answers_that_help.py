@@ -83,11 +83,11 @@ def test_a_gang_that_never_fits_is_not_only_queued_behind_another() -> None:
     """Backfill off: the first gang that does not fit defers everyone behind it. One that could
     never start is told so, not that it waits its turn, while its pool sits idle."""
     head = gang("head", "b", pods=3, created=0.0)  # waits for the borrowers to end
-    never = gang("never", "b", gpus=16, created=1.0)  # its turn comes after the head
-    plan = decide(Snapshot(A100, BORROWERS[:2]), [head, never],
+    too_big = gang("too-big", "b", gpus=16, created=1.0)  # its turn comes after the head
+    plan = decide(Snapshot(A100, BORROWERS[:2]), [head, too_big],
                   policies(*TEAMS, backfill=False, reservation=False), NOW, solver=SOLVE)
     assert plan.pending[head.id].category is R.QUOTA
-    reason = plan.pending[never.id]
+    reason = plan.pending[too_big.id]
     assert reason.category is R.PLACEMENT, reason
     assert "never fits" in reason.message and "waits behind" not in reason.message
 

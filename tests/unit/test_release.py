@@ -66,8 +66,8 @@ def test_a_whole_release_is_what_without_gangs_gave(s: Scenario) -> None:
     after = snap.without(releases)
     assert _picture(after) == _picture(snap.without_gangs(s.released))
     # ... and what a snapshot in which those gangs never ran shows.
-    never = Snapshot(NODES, [g for g in s.gangs if g.id not in s.released], s.other)
-    assert _picture(after) == _picture(never)
+    without = Snapshot(NODES, [g for g in s.gangs if g.id not in s.released], s.other)
+    assert _picture(after) == _picture(without)
     assert sorted(after.lineage[snap.version]) == sorted({n for r in releases for n in r.nodes})
     assert snap.without([]) is snap
 
