@@ -3,6 +3,8 @@ answer kept or not, a malformed text never kept, a full table cleared rather tha
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.kube.read import convert
@@ -29,7 +31,7 @@ def test_a_full_table_is_cleared_and_answers_the_same(monkeypatch: pytest.Monkey
 
 
 def test_a_spec_shape_is_converted_once() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+    pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}
     first = convert.pod_from_json(pod)
     second = convert.pod_from_json({**pod, "metadata": {**pod["metadata"], "name": "q"}})
