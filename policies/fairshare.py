@@ -102,7 +102,8 @@ RANKS: Slot[tuple[str, object], tuple[QuotaTree, tuple[Key, ...], tuple[object, 
 def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
          head: Mapping[str, Mapping[str, int]]) -> QueueKey:
     """``queue_key`` of *queue* with *head* next (*key*: its bounds as a key), again while
-    the ledger entries it reads are the same objects."""
+    the ledger entries it reads are the same objects. A slot, but checked before use: the
+    ledger is not in its key (it changes with every admission), the entries it read are."""
     tree, totals = ledger.tree, ledger.total
     hit = slots.table(RANKS).get((queue, key))
     if hit is not None and hit[0] is tree:

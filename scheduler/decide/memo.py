@@ -48,6 +48,8 @@ class Memo:
         self.recall = recall
         self.slots = Slots()
         self._epoch: Epoch | None = None
+        # Not a slot: its answers hold only in their epoch (three objects by identity, not in
+        # the key), so the table is emptied when the epoch changes, not when it is full.
         self._failures: dict[FailureKey, Waiting] = {}  # in the epoch
 
     # Failures -----------------------------------------------------------------------------

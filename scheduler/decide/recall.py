@@ -90,6 +90,7 @@ class Recall:
 
         A ledger depends only on the tree and the usage per (queue, pool), and charges
         commute, so the last ledger is brought up to date by charging what changed.
+        Not a slot: an incremental update of one value from the last, not answers by key.
         """
         usage = snapshot.queue_usage
         hit = self._ledger
@@ -112,7 +113,8 @@ class Recall:
                    judge: Callable[[Gang], Admissible]) -> list[Judged]:
         """``judge(gang)`` for each of *gangs*, with the gang's ``Members``, reusing both for
         the same gang objects under the same queue set (gangs no longer asked about are
-        forgotten)."""
+        forgotten). Not a slot: pruned to this call's gangs each time (a working set),
+        where a slot's table keeps every key until it is full."""
         before = self._admissible.peek(queues) or {}
         known: dict[str, Judged] = {}
         out = []

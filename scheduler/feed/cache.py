@@ -17,7 +17,7 @@ constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from scheduler.feed.cache_assumed import Assuming, Assumption
@@ -34,7 +34,7 @@ from scheduler.feed.grouping import (
     group_id,
     is_ours,
 )
-from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef
+from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef, RunningGang
 from scheduler.model.resources import Resources
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 from scheduler.world.node_index import NodeIndex
@@ -46,6 +46,15 @@ class CycleInput:
     snapshot: Snapshot
     gangs: GangSet
     generation: int  # changes whenever anything in the cache changed
+
+
+@dataclass(frozen=True, slots=True)
+class GangsNow:
+    """The running and pending gangs as the cache has them at one moment, without a snapshot
+    (``ClusterCache.gangs_now``); *running* is a picture, not changed by later reads."""
+
+    running: Mapping[str, RunningGang]
+    pending: tuple[Gang, ...]
 
 
 class ClusterCache(WorkloadFeeding, Assuming):
@@ -73,6 +82,10 @@ class ClusterCache(WorkloadFeeding, Assuming):
         # changed rather than a pass over every gang (most of them running, unchanged).
         self._pending: dict[str, Gang] = {}
         self._pending_sorted: tuple[Gang, ...] | None = ()
+        self._running: dict[str, RunningGang] = {}
+        #: Gangs whose running part changed since the last snapshot was derived (rebuilt by
+        #: ``gangs_now`` or ``cycle_input``): the next snapshot takes them in.
+        self._changed_running: dict[str, GangEntry] = {}
         self._partial: dict[str, tuple[PodRef, ...]] = {}
         self._problems: dict[str, str] = {}
         self._dirty: set[str] = set()
@@ -233,6 +246,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
         self._entries.clear()
         self._pending.clear()
         self._pending_sorted = None
+        self._running.clear()
+        self._changed_running.clear()
         self._partial.clear()
         self._problems.clear()
         self._gid_of.clear()
@@ -247,38 +262,61 @@ class ClusterCache(WorkloadFeeding, Assuming):
     def cycle_input(self, now: float) -> CycleInput:
         """Snapshot and gangs for one cycle; reused as is while nothing has changed."""
         with self._lock:
-            self._expire_assumptions(now)
-            self.change_facts(lambda facts: facts.expire(now))
+            self._expire(now)
             memo = self._memo
             if memo is not None and memo.generation == self._generation:
                 return memo
-            if self._rebuild_all:
-                self._reindex_all()
-            changed_running: dict[str, GangEntry] = {}
-            for gid in sorted(self._dirty):
-                uids = self._members.get(gid)
-                before = self._entries.pop(gid, None)
-                if uids:
-                    native = self._native.resolve(gid)
-                    pods = [self._effective(u) for u in uids]
-                    entry = build_gang(gid, pods,
-                                       gang_group(self._groups.get(gid), pods, self._jobsets),
-                                       gang_job(gid, pods, self._jobs, native, self._jobsets),
-                                       self.grouping, native)
-                    if entry != GangEntry():
-                        self._entries[gid] = entry
-                else:
-                    self._members.pop(gid, None)
-                    entry = GangEntry()
-                old_running = before.running if before else None
-                if old_running != entry.running:
-                    changed_running[gid] = entry
-                self._index_entry(gid, before, entry)
-            self._dirty.clear()
+            self._rebuild_dirty()
             other = self._others.usage()
-            snapshot = self._next_snapshot(memo, changed_running, other)
+            snapshot = self._next_snapshot(memo, other)
             self._memo = CycleInput(snapshot, self._gang_set(snapshot, other), self._generation)
             return self._memo
+
+    def gangs_now(self, now: float) -> GangsNow:
+        """The running and pending gangs as ``cycle_input(now)`` would have them, without
+        deriving its snapshot and gang set: for readers that want the gangs only (the live
+        runner's writers after a cycle). Lapsed assumptions expire and the changed gangs are
+        rebuilt as in ``cycle_input``; the snapshot is left to the next one, which takes in
+        what changed since the last (``_changed_running``)."""
+        with self._lock:
+            self._expire(now)
+            memo = self._memo
+            if memo is not None and memo.generation == self._generation:
+                return GangsNow(memo.snapshot.running, memo.gangs.pending)
+            self._rebuild_dirty()
+            return GangsNow(dict(self._running), self._pending_gangs())
+
+    def _expire(self, now: float) -> None:
+        """Assumptions (binds, pre-bind decisions) that lapsed by *now* are dropped."""
+        self._expire_assumptions(now)
+        self.change_facts(lambda facts: facts.expire(now))
+
+    def _rebuild_dirty(self) -> None:
+        """Rebuild the entries of the gangs changed since the last read (every one after a
+        reindex); those whose running part changed are kept for the next snapshot."""
+        if self._rebuild_all:
+            self._reindex_all()
+        changed_running = self._changed_running
+        for gid in sorted(self._dirty):
+            uids = self._members.get(gid)
+            before = self._entries.pop(gid, None)
+            if uids:
+                native = self._native.resolve(gid)
+                pods = [self._effective(u) for u in uids]
+                entry = build_gang(gid, pods,
+                                   gang_group(self._groups.get(gid), pods, self._jobsets),
+                                   gang_job(gid, pods, self._jobs, native, self._jobsets),
+                                   self.grouping, native)
+                if entry != GangEntry():
+                    self._entries[gid] = entry
+            else:
+                self._members.pop(gid, None)
+                entry = GangEntry()
+            old_running = before.running if before else None
+            if old_running != entry.running:
+                changed_running[gid] = entry
+            self._index_entry(gid, before, entry)
+        self._dirty.clear()
 
     def _index_entry(self, gid: str, before: GangEntry | None, entry: GangEntry) -> None:
         """Bring the per-part indexes in step with *gid*'s new entry."""
@@ -288,6 +326,10 @@ class ClusterCache(WorkloadFeeding, Assuming):
                 self._pending.pop(gid, None)
             else:
                 self._pending[gid] = entry.pending
+        if entry.running is None:
+            self._running.pop(gid, None)
+        else:
+            self._running[gid] = entry.running
         if entry.partially_bound:
             self._partial[gid] = entry.partially_bound
         else:
@@ -299,20 +341,24 @@ class ClusterCache(WorkloadFeeding, Assuming):
 
     def _gang_set(self, snapshot: Snapshot, other: dict[str, Resources]) -> GangSet:
         """The cycle's gangs (equal to ``grouping.gang_set`` of every entry)."""
-        if self._pending_sorted is None:
-            pending = self._pending
-            self._pending_sorted = tuple(pending[gid] for gid in sorted(pending))
         return GangSet(
-            pending=self._pending_sorted,
+            pending=self._pending_gangs(),
             running_by_id=snapshot.running,
             other_usage=other,
             partially_bound=dict(sorted(self._partial.items())),
             problems=dict(sorted(self._problems.items())),
         )
 
-    def _next_snapshot(self, memo: CycleInput | None, changed: dict[str, GangEntry],
-                       other: dict[str, Resources]) -> Snapshot:
+    def _pending_gangs(self) -> tuple[Gang, ...]:
+        """The pending gangs by id (sorted again only after one changed)."""
+        if self._pending_sorted is None:
+            pending = self._pending
+            self._pending_sorted = tuple(pending[gid] for gid in sorted(pending))
+        return self._pending_sorted
+
+    def _next_snapshot(self, memo: CycleInput | None, other: dict[str, Resources]) -> Snapshot:
         volumes, self._volumes_changed = self._volumes_changed, False
+        changed, self._changed_running = self._changed_running, {}
         if memo is None or self._rebuild_snapshot:
             self._rebuild_snapshot = False
             running = [e.running for e in self._entries.values() if e.running is not None]

@@ -14,7 +14,14 @@ run away, not a working-set policy. Every slot keeps a pure function of its key,
 clearing changes no answer; what is the same for the store's whole life (a cycle's
 policies, its running gangs) need not be part of a key. A slot used through ``Slots.last``
 keeps one entry. (The one exception, ``placement.index.FREE``, keeps state synced to each
-snapshot rather than answers, costly to rebuild: it drops the least recently used.)
+snapshot rather than answers, costly to rebuild: it drops the least recently used.
+``fairshare.RANKS`` leaves the ledger out of its key and checks the entries it read.)
+
+A store lives as long as its owner: a cycle (``Memo.slots``), a node index, or the process
+for pure functions of texts (a module's own store: quantity strings in ``model.resources``,
+pod spec shapes in ``kube.read.convert``, which had ``functools.lru_cache`` and its own
+policy). What is not a slot says why where it is kept (``Recall.ledger`` and
+``Recall.admissible``, the failure memo's epoch in ``decide.memo``).
 
 ``kept_for`` keeps a result with the object it was made for, so that a table keyed by the
 object's ``id`` (or by a name it may share with a newer object) answers only for that very

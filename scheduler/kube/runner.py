@@ -286,13 +286,14 @@ class LiveScheduler:
         self.wake.ended(self.scheduler.next_due())
 
     def _follow_the_pods(self) -> None:
-        """PodGroup status, running gangs short of members and gang notices, from the cache
-        as it is once the cycle's plan went out, not from the cycle's own input.
+        """PodGroup status, running gangs short of members and gang notices, from the gangs
+        as the cache has them once the cycle's plan went out (``ClusterCache.gangs_now``),
+        not from the cycle's own input.
 
-        Why a second ``cycle_input`` (on the scheduler's clock) and not the cycle's input and
-        result: the cache after ``apply`` differs from the cycle's input in what these
-        writers are for, and nothing in the plan or ``ApplyResult`` carries it without
-        grouping the pods again (which only the cache does):
+        Why read the cache again rather than reuse the cycle's input and result: the cache
+        after ``apply`` differs from the cycle's input in what these writers are for, and
+        nothing in the plan or ``ApplyResult`` carries it without grouping the pods again
+        (which only the cache does):
 
         - the plan's binds are assumed in it (handed to the binder, or bound): a gang bound
           this cycle is running here, pending in the cycle's input, so a JobSet's other
@@ -304,13 +305,19 @@ class LiveScheduler:
         - reading it expires the assumptions that lapsed by now (bumping the generation the
           wake compares), as every ``cycle_input`` does.
 
+        Why ``gangs_now`` and not a second ``cycle_input``: these writers read gangs only.
+        Both rebuild the gangs changed since the cycle's input (most of the cost, and what
+        the writers need); ``gangs_now`` leaves deriving the snapshot and the gang set to the
+        next cycle's input, which takes in everything changed since, once
+        (``benchmarks/bench_after_cycle.py`` has the figures). The gangs are the same.
+
         The cycle's input is already reused where the cycle's view is what is wanted: Queue
         figures (``last_queues``), finalizers (``last_cycle``) and the views."""
-        inp = self.cache.cycle_input(self.scheduler.clock())
-        running = inp.snapshot.running
+        gangs = self.cache.gangs_now(self.scheduler.clock())
+        running = gangs.running
         self.group_sync.sync(running)
         self.shortfalls.report(running, time.monotonic())
-        self.gang_notices.report(chain(inp.gangs.pending, (r.gang for r in running.values())))
+        self.gang_notices.report(chain(gangs.pending, (r.gang for r in running.values())))
 
     def _between_cycles(self) -> None:
         """No cycle is due: write what is due without one (queue figures, a shortfall that

@@ -8,7 +8,8 @@ let 0.1 + 0.2 CPUs overcommit a node.
 Parsing is exact (``Decimal``), with Kubernetes' suffixes; it was ``kubernetes.utils.quantity``
 once, but importing that loads the whole client (about 0.8 s of CPU at every start of the
 simulator and the CLI), for a dozen lines of grammar. Quantity strings repeat endlessly in a
-cluster (``"8"``, ``"16Gi"``), so results are memoised per (resource, text).
+cluster (``"8"``, ``"16Gi"``), so results are memoised per (resource, text) in a slot
+(``QUANTITIES``) of this module's own store, for the life of the process.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import math
 import re
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
+
+from scheduler.kit.memo import LARGE, Slot, Slots
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -46,8 +48,14 @@ _SUFFIX: dict[str, Decimal] = {
 }
 
 
-@lru_cache(maxsize=16384)
-def _parse_cached(resource: str, text: str) -> int:
+#: (resource, text) -> the amount: a pure function of its key. One entry per distinct text (a
+#: node's allocatable memory is often its own), hence the bound.
+QUANTITIES: Slot[tuple[str, str], int] = Slot("resources.parse_quantity", bound=LARGE)
+_MEMO = Slots()  # the process's: a quantity means the same for as long as it runs
+_QUANTITIES = _MEMO.table(QUANTITIES)
+
+
+def _parse(resource: str, text: str) -> int:
     match = _QUANTITY.fullmatch(text)
     if not match:
         raise QuantityError(f"{resource}: malformed quantity {text!r}")
@@ -82,7 +90,11 @@ def parse_quantity(value: str | int | float, resource: str) -> int:
     text = str(value).strip()
     if not text:
         raise QuantityError(f"{resource}: empty quantity")
-    return _parse_cached(resource, text)
+    key = (resource, text)
+    amount = _QUANTITIES.get(key)
+    if amount is None:  # (a malformed one raises, and is not kept)
+        amount = _MEMO.put(QUANTITIES, key, _parse(resource, text))
+    return amount
 
 
 def format_amount(resource: str, amount: int) -> str:

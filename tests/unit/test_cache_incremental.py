@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.feed.cache import ClusterCache
@@ -99,3 +99,60 @@ def test_snapshot_is_derived_not_rebuilt_when_only_gangs_change() -> None:
     second = cache.cycle_input(0).snapshot
     assert second.nodes is first.nodes  # shared static part: derived, not rebuilt
     assert gpus_of(second.free("n0")) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(op_strategy, st.tuples(st.just("read"), st.sampled_from([0, 40]))),
+                max_size=25))
+@example([("cycle",), ("upsert", PodInfo(  # a gang starts running between two snapshots
+    uid="u1", namespace="ns", name="p1", requirements=REQ[4], scheduler_name="gang-scheduler",
+    node_name="n0", phase=PodPhase.RUNNING)), ("read", 0)])
+def test_gangs_now_is_what_a_cycle_input_would_give(ops: list[tuple]) -> None:
+    """``gangs_now`` (no snapshot derived) has the gangs a ``cycle_input`` at the same time
+    has, and leaves the cache's later cycle inputs as they would be without it."""
+    narrow, full = ClusterCache(), ClusterCache()
+    for cache in (narrow, full):
+        for n in NODES:
+            cache.upsert_node(n)
+    for op in ops:
+        for cache in (narrow, full):
+            if op[0] == "upsert":
+                cache.upsert_pod(op[1])
+            elif op[0] == "delete":
+                cache.delete_pod(f"u{op[1]}")
+            elif op[0] == "group":
+                cache.upsert_group(PodGroupInfo("ns", op[1], min_member=op[2]))
+            elif op[0] in ("assume", "forget") and (pod := cache.pod(f"u{op[1]}")) is not None:
+                ref = PodRef("ns", pod.name, pod.uid)
+                if op[0] == "assume":
+                    cache.assume([(ref, op[2])], now=0)  # lapses after 30 s
+                else:
+                    cache.forget([ref])
+            elif op[0] == "cycle":
+                cache.cycle_input(0)
+        if op[0] == "read":  # at 40 s, the assumptions made at 0 have lapsed
+            now = narrow.gangs_now(op[1])
+            inp = full.cycle_input(op[1])
+            assert dict(now.running) == dict(inp.snapshot.running)
+            assert now.pending == inp.gangs.pending
+            assert narrow.generation == full.generation
+    assert _view(narrow, 50) == _view(full, 50)
+
+
+def test_gangs_now_assumes_binds_expires_lapsed_ones_and_is_a_picture() -> None:
+    cache = ClusterCache(assume_ttl=30)
+    for n in NODES:
+        cache.upsert_node(n)
+    pod = PodInfo(uid="u", namespace="ns", name="p", requirements=REQ[4],
+                  scheduler_name="gang-scheduler")
+    cache.upsert_pod(pod)
+    assert [g.id for g in cache.cycle_input(0).gangs.pending] == ["ns/p"]
+    cache.assume([(PodRef("ns", "p", "u"), "n0")], now=0)
+    bound = cache.gangs_now(10)
+    assert set(bound.running) == {"ns/p"} and bound.pending == ()
+    generation = cache.generation
+    lapsed = cache.gangs_now(31)  # the bind was never confirmed: pending again
+    assert cache.generation > generation
+    assert set(lapsed.running) == set() and [g.id for g in lapsed.pending] == ["ns/p"]
+    assert set(bound.running) == {"ns/p"}  # the earlier picture is unchanged
+    assert "ns/p" not in cache.cycle_input(31).snapshot.running

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from scheduler import model
+from scheduler.kit.memo import Slot, Slots
 from scheduler.kube.read import podspec
 from scheduler.kube.read.fields import (
     ConversionError,
@@ -127,8 +127,22 @@ _CONTAINER_FIELDS = ("resources", "restartPolicy", "ports")
 _VOLUME_FIELDS = ("persistentVolumeClaim", *podspec.UNSUPPORTED_VOLUMES)
 
 
-@lru_cache(maxsize=4096)
+#: A pod's spec shape (``_requirements``: the fields read, with its namespace and labels where
+#: they matter, as JSON) -> its requirements: a pure function of its key. One entry per shape.
+REQUIREMENTS: Slot[str, model.PodRequirements] = Slot("convert.requirements")
+_MEMO = Slots()  # the process's: a shape means the same for as long as it runs
+_REQUIREMENTS = _MEMO.table(REQUIREMENTS)
+
+
 def _requirements_of(shape: str) -> model.PodRequirements:
+    """The requirements of a spec shape, kept on the first ask (a shape that raises is not)."""
+    hit = _REQUIREMENTS.get(shape)
+    if hit is None:
+        hit = _MEMO.put(REQUIREMENTS, shape, _requirements_built(shape))
+    return hit
+
+
+def _requirements_built(shape: str) -> model.PodRequirements:
     spec, namespace, labels = json.loads(shape)
     requirements = model.requirements_from_pod_spec(spec)
     constraints = podspec.pod_constraints(spec, namespace, labels)
