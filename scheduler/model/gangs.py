@@ -45,7 +45,9 @@ class Role:
     #: gang's roles are split on every key its own selectors read, so those are never mixed.
     labels: Labels = NO_LABELS
     mixed_labels: frozenset[str] = frozenset()
-    #: ``charge``, worked out on first use (every fit and running gang's charges read it).
+    #: ``demand`` and ``charge``, worked out on first use (every fit, shape and running
+    #: gang's charges read them).
+    _demand: Demand | None = field(default=None, init=False, compare=False, repr=False)
     _charge: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
@@ -60,7 +62,11 @@ class Role:
     def demand(self) -> Demand:
         """What one member asks for in accounting units (``scheduler.model.demand``): read
         this, not ``requests``' GPU key, so a GPU that comes from a device claim counts too."""
-        return role_demand(self)
+        known = self._demand
+        if known is None:
+            known = role_demand(self)
+            object.__setattr__(self, "_demand", known)
+        return known
 
     @property
     def charge(self) -> Resources:
