@@ -34,7 +34,7 @@ HELD: Slot[tuple[str, str], Waiting] = Slot("heads.held_back")
 def held_back(draft: Draft, queue: Queue) -> Waiting | None:
     """Strict ordering rules that stop a gang before it is even tried (before its trial is
     made: they read only the obstacles and its queue). A gang that could never start anyway
-    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
+    is told that instead (``trial.hopeless``, which ``cycle`` asks of a held-back gang)."""
     obstacles = draft.obstacles
     if not obstacles.ordering_blocks:
         return None

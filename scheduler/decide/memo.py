@@ -15,7 +15,8 @@ to the function it keeps answers of, kept in ``Memo.slots``: fair-share ranks
 (``fairshare.RANKS``), preemption candidates (``preemption.SCANS``), the preemptor's room
 (``victims.ROOMS``), the placement knobs (``obstacles.BASE``, ``reservation.BACKFILL``), the
 ledger with reservations held (``reservation.HELD``), never placeable
-(``never.NEVER``), ever admissible (``admission.EVER``), held-back outcomes (``heads.HELD``).
+(``never.NEVER``), ever admissible (``admission.EVER``), held-back outcomes (``heads.HELD``),
+can never start (``trial.HOPELESS``).
 
 Each is a memo of a pure function of what it is keyed by, so the plan is the one the long
 way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure memo). A
