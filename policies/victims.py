@@ -24,7 +24,7 @@ from scheduler.kit.memo import LARGE, Slot, Slots, kept_for
 from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
-from scheduler.model.resources import Resources
+from scheduler.model.resources import EMPTY, Resources
 from scheduler.placement.types import Placement, Question
 from scheduler.world.snapshot import Snapshot
 
@@ -92,8 +92,8 @@ def usable_nodes(applicant: Applicant, world: World) -> frozenset[str]:
 
 
 def free_gpus(snapshot: Snapshot, nodes: frozenset[str]) -> int:
-    free = snapshot.free
-    return sum(max(0, gpus_of(free(n))) for n in nodes)
+    free = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
+    return sum(max(0, gpus_of(free(n, EMPTY))) for n in nodes)
 
 
 #: (roles' requirements, queue pools, allowed nodes, excluded nodes) -> the snapshot its
@@ -257,8 +257,11 @@ class VictimSearch:
         snapshot = self.world.snapshot
         domain_of = self.room.domain_of(level, snapshot)
         free: dict[str, int] = {}
+        free_of = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
         for n in usable:
-            free[domain_of[n]] = free.get(domain_of[n], 0) + max(0, gpus_of(snapshot.free(n)))
+            dom = domain_of[n]
+            gpus = gpus_of(free_of(n, EMPTY))
+            free[dom] = free.get(dom, 0) + (gpus if gpus > 0 else 0)
         # Per domain, the candidates freeing GPUs there (in cost order) and how many.
         touching: dict[str, list[tuple[Candidate, int]]] = {}
         for cand in by_cost:

@@ -35,7 +35,7 @@ DEFERRED: Slot[tuple[str, str], Waiting] = Slot("heads.deferred")
 def deferred(draft: Draft, queue: Queue) -> Waiting | None:
     """Strict ordering rules that stop a gang before it is even tried (before its trial is
     made: they read only the obstacles and its queue). A gang that could never start anyway
-    is told that instead (``Trial.hopeless``, which ``cycle`` asks of a deferred gang)."""
+    is told that instead (``trial.hopeless``, which ``cycle`` asks of a deferred gang)."""
     obstacles = draft.obstacles
     if not obstacles.ordering_blocks:
         return None

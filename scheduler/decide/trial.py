@@ -23,9 +23,11 @@ from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.recall import Shape
 from scheduler.kit.lazy import lazy
+from scheduler.kit.memo import Slot
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.placement.never_placeable import never_placeable_in
+from scheduler.placement.terms import context_key
 from scheduler.placement.types import Placement, PlacementParams, Question, UnplaceableReason
 
 R = ReasonCategory
@@ -124,22 +126,8 @@ class Trial:
 
     @lazy
     def hopeless(self) -> Waiting | None:
-        """Why it can never start, whatever runs, waits or goes first: no node can take one
-        of its pods (or its eligible nodes together cannot take it, or it names a topology
-        level no node has), else its queue's quota can never admit it. Asked before any
-        reason that waits (quota, a reservation, queue order), since it says what helps: a
-        smaller gang, other nodes or quota, not patience."""
-        slots = self.context.memo.slots
-        found = never_placeable_in(slots, self.gang, self.shape.number, self.draft.snapshot,
-                                   self.policy.placement)
-        if found is not None:
-            return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
-        if ever_admissible(slots, self.gang, self.queue, self.shape.bounds, self.ledger.tree,
-                           self.shape.key):
-            return None
-        empty = QuotaLedger.empty(self.ledger.tree)
-        return Waiting(R.QUOTA,
-                       describe_never_admissible(self.queue.name, self.shape.bounds, empty))
+        """``hopeless``: why it can never start, if so."""
+        return hopeless(self.draft, self.gang, self.queue, self.shape)
 
     @lazy
     def final(self) -> Waiting | None:
@@ -203,6 +191,47 @@ class Trial:
         result = self.context.solver(self.gang, self.draft.snapshot,
                                      self.base.asking(Question.WHY))
         return isinstance(result, Placement) or result.preemption_may_help
+
+
+#: (shape number, topology constraint, queue) -> ``hopeless`` of a gang whose placement
+#: depends on nothing but its shape (``context_key`` empty).
+HOPELESS: Slot[tuple[int, object, str], Waiting | None] = Slot("trial.hopeless")
+
+
+def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | None:
+    """Why *gang* can never start, whatever runs, waits or goes first: no node can take one
+    of its pods (or its eligible nodes together cannot hold it, or it names a topology
+    level no node has), else its queue's quota can never admit it. Asked before any reason
+    that waits (quota, a reservation, queue order), since it says what helps: a smaller
+    gang, other nodes or quota, not patience.
+
+    A function of the trial's gang, not a ``Trial`` step, because every gang deferred behind
+    a StrictFIFO head or a blocker is asked too (``cycle._turn``): hundreds a cycle on a FIFO
+    policy, where making a trial for each tripled the simulator's time. What the answer
+    reads (the shape and topology constraint, the queue, the nodes, the quota tree) is the
+    same for every gang alike in those, so it is worked out once per cycle for them; a gang
+    whose pod constraints read what runs (``context_key``) is asked on its own."""
+    if context_key(gang, draft.snapshot):
+        return _hopeless(draft, gang, queue, shape)
+    slots = draft.context.memo.slots
+    key = (shape.number, gang.topology, queue.name)
+    table = slots.table(HOPELESS)
+    if key in table:  # looked up before made: no closure for the many hits
+        return table[key]
+    return slots.put(HOPELESS, key, _hopeless(draft, gang, queue, shape))
+
+
+def _hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | None:
+    context = draft.context
+    slots, tree = context.memo.slots, draft.ledger.tree  # a trial's held ledger: the same tree
+    found = never_placeable_in(slots, gang, shape.number, draft.snapshot,
+                               context.policies.scheduler.placement)
+    if found is not None:
+        return Waiting(_CATEGORY.get(found.reason, R.PLACEMENT), found.message)
+    if ever_admissible(slots, gang, queue, shape.bounds, tree, shape.key):
+        return None
+    empty = QuotaLedger.empty(tree)
+    return Waiting(R.QUOTA, describe_never_admissible(queue.name, shape.bounds, empty))
 
 
 def untouchable(draft: Draft) -> frozenset[str]:

@@ -75,7 +75,13 @@ def gpus_of(resources: Mapping[str, int]) -> int:
     or free GPUs, a quota's nominal), for the request part of ``role_demand``, and for
     charges (``charge_of``, ``node_charges``, a ledger's usage), whose GPU entry is the
     demand's. What a gang *asks* is ``role_demand`` / ``gang_demand``: a device claim is in
-    no request vector."""
+    no request vector.
+
+    Called in the placement index's and the victim search's per-node loops (about 200,000
+    times a busy cycle), so a ``Resources`` is read through its own dict: one Python frame
+    per call, as the ``Resources.gpus`` property this replaced cost, not two."""
+    if type(resources) is Resources:
+        return resources._amounts.get(GPU, 0)
     return resources.get(GPU, 0)
 
 

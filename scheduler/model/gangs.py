@@ -45,7 +45,9 @@ class Role:
     #: gang's roles are split on every key its own selectors read, so those are never mixed.
     labels: Labels = NO_LABELS
     mixed_labels: frozenset[str] = frozenset()
-    #: ``charge``, worked out on first use (every fit and running gang's charges read it).
+    #: ``demand`` and ``charge``, worked out on first use (every fit, shape and running
+    #: gang's charges read them).
+    _demand: Demand | None = field(default=None, init=False, compare=False, repr=False)
     _charge: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
@@ -60,7 +62,11 @@ class Role:
     def demand(self) -> Demand:
         """What one member asks for in accounting units (``scheduler.model.demand``): read
         this, not ``requests``' GPU key, so a GPU that comes from a device claim counts too."""
-        return role_demand(self)
+        known = self._demand
+        if known is None:
+            known = role_demand(self)
+            object.__setattr__(self, "_demand", known)
+        return known
 
     @property
     def charge(self) -> Resources:
@@ -121,6 +127,21 @@ class Gang:
     #: said once to its user (``scheduler.kube.write.gang_notices``). Not what to decide: not
     #: compared.
     notices: tuple[str, ...] = field(default=(), compare=False)
+    #: ``constrained``, worked out on first use (asked on every turn of the gang).
+    _constrained: bool | None = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def constrained(self) -> bool:
+        """Some role's pods have constraints involving other pods or volumes (affinity,
+        spread, ports, claims): where it may go can depend on more than its shape.
+
+        Kept on the gang: ``placement.terms.context_key`` asks it of every gang on every turn
+        (millions of times in a simulation of a long backlog)."""
+        known = self._constrained
+        if known is None:
+            known = not all(r.requirements.constraints.empty for r in self.roles)
+            object.__setattr__(self, "_constrained", known)
+        return known
 
     @property
     def min_member(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.model.resources import CPU, GPU, Resources
+from scheduler.model.resources import CPU, EMPTY, GPU, Resources
 from scheduler.placement.eligibility import Problem
 from scheduler.placement.index import free_index
 from scheduler.world.topology import Topology
@@ -36,9 +36,14 @@ def primary_resource(problem: Problem) -> str:
 
 
 def candidates(problem: Problem) -> Candidates:
-    """Usable nodes with room for at least one pod, per role, from the free-GPU index."""
+    """Usable nodes with room for at least one pod, per role, from the free-GPU index.
+
+    The loop runs once per role and eligible node with enough free GPUs (hundreds of
+    thousands of times a busy cycle): the free map's own ``get`` is bound once (one frame
+    per node, not ``Snapshot.free``'s two), and the copies each node takes are worked out
+    inline."""
     snapshot = problem.snapshot
-    free = snapshot.free
+    free = snapshot.free_by_node.get
     caps: dict[str, dict[str, int]] = {}
     union: set[str] = set()
     seen: dict[str, Resources] = {}
@@ -56,7 +61,7 @@ def candidates(problem: Problem) -> Candidates:
                 continue
             have = seen.get(name)
             if have is None:
-                have = seen[name] = free(name)
+                have = seen[name] = free(name, EMPTY)
             n = request.copies_in(have)
             if cap and n > cap:
                 n = cap
@@ -102,10 +107,9 @@ def domain_loads(
     width = len(roles)
     pods: dict[str, list[int]] = {}
     totals: dict[str, list[int]] = {}
-    depth = topology.level_index(level)
-    path = topology.path
+    domain_at = topology.domain_at(level)
     for name in _in_scope(cands, scope):
-        dom = path(name)[depth]
+        dom = domain_at[name]
         per = pods.get(dom)
         if per is None:
             per = pods[dom] = [0] * width
@@ -137,9 +141,9 @@ def ranks(
     for level in levels:
         loads = domain_loads(problem, cands, topology, level, scope)
         order = {ld.name: i for i, ld in enumerate(sorted(loads, key=_largest_first))}
-        depth = topology.level_index(level)
+        domain_at = topology.domain_at(level)
         for name in _in_scope(cands, scope):
-            out.setdefault(name, []).append(order[topology.path(name)[depth]])
+            out.setdefault(name, []).append(order[domain_at[name]])
     return {n: tuple(r) for n, r in out.items()}
 
 

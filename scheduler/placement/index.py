@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from scheduler.kit.memo import Slot
 from scheduler.model import PodRequirements
 from scheduler.model.demand import gpus_of
+from scheduler.model.resources import EMPTY
 
 if TYPE_CHECKING:
     from scheduler.world.snapshot import Snapshot
@@ -72,11 +73,11 @@ class FreeIndex:
             self._rebuild(snapshot)
         else:
             key_of = self._key_of
-            free = snapshot.free
+            free = snapshot.free_by_node.get
             for name in changed:
                 old = key_of.get(name)
                 if old is not None:
-                    new = max(gpus_of(free(name)), 0)
+                    new = max(gpus_of(free(name, EMPTY)), 0)
                     if new != old:
                         self._move(name, old, new)
         self._lineage = lineage
@@ -84,9 +85,11 @@ class FreeIndex:
     def _rebuild(self, snapshot: Snapshot) -> None:
         buckets: dict[int, list[str]] = {}
         key_of: dict[str, int] = {}
-        free = snapshot.free
+        free = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
         for name in self._names:
-            key = max(gpus_of(free(name)), 0)
+            key = gpus_of(free(name, EMPTY))
+            if key < 0:
+                key = 0
             key_of[name] = key
             bucket = buckets.get(key)
             if bucket is None:

@@ -317,8 +317,7 @@ def context_key(gang: Gang, snapshot: Snapshot) -> tuple[object, ...]:
     """What a placement depends on besides the roles' requirements: nothing for most
     gangs; the namespace and the members' labels when constraints (theirs, or running pods'
     anti-affinity) can read them. Two gangs equal in shape and in this place alike."""
-    if not snapshot.pods.has_anti_affinity and all(
-            r.requirements.constraints.empty for r in gang.roles):
+    if not gang.constrained and not snapshot.pods.has_anti_affinity:
         return ()
     return (gang.namespace, tuple((r.labels, r.mixed_labels) for r in gang.roles))
 
