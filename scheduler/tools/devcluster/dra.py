@@ -149,7 +149,7 @@ def resource_slice(node: Mapping[str, Any], generation: int = 1,
         "apiVersion": API_VERSION, "kind": "ResourceSlice",
         "metadata": {
             "name": slice_name(meta["name"]),
-            "annotations": {SPEC_HASH_ANNOTATION: spec_hash(spec)},
+            "annotations": {SPEC_HASH_ANNOTATION: spec_hash(spec, str(meta["uid"]))},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": meta["name"],
                                  "uid": meta["uid"], "controller": True}],
         },
@@ -157,9 +157,11 @@ def resource_slice(node: Mapping[str, Any], generation: int = 1,
     }
 
 
-def spec_hash(spec: Mapping[str, Any]) -> str:
-    """A digest of a slice's spec without the pool generation (which every rewrite bumps)."""
-    content = {**spec, "pool": {**spec["pool"], "generation": None}}
+def spec_hash(spec: Mapping[str, Any], owner_uid: str) -> str:
+    """A digest of a slice's spec without the pool generation (which every rewrite bumps),
+    and of its owner: a node deleted and made again under the same name gets its slice
+    rewritten with the new owner, or the garbage collector would delete it."""
+    content = {**spec, "pool": {**spec["pool"], "generation": None}, "owner": owner_uid}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -21,7 +21,6 @@ Credentials: its own client certificate (``certs.CLIENTS["dra-driver"]``) bound 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +37,8 @@ ROLE = "gang-scheduler-dev-dra-driver"
 READY_TIMEOUT_S = 60.0
 PUBLISHED_TIMEOUT_S = 60.0
 WATCH_TIMEOUT_S = 240
+_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+         "from scheduler.tools.devcluster.dra_driver import main; sys.exit(main())")
 RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
@@ -81,15 +82,14 @@ class Publisher:
         digest = wanted["metadata"]["annotations"][dra.SPEC_HASH_ANNOTATION]
         if self.written.get(name) == digest:
             return
-        try:
-            current = rest.call(self.resource.read_resource_slice, wanted["metadata"]["name"])
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        try:  # (created first: on a fresh cluster no slice is there yet)
             rest.call(self.resource.create_resource_slice, wanted)
             say(f"published {wanted['metadata']['name']}: {len(wanted['spec']['devices'])} "
                 "devices")
-        else:
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+            current = rest.call(self.resource.read_resource_slice, wanted["metadata"]["name"])
             annotations = current["metadata"].get("annotations") or {}
             if annotations.get(dra.SPEC_HASH_ANNOTATION) != digest:
                 wanted = dra.resource_slice(
@@ -192,12 +192,12 @@ def start(api: client.ApiClient, server: str, pki: certs.CertPaths, state_dir: P
     grant(api)
     config = kubeconfig.write_client(state_dir / "kubeconfigs" / f"{NAME}.kubeconfig", server,
                                      pki, NAME)
+    # This checkout's code, whatever PYTHONPATH says, and in argv alone, so that
+    # `DevCluster.restart` (which reuses argv) starts the same thing.
     root = str(Path(__file__).resolve().parents[3])  # the directory holding `scheduler`
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    argv = [sys.executable, "-m", "scheduler.tools.devcluster.dra_driver",
-            f"--kubeconfig={config}", *(f"--topology-label={k}" for k in topology_labels)]
-    proc = procs.spawn(NAME, argv, state_dir / "logs" / f"{NAME}.log", owned, env=env)
+    argv = [sys.executable, "-c", _BOOT, root, f"--kubeconfig={config}",
+            *(f"--topology-label={k}" for k in topology_labels)]
+    proc = procs.spawn(NAME, argv, state_dir / "logs" / f"{NAME}.log", owned)
     resource = client.ResourceV1Api(api)
     procs.wait_until(lambda: rest.exists(resource.read_device_class, dra.DRIVER),
                      READY_TIMEOUT_S, f"DeviceClass {dra.DRIVER}", proc, interval_s=0.2)

@@ -74,7 +74,7 @@ def test_the_slice_is_the_node_pool_owned_by_the_node() -> None:
     assert body["spec"]["pool"] == {"name": "h100-0000", "generation": 3, "resourceSliceCount": 1}
 
 
-def test_the_spec_hash_ignores_the_generation_but_not_the_devices() -> None:
+def test_the_spec_hash_ignores_the_generation_but_not_the_devices_or_owner() -> None:
     def digest(**kwargs: Any) -> str:
         return str(dra.resource_slice(**kwargs)["metadata"]["annotations"][
             dra.SPEC_HASH_ANNOTATION])
@@ -82,6 +82,9 @@ def test_the_spec_hash_ignores_the_generation_but_not_the_devices() -> None:
     assert digest(node=node(), generation=1) == digest(node=node(), generation=7)
     assert digest(node=node()) != digest(node=node(gpus="4"))
     assert digest(node=node(**{RACK: "r0"})) != digest(node=node(**{RACK: "r1"}))
+    again = node()
+    again["metadata"]["uid"] = "u-2"  # the same node made again
+    assert digest(node=node()) != digest(node=again)
 
 
 def test_device_classes_select_the_driver_and_one_product() -> None:
