@@ -84,8 +84,10 @@ def kwok_cluster(state_dir: str | None,
         return
     with tempfile.TemporaryDirectory(prefix="bench-kwok-") as tmp:
         cluster = DevCluster(Path(tmp), owned=True)
+        # No fake DRA driver: a ResourceSlice write per node would compete with what is
+        # measured, and no benchmark here claims a device.
         cluster.up(log=lambda line: say(f"dev-cluster: {line}"), training_operators=False,
-                   node_liveness=node_liveness)
+                   node_liveness=node_liveness, dra_devices=False)
         try:
             yield cluster
         finally:

@@ -102,6 +102,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--without-training-operators", action="store_true",
                    help="leave out JobSet and Kubeflow Trainer (their CRDs, webhooks and "
                    "controllers): a faster start, and no Go build of them on first use")
+    p.add_argument("--without-dra-devices", action="store_true",
+                   help="start no fake DRA driver: the nodes' GPUs are not published as "
+                   "resource.k8s.io ResourceSlices (for thousands of nodes)")
     p.add_argument("--node-liveness", choices=sorted(liveness.PROFILES),
                    default=liveness.STANDARD.name,
                    help="how the fake nodes prove they are alive: standard (node Leases and "
@@ -189,7 +192,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         cluster.up(spec, args.cluster.resolve(),
                    training_operators=not args.without_training_operators,
-                   node_liveness=liveness.by_name(args.node_liveness))
+                   node_liveness=liveness.by_name(args.node_liveness),
+                   dra_devices=not args.without_dra_devices)
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

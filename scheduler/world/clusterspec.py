@@ -30,6 +30,10 @@ from scheduler.model.nodes import (
 from scheduler.model.resources import GPU
 
 DEFAULT_EPHEMERAL_STORAGE = "1Ti"
+#: Set to "false" on the nodes of a pool with ``draDevices: false``: the dev cluster's fake DRA
+#: driver (scheduler/tools/devcluster/dra.py) publishes no ResourceSlice for them. The node
+#: carries the choice (not the driver's arguments) because nodes are added while it runs.
+DRA_DEVICES_LABEL = "gangscheduler.io/dra-devices"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -67,6 +71,8 @@ class PoolSpec:
     cost_per_gpu_hour: float | None = None
     labels: tuple[tuple[str, str], ...] = ()
     taints: tuple[TaintSpec, ...] = ()
+    #: Whether its GPUs are also published as DRA devices in the dev cluster (the default).
+    dra_devices: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,8 @@ def _describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescrip
     labels[spec.pool_label] = pool.name
     if pool.gpu_model:
         labels[GPU_PRODUCT_LABEL] = pool.gpu_model
+    if not pool.dra_devices:
+        labels[DRA_DEVICES_LABEL] = "false"
     # Outermost first: the first topology label gets the block, the second the rack; with
     # more than two, the last two do and the outer ones keep the pool's own labels.
     values = (f"{pool.name}-b{block}", f"{pool.name}-b{block}-r{rack}")
@@ -197,7 +205,7 @@ def parse(data: Any) -> ClusterSpec:
 
 _POOL_FIELDS = {
     "name", "count", "gpuModel", "gpusPerNode", "cpu", "memory", "pods", "nodesPerRack",
-    "racksPerBlock", "costPerGpuHour", "labels", "taints",
+    "racksPerBlock", "costPerGpuHour", "labels", "taints", "draDevices",
 }
 
 
@@ -211,6 +219,9 @@ def _pool(raw: Any, path: str) -> PoolSpec:
         raise ClusterSpecError(f"{path}.name: must be a DNS label (a-z, 0-9, '-'), got {name!r}")
     if "count" not in m:
         raise ClusterSpecError(f"{path}.count: required")
+    dra = m.get("draDevices", True)
+    if not isinstance(dra, bool):
+        raise ClusterSpecError(f"{path}.draDevices: must be true or false, got {dra!r}")
     cost = m.get("costPerGpuHour")
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
                              or not math.isfinite(cost) or cost < 0):
@@ -229,6 +240,7 @@ def _pool(raw: Any, path: str) -> PoolSpec:
         cost_per_gpu_hour=None if cost is None else float(cost),
         labels=_labels(m.get("labels", {}), f"{path}.labels"),
         taints=_taints(m.get("taints", []), f"{path}.taints"),
+        dra_devices=dra,
     )
 
 

@@ -247,7 +247,7 @@ def test_cli_up_env_down_across_processes_leaves_nothing(tmp_path: Path) -> None
     assert recorded is not None
     assert [p.name for p in recorded.processes] == [
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-        "jobset-controller", "trainer-controller"]
+        "jobset-controller", "trainer-controller", "dra-driver"]
     assert all(procs.is_alive(p) for p in recorded.processes)
 
     env = _cli(tmp_path, "env")

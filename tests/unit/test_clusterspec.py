@@ -39,6 +39,17 @@ def test_defaults() -> None:
     assert (pool.nodes_per_rack, pool.racks_per_block) == (8, 4)
     assert pool.gpu_model is None and pool.cost_per_gpu_hour is None
     assert pool.labels == () and pool.taints == ()
+    assert pool.dra_devices
+    assert clusterspec.DRA_DEVICES_LABEL not in next(spec.nodes()).labels
+
+
+def test_a_pool_without_dra_devices_labels_its_nodes() -> None:
+    """The dev cluster's fake DRA driver reads the choice off the node (nodes come and go
+    while it runs); the other pool's nodes keep the labels they always had."""
+    spec = clusterspec.parse(with_pool(draDevices=False))
+    labels = {n.pool: n.labels for n in spec.nodes()}
+    assert labels["h100"][clusterspec.DRA_DEVICES_LABEL] == "false"
+    assert clusterspec.DRA_DEVICES_LABEL not in labels["a100"]
 
 
 def test_nodes_names_labels_allocatable() -> None:
@@ -182,6 +193,8 @@ BAD: list[tuple[str, Any, str]] = [
      "pools[1].taints[0].key: must be a label key"),
     ("taint unknown field", with_pool(taints=[{"key": "k", "effect": "NoSchedule", "op": 1}]),
      "pools[1].taints[0].op: unknown field"),
+    ("dra devices not bool", with_pool(draDevices="no"),
+     "pools[1].draDevices: must be true or false, got 'no'"),
 ]
 
 

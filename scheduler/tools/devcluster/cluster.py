@@ -26,12 +26,14 @@ from typing import Any
 
 from kubernetes import client
 
+from scheduler.model.nodes import DEFAULT_TOPOLOGY_LABELS
 from scheduler.tools.devcluster import (
     build,
     certs,
     controllers,
     controlplane,
     crds,
+    dra_driver,
     kubeconfig,
     kwok,
     liveness,
@@ -54,8 +56,8 @@ class AlreadyRunning(RuntimeError):
 
 
 class DevCluster:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (the fake nodes'
-    kubelets), rooted at one state directory."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (the fake nodes'
+    kubelets) and the fake DRA driver, rooted at one state directory."""
 
     def __init__(self, state_dir: Path | None = None, owned: bool = False) -> None:
         self.state_dir = (state_dir or state.default_state_dir()).resolve()
@@ -91,7 +93,8 @@ class DevCluster:
     # Lifecycle -----------------------------------------------------------------------------
     def up(self, spec: clusterspec.ClusterSpec | None = None, spec_path: Path | None = None,
            log: Log = build.say, install_crds: bool = True, training_operators: bool = True,
-           node_liveness: liveness.NodeLiveness = liveness.STANDARD) -> state.ClusterState:
+           node_liveness: liveness.NodeLiveness = liveness.STANDARD,
+           dra_devices: bool = True) -> state.ClusterState:
         """Start a fresh cluster (new certificates, empty etcd) and create `spec`'s nodes.
 
         ``install_crds=False`` leaves the project's CRDs out, for whoever installs them the
@@ -100,6 +103,8 @@ class DevCluster:
         ``training_operators=False`` leaves out JobSet and Kubeflow Trainer (no build of
         them, a faster start) for tests that need neither. *node_liveness*: how the fake
         nodes prove they are alive (``liveness.SCALE`` for thousands of nodes).
+        ``dra_devices=False`` starts no fake DRA driver: no node publishes its GPUs as a
+        ResourceSlice (a benchmark of thousands of nodes would pay a write per node).
         """
         if self.state and any(procs.is_alive(p) for p in self.state.processes):
             raise AlreadyRunning(f"a dev cluster is already running from {self.state_dir} "
@@ -112,9 +117,13 @@ class DevCluster:
         try:
             self.state = self._start(binaries, spec_path, log, install_crds,
                                      training_operators, node_liveness)
+            if dra_devices:
+                self._start_dra_driver(spec, log)
             if spec is not None:
                 t0 = time.monotonic()
                 names = nodes.create_from_spec(self.api_client(), spec)
+                if dra_devices:
+                    dra_driver.wait_published(self.api_client(), names)
                 log(f"created {len(names)} fake nodes in {time.monotonic() - t0:.1f}s")
         except BaseException:
             log("dev cluster failed to start; stopping what did start "
@@ -178,6 +187,19 @@ class DevCluster:
             st.versions[operator.component.name] = operator.component.version
             state.save(st)
             log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
+
+    def _start_dra_driver(self, spec: clusterspec.ClusterSpec | None, log: Log) -> None:
+        """The fake DRA driver, with the topology labels of *spec* (its devices' NVLink
+        domain is the innermost one a node carries)."""
+        st = self.state
+        assert st is not None
+        t0 = time.monotonic()
+        labels = spec.topology_labels if spec is not None else DEFAULT_TOPOLOGY_LABELS
+        st.processes.append(dra_driver.start(
+            self.api_client(), st.server, certs.CertPaths.under(self.state_dir / "pki"),
+            self.state_dir, self.owned, labels))
+        state.save(st)
+        log(f"fake DRA driver ready in {time.monotonic() - t0:.1f}s")
 
     def _start_controllers(self, binaries: dict[str, Path], pki: certs.CertPaths,
                            log: Log, node_liveness: liveness.NodeLiveness) -> None:

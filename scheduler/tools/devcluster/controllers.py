@@ -52,6 +52,11 @@ CONTROLLERS = (
     # coscheduling walkthrough's workload. The Deployment controller stays off, so deploy/'s
     # Deployment still creates no pod.
     "replicaset-controller",
+    # Dynamic Resource Allocation: creates a pod's ResourceClaims from the
+    # ResourceClaimTemplates it names, records them in its status.resourceClaimStatuses,
+    # takes a finished pod out of reservedFor and deletes the claims made for it.
+    # kube-scheduler allocates; the fake driver (dra_driver.py) publishes the devices.
+    "resourceclaim-controller",
 )
 READY_TIMEOUT_S = 60.0
 # The client-side rate limits: kubeadm's defaults (20/30) would throttle a test that creates

@@ -7,6 +7,10 @@ validate its fields, the Job controller to create Workloads and PodGroups for In
 (``WorkloadWithJob``), and kube-scheduler to schedule such gangs itself (so the same YAML can
 be run by either scheduler). Each component gets only the gates it reads; the names come from
 ``pkg/features/kube_features.go`` of the pinned release.
+
+Dynamic Resource Allocation needs none: ``DynamicResourceAllocation`` is GA and locked on
+since 1.35 and ``resource.k8s.io/v1`` is served by default; what the dev cluster adds for it
+is the resourceclaim controller (controllers.py) and a fake driver (dra_driver.py).
 """
 
 from __future__ import annotations

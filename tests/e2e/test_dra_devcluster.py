@@ -1,0 +1,262 @@
+"""Dynamic Resource Allocation in the dev cluster, with the real controllers (issue 35, items 5
+and 6): the fake driver's DeviceClasses and ResourceSlices pass the apiserver's validation and
+follow the nodes; the real resource claim controller makes a claim per pod of an Indexed Job
+and the real kube-scheduler allocates devices of the node it binds the pod to; the same Job
+under gang-scheduler waits with a reason naming ``spec.resourceClaims`` (today's behaviour,
+pinned until allocation lands) and none of its claims is allocated; a CEL-selected request and
+a two-device request as kube-scheduler answers them (the seed of the differential test).
+
+Everything is asserted on state and events, polled with generous timeouts (a loaded 2-core
+machine). ``GANG_SCHEDULER_E2E_DRA_FIXTURES=1`` also writes the objects read back to
+``tests/data/dra/`` (dra_support.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.tools.devcluster import dra, dra_driver, rest
+from scheduler.world import clusterspec
+from tests.e2e import dra_support as ds
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
+
+pytestmark = pytest.mark.e2e
+
+TAG_LABEL = "gangscheduler.io/dra-test"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100_40 = "NVIDIA-A100-SXM4-40GB"
+MEMORY_64GI = f'device.capacity["{dra.DRIVER}"].memory.compareTo(quantity("64Gi")) >= 0'
+TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Pools:
+    """This module's nodes: two H100 nodes sharing a rack (one NVLink domain), one A100-40GB
+    node, and one H100 node of a pool with ``draDevices: false``."""
+
+    tag: str
+    h100: list[str]
+    a100: list[str]
+    off: list[str]
+
+    def of_pool(self, pool: str) -> dict[str, str]:
+        return {POOL_LABEL: pool}
+
+    def all(self) -> dict[str, str]:
+        return {TAG_LABEL: self.tag}
+
+
+@pytest.fixture(scope="module")
+def pools(control_plane: ControlPlane) -> Pools:
+    tag = uuid.uuid4().hex[:6]
+    labels = {TAG_LABEL: tag}
+    spec = clusterspec.parse({"pools": [
+        {"name": f"dra-h100-{tag}", "count": 2, "gpusPerNode": 4, "gpuModel": H100,
+         "nodesPerRack": 2, "labels": labels},
+        {"name": f"dra-a100-{tag}", "count": 1, "gpusPerNode": 4, "gpuModel": A100_40,
+         "labels": labels},
+        {"name": f"dra-off-{tag}", "count": 1, "gpusPerNode": 2, "gpuModel": H100,
+         "labels": labels, "draDevices": False},
+    ]})
+    names = control_plane.create_nodes(spec)
+    dra_driver.wait_published(control_plane.api, names, timeout_s=TIMEOUT_S)
+    return Pools(tag, *([n for n in names if n.startswith(f"dra-{kind}-")]
+                        for kind in ("h100", "a100", "off")))
+
+
+def _slices(cp: ControlPlane) -> dict[str, dict[str, Any]]:
+    items = rest.call(client.ResourceV1Api(cp.api).list_resource_slice,
+                      field_selector=f"spec.driver={dra.DRIVER}")["items"]
+    return {str(s["spec"]["nodeName"]): s for s in items}
+
+
+def test_device_classes_and_slices_are_accepted_and_follow_the_nodes(
+        control_plane: ControlPlane, pools: Pools) -> None:
+    cp = control_plane
+    resource = client.ResourceV1Api(cp.api)
+    for name in (dra.DRIVER, dra.class_name(H100), dra.class_name(A100_40)):
+        assert rest.exists(resource.read_device_class, name), name
+    slices = _slices(cp)
+    for node in pools.h100 + pools.a100:
+        assert len(slices[node]["spec"]["devices"]) == 4, node
+    assert not set(pools.off) & set(slices), "a draDevices: false pool published devices"
+    cliques = {d["attributes"]["cliqueID"]["string"]
+               for node in pools.h100 for d in ds.devices_of(cp, node).values()}
+    assert len(cliques) == 1, cliques  # one rack: one NVLink domain
+    memory = {d["capacity"]["memory"]["value"] for d in ds.devices_of(cp, pools.a100[0]).values()}
+    assert memory == {"40Gi"}
+
+    # The apiserver validates what it accepted: a device with two value types in one
+    # attribute, or a class whose CEL does not compile, is refused.
+    bad = dra.resource_slice(cp.get_node(pools.h100[0]))
+    bad["metadata"]["name"] = f"bad-{pools.tag}"
+    bad["spec"]["devices"][0]["attributes"]["index"] = {"int": 0, "string": "0"}
+    with pytest.raises(client.ApiException) as refused:
+        rest.call(resource.create_resource_slice, bad, dry_run="All")
+    assert refused.value.status == 422, refused.value.body
+    bad_class = dra.device_class(None)
+    bad_class["metadata"]["name"] = f"bad-{pools.tag}.{dra.DRIVER}"
+    bad_class["spec"]["selectors"][0]["cel"]["expression"] = "device.driver =="
+    with pytest.raises(client.ApiException) as refused:
+        rest.call(resource.create_device_class, bad_class, dry_run="All")
+    assert refused.value.status == 422, refused.value.body
+
+    # A node added later gets its slice; a deleted node's slice goes with it.
+    extra = cp.create_node(gpus=2, labels=pools.all())
+    wait_for(lambda: extra in _slices(cp), TIMEOUT_S, what=f"the slice of {extra}")
+    rest.status_of(cp.core.delete_node, extra)
+    wait_for(lambda: extra not in _slices(cp), TIMEOUT_S, what=f"{extra}'s slice deleted")
+
+    ds.keep("deviceclass", rest.call(resource.read_device_class, dra.class_name(H100)))
+    ds.keep("deviceclass-driver", rest.call(resource.read_device_class, dra.DRIVER))
+    ds.keep("resourceslice", rest.call(resource.read_resource_slice,
+                                       dra.slice_name(pools.h100[0])))
+
+
+def test_kube_scheduler_allocates_a_device_per_pod_of_an_indexed_job(
+        control_plane: ControlPlane, pools: Pools) -> None:
+    cp = control_plane
+    namespace = cp.new_namespace("dra")
+    template = ds.create_template(cp, namespace, "one-h100", ds.exactly(dra.class_name(H100)))
+    pod_spec = ds.claiming_pod_spec(pools.of_pool(f"dra-h100-{pools.tag}"), "default-scheduler",
+                                    template="one-h100")
+    rest.call(client.BatchV1Api(cp.api).create_namespaced_job, namespace,
+              ds.indexed_job("train", 2, pod_spec))
+
+    def running() -> dict[str, dict[str, Any]]:
+        pods = rest.call(cp.core.list_namespaced_pod, namespace)["items"]
+        up = {p["metadata"]["name"]: p for p in pods if p["status"].get("phase") == "Running"}
+        return up if len(up) == 2 else {}
+
+    pods = wait_for(running, TIMEOUT_S, what="both pods of the Job Running (kwok)")
+
+    def allocated() -> list[dict[str, Any]]:
+        found = ds.claims(cp, namespace)
+        done = len(found) == 2 and all(ds.results(c) and ds.reserved_for(c) for c in found)
+        return found if done else []
+
+    claims = wait_for(allocated, TIMEOUT_S, what="two allocated, reserved claims")
+    for claim in claims:
+        (owner,) = claim["metadata"]["ownerReferences"]
+        pod = pods[owner["name"]]
+        node = pod["spec"]["nodeName"]
+        (result,) = ds.results(claim)
+        assert (result["driver"], result["pool"]) == (dra.DRIVER, node), result
+        assert result["device"] in ds.devices_of(cp, str(node))
+        assert ds.reserved_for(claim) == [owner["name"]]
+        statuses = pod["status"]["resourceClaimStatuses"]
+        assert statuses == [{"name": ds.CLAIM,
+                             "resourceClaimName": claim["metadata"]["name"]}]
+    devices = {(ds.results(c)[0]["pool"], ds.results(c)[0]["device"]) for c in claims}
+    assert len(devices) == 2, devices  # no device given twice
+
+    ds.keep("resourceclaimtemplate", template)
+    # (read one by one: a list's items carry no apiVersion and kind)
+    ds.keep("resourceclaim-allocated",
+            ds.read_claim(cp, namespace, str(claims[0]["metadata"]["name"])))
+    ds.keep("pod-with-claim", dict(cp.get_pod(namespace, next(iter(pods))) or {}))
+
+
+def test_gang_scheduler_refuses_claims_today_with_a_reason(
+        control_plane: ControlPlane, tenant: Tenant,
+        live_scheduler: InProcessScheduler) -> None:
+    """Pinned until gang-scheduler allocates devices: its pods wait, the reason names
+    ``spec.resourceClaims``, and no claim gets an allocation."""
+    cp = control_plane
+    (node,) = tenant.create_nodes(1, gpus=8)
+    dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)  # devices are there
+    ds.create_template(cp, tenant.namespace, "one-gpu", ds.exactly(dra.DRIVER))
+    pod_spec = ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                    template="one-gpu")
+    rest.call(client.BatchV1Api(cp.api).create_namespaced_job, tenant.namespace,
+              ds.indexed_job("train", 2, pod_spec, {QUEUE_LABEL: tenant.queue}))
+
+    def said() -> list[str]:
+        pods = tenant.pods()
+        messages = [c.get("message") or "" for p in pods.values()
+                    for c in p["status"].get("conditions") or ()
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+        return messages if len(pods) == 2 and len(messages) == 2 and all(
+            "spec.resourceClaims" in m for m in messages) else []
+
+    messages = wait_for(said, TIMEOUT_S, what="both pods told why, naming spec.resourceClaims")
+    assert all(m.startswith("Unsupported") and "Dynamic Resource Allocation" in m
+               for m in messages), messages
+    live_scheduler.run_cycles(3)
+    assert tenant.bound(list(tenant.pods())) == []
+    made = wait_for(lambda: ds.claims(cp, tenant.namespace) if len(
+        ds.claims(cp, tenant.namespace)) == 2 else [], TIMEOUT_S,
+        what="the resource claim controller's two claims")
+    assert [ds.results(c) for c in made] == [[], []]
+    assert [ds.reserved_for(c) for c in made] == [[], []]
+
+
+def test_a_cel_request_and_a_two_device_request_as_kube_scheduler_answers_them(
+        control_plane: ControlPlane, pools: Pools) -> None:
+    cp = control_plane
+    namespace = cp.new_namespace("dra")
+    create_pod = client.CoreV1Api(cp.api).create_namespaced_pod
+
+    def pod(name: str, where: dict[str, str], **source: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": ds.claiming_pod_spec(where, "default-scheduler", **source)}
+        rest.call(create_pod, namespace, body)
+
+    # At least 64Gi: the A100-40GB node has room, but only an H100's memory qualifies.
+    ds.create_template(cp, namespace, "big", ds.exactly(dra.DRIVER, cel=MEMORY_64GI))
+    pod("big-0", pools.all(), template="big")
+    # Two devices in one NVLink domain, as a claim of its own (not from a template).
+    pair = ds.exactly(dra.DRIVER, count=2)
+    pair["devices"]["constraints"] = [{"requests": [ds.CLAIM],
+                                       "matchAttribute": f"{dra.DRIVER}/cliqueID"}]
+    ds.create_claim(cp, namespace, "pair", pair)
+    pod("pair-0", pools.all(), claim="pair")
+    # The same request held to the A100-40GB node: four free devices of the class, none with
+    # the memory, so kube-scheduler says it cannot allocate the claim (the CEL is evaluated
+    # per device, on the published capacity).
+    pod("big-a100", pools.of_pool(f"dra-a100-{pools.tag}"), template="big")
+
+    def node_of(pod_name: str) -> str:
+        return str((cp.get_pod(namespace, pod_name) or {}).get("spec", {}).get("nodeName") or "")
+
+    def allocated(name: str) -> dict[str, Any]:
+        """The allocated claim named *name* or made for pod *name* ({} while none is)."""
+        for claim in ds.claims(cp, namespace):
+            owner = (claim["metadata"].get("ownerReferences") or [{}])[0].get("name")
+            if (claim["metadata"]["name"] == name or owner == name) and ds.results(claim):
+                return claim
+        return {}
+
+    big = wait_for(lambda: allocated("big-0"), TIMEOUT_S, what="big-0's claim allocated")
+    (result,) = ds.results(big)
+    assert result["pool"] in pools.h100, result
+    assert node_of("big-0") == result["pool"]
+
+    claim = wait_for(lambda: allocated("pair"), TIMEOUT_S, what="the pair claim allocated")
+    node = node_of("pair-0")
+    results = ds.results(claim)
+    assert len(results) == 2 and {r["pool"] for r in results} == {node}, results
+    devices = ds.devices_of(cp, node)
+    assert len({r["device"] for r in results}) == 2
+    assert len({devices[r["device"]]["attributes"]["cliqueID"]["string"]
+                for r in results}) == 1
+    assert ds.reserved_for(claim) == ["pair-0"]
+
+    def refused() -> list[str]:
+        events = rest.call(client.EventsV1Api(cp.api).list_namespaced_event, namespace)["items"]
+        return [e.get("note") or "" for e in events if e.get("reason") == "FailedScheduling"
+                and (e.get("regarding") or {}).get("name") == "big-a100"
+                and "cannot allocate all claims" in (e.get("note") or "")]
+
+    wait_for(refused, TIMEOUT_S, what="a FailedScheduling event on big-a100 naming the claims")
+    assert node_of("big-a100") == ""
+    assert allocated("big-a100") == {}
+    ds.keep("resourceclaim-two-devices-allocated", ds.read_claim(cp, namespace, "pair"))
+    ds.keep("resourceclaim-cel-allocated",
+            ds.read_claim(cp, namespace, str(big["metadata"]["name"])))
