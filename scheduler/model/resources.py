@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from functools import lru_cache
 
 CPU = "cpu"
@@ -83,6 +84,28 @@ def parse_quantity(value: str | int | float, resource: str) -> int:
     if not text:
         raise QuantityError(f"{resource}: empty quantity")
     return _parse_cached(resource, text)
+
+
+@lru_cache(maxsize=4096)
+def exact_quantity(text: str) -> Fraction:
+    """A quantity as an exact, signed number (``"40Gi"``, ``"500m"``, ``"-1"``, ``"1e3"``).
+
+    For values compared rather than counted in a unit (a device's capacity, CEL's
+    ``quantity()``): no rounding, no canonical unit. ``QuantityError`` names the text when
+    Kubernetes' grammar refuses it."""
+    match = _QUANTITY.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise QuantityError(f"malformed quantity {text!r}")
+    number, suffix = match.groups()
+    value = Fraction(Decimal(number))
+    if suffix in _SUFFIX:
+        return value * Fraction(_SUFFIX[suffix])
+    if suffix:
+        exponent = int(suffix[1:])
+        if abs(exponent) > 64:  # beyond any quantity Kubernetes stores; refused, not computed
+            raise QuantityError(f"quantity out of range {text!r}")
+        return value * (Fraction(10) ** exponent)
+    return value
 
 
 def format_amount(resource: str, amount: int) -> str:
