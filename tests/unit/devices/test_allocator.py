@@ -230,3 +230,17 @@ def test_the_search_gives_up_with_a_reason_after_its_budget() -> None:
     many = node_slice("n1", tuple(gpu(i, i % 8) for i in range(32)))
     hard = claim("c", ask("a", 4), ask("b", 4), constraints=(NUMA,))  # 4 per NUMA node
     assert "device search gave up after 50 steps" in why(run(hard, slices=(many,), budget=50))
+
+
+def test_a_pool_being_replaced_without_this_node_is_ignored() -> None:
+    """Generation 1 of a network pool spans two slices, one reaching this node; generation 2
+    reaches other nodes only: generation 1 is obsolete, so nothing of the pool is used."""
+    rack = NodeSelectorTerm((NodeSelectorRequirement("rack", SelectorOperator.IN, ("r1",)),))
+    elsewhere = NodeSelectorTerm((NodeSelectorRequirement("rack", SelectorOperator.IN,
+                                                          ("r2",)),))
+    old = (DeviceSlice("a1", D, PoolRef("fabric", 1, 2), (gpu(0),), node_selector=rack),
+           DeviceSlice("a2", D, PoolRef("fabric", 1, 2), (gpu(1),), node_selector=elsewhere))
+    new = DeviceSlice("b", D, PoolRef("fabric", 2, 1), (gpu(0),), node_selector=elsewhere)
+    assert node_devices((*old, new), "n1", {"rack": "r1"}).pools == ()
+    (pool,) = node_devices(old, "n1", {"rack": "r1"}).pools  # complete: its devices for n1
+    assert pool.usable and [o.id.device for o in pool.devices] == ["gpu-0"]
