@@ -22,8 +22,9 @@ never reach us.
 ``device.attributes[d]`` of a domain the device lacks is an empty map in Kubernetes (so
 ``"x" in device.attributes["d"]`` is false, not an error): every domain the expression names
 as a string literal is given one. (Iterating over the domains themselves would see those
-empty ones; no selector we know of does.) ``cel.bind`` is a macro this library lacks: such a
-selector does not compile, and says so.
+empty ones; no selector we know of does.) ``cel.bind(x, init, body)``, the one cel-go macro
+Kubernetes enables for selectors, is missing from this library: it is rewritten before
+compiling to ``[init].map(x, body)[0]``, which binds and evaluates the same (``expand_bind``).
 
 Errors follow kube-scheduler: a selector that does not compile, or fails at evaluation (a
 missing attribute, a type mismatch, a result that is not a bool), is no match *and* an error
@@ -187,6 +188,71 @@ def _context() -> cel.Context:
     return ctx
 
 
+# cel.bind -------------------------------------------------------------------------------
+_BIND = re.compile(r"(?<![\w.])cel\s*\.\s*bind\s*\(")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _code_mask(text: str) -> list[bool]:
+    """Per character: is it code (not inside a string literal)?"""
+    mask, quote, i = [True] * len(text), "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            mask[i] = False
+            if ch == "\\":
+                if i + 1 < len(text):
+                    mask[i + 1] = False
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote, mask[i] = ch, False
+        i += 1
+    return mask
+
+
+def _arguments(text: str, start: int, mask: list[bool]) -> tuple[list[str], int] | None:
+    """The comma-separated arguments from *start* (just after ``(``) to the matching ``)``,
+    and the index after it; None if unbalanced."""
+    depth, args, begin = 0, [], start
+    for i in range(start, len(text)):
+        if not mask[i]:
+            continue
+        ch = text[i]
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            if depth == 0:
+                args.append(text[begin:i])
+                return args, i + 1
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(text[begin:i])
+            begin = i + 1
+    return None
+
+
+def expand_bind(expression: str) -> str:
+    """*expression* with every ``cel.bind(x, init, body)`` as ``[init].map(x, body)[0]``
+    (nested ones too); a malformed one is left for the compiler to refuse."""
+    mask = _code_mask(expression)
+    for m in _BIND.finditer(expression):
+        if not mask[m.start()]:
+            continue
+        found = _arguments(expression, m.end(), mask)
+        if found is None or len(found[0]) != 3 or not _IDENT.fullmatch(found[0][0].strip()):
+            return expression
+        (var, init, body), end = found
+        return (expression[:m.start()]
+                + f"[{expand_bind(init.strip())}].map({var.strip()}, "
+                  f"{expand_bind(body.strip())})[0]"
+                + expand_bind(expression[end:]))
+    return expression
+
+
 # Compiling and evaluating ---------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Compiled:
@@ -206,7 +272,7 @@ def compile_selector(expression: str) -> Compiled:
     if not expression.strip():
         return Compiled(expression, error="empty expression", literals=literals)
     try:
-        program = cel.compile(expression)
+        program = cel.compile(expand_bind(expression))
     except Exception as exc:  # the library raises ValueError, or worse on odd input
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Compiled(expression, error=f"CEL compile error: {first}", literals=literals)

@@ -13,6 +13,7 @@ from scheduler.placement.device_cel import (
     SelectorError,
     compile_selector,
     evaluate,
+    expand_bind,
     matches,
 )
 
@@ -71,6 +72,10 @@ def ok(expression: str) -> bool:
     (f'device.attributes["{D}"].model.substring(7, 11) == "A100"', True),
     (f'device.attributes["{D}"].model.indexOf("A100") == 7', True),
     (f'size(device.attributes["{D}"].model) == 21', True),
+    # cel.bind, as Kubernetes' documentation writes selectors
+    (f'cel.bind(g, device.attributes["{D}"], g.index == 3 && !g.mig)', True),
+    (f'cel.bind(g, device.attributes["{D}"], cel.bind(m, g.model, m.endsWith("GB")))', True),
+    (f'cel.bind(g, device.attributes["{D}"], g.index > 3)', False),
 ])
 def test_selectors(expression: str, expected: bool) -> None:
     assert ok(expression) is expected
@@ -85,8 +90,7 @@ def test_selectors(expression: str, expected: bool) -> None:
     ('semver("1.2").major() == 1', "semantic version"),
     (f'device.attributes["{D}"].index == "3" || device.nope()', "CEL runtime error"),
     (f'device.capacity["{D}"].cores.asInteger() == 0', "int64"),
-    # cel.bind is a macro the library lacks: an error, not a wrong answer
-    ("cel.bind(x, 1, x == 1)", "CEL runtime error"),
+    ("cel.bind(x, 1)", "CEL runtime error"),  # malformed: left for CEL to refuse
 ])
 def test_errors_are_errors_with_words(expression: str, words: str) -> None:
     with pytest.raises(SelectorError, match=words):
@@ -110,3 +114,16 @@ def test_names_without_domain_would_belong_to_the_driver() -> None:
     """Converters qualify names with the driver's domain; a selector reads them there."""
     bare = Device("x", attributes=((f"{D}/kind", "gpu"),))
     assert matches(f'device.attributes["{D}"].kind == "gpu"', D, bare) is True
+
+
+@pytest.mark.parametrize(("expression", "expanded"), [
+    ("cel.bind(a, 1, a == 1)", "[1].map(a, a == 1)[0]"),
+    ('cel.bind(a, f(1, [2, 3]), a == "x,)")', '[f(1, [2, 3])].map(a, a == "x,)")[0]'),
+    ("cel.bind(a, 1, cel.bind(b, a, b))", "[1].map(a, [a].map(b, b)[0])[0]"),
+    ('"cel.bind(a, 1, a)" == s', '"cel.bind(a, 1, a)" == s'),  # inside a string: untouched
+    ("mycel.bind(a, 1, a)", "mycel.bind(a, 1, a)"),
+    ("cel.bind(a, 1)", "cel.bind(a, 1)"),
+    ("cel.bind(a.b, 1, a)", "cel.bind(a.b, 1, a)"),
+])
+def test_cel_bind_is_rewritten_as_a_one_element_map(expression: str, expanded: str) -> None:
+    assert expand_bind(expression) == expanded
