@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from scheduler.kit.memo import LARGE, Slot, Slots
 
@@ -53,6 +54,9 @@ _SUFFIX: dict[str, Decimal] = {
 QUANTITIES: Slot[tuple[str, str], int] = Slot("resources.parse_quantity", bound=LARGE)
 _MEMO = Slots()  # the process's: a quantity means the same for as long as it runs
 _QUANTITIES = _MEMO.table(QUANTITIES)
+#: text -> the exact number ``exact_quantity`` reads it as: a pure function of the text.
+EXACT: Slot[str, Fraction] = Slot("resources.exact_quantity", bound=LARGE)
+_EXACT = _MEMO.table(EXACT)
 
 
 def _parse(resource: str, text: str) -> int:
@@ -95,6 +99,34 @@ def parse_quantity(value: str | int | float, resource: str) -> int:
     if amount is None:  # (a malformed one raises, and is not kept)
         amount = _MEMO.put(QUANTITIES, key, _parse(resource, text))
     return amount
+
+
+def exact_quantity(text: str) -> Fraction:
+    """A quantity as an exact, signed number (``"40Gi"``, ``"500m"``, ``"-1"``, ``"1e3"``).
+
+    For values compared rather than counted in a unit (a device's capacity, CEL's
+    ``quantity()``): no rounding, no canonical unit. ``QuantityError`` names the text when
+    Kubernetes' grammar refuses it. Kept per text (``EXACT``) like ``parse_quantity``."""
+    value = _EXACT.get(text) if isinstance(text, str) else None
+    if value is None:  # (a malformed one raises, and is not kept)
+        value = _MEMO.put(EXACT, text, _exact(text))
+    return value
+
+
+def _exact(text: str) -> Fraction:
+    match = _QUANTITY.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise QuantityError(f"malformed quantity {text!r}")
+    number, suffix = match.groups()
+    value = Fraction(Decimal(number))
+    if suffix in _SUFFIX:
+        return value * Fraction(_SUFFIX[suffix])
+    if suffix:
+        exponent = int(suffix[1:])
+        if abs(exponent) > 64:  # beyond any quantity Kubernetes stores; refused, not computed
+            raise QuantityError(f"quantity out of range {text!r}")
+        return value * (Fraction(10) ** exponent)
+    return value
 
 
 def format_amount(resource: str, amount: int) -> str:

@@ -1,0 +1,314 @@
+"""Devices for Dynamic Resource Allocation (``resource.k8s.io/v1``), as frozen values.
+
+What a DRA driver publishes (``DeviceSlice``: a ResourceSlice, one part of a pool of devices
+at one generation), what an administrator offers (``DeviceClass``: selectors) and what a
+workload asks for (``ResourceClaim`` / ``ClaimTemplate``: requests, constraints, and once
+allocated the devices it got), reduced to what an allocator reads. Issue 35 allocates the
+devices of a whole gang jointly, so the placement layer needs these as plain, hashable
+values: the allocator memoises selector results per device, and a snapshot carries them.
+
+Why a field list per value (``unsupported``): the v1 API has fields whose meaning we do not
+implement yet (partitionable devices and their counters, consumable capacity, binding
+conditions, device taints and request tolerations, ``distinctAttribute``, list-typed
+attributes). Dropping them silently would hand out a device a driver shares, a device
+tainted off limits, or a wrong set; so the converter keeps the path of each such field, and
+the allocator refuses what carries one with a reason that names it (a claim: it waits; a
+device or a pool: not offered, and a failure says it was left out).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from functools import total_ordering
+
+from scheduler.model.pods import NodeSelectorTerm
+
+#: Most devices one claim's allocation may hold (``AllocationResultsMaxSize``).
+MAX_DEVICES_PER_CLAIM = 32
+#: Most consumers a claim may be reserved for (``ResourceClaimReservedForMaxSize``).
+MAX_RESERVED_FOR = 256
+
+_SEMVER = re.compile(
+    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
+    r"(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?")
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A semantic version (semver.org 2.0.0), ordered by precedence.
+
+    Equality and order ignore build metadata, as semver precedence does; ``text`` keeps what
+    the driver wrote (``matchAttribute`` compares that text, as kube-scheduler does)."""
+
+    text: str
+    core: tuple[int, int, int] = field(init=False, compare=False)
+    pre: tuple[str, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        match = _SEMVER.fullmatch(self.text)
+        if match is None:
+            raise ValueError(f"not a semantic version: {self.text!r}")
+        major, minor, patch, pre, _ = match.groups()
+        object.__setattr__(self, "core", (int(major), int(minor), int(patch)))
+        object.__setattr__(self, "pre", tuple(pre.split(".")) if pre else ())
+
+    def _key(self) -> tuple[tuple[int, int, int], int, tuple[tuple[int, int, str], ...]]:
+        # A release ranks above its pre-releases; numeric identifiers below alphanumeric ones.
+        ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
+        return self.core, 0 if self.pre else 1, ids
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Version) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __lt__(self, other: Version) -> bool:
+        return self._key() < other._key()
+
+
+#: A device attribute's value, typed as Kubernetes types it (``int`` is int64).
+AttributeValue = int | bool | str | Version
+
+
+def same_value(a: AttributeValue, b: AttributeValue) -> bool:
+    """Equal and of the same type (``True`` is not ``1``), versions by their text: what
+    ``matchAttribute`` asks of two devices."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Version) and isinstance(b, Version):
+        return a.text == b.text
+    return a == b
+
+
+def qualify(name: str, driver: str) -> str:
+    """``domain/id``: a name without a domain belongs to the driver's."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+class DeviceId(tuple[str, str, str]):
+    """(driver, pool, device): a device's identity across slices and generations."""
+
+    __slots__ = ()
+
+    def __new__(cls, driver: str, pool: str, device: str) -> DeviceId:
+        return super().__new__(cls, (driver, pool, device))
+
+    @property
+    def driver(self) -> str:
+        return self[0]
+
+    @property
+    def pool(self) -> str:
+        return self[1]
+
+    @property
+    def device(self) -> str:
+        return self[2]
+
+    def __str__(self) -> str:
+        return "/".join(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a slice: its attributes and capacities by fully qualified name."""
+
+    name: str
+    attributes: tuple[tuple[str, AttributeValue], ...] = ()  # sorted by name
+    capacity: tuple[tuple[str, Fraction], ...] = ()  # sorted by name, exact
+    #: Field paths we do not implement (``taints``, ``consumesCounters``...): not offered.
+    unsupported: tuple[str, ...] = ()
+
+    def attribute(self, name: str) -> AttributeValue | None:
+        for key, value in self.attributes:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRef:
+    """A slice's ``spec.pool``: only the newest generation of a pool counts, and only once
+    all of its ``slice_count`` slices are seen."""
+
+    name: str
+    generation: int = 0
+    slice_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSlice:
+    """A ResourceSlice: some devices of one pool and which nodes reach them.
+
+    Exactly one of ``node_name`` (node-local), ``node_selector`` (network-attached: one term)
+    and ``all_nodes`` says where."""
+
+    name: str
+    driver: str
+    pool: PoolRef
+    devices: tuple[Device, ...] = ()
+    node_name: str = ""
+    node_selector: NodeSelectorTerm | None = None
+    all_nodes: bool = False
+    #: Field paths we do not implement (``sharedCounters``...): the pool is not offered.
+    unsupported: tuple[str, ...] = ()
+
+    def reaches(self, node: str, labels: Mapping[str, str]) -> bool:
+        if self.node_name:
+            return self.node_name == node
+        if self.all_nodes:
+            return True
+        return self.node_selector is not None and self.node_selector.matches(labels, node)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    """A DeviceClass: the CEL selectors every request naming it adds (config is ignored:
+    it is for the driver, not the allocator)."""
+
+    name: str
+    selectors: tuple[str, ...] = ()
+    unsupported: tuple[str, ...] = ()
+
+
+class AllocationMode(StrEnum):
+    EXACT_COUNT = "ExactCount"
+    ALL = "All"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one request (``exactly``) or one ``firstAvailable`` sub-request asks for.
+
+    ``name`` is the request's name, or ``request/sub`` for a sub-request (the name results
+    and constraints use)."""
+
+    name: str
+    class_name: str
+    selectors: tuple[str, ...] = ()
+    mode: AllocationMode = AllocationMode.EXACT_COUNT
+    count: int = 1
+    admin_access: bool = False
+    unsupported: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A claim's request: one ``Ask`` (``exactly``) or alternatives tried in order
+    (``firstAvailable``: the first that can be satisfied is taken)."""
+
+    name: str
+    asks: tuple[Ask, ...]
+    first_available: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """``matchAttribute``: the devices of the listed requests (all, if none are listed)
+    share one value of the attribute, and each has it."""
+
+    attribute: str  # fully qualified
+    requests: tuple[str, ...] = ()
+
+    def covers(self, ask_name: str) -> bool:
+        """Does the constraint apply to a device of *ask_name* (``req`` or ``req/sub``)?"""
+        if not self.requests:
+            return True
+        return ask_name in self.requests or ask_name.split("/", 1)[0] in self.requests
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """A claim's ``spec.devices`` (config dropped: the driver's business)."""
+
+    requests: tuple[Request, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    unsupported: tuple[str, ...] = ()
+
+    def all_unsupported(self) -> tuple[str, ...]:
+        """Every unsupported field of the spec, its requests and sub-requests."""
+        out = list(self.unsupported)
+        for request in self.requests:
+            for ask in request.asks:
+                out.extend(ask.unsupported)
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """One allocated device and the request (``req`` or ``req/sub``) it is for."""
+
+    request: str
+    device: DeviceId
+    admin_access: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A claim's ``status.allocation``: its devices and where they can be used (the node
+    selector kube-scheduler writes; ``None``: everywhere)."""
+
+    results: tuple[DeviceResult, ...] = ()
+    node_selector: NodeSelectorTerm | None = None
+
+    @property
+    def devices(self) -> frozenset[DeviceId]:
+        return frozenset(r.device for r in self.results)
+
+    def reaches(self, node: str, labels: Mapping[str, str]) -> bool:
+        return self.node_selector is None or self.node_selector.matches(labels, node)
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """A ``status.reservedFor`` entry: who uses the claim (usually a pod)."""
+
+    resource: str
+    name: str
+    uid: str = ""
+    api_group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    spec: ClaimSpec
+    uid: str = ""
+    allocation: Allocation | None = None
+    reserved_for: tuple[Consumer, ...] = ()
+    terminating: bool = False
+    #: Not compared: an update that changed nothing the scheduler reads is no change.
+    resource_version: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTemplate:
+    """A ResourceClaimTemplate: each pod gets its own claim with this spec."""
+
+    namespace: str
+    name: str
+    spec: ClaimSpec
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def allocated_devices(claims: Iterable[ResourceClaim]) -> frozenset[DeviceId]:
+    """The devices the allocations of *claims* hold, admin access aside (an admin-access
+    result never takes a device from anyone)."""
+    return frozenset(r.device for c in claims if c.allocation is not None
+                     for r in c.allocation.results if not r.admin_access)

@@ -1,0 +1,355 @@
+"""The structured device allocator: devices for the claims of the members placed on one node,
+chosen as kube-scheduler's DRA allocator chooses them, or the reason there are none.
+
+The search is the upstream one: claims in order, each claim's requests in order, each
+request's devices one at a time from the node's pools in (driver, pool, slice, device) order;
+a device is a candidate when no one holds it (``taken``: allocated by anyone, or chosen for an
+earlier claim of this search), the class's selectors and then the request's select it, and
+every ``matchAttribute`` constraint of the claim still holds with it. A dead end undoes the
+last choice and tries the next device (backtracking), so a constraint that the first devices
+break is satisfied by later ones. ``firstAvailable`` tries its sub-requests in order and keeps
+the first that leads to a whole solution; ``All`` takes every device the request selects,
+which must all be free. The first solution wins (no scoring, as upstream).
+
+One difference in the walk, not in the answer: within one request, devices are tried in
+increasing order only. Constraints depend on the set of devices, not on the order they were
+picked in, so the first solution is the one upstream finds; the same set is just never tried
+twice in another order.
+
+Refused with a reason rather than guessed (``DeviceMisfit``): a claim field we do not
+implement (named), a missing DeviceClass, admin access unless ``admin_access`` allows it,
+more than ``MAX_DEVICES_PER_CLAIM`` devices for one claim, a selector that does not compile
+or fails at evaluation (kube-scheduler stops there too), an ``All`` request over a pool that
+is being updated, and a search longer than ``budget`` steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.model.devices import (
+    MAX_DEVICES_PER_CLAIM,
+    Allocation,
+    AllocationMode,
+    Ask,
+    AttributeValue,
+    Constraint,
+    DeviceClass,
+    DeviceId,
+    DeviceResult,
+    ResourceClaim,
+    same_value,
+)
+from scheduler.placement.device_cel import matches
+from scheduler.placement.device_pools import NodeDevices, Offered, reach_of
+
+#: Steps (devices tried) one node's search may take before it gives up with a reason.
+BUDGET = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMisfit:
+    """Why the claims cannot get devices: which claim, which request (or constraint)."""
+
+    claim: str = ""
+    request: str = ""
+    reason: str = ""
+    node: str = ""
+
+    def describe(self) -> str:
+        where = f"claim {self.claim}" if self.claim else "device claims"
+        if self.request:
+            where += f", request {self.request}"
+        on = f" on node {self.node}" if self.node else ""
+        return f"{where}{on}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    """Per claim key, the allocation found for it on ``node``."""
+
+    node: str
+    allocations: tuple[tuple[str, Allocation], ...] = ()
+
+    def as_dict(self) -> dict[str, Allocation]:
+        return dict(self.allocations)
+
+    @property
+    def devices(self) -> frozenset[DeviceId]:
+        return frozenset(r.device for _, a in self.allocations for r in a.results
+                         if not r.admin_access)
+
+
+class _Stop(Exception):
+    def __init__(self, misfit: DeviceMisfit) -> None:
+        super().__init__(misfit.reason)
+        self.misfit = misfit
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One ``matchAttribute`` constraint's state: the value shared and how many hold it."""
+
+    constraint: Constraint
+    value: AttributeValue | None = None
+    count: int = 0
+
+
+def precheck(claim: ResourceClaim, classes: Mapping[str, DeviceClass], *,
+             admin_access: bool = False) -> DeviceMisfit | None:
+    """What makes *claim* unallocatable anywhere, before any device is looked at."""
+    unsupported = claim.spec.all_unsupported()
+    if unsupported:
+        return DeviceMisfit(claim.key, "", f"{', '.join(unsupported)} not supported by "
+                                           "gang-scheduler's device allocator")
+    if claim.terminating:
+        return DeviceMisfit(claim.key, "", "the claim is being deleted")
+    if not claim.spec.requests:
+        return DeviceMisfit(claim.key, "", "no device requests")
+    least = 0
+    for request in claim.spec.requests:
+        for ask in request.asks:
+            cls = classes.get(ask.class_name)
+            if cls is None:
+                return DeviceMisfit(claim.key, ask.name, f"device class {ask.class_name} "
+                                                         "not found")
+            if cls.unsupported:
+                return DeviceMisfit(claim.key, ask.name, f"device class {cls.name}: "
+                                    f"{', '.join(cls.unsupported)} not supported")
+            if ask.admin_access and not admin_access:
+                return DeviceMisfit(claim.key, ask.name, "admin access is requested, but "
+                                                         "it is not enabled")
+        least += min(a.count if a.mode is AllocationMode.EXACT_COUNT else 1
+                     for a in request.asks)
+    if least > MAX_DEVICES_PER_CLAIM:
+        return DeviceMisfit(claim.key, "", f"{least} devices requested, more than the limit "
+                                           f"of {MAX_DEVICES_PER_CLAIM} per claim")
+    return None
+
+
+@dataclass(slots=True)
+class _Search:
+    node: NodeDevices
+    claims: Sequence[ResourceClaim]
+    classes: Mapping[str, DeviceClass]
+    taken: frozenset[DeviceId]
+    budget: int
+    offered: tuple[Offered, ...] = ()
+    steps: int = 0
+    holding: dict[DeviceId, set[int]] = field(default_factory=dict)
+    results: list[list[tuple[DeviceResult, Offered]]] = field(default_factory=list)
+    tallies: list[list[_Tally]] = field(default_factory=list)
+    selectable: dict[tuple[int, str, DeviceId], bool] = field(default_factory=dict)
+    everything: dict[tuple[int, str], tuple[Offered, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.offered = tuple(self.node.offered())
+        self.results = [[] for _ in self.claims]
+        self.tallies = [[_Tally(c) for c in claim.spec.constraints] for claim in self.claims]
+
+    # Selection ----------------------------------------------------------------------------
+    def _selects(self, ci: int, ask: Ask, o: Offered) -> bool:
+        """Class selectors, then the request's (memoised per claim, request and device)."""
+        key = (ci, ask.name, o.id)
+        known = self.selectable.get(key)
+        if known is not None:
+            return known
+        cls = self.classes[ask.class_name]
+        ok = True
+        for whose, selectors in ((f"class {cls.name}", cls.selectors),
+                                 (f"request {ask.name}", ask.selectors)):
+            for i, expression in enumerate(selectors):
+                answer = matches(expression, o.id.driver, o.device)
+                if isinstance(answer, str):
+                    raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
+                                             f"{whose}: selector #{i}: {answer}",
+                                             self.node.node))
+                if not answer:
+                    ok = False
+                    break
+            if not ok:
+                break
+        self.selectable[key] = ok
+        return ok
+
+    def _all(self, ci: int, ask: Ask) -> tuple[Offered, ...]:
+        """An ``All`` request's devices: every one it selects on the node."""
+        key = (ci, ask.name)
+        if key not in self.everything:
+            for pool in self.node.pools:
+                if not pool.usable:
+                    state = "being updated" if pool.incomplete else f"invalid ({pool.invalid})"
+                    raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
+                                             f"asks for all devices, but pool {pool.name} is "
+                                             f"{state}", self.node.node))
+            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o))
+        return self.everything[key]
+
+    # Holding devices ----------------------------------------------------------------------
+    def _free_for(self, ci: int, ask: Ask, did: DeviceId) -> bool:
+        if ask.admin_access:
+            return ci not in self.holding.get(did, ())
+        return did not in self.taken and not self.holding.get(did)
+
+    def _take(self, ci: int, ask: Ask, o: Offered, must: bool) -> bool:
+        added: list[_Tally] = []
+        for tally in self.tallies[ci]:
+            if not tally.constraint.covers(ask.name):
+                continue
+            value = o.device.attribute(tally.constraint.attribute)
+            if value is None or (tally.value is not None and tally.count
+                                 and not same_value(value, tally.value)):
+                for t in added:
+                    t.count -= 1
+                if must:
+                    raise _Stop(DeviceMisfit(
+                        self.claims[ci].key, ask.name,
+                        f"cannot add device {o.id}: matchAttribute "
+                        f"{tally.constraint.attribute} would not hold", self.node.node))
+                return False
+            if not tally.count:
+                tally.value = value
+            tally.count += 1
+            added.append(tally)
+        self.holding.setdefault(o.id, set()).add(ci)
+        self.results[ci].append((DeviceResult(ask.name, o.id, ask.admin_access), o))
+        return True
+
+    def _give_back(self, ci: int, ask: Ask, o: Offered) -> None:
+        self.results[ci].pop()
+        self.holding[o.id].discard(ci)
+        for tally in self.tallies[ci]:
+            if tally.constraint.covers(ask.name):
+                tally.count -= 1
+
+    # The walk -----------------------------------------------------------------------------
+    def request(self, ci: int, ri: int) -> bool:
+        if ci == len(self.claims):
+            return True
+        claim = self.claims[ci]
+        if ri == len(claim.spec.requests):
+            return self.request(ci + 1, 0)
+        return any(self.device(ci, ri, ask, 0, 0) for ask in claim.spec.requests[ri].asks)
+
+    def device(self, ci: int, ri: int, ask: Ask, k: int, start: int) -> bool:
+        """Choose the *k*-th device of *ask*, from ``offered[start:]`` on."""
+        self.steps += 1
+        if self.steps > self.budget:
+            raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
+                                     f"device search gave up after {self.budget} steps",
+                                     self.node.node))
+        if ask.mode is AllocationMode.ALL:
+            return self._device_all(ci, ri, ask, k)
+        if k == ask.count:
+            return self.request(ci, ri + 1)
+        if len(self.results[ci]) + ask.count - k > MAX_DEVICES_PER_CLAIM:
+            return False
+        for index in range(start, len(self.offered)):
+            o = self.offered[index]
+            if not self._free_for(ci, ask, o.id) or not self._selects(ci, ask, o):
+                continue
+            if not self._take(ci, ask, o, must=False):
+                continue
+            if self.device(ci, ri, ask, k + 1, index + 1):
+                return True
+            self._give_back(ci, ask, o)
+        return False
+
+    def _device_all(self, ci: int, ri: int, ask: Ask, k: int) -> bool:
+        chosen = self._all(ci, ask)
+        if not chosen:
+            return False
+        if k == len(chosen):
+            return self.request(ci, ri + 1)
+        if len(self.results[ci]) + len(chosen) - k > MAX_DEVICES_PER_CLAIM:
+            return False
+        o = chosen[k]
+        if not self._free_for(ci, ask, o.id) or not self._take(ci, ask, o, must=True):
+            return False
+        if self.device(ci, ri, ask, k + 1, 0):
+            return True
+        self._give_back(ci, ask, o)
+        return False
+
+    def answer(self) -> NodeAllocation:
+        out = []
+        for claim, got in zip(self.claims, self.results, strict=True):
+            reach = reach_of((o for _, o in got), self.node.node)
+            out.append((claim.key, Allocation(tuple(r for r, _ in got), reach)))
+        return NodeAllocation(self.node.node, tuple(out))
+
+    def count(self, ci: int, ask: Ask) -> tuple[int, int]:
+        """(devices *ask* selects that are free, that are held by others)."""
+        free = held = 0
+        for o in self.offered:
+            if self._selects(ci, ask, o):
+                if o.id in self.taken and not ask.admin_access:
+                    held += 1
+                else:
+                    free += 1
+        return free, held
+
+
+def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
+             classes: Mapping[str, DeviceClass], taken: frozenset[DeviceId] = frozenset(),
+             *, admin_access: bool = False, budget: int = BUDGET,
+             ) -> NodeAllocation | DeviceMisfit:
+    """Devices on *node* for every one of *claims* (unallocated claims, each once), none of
+    them in *taken*; or the reason there are none."""
+    for claim in claims:
+        early = precheck(claim, classes, admin_access=admin_access)
+        if early is not None:
+            return DeviceMisfit(early.claim, early.request, early.reason, node.node)
+    search = _Search(node, claims, classes, taken, budget)
+    try:
+        if search.request(0, 0):
+            return search.answer()
+        return _explain(node, claims, classes, taken, budget)
+    except _Stop as stop:
+        return stop.misfit
+
+
+def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
+             classes: Mapping[str, DeviceClass], taken: frozenset[DeviceId],
+             budget: int) -> DeviceMisfit:
+    """Why the search found nothing: a request short of devices; else a claim whose
+    constraints no set satisfies; else the claims together want more than is free."""
+    note = f" (left out: {'; '.join(node.left_out)})" if node.left_out else ""
+    probe = _Search(node, claims, classes, taken, budget)
+    for ci, claim in enumerate(claims):
+        for request in claim.spec.requests:
+            shortfalls = []
+            for ask in request.asks:
+                free, held = probe.count(ci, ask)
+                want = ask.count if ask.mode is AllocationMode.EXACT_COUNT else max(1, free)
+                if free >= want and (ask.mode is AllocationMode.EXACT_COUNT or not held):
+                    break
+                shortfalls.append(_short(ask, free, held))
+            else:
+                return DeviceMisfit(claim.key, request.name, "; ".join(shortfalls) + note,
+                                    node.node)
+    for claim in claims:
+        alone = _Search(node, (claim,), classes, taken, budget)
+        if not alone.request(0, 0):
+            names = ", ".join(f"matchAttribute {c.attribute}"
+                              + (f" across {', '.join(c.requests)}" if c.requests else "")
+                              for c in claim.spec.constraints)
+            why = (f"no set of free devices satisfies {names}" if names
+                   else "its requests cannot all be satisfied together")
+            return DeviceMisfit(claim.key, "", why + note, node.node)
+    keys = ", ".join(c.key for c in claims)
+    return DeviceMisfit("", "", f"claims {keys} together need more devices than are free"
+                        + note, node.node)
+
+
+def _short(ask: Ask, free: int, held: int) -> str:
+    """What one request (or sub-request, named) lacks on the node."""
+    who = f"{ask.name}: " if "/" in ask.name else ""
+    taken = f", {held} more held by other claims" if held else ""
+    if ask.mode is AllocationMode.ALL:
+        if not free and not held:
+            return f"{who}asks for all devices of class {ask.class_name}, none match"
+        return f"{who}asks for all devices of class {ask.class_name}{taken}"
+    return (f"{who}needs {ask.count} device(s) of class {ask.class_name}, {free} free "
+            f"match{taken}")
