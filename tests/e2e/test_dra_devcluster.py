@@ -110,7 +110,7 @@ def test_device_classes_and_slices_are_accepted_and_follow_the_nodes(
     # A node added later gets its slice; a deleted node's slice goes with it.
     extra = cp.create_node(gpus=2, labels=pools.all())
     wait_for(lambda: extra in _slices(cp), TIMEOUT_S, what=f"the slice of {extra}")
-    rest.status_of(cp.core.delete_node, extra)
+    rest.code_of(cp.core.delete_node, extra)
     wait_for(lambda: extra not in _slices(cp), TIMEOUT_S, what=f"{extra}'s slice deleted")
 
     ds.keep("deviceclass", rest.call(resource.read_device_class, dra.class_name(H100)))

@@ -106,7 +106,7 @@ class Publisher:
         """Delete the node's slice, if this driver published one."""
         self.written.pop(node_name, None)
         try:
-            rest.status_of(self.resource.delete_resource_slice, dra.slice_name(node_name))
+            rest.code_of(self.resource.delete_resource_slice, dra.slice_name(node_name))
             say(f"withdrew {dra.slice_name(node_name)}")
         except client.ApiException as exc:
             if exc.status != 404:
