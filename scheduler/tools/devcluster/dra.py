@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.model.demand import quantity_gpus
 from scheduler.model.nodes import DEFAULT_TOPOLOGY_LABELS, GPU_PRODUCT_LABEL
-from scheduler.model.resources import GPU
+from scheduler.model.resources import QuantityError
 from scheduler.world.clusterspec import DRA_DEVICES_LABEL
 
 DRIVER = "gpu.example.com"
@@ -80,9 +81,12 @@ def product_of(node: Mapping[str, Any]) -> str:
 
 
 def gpu_count(node: Mapping[str, Any]) -> int:
-    """The node's allocatable ``nvidia.com/gpu`` (0 when missing or not a whole number)."""
-    raw = str((node.get("status", {}).get("allocatable") or {}).get(GPU, "0"))
-    return int(raw) if raw.isdigit() else 0
+    """The node's allocatable ``nvidia.com/gpu`` (0 when missing or malformed)."""
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    try:
+        return quantity_gpus(allocatable)
+    except QuantityError:
+        return 0
 
 
 def publishes(node: Mapping[str, Any]) -> bool:

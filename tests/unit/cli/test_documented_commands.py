@@ -156,6 +156,10 @@ RULES: tuple[Run | Covered, ...] = (
     Covered(r"^GANG_SCHEDULER_E2E_JOB_WIDE_BACKOFF=1 GANG_SCHEDULER_E2E_OPERATORS=0 "
             r"\.venv/bin/pytest tests/e2e/test_job_contention\.py",
             "tests/e2e/test_job_contention.py", "GANG_SCHEDULER_E2E_JOB_WIDE_BACKOFF"),
+    # Re-writes the DRA fixtures from the dev cluster: on purpose only (tests/data/dra/README.md).
+    Covered(r"^GANG_SCHEDULER_E2E_DRA_FIXTURES=1 \.venv/bin/pytest -m e2e "
+            r"tests/e2e/test_dra_devcluster\.py", "tests/e2e/test_dra_devcluster.py",
+            "GANG_SCHEDULER_E2E_DRA_FIXTURES"),
     Run(r"^\.venv/bin/python benchmarks/bench_sim\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_reservations\.py "),
     Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),
