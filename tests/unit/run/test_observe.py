@@ -179,7 +179,7 @@ def test_gpu_seconds_accrue_up_to_every_scrape_and_not_across_a_forgotten_gap() 
     cycle: Callable[[float], None] = lambda t: observer.cycle(  # noqa: E731
         last_cycle(CyclePlan(t)), ApplyResult(), 0.0, 0.0, 0)
     cycle(100.0)
-    assert scrape_at(110.0) == 80.0  # 8 GPUs held for 10 s
+    assert scrape_at(110.0) == 80.0  # 8 GPUs allocated for 10 s
     cycle(120.0)
     assert scrape_at(120.0) == 160.0
     observer.forget_accounting()  # a leadership gap: another replica charged it
