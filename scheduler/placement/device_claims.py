@@ -10,16 +10,25 @@ resolve, the gang still waits: gang-scheduler does not allocate devices yet, and
 pod whose claim nobody allocates would leave it stuck on its node, so the reason names the
 first claim that would need it. Both are final (``never_placeable``) until allocation is
 wired: no reservation or StrictFIFO head is given to a gang that cannot start.
+
+A claim that exists is checked first for what makes it unallocatable anywhere, so the person
+who wrote it can fix it now rather than after allocation lands: the allocator's own
+``precheck`` (a DeviceClass not found, a field not supported, the claim being deleted...)
+and every CEL selector of its requests and their classes compiled (``compile_selector``).
+The reason names the claim, the request and the class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from scheduler.model import Gang
 from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.device_inventory import DeviceInventory
+from scheduler.model.devices import DeviceClass, ResourceClaim
 from scheduler.model.gangs import PodRef, Role
+from scheduler.placement.device_cel import compile_selector
+from scheduler.placement.devices import DeviceMisfit, precheck
 
 #: The end of every reason: what no claim's existence changes in this version.
 NOT_ALLOCATED = ("device allocation by gang-scheduler is not available yet (issue 35); "
@@ -46,6 +55,26 @@ def _claim_name(use: DeviceClaimUse, pod: PodRef | None) -> tuple[str | None, st
     return made, ""
 
 
+def claim_problem(claim: ResourceClaim,
+                  classes: Mapping[str, DeviceClass]) -> DeviceMisfit | None:
+    """What makes *claim* unallocatable on any node: ``precheck``'s answer, else the first
+    selector of a request or of its class that does not compile."""
+    misfit = precheck(claim, classes)
+    if misfit is not None:
+        return misfit
+    for request in claim.spec.requests:
+        for ask in request.asks:
+            cls = classes[ask.class_name]  # precheck found every class
+            for where, selectors in (("class {cls}: selector #{i}", cls.selectors),
+                                     ("selector #{i} (class {cls})", ask.selectors)):
+                for i, expression in enumerate(selectors):
+                    error = compile_selector(expression).error
+                    if error:
+                        whose = where.format(cls=cls.name, i=i)
+                        return DeviceMisfit(claim.key, ask.name, f"{whose}: {error}")
+    return None
+
+
 def device_claims_reason(gang: Gang, devices: DeviceInventory) -> str | None:
     """Why *gang* waits for its device claims (None: no member names one)."""
     first_claim = ""
@@ -60,9 +89,13 @@ def device_claims_reason(gang: Gang, devices: DeviceInventory) -> str | None:
                     return f"{who}: {why}; {NOT_ALLOCATED}"
                 if not name:
                     continue  # the controller says this entry needs no claim
-                if f"{gang.namespace}/{name}" not in devices.claims:
+                claim = devices.claims.get(f"{gang.namespace}/{name}")
+                if claim is None:
                     return (f"{who}: {use.describe()}: resourceclaim {name} not found; "
                             f"{NOT_ALLOCATED}")
+                misfit = claim_problem(claim, devices.classes)
+                if misfit is not None:
+                    return f"{who}: {use.describe()}: {misfit.describe()}; {NOT_ALLOCATED}"
                 first_claim = first_claim or f"{who}: resourceclaim {name} ({use.describe()})"
     if not first_claim:
         return None

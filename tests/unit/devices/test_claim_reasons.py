@@ -1,6 +1,7 @@
 """Issue 35, step one: a gang whose pods name ResourceClaims is seen with them resolved
 against the device inventory, and waits with a reason naming the pod, its entry and the
-claim (a claim not made yet, a claim not found, or, with every claim there, the allocation
+claim (a claim not made yet, a claim not found, a claim no node could serve: its DeviceClass
+not found, a selector that does not compile; or, with every claim sound, the allocation
 gang-scheduler does not make yet). Real objects of tests/data/dra fed through the informers'
 handlers into the cache, decided by ``decide``."""
 
@@ -61,6 +62,31 @@ class Case:
 
 
 TEMPLATE = (informer.CLAIM_TEMPLATES, load("resourceclaimtemplate.json"))
+H100 = load("deviceclass.json")
+CLASS = H100["metadata"]["name"]
+
+
+def broken_class() -> dict[str, Any]:
+    cls = copy.deepcopy(H100)
+    cls["spec"]["selectors"][0]["cel"]["expression"] = "device.driver =="
+    return cls
+
+
+def claim_selecting(expression: str) -> dict[str, Any]:
+    claim = copy.deepcopy(CLAIM)
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": expression}}]
+    return claim
+
+
+def cel_claim() -> dict[str, Any]:
+    """The real claim with a quantity selector (of another namespace), as this pod's."""
+    claim = load("resourceclaim-cel-allocated.json")
+    claim["metadata"]["namespace"] = NAMESPACE
+    return claim
+
+
+WHO = f"claim {NAMESPACE}/{MADE}, request gpu"
 CASES = [
     Case("template claim not made yet", pending_pod(made=None), (TEMPLATE,),
          ("spec.resourceClaims entry gpu (template one-h100): its ResourceClaim does not "
@@ -75,6 +101,22 @@ CASES = [
           (informer.DEVICE_CLASSES, load("deviceclass.json")),
           (informer.RESOURCE_SLICES, load("resourceslice.json"))),
          (f"resourceclaim {MADE} (spec.resourceClaims entry gpu (template one-h100))",)),
+    Case("the claim's DeviceClass not found", pending_pod(),
+         (TEMPLATE, (informer.RESOURCE_CLAIMS, CLAIM)),
+         (f"{WHO}: device class {CLASS} not found",)),
+    Case("a class selector that does not compile", pending_pod(),
+         ((informer.RESOURCE_CLAIMS, CLAIM), (informer.DEVICE_CLASSES, broken_class())),
+         (f"{WHO}: class {CLASS}: selector #0: CEL compile error",)),
+    Case("a request selector that does not compile", pending_pod(),
+         ((informer.RESOURCE_CLAIMS, claim_selecting("device.attributes[")),
+          (informer.DEVICE_CLASSES, H100)),
+         (f"{WHO}: selector #0 (class {CLASS}): CEL compile error",)),
+    Case("a quantity selector compiles", pending_pod(
+        [{"name": "gpu", "resourceClaimName": cel_claim()["metadata"]["name"]}], made=None),
+         ((informer.RESOURCE_CLAIMS, cel_claim()),
+          (informer.DEVICE_CLASSES, load("deviceclass-driver.json"))),
+         (f"resourceclaim {cel_claim()['metadata']['name']} (spec.resourceClaims entry gpu "
+          f"(claim {cel_claim()['metadata']['name']})): {NOT_ALLOCATED}",)),
 ]
 
 
