@@ -39,6 +39,7 @@ class ReasonCategory(StrEnum):
     QUEUED = "Queued"  # would start, but an earlier gang goes first (strict order, reservation)
     VOLUMES = "Volumes"  # its claims are missing, unbound, or being provisioned for it
     UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused
+    DEVICES = "Devices"  # its device claims are missing, or not allocated by gang-scheduler
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ R = ReasonCategory
 _CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
 #: The pending reason category of a placement failure (PLACEMENT unless listed).
 _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: R.VOLUMES,
-             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED}
+             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED, UnplaceableReason.DEVICES: R.DEVICES}
 
 
 class Trial:

@@ -8,6 +8,10 @@ classes and attach limits for volume binding). A pre-bind decision written by th
 cycles see, so no other gang is given the same PV meanwhile; the assumption ends when the
 watch reports the claim changed that way (``prebind.shown``, per kind), or after ``ttl``
 seconds.
+
+The device objects of Dynamic Resource Allocation (ResourceSlices, DeviceClasses,
+ResourceClaims, ResourceClaimTemplates) are facts of the same sort: the catalog carries them
+as its ``devices`` inventory, rebuilt only after one of them changed.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.model import prebind
+from scheduler.model.device_inventory import DeviceInventory
+from scheduler.model.devices import ClaimTemplate, DeviceClass, DeviceSlice, ResourceClaim
 from scheduler.model.prebind import PreBind
 from scheduler.model.volumes import Claim, StorageClass, Volume, VolumeCatalog
 
@@ -37,6 +43,11 @@ class ClusterFacts:
         self._classes: dict[str, StorageClass] = {}
         self._limits: dict[str, dict[str, int]] = {}
         self._assumed: dict[tuple[str, str], _Assumed] = {}  # PreBind.subject -> decision
+        self._slices: dict[str, DeviceSlice] = {}
+        self._device_classes: dict[str, DeviceClass] = {}
+        self._resource_claims: dict[str, ResourceClaim] = {}
+        self._claim_templates: dict[str, ClaimTemplate] = {}
+        self._devices: DeviceInventory | None = None
         self._catalog: VolumeCatalog | None = None
         self._ns_view: dict[str, dict[str, str]] | None = None
 
@@ -84,6 +95,24 @@ class ClusterFacts:
         return self._put(self._limits, node,  # type: ignore[arg-type]
                          dict(limits) if limits is not None else None)
 
+    def _put_device(self, table: dict[str, object], key: str, value: object | None) -> bool:
+        changed = self._put(table, key, value)
+        if changed:
+            self._devices = None
+        return changed
+
+    def set_slice(self, name: str, slice_: DeviceSlice | None) -> bool:
+        return self._put_device(self._slices, name, slice_)  # type: ignore[arg-type]
+
+    def set_device_class(self, name: str, cls: DeviceClass | None) -> bool:
+        return self._put_device(self._device_classes, name, cls)  # type: ignore[arg-type]
+
+    def set_resource_claim(self, key: str, claim: ResourceClaim | None) -> bool:
+        return self._put_device(self._resource_claims, key, claim)  # type: ignore[arg-type]
+
+    def set_claim_template(self, key: str, template: ClaimTemplate | None) -> bool:
+        return self._put_device(self._claim_templates, key, template)  # type: ignore[arg-type]
+
     def assume(self, decisions: Iterable[PreBind], now: float) -> bool:
         changed = False
         for d in decisions:
@@ -115,8 +144,12 @@ class ClusterFacts:
     def catalog(self) -> VolumeCatalog:
         """The catalog with assumed decisions applied (one object while nothing changed)."""
         if self._catalog is None:
+            if self._devices is None:
+                self._devices = DeviceInventory.of(
+                    self._slices.values(), self._device_classes.values(),
+                    self._resource_claims.values(), self._claim_templates.values())
             base = VolumeCatalog.of(self._claims.values(), self._volumes.values(),
-                                    self._classes.values(), self._limits)
+                                    self._classes.values(), self._limits, self._devices)
             assumed = [a.decision for _, a in sorted(self._assumed.items())]
             self._catalog = prebind.assume(base, assumed) if assumed else base
         return self._catalog

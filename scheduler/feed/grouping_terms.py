@@ -67,7 +67,8 @@ def roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
         common, mixed = _shared_labels(members)
         roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
                           min_count=required,
-                          pods=tuple(PodRef(p.namespace, p.name, p.uid) for p in members),
+                          pods=tuple(PodRef(p.namespace, p.name, p.uid, p.claim_statuses)
+                                     for p in members),
                           labels=common, mixed_labels=mixed))
     return tuple(roles)
 

@@ -132,6 +132,8 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
                 if exc.status == 403 and not namespaced:
                     nodes_readable = nodes_readable and inf.kind.name != "nodes"
                     continue
+                if exc.status == 403 and inf.kind in informer.DEVICE_KINDS:
+                    continue  # a tenant's Role need not grant DRA: explain does without
                 raise
             for obj in items:
                 inf.handler(informer.EventType.ADDED, obj)

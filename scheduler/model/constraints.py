@@ -8,8 +8,9 @@ plugins read. Values are resolved the way kube-scheduler resolves them before fi
 selector), so the placement core only evaluates them.
 
 ``unsupported`` lists fields of the pod this scheduler does not evaluate (for example
-``spec.resourceClaims``): such a pod is refused with a reason naming the field rather
-than bound as if the field were absent.
+pod-level ``spec.resources``): such a pod is refused with a reason naming the field rather
+than bound as if the field were absent. Its ``spec.resourceClaims`` (Dynamic Resource
+Allocation) are ``device_claims``: where each entry's ResourceClaim comes from.
 """
 
 from __future__ import annotations
@@ -115,6 +116,23 @@ class ClaimUse:
     read_only: bool = False
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class DeviceClaimUse:
+    """A ``spec.resourceClaims`` entry: the pod's name for it (``entry``) and where its
+    ResourceClaim comes from: one named claim (``claim``, which pods may share), or a
+    ``template`` from which the resourceclaim controller makes each pod a claim of its own,
+    named in the pod's ``status.resourceClaimStatuses`` (``PodRef.claims``)."""
+
+    entry: str
+    claim: str = ""
+    template: str = ""
+
+    def describe(self) -> str:
+        """``spec.resourceClaims entry gpu (template one-h100)``."""
+        source = f"template {self.template}" if self.template else f"claim {self.claim}"
+        return f"spec.resourceClaims entry {self.entry} ({source})"
+
+
 @dataclass(frozen=True, slots=True)
 class PodConstraints:
     """Everything about a pod's placement that involves other pods or volumes."""
@@ -126,6 +144,7 @@ class PodConstraints:
     spread: tuple[SpreadConstraint, ...] = ()
     host_ports: tuple[HostPort, ...] = ()  # sorted, unique
     claims: tuple[ClaimUse, ...] = ()  # sorted by claim name
+    device_claims: tuple[DeviceClaimUse, ...] = ()  # in the pod's order
     #: Fields the scheduler does not evaluate, each as "path: why" (the pod is refused).
     unsupported: tuple[str, ...] = ()
 
@@ -160,7 +179,8 @@ class PodConstraints:
 NO_CONSTRAINTS = PodConstraints()
 
 __all__ = [
-    "ALL_HOST_IPS", "EVERYTHING", "NOTHING", "NO_CONSTRAINTS", "ClaimUse", "HostPort",
+    "ALL_HOST_IPS", "EVERYTHING", "NOTHING", "NO_CONSTRAINTS", "ClaimUse", "DeviceClaimUse",
+    "HostPort",
     "InclusionPolicy", "PodAffinityTerm", "PodConstraints", "SpreadConstraint", "Unsatisfiable",
     "WeightedPodAffinityTerm",
 ]

@@ -25,9 +25,17 @@ class PodRef:
     namespace: str
     name: str
     uid: str = ""
+    #: The ResourceClaims made for it from templates (``PodInfo.claim_statuses``). Not
+    #: compared: a reference names a pod, wherever it was built.
+    claims: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def claim_of(self, entry: str) -> str | None:
+        """The claim made for its ``spec.resourceClaims`` *entry*: None while none is made
+        yet, "" when none is needed (the resourceclaim controller says so)."""
+        return next((claim for name, claim in self.claims if name == entry), None)
 
 
 @dataclass(frozen=True, slots=True)

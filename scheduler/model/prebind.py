@@ -148,7 +148,8 @@ def assume(catalog: VolumeCatalog, decisions: Iterable[PreBind]) -> VolumeCatalo
     tables = Tables(dict(catalog.claims), dict(catalog.volumes))
     for d in decisions:
         RULES[d.kind].assume(tables, d)
-    return VolumeCatalog(tables.claims, tables.volumes, catalog.classes, catalog.attach_limits)
+    return VolumeCatalog(tables.claims, tables.volumes, catalog.classes, catalog.attach_limits,
+                         catalog.devices)
 
 
 def shown(claim: Claim, decision: PreBind) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.labels import NO_LABELS, Labels, LabelSelector
 from scheduler.model.pods import NodeSelectorTerm
 
@@ -133,22 +134,25 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class VolumeCatalog:
-    """Every claim, PV, class and CSINode limit the scheduler knows, by name."""
+    """Every claim, PV, class and CSINode limit the scheduler knows, by name, and the
+    devices of Dynamic Resource Allocation (``devices``: its own claims and classes)."""
 
     claims: Mapping[str, Claim] = field(default_factory=dict)  # by namespace/name
     volumes: Mapping[str, Volume] = field(default_factory=dict)  # by name
     classes: Mapping[str, StorageClass] = field(default_factory=dict)
     #: node -> CSI driver -> how many volumes of that driver the node can attach.
     attach_limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    devices: DeviceInventory = EMPTY_INVENTORY
 
     @classmethod
     def of(cls, claims: Iterable[Claim] = (), volumes: Iterable[Volume] = (),
            classes: Iterable[StorageClass] = (),
-           attach_limits: Mapping[str, Mapping[str, int]] | None = None) -> VolumeCatalog:
+           attach_limits: Mapping[str, Mapping[str, int]] | None = None,
+           devices: DeviceInventory = EMPTY_INVENTORY) -> VolumeCatalog:
         return cls({c.key: c for c in sorted(claims, key=lambda c: c.key)},
                    {v.name: v for v in sorted(volumes, key=lambda v: v.name)},
                    {c.name: c for c in sorted(classes, key=lambda c: c.name)},
-                   dict(sorted((attach_limits or {}).items())))
+                   dict(sorted((attach_limits or {}).items())), devices)
 
     @property
     def empty(self) -> bool:

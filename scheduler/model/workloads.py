@@ -89,6 +89,9 @@ class PodInfo:
     #: it away (``PreemptionByScheduler``, ``EvictionByEvictionAPI``, ``DeletionByTaintManager``
     #: for a lost node, ...), which tells a gang being evicted from one losing members.
     disruption: str = ""
+    #: ``status.resourceClaimStatuses``: (``spec.resourceClaims`` entry, the ResourceClaim
+    #: the resourceclaim controller made for it from a template; "" when none was needed).
+    claim_statuses: tuple[tuple[str, str], ...] = ()
 
     def __hash__(self) -> int:
         return hash(self.uid)

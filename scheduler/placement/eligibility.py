@@ -20,6 +20,7 @@ from scheduler.model.resources import (
     Resources,
     format_amount,
 )
+from scheduler.placement.device_claims import device_claims_reason
 from scheduler.placement.index import SelectionKey, selection_key
 from scheduler.placement.terms import NO_LIMITS, NO_TERMS, RoleLimits, Terms, compile_terms
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
@@ -106,13 +107,17 @@ def _order_key(rv: RoleView) -> tuple[int, int, int, str]:
 
 def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem | Unplaceable:
     """Eligible nodes per role, or why the gang cannot be placed at all: a field it uses is
-    not supported, a constraint cannot be met, or nothing excludes no node."""
+    not supported, its device claims keep it waiting, a constraint cannot be met, or
+    nothing excludes no node."""
     for role in gang.roles:
         unsupported = role.requirements.constraints.unsupported
         if role.count > 0 and unsupported:
             return Unplaceable(gang.id, UnplaceableReason.UNSUPPORTED,
                                f"role {role.name}: {unsupported[0]}; gang-scheduler refuses the "
                                "gang rather than bind it as if the field were absent")
+    devices = device_claims_reason(gang, snapshot.volumes.devices)
+    if devices is not None:
+        return Unplaceable(gang.id, UnplaceableReason.DEVICES, devices)
     terms = compile_terms(gang, snapshot)
     if terms.impossible:
         reason, message = terms.impossible

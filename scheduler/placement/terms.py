@@ -316,10 +316,14 @@ def _order(gang: Gang, affinities: Sequence[_Affinity]) -> tuple[str, ...]:
 def context_key(gang: Gang, snapshot: Snapshot) -> tuple[object, ...]:
     """What a placement depends on besides the roles' requirements: nothing for most
     gangs; the namespace and the members' labels when constraints (theirs, or running pods'
-    anti-affinity) can read them. Two gangs equal in shape and in this place alike."""
+    anti-affinity) can read them, and the claims made for its pods from templates. Two
+    gangs equal in shape and in this place alike."""
     if not gang.constrained and not snapshot.pods.has_anti_affinity:
         return ()
-    return (gang.namespace, tuple((r.labels, r.mixed_labels) for r in gang.roles))
+    # The claims made for its pods from templates are each pod's own (``device_claims``).
+    made = tuple(p.claims for r in gang.roles if r.requirements.constraints.device_claims
+                 for p in r.pods)
+    return (gang.namespace, tuple((r.labels, r.mixed_labels) for r in gang.roles), made)
 
 
 def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:

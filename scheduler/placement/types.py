@@ -78,6 +78,9 @@ class UnplaceableReason(StrEnum):
     POD_CONSTRAINTS = "PodConstraints"
     VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
     UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
+    #: A device claim (``spec.resourceClaims``) is missing, or would need an allocation
+    #: gang-scheduler does not make yet (``device_claims``).
+    DEVICES = "Devices"
     #: Not placed, reason not worked out (``Question.WHETHER`` asked).
     UNEXPLAINED = "Unexplained"
 

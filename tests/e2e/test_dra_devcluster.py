@@ -2,9 +2,10 @@
 and 6): the fake driver's DeviceClasses and ResourceSlices pass the apiserver's validation and
 follow the nodes; the real resource claim controller makes a claim per pod of an Indexed Job
 and the real kube-scheduler allocates devices of the node it binds the pod to; the same Job
-under gang-scheduler waits with a reason naming ``spec.resourceClaims`` (today's behaviour,
-pinned until allocation lands) and none of its claims is allocated; a CEL-selected request and
-a two-device request as kube-scheduler answers them (the seed of the differential test).
+under gang-scheduler is seen with its claims and waits with a reason naming them (today's
+behaviour, pinned until allocation lands) and none of its claims is allocated; a CEL-selected
+request and a two-device request as kube-scheduler answers them (the seed of the differential
+test).
 
 Everything is asserted on state and events, polled with generous timeouts (a loaded 2-core
 machine). ``GANG_SCHEDULER_E2E_DRA_FIXTURES=1`` also writes the objects read back to
@@ -163,11 +164,13 @@ def test_kube_scheduler_allocates_a_device_per_pod_of_an_indexed_job(
     ds.keep("pod-with-claim", dict(cp.get_pod(namespace, next(iter(pods))) or {}))
 
 
-def test_gang_scheduler_refuses_claims_today_with_a_reason(
+def test_gang_scheduler_sees_the_claims_and_waits_naming_them(
         control_plane: ControlPlane, tenant: Tenant,
         live_scheduler: InProcessScheduler) -> None:
-    """Pinned until gang-scheduler allocates devices: its pods wait, the reason names
-    ``spec.resourceClaims``, and no claim gets an allocation."""
+    """Pinned until gang-scheduler allocates devices: it reads the claims the resourceclaim
+    controller made from the template (the device informers, a pod's
+    ``status.resourceClaimStatuses``), its pods wait with a reason naming the pod, the entry
+    and the claim, and no claim gets an allocation."""
     cp = control_plane
     (node,) = tenant.create_nodes(1, gpus=8)
     dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)  # devices are there
@@ -176,6 +179,10 @@ def test_gang_scheduler_refuses_claims_today_with_a_reason(
                                     template="one-gpu")
     rest.call(client.BatchV1Api(cp.api).create_namespaced_job, tenant.namespace,
               ds.indexed_job("train", 2, pod_spec, {QUEUE_LABEL: tenant.queue}))
+    made = wait_for(lambda: ds.claims(cp, tenant.namespace) if len(
+        ds.claims(cp, tenant.namespace)) == 2 else [], TIMEOUT_S,
+        what="the resource claim controller's two claims")
+    names = sorted(str(c["metadata"]["name"]) for c in made)
 
     def said() -> list[str]:
         pods = tenant.pods()
@@ -183,16 +190,16 @@ def test_gang_scheduler_refuses_claims_today_with_a_reason(
                     for c in p["status"].get("conditions") or ()
                     if c.get("type") == "PodScheduled" and c.get("status") == "False"]
         return messages if len(pods) == 2 and len(messages) == 2 and all(
-            "spec.resourceClaims" in m for m in messages) else []
+            any(f"resourceclaim {n} (" in m for n in names) for m in messages) else []
 
-    messages = wait_for(said, TIMEOUT_S, what="both pods told why, naming spec.resourceClaims")
-    assert all(m.startswith("Unsupported") and "Dynamic Resource Allocation" in m
+    messages = wait_for(said, TIMEOUT_S, what="both pods told why, naming a claim made for them")
+    assert all(m.startswith(f"Devices: pod {tenant.namespace}/train-")
+               and f"(spec.resourceClaims entry {ds.CLAIM} (template one-gpu))" in m
+               and "device allocation by gang-scheduler is not available yet" in m
                for m in messages), messages
     live_scheduler.run_cycles(3)
     assert tenant.bound(list(tenant.pods())) == []
-    made = wait_for(lambda: ds.claims(cp, tenant.namespace) if len(
-        ds.claims(cp, tenant.namespace)) == 2 else [], TIMEOUT_S,
-        what="the resource claim controller's two claims")
+    made = ds.claims(cp, tenant.namespace)
     assert [ds.results(c) for c in made] == [[], []]
     assert [ds.reserved_for(c) for c in made] == [[], []]
 

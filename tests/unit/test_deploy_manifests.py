@@ -139,6 +139,9 @@ EXPECTED_CLUSTER_RULES = {
       for v in ("get", "list", "watch", "patch")),
     *(("storage.k8s.io", r, v) for r in ("storageclasses", "csinodes")
       for v in ("get", "list", "watch")),
+    *(("resource.k8s.io", r, v) for r in ("deviceclasses", "resourceslices", "resourceclaims",
+                                          "resourceclaimtemplates")
+      for v in ("get", "list", "watch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
     *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),

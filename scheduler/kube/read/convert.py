@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler import model
 from scheduler.kit.memo import Slot, Slots
-from scheduler.kube.read import podspec
+from scheduler.kube.read import pod_claims, podspec
 from scheduler.kube.read.fields import (
     ConversionError,
     FieldError,
@@ -242,6 +242,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         grace_period_seconds=read_int(spec, "terminationGracePeriodSeconds",
                                   "spec.terminationGracePeriodSeconds", None, minimum=0),
         disruption=_disruption(status),
+        claim_statuses=pod_claims.claim_statuses(status),
     )
 
 

@@ -25,7 +25,14 @@ import structlog
 
 from scheduler.feed.facts import ClusterFacts
 from scheduler.kube.client import KubeClient
-from scheduler.kube.read import convert, informer, jobset_convert, native_convert, storage
+from scheduler.kube.read import (
+    convert,
+    devices_convert,
+    informer,
+    jobset_convert,
+    native_convert,
+    storage,
+)
 from scheduler.kube.read.input_warnings import InputWarnings
 from scheduler.model import Node, NodeLabelConfig
 from scheduler.model.native import NativeGroupInfo, WorkloadInfo
@@ -206,7 +213,25 @@ def cache_informers(client: KubeClient, cache: Cache,
             lambda o: cache.delete_jobset(informer.object_id(o))))),
         *native_informers(client, cache, classes),
         *fact_informers(client, cache),
+        *device_informers(client, cache),
     ]
+
+
+def _fact(client: KubeClient, cache: Cache, kind: informer.ResourceKind,
+          to_model: Callable[[dict[str, Any]], Any],
+          set_: Callable[[ClusterFacts, str, Any], bool], key: Callable[[Any], str],
+          raw_key: Callable[[dict[str, Any]], str], namespaces: bool = False,
+          on_absent: Callable[[informer.ResourceKind], None] | None = None,
+          ) -> informer.Informer:
+    """An informer that keeps one table of the cache's ``ClusterFacts`` (*set_* by *key*)."""
+    def upsert(value: Any) -> None:
+        cache.change_facts(lambda f: set_(f, key(value), value), namespaces=namespaces)
+
+    def delete(obj: dict[str, Any]) -> None:
+        cache.change_facts(lambda f: set_(f, raw_key(obj), None), namespaces=namespaces)
+
+    return informer.Informer(client, kind, converting_handler(to_model, upsert, delete),
+                             on_absent=on_absent)
 
 
 def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
@@ -216,13 +241,7 @@ def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
              set_: Callable[[ClusterFacts, str, Any], bool], key: Callable[[Any], str],
              raw_key: Callable[[dict[str, Any]], str], namespaces: bool = False,
              ) -> informer.Informer:
-        def upsert(value: Any) -> None:
-            cache.change_facts(lambda f: set_(f, key(value), value), namespaces=namespaces)
-
-        def delete(obj: dict[str, Any]) -> None:
-            cache.change_facts(lambda f: set_(f, raw_key(obj), None), namespaces=namespaces)
-
-        return informer.Informer(client, kind, converting_handler(to_model, upsert, delete))
+        return _fact(client, cache, kind, to_model, set_, key, raw_key, namespaces)
 
     def pair_key(v: tuple[str, Any]) -> str:
         return v[0]
@@ -243,6 +262,46 @@ def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
         fact(informer.CSINODES, storage.csinode_from_json,
              lambda f, k, v: f.set_limits(k, None if v is None else v[1]), pair_key, name),
     ]
+
+
+def device_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
+    """The device objects of Dynamic Resource Allocation (``resource.k8s.io/v1``):
+    DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, into the
+    catalog's device inventory.
+
+    Why a warning of its own: each informer says at info that its path is absent, but a
+    cluster without the API is one fact an operator should see once, with what it means
+    (pods with ``spec.resourceClaims`` wait): one warning for the four kinds, once per
+    process."""
+    said: list[str] = []  # the kind that said it (informer threads race: under the lock)
+    lock = threading.Lock()
+
+    def absent(kind: informer.ResourceKind) -> None:
+        with lock:
+            if said:
+                return
+            said.append(kind.name)
+        log.warning("api_absent", api=informer.DRA_API, resource=kind.name,
+                        effect="no devices: pods with spec.resourceClaims wait")
+
+    def key(kind: informer.ResourceKind) -> Callable[[Any], str]:
+        return (lambda v: str(v.key)) if kind.namespaced else (lambda v: str(v.name))
+
+    def name(o: dict[str, Any]) -> str:
+        return _meta(o, "name")
+
+    tables: tuple[tuple[informer.ResourceKind, Callable[[dict[str, Any]], Any],
+                        Callable[[ClusterFacts, str, Any], bool]], ...] = (
+        (informer.DEVICE_CLASSES, devices_convert.device_class, ClusterFacts.set_device_class),
+        (informer.RESOURCE_SLICES, devices_convert.resource_slice, ClusterFacts.set_slice),
+        (informer.RESOURCE_CLAIMS, devices_convert.resource_claim,
+         ClusterFacts.set_resource_claim),
+        (informer.CLAIM_TEMPLATES, devices_convert.claim_template,
+         ClusterFacts.set_claim_template),
+    )
+    return [_fact(client, cache, kind, to_model, set_, key(kind),
+                  informer.object_id if kind.namespaced else name, on_absent=absent)
+            for kind, to_model, set_ in tables]
 
 
 def native_informers(client: KubeClient, cache: Cache,

@@ -74,6 +74,18 @@ VOLUMES = ResourceKind("persistentvolumes", "/api/v1/persistentvolumes", namespa
 STORAGE_CLASSES = ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses",
                                namespaced=False)
 CSINODES = ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes", namespaced=False)
+# Dynamic Resource Allocation (GA in 1.34): optional, so an older apiserver (or one with the
+# API turned off) still schedules, without devices.
+DRA_API = "resource.k8s.io/v1"
+DEVICE_CLASSES = ResourceKind("deviceclasses", f"/apis/{DRA_API}/deviceclasses", optional=True,
+                              namespaced=False)
+RESOURCE_SLICES = ResourceKind("resourceslices", f"/apis/{DRA_API}/resourceslices",
+                               optional=True, namespaced=False)
+RESOURCE_CLAIMS = ResourceKind("resourceclaims", f"/apis/{DRA_API}/resourceclaims",
+                               optional=True)
+CLAIM_TEMPLATES = ResourceKind("resourceclaimtemplates",
+                               f"/apis/{DRA_API}/resourceclaimtemplates", optional=True)
+DEVICE_KINDS = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, CLAIM_TEMPLATES)
 
 
 class EventType(StrEnum):
@@ -179,7 +191,8 @@ class Informer:
     def __init__(self, client: KubeClient, kind: ResourceKind, handler: Handler, *,
                  page_size: int = 500, watch_timeout: tuple[int, int] = (240, 360),
                  absent_retry: float = 30.0, backoff: Backoff | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 on_absent: Callable[[ResourceKind], None] | None = None) -> None:
         self.client, self.kind, self.handler = client, kind, handler
         self.page_size = page_size
         self.watch_timeout = watch_timeout
@@ -196,6 +209,9 @@ class Informer:
         self._log = log.bind(resource=kind.name)
         self.relists = 0  # full lists done after the first one (410s, absent CRDs)
         self._absent = False  # the resource was absent at the last list (already said)
+        #: Told when an optional resource is found absent (not again until it came back):
+        #: for a caller that must say more than this informer's own log line.
+        self.on_absent = on_absent
 
     # Lifecycle ----------------------------------------------------------------------------
     @property
@@ -256,6 +272,8 @@ class Informer:
                 # retry every absent_retry seconds is not news. Told again once it came back.
                 level = self._log.debug if self._absent else self._log.info
                 level("resource_absent", path=self.kind.path, retry_s=self.absent_retry)
+                if not self._absent and self.on_absent is not None:
+                    self.on_absent(self.kind)
                 self._absent = True
                 self._replace([], "0")
                 self._rv = ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.kube.read.pod_claims import device_claim_uses
 from scheduler.model.constraints import (
     ALL_HOST_IPS,
     ClaimUse,
@@ -243,9 +244,6 @@ def pod_constraints(spec: Mapping[str, Any], namespace: str,
                    for i, c in enumerate(_items(spec.get("topologySpreadConstraints"),
                                                 "spec.topologySpreadConstraints")))
     claims, unsupported = _volumes(spec)
-    if _items(spec.get("resourceClaims"), "spec.resourceClaims"):
-        unsupported.append("spec.resourceClaims: Dynamic Resource Allocation is not supported "
-                           "(the claims would not be allocated)")
     resources = _obj(spec.get("resources"), "spec.resources")
     if resources.get("requests") or resources.get("limits"):
         unsupported.append("spec.resources: pod-level resources are not evaluated (only "
@@ -253,7 +251,7 @@ def pod_constraints(spec: Mapping[str, Any], namespace: str,
     return PodConstraints(
         affinity=required, anti_affinity=anti, preferred_affinity=preferred,
         preferred_anti_affinity=anti_preferred, spread=spread, host_ports=_host_ports(spec),
-        claims=claims, unsupported=tuple(unsupported))
+        claims=claims, device_claims=device_claim_uses(spec), unsupported=tuple(unsupported))
 
 
 def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:

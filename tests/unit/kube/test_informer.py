@@ -201,7 +201,7 @@ def test_cache_informers_feed_the_cluster_cache() -> None:
         informer.PRIORITY_CLASSES, informer.NODES, informer.PODS, informer.PODGROUPS,
         informer.JOBS, informer.JOBSETS, workloads[0], groups[0], workloads[1], groups[1],
         informer.NAMESPACES, informer.CLAIMS, informer.VOLUMES, informer.STORAGE_CLASSES,
-        informer.CSINODES]
+        informer.CSINODES, *informer.DEVICE_KINDS]
     assert all(k.optional for k in (*workloads, *groups, informer.JOBSETS))
     pods = informers[2]
     pods.start()

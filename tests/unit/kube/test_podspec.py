@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler.kube.read import convert, podspec, storage
-from scheduler.model.constraints import ClaimUse, HostPort, InclusionPolicy
+from scheduler.model.constraints import ClaimUse, DeviceClaimUse, HostPort, InclusionPolicy
 from scheduler.model.labels import LabelOp, LabelRequirement, LabelSelector
 
 TERM = {"labelSelector": {"matchLabels": {"app": "trainer"}},
@@ -77,8 +77,8 @@ def test_claims_and_unsupported_fields_are_recorded() -> None:
             "resourceClaims": [{"name": "gpu", "resourceClaimName": "x"}]}
     c = convert.pod_from_json(pod(spec)).requirements.constraints
     assert c.claims == (ClaimUse("d", True),)
-    assert [u.split(":")[0] for u in c.unsupported] == ["spec.volumes[1].ephemeral",
-                                                        "spec.resourceClaims"]
+    assert [u.split(":")[0] for u in c.unsupported] == ["spec.volumes[1].ephemeral"]
+    assert c.device_claims == (DeviceClaimUse("gpu", claim="x"),)
 
 
 def test_scheduling_gates_are_read() -> None:

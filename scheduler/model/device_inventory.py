@@ -1,0 +1,64 @@
+"""The devices a cycle sees: every ResourceSlice, DeviceClass, ResourceClaim and
+ResourceClaimTemplate the scheduler knows (Dynamic Resource Allocation, issue 35).
+
+Why one value beside the volume catalog: a snapshot carries the cluster's facts as frozen
+values, and the device allocator reads all four kinds together (a claim's requests name
+classes, the slices offer devices, the allocated claims hold some of them). Tables are keyed
+the way the objects are named: slices and classes by name, claims and templates by
+``namespace/name``; ``slices_by_node`` is the node-local part of the inventory, what a node's
+pools are gathered from together with the slices that reach many nodes
+(``network_slices``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scheduler.model.devices import ClaimTemplate, DeviceClass, DeviceSlice, ResourceClaim
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInventory:
+    """Every device object the scheduler knows, by name (``of`` sorts them)."""
+
+    slices: Mapping[str, DeviceSlice] = field(default_factory=dict)
+    classes: Mapping[str, DeviceClass] = field(default_factory=dict)
+    claims: Mapping[str, ResourceClaim] = field(default_factory=dict)  # namespace/name
+    templates: Mapping[str, ClaimTemplate] = field(default_factory=dict)  # namespace/name
+
+    @classmethod
+    def of(cls, slices: Iterable[DeviceSlice] = (), classes: Iterable[DeviceClass] = (),
+           claims: Iterable[ResourceClaim] = (),
+           templates: Iterable[ClaimTemplate] = ()) -> DeviceInventory:
+        return cls({s.name: s for s in sorted(slices, key=lambda s: s.name)},
+                   {c.name: c for c in sorted(classes, key=lambda c: c.name)},
+                   {c.key: c for c in sorted(claims, key=lambda c: c.key)},
+                   {t.key: t for t in sorted(templates, key=lambda t: t.key)})
+
+    @property
+    def empty(self) -> bool:
+        return not (self.slices or self.classes or self.claims or self.templates)
+
+    def slices_by_node(self) -> dict[str, tuple[DeviceSlice, ...]]:
+        """The node-local slices (``spec.nodeName``) by node, in name order."""
+        out: dict[str, list[DeviceSlice]] = defaultdict(list)
+        for s in self.slices.values():
+            if s.node_name:
+                out[s.node_name].append(s)
+        return {node: tuple(found) for node, found in sorted(out.items())}
+
+    def network_slices(self) -> tuple[DeviceSlice, ...]:
+        """The slices that are not node-local (a node selector, or every node)."""
+        return tuple(s for s in self.slices.values() if not s.node_name)
+
+    def pools(self) -> dict[tuple[str, str], tuple[DeviceSlice, ...]]:
+        """The slices of each (driver, pool), every generation, in name order."""
+        out: dict[tuple[str, str], list[DeviceSlice]] = defaultdict(list)
+        for s in self.slices.values():
+            out[(s.driver, s.pool.name)].append(s)
+        return {key: tuple(found) for key, found in sorted(out.items())}
+
+
+EMPTY_INVENTORY = DeviceInventory()
