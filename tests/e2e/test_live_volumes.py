@@ -167,9 +167,10 @@ def test_per_worker_local_pvs_pinned_to_nodes_take_the_workers(
                  what=f"scratch-{i} bound by the PV binder")
 
 
-def test_a_field_the_scheduler_does_not_evaluate_is_refused_by_name(
+def test_a_pod_whose_device_claim_is_missing_waits_naming_it(
         control_plane: ControlPlane, tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
-    """Dynamic Resource Allocation: the pod is told so, never bound as if it were absent."""
+    """Dynamic Resource Allocation: a pod naming a claim that does not exist waits with a
+    reason naming its entry and the claim, never bound as if the claim were absent."""
     tenant.create_nodes(1)
     spec = tenant.pod_spec(gpus=1)
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "some-claim"}]
@@ -178,5 +179,6 @@ def test_a_field_the_scheduler_does_not_evaluate_is_refused_by_name(
         "spec": spec})
     message = wait_for(lambda: unschedulable_message(tenant.pods()["dra"]), 60,
                        what="PodScheduled=False on the DRA pod")
-    assert message.startswith("Unsupported") and "spec.resourceClaims" in message, message
+    assert message.startswith("Devices"), message
+    assert "spec.resourceClaims entry gpu" in message and "some-claim not found" in message
     assert tenant.bound(["dra"]) == []
