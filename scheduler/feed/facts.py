@@ -11,7 +11,9 @@ seconds.
 
 The device objects of Dynamic Resource Allocation (ResourceSlices, DeviceClasses,
 ResourceClaims, ResourceClaimTemplates) are facts of the same sort: the catalog carries them
-as its ``devices`` inventory, rebuilt only after one of them changed.
+as its ``devices`` inventory, rebuilt only after one of them changed. A claim's allocation
+written by the actuator is assumed the same way until the claim's watch shows it allocated
+and reserved for the gang's members.
 """
 
 from __future__ import annotations
@@ -108,7 +110,13 @@ class ClusterFacts:
         return self._put_device(self._device_classes, name, cls)  # type: ignore[arg-type]
 
     def set_resource_claim(self, key: str, claim: ResourceClaim | None) -> bool:
-        return self._put_device(self._resource_claims, key, claim)  # type: ignore[arg-type]
+        changed = self._put_device(self._resource_claims, key, claim)  # type: ignore[arg-type]
+        subject = (prebind.RESOURCE_CLAIM, key)
+        assumed = self._assumed.get(subject)
+        if assumed is not None and (claim is None or prebind.shown(claim, assumed.decision)):
+            del self._assumed[subject]
+            self._catalog = None
+        return changed
 
     def set_claim_template(self, key: str, template: ClaimTemplate | None) -> bool:
         return self._put_device(self._claim_templates, key, template)  # type: ignore[arg-type]

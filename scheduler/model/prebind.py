@@ -19,18 +19,22 @@ and the placement rule that decides it (returned in ``Placement.prebinds``); the
 draft, the actuator, the in-flight result, the loop and the cache's assumption carry it as
 they are. A kind about claims the catalog does not contain yet (ResourceClaims) also brings
 them into the catalog (``Tables``) and the facts' feed (whose watch calls ``shown``).
-``DEVICES`` (a ResourceClaim's allocation, Dynamic Resource Allocation, issue 35) is
-reserved: nothing decides it yet, and every edge refuses it (``NotImplementedError``)
-rather than ignoring it.
+``DEVICES`` is a ResourceClaim's allocation (Dynamic Resource Allocation, issue 35): the
+claim's ``status.allocation`` and its ``reservedFor`` entries for the members that use it,
+written as kube-scheduler's DynamicResources plugin writes them in its PreBind; a decision
+about a claim allocated already (a shared claim, or one allocated for this gang before its
+bind failed to answer) carries no allocation and only adds its users to ``reservedFor``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import NoReturn
+from typing import Any
 
+from scheduler.model.device_inventory import DeviceInventory
+from scheduler.model.devices import Allocation, Consumer, ResourceClaim
 from scheduler.model.volumes import Claim, ClaimRef, Volume, VolumeCatalog, VolumePhase
 
 #: The API kinds of the claims pre-bind decisions are about (``PreBind.subject``).
@@ -45,8 +49,9 @@ class PreBindKind(StrEnum):
     #: The claim's ``volume.kubernetes.io/selected-node`` annotation set (its provisioner
     #: creates a PV reachable from that node); target: the node's name.
     SELECTED_NODE = "SelectedNode"
-    #: A ResourceClaim's ``status.allocation`` (DRA, issue 35); target: the node's name,
-    #: ``devices`` the devices allocated. Reserved: refused by every edge until then.
+    #: A ResourceClaim's ``status.allocation`` and ``reservedFor`` (DRA, issue 35); target:
+    #: the node the devices were chosen on, ``devices`` their names (driver/pool/device),
+    #: ``allocation`` what is written, ``consumers`` the pods it is reserved for.
     DEVICES = "Devices"
 
 
@@ -57,12 +62,22 @@ class PreBind:
     claim: str  # namespace/name
     kind: PreBindKind
     target: str
-    #: What a ``DEVICES`` decision allocates (pool/device names); empty for the other kinds.
+    #: What a ``DEVICES`` decision allocates (driver/pool/device); empty for the other kinds
+    #: and for a claim allocated already (then only ``consumers`` are added).
     devices: tuple[str, ...] = ()
+    #: The allocation a ``DEVICES`` decision writes (None: the claim is allocated already).
+    #: Not compared: ``devices`` names the same devices.
+    allocation: Allocation | None = field(default=None, compare=False)
+    #: The pods a ``DEVICES`` decision reserves the claim for (``status.reservedFor``).
+    consumers: tuple[Consumer, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        if self.devices and self.kind is not PreBindKind.DEVICES:
+        if self.kind is not PreBindKind.DEVICES and (
+                self.devices or self.allocation is not None or self.consumers):
             raise ValueError(f"{self.kind} decision for {self.claim} carries devices")
+        if self.allocation is not None and self.devices != device_names(self.allocation):
+            raise ValueError(f"decision for {self.claim}: devices {self.devices} are not "
+                             "its allocation's")
 
     @property
     def subject(self) -> tuple[str, str]:
@@ -75,12 +90,19 @@ class PreBind:
         return RULES[self.kind].describe(self)
 
 
+def device_names(allocation: Allocation) -> tuple[str, ...]:
+    """``driver/pool/device`` of each result, in order (what ``PreBind.devices`` holds)."""
+    return tuple(str(r.device) for r in allocation.results)
+
+
 @dataclass(slots=True)
 class Tables:
     """The catalog's tables while decisions are assumed in it (copies, changed in place)."""
 
     claims: dict[str, Claim]
     volumes: dict[str, Volume]
+    #: The device inventory's ResourceClaims (``DEVICES`` decisions change them).
+    device_claims: dict[str, ResourceClaim] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +112,8 @@ class KindRules:
     #: Change *tables* as the decision will once carried out (a claim they do not contain:
     #: nothing to change).
     assume: Callable[[Tables, PreBind], None]
-    shown: Callable[[Claim, PreBind], bool]
+    #: Given the watched claim: a PVC (``Claim``) or a ``ResourceClaim`` by ``watched``.
+    shown: Callable[[Any, PreBind], bool]
     describe: Callable[[PreBind], str]
     #: The API kind of the claim it is about (whose watch ``shown`` reads).
     watched: str = PVC
@@ -118,10 +141,27 @@ def _assume_selected_node(tables: Tables, d: PreBind) -> None:
         tables.claims[d.claim] = replace(claim, selected_node=d.target)
 
 
-def _devices_refused(*_: object) -> NoReturn:
-    raise NotImplementedError(
-        "a ResourceClaim allocation (PreBindKind.DEVICES) is reserved for Dynamic Resource "
-        "Allocation (issue 35): nothing assumes, watches or writes it yet")
+def _assume_devices(tables: Tables, d: PreBind) -> None:
+    claim = tables.device_claims.get(d.claim)
+    if claim is None:
+        return
+    allocation = d.allocation if d.allocation is not None else claim.allocation
+    users = claim.reserved_for + tuple(c for c in d.consumers if c not in claim.reserved_for)
+    tables.device_claims[d.claim] = replace(claim, allocation=allocation, reserved_for=users)
+
+
+def _devices_shown(claim: ResourceClaim, d: PreBind) -> bool:
+    """Allocated (by this decision or otherwise since) and reserved for every member."""
+    if claim.allocation is None:
+        return False
+    uids = {c.uid for c in claim.reserved_for}
+    return all(c.uid in uids for c in d.consumers)
+
+
+def _describe_devices(d: PreBind) -> str:
+    if not d.devices:
+        return f"{_short(d)} (allocated already) reserved on node {d.target}"
+    return f"{_short(d)} allocated {', '.join(d.devices)} on node {d.target}"
 
 
 RULES: Mapping[PreBindKind, KindRules] = {
@@ -135,9 +175,9 @@ RULES: Mapping[PreBindKind, KindRules] = {
         shown=lambda claim, d: claim.selected_node == d.target or bool(claim.volume_name),
         describe=lambda d: f"{_short(d)} provisioned for node {d.target}"),
     PreBindKind.DEVICES: KindRules(
-        assume=_devices_refused,
-        shown=_devices_refused,
-        describe=lambda d: f"{_short(d)} allocated {', '.join(d.devices)} on node {d.target}",
+        assume=_assume_devices,
+        shown=_devices_shown,
+        describe=_describe_devices,
         watched=RESOURCE_CLAIM),
 }
 
@@ -145,14 +185,21 @@ RULES: Mapping[PreBindKind, KindRules] = {
 def assume(catalog: VolumeCatalog, decisions: Iterable[PreBind]) -> VolumeCatalog:
     """The catalog as it will be once *decisions* are carried out (a decision about a claim
     the catalog does not contain changes nothing)."""
-    tables = Tables(dict(catalog.claims), dict(catalog.volumes))
+    decisions = tuple(decisions)
+    inventory = catalog.devices
+    devices = any(d.kind is PreBindKind.DEVICES for d in decisions)
+    tables = Tables(dict(catalog.claims), dict(catalog.volumes),
+                    dict(inventory.claims) if devices else {})
     for d in decisions:
         RULES[d.kind].assume(tables, d)
+    if devices:
+        inventory = DeviceInventory(inventory.slices, inventory.classes, tables.device_claims,
+                                    inventory.templates)
     return VolumeCatalog(tables.claims, tables.volumes, catalog.classes, catalog.attach_limits,
-                         catalog.devices)
+                         inventory)
 
 
-def shown(claim: Claim, decision: PreBind) -> bool:
+def shown(claim: Claim | ResourceClaim, decision: PreBind) -> bool:
     """Does the watched *claim* already reflect *decision* (or has it moved past it)?"""
     return RULES[decision.kind].shown(claim, decision)
 
