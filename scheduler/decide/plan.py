@@ -23,7 +23,7 @@ from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.prebind import PreBind
 from scheduler.model.release import Release
-from scheduler.placement.types import Placement
+from scheduler.placement.types import Placement, spread_members
 
 
 class ReasonCategory(StrEnum):
@@ -218,17 +218,8 @@ def map_pods(gang: Gang, placement: Placement) -> tuple[tuple[PodRef, str], ...]
     """Each role's pods, in order, onto the placement's (role, node) counts."""
     out: list[tuple[PodRef, str]] = []
     for role in gang.roles:
-        if not role.pods:
-            continue
-        pods = iter(role.pods)
-        for a in placement.assignments:
-            if a.role != role.name:
-                continue
-            for _ in range(a.count):
-                pod = next(pods, None)
-                if pod is None:
-                    break
-                out.append((pod, a.node))
+        if role.pods:
+            out += spread_members(role.pods, role.name, placement.assignments)
     return tuple(out)
 
 

@@ -16,7 +16,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.model.devices import ClaimTemplate, DeviceClass, DeviceSlice, ResourceClaim
+from scheduler.kit.memo import Slot, Slots
+from scheduler.model.devices import (
+    ClaimTemplate,
+    DeviceClass,
+    DeviceId,
+    DeviceSlice,
+    ResourceClaim,
+    allocated_devices,
+)
+
+#: The devices allocated to claims (``DeviceInventory.taken``).
+TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +38,10 @@ class DeviceInventory:
     classes: Mapping[str, DeviceClass] = field(default_factory=dict)
     claims: Mapping[str, ResourceClaim] = field(default_factory=dict)  # namespace/name
     templates: Mapping[str, ClaimTemplate] = field(default_factory=dict)  # namespace/name
+    #: What placement derives from these tables (each node's pools, the devices taken): an
+    #: inventory never changes, so its answers hold as long as it lives, and a changed
+    #: inventory (a new one) starts empty.
+    slots: Slots = field(default_factory=Slots, compare=False, repr=False)
 
     @classmethod
     def of(cls, slices: Iterable[DeviceSlice] = (), classes: Iterable[DeviceClass] = (),
@@ -52,6 +67,11 @@ class DeviceInventory:
     def network_slices(self) -> tuple[DeviceSlice, ...]:
         """The slices that are not node-local (a node selector, or every node)."""
         return tuple(s for s in self.slices.values() if not s.node_name)
+
+    def taken(self) -> frozenset[DeviceId]:
+        """Every device some claim's allocation holds (admin access aside)."""
+        return self.slots.get_or_make(TAKEN, (), lambda: allocated_devices(
+            self.claims.values()))
 
     def pools(self) -> dict[tuple[str, str], tuple[DeviceSlice, ...]]:
         """The slices of each (driver, pool), every generation, in name order."""

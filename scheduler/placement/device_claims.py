@@ -1,26 +1,24 @@
-"""Why a gang whose pods name ResourceClaims (``spec.resourceClaims``) waits: the claims
-resolved against the snapshot's device inventory (issue 35, step one: no allocation yet).
+"""Which ResourceClaims a gang's members use (``spec.resourceClaims``), resolved against the
+snapshot's device inventory, or why the gang waits before any device is looked at.
 
 Each entry resolves to one claim: a named claim (``resourceClaimName``) in the pod's
-namespace, or the claim the resourceclaim controller made for this pod from a template,
-named in its ``status.resourceClaimStatuses`` (``PodRef.claim_of``). The first entry that
-does not resolve is the reason (the controller has not made the claim yet, or the named
-claim does not exist): the person reading it learns which pod and which entry. Once all
-resolve, the gang still waits: gang-scheduler does not allocate devices yet, and binding a
-pod whose claim nobody allocates would leave it stuck on its node, so the reason names the
-first claim that would need it. Both are final (``never_placeable``) until allocation is
-wired: no reservation or StrictFIFO head is given to a gang that cannot start.
+namespace, which every pod naming it shares, or the claim the resourceclaim controller made
+for this pod from a template, named in its ``status.resourceClaimStatuses``
+(``PodRef.claim_of``). The first entry that does not resolve is the reason (the controller
+has not made the claim yet, or the named claim does not exist): the person reading it learns
+which pod and which entry.
 
 A claim that exists is checked first for what makes it unallocatable anywhere, so the person
-who wrote it can fix it now rather than after allocation lands: the allocator's own
-``precheck`` (a DeviceClass not found, a field not supported, the claim being deleted...)
-and every CEL selector of its requests and their classes compiled (``compile_selector``).
-The reason names the claim, the request and the class.
+who wrote it can fix it now rather than after a search: the allocator's own ``precheck`` (a
+DeviceClass not found, a field not supported, the claim being deleted...) and every CEL
+selector of its requests and their classes compiled (``compile_selector``). The reason
+names the pod, the entry, the claim, the request and the class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from scheduler.model import Gang
 from scheduler.model.constraints import DeviceClaimUse
@@ -30,16 +28,31 @@ from scheduler.model.gangs import PodRef, Role
 from scheduler.placement.device_cel import compile_selector
 from scheduler.placement.devices import DeviceMisfit, precheck
 
-#: The end of every reason: what no claim's existence changes in this version.
-NOT_ALLOCATED = ("device allocation by gang-scheduler is not available yet (issue 35); "
-                 "leave pods with spec.resourceClaims to kube-scheduler for now")
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member's claims in its entries' order: its own (made from a template for it)
+    and the named ones it shares (``shared``: their keys)."""
+
+    pod: PodRef | None  # None: a simulated member without a pod
+    claims: tuple[ResourceClaim, ...]
+    shared: frozenset[str] = frozenset()
+
+    @property
+    def own(self) -> tuple[ResourceClaim, ...]:
+        return tuple(c for c in self.claims if c.key not in self.shared)
+
+
+#: role -> its pending members' claims, in the role's pod order.
+MemberClaims = Mapping[str, tuple[Member, ...]]
 
 
 def _members(gang: Gang, role: Role) -> Iterator[tuple[str, PodRef | None]]:
-    """(who, pod) for the role's pending pods, or the role itself when it lists none (a
-    simulated gang): then a template's claim cannot be looked up."""
+    """(who, pod) for the role's pending pods, or the role itself (once per member) when it
+    lists none (a simulated gang): then a template's claim cannot be looked up."""
     if not role.pods:
-        yield f"role {role.name}", None
+        for _ in range(max(role.count, 0)):
+            yield f"role {role.name}", None
     for pod in role.pods:
         yield f"pod {pod}", pod
 
@@ -75,28 +88,38 @@ def claim_problem(claim: ResourceClaim,
     return None
 
 
-def device_claims_reason(gang: Gang, devices: DeviceInventory) -> str | None:
-    """Why *gang* waits for its device claims (None: no member names one)."""
-    first_claim = ""
+def resolve_claims(gang: Gang, devices: DeviceInventory) -> MemberClaims | str | None:
+    """Each pending member's claims, for the roles whose members use any, or why the gang
+    waits for them (None: no member uses a claim)."""
+    out: dict[str, tuple[Member, ...]] = {}
+    checked: dict[str, DeviceMisfit | None] = {}
     for role in gang.roles:
         uses = role.requirements.constraints.device_claims
         if role.count <= 0 or not uses:
             continue
+        members: list[Member] = []
         for who, pod in _members(gang, role):
+            claims: list[ResourceClaim] = []
+            shared: set[str] = set()
             for use in uses:
                 name, why = _claim_name(use, pod)
                 if name is None:
-                    return f"{who}: {why}; {NOT_ALLOCATED}"
+                    return f"{who}: {why}"
                 if not name:
                     continue  # the controller says this entry needs no claim
-                claim = devices.claims.get(f"{gang.namespace}/{name}")
+                key = f"{gang.namespace}/{name}"
+                claim = devices.claims.get(key)
                 if claim is None:
-                    return (f"{who}: {use.describe()}: resourceclaim {name} not found; "
-                            f"{NOT_ALLOCATED}")
-                misfit = claim_problem(claim, devices.classes)
+                    return f"{who}: {use.describe()}: resourceclaim {name} not found"
+                if key not in checked:
+                    checked[key] = claim_problem(claim, devices.classes)
+                misfit = checked[key]
                 if misfit is not None:
-                    return f"{who}: {use.describe()}: {misfit.describe()}; {NOT_ALLOCATED}"
-                first_claim = first_claim or f"{who}: resourceclaim {name} ({use.describe()})"
-    if not first_claim:
-        return None
-    return f"{first_claim}: {NOT_ALLOCATED}"
+                    return f"{who}: {use.describe()}: {misfit.describe()}"
+                claims.append(claim)
+                if use.claim:
+                    shared.add(key)
+            members.append(Member(pod, tuple(claims), frozenset(shared)))
+        if any(m.claims for m in members):
+            out[role.name] = tuple(members)
+    return out or None

@@ -46,6 +46,8 @@ from scheduler.placement.device_pools import NodeDevices, Offered, reach_of
 
 #: Steps (devices tried) one node's search may take before it gives up with a reason.
 BUDGET = 200_000
+#: The reason an unexplained search gives (``allocate(..., explain=False)``).
+NO_DEVICES = "not enough free devices match"
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,10 +295,12 @@ class _Search:
 
 def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
              classes: Mapping[str, DeviceClass], taken: frozenset[DeviceId] = frozenset(),
-             *, admin_access: bool = False, budget: int = BUDGET,
+             *, admin_access: bool = False, budget: int = BUDGET, explain: bool = True,
              ) -> NodeAllocation | DeviceMisfit:
     """Devices on *node* for every one of *claims* (unallocated claims, each once), none of
-    them in *taken*; or the reason there are none."""
+    them in *taken*; or the reason there are none (without *explain*, a plain "no devices":
+    a placement search asking many nodes wants the verdict, not the second search that
+    explains it)."""
     for claim in claims:
         early = precheck(claim, classes, admin_access=admin_access)
         if early is not None:
@@ -305,6 +309,8 @@ def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
     try:
         if search.request(0, 0):
             return search.answer()
+        if not explain:
+            return DeviceMisfit("", "", NO_DEVICES, node.node)
         return _explain(node, claims, classes, taken, budget)
     except _Stop as stop:
         return stop.misfit

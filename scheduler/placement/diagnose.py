@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from scheduler.kit.memo import Slot
 from scheduler.placement.affinity import AffinityRule, AntiRule
 from scheduler.placement.candidates import Candidates
+from scheduler.placement.device_terms import DeviceRule
 from scheduler.placement.eligibility import Problem, RoleView
 from scheduler.placement.types import Unplaceable, UnplaceableReason
 
@@ -89,6 +90,33 @@ def _group(problem: Problem, cands: Candidates, rule: AffinityRule) -> Unplaceab
     return None
 
 
+def _devices(problem: Problem, cands: Candidates, rule: DeviceRule) -> Unplaceable | None:
+    """A role whose nodes with room give devices to fewer members than it needs: each
+    node's free devices against its members' claims alone (a bound: members of other roles
+    take from the same devices), counted until enough are found."""
+    for rv in problem.roles:
+        if not rv.required or rv.name not in rule.members:
+            continue
+        found = 0
+        short: tuple[str, int] | None = None  # a node with room that gives fewest
+        for node, room in sorted(cands.caps.get(rv.name, {}).items()):
+            got = rule.alone(rv.name, node, min(room, rv.required - found))
+            if got < room and (short is None or got < short[1]):
+                short = (node, got)
+            found += got
+            if found >= rv.required:
+                break
+        if found < rv.required:
+            example = ""
+            if short is not None:
+                example = "; for example " + rule.why_not(rv.name, short[0], short[1] + 1)
+            return Unplaceable(problem.gang.id, UnplaceableReason.DEVICES,
+                               f"role {rv.name}: {rv.required} members need devices for "
+                               f"their claims, the free devices of the nodes with room serve "
+                               f"{found}{example}")
+    return None
+
+
 def rule_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | None:
     """The first rule that cannot be met whatever the search does, or None."""
     for rule in problem.terms.rules:
@@ -97,6 +125,8 @@ def rule_shortfall(problem: Problem, cands: Candidates) -> Unplaceable | None:
             found = _anti(problem, cands, rule)
         elif isinstance(rule, AffinityRule):
             found = _group(problem, cands, rule)
+        elif isinstance(rule, DeviceRule):
+            found = _devices(problem, cands, rule)
         if found is not None:
             return found
     return None

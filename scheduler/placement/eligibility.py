@@ -20,7 +20,6 @@ from scheduler.model.resources import (
     Resources,
     format_amount,
 )
-from scheduler.placement.device_claims import device_claims_reason
 from scheduler.placement.index import SelectionKey, selection_key
 from scheduler.placement.terms import NO_LIMITS, NO_TERMS, RoleLimits, Terms, compile_terms
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
@@ -115,9 +114,6 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             return Unplaceable(gang.id, UnplaceableReason.UNSUPPORTED,
                                f"role {role.name}: {unsupported[0]}; gang-scheduler refuses the "
                                "gang rather than bind it as if the field were absent")
-    devices = device_claims_reason(gang, snapshot.volumes.devices)
-    if devices is not None:
-        return Unplaceable(gang.id, UnplaceableReason.DEVICES, devices)
     terms = compile_terms(gang, snapshot)
     if terms.impossible:
         reason, message = terms.impossible
@@ -176,7 +172,8 @@ def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int,
     constraint points to may be one of them (pods it must run beside are on a node whose
     taint it does not tolerate), and the message would otherwise hide it."""
     parts = "; ".join(f"{n} by {why}" for why, n in limits.why)
-    reason = (UnplaceableReason.POD_CONSTRAINTS if limits.by_running
+    reason = (UnplaceableReason.DEVICES if limits.by_devices
+              else UnplaceableReason.POD_CONSTRAINTS if limits.by_running
               else UnplaceableReason.NO_ELIGIBLE_NODES)
     shut = _Shut.of(role, snapshot)
     beyond = shut.describe(snapshot)

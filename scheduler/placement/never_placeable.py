@@ -20,11 +20,11 @@ from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
 from scheduler.world.snapshot import Snapshot
 
-#: What ``prepare`` may answer that no change of load or quota cures. ``DEVICES`` while
-#: gang-scheduler allocates no devices (``device_claims``: issue 35 makes a missing claim a
-#: wait that may end).
+#: What ``prepare`` may answer that no change of load or quota cures. Not ``DEVICES``: a
+#: claim the resourceclaim controller has not made yet, devices allocated to others, a
+#: DeviceClass not created yet are all waits that end.
 _FINAL = (UnplaceableReason.NO_ELIGIBLE_NODES, UnplaceableReason.NEVER_FITS,
-          UnplaceableReason.UNSUPPORTED, UnplaceableReason.DEVICES)
+          UnplaceableReason.UNSUPPORTED)
 
 
 def unknown_level(gang: Gang, snapshot: Snapshot, level: str) -> Unplaceable:

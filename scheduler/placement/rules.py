@@ -103,13 +103,17 @@ class Blocks:
     nodes: set[str] = field(default_factory=set)
     why: Counter[str] = field(default_factory=Counter)
     by_running: bool = False  # some are ruled out by running pods (preemption may help)
+    #: Some are ruled out for want of free devices (devices freed or published may help).
+    by_devices: bool = False
 
-    def block(self, names: Iterable[str], reason: str, running: bool = False) -> None:
+    def block(self, names: Iterable[str], reason: str, running: bool = False,
+              devices: bool = False) -> None:
         hit = set(names)
         if hit:
             self.nodes |= hit
             self.why[reason] += len(hit)
             self.by_running = self.by_running or running
+            self.by_devices = self.by_devices or devices
 
 
 def group_by_domain(domain_of: Mapping[str, str], nodes: Iterable[str]) -> dict[str, list[str]]:

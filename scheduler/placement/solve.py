@@ -19,7 +19,7 @@ The stages, cheapest first, each skipped when an earlier one answers:
 Gangs whose members are coupled by rules, or that prefer nodes, are placed by the
 constructive pass (``constrained``) wherever the packing greedy would run; CP-SAT encodes
 the same rules. Every result is checked against the rules before it is returned, and
-carries the decisions for the gang's unbound claims.
+carries the decisions for the gang's unbound claims and its device claims' allocations.
 
 CP-SAT answering "unknown" within its limits gives ``SOLVER_LIMIT``; there is never a
 partial placement.
@@ -36,6 +36,7 @@ from scheduler.model.prebind import PreBind
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
 from scheduler.placement.cpsat import Budget, solve_counts
+from scheduler.placement.devices import DeviceMisfit
 from scheduler.placement.diagnose import rule_shortfall
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign
@@ -233,6 +234,12 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
                   else greedy.add_optional(problem, assign, snapshot.topology, within))
     prebinds: tuple[PreBind, ...] = ()
     first = False
+    if terms.devices is not None:
+        decided_devices = terms.devices.decide(assign)
+        if isinstance(decided_devices, DeviceMisfit):
+            return Unplaceable(problem.gang.id, UnplaceableReason.DEVICES,
+                               f"no devices for every member: {decided_devices.describe()}")
+        prebinds = decided_devices
     if terms.active:
         broken = _broken(problem, assign)
         if broken is not None:
@@ -243,7 +250,8 @@ def _finish(problem: Problem, assign: Assign, solved_by: str,
             if decided is None:
                 return Unplaceable(problem.gang.id, UnplaceableReason.VOLUMES,
                                    "no PV or provisioning reaches every member's node")
-            prebinds, first = decided, terms.claims.provision_first(assign, decided)
+            first = terms.claims.provision_first(assign, decided)
+            prebinds = tuple(sorted(prebinds + decided))
     constraint = problem.gang.topology
     domains_used = 0
     if constraint is not None and assign:

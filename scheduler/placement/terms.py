@@ -23,6 +23,7 @@ from scheduler.model import Gang, Role
 from scheduler.model.constraints import PodAffinityTerm, SpreadConstraint
 from scheduler.model.labels import LabelSelector
 from scheduler.placement import claims as claim_terms
+from scheduler.placement import device_terms
 from scheduler.placement import ports as host_ports
 from scheduler.placement.affinity import AffinityRule, AntiRule
 from scheduler.placement.index import selection_key
@@ -44,10 +45,13 @@ class Terms:
     #: a claim missing or unbound).
     impossible: tuple[UnplaceableReason, str] | None = None
     claims: claim_terms.ClaimTerms | None = None
+    #: The gang's device claims (Dynamic Resource Allocation), when a member names one.
+    devices: device_terms.DeviceRule | None = None
 
     @property
     def active(self) -> bool:
-        return bool(self.limits or self.rules or self.impossible or self.claims)
+        return bool(self.limits or self.rules or self.impossible or self.claims
+                     or self.devices)
 
     @property
     def capped(self) -> bool:
@@ -339,10 +343,12 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     affinities: list[_Affinity] = []
     spreads: list[tuple[Role, SpreadConstraint, tuple[str, ...]]] = []
     blocked: dict[str, Blocks] = {}
+    devices = device_terms.compile_devices(gang, snapshot)
     for role in gang.roles:
         if role.count <= 0:
             continue
-        blocks = blocked[role.name] = Blocks()
+        blocks = blocked[role.name] = (devices.blocked.get(role.name, Blocks())
+                                       if devices is not None else Blocks())
         if snapshot.pods.has_anti_affinity:
             _existing_anti(gang, role, snapshot, blocks)
         _own_anti(gang, role, snapshot, blocks, rules, caps)
@@ -367,7 +373,7 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
             cap, cap_why = caps.get(role.name, (0, ""))
             limits[role.name] = RoleLimits(
                 frozenset(blocks.nodes), tuple(blocks.why.most_common()), blocks.by_running,
-                cap, cap_why, score)
+                blocks.by_devices, cap, cap_why, score)
     rules.extend(host_ports.PortRule(roles) for roles in host_ports.conflicting_roles(gang))
     claims = claim_terms.compile_claims(gang, snapshot)
     if claims is not None:
@@ -375,6 +381,13 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
         rules.extend(claims.rules)
         if claims.impossible and impossible is None:
             impossible = (UnplaceableReason.VOLUMES, claims.impossible)
+    rule = None
+    if devices is not None:
+        if devices.impossible:
+            impossible = (UnplaceableReason.DEVICES, devices.impossible)
+        rule = devices.rule
+        if rule is not None:
+            rules.append(rule)
     if not limits and not rules and impossible is None and claims is None:
         return NO_TERMS
-    return Terms(limits, tuple(rules), order, impossible, claims)
+    return Terms(limits, tuple(rules), order, impossible, claims, rule)

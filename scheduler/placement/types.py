@@ -7,10 +7,10 @@ partial outcome: that is the all-or-nothing contract the rest of the scheduler r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from scheduler.model import Gang, RunningGang
 from scheduler.model.demand import node_charges
@@ -78,8 +78,8 @@ class UnplaceableReason(StrEnum):
     POD_CONSTRAINTS = "PodConstraints"
     VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
     UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
-    #: A device claim (``spec.resourceClaims``) is missing, or would need an allocation
-    #: gang-scheduler does not make yet (``device_claims``).
+    #: A device claim (``spec.resourceClaims``) is missing or unusable, or the free devices
+    #: cannot serve every member's claims (``device_claims``, ``device_terms``).
     DEVICES = "Devices"
     #: Not placed, reason not worked out (``Question.WHETHER`` asked).
     UNEXPLAINED = "Unexplained"
@@ -90,6 +90,28 @@ class Assignment:
     role: str
     node: str
     count: int
+
+
+_M = TypeVar("_M")
+
+
+def spread_members(members: Sequence[_M], role: str,
+                   assignments: Iterable[Assignment]) -> list[tuple[_M, str]]:
+    """*role*'s members, in their order, onto the nodes *assignments* give it, in theirs
+    (sorted by (role, node), as ``Placement.assignments`` are): the one rule for which pod
+    binds to which node, so the claims decided for a member's node are the ones its pod
+    gets (``device_terms``) when it binds (``decide.plan.map_pods``)."""
+    out: list[tuple[_M, str]] = []
+    it = iter(members)
+    for a in assignments:
+        if a.role != role:
+            continue
+        for _ in range(a.count):
+            member = next(it, None)
+            if member is None:
+                return out
+            out.append((member, a.node))
+    return out
 
 
 #: Failures that removing running gangs may cure (capacity allocated to them, their pods'
@@ -169,6 +191,8 @@ class RoleLimits:
     blocked: frozenset[str] = frozenset()
     why: tuple[tuple[str, int], ...] = ()  # (reason, nodes it blocks), most nodes first
     by_running: bool = False  # some block is due to running pods (preemption may help)
+    #: Some block is for want of free devices (a ``DEVICES`` wait when no node is left).
+    by_devices: bool = False
     cap: int = 0  # at most this many members per node (0: no cap)
     cap_why: str = ""  # the constraint behind the cap, for reasons
     score: Mapping[str, int] = field(default_factory=dict)  # static preference per node

@@ -1,9 +1,9 @@
-"""Issue 35, step one: a gang whose pods name ResourceClaims is seen with them resolved
-against the device inventory, and waits with a reason naming the pod, its entry and the
-claim (a claim not made yet, a claim not found, a claim no node could serve: its DeviceClass
-not found, a selector that does not compile; or, with every claim sound, the allocation
-gang-scheduler does not make yet). Real objects of tests/data/dra fed through the informers'
-handlers into the cache, decided by ``decide``."""
+"""A gang whose pods name ResourceClaims is seen with them resolved against the device
+inventory, and waits with a reason naming the pod, its entry and the claim when a claim is
+not made yet, not found, or one no node could serve (its DeviceClass not found, a selector
+that does not compile); with every claim sound but no node offering devices, it waits naming
+that. Real objects of tests/data/dra fed through the informers' handlers into the cache,
+decided by ``decide``. Placement with devices: ``test_gang_placement``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from scheduler.decide.plan import CyclePlan, PendingReason, ReasonCategory
 from scheduler.feed.cache import ClusterCache
 from scheduler.kube.read import feed, informer
 from scheduler.kube.read.informer import EventType
-from scheduler.placement.device_claims import NOT_ALLOCATED
 from tests.unit.kube.fakes import FakeClient
 from tests.unit.policies.builders import SOLVE, nodes, policies, queue
 
@@ -96,11 +95,6 @@ CASES = [
     Case("named claim not found",
          pending_pod([{"name": "gpu", "resourceClaimName": "shared"}], made=None), (),
          ("spec.resourceClaims entry gpu (claim shared): resourceclaim shared not found",)),
-    Case("every claim there: no allocation yet", pending_pod(),
-         (TEMPLATE, (informer.RESOURCE_CLAIMS, CLAIM),
-          (informer.DEVICE_CLASSES, load("deviceclass.json")),
-          (informer.RESOURCE_SLICES, load("resourceslice.json"))),
-         (f"resourceclaim {MADE} (spec.resourceClaims entry gpu (template one-h100))",)),
     Case("the claim's DeviceClass not found", pending_pod(),
          (TEMPLATE, (informer.RESOURCE_CLAIMS, CLAIM)),
          (f"{WHO}: device class {CLASS} not found",)),
@@ -111,12 +105,19 @@ CASES = [
          ((informer.RESOURCE_CLAIMS, claim_selecting("device.attributes[")),
           (informer.DEVICE_CLASSES, H100)),
          (f"{WHO}: selector #0 (class {CLASS}): CEL compile error",)),
+]
+
+#: Every claim sound, but the slice is another node's (the dev cluster's): no node here
+#: offers a device, and the reason says so (a wait: a driver may publish devices).
+NO_DEVICES = [
+    Case("every claim there, no devices on these nodes", pending_pod(),
+         (TEMPLATE, (informer.RESOURCE_CLAIMS, CLAIM),
+          (informer.DEVICE_CLASSES, load("deviceclass.json")),
+          (informer.RESOURCE_SLICES, load("resourceslice.json"))), ()),
     Case("a quantity selector compiles", pending_pod(
         [{"name": "gpu", "resourceClaimName": cel_claim()["metadata"]["name"]}], made=None),
          ((informer.RESOURCE_CLAIMS, cel_claim()),
-          (informer.DEVICE_CLASSES, load("deviceclass-driver.json"))),
-         (f"resourceclaim {cel_claim()['metadata']['name']} (spec.resourceClaims entry gpu "
-          f"(claim {cel_claim()['metadata']['name']})): {NOT_ALLOCATED}",)),
+          (informer.DEVICE_CLASSES, load("deviceclass-driver.json"))), ()),
 ]
 
 
@@ -149,7 +150,14 @@ def test_a_gang_with_device_claims_waits_naming_pod_entry_and_claim(case: Case) 
     assert reason.message.startswith(f"pod {NAMESPACE}/{pod['name']}: "), reason.message
     for text in case.says:
         assert text in reason.message, reason.message
-    assert reason.message.endswith(NOT_ALLOCATED)
+
+
+@pytest.mark.parametrize("case", NO_DEVICES, ids=[c.name for c in NO_DEVICES])
+def test_sound_claims_without_devices_wait_naming_the_missing_slices(case: Case) -> None:
+    reason = reason_of(case)
+    assert reason.category is ReasonCategory.DEVICES
+    assert ("all 2 eligible nodes are ruled out: 2 by devices: no ResourceSlice offers "
+            "devices on the node") in reason.message, reason.message
 
 
 def test_an_entry_that_needs_no_claim_asks_for_no_devices() -> None:
