@@ -2,8 +2,8 @@
 and 6): the fake driver's DeviceClasses and ResourceSlices pass the apiserver's validation and
 follow the nodes; the real resource claim controller makes a claim per pod of an Indexed Job
 and the real kube-scheduler allocates devices of the node it binds the pod to; the same Job
-under gang-scheduler is seen with its claims and waits with a reason naming them (today's
-behaviour, pinned until allocation lands) and none of its claims is allocated; a CEL-selected
+under gang-scheduler: two such Jobs on too few devices, one allocated and bound whole, the
+other waiting whole until the first is done; a CEL-selected
 request and a two-device request as kube-scheduler answers them (the seed of the differential
 test).
 
@@ -24,8 +24,14 @@ from kubernetes import client
 from scheduler.tools.devcluster import dra, dra_driver, rest
 from scheduler.world import clusterspec
 from tests.e2e import dra_support as ds
-from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
+from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
+from tests.e2e.live import (
+    POOL_LABEL,
+    QUEUE_LABEL,
+    InProcessScheduler,
+    Tenant,
+    unschedulable_message,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -164,44 +170,67 @@ def test_kube_scheduler_allocates_a_device_per_pod_of_an_indexed_job(
     ds.keep("pod-with-claim", dict(cp.get_pod(namespace, next(iter(pods))) or {}))
 
 
-def test_gang_scheduler_sees_the_claims_and_waits_naming_them(
+def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_the_first(
         control_plane: ControlPlane, tenant: Tenant,
         live_scheduler: InProcessScheduler) -> None:
-    """Pinned until gang-scheduler allocates devices: it reads the claims the resourceclaim
-    controller made from the template (the device informers, a pod's
-    ``status.resourceClaimStatuses``), its pods wait with a reason naming the pod, the entry
-    and the claim, and no claim gets an allocation."""
+    """Two Indexed Jobs of 4 pods, each pod claiming one device from a template, on 6
+    devices (two nodes of 3): kube-scheduler would start parts of both. gang-scheduler
+    allocates the first Job's 4 claims (written to the claims before any pod binds, accepted
+    by the apiserver's validation, reserved for their pods, each device of its pod's node)
+    and binds it whole; the second waits whole with a Devices reason, none of its claims
+    allocated, until the first finishes (kwok ends its pods; the real resourceclaim
+    controller frees their claims): then it starts whole on the freed devices."""
     cp = control_plane
-    (node,) = tenant.create_nodes(1, gpus=8)
-    dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)  # devices are there
+    nodes = tenant.create_nodes(2, gpus=3)
+    dra_driver.wait_published(cp.api, nodes, timeout_s=TIMEOUT_S)
     ds.create_template(cp, tenant.namespace, "one-gpu", ds.exactly(dra.DRIVER))
-    pod_spec = ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
-                                    template="one-gpu")
-    rest.call(client.BatchV1Api(cp.api).create_namespaced_job, tenant.namespace,
-              ds.indexed_job("train", 2, pod_spec, {QUEUE_LABEL: tenant.queue}))
-    made = wait_for(lambda: ds.claims(cp, tenant.namespace) if len(
-        ds.claims(cp, tenant.namespace)) == 2 else [], TIMEOUT_S,
-        what="the resource claim controller's two claims")
-    names = sorted(str(c["metadata"]["name"]) for c in made)
+    batch = client.BatchV1Api(cp.api)
+    for name, runtime in (("first", "20"), ("second", None)):
+        job = ds.indexed_job(name, 4, ds.claiming_pod_spec(
+            {POOL_LABEL: tenant.pool}, tenant.scheduler_name, template="one-gpu"),
+            {QUEUE_LABEL: tenant.queue})
+        if runtime:
+            job["spec"]["template"]["metadata"]["annotations"] = {SIMULATED_RUNTIME: runtime}
+        rest.call(batch.create_namespaced_job, tenant.namespace, job)
+        if name == "first":  # the first is older: it goes first
+            wait_for(lambda: len(tenant.job_pods("first")) == 4, TIMEOUT_S,
+                     what="the first Job's pods")
 
-    def said() -> list[str]:
-        pods = tenant.pods()
-        messages = [c.get("message") or "" for p in pods.values()
-                    for c in p["status"].get("conditions") or ()
-                    if c.get("type") == "PodScheduled" and c.get("status") == "False"]
-        return messages if len(pods) == 2 and len(messages) == 2 and all(
-            any(f"resourceclaim {n} (" in m for n in names) for m in messages) else []
+    first = wait_for(lambda: tenant.job_pods("first") if tenant.all_bound(
+        list(tenant.job_pods("first"))) and len(tenant.job_pods("first")) == 4 else {},
+        TIMEOUT_S, what="the first Job bound whole")
+    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
+              for c in ds.claims(cp, tenant.namespace)}
+    used = set()
+    for name, pod in first.items():
+        claim = claims[name]
+        (result,) = ds.results(claim)
+        assert (result["driver"], result["pool"]) == (dra.DRIVER, pod["spec"]["nodeName"])
+        assert ds.reserved_for(claim) == [name]
+        used.add((result["pool"], result["device"]))
+    assert len(used) == 4  # no device twice
 
-    messages = wait_for(said, TIMEOUT_S, what="both pods told why, naming a claim made for them")
-    assert all(m.startswith(f"Devices: pod {tenant.namespace}/train-")
-               and f"(spec.resourceClaims entry {ds.CLAIM} (template one-gpu))" in m
-               and "device allocation by gang-scheduler is not available yet" in m
-               for m in messages), messages
-    live_scheduler.run_cycles(3)
-    assert tenant.bound(list(tenant.pods())) == []
-    made = ds.claims(cp, tenant.namespace)
-    assert [ds.results(c) for c in made] == [[], []]
-    assert [ds.reserved_for(c) for c in made] == [[], []]
+    def waiting() -> list[str]:
+        pods = tenant.job_pods("second")
+        said = [unschedulable_message(p) for p in pods.values()]
+        return said if len(pods) == 4 and all(m.startswith("Devices: ") for m in said) else []
+
+    said = wait_for(waiting, TIMEOUT_S, what="the second Job's pods told why they wait")
+    assert all("4 members need devices for their claims" in m for m in said), said
+    assert tenant.bound(list(tenant.job_pods("second"))) == []
+    second_claims = [c for c in ds.claims(cp, tenant.namespace)
+                     if c["metadata"]["ownerReferences"][0]["name"].startswith("second-")]
+    assert [ds.results(c) for c in second_claims] == [[]] * len(second_claims)
+
+    second = wait_for(lambda: tenant.job_pods("second") if tenant.all_bound(
+        list(tenant.job_pods("second"))) and len(tenant.job_pods("second")) == 4 else {},
+        TIMEOUT_S * 2, what="the second Job bound whole once the first finished")
+    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
+              for c in ds.claims(cp, tenant.namespace)}
+    for name, pod in second.items():
+        (result,) = ds.results(claims[name])
+        assert result["pool"] == pod["spec"]["nodeName"]
+        assert ds.reserved_for(claims[name]) == [name]
 
 
 def test_a_cel_request_and_a_two_device_request_as_kube_scheduler_answers_them(

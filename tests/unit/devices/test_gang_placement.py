@@ -1,0 +1,160 @@
+"""Whole gangs with device claims (issue 35, item 3): every member of a gang placed gets its
+claim's devices on its own node, decided as ``DEVICES`` pre-bind decisions reserved for its
+pod, or no member is placed at all; no device is handed out twice, nor one some other claim
+(kube-scheduler's, say) holds. The world is made of the dev cluster's real objects
+(``world``) fed through the informers' handlers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.decide.plan import Bind, CyclePlan, ReasonCategory
+from scheduler.kube.read import informer
+from scheduler.model.prebind import PreBind, PreBindKind
+from tests.unit.devices.world import NS, World, claim_for, job, job_pod, template
+
+
+def devices_of(plan: CyclePlan) -> list[str]:
+    return [d for b in plan.binds for p in b.placement.prebinds for d in p.devices]
+
+
+def by_pod(bind: Bind) -> dict[str, PreBind]:
+    """The gang's DEVICES decisions by the pod each is reserved for."""
+    out: dict[str, PreBind] = {}
+    for p in bind.placement.prebinds:
+        assert p.kind is PreBindKind.DEVICES
+        for c in p.consumers:
+            out[c.name] = p
+    return out
+
+
+def check_whole(plan: CyclePlan, each: dict[str, int]) -> None:
+    """Every bound gang's members have their own claim allocated on the node they bind to,
+    with as many devices as asked, reserved for them; no device twice."""
+    used = Counter(devices_of(plan))
+    assert all(n == 1 for n in used.values()), used
+    for bind in plan.binds:
+        decisions = by_pod(bind)
+        job = bind.gang_id.split("/", 1)[1]
+        assert len(decisions) == len(bind.pod_nodes)
+        for ref, node in bind.pod_nodes:
+            d = decisions[ref.name]
+            assert d.claim == f"{NS}/{ref.name}-gpu" and d.target == node
+            assert d.allocation is not None
+            assert len(d.devices) == each[job]
+            assert all(r.device.pool == node for r in d.allocation.results)
+            assert [c.uid for c in d.consumers] == [ref.uid]
+
+
+def test_two_gangs_competing_for_six_devices_one_starts_whole_the_other_waits_whole() -> None:
+    """kube-scheduler would give each of two 4-pod Jobs some of the 6 devices: here the
+    first gets 4 on the two nodes and the second waits with a reason, no pod of it bound."""
+    w = World(nodes=2, devices=3)
+    w.job("first", 4)
+    w.job("second", 4)
+    plan = w.decide()
+    assert [b.gang_id for b in plan.binds] == [f"{NS}/first"]
+    check_whole(plan, {"first": 1})
+    assert sorted((a.node, a.count) for a in plan.binds[0].placement.assignments) == [
+        ("h100-0000", 3), ("h100-0001", 1)]
+    reason = plan.pending[f"{NS}/second"]
+    assert reason.category is ReasonCategory.DEVICES
+    assert "4 members need devices for their claims, the free devices of the nodes with " \
+           "room serve 2" in reason.message, reason.message
+
+
+def test_members_asking_two_devices_each_share_nodes_without_sharing_devices() -> None:
+    w = World(nodes=2, devices=4)
+    w.job("train", 4, devices_each=2)
+    plan = w.decide()
+    check_whole(plan, {"train": 2})
+    assert len(devices_of(plan)) == 8
+
+
+def test_devices_another_claim_holds_are_never_handed_out() -> None:
+    """A claim allocated by someone else (kube-scheduler's pod) holds 6 of node 0's 8
+    devices: the gang's 4 members go 2 on node 0 and 2 on node 1, never onto those 6."""
+    w = World(nodes=2, devices=8)
+    tmpl = template("other", 6)
+    other = claim_for(job_pod("other", 0), tmpl)
+    other["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.example.com", "pool": "h100-0000",
+         "device": f"gpu-{i}"} for i in range(6)]}}}
+    w.add(informer.RESOURCE_CLAIMS, other)
+    w.job("train", 4, devices_each=1)
+    plan = w.decide()
+    check_whole(plan, {"train": 1})
+    taken = {f"gpu.example.com/h100-0000/gpu-{i}" for i in range(6)}
+    assert not taken & set(devices_of(plan))
+    assert sorted((a.node, a.count) for a in plan.binds[0].placement.assignments) == [
+        ("h100-0000", 2), ("h100-0001", 2)]
+
+
+def test_claims_not_made_yet_keep_the_whole_gang_waiting_by_name() -> None:
+    w = World(nodes=2, devices=8)
+    w.job("train", 2, made=False)
+    plan = w.decide()
+    assert not plan.binds
+    reason = plan.pending[f"{NS}/train"]
+    assert reason.category is ReasonCategory.DEVICES
+    assert reason.message.startswith(f"pod {NS}/train-0: spec.resourceClaims entry gpu "
+                                     "(template train-gpus): its ResourceClaim does not "
+                                     "exist yet"), reason.message
+
+
+def test_nodes_without_slices_are_named() -> None:
+    w = World(nodes=2, devices=0)
+    w.job("train", 2)
+    reason = w.decide().pending[f"{NS}/train"]
+    assert reason.category is ReasonCategory.DEVICES
+    assert "2 by devices: no ResourceSlice offers devices on the node" in reason.message
+
+
+def test_a_shared_claim_is_allocated_once_and_keeps_its_users_on_its_node() -> None:
+    """Every pod names one claim (``resourceClaimName``): it gets one device, once, and
+    every member goes where that device is (node-local), reserved for all of them."""
+    w = World(nodes=2, devices=8)
+    tmpl = template("shared", 1)
+    shared = claim_for(job_pod("x", 0), tmpl)
+    shared["metadata"]["name"] = "shared"
+    shared["metadata"].pop("ownerReferences")
+    w.add(informer.RESOURCE_CLAIMS, shared)
+    w.add(informer.JOBS, job("s", 3))
+    for i in range(3):
+        pod = job_pod("s", i, made=False)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        w.add(informer.PODS, pod)
+    plan = w.decide()
+    (bind,) = plan.binds
+    (decision,) = bind.placement.prebinds
+    assert decision.claim == f"{NS}/shared" and len(decision.devices) == 1
+    assert sorted(c.name for c in decision.consumers) == ["s-0", "s-1", "s-2"]
+    assert {node for _, node in bind.pod_nodes} == {decision.target}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.integers(1, 3), devices=st.integers(0, 6),
+       jobs=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3)), min_size=1,
+                     max_size=3))
+def test_never_a_device_twice_never_a_partial_gang(nodes: int, devices: int,
+                                                   jobs: list[tuple[int, int]]) -> None:
+    w = World(nodes=nodes, devices=devices)
+    each = {}
+    for i, (pods, per_pod) in enumerate(jobs):
+        w.job(f"j{i}", pods, devices_each=per_pod)
+        each[f"j{i}"] = per_pod
+    plan = w.decide()
+    check_whole(plan, each)
+    bound = {b.gang_id for b in plan.binds}
+    assert len(devices_of(plan)) <= nodes * devices
+    for i, (pods, _) in enumerate(jobs):
+        gang = f"{NS}/j{i}"
+        assert (gang in bound) != (gang in plan.pending)
+        if gang in bound:
+            assert sum(a.count for b in plan.binds if b.gang_id == gang
+                       for a in b.placement.assignments) == pods
+        else:
+            assert plan.pending[gang].category is ReasonCategory.DEVICES
