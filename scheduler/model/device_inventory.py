@@ -26,6 +26,8 @@ from scheduler.model.devices import (
     allocated_devices,
 )
 
+#: The node-local slices by node (``DeviceInventory.slices_by_node``).
+BY_NODE: Slot[tuple[()], dict[str, tuple[DeviceSlice, ...]]] = Slot("device_inventory.by_node")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
 
@@ -56,13 +58,15 @@ class DeviceInventory:
     def empty(self) -> bool:
         return not (self.slices or self.classes or self.claims or self.templates)
 
-    def slices_by_node(self) -> dict[str, tuple[DeviceSlice, ...]]:
+    def slices_by_node(self) -> Mapping[str, tuple[DeviceSlice, ...]]:
         """The node-local slices (``spec.nodeName``) by node, in name order."""
-        out: dict[str, list[DeviceSlice]] = defaultdict(list)
-        for s in self.slices.values():
-            if s.node_name:
-                out[s.node_name].append(s)
-        return {node: tuple(found) for node, found in sorted(out.items())}
+        def make() -> dict[str, tuple[DeviceSlice, ...]]:
+            out: dict[str, list[DeviceSlice]] = defaultdict(list)
+            for s in self.slices.values():
+                if s.node_name:
+                    out[s.node_name].append(s)
+            return {node: tuple(found) for node, found in sorted(out.items())}
+        return self.slots.get_or_make(BY_NODE, (), make)
 
     def network_slices(self) -> tuple[DeviceSlice, ...]:
         """The slices that are not node-local (a node selector, or every node)."""

@@ -20,10 +20,12 @@ A claim named by several members (``resourceClaimName``: shared) is allocated on
 first node that needs it, and then reaches only the nodes its devices reach; a claim
 allocated before (``status.allocation``) is only reserved for the new members.
 
-Nodes where not even one member of a role gets devices are ruled out for it before the
-search (a node no ResourceSlice reaches at once), and a role whose usable nodes offer
-devices for fewer members than it needs is told so by name (``shortfall``), not left to the
-search: both are ``DEVICES`` waits, which end when devices are freed or published.
+Nodes no ResourceSlice reaches are ruled out before the search, and a role whose usable
+nodes offer devices for fewer members than it needs is told so by name
+(``diagnose.rule_shortfall``), not left to the search: both are ``DEVICES`` waits, which end
+when devices are freed or published. Nodes whose devices are all taken are left to the
+search, which asks only the nodes it would use (asking every node of a large cluster first
+cost more than the whole placement).
 Preemption does not count devices yet: a victim search re-solves with the victims gone, and
 their claims still hold their devices until the resourceclaim controller frees them, so it
 never evicts for devices.
@@ -31,7 +33,7 @@ never evicts for devices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduler.kit.memo import Slot
@@ -42,7 +44,7 @@ from scheduler.model.prebind import PreBind, PreBindKind, device_names
 from scheduler.placement.device_claims import Member, MemberClaims, resolve_claims
 from scheduler.placement.device_gang import GangDevices, allocate_gang
 from scheduler.placement.device_pools import NodeDevices, node_devices
-from scheduler.placement.devices import DeviceMisfit, NodeAllocation, allocate
+from scheduler.placement.devices import DeviceMisfit, Held, NodeAllocation, allocate
 from scheduler.placement.rules import Blocks, Encoding
 from scheduler.placement.types import Assignment, spread_members
 from scheduler.world.snapshot import Snapshot
@@ -53,8 +55,15 @@ NODE_DEVICES: Slot[str, NodeDevices] = Slot("device_terms.node_devices")
 #: reaches nodes by selector or all of them).
 REACHED: Slot[tuple[()], frozenset[str] | None] = Slot("device_terms.reached")
 
+#: (class, selectors, device) -> selected, for every search over this inventory's devices.
+SELECTIONS: Slot[tuple[str, tuple[str, ...], DeviceId], bool] = Slot(
+    "device_terms.selections", bound=1_000_000)
+#: Steps one node's search may take while the placement asks whether a member fits there:
+#: a search that long answers "no" (the gang is placed elsewhere, or waits with a reason),
+#: where the final allocation (``allocate_gang``) has the full budget.
+FIT_BUDGET = 20_000
+
 NO_SLICE = "devices: no ResourceSlice offers devices on the node"
-TOO_FEW = "devices: not enough free devices match its claims"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +101,11 @@ class _World:
         return inventory.slots.get_or_make(REACHED, (), make)
 
 
-def _copies(member: Member, role: str, count: int) -> list[ResourceClaim]:
-    """*count* unallocated copies of *member*'s own claims, named apart (what a node must
-    find devices for when *count* members of *role* go there)."""
-    out = []
-    for i in range(count):
-        for c in member.own:
-            out.append(replace(c, name=f"{c.name}#{role}#{i}", allocation=None,
-                               reserved_for=()))
-    return out
+def _copy(member: Member, role: str, i: int) -> list[ResourceClaim]:
+    """Unallocated copies of *member*'s own claims for the *i*-th member of *role*, named
+    apart (a node must find devices for each member put there)."""
+    return [replace(c, name=f"{c.name}#{role}#{i}", allocation=None, reserved_for=())
+            for c in member.own]
 
 
 @dataclass(slots=True)
@@ -116,6 +121,10 @@ class _Tracker:
         return node
 
     def _elsewhere(self, node: str) -> frozenset[DeviceId]:
+        """Devices this search chose on other nodes that *node* may also reach: none when
+        every slice is node-local (another node's devices are never offered here)."""
+        if self.rule.world.reached() is not None:
+            return frozenset()
         out: set[DeviceId] = set()
         for n, a in self.chosen.items():
             if n != node:
@@ -143,9 +152,17 @@ class _Tracker:
         found = self._try(role, node, count)
         counts = self.placed.setdefault(node, {})
         counts[role] = counts.get(role, 0) + count
+        before = self.chosen.get(node)
         if found is not None:
             self.chosen[node] = found
-        self.verdicts.clear()  # devices taken here, shared claims placed: every answer moves
+        newly_shared = found is not None and any(
+            key in self.rule.shared and (before is None or key not in dict(before.allocations))
+            for key, _ in found.allocations)
+        if newly_shared or self.rule.world.reached() is None:
+            self.verdicts.clear()  # a shared claim placed, or devices other nodes reach
+        else:
+            for key in [k for k in self.verdicts if k[1] == node]:
+                del self.verdicts[key]
 
 
 @dataclass(slots=True)
@@ -159,6 +176,16 @@ class DeviceRule:
     shared: frozenset[str] = frozenset()
     _last: tuple[tuple[tuple[tuple[str, str], int], ...], GangDevices | DeviceMisfit] | None = (
         None)
+    #: role -> copies of its first member's own claims, per member (grown on demand).
+    _copies: dict[str, list[list[ResourceClaim]]] = field(default_factory=dict)
+
+    def copies(self, role: str, count: int) -> list[ResourceClaim]:
+        """*count* members' worth of *role*'s own claims (see ``_copy``)."""
+        made = self._copies.setdefault(role, [])
+        first = self.members[role][0]
+        while len(made) < count:
+            made.append(_copy(first, role, len(made)))
+        return [c for per_member in made[:count] for c in per_member]
 
     @property
     def roles(self) -> frozenset[str]:
@@ -169,7 +196,7 @@ class DeviceRule:
         return [c for c in first.claims if c.key in self.shared] if first else []
 
     def fit(self, node: str, counts: Mapping[str, int], shared_at: Mapping[str, Allocation],
-            taken: Iterable[DeviceId]) -> NodeAllocation | None:
+            taken: Container[DeviceId]) -> NodeAllocation | None:
         """Devices on *node* for *counts* members per role (their own claims, and the
         shared claims not allocated yet), none in *taken*; None if there are none, or a
         shared claim allocated elsewhere does not reach the node."""
@@ -189,11 +216,13 @@ class DeviceRule:
                     claims.append(claim)
                 elif not allocation.reaches(node, labels):
                     return None
-            claims += _copies(members[0], role, count)
+            claims += self.copies(role, count)
         if not claims:
             return NodeAllocation(node)
-        answer = allocate(self.world.devices(node), claims, self.world.inventory.classes,
-                          self.world.inventory.taken() | frozenset(taken), explain=False)
+        inventory = self.world.inventory
+        answer = allocate(self.world.devices(node), claims, inventory.classes,
+                          Held(inventory.taken(), taken), explain=False, budget=FIT_BUDGET,
+                          selections=inventory.slots.table(SELECTIONS))
         return answer if isinstance(answer, NodeAllocation) else None
 
     def alone(self, role: str, node: str, most: int) -> int:
@@ -212,7 +241,7 @@ class DeviceRule:
         if not members_of:
             return ""
         claims = [c for c in self._shared_claims(role) if c.allocation is None]
-        claims += _copies(members_of[0], role, members)
+        claims += self.copies(role, members)
         answer = allocate(self.world.devices(node), claims, self.world.inventory.classes,
                           self.world.inventory.taken())
         if not isinstance(answer, DeviceMisfit):
@@ -321,13 +350,9 @@ def compile_devices(gang: Gang, snapshot: Snapshot) -> DeviceTerms | None:
     rule = DeviceRule(gang, resolved, _World(snapshot), shared)
     reached = rule.world.reached()
     blocked: dict[str, Blocks] = {}
-    for role in sorted(resolved):
-        blocks = blocked[role] = Blocks()
-        if not resolved[role]:
-            continue
-        for node in snapshot.node_names:
-            if reached is not None and node not in reached:
-                blocks.block((node,), NO_SLICE, devices=True)
-            elif rule.fit(node, {role: 1}, {}, ()) is None:
-                blocks.block((node,), TOO_FEW, devices=True)
+    if reached is not None:
+        unreached = [n for n in snapshot.node_names if n not in reached]
+        for role in sorted(resolved):
+            blocked[role] = Blocks()
+            blocked[role].block(unreached, NO_SLICE, devices=True)
     return DeviceTerms("", blocked, rule)

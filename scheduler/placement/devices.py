@@ -25,7 +25,7 @@ is being updated, and a search longer than ``budget`` steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.model.devices import (
@@ -48,6 +48,23 @@ from scheduler.placement.device_pools import NodeDevices, Offered, reach_of
 BUDGET = 200_000
 #: The reason an unexplained search gives (``allocate(..., explain=False)``).
 NO_DEVICES = "not enough free devices match"
+
+#: (class, selectors, device) -> whether the device is selected: kept by a caller that
+#: searches the same devices many times (a gang's placement), passed to ``allocate``.
+Selections = dict[tuple[str, tuple[str, ...], DeviceId], bool]
+
+
+class Held:
+    """Devices held, read as the union of several sets without building it (a placement
+    asks many nodes against the cluster's allocations plus its own choices so far)."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, *sets: Container[DeviceId]) -> None:
+        self.sets = tuple(s for s in sets if s)
+
+    def __contains__(self, device: object) -> bool:
+        return any(device in s for s in self.sets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +152,16 @@ class _Search:
     node: NodeDevices
     claims: Sequence[ResourceClaim]
     classes: Mapping[str, DeviceClass]
-    taken: frozenset[DeviceId]
+    taken: Container[DeviceId]
     budget: int
     offered: tuple[Offered, ...] = ()
     steps: int = 0
     holding: dict[DeviceId, set[int]] = field(default_factory=dict)
     results: list[list[tuple[DeviceResult, Offered]]] = field(default_factory=list)
     tallies: list[list[_Tally]] = field(default_factory=list)
-    selectable: dict[tuple[int, str, DeviceId], bool] = field(default_factory=dict)
+    #: (class, request's selectors, device) -> selected: what a selection depends on, so
+    #: alike claims (a role's members) and later searches (``Selections``) share answers.
+    selectable: Selections = field(default_factory=dict)
     everything: dict[tuple[int, str], tuple[Offered, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -152,8 +171,8 @@ class _Search:
 
     # Selection ----------------------------------------------------------------------------
     def _selects(self, ci: int, ask: Ask, o: Offered) -> bool:
-        """Class selectors, then the request's (memoised per claim, request and device)."""
-        key = (ci, ask.name, o.id)
+        """Class selectors, then the request's (memoised per class, selectors and device)."""
+        key = (ask.class_name, ask.selectors, o.id)
         known = self.selectable.get(key)
         if known is not None:
             return known
@@ -281,6 +300,31 @@ class _Search:
             out.append((claim.key, Allocation(tuple(r for r, _ in got), reach)))
         return NodeAllocation(self.node.node, tuple(out))
 
+    def counts_fall_short(self) -> bool:
+        """Do the plain requests (one ask, a count) of one kind ask for more devices than
+        the node has free of that kind? Then no search can succeed, and one would try every
+        way of giving alike claims the devices there are before saying so (a role's
+        members, a device short: factorially many)."""
+        need: dict[tuple[str, tuple[str, ...]], int] = {}
+        asks: dict[tuple[str, tuple[str, ...]], tuple[int, Ask]] = {}
+        for ci, claim in enumerate(self.claims):
+            for request in claim.spec.requests:
+                if len(request.asks) != 1:
+                    continue
+                ask = request.asks[0]
+                if ask.mode is not AllocationMode.EXACT_COUNT or ask.admin_access:
+                    continue
+                key = (ask.class_name, ask.selectors)
+                need[key] = need.get(key, 0) + ask.count
+                asks.setdefault(key, (ci, ask))
+        for key, wanted in need.items():
+            ci, ask = asks[key]
+            free = sum(1 for o in self.offered
+                       if o.id not in self.taken and self._selects(ci, ask, o))
+            if free < wanted:
+                return True
+        return False
+
     def count(self, ci: int, ask: Ask) -> tuple[int, int]:
         """(devices *ask* selects that are free, that are held by others)."""
         free = held = 0
@@ -294,9 +338,9 @@ class _Search:
 
 
 def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
-             classes: Mapping[str, DeviceClass], taken: frozenset[DeviceId] = frozenset(),
+             classes: Mapping[str, DeviceClass], taken: Container[DeviceId] = frozenset(),
              *, admin_access: bool = False, budget: int = BUDGET, explain: bool = True,
-             ) -> NodeAllocation | DeviceMisfit:
+             selections: Selections | None = None) -> NodeAllocation | DeviceMisfit:
     """Devices on *node* for every one of *claims* (unallocated claims, each once), none of
     them in *taken*; or the reason there are none (without *explain*, a plain "no devices":
     a placement search asking many nodes wants the verdict, not the second search that
@@ -306,7 +350,13 @@ def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
         if early is not None:
             return DeviceMisfit(early.claim, early.request, early.reason, node.node)
     search = _Search(node, claims, classes, taken, budget)
+    if selections is not None:
+        search.selectable = selections
     try:
+        if search.counts_fall_short():
+            if not explain:
+                return DeviceMisfit("", "", NO_DEVICES, node.node)
+            return _explain(node, claims, classes, taken, budget)
         if search.request(0, 0):
             return search.answer()
         if not explain:
@@ -317,7 +367,7 @@ def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
 
 
 def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
-             classes: Mapping[str, DeviceClass], taken: frozenset[DeviceId],
+             classes: Mapping[str, DeviceClass], taken: Container[DeviceId],
              budget: int) -> DeviceMisfit:
     """Why the search found nothing: a request short of devices; else a claim whose
     constraints no set satisfies; else the claims together want more than is free."""

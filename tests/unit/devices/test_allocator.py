@@ -18,7 +18,7 @@ from scheduler.model.devices import (
 )
 from scheduler.model.pods import NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import DeviceMisfit, NodeAllocation, allocate
+from scheduler.placement.devices import DeviceMisfit, Held, NodeAllocation, allocate
 from tests.unit.devices.builders import (
     CLASSES,
     D,
@@ -244,3 +244,24 @@ def test_a_pool_being_replaced_without_this_node_is_ignored() -> None:
     assert node_devices((*old, new), "n1", {"rack": "r1"}).pools == ()
     (pool,) = node_devices(old, "n1", {"rack": "r1"}).pools  # complete: its devices for n1
     assert pool.usable and [o.id.device for o in pool.devices] == ["gpu-0"]
+
+
+def test_alike_claims_one_device_short_are_refused_without_a_search() -> None:
+    """Nine members' one-device claims on eight devices: trying every way of giving eight
+    devices to nine alike claims takes factorially many steps; the count says no first,
+    well inside a budget of 50 steps, and explains which request is short."""
+    node = node_devices([eight_gpus()], "n1", {})
+    claims = [claim(f"c{i}", ask("gpu")) for i in range(9)]
+    quick = allocate(node, claims, CLASSES, budget=50, explain=False)
+    assert isinstance(quick, DeviceMisfit) and "gave up" not in quick.reason
+    explained = allocate(node, claims, CLASSES, budget=50)
+    assert isinstance(explained, DeviceMisfit) and "gave up" not in explained.reason
+    assert "together need more devices than are free" in explained.describe()
+    # Eight fit, in the same budget.
+    assert isinstance(allocate(node, claims[:8], CLASSES, budget=50), NodeAllocation)
+
+
+def test_held_reads_several_sets_as_one() -> None:
+    a, b = DeviceId("d", "p", "x"), DeviceId("d", "p", "y")
+    held = Held(frozenset({a}), set(), {b})
+    assert a in held and b in held and DeviceId("d", "p", "z") not in held
