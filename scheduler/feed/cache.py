@@ -73,6 +73,9 @@ class ClusterCache(WorkloadFeeding, Assuming):
         self._assumed: dict[str, Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
         self._gid_of: dict[str, str] = {}  # our pods: uid -> gang id
+        #: Gangs some pod of which names a device claim: rebuilt when a device object
+        #: changes (what their claims count for, ``Role.device_gpus``). May name gangs gone.
+        self._device_gangs: set[str] = set()
         self._members: dict[str, set[str]] = {}  # gang id -> uids
         self._others = OtherPods()  # pods of other schedulers
         self.facts = ClusterFacts()
@@ -134,6 +137,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
             self._gid_of[pod.uid] = gid
             self._members.setdefault(gid, set()).add(pod.uid)
             self._dirty.add(gid)
+            if pod.requirements.constraints.device_claims:
+                self._device_gangs.add(gid)
         elif pod.occupies_node:
             self._others.add(pod)
             self._rebuild_snapshot = True
@@ -180,9 +185,13 @@ class ClusterCache(WorkloadFeeding, Assuming):
                      namespaces: bool = False) -> None:
         """Apply a ``ClusterFacts`` setter (True if it changed something) under the lock."""
         with self._lock:
+            devices = self.facts.devices_generation
             if change(self.facts):
                 self._rebuild_snapshot |= namespaces
                 self._volumes_changed |= not namespaces
+                if self.facts.devices_generation != devices:
+                    self._device_gangs &= set(self._members)
+                    self._dirty |= self._device_gangs
                 self._touch()
 
     # Reading ------------------------------------------------------------------------------
@@ -306,7 +315,7 @@ class ClusterCache(WorkloadFeeding, Assuming):
                 entry = build_gang(gid, pods,
                                    gang_group(self._groups.get(gid), pods, self._jobsets),
                                    gang_job(gid, pods, self._jobs, native, self._jobsets),
-                                   self.grouping, native)
+                                   self.grouping, native, self.facts.devices())
                 if entry != GangEntry():
                     self._entries[gid] = entry
             else:

@@ -50,6 +50,9 @@ class ClusterFacts:
         self._resource_claims: dict[str, ResourceClaim] = {}
         self._claim_templates: dict[str, ClaimTemplate] = {}
         self._devices: DeviceInventory | None = None
+        #: Bumped whenever a device object changes: what the cache compares to know that
+        #: the GPUs its gangs' device claims count for may have changed.
+        self.devices_generation = 0
         self._catalog: VolumeCatalog | None = None
         self._ns_view: dict[str, dict[str, str]] | None = None
 
@@ -101,6 +104,7 @@ class ClusterFacts:
         changed = self._put(table, key, value)
         if changed:
             self._devices = None
+            self.devices_generation += 1
         return changed
 
     def set_slice(self, name: str, slice_: DeviceSlice | None) -> bool:
@@ -149,15 +153,20 @@ class ClusterFacts:
             self._ns_view = dict(sorted(self._namespaces.items()))
         return self._ns_view
 
+    def devices(self) -> DeviceInventory:
+        """The device inventory as the watches have it (decisions not assumed): what the
+        gangs' device claims count for is read from it."""
+        if self._devices is None:
+            self._devices = DeviceInventory.of(
+                self._slices.values(), self._device_classes.values(),
+                self._resource_claims.values(), self._claim_templates.values())
+        return self._devices
+
     def catalog(self) -> VolumeCatalog:
         """The catalog with assumed decisions applied (one object while nothing changed)."""
         if self._catalog is None:
-            if self._devices is None:
-                self._devices = DeviceInventory.of(
-                    self._slices.values(), self._device_classes.values(),
-                    self._resource_claims.values(), self._claim_templates.values())
             base = VolumeCatalog.of(self._claims.values(), self._volumes.values(),
-                                    self._classes.values(), self._limits, self._devices)
+                                    self._classes.values(), self._limits, self.devices())
             assumed = [a.decision for _, a in sorted(self._assumed.items())]
             self._catalog = prebind.assume(base, assumed) if assumed else base
         return self._catalog

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from scheduler.feed import grouping_jobset, grouping_native, grouping_terms
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang, shortfall
+from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
 from scheduler.model.native import ResolvedGroup
 from scheduler.model.resources import Resources, total
@@ -129,9 +130,11 @@ def is_ours(pod: PodInfo, config: GroupingConfig) -> bool:
 
 def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                job: JobInfo | None, config: GroupingConfig,
-               native: ResolvedGroup | None = None) -> GangEntry:
+               native: ResolvedGroup | None = None,
+               devices: DeviceInventory = EMPTY_INVENTORY) -> GangEntry:
     """The entry for one gang id from its live (not finished) member pods; *native* is the
-    ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one."""
+    ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one; *devices*
+    what its members' device claims count for (``Role.device_gpus``)."""
     succeeded = sum(1 for p in gang_pods if p.phase is PodPhase.SUCCEEDED)
     if job is not None and job.completions is not None and succeeded > job.succeeded:
         # Its status counts them a moment later (not at all while its controller's writes
@@ -175,7 +178,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     notices = tuple(n for n in (queue_notice, grouping_terms.priority_notice(
         gang_pods, terms.priority if terms is not None else None)) if n)
     runtime = grouping_terms.runtime(meta, job)
-    running = _running_gang(gid, bound, queue, runtime, meta) if bound else None
+    running = _running_gang(gid, bound, queue, runtime, meta, devices) if bound else None
     if running is not None and notices:
         running = replace(running, gang=replace(running.gang, notices=notices))
     if running is not None and terms is not None:
@@ -206,7 +209,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         priority = max(p.priority for p in gang_pods)
         pending = Gang(
             id=gid, uid=uid,
-            namespace=ns, name=name, queue=queue, roles=grouping_terms.roles(waiting, required),
+            namespace=ns, name=name, queue=queue,
+            roles=grouping_terms.roles(waiting, required, devices),
             priority=terms.priority if terms and terms.priority is not None else priority,
             creation_time=created,
             topology=(terms.topology if terms and terms.topology
@@ -263,6 +267,7 @@ def build_gangs(
     config: GroupingConfig,
     natives: Mapping[str, ResolvedGroup] | None = None,
     jobsets: Mapping[str, JobSetInfo] | None = None,
+    devices: DeviceInventory = EMPTY_INVENTORY,
 ) -> GangSet:
     """Group *pods* (all pods in the cluster) into pending and running gangs; *natives* are
     the ``scheduling.k8s.io`` PodGroups and *jobsets* the JobSets by ``namespace/name``."""
@@ -278,13 +283,14 @@ def build_gangs(
         members[group_id(pod, jobs, config, jobsets)].append(pod)
     entries = {gid: build_gang(gid, ps, gang_group(groups.get(gid), ps, jobsets),
                                gang_job(gid, ps, jobs, natives.get(gid), jobsets),
-                               config, natives.get(gid))
+                               config, natives.get(gid), devices)
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
 
 
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,
-                  meta: list[Mapping[str, str]]) -> RunningGang:
+                  meta: list[Mapping[str, str]],
+                  devices: DeviceInventory = EMPTY_INVENTORY) -> RunningGang:
     per_node: dict[str, list[Resources]] = defaultdict(list)
     for p in bound:
         if p.occupies_node:
@@ -298,7 +304,7 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
         except ValueError:
             checkpoint = None
     ns, name = gid.split("/", 1)
-    roles = grouping_terms.roles(bound, len(bound))
+    roles = grouping_terms.roles(bound, len(bound), devices)
     node_of = {p.uid: p.node_name for p in bound if p.occupies_node}
     members: dict[tuple[str, str], int] = defaultdict(int)
     for r in roles:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
+from scheduler.model.demand import claims_gpus
+from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
 from scheduler.model.gangs import TopologyMode
 from scheduler.model.labels import Labels
@@ -45,11 +47,14 @@ def annotation(key: str, *sources: Mapping[str, str]) -> str | None:
     return None
 
 
-def roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
+def roles(pods: list[PodInfo], min_total: int,
+          devices: DeviceInventory = EMPTY_INVENTORY) -> tuple[Role, ...]:
     """Pods with identical requirements form one role; the required count is spread in order.
 
     Pods are also split by the labels the gang's own affinity and spread selectors read, so
-    that whether a member matches a fellow member's term is a property of its role.
+    that whether a member matches a fellow member's term is a property of its role. A
+    role's device claims count for the GPUs of its first member's (``claims_gpus``: its
+    members' claims are made from the same templates).
     """
     keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
     by_req: dict[tuple[PodRequirements, tuple[str | None, ...]], list[PodInfo]] = {}
@@ -65,11 +70,15 @@ def roles(pods: list[PodInfo], min_total: int) -> tuple[Role, ...]:
         required = min(len(members), max(0, remaining))
         remaining -= required
         common, mixed = _shared_labels(members)
-        roles.append(Role(name=name, count=len(members), requirements=members[0].requirements,
+        first = members[0]
+        uses = first.requirements.constraints.device_claims
+        device_gpus = (claims_gpus(uses, first.namespace, first.claim_statuses, devices)
+                       if uses else 0)
+        roles.append(Role(name=name, count=len(members), requirements=first.requirements,
                           min_count=required,
                           pods=tuple(PodRef(p.namespace, p.name, p.uid, p.claim_statuses)
                                      for p in members),
-                          labels=common, mixed_labels=mixed))
+                          labels=common, mixed_labels=mixed, device_gpus=device_gpus))
     return tuple(roles)
 
 

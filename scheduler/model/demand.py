@@ -5,8 +5,9 @@ of a gang: how many GPUs does it take? Today the answer is the ``nvidia.com/gpu`
 each member, but that stops being true as soon as a GPU can also come from a Dynamic Resource
 Allocation ResourceClaim (a device class, a MIG slice, a fraction): such a pod requests no
 ``nvidia.com/gpu`` at all, and a reader of the request would let it through quota for free.
-So the readers ask this module instead, and the day a claim carries a GPU only
-``role_demand`` learns to count it; quota and the rest charge it like any other GPU.
+So the readers ask this module instead: ``role_demand`` adds the GPUs a member's device
+claims count for (``claims_gpus``: devices times their DeviceClass's
+``gangscheduler.io/gpus-per-device``), and quota and the rest charge them like any other GPU.
 
 Quota charges vectors, not GPU counts: a member's *charge* (``charge_of``) is its requests
 with the GPU entry taken from its demand. The bounds quota admits a gang by, the exact charge
@@ -15,8 +16,8 @@ it, so the bound and the exact check never disagree. A node's free capacity stay
 requests (``allocations``): what the kubelet counts.
 
 This is the one module that reads the GPU resource key of a resource vector (``gpus_of``);
-``tests/unit/test_demand_seam.py`` keeps the others off it. With today's inputs a role's
-demand is exactly its GPU request, so no decision changes.
+``tests/unit/test_demand_seam.py`` keeps the others off it. Without device claims a role's
+demand is exactly its GPU request.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from scheduler.model.constraints import DeviceClaimUse
+from scheduler.model.device_inventory import DeviceInventory
+from scheduler.model.devices import AllocationMode, ClaimSpec, DeviceClass
 from scheduler.model.resources import GPU, Resources, parse_quantity
 
 
@@ -129,9 +133,50 @@ class _Gang(Protocol):
 
 
 def role_demand(role: _Member) -> Demand:
-    """What one member of *role* (or one pod) asks for: its GPU request today; the devices
-    of its claims will add here. Readers ask ``Role.demand``, which is this."""
-    return Demand(gpus_of(role.requests))
+    """What one member of *role* (or one pod) asks for: its GPU request plus the GPUs its
+    device claims count for (``Role.device_gpus``, worked out from the device inventory by
+    ``claims_gpus`` where gangs are built). Readers ask ``Role.demand``, which is this."""
+    return Demand(gpus_of(role.requests) + getattr(role, "device_gpus", 0))
+
+
+def claim_gpus(spec: ClaimSpec, classes: Mapping[str, DeviceClass]) -> int:
+    """GPUs a claim of *spec* counts for: per request, its devices times its class's
+    ``gpus_per_device`` (a class not known yet: 1); ``All`` counts one device (how many it
+    gets is known only once allocated), an admin-access request none (it takes no device),
+    ``firstAvailable`` its cheapest alternative."""
+    total_gpus = 0
+    for request in spec.requests:
+        costs = []
+        for ask in request.asks:
+            if ask.admin_access:
+                costs.append(0)
+                continue
+            cls = classes.get(ask.class_name)
+            per_device = cls.gpus_per_device if cls is not None else 1
+            count = ask.count if ask.mode is AllocationMode.EXACT_COUNT else 1
+            costs.append(count * per_device)
+        total_gpus += min(costs, default=0)
+    return total_gpus
+
+
+def claims_gpus(uses: Iterable[DeviceClaimUse], namespace: str,
+                made: Sequence[tuple[str, str]], devices: DeviceInventory) -> int:
+    """GPUs one member's ``spec.resourceClaims`` count for: each entry's claim (named, or
+    made for it from a template: *made*, its ``status.resourceClaimStatuses``), or while
+    that claim is not seen yet its template's spec. A claim several members name is counted
+    for each of them: charged too much rather than ever for free."""
+    made_by_entry = dict(made)
+    total_gpus = 0
+    for use in uses:
+        name = use.claim or made_by_entry.get(use.entry, "")
+        claim = devices.claims.get(f"{namespace}/{name}") if name else None
+        if claim is not None:
+            total_gpus += claim_gpus(claim.spec, devices.classes)
+        elif use.template:
+            template = devices.templates.get(f"{namespace}/{use.template}")
+            if template is not None:
+                total_gpus += claim_gpus(template.spec, devices.classes)
+    return total_gpus
 
 
 def gang_demand(gang: _Gang) -> Demand:

@@ -29,6 +29,8 @@ from scheduler.model.pods import NodeSelectorTerm
 
 #: Most devices one claim's allocation may hold (``AllocationResultsMaxSize``).
 MAX_DEVICES_PER_CLAIM = 32
+#: The DeviceClass annotation saying how many GPUs one of its devices counts for.
+GPUS_PER_DEVICE_ANNOTATION = "gangscheduler.io/gpus-per-device"
 #: Most consumers a claim may be reserved for (``ResourceClaimReservedForMaxSize``).
 MAX_RESERVED_FOR = 256
 
@@ -177,6 +179,10 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()
     unsupported: tuple[str, ...] = ()
+    #: GPUs one device of the class counts for in quota, fair share and accounting (its
+    #: ``gangscheduler.io/gpus-per-device`` annotation; 1 unless it says otherwise, so a
+    #: device is never free by default: a NIC class says 0).
+    gpus_per_device: int = 1
 
 
 class AllocationMode(StrEnum):

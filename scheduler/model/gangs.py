@@ -53,6 +53,9 @@ class Role:
     #: gang's roles are split on every key its own selectors read, so those are never mixed.
     labels: Labels = NO_LABELS
     mixed_labels: frozenset[str] = frozenset()
+    #: GPUs one member's device claims count for (``scheduler.model.demand.claims_gpus``,
+    #: from the device inventory where the gang is built): part of its ``demand``.
+    device_gpus: int = 0
     #: ``demand`` and ``charge``, worked out on first use (every fit, shape and running
     #: gang's charges read them).
     _demand: Demand | None = field(default=None, init=False, compare=False, repr=False)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from scheduler.kit.memo import Slot
 from scheduler.model import Gang, PodRequirements, Role, describe_selector
+from scheduler.model.demand import gpus_of
 from scheduler.model.resources import (
     GPU,
     PODS,
@@ -37,8 +38,10 @@ class RoleView:
     nodes: tuple[str, ...]  # eligible, allowed by the params and not ruled out, sorted
     eligible: tuple[str, ...]  # eligible regardless of the params (what the index covers)
     key: SelectionKey  # for the free-GPU index of ``eligible``
-    #: GPUs one pod asks for: its role's demand (``Role.demand``), what the free-GPU
-    #: pre-filters and the placement order compare with the nodes' free GPUs.
+    #: GPUs one pod requests as a resource (``nvidia.com/gpu``): what the free-GPU
+    #: pre-filters and the placement order compare with the nodes' free GPUs. GPUs that come
+    #: from device claims are devices, not node resources: the device rule places them
+    #: (``device_terms``), and quota counts them through ``Role.demand``.
     gpus: int
     #: What the gang's pod-level constraints leave (blocked nodes, a per-node cap, scores).
     limits: RoleLimits = NO_LIMITS
@@ -138,7 +141,7 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             name=role.name, required=max(role.required, 0),
             optional=max(role.count - max(role.required, 0), 0),
             request=role.requests, nodes=nodes, eligible=eligible,
-            key=selection_key(role.requirements), gpus=role.demand.gpus, limits=limits,
+            key=selection_key(role.requirements), gpus=gpus_of(role.requests), limits=limits,
             open=open_nodes))
     return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
 

@@ -24,6 +24,7 @@ from scheduler.kube.read.fields import (
     read_name,
 )
 from scheduler.model.devices import (
+    GPUS_PER_DEVICE_ANNOTATION,
     Allocation,
     AllocationMode,
     Ask,
@@ -189,10 +190,28 @@ def _selectors(raw: Mapping[str, Any], path: str) -> tuple[tuple[str, ...], list
     return tuple(out), unsupported
 
 
+def _gpus_per_device(meta: Mapping[str, Any], unsupported: list[str]) -> int:
+    """The class's ``gangscheduler.io/gpus-per-device`` (1 when absent). A value that is
+    not a whole number >= 0 makes the class unusable, naming the annotation: its claims
+    wait with that reason rather than be charged a guess."""
+    annotations = meta.get("annotations") or {}
+    text = annotations.get(GPUS_PER_DEVICE_ANNOTATION) if isinstance(annotations, Mapping) \
+        else None
+    if text is None:
+        return 1
+    value = str(text).strip()
+    if not value.isdigit():
+        unsupported.append(f"metadata.annotations[{GPUS_PER_DEVICE_ANNOTATION}]: {text!r} is "
+                           "not a whole number of GPUs (0 or more)")
+        return 1
+    return int(value)
+
+
 def _class(obj: Mapping[str, Any]) -> DeviceClass:
     meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     selectors, unsupported = _selectors(spec, "spec")
-    return DeviceClass(read_name(meta), selectors, tuple(unsupported))
+    gpus = _gpus_per_device(meta, unsupported)
+    return DeviceClass(read_name(meta), selectors, tuple(unsupported), gpus)
 
 
 def _ask(raw: Mapping[str, Any], name: str, path: str, sub: bool) -> Ask:
@@ -312,7 +331,7 @@ def resource_slice(obj: Any) -> DeviceSlice:
 
 
 def device_class(obj: Any) -> DeviceClass:
-    """A DeviceClass: its CEL selectors (config is the driver's)."""
+    """A DeviceClass: its CEL selectors and the GPUs one of its devices counts for."""
     return converted("deviceclass", obj, lambda: _class(obj))
 
 

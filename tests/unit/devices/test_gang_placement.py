@@ -6,6 +6,7 @@ pod, or no member is placed at all; no device is handed out twice, nor one some 
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 
 from scheduler.decide.plan import Bind, CyclePlan, ReasonCategory
 from scheduler.kube.read import informer
+from scheduler.kube.read.informer import EventType
+from scheduler.model.devices import GPUS_PER_DEVICE_ANNOTATION
 from scheduler.model.prebind import PreBind, PreBindKind
-from tests.unit.devices.world import NS, World, claim_for, job, job_pod, template
+from tests.unit.devices.world import H100, NS, World, claim_for, job, job_pod, template
 
 
 def devices_of(plan: CyclePlan) -> list[str]:
@@ -158,3 +161,36 @@ def test_never_a_device_twice_never_a_partial_gang(nodes: int, devices: int,
                        for a in b.placement.assignments) == pods
         else:
             assert plan.pending[gang].category is ReasonCategory.DEVICES
+
+
+def _class_annotated(value: str) -> dict[str, object]:
+    cls = copy.deepcopy(H100)
+    cls["metadata"]["annotations"] = {GPUS_PER_DEVICE_ANNOTATION: value}
+    return cls
+
+
+def test_quota_charges_claimed_devices_in_the_units_of_their_class() -> None:
+    """A DRA gang requests no nvidia.com/gpu, yet never passes quota for free: each device
+    counts one GPU of the pool it lands in, or what its DeviceClass's annotation says."""
+    w = World(nodes=2, devices=8)
+    w.job("a", 4)
+    reason = w.decide(quota=3).pending[f"{NS}/a"]
+    assert reason.category is ReasonCategory.QUOTA
+    assert "4 nvidia.com/gpu needed, at most 3" in reason.message, reason.message
+    w.handlers[informer.DEVICE_CLASSES](EventType.MODIFIED, _class_annotated("2"))
+    reason = w.decide(quota=7).pending[f"{NS}/a"]
+    assert "8 nvidia.com/gpu needed, at most 7" in reason.message, reason.message
+    plan = w.decide(quota=8)
+    (bind,) = plan.binds
+    (gang,) = w.cache.cycle_input(0).gangs.pending
+    assert [r.get("nvidia.com/gpu") for _, r in bind.placement.charges(gang)] == [8]
+
+
+def test_a_malformed_units_annotation_keeps_the_claims_waiting_by_name() -> None:
+    w = World(nodes=1, devices=8)
+    w.handlers[informer.DEVICE_CLASSES](EventType.MODIFIED, _class_annotated("half"))
+    w.job("a", 1)
+    reason = w.decide().pending[f"{NS}/a"]
+    assert reason.category is ReasonCategory.DEVICES
+    assert (f"metadata.annotations[{GPUS_PER_DEVICE_ANNOTATION}]: 'half' is not a whole "
+            "number of GPUs") in reason.message, reason.message

@@ -142,8 +142,9 @@ class World:
                 self.add(informer.RESOURCE_CLAIMS, claim_for(pod, tmpl))
             self.add(informer.PODS, pod)
 
-    def decide(self) -> CyclePlan:
+    def decide(self, quota: int = 1024) -> CyclePlan:
+        """The cycle's plan, the default queue given *quota* GPUs in the nodes' pool."""
         inp = self.cache.cycle_input(NOW)
         return decide(inp.snapshot, inp.gangs.pending,
-                      policies(queue("default", quota={"h100": 1024})), NOW, None,
+                      policies(queue("default", quota={"h100": quota})), NOW, None,
                       solver=SOLVE)
