@@ -1,6 +1,8 @@
-"""The three ``examples/`` on a real control plane with the scheduler installed from deploy/.
+"""The ``examples/`` on a real control plane with the scheduler installed from deploy/.
 
 - the Indexed Job: ``kubectl apply``, and the real Job controller creates its pods;
+- the DRA Job: the same, with a claim per pod the real resourceclaim controller makes from
+  a template, allocated by gang-scheduler on the dev cluster's fake driver's devices;
 - the PodGroup with launcher and workers: applied as is;
 - the Trainer runtime: ``kubectl apply``, and the real Kubeflow Trainer and JobSet make its
   PodGroup and pods.
@@ -82,6 +84,27 @@ def test_indexed_job_is_one_gang_of_its_parallelism(env: Deployed) -> None:
     ranks = sorted(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
                    for p in pods)
     assert ranks == ["0", "1", "2", "3"]
+
+
+# Devices (Dynamic Resource Allocation) ----------------------------------------------------------
+def test_dra_job_gets_every_worker_its_device_and_binds_whole(env: Deployed) -> None:
+    """``kubectl apply`` of the DRA example: the resourceclaim controller makes a claim per
+    pod from the template, gang-scheduler allocates the four (one device each, of the node
+    its pod binds to, reserved for it) and binds the Job whole."""
+    env.kubectl("apply", "-f", str(EXAMPLES / "dra-indexed-job.yaml"))
+    selector = "batch.kubernetes.io/job-name=dra-train"
+    nodes = wait_whole(env, "team-a", selector, 4)
+    claims = kubectl_json(env.admin, "-n", "team-a", "get", "resourceclaims")["items"]
+    mine = {c["metadata"]["ownerReferences"][0]["name"]: c for c in claims
+            if c["metadata"]["ownerReferences"][0]["name"] in nodes}
+    assert sorted(mine) == sorted(nodes)
+    devices = set()
+    for pod, claim in mine.items():
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == nodes[pod], (pod, result)
+        assert [r["name"] for r in claim["status"]["reservedFor"]] == [pod]
+        devices.add((result["pool"], result["device"]))
+    assert len(devices) == 4
 
 
 # The PodGroup with two roles ------------------------------------------------------------------
