@@ -53,7 +53,8 @@ BoundsKey = tuple[tuple[str, Resources], ...]
 class Shape:
     """What a gang's roles amount to, whatever the gang is called."""
 
-    number: int  # equal roles (names, counts, required counts, requirements), equal numbers
+    #: Equal roles (names, counts, required counts, requirements, device GPUs), equal numbers.
+    number: int
     bounds: Mapping[str, Resources]  # per pool, the most the gang could be charged there
     key: BoundsKey  # ``bounds`` as a key
     pools: frozenset[str]  # pools with a node some pod of the gang may use
@@ -145,7 +146,10 @@ class Recall:
             # Emptied when full (or never filled): numbers are never reused, so a number
             # handed out before still means the same shape.
             numbers.clear()
-        key = tuple((r.name, r.count, r.min_count, r.requirements) for r in roles)
+        # Requirements name device claims by template, not what they count for in quota
+        # (the namespace's templates and classes do): the count is part of the shape.
+        key = tuple((r.name, r.count, r.min_count, r.requirements, r.device_gpus)
+                    for r in roles)
         number = numbers.get(key)
         if number is None:
             number = numbers[key] = next(counter)

@@ -28,6 +28,8 @@ from scheduler.model.devices import (
 
 #: The node-local slices by node (``DeviceInventory.slices_by_node``).
 BY_NODE: Slot[tuple[()], dict[str, tuple[DeviceSlice, ...]]] = Slot("device_inventory.by_node")
+#: The slices that are not node-local (``DeviceInventory.network_slices``).
+NETWORK: Slot[tuple[()], tuple[DeviceSlice, ...]] = Slot("device_inventory.network")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
 
@@ -70,7 +72,8 @@ class DeviceInventory:
 
     def network_slices(self) -> tuple[DeviceSlice, ...]:
         """The slices that are not node-local (a node selector, or every node)."""
-        return tuple(s for s in self.slices.values() if not s.node_name)
+        return self.slots.get_or_make(NETWORK, (), lambda: tuple(
+            s for s in self.slices.values() if not s.node_name))
 
     def taken(self) -> frozenset[DeviceId]:
         """Every device some claim's allocation holds (admin access aside)."""

@@ -49,8 +49,9 @@ from scheduler.placement.rules import Blocks, Encoding
 from scheduler.placement.types import Assignment, spread_members
 from scheduler.world.snapshot import Snapshot
 
-#: node -> the pools that reach it (kept in the device inventory's slots: it never changes).
-NODE_DEVICES: Slot[str, NodeDevices] = Slot("device_terms.node_devices")
+#: node (and its labels, with network-attached slices) -> the pools that reach it, kept in
+#: the device inventory's slots (an inventory never changes).
+NODE_DEVICES: Slot[object, NodeDevices] = Slot("device_terms.node_devices", bound=100_000)
 #: Nodes some ResourceSlice may reach (node-local slices' nodes; every node when a slice
 #: reaches nodes by selector or all of them).
 REACHED: Slot[tuple[()], frozenset[str] | None] = Slot("device_terms.reached")
@@ -77,13 +78,17 @@ class _World:
         return self.snapshot.volumes.devices
 
     def devices(self, node: str) -> NodeDevices:
+        """The pools that reach *node* (kept per node, and per its labels when some slice
+        reaches nodes by selector: a node's labels may change while the inventory lives)."""
         inventory = self.snapshot.volumes.devices
         slots = inventory.slots
-        hit = slots.table(NODE_DEVICES).get(node)
+        network = inventory.network_slices()
+        key: object = (node, tuple(sorted(self.labels(node).items()))) if network else node
+        hit = slots.table(NODE_DEVICES).get(key)
         if hit is None:
             local = inventory.slices_by_node().get(node, ())
-            hit = slots.put(NODE_DEVICES, node, node_devices(
-                (*local, *inventory.network_slices()), node, self.labels(node)))
+            hit = slots.put(NODE_DEVICES, key, node_devices((*local, *network), node,
+                                                            self.labels(node)))
         return hit
 
     def labels(self, node: str) -> Mapping[str, str]:
