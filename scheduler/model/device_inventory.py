@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.kit.memo import Slot, Slots
 from scheduler.model.devices import (
@@ -30,6 +30,8 @@ from scheduler.model.devices import (
 BY_NODE: Slot[tuple[()], dict[str, tuple[DeviceSlice, ...]]] = Slot("device_inventory.by_node")
 #: The slices that are not node-local (``DeviceInventory.network_slices``).
 NETWORK: Slot[tuple[()], tuple[DeviceSlice, ...]] = Slot("device_inventory.network")
+#: Pod uid -> the claims reserved for it (``DeviceInventory.consumers``).
+CONSUMERS: Slot[tuple[()], dict[str, tuple[str, ...]]] = Slot("device_inventory.consumers")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
 
@@ -79,6 +81,34 @@ class DeviceInventory:
         """Every device some claim's allocation holds (admin access aside)."""
         return self.slots.get_or_make(TAKEN, (), lambda: allocated_devices(
             self.claims.values()))
+
+    def consumers(self) -> Mapping[str, tuple[str, ...]]:
+        """Pod uid -> the keys of the claims reserved for it."""
+        def make() -> dict[str, tuple[str, ...]]:
+            out: dict[str, list[str]] = defaultdict(list)
+            for claim in self.claims.values():
+                for c in claim.reserved_for:
+                    if c.uid:
+                        out[c.uid].append(claim.key)
+            return {uid: tuple(keys) for uid, keys in out.items()}
+        return self.slots.get_or_make(CONSUMERS, (), make)
+
+    def released(self, uids: Iterable[str]) -> DeviceInventory:
+        """The inventory once the pods of *uids* are gone: they leave the claims reserved for
+        them, and a claim no pod uses any more holds no devices (the resourceclaim
+        controller deletes a pod's own claims and frees the others). Itself if none is."""
+        by_uid = self.consumers()
+        gone = {u for u in uids if u in by_uid}
+        if not gone:
+            return self
+        claims = dict(self.claims)
+        for uid in gone:
+            for key in by_uid[uid]:
+                claim = claims[key]
+                left = tuple(c for c in claim.reserved_for if c.uid not in gone)
+                claims[key] = replace(claim, reserved_for=left,
+                                      allocation=claim.allocation if left else None)
+        return DeviceInventory(self.slices, self.classes, claims, self.templates)
 
     def pools(self) -> dict[tuple[str, str], tuple[DeviceSlice, ...]]:
         """The slices of each (driver, pool), every generation, in name order."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduler.kit.layered import Layered
@@ -376,8 +377,14 @@ class Snapshot:
         terminating = self._terminating
         if not terminating.isdisjoint(ids):
             terminating = terminating - ids
-        return Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
+        snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
                                 self._occupancy.derive(left, (), gone), terminating)
+        devices = self._volumes.devices
+        if devices.claims:  # their device claims go with them
+            freed = devices.released(p.uid for rg in removed for p in rg.gang.pods)
+            if freed is not devices:
+                snap._volumes = replace(self._volumes, devices=freed)
+        return snap
 
 
 def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:

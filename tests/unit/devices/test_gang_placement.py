@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scheduler.decide.plan import Bind, CyclePlan, ReasonCategory
 from scheduler.kube.read import informer
 from scheduler.kube.read.informer import EventType
+from scheduler.model import prebind
 from scheduler.model.devices import GPUS_PER_DEVICE_ANNOTATION
 from scheduler.model.prebind import PreBind, PreBindKind
 from tests.unit.devices.world import H100, NS, World, claim_for, job, job_pod, template
@@ -194,3 +195,24 @@ def test_a_malformed_units_annotation_keeps_the_claims_waiting_by_name() -> None
     assert reason.category is ReasonCategory.DEVICES
     assert (f"metadata.annotations[{GPUS_PER_DEVICE_ANNOTATION}]: 'half' is not a whole "
             "number of GPUs") in reason.message, reason.message
+
+
+def test_a_gang_gone_from_a_snapshot_takes_its_claims_devices_with_it() -> None:
+    """What a preemption or an estimate supposes (``Snapshot.without``): the gang's pods
+    leave their claims' ``reservedFor``, and a claim no pod uses holds no device; a claim
+    another pod still uses keeps its devices."""
+    w = World(nodes=1, devices=4)
+    w.job("first", 2)
+    plan = w.decide()
+    (bind,) = plan.binds
+    inp = w.cache.cycle_input(0)
+    (gang,) = inp.gangs.pending
+    running = bind.placement.as_running(gang, 0.0)
+    snap = inp.snapshot.with_volumes(prebind.assume(inp.snapshot.volumes,
+                                                    bind.placement.prebinds))
+    snap = snap.with_running(running)
+    assert len(snap.volumes.devices.taken()) == 2
+    assert snap.without_gangs([gang.id]).volumes.devices.taken() == frozenset()
+    one = snap.volumes.devices.released([gang.roles[0].pods[0].uid])
+    assert len(one.taken()) == 1
+    assert snap.volumes.devices.released(["no-such-pod"]) is snap.volumes.devices
