@@ -1,8 +1,8 @@
 """What a ``scheduling.k8s.io`` PodGroup (Kubernetes' own gang API) makes of its gang.
 
 Why apart from ``grouping``: the upstream API states in fields what the other sources say in
-labels and annotations (the gang size, priority, topology, who may preempt), and refuses what
-gang-scheduler cannot honour yet (``resourceClaims``). ``grouping.build_gang`` asks this module
+labels and annotations (the gang size, priority, topology, who may preempt).
+``grouping.build_gang`` asks this module
 for those terms when a gang's pods name a PodGroup in ``spec.schedulingGroup``; everything
 else (roles, partial binds, running gangs) is shared with the other sources.
 
@@ -24,8 +24,9 @@ Rules, each from the API's own documentation:
   does not copy the pod template's class, so its 0 is admission's default, not the user's.
 * ``schedulingConstraints.topology[0].key`` is a *required* topology level.
 * ``preemptionPolicy: Never`` (1.37) makes the gang non-preempting, like a member's own.
-* ``resourceClaims`` is refused with a reason: the claim would have to be allocated by the
-  scheduler (Dynamic Resource Allocation), which gang-scheduler does not do yet.
+* ``resourceClaims`` are claims the group's pods share: a pod entry identical to one of them
+  uses the group's claim (named, or made from the template for the group), allocated once
+  for the whole gang and reserved for the PodGroup (``placement.device_claims``).
 * The queue comes from ``gangscheduler.io/queue`` on the PodGroup, its Workload, the Job that
   made it, or the pods (first found).
 """
@@ -79,10 +80,6 @@ def native_terms(gid: str, resolved: ResolvedGroup | None, bound: list[PodInfo],
     group, workload = resolved.group, resolved.workload
     policy = group.policy
     problem = None
-    if policy.resource_claims:
-        problem = (f"PodGroup {gid}: spec.resourceClaims ({', '.join(policy.resource_claims)}) "
-                   "needs Dynamic Resource Allocation, which gang-scheduler does not support "
-                   "yet; remove the claims or leave this group to kube-scheduler")
     topology = (TopologyConstraint(policy.topology_key, TopologyMode.REQUIRED)
                 if policy.topology_key else None)
     never = policy.preemption_policy is PreemptionPolicy.NEVER

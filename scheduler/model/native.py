@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.pods import PreemptionPolicy
 
 #: The API group; versions are ``V1ALPHA2`` (Kubernetes 1.36) and ``V1BETA1`` (1.37).
@@ -52,8 +53,9 @@ class GroupPolicy:
     disruption: DisruptionMode = DisruptionMode.POD
     #: ``schedulingConstraints.topology[0].key``: every pod within one domain of this label.
     topology_key: str | None = None
-    #: Names of ``resourceClaims`` entries (Dynamic Resource Allocation: refused for now).
-    resource_claims: tuple[str, ...] = ()
+    #: ``resourceClaims``: claims the group's pods share (Dynamic Resource Allocation,
+    #: ``DRAWorkloadResourceClaims``); a pod uses one by an identical entry of its own.
+    resource_claims: tuple[DeviceClaimUse, ...] = ()
     #: ``preemptionPolicy`` (1.37 ``PodGroupPreemptionPolicy``); None when unset.
     preemption_policy: PreemptionPolicy | None = None
 
@@ -102,6 +104,26 @@ class NativeGroupInfo:
     resource_version: str = field(default="", compare=False)
     #: The scheduling condition is already True (it never goes back to False, as upstream).
     scheduled: bool = False
+    #: ``status.resourceClaimStatuses``: (entry, the claim made for it from its template).
+    claim_statuses: tuple[tuple[str, str], ...] = ()
+
+    def claim_of(self, use: DeviceClaimUse) -> str | None:
+        """The claim a pod's entry *use* names when it is one of the group's (identical to
+        a ``resourceClaims`` entry): the named claim, or the one made for the group from
+        the template ("" when none is needed, None while it is not made yet). Raises
+        ``KeyError`` when *use* is not the group's."""
+        if use not in self.policy.resource_claims:
+            raise KeyError(use.entry)
+        if use.claim:
+            return use.claim
+        return next((claim for entry, claim in self.claim_statuses if entry == use.entry),
+                    None)
+
+    @property
+    def consumer(self) -> tuple[str, str, str, str]:
+        """(API group, resource, name, uid): how its shared claims' ``reservedFor`` names
+        it."""
+        return ("scheduling.k8s.io", "podgroups", self.name, self.uid)
 
     @property
     def key(self) -> str:

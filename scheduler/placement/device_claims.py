@@ -4,7 +4,10 @@ snapshot's device inventory, or why the gang waits before any device is looked a
 Each entry resolves to one claim: a named claim (``resourceClaimName``) in the pod's
 namespace, which every pod naming it shares, or the claim the resourceclaim controller made
 for this pod from a template, named in its ``status.resourceClaimStatuses``
-(``PodRef.claim_of``). The first entry that does not resolve is the reason (the controller
+(``PodRef.claim_of``); an entry identical to one of its ``scheduling.k8s.io`` PodGroup's
+``resourceClaims`` is the group's claim (named, or made for the group from the template,
+named in the group's status), shared by every member and reserved for the PodGroup. The
+first entry that does not resolve is the reason (the controller
 has not made the claim yet, or the named claim does not exist): the person reading it learns
 which pod and which entry.
 
@@ -25,6 +28,7 @@ from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.device_inventory import DeviceInventory
 from scheduler.model.devices import DeviceClass, ResourceClaim
 from scheduler.model.gangs import PodRef, Role
+from scheduler.model.native import NativeGroupInfo
 from scheduler.placement.device_cel import compile_selector
 from scheduler.placement.devices import DeviceMisfit, precheck
 
@@ -32,11 +36,13 @@ from scheduler.placement.devices import DeviceMisfit, precheck
 @dataclass(frozen=True, slots=True)
 class Member:
     """One member's claims in its entries' order: its own (made from a template for it)
-    and the named ones it shares (``shared``: their keys)."""
+    and the ones it shares (``shared``: their keys): named ones, and its PodGroup's
+    (``grouped``: reserved for the PodGroup rather than for its pods)."""
 
     pod: PodRef | None  # None: a simulated member without a pod
     claims: tuple[ResourceClaim, ...]
     shared: frozenset[str] = frozenset()
+    grouped: frozenset[str] = frozenset()
 
     @property
     def own(self) -> tuple[ResourceClaim, ...]:
@@ -57,8 +63,15 @@ def _members(gang: Gang, role: Role) -> Iterator[tuple[str, PodRef | None]]:
         yield f"pod {pod}", pod
 
 
-def _claim_name(use: DeviceClaimUse, pod: PodRef | None) -> tuple[str | None, str]:
+def _claim_name(use: DeviceClaimUse, pod: PodRef | None,
+                group: NativeGroupInfo | None) -> tuple[str | None, str]:
     """The claim *use* resolves to for *pod* ("" when none is needed), or None and why."""
+    if group is not None and use in group.policy.resource_claims:
+        made = group.claim_of(use)
+        if made is None:
+            return None, (f"{use.describe()}: PodGroup {group.name}'s ResourceClaim does not "
+                          "exist yet (the resourceclaim controller makes it from the template)")
+        return made, ""
     if use.claim:
         return use.claim, ""
     made = pod.claim_of(use.entry) if pod is not None else None
@@ -93,6 +106,7 @@ def resolve_claims(gang: Gang, devices: DeviceInventory) -> MemberClaims | str |
     waits for them (None: no member uses a claim)."""
     out: dict[str, tuple[Member, ...]] = {}
     checked: dict[str, DeviceMisfit | None] = {}
+    group = gang.native
     for role in gang.roles:
         uses = role.requirements.constraints.device_claims
         if role.count <= 0 or not uses:
@@ -101,8 +115,9 @@ def resolve_claims(gang: Gang, devices: DeviceInventory) -> MemberClaims | str |
         for who, pod in _members(gang, role):
             claims: list[ResourceClaim] = []
             shared: set[str] = set()
+            grouped: set[str] = set()
             for use in uses:
-                name, why = _claim_name(use, pod)
+                name, why = _claim_name(use, pod, group)
                 if name is None:
                     return f"{who}: {why}"
                 if not name:
@@ -117,9 +132,12 @@ def resolve_claims(gang: Gang, devices: DeviceInventory) -> MemberClaims | str |
                 if misfit is not None:
                     return f"{who}: {use.describe()}: {misfit.describe()}"
                 claims.append(claim)
-                if use.claim:
+                if group is not None and use in group.policy.resource_claims:
                     shared.add(key)
-            members.append(Member(pod, tuple(claims), frozenset(shared)))
+                    grouped.add(key)
+                elif use.claim:
+                    shared.add(key)
+            members.append(Member(pod, tuple(claims), frozenset(shared), frozenset(grouped)))
         if any(m.claims for m in members):
             out[role.name] = tuple(members)
     return out or None

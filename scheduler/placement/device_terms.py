@@ -16,9 +16,11 @@ part of the gang's placement, in the three faces every rule has (``rules``):
   get devices node by node (``device_gang.allocate_gang``); the allocations become
   ``PreBind`` decisions (``DEVICES``) written before any member binds.
 
-A claim named by several members (``resourceClaimName``: shared) is allocated once, on the
-first node that needs it, and then reaches only the nodes its devices reach; a claim
-allocated before (``status.allocation``) is only reserved for the new members.
+A claim named by several members (``resourceClaimName``, or a claim of their
+``scheduling.k8s.io`` PodGroup: shared) is allocated once, on the first node that needs it,
+and then reaches only the nodes its devices reach; a claim allocated before
+(``status.allocation``) is only reserved for the new members. A PodGroup's claim is reserved
+for the PodGroup, not for its pods, as kube-scheduler does.
 
 Nodes no ResourceSlice reaches are ruled out before the search, and a role whose usable
 nodes offer devices for fewer members than it needs is told so by name
@@ -314,11 +316,15 @@ class DeviceRule:
         users: dict[str, list[Consumer]] = {}
         where: dict[str, str] = {}
         claims: dict[str, ResourceClaim] = {}
+        group = self.gang.native
         for member, node in self.placed_members(assign):
             for claim in member.claims:
                 claims.setdefault(claim.key, claim)
                 where.setdefault(claim.key, node)
-                if member.pod is not None:
+                if claim.key in member.grouped and group is not None:
+                    api_group, resource, name, uid = group.consumer
+                    users[claim.key] = [Consumer(resource, name, uid, api_group)]
+                elif member.pod is not None:
                     users.setdefault(claim.key, []).append(
                         Consumer("pods", member.pod.name, member.pod.uid))
         out: list[PreBind] = []

@@ -380,8 +380,10 @@ class Snapshot:
         snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
                                 self._occupancy.derive(left, (), gone), terminating)
         devices = self._volumes.devices
-        if devices.claims:  # their device claims go with them
-            freed = devices.released(p.uid for rg in removed for p in rg.gang.pods)
+        if devices.claims:  # their device claims go with them (their PodGroups' too)
+            freed = devices.released([*(p.uid for rg in removed for p in rg.gang.pods),
+                                      *(rg.gang.native.uid for rg in removed
+                                        if rg.gang.native is not None)])
             if freed is not devices:
                 snap._volumes = replace(self._volumes, devices=freed)
         return snap

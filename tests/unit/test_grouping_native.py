@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import TopologyConstraint, TopologyMode
+from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.native import DisruptionMode, GroupPolicy, NativeGroupInfo, WorkloadInfo
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import JobInfo, OwnerRef, PodGroupInfo, PodInfo, PodPhase
@@ -66,9 +67,10 @@ CASES = [
           for p in WORKERS], [native_group(None)], pending={"ns/g": (3, 4, "default", 0)}),
     Case("a PodGroup not seen yet keeps its pods waiting", WORKERS,
          problems={"ns/g": "does not exist (yet)"}),
-    Case("resourceClaims are refused with a reason", WORKERS,
-         [native_group(policy=GroupPolicy(min_count=4, resource_claims=("ib",)))],
-         problems={"ns/g": "spec.resourceClaims (ib) needs Dynamic Resource Allocation"}),
+    Case("resourceClaims are the claims its pods share: a gang like any other", WORKERS,
+         [native_group(policy=GroupPolicy(min_count=4, resource_claims=(
+             DeviceClaimUse("ib", template="infiniband"),)))],
+         pending={"ns/g": (4, 4, "default", 0)}),
     Case("the group's priority beats its pods'", WORKERS,
          [native_group(policy=GroupPolicy(min_count=4, priority=500))],
          pending={"ns/g": (4, 4, "default", 500)}),

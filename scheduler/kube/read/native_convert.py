@@ -32,6 +32,7 @@ from scheduler.kube.read.fields import (
     read_owner,
     read_str_map,
 )
+from scheduler.kube.read.pod_claims import claim_statuses, device_claim_uses
 from scheduler.model import native
 from scheduler.model.pods import PreemptionPolicy
 
@@ -93,10 +94,11 @@ def _topology_key(spec: Mapping[str, Any], path: str) -> str | None:
 def _policy(spec: Mapping[str, Any], path: str, api_version: str) -> native.GroupPolicy:
     """The policy fields shared by a PodGroup's spec and a Workload's PodGroupTemplate."""
     prefix = f"{path}." if path else ""
-    claims = []
-    for i, claim in enumerate(read_list(spec, "resourceClaims", f"{prefix}resourceClaims")):
-        name = claim.get("name") if isinstance(claim, Mapping) else None
-        claims.append(str(name) if name else f"#{i}")
+    try:
+        claims = device_claim_uses(spec, f"{prefix}resourceClaims")
+    except ValueError as exc:
+        where, _, why = str(exc).partition(": ")
+        raise FieldError(where, why) from None
     preemption = None
     if spec.get("preemptionPolicy") is not None:
         try:
@@ -113,7 +115,7 @@ def _policy(spec: Mapping[str, Any], path: str, api_version: str) -> native.Grou
         disruption=_disruption(spec.get("disruptionMode"), f"{prefix}disruptionMode",
                                api_version),
         topology_key=_topology_key(spec, f"{prefix}schedulingConstraints"),
-        resource_claims=tuple(claims),
+        resource_claims=claims,
         preemption_policy=preemption,
     )
 
@@ -164,6 +166,7 @@ def _podgroup(obj: Mapping[str, Any], api_version: str) -> native.NativeGroupInf
         annotations=read_str_map(meta, "annotations", "metadata.annotations"),
         resource_version=str(meta.get("resourceVersion") or ""),
         scheduled=_scheduled(read_map(obj, "status", "status"), api_version),
+        claim_statuses=claim_statuses(read_map(obj, "status", "status")),
     )
 
 

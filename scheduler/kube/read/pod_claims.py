@@ -38,25 +38,27 @@ def _entry(raw: Any, path: str) -> DeviceClaimUse:
     return DeviceClaimUse(name, template=value)
 
 
-def device_claim_uses(spec: Mapping[str, Any]) -> tuple[DeviceClaimUse, ...]:
-    """The pod's ``spec.resourceClaims`` entries, in its order (names unique)."""
+def device_claim_uses(spec: Mapping[str, Any],
+                      path: str = "spec.resourceClaims") -> tuple[DeviceClaimUse, ...]:
+    """The ``resourceClaims`` entries of a pod's spec (or a PodGroup's: *path*), in their
+    order (names unique)."""
     raw = spec.get("resourceClaims")
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise ValueError(f"spec.resourceClaims: expected a list, got {type(raw).__name__}")
-    uses = tuple(_entry(r, f"spec.resourceClaims[{i}]") for i, r in enumerate(raw))
+        raise ValueError(f"{path}: expected a list, got {type(raw).__name__}")
+    uses = tuple(_entry(r, f"{path}[{i}]") for i, r in enumerate(raw))
     seen: set[str] = set()
     for i, use in enumerate(uses):
         if use.entry in seen:
-            raise ValueError(f"spec.resourceClaims[{i}].name: {use.entry} given twice")
+            raise ValueError(f"{path}[{i}].name: {use.entry} given twice")
         seen.add(use.entry)
     return uses
 
 
 def claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """``status.resourceClaimStatuses``: (entry, claim made for it; "" when none was
-    needed), sorted by entry."""
+    """``status.resourceClaimStatuses`` (a pod's, or a PodGroup's): (entry, claim made for
+    it; "" when none was needed), sorted by entry."""
     out: dict[str, str] = {}
     path = "status.resourceClaimStatuses"
     for i, raw in enumerate(read_list(status, "resourceClaimStatuses", path)):

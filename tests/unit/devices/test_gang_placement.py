@@ -216,3 +216,60 @@ def test_a_gang_gone_from_a_snapshot_takes_its_claims_devices_with_it() -> None:
     one = snap.volumes.devices.released([gang.roles[0].pods[0].uid])
     assert len(one.taken()) == 1
     assert snap.volumes.devices.released(["no-such-pod"]) is snap.volumes.devices
+
+
+def test_a_podgroup_claim_is_allocated_once_for_the_group_and_reserved_for_it() -> None:
+    """Kubernetes' own PodGroup (``scheduling.k8s.io``) may hold claims its pods share
+    (``spec.resourceClaims``, DRAWorkloadResourceClaims): a pod entry identical to the
+    group's uses the group's claim. Here each of 3 pods also has its own claim from a
+    template: 3 own claims and the group's 2 devices, all on one node (the group claim's
+    devices are node-local), the group claim reserved for the PodGroup."""
+    w = World(nodes=2, devices=8)
+    group_claim = claim_for(job_pod("x", 0), template("pair", 2))
+    group_claim["metadata"] = {"name": "grp", "namespace": NS, "uid": "claim-grp",
+                               "resourceVersion": "1"}
+    w.add(informer.RESOURCE_CLAIMS, group_claim)
+    own = template("own", 1)
+    w.add(informer.CLAIM_TEMPLATES, own)
+    w.add(informer.NATIVE_PODGROUPS[0], {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": NS, "uid": "pg-uid", "resourceVersion": "1",
+                     "creationTimestamp": "2033-05-18T03:00:00Z"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                 "resourceClaims": [{"name": "shared", "resourceClaimName": "grp"}]}})
+    for i in range(3):
+        pod = job_pod("pg", i, tmpl="own")
+        pod["metadata"].pop("ownerReferences")
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
+        pod["spec"]["resourceClaims"].append({"name": "shared", "resourceClaimName": "grp"})
+        w.add(informer.RESOURCE_CLAIMS, claim_for(pod, own))
+        w.add(informer.PODS, pod)
+    plan = w.decide()
+    (bind,) = plan.binds
+    decisions = {d.claim: d for d in bind.placement.prebinds}
+    shared = decisions.pop(f"{NS}/grp")
+    assert len(shared.devices) == 2
+    assert [(c.api_group, c.resource, c.name, c.uid) for c in shared.consumers] == [
+        ("scheduling.k8s.io", "podgroups", "pg", "pg-uid")]
+    assert sorted(decisions) == [f"{NS}/pg-{i}-gpu" for i in range(3)]
+    assert {node for _, node in bind.pod_nodes} == {shared.target}
+    devices = [d for p in bind.placement.prebinds for d in p.devices]
+    assert len(devices) == len(set(devices)) == 5
+
+
+def test_a_podgroup_claim_from_a_template_waits_for_the_group_s_claim() -> None:
+    w = World(nodes=1, devices=8)
+    w.add(informer.CLAIM_TEMPLATES, template("pair", 2))
+    w.add(informer.NATIVE_PODGROUPS[0], {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": NS, "uid": "pg-uid", "resourceVersion": "1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 1}},
+                 "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": "pair"}]}})
+    pod = job_pod("pg", 0, made=False)
+    pod["metadata"].pop("ownerReferences")
+    pod["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
+    pod["spec"]["resourceClaims"] = [{"name": "shared", "resourceClaimTemplateName": "pair"}]
+    w.add(informer.PODS, pod)
+    reason = w.decide().pending[f"{NS}/pg"]
+    assert reason.category is ReasonCategory.DEVICES
+    assert "PodGroup pg's ResourceClaim does not exist yet" in reason.message, reason.message

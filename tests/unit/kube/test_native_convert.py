@@ -12,6 +12,7 @@ import pytest
 
 from scheduler.kube.read import convert, native_convert
 from scheduler.model import native
+from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.native import DisruptionMode, GroupPolicy
 from scheduler.model.pods import PreemptionPolicy
 from tests.unit.kube.test_convert import fixture, patched
@@ -59,7 +60,8 @@ BETA_GROUP = "native_podgroup_v1beta1.json"
     (ALPHA, ALPHA_GROUP, "spec.schedulingConstraints", None, ("topology_key", None)),
     (ALPHA, ALPHA_GROUP, "spec.priority", None, ("priority", None)),
     (ALPHA, ALPHA_GROUP, "spec.resourceClaims",
-     [{"name": "ib", "resourceClaimTemplateName": "infiniband"}], ("resource_claims", ("ib",))),
+     [{"name": "ib", "resourceClaimTemplateName": "infiniband"}],
+     ("resource_claims", (DeviceClaimUse("ib", template="infiniband"),))),
     (BETA, BETA_GROUP, "spec.preemptionPolicy", "Never",
      ("preemption_policy", PreemptionPolicy.NEVER)),
 ])

@@ -130,14 +130,17 @@ def test_a_group_seen_scheduled_by_another_scheduler_is_not_marked_unschedulable
 
 def test_a_refused_group_says_scheduler_error(
         setup: tuple[Api, ClusterCache, KubeActuator]) -> None:
+    """A gang that cannot be formed (a member held back by a scheduling gate) is not
+    merely unschedulable: ``SchedulerError``, with the reason."""
     api, cache, actuator = setup
-    cache.upsert_native_group(native(policy=GroupPolicy(min_count=2, resource_claims=("ib",))))
+    cache.upsert_native_group(native())
+    cache.upsert_pod(dataclasses.replace(PODS[0], scheduling_gates=("example.com/hold",)))
     Scheduler(cache, Fixed(), lambda: NOW, actuator).run_once()
     assert actuator.writer.flush()
     assert conditions(api) == [("PodGroupScheduled", "False", "SchedulerError")]
     message = next(b for p, b in api.patches if "/podgroups/" in p)["status"]["conditions"][0][
         "message"]
-    assert "resourceClaims (ib)" in message and "Dynamic Resource Allocation" in message
+    assert "scheduling gates (example.com/hold)" in message, message
 
 
 def test_a_preempted_group_is_a_disruption_target(
