@@ -24,6 +24,7 @@ from kubernetes import client
 from scheduler.tools.devcluster import dra, dra_driver, rest
 from scheduler.world import clusterspec
 from tests.e2e import dra_support as ds
+from tests.e2e import native_support
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.live import (
     POOL_LABEL,
@@ -231,6 +232,51 @@ def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_
         (result,) = ds.results(claims[name])
         assert result["pool"] == pod["spec"]["nodeName"]
         assert ds.reserved_for(claims[name]) == [name]
+
+
+def test_a_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(
+        control_plane: ControlPlane, tenant: Tenant,
+        live_scheduler: InProcessScheduler) -> None:
+    """Kubernetes' own PodGroup holding a claim its pods share (``spec.resourceClaims``,
+    DRAWorkloadResourceClaims, on in the dev cluster's apiserver): 3 pods, each with its own
+    device from a template and the group's claim of 2 devices. gang-scheduler allocates the
+    group's claim once, reserves it for the PodGroup (the apiserver accepts the entry),
+    gives each pod its own device on the same node, and binds the three whole."""
+    cp = control_plane
+    (node,) = tenant.create_nodes(1, gpus=8)
+    dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)
+    ns = tenant.namespace
+    ds.create_template(cp, ns, "one-gpu", ds.exactly(dra.DRIVER))
+    ds.create_claim(cp, ns, "grp", ds.exactly(dra.DRIVER, count=2))
+    group = {"apiVersion": f"{native_support.GROUP}/{native_support.VERSION}",
+             "kind": "PodGroup", "metadata": {"name": "pg", "labels": {QUEUE_LABEL: tenant.queue}},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                      "resourceClaims": [{"name": "shared", "resourceClaimName": "grp"}]}}
+    made = rest.call(cp.custom.create_namespaced_custom_object, native_support.GROUP,
+                     native_support.VERSION, ns, "podgroups", group)
+    for i in range(3):
+        spec = ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                    template="one-gpu")
+        spec["schedulingGroup"] = {"podGroupName": "pg"}
+        spec["resourceClaims"].append({"name": "shared", "resourceClaimName": "grp"})
+        spec["containers"][0]["resources"]["claims"].append({"name": "shared"})
+        rest.call(cp.core.create_namespaced_pod, ns, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"pg-{i}", "labels": {QUEUE_LABEL: tenant.queue}},
+            "spec": spec})
+    names = [f"pg-{i}" for i in range(3)]
+    wait_for(lambda: tenant.all_bound(names), TIMEOUT_S, what="the PodGroup's pods bound")
+    shared = ds.read_claim(cp, ns, "grp")
+    assert len(ds.results(shared)) == 2
+    assert [(r.get("apiGroup"), r["resource"], r["name"], r.get("uid"))
+            for r in shared["status"]["reservedFor"]] == [
+        (native_support.GROUP, "podgroups", "pg", made["metadata"]["uid"])]
+    nodes = {tenant.nodes_of(names)[n] for n in names}
+    assert nodes == {node}
+    own = [c for c in ds.claims(cp, ns) if c["metadata"]["name"] != "grp"]
+    assert sorted(ds.reserved_for(c)[0] for c in own) == names
+    devices = [(r["pool"], r["device"]) for c in [shared, *own] for r in ds.results(c)]
+    assert len(devices) == len(set(devices)) == 5
 
 
 def test_a_cel_request_and_a_two_device_request_as_kube_scheduler_answers_them(
