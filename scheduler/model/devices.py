@@ -171,10 +171,41 @@ class DeviceSlice:
         return self.node_selector is not None and self.node_selector.matches(labels, node)
 
 
+class ConfigSource(StrEnum):
+    """Where an allocation's config entry came from (``DeviceAllocationConfiguration``)."""
+
+    FROM_CLASS = "FromClass"
+    FROM_CLAIM = "FromClaim"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """One opaque config entry of a class or a claim, for a driver.
+
+    The allocator never reads it, but the allocation must carry it: a driver prepares a
+    device from ``status.allocation.devices.config`` only, so an allocation written without
+    the class's and the claim's config hands the driver a device configured by default.
+    ``parameters`` is the entry's JSON as the apiserver gave it, in compact text (hashable;
+    key order kept: the driver gets what kube-scheduler would have copied)."""
+
+    driver: str
+    parameters: str
+    #: The requests it applies to (a claim's entry; empty: all of them).
+    requests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedConfig:
+    """A config entry of an allocation: the class's or the claim's, and its requests."""
+
+    source: ConfigSource
+    config: DeviceConfig
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
-    """A DeviceClass: the CEL selectors every request naming it adds (config is ignored:
-    it is for the driver, not the allocator)."""
+    """A DeviceClass: the CEL selectors every request naming it adds, and the config its
+    allocations carry for the driver."""
 
     name: str
     selectors: tuple[str, ...] = ()
@@ -183,6 +214,7 @@ class DeviceClass:
     #: ``gangscheduler.io/gpus-per-device`` annotation; 1 unless it says otherwise, so a
     #: device is never free by default: a NIC class says 0).
     gpus_per_device: int = 1
+    config: tuple[DeviceConfig, ...] = ()
 
 
 class AllocationMode(StrEnum):
@@ -233,11 +265,13 @@ class Constraint:
 
 @dataclass(frozen=True, slots=True)
 class ClaimSpec:
-    """A claim's ``spec.devices`` (config dropped: the driver's business)."""
+    """A claim's ``spec.devices``: requests and constraints for the allocator, config for the
+    allocation it gets (``DeviceConfig``)."""
 
     requests: tuple[Request, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     unsupported: tuple[str, ...] = ()
+    config: tuple[DeviceConfig, ...] = ()
 
     def all_unsupported(self) -> tuple[str, ...]:
         """Every unsupported field of the spec, its requests and sub-requests."""

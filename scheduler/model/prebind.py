@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.model.device_inventory import DeviceInventory
-from scheduler.model.devices import Allocation, Consumer, ResourceClaim
+from scheduler.model.devices import AllocatedConfig, Allocation, Consumer, ResourceClaim
 from scheduler.model.volumes import Claim, ClaimRef, Volume, VolumeCatalog, VolumePhase
 
 #: The API kinds of the claims pre-bind decisions are about (``PreBind.subject``).
@@ -70,11 +70,18 @@ class PreBind:
     allocation: Allocation | None = field(default=None, compare=False)
     #: The pods a ``DEVICES`` decision reserves the claim for (``status.reservedFor``).
     consumers: tuple[Consumer, ...] = field(default=(), compare=False)
+    #: The config the allocation carries for its drivers (``allocation.devices.config``:
+    #: ``scheduler.model.device_config.allocation_config``), decided with it from the
+    #: classes it was allocated with. Empty without an allocation.
+    config: tuple[AllocatedConfig, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if self.kind is not PreBindKind.DEVICES and (
-                self.devices or self.allocation is not None or self.consumers):
+                self.devices or self.allocation is not None or self.consumers
+                or self.config):
             raise ValueError(f"{self.kind} decision for {self.claim} carries devices")
+        if self.config and self.allocation is None:
+            raise ValueError(f"decision for {self.claim}: config without an allocation")
         if self.allocation is not None and self.devices != device_names(self.allocation):
             raise ValueError(f"decision for {self.claim}: devices {self.devices} are not "
                              "its allocation's")

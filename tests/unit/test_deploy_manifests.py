@@ -142,6 +142,9 @@ EXPECTED_CLUSTER_RULES = {
     *(("resource.k8s.io", r, v) for r in ("deviceclasses", "resourceslices", "resourceclaims",
                                           "resourceclaimtemplates")
       for v in ("get", "list", "watch")),
+    # Claims allocated before a gang binds: the finalizer, then status (issue 35).
+    ("resource.k8s.io", "resourceclaims", "patch"),
+    *(("resource.k8s.io", "resourceclaims/status", v) for v in ("update", "patch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
     *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
@@ -171,6 +174,17 @@ def test_cluster_role_grants_exactly_what_the_scheduler_uses() -> None:
     assert EXPECTED_CLUSTER_RULES - got == set(), "less than the scheduler needs"
     assert not any("*" in part for g in got for part in g)
     assert not any(r.split("/")[0] in ("secrets", "configmaps") for _, r, _ in got)
+
+
+def test_the_charts_cluster_role_grants_what_deploys_does() -> None:
+    """Without helm (test_helm_chart.py renders it when helm is built): the chart's rules,
+    read past its template lines, are deploy's, the claim allocation's writes included."""
+    text = (HELM / "gang-scheduler" / "templates" / "clusterrole.yaml").read_text()
+    rules = yaml.safe_load(text[text.index("\nrules:"):])
+    chart = grants(rules)
+    assert chart == grants(one("ClusterRole", "gang-scheduler"))
+    assert {("resource.k8s.io", "resourceclaims/status", v) for v in ("update", "patch")} \
+        | {("resource.k8s.io", "resourceclaims", "patch")} <= chart
 
 
 USERS = DEPLOY / "users"

@@ -1,12 +1,13 @@
 """Pre-bind decisions, kind by kind: each is assumed in the catalog, recognised once the
 watch shows it, written and undone on the apiserver (the fake the writer's own tests use);
-``DEVICES`` is refused by every edge until Dynamic Resource Allocation (issue 35)."""
+the JSON of ``DEVICES`` writes, case by case, is tests/unit/kube/test_claim_allocation_writes.py.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given
@@ -16,13 +17,25 @@ from scheduler.decide.plan import Bind, CyclePlan, Provision
 from scheduler.feed.facts import ClusterFacts
 from scheduler.kube.client import Response
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.lead.fence import Fenced
 from scheduler.kube.write import prebind as writes
 from scheduler.kube.write.actuator import KubeActuator
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.prebind import PreBindWriter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.model import PodRef, prebind
-from scheduler.model.prebind import PreBind, PreBindKind
+from scheduler.model.device_inventory import DeviceInventory
+from scheduler.model.devices import (
+    Allocation,
+    Ask,
+    ClaimSpec,
+    Consumer,
+    DeviceId,
+    DeviceResult,
+    Request,
+    ResourceClaim,
+)
+from scheduler.model.prebind import PreBind, PreBindKind, device_names
 from scheduler.model.volumes import (
     SELECTED_NODE_ANNOTATION,
     Claim,
@@ -42,6 +55,7 @@ CLAIM_PATH = "/api/v1/namespaces/ns/persistentvolumeclaims/ckpt"
 PV_PATH = "/api/v1/persistentvolumes/pv-1"
 
 Json = dict[str, dict[str, Any]]
+F = TypeVar("F", bound=FakeApi)
 
 
 @dataclass(frozen=True)
@@ -77,13 +91,29 @@ CASES = {
         undone=lambda o: not o[CLAIM_PATH]["metadata"].get("annotations")),
 }
 VOLUME_KINDS = sorted(CASES)
-DEVICES = PreBind("ns/ckpt", PreBindKind.DEVICES, "node-1", ("gpu-0", "gpu-1"))
+GPUS = Allocation(tuple(DeviceResult("gpu", DeviceId("gpu.example.com", "node-1", f"gpu-{i}"))
+                        for i in range(2)))
+MEMBERS = (Consumer("pods", "g-0", "u0"), Consumer("pods", "g-1", "u1"))
+DEVICES = PreBind("ns/ckpt", PreBindKind.DEVICES, "node-1", device_names(GPUS), GPUS, MEMBERS)
+RESOURCE_CLAIM = ResourceClaim(
+    "ns", "ckpt", ClaimSpec((Request("gpu", (Ask("gpu", "gpu", count=2),)),)), uid="rc1",
+    resource_version="7")
+RC_PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/ckpt"
 
 
 def api() -> FakeApi:
     fake = FakeApi()
     fake.objects[CLAIM_PATH] = {
         "metadata": {"name": "ckpt", "uid": "c1", "resourceVersion": "1"}, "spec": {}}
+    return with_resource_claim(fake)
+
+
+def with_resource_claim(fake: F) -> F:
+    """*fake* with the ResourceClaim ``ns/ckpt``, not allocated."""
+    fake.objects[RC_PATH] = {
+        "metadata": {"name": "ckpt", "namespace": "ns", "uid": "rc1", "resourceVersion": "7"},
+        "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2}}]}}}
     return fake
 
 
@@ -145,30 +175,49 @@ def test_the_writer_leaves_a_claim_bound_meanwhile(kind: PreBindKind) -> None:
     assert not out.ok and "bound already (to pv-9)" in out.failure and fake.patches == []
 
 
-def test_devices_are_refused_by_every_edge_until_dra() -> None:
-    """Nothing decides a ResourceClaim allocation yet: carrying one out must fail loudly,
-    never be skipped as a claim the catalog does not know."""
-    assert DEVICES.describe() == "ckpt allocated gpu-0, gpu-1 on node node-1"
+def test_a_device_decision_is_assumed_shown_and_described() -> None:
+    """The inventory's claim gets the allocation and the members; the facts assume it until
+    the watched claim is allocated and reserved for every member."""
+    assert DEVICES.describe() == ("ckpt allocated gpu.example.com/node-1/gpu-0, "
+                                  "gpu.example.com/node-1/gpu-1 on node node-1")
     # A ResourceClaim and a PVC of the same name are assumed apart.
     assert {DEVICES.subject} | {c.decision.subject for c in CASES.values()} == {
         ("ResourceClaim", "ns/ckpt"), ("PersistentVolumeClaim", "ns/ckpt")}
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.assume(CATALOG, [DEVICES])
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.assume(VolumeCatalog(), [DEVICES])  # not even when no claim is known
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.shown(CLAIM, DEVICES)
-    facts = ClusterFacts()
-    facts.set_claim(CLAIM.key, CLAIM)
+    catalog = VolumeCatalog.of([CLAIM], [PV], devices=DeviceInventory.of(
+        claims=[RESOURCE_CLAIM]))
+    assumed = prebind.assume(catalog, [DEVICES])
+    got = assumed.devices.claims["ns/ckpt"]
+    assert got.allocation == GPUS and got.reserved_for == MEMBERS
+    assert assumed.claims == catalog.claims  # the PVC of the same name is untouched
+    assert prebind.assume(assumed, [DEVICES]) == assumed
+    assert prebind.assume(VolumeCatalog(), [DEVICES]) == VolumeCatalog()
+
+    facts = ClusterFacts(ttl=10.0)
+    facts.set_resource_claim(RESOURCE_CLAIM.key, RESOURCE_CLAIM)
     facts.assume([DEVICES], now=0.0)
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        facts.catalog()
+    assert facts.catalog().devices.claims["ns/ckpt"].allocation == GPUS
+    half = replace(RESOURCE_CLAIM, allocation=GPUS, reserved_for=MEMBERS[:1])
+    assert not prebind.shown(half, DEVICES)
+    facts.set_resource_claim(RESOURCE_CLAIM.key, half)
+    assert facts.next_expiry() == 10.0  # one member not reserved yet: still assumed
+    done = replace(RESOURCE_CLAIM, allocation=GPUS, reserved_for=MEMBERS)
+    assert prebind.shown(done, DEVICES)
+    facts.set_resource_claim(RESOURCE_CLAIM.key, done)
+    assert facts.next_expiry() is None
+    assert facts.catalog().devices.claims["ns/ckpt"] == done
+
+
+def test_the_writer_allocates_and_reserves_then_takes_it_back() -> None:
     fake = api()
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        PreBindWriter(fake).apply([DEVICES])  # type: ignore[arg-type]
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        PreBindWriter(fake).undo([DEVICES])  # type: ignore[arg-type]
-    assert fake.patches == []
+    writer = PreBindWriter(fake)  # type: ignore[arg-type]
+    out = writer.apply([DEVICES], "ns/g")
+    assert out.ok and out.done == (DEVICES,)
+    status = fake.objects[RC_PATH]["status"]
+    assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0", "gpu-1"]
+    assert [e["uid"] for e in status["reservedFor"]] == ["u0", "u1"]
+    assert [p for p, _ in fake.patches] == [RC_PATH, f"{RC_PATH}/status"]
+    writer.undo(out.done, "ns/g")
+    assert fake.objects[RC_PATH]["status"] == {}
 
 
 class BindingApi(FakeApi):
@@ -193,14 +242,15 @@ def test_the_actuator_writes_them_before_the_bind_and_takes_them_back_if_it_fail
         bind_status: int) -> None:
     """The plan's pre-bind decisions reach the writer: a provision's at once, a bind's
     before any member binds (undone when the bind fails and nothing of it is kept)."""
-    fake = BindingApi(bind_status)
+    fake = with_resource_claim(BindingApi(bind_status))
     binder = Binder(fake, concurrency=1)  # type: ignore[arg-type]
     act = KubeActuator(fake, binder, StatusWriter(fake),  # type: ignore[arg-type]
                        EventRecorder(fake))  # type: ignore[arg-type]
     claim_ref = CASES[PreBindKind.CLAIM_REF].decision
     selected = PreBind("ns/data", PreBindKind.SELECTED_NODE, "node-1")
     pod = PodRef("ns", "g-0", "u0")
-    placement = Placement("ns/g", (Assignment("worker", "node-1", 1),), prebinds=(claim_ref,))
+    placement = Placement("ns/g", (Assignment("worker", "node-1", 1),),
+                          prebinds=(claim_ref, DEVICES))
     plan = CyclePlan(now=0.0, binds=(Bind("ns/g", "q", placement, ((pod, "node-1"),)),),
                      provisions=(Provision("ns/h", (selected,)),))
     try:
@@ -210,16 +260,54 @@ def test_the_actuator_writes_them_before_the_bind_and_takes_them_back_if_it_fail
         binder.close()
     patched = [p for m, p in fake.calls if m == "PATCH" and "/pods/" not in p]
     bound = fake.calls.index(("POST", "/api/v1/namespaces/ns/pods/g-0/binding"))
-    assert patched[:2] == ["/api/v1/namespaces/ns/persistentvolumeclaims/data", PV_PATH]
-    assert fake.calls.index(("PATCH", PV_PATH)) < bound
+    assert patched[:4] == ["/api/v1/namespaces/ns/persistentvolumeclaims/data", PV_PATH,
+                           RC_PATH, f"{RC_PATH}/status"]
+    assert fake.calls.index(("PATCH", f"{RC_PATH}/status")) < bound
     anno = fake.objects["/api/v1/namespaces/ns/persistentvolumeclaims/data"]["metadata"]
     assert anno["annotations"] == {SELECTED_NODE_ANNOTATION: "node-1"}
     if bind_status == 201:
-        assert result.bound == ("ns/g",) and result.prebinds == (selected, claim_ref)
+        assert result.bound == ("ns/g",) and result.prebinds == (selected, claim_ref, DEVICES)
         assert CASES[PreBindKind.CLAIM_REF].written(fake.objects)
-    else:  # the claimRef is taken back; the provision stands (its gang binds later)
+        assert fake.objects[RC_PATH]["status"]["allocation"]["devices"]["results"]
+    else:  # the claimRef and the allocation are taken back; the provision stands
         assert "ns/g" in result.failed and result.prebinds == (selected,)
-        assert CASES[PreBindKind.CLAIM_REF].undone(fake.objects) and patched[2:] == [PV_PATH]
+        assert CASES[PreBindKind.CLAIM_REF].undone(fake.objects)
+        assert fake.objects[RC_PATH]["status"] == {}
+        assert patched[4:] == [PV_PATH, f"{RC_PATH}/status"]
+
+
+class FencedBindingApi(BindingApi):
+    """The apiserver behind a replica that lost the leader Lease: writes are refused."""
+
+    def request(self, method: str, path: str, *, body: Any = None, **kw: Any) -> Response:
+        if method != "GET":
+            self.calls.append((method, path))
+            raise Fenced(f"{method} {path}: not sent, fenced")
+        return super().request(method, path, body=body, **kw)
+
+
+def test_a_fenced_device_write_fails_the_gang_without_binding_it() -> None:
+    """The claim writes go through the actuator's fenced client: refused, the gang does not
+    bind, is reported fenced (no backoff), and nothing is taken back by this replica."""
+    fake = with_resource_claim(FencedBindingApi(201))
+    binder = Binder(fake, concurrency=1)  # type: ignore[arg-type]
+    act = KubeActuator(fake, binder, StatusWriter(fake),  # type: ignore[arg-type]
+                       EventRecorder(fake))  # type: ignore[arg-type]
+    assert act.prebinds.api.client is binder.client
+    pod = PodRef("ns", "g-0", "u0")
+    placement = Placement("ns/g", (Assignment("worker", "node-1", 1),), prebinds=(DEVICES,))
+    plan = CyclePlan(now=0.0, binds=(Bind("ns/g", "q", placement, ((pod, "node-1"),)),))
+    try:
+        result = landed(act.apply(plan, 0.0))
+    finally:
+        act.close()
+        binder.close()
+    assert result.failed["ns/g"].startswith("claims not bound: fenced: ")
+    assert result.fenced == ("ns/g",) and result.bound == () and result.prebinds == ()
+    assert not any(p.endswith("/binding") for _, p in fake.calls)
+    assert [c for c in fake.calls if c[1].startswith(RC_PATH)] == [
+        ("GET", RC_PATH), ("PATCH", RC_PATH)]  # refused, and no undo tried
+    assert "status" not in fake.objects[RC_PATH]
 
 
 def test_only_a_device_decision_carries_devices() -> None:

@@ -11,6 +11,7 @@ it and a device or pool that has it is not offered (``scheduler.model.devices`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -35,6 +36,7 @@ from scheduler.model.devices import (
     Consumer,
     Device,
     DeviceClass,
+    DeviceConfig,
     DeviceId,
     DeviceResult,
     DeviceSlice,
@@ -207,11 +209,35 @@ def _gpus_per_device(meta: Mapping[str, Any], unsupported: list[str]) -> int:
     return int(value)
 
 
+def _configs(raw: Mapping[str, Any], path: str,
+             claim: bool) -> tuple[tuple[DeviceConfig, ...], list[str]]:
+    """A class's or a claim's ``config`` entries, kept for the allocation to carry (see
+    ``DeviceConfig``). An entry that is not ``opaque`` (a kind of config a newer API may
+    add) is unsupported rather than dropped: the driver would miss it."""
+    out, unsupported = [], []
+    for i, c in enumerate(read_list(raw, "config", f"{path}.config")):
+        where = f"{path}.config[{i}]"
+        entry = _obj(c, where)
+        requests = (tuple(str(r) for r in read_list(entry, "requests", f"{where}.requests"))
+                    if claim else ())
+        if entry.get("opaque") is None:
+            unsupported.append(f"{where} (not opaque)")
+            continue
+        opaque = _obj(entry["opaque"], f"{where}.opaque")
+        if "parameters" not in opaque:
+            raise FieldError(f"{where}.opaque.parameters", "missing")
+        out.append(DeviceConfig(_str(opaque, "driver", f"{where}.opaque.driver"),
+                                json.dumps(opaque["parameters"], separators=(",", ":")),
+                                requests))
+    return tuple(out), unsupported
+
+
 def _class(obj: Mapping[str, Any]) -> DeviceClass:
     meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     selectors, unsupported = _selectors(spec, "spec")
+    config, refused = _configs(spec, "spec", claim=False)
     gpus = _gpus_per_device(meta, unsupported)
-    return DeviceClass(read_name(meta), selectors, tuple(unsupported), gpus)
+    return DeviceClass(read_name(meta), selectors, tuple(unsupported + refused), gpus, config)
 
 
 def _ask(raw: Mapping[str, Any], name: str, path: str, sub: bool) -> Ask:
@@ -280,7 +306,8 @@ def claim_spec(spec: Mapping[str, Any], path: str = "spec") -> ClaimSpec:
             constraints.append(constraint)
         else:
             unsupported.append(refused)
-    return ClaimSpec(requests, tuple(constraints), tuple(unsupported))
+    config, refused_config = _configs(devices, where, claim=True)
+    return ClaimSpec(requests, tuple(constraints), tuple(unsupported + refused_config), config)
 
 
 def _allocation(raw: Mapping[str, Any]) -> Allocation:
@@ -331,7 +358,8 @@ def resource_slice(obj: Any) -> DeviceSlice:
 
 
 def device_class(obj: Any) -> DeviceClass:
-    """A DeviceClass: its CEL selectors and the GPUs one of its devices counts for."""
+    """A DeviceClass: its CEL selectors, the config its allocations carry and the GPUs
+    one of its devices counts for."""
     return converted("deviceclass", obj, lambda: _class(obj))
 
 

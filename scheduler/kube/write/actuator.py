@@ -94,7 +94,7 @@ class KubeActuator:
         for prov in plan.provisions:
             outcome = self.prebinds.apply(prov.prebinds, prov.gang_id)
             prebinds += outcome.done
-            retries.append(None if outcome.ok else self.evictor.retry_seconds)
+            retries.append(None if outcome.ok or outcome.fenced else self.evictor.retry_seconds)
         binding = self._hand_off(plan.binds)
         retries.append(self.evictor.retry_seconds if self.releaser.roll_back(plan.rollbacks)
                        else None)
@@ -131,15 +131,18 @@ class KubeActuator:
             self.statuses.set_nominated_node(ref, node)
 
     # Binding --------------------------------------------------------------------------------
-    def _write_prebinds(self, binds: Sequence[Bind]) -> dict[str, str]:
-        """Pre-bind writes of each gang before any member binds: gang id -> why they failed."""
-        failed = {}
+    def _write_prebinds(self, binds: Sequence[Bind]) -> tuple[dict[str, str], list[str]]:
+        """Pre-bind writes of each gang before any member binds: gang id -> why they failed,
+        and the gangs of those the leader fence refused (not to be backed off)."""
+        failed, fenced = {}, []
         for b in binds:
             if b.placement.prebinds:
                 outcome = self.prebinds.apply(b.placement.prebinds, b.gang_id)
                 if not outcome.ok:
                     failed[b.gang_id] = f"claims not bound: {outcome.failure}"
-        return failed
+                if outcome.fenced:
+                    fenced.append(b.gang_id)
+        return failed, fenced
 
     def _hand_off(self, binds: Sequence[Bind]) -> Future[ApplyResult] | None:
         """Hand *binds* to the binding stage, after making sure no explanation or nomination
@@ -159,7 +162,7 @@ class KubeActuator:
     def _bind(self, handed: Sequence[Bind]) -> ApplyResult:
         """Bind gangs (pre-bind writes first), on the binding stage: the gangs bound with the
         pre-bind writes that stand, those that failed (why, and what of them is kept)."""
-        prebinds_failed = self._write_prebinds(handed)
+        prebinds_failed, prebinds_fenced = self._write_prebinds(handed)
         binds = [b for b in handed if b.gang_id not in prebinds_failed]
         outcomes = self.binder.bind_gangs([(b.gang_id, b.pod_nodes) for b in binds],
                                           self.config.scheduler_name)
@@ -191,7 +194,7 @@ class KubeActuator:
         return ApplyResult(
             bound=tuple(bound), failed=failed, prebinds=tuple(prebinds),
             unanswered=tuple(b.gang_id for b, out in pairs if out.unanswered),
-            fenced=tuple(b.gang_id for b, out in pairs if out.fenced),
+            fenced=(*prebinds_fenced, *(b.gang_id for b, out in pairs if out.fenced)),
             # Kept bound (of a failed gang), or bound where the plan did not say (read back).
             left=tuple(pn for _, out in pairs for pn in out.bound
                        if not out.ok or planned.get(pn[0].uid) != pn[1]),

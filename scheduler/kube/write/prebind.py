@@ -10,19 +10,28 @@ conditional on its resourceVersion, so a PV taken meanwhile fails the write inst
 stolen. If any write of a gang fails, or the gang's bind fails afterwards, the writes
 already made are undone where nothing has acted on them yet (the PV still unbound, the claim
 still unbound); a claim the controller has bound stays bound, as it does in kube-scheduler,
-and the gang's next placement honours it. ``DEVICES`` (a ResourceClaim allocation, issue
-35) is refused: ``NotImplementedError``, never skipped.
+and the gang's next placement honours it. ``DEVICES`` (a ResourceClaim's allocation and
+reservation, issue 35) is written as kube-scheduler's DynamicResources writes it:
+``scheduler.kube.write.claim_allocation``.
+
+The writes go through the actuator's client, the binder's, which is fenced: a write refused
+because this replica no longer leads raises ``Fenced``, which fails the gang's pre-bind
+writes as fenced (``PreBindOutcome.fenced``: the gang does not bind and is not backed off)
+and takes nothing back: what was written stays for the leader, as a fenced bind's members do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import structlog
 
-from scheduler.kube.client import MERGE_PATCH, Requester, TransportError, path_segment
+from scheduler.kube.client import Requester, path_segment
+from scheduler.kube.lead.fence import Fenced
+from scheduler.kube.write.claim_allocation import undo_devices, write_devices
+from scheduler.kube.write.conditional import Api
 from scheduler.model.prebind import PreBind, PreBindKind
 from scheduler.model.volumes import SELECTED_NODE_ANNOTATION
 
@@ -44,40 +53,12 @@ def _pv_path(name: str) -> str:
 class PreBindOutcome:
     done: tuple[PreBind, ...] = ()
     failure: str = ""  # why a write failed (the done ones are undone already)
+    #: The failure was the leader fence's: nothing was taken back (not ours to write).
+    fenced: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.failure
-
-
-class Api:
-    """The reads and conditional patches every kind's writes are made of."""
-
-    def __init__(self, client: Requester, timeout: tuple[float, float]) -> None:
-        self.client = client
-        self.timeout = timeout
-
-    def get(self, path: str) -> dict[str, Any] | str:
-        try:
-            resp = self.client.request("GET", path, timeout=self.timeout)
-        except TransportError as exc:
-            return f"no reply from the apiserver: {exc}"
-        if not resp.ok:
-            return f"HTTP {resp.status}: {resp.message()}"
-        body = resp.json()
-        return body if isinstance(body, dict) else "unreadable reply"
-
-    def patch(self, path: str, body: dict[str, Any]) -> str:
-        try:
-            resp = self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH,
-                                       timeout=self.timeout)
-        except TransportError as exc:
-            return f"no reply from the apiserver: {exc}"
-        if resp.ok:
-            return ""
-        if resp.status == 409:
-            return f"changed meanwhile ({resp.message()})"
-        return f"HTTP {resp.status}: {resp.message()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,16 +144,10 @@ def _undo_claim_ref(api: Api, d: PreBind) -> str:
         "spec": {"claimRef": None}})
 
 
-def _devices_refused(api: Api, d: PreBind) -> NoReturn:
-    raise NotImplementedError(
-        f"claim {d.claim}: writing a ResourceClaim allocation (PreBindKind.DEVICES) is "
-        "reserved for Dynamic Resource Allocation (issue 35)")
-
-
 WRITES: Mapping[PreBindKind, KindWrites] = {
     PreBindKind.CLAIM_REF: KindWrites(_write_claim_ref, _undo_claim_ref),
     PreBindKind.SELECTED_NODE: KindWrites(_write_selected_node, _undo_selected_node),
-    PreBindKind.DEVICES: KindWrites(_devices_refused, _devices_refused),
+    PreBindKind.DEVICES: KindWrites(write_devices, undo_devices),
 }
 
 
@@ -181,10 +156,16 @@ class PreBindWriter:
         self.api = Api(client, timeout)
 
     def apply(self, decisions: Sequence[PreBind], gang: str = "") -> PreBindOutcome:
-        """Every write, or none (what was written is undone when one fails)."""
+        """Every write, or none (what was written is undone when one fails; not when the
+        fence refused one: then this replica may not write, nor take back)."""
         done: list[PreBind] = []
         for d in decisions:
-            why = WRITES[d.kind].apply(self.api, d)
+            try:
+                why = WRITES[d.kind].apply(self.api, d)
+            except Fenced as exc:
+                log.warning("claims_fenced", gang=gang, claim=d.claim, written=len(done),
+                            reason=str(exc))
+                return PreBindOutcome((), f"fenced: {exc}", fenced=True)
             if why:
                 self.undo(done, gang)
                 log.info("claims_failed", gang=gang, claim=d.claim, reason=why)
@@ -195,6 +176,10 @@ class PreBindWriter:
     def undo(self, decisions: Iterable[PreBind], gang: str = "") -> None:
         """Take back the writes nothing has acted on yet (best effort, logged)."""
         for d in decisions:
-            why = WRITES[d.kind].undo(self.api, d)
+            try:
+                why = WRITES[d.kind].undo(self.api, d)
+            except Fenced as exc:  # every other write would be refused as well
+                log.warning("claim_undo_fenced", gang=gang, claim=d.claim, reason=str(exc))
+                return
             if why:
                 log.warning("claim_undo_failed", gang=gang, claim=d.claim, reason=why)

@@ -18,9 +18,10 @@ from scheduler.kube.read.devices_convert import (
     resource_slice,
 )
 from scheduler.kube.read.fields import ConversionError
-from scheduler.model.devices import AllocationMode, Constraint, DeviceId, Version
+from scheduler.model.devices import AllocationMode, Constraint, DeviceConfig, DeviceId, Version
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).parents[2] / "data" / "dra"
 D = "gpu.example.com"
 
 
@@ -63,6 +64,41 @@ def test_a_resource_claim() -> None:
                                     DeviceId("nic.example.com", "node-1", "nic-0")}
     assert c.allocation.reaches("node-1", {}) and not c.allocation.reaches("node-2", {})
     assert [r.name for r in c.reserved_for] == ["trainer-0"]
+
+
+def test_config_is_kept_for_the_allocation_to_carry() -> None:
+    """The class's and the claim's opaque config, parameters as the apiserver gave them: an
+    allocation without them would hand the driver an unconfigured device."""
+    c = device_class(fixture("deviceclass"))
+    assert c.config == (DeviceConfig(D, '{"apiVersion":"gpu.example.com/v1","kind":"GpuConfig"}'),)
+    claim = resource_claim(fixture("resourceclaim"))
+    assert claim.spec.config == (DeviceConfig(D, "{}", ("gpus",)),)
+    # A real claim as the apiserver returned it, given config the way a user writes it.
+    real = json.loads((DATA / "resourceclaim-two-devices-allocated.json").read_text())
+    assert resource_claim(real).spec.config == ()
+    real["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": D, "parameters": {"kind": "GpuConfig", "sharing": {"mps": {}}}}},
+        {"requests": ["gpu", "other"], "opaque": {"driver": D, "parameters": {"n": 2}}}]
+    spec = resource_claim(real).spec
+    assert spec.config == (DeviceConfig(D, '{"kind":"GpuConfig","sharing":{"mps":{}}}'),
+                           DeviceConfig(D, '{"n":2}', ("gpu", "other")))
+    assert spec.all_unsupported() == ()
+
+
+@pytest.mark.parametrize("kind,path", [
+    ("deviceclass", "spec"), ("resourceclaim", "spec.devices")])
+def test_config_that_is_not_opaque_is_unsupported_not_dropped(kind: str, path: str) -> None:
+    obj = fixture(kind)
+    where = obj["spec"] if kind == "deviceclass" else obj["spec"]["devices"]
+    where["config"] = [*where["config"], {"requests": [], "structured": {"x": 1}}]
+    if kind == "deviceclass":
+        unsupported = device_class(obj).unsupported
+    else:
+        unsupported = resource_claim(obj).spec.all_unsupported()
+    assert unsupported == (f"{path}.config[1] (not opaque)",)
+    del where["config"][0]["opaque"]["parameters"]
+    with pytest.raises(ConversionError, match=rf"{path}.config\[0\].opaque.parameters"):
+        (device_class if kind == "deviceclass" else resource_claim)(obj)
 
 
 def test_a_claim_template() -> None:

@@ -4,6 +4,7 @@ gang cannot bind, and never taking a PV someone else has meanwhile."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from scheduler.kube.client import Response
@@ -16,7 +17,8 @@ PROVISION = PreBind("ns/data", PreBindKind.SELECTED_NODE, "node-1")
 
 
 class FakeApi:
-    """Objects by path; GET returns them, PATCH merges (honouring resourceVersion)."""
+    """Objects by path; GET returns them, PATCH merges (honouring resourceVersion) and
+    returns the object; a ``/status`` subresource is its object's."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {
@@ -32,11 +34,10 @@ class FakeApi:
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
     def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Response:
-        obj = self.objects.get(path)
+        obj = self.objects.get(path.removesuffix("/status"))
         if obj is None:
             return Response(404, b'{"message": "not found"}')
         if method == "GET":
-            import json
             return Response(200, json.dumps(obj).encode())
         if path in self.refuse:
             return Response(409, b'{"message": "conflict"}')
@@ -46,7 +47,7 @@ class FakeApi:
         self.patches.append((path, copy.deepcopy(body)))
         _merge(obj, body)
         obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
-        return Response(200, b"{}")
+        return Response(200, json.dumps(obj).encode())
 
 
 def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
