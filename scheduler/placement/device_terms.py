@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.kit.memo import Slot
 from scheduler.model import Gang
+from scheduler.model.device_config import allocation_config
 from scheduler.model.device_inventory import DeviceInventory
 from scheduler.model.devices import Allocation, Consumer, DeviceId, ResourceClaim
 from scheduler.model.prebind import PreBind, PreBindKind, device_names
@@ -333,8 +334,10 @@ class DeviceRule:
             new = tuple(c for c in users.get(key, ()) if c.uid not in reserved)
             if key in made:
                 node, allocation = made[key]
+                config = allocation_config(claim.spec, self.world.inventory.classes,
+                                           allocation)
                 out.append(PreBind(key, PreBindKind.DEVICES, node, device_names(allocation),
-                                   allocation, new))
+                                   allocation, new, config))
             elif new:
                 out.append(PreBind(key, PreBindKind.DEVICES, where[key], consumers=new))
         return tuple(sorted(out))

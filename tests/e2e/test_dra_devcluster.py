@@ -270,7 +270,7 @@ def test_a_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(
     assert len(ds.results(shared)) == 2
     assert [(r.get("apiGroup"), r["resource"], r["name"], r.get("uid"))
             for r in shared["status"]["reservedFor"]] == [
-        (native_support.GROUP, "podgroups", "pg", made["metadata"]["uid"])]
+        (native_support.GROUP, "podgroups", "pg", made["metadata"]["uid"])], shared["status"]
     nodes = {tenant.nodes_of(names)[n] for n in names}
     assert nodes == {node}
     own = [c for c in ds.claims(cp, ns) if c["metadata"]["name"] != "grp"]

@@ -8,9 +8,10 @@ validate its fields, the Job controller to create Workloads and PodGroups for In
 be run by either scheduler). Each component gets only the gates it reads; the names come from
 ``pkg/features/kube_features.go`` of the pinned release.
 
-Dynamic Resource Allocation needs none: ``DynamicResourceAllocation`` is GA and locked on
-since 1.35 and ``resource.k8s.io/v1`` is served by default; what the dev cluster adds for it
-is the resourceclaim controller (controllers.py) and a fake driver (dra_driver.py).
+Dynamic Resource Allocation needs none of its own: ``DynamicResourceAllocation`` is GA and
+locked on since 1.35 and ``resource.k8s.io/v1`` is served by default; what the dev cluster
+adds for it is the resourceclaim controller (controllers.py) and a fake driver
+(dra_driver.py). Claims a PodGroup holds (``DRAWorkloadResourceClaims``) are the gang API's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ _GATES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "kube-apiserver": ("GenericWorkload", "GangScheduling", "WorkloadAwarePreemption",
                            "TopologyAwareWorkloadScheduling", "WorkloadWithJob",
                            "DRAWorkloadResourceClaims"),
-        "kube-controller-manager": ("GenericWorkload", "WorkloadWithJob"),
+        # DRAWorkloadResourceClaims: the resourceclaim controller makes a PodGroup's claims
+        # from its templates and knows a claim reserved for a PodGroup is its pods' (without
+        # it, it reserves the claim for each bound pod besides).
+        "kube-controller-manager": ("GenericWorkload", "WorkloadWithJob",
+                                    "DRAWorkloadResourceClaims"),
         "kube-scheduler": ("GenericWorkload", "GangScheduling", "WorkloadAwarePreemption",
                            "TopologyAwareWorkloadScheduling"),
     },
@@ -34,7 +39,8 @@ _GATES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "kube-apiserver": ("GenericWorkload", "TopologyAwareWorkloadScheduling",
                            "WorkloadWithJob", "DRAWorkloadResourceClaims",
                            "PodGroupPreemptionPolicy"),
-        "kube-controller-manager": ("GenericWorkload", "WorkloadWithJob"),
+        "kube-controller-manager": ("GenericWorkload", "WorkloadWithJob",
+                                    "DRAWorkloadResourceClaims"),
         "kube-scheduler": ("GenericWorkload", "TopologyAwareWorkloadScheduling",
                            "PodGroupPreemptionPolicy"),
     },

@@ -10,7 +10,8 @@ from scheduler.tools.devcluster import gates
 @pytest.mark.parametrize(("component", "version", "expected"), [
     ("kube-apiserver", "v1.36.3", {"GenericWorkload", "GangScheduling", "WorkloadWithJob",
                                    "WorkloadAwarePreemption", "TopologyAwareWorkloadScheduling"}),
-    ("kube-controller-manager", "v1.36.3", {"GenericWorkload", "WorkloadWithJob"}),
+    ("kube-controller-manager", "v1.36.3", {"GenericWorkload", "WorkloadWithJob",
+                                            "DRAWorkloadResourceClaims"}),
     ("kube-scheduler", "v1.36.3", {"GenericWorkload", "GangScheduling"}),
     ("kube-apiserver", "v1.37.2", {"GenericWorkload", "WorkloadWithJob"}),
     ("kube-scheduler", "v1.37.2", {"GenericWorkload", "TopologyAwareWorkloadScheduling"}),
