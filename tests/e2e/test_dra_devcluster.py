@@ -25,7 +25,7 @@ from scheduler.tools.devcluster import dra, dra_driver, rest
 from scheduler.world import clusterspec
 from tests.e2e import dra_support as ds
 from tests.e2e import native_support
-from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
+from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import (
     POOL_LABEL,
     QUEUE_LABEL,
@@ -179,19 +179,17 @@ def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_
     allocates the first Job's 4 claims (written to the claims before any pod binds, accepted
     by the apiserver's validation, reserved for their pods, each device of its pod's node)
     and binds it whole; the second waits whole with a Devices reason, none of its claims
-    allocated, until the first finishes (kwok ends its pods; the real resourceclaim
-    controller frees their claims): then it starts whole on the freed devices."""
+    allocated, until the first is deleted (the real resourceclaim controller and garbage
+    collector take its claims away): then it starts whole on the freed devices."""
     cp = control_plane
     nodes = tenant.create_nodes(2, gpus=3)
     dra_driver.wait_published(cp.api, nodes, timeout_s=TIMEOUT_S)
     ds.create_template(cp, tenant.namespace, "one-gpu", ds.exactly(dra.DRIVER))
     batch = client.BatchV1Api(cp.api)
-    for name, runtime in (("first", "20"), ("second", None)):
+    for name in ("first", "second"):
         job = ds.indexed_job(name, 4, ds.claiming_pod_spec(
             {POOL_LABEL: tenant.pool}, tenant.scheduler_name, template="one-gpu"),
             {QUEUE_LABEL: tenant.queue})
-        if runtime:
-            job["spec"]["template"]["metadata"]["annotations"] = {SIMULATED_RUNTIME: runtime}
         rest.call(batch.create_namespaced_job, tenant.namespace, job)
         if name == "first":  # the first is older: it goes first
             wait_for(lambda: len(tenant.job_pods("first")) == 4, TIMEOUT_S,
@@ -222,10 +220,14 @@ def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_
     second_claims = [c for c in ds.claims(cp, tenant.namespace)
                      if c["metadata"]["ownerReferences"][0]["name"].startswith("second-")]
     assert [ds.results(c) for c in second_claims] == [[]] * len(second_claims)
+    live_scheduler.run_cycles(3)  # and it stays so
+    assert tenant.bound(list(tenant.job_pods("second"))) == []
 
+    rest.call(batch.delete_namespaced_job, "first", tenant.namespace,
+              propagation_policy="Background")
     second = wait_for(lambda: tenant.job_pods("second") if tenant.all_bound(
         list(tenant.job_pods("second"))) and len(tenant.job_pods("second")) == 4 else {},
-        TIMEOUT_S * 2, what="the second Job bound whole once the first finished")
+        TIMEOUT_S * 2, what="the second Job bound whole once the first was deleted")
     claims = {c["metadata"]["ownerReferences"][0]["name"]: c
               for c in ds.claims(cp, tenant.namespace)}
     for name, pod in second.items():
