@@ -380,7 +380,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
         if volumes:
             snapshot = snapshot.with_volumes(self.facts.catalog())
         gone = [gid for gid in changed if gid in snapshot.running]
-        snapshot = snapshot.without_gangs(gone)
+        # Replaced, not ended: what their claims hold is the catalog's to say.
+        snapshot = snapshot.without_gangs(gone, ending=False)
         for entry in changed.values():
             if entry.running is not None:
                 snapshot = snapshot.with_running(entry.running)

@@ -351,12 +351,14 @@ class Snapshot:
         ids = {r.whole_gang("Snapshot.without").id for r in releases}
         return self._without_ids(ids) if ids else self
 
-    def without_gangs(self, gang_ids: Iterable[str]) -> Snapshot:
-        """``without`` the whole gangs of these ids."""
+    def without_gangs(self, gang_ids: Iterable[str], *, ending: bool = True) -> Snapshot:
+        """``without`` the whole gangs of these ids. *ending* False: they are taken out only
+        to be put back as they are now (the cache replacing a changed running gang), so
+        their device claims stay as the catalog has them; an ending gang's go with it."""
         ids = set(gang_ids)
-        return self._without_ids(ids) if ids else self
+        return self._without_ids(ids, ending) if ids else self
 
-    def _without_ids(self, ids: set[str]) -> Snapshot:
+    def _without_ids(self, ids: set[str], ending: bool = True) -> Snapshot:
         running = self._running
         changed: dict[str, Resources] = {}
         gone = tuple(sorted(ids))
@@ -380,7 +382,7 @@ class Snapshot:
         snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
                                 self._occupancy.derive(left, (), gone), terminating)
         devices = self._volumes.devices
-        if devices.claims:  # their device claims go with them (their PodGroups' too)
+        if ending and devices.claims:  # their device claims go with them (PodGroups' too)
             freed = devices.released([*(p.uid for rg in removed for p in rg.gang.pods),
                                       *(rg.gang.native.uid for rg in removed
                                         if rg.gang.native is not None)])

@@ -17,6 +17,7 @@ from scheduler.kube.read import informer
 from scheduler.kube.read.informer import EventType
 from scheduler.model import prebind
 from scheduler.model.devices import GPUS_PER_DEVICE_ANNOTATION
+from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 from scheduler.model.prebind import PreBind, PreBindKind
 from tests.unit.devices.world import H100, NS, World, claim_for, job, job_pod, template
 
@@ -273,3 +274,36 @@ def test_a_podgroup_claim_from_a_template_waits_for_the_group_s_claim() -> None:
     reason = w.decide().pending[f"{NS}/pg"]
     assert reason.category is ReasonCategory.DEVICES
     assert "PodGroup pg's ResourceClaim does not exist yet" in reason.message, reason.message
+
+
+def test_a_running_gang_updated_in_the_cache_keeps_its_devices() -> None:
+    """Regression (seen on the dev cluster: two gangs on the same devices): the cache
+    replaces a running gang whose pods changed by taking it out of its snapshot and putting
+    it back; that is not the gang ending, and its claims' devices must stay taken."""
+    w = World(nodes=1, devices=4)
+    w.job("first", 4)
+    (bind,) = w.decide().binds
+    allocations = {d.claim: d for d in bind.placement.prebinds}
+    for ref, node in bind.pod_nodes:  # as the watch shows the bind and the claims written
+        pod = job_pod("first", int(ref.name.rsplit("-", 1)[1]), "first-gpus")
+        pod["spec"]["nodeName"] = node
+        pod["status"]["phase"] = "Running"
+        claim = claim_for(pod, template("first-gpus", 1))
+        d = allocations[f"{NS}/{claim['metadata']['name']}"]
+        claim["status"] = {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": r.device.pool,
+                 "device": r.device.device} for r in d.allocation.results]}},  # type: ignore[union-attr]
+            "reservedFor": [{"resource": "pods", "name": ref.name, "uid": ref.uid}]}
+        w.handlers[informer.RESOURCE_CLAIMS](EventType.MODIFIED, claim)
+        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    assert len(w.cache.cycle_input(1.0).snapshot.volumes.devices.taken()) == 4
+    pod = job_pod("first", 0, "first-gpus")
+    pod["spec"]["nodeName"] = bind.pod_nodes[0][1]
+    pod["status"]["phase"] = "Running"
+    pod["metadata"]["annotations"][LAST_CHECKPOINT_ANNOTATION] = "2033-05-18T03:30:00Z"
+    w.handlers[informer.PODS](EventType.MODIFIED, pod)  # the running gang changes
+    assert len(w.cache.cycle_input(2.0).snapshot.volumes.devices.taken()) == 4
+    w.job("second", 1)
+    reason = w.decide().pending[f"{NS}/second"]
+    assert reason.category is ReasonCategory.DEVICES
