@@ -17,8 +17,8 @@ from scheduler.kube.read import informer
 from scheduler.kube.read.informer import EventType
 from scheduler.model import prebind
 from scheduler.model.devices import GPUS_PER_DEVICE_ANNOTATION
-from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 from scheduler.model.prebind import PreBind, PreBindKind
+from scheduler.model.workloads import LAST_CHECKPOINT_ANNOTATION
 from tests.unit.devices.world import H100, NS, World, claim_for, job, job_pod, template
 
 
