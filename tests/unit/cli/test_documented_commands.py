@@ -175,6 +175,8 @@ RULES: tuple[Run | Covered, ...] = (
     # The README's local control plane block, run line by line on a fresh dev cluster.
     Covered(r"^kubectl apply -f examples/pytorch-ddp-indexed-job\.yaml$",
             "tests/e2e/test_day_one.py", "readme_block()"),
+    Covered(r"^kubectl apply -f examples/dra-indexed-job\.yaml$",
+            "tests/e2e/test_examples_apply.py", '"dra-indexed-job.yaml"'),
     Covered(r"^kubectl apply -k deploy/monitoring$", "tests/e2e/test_deploy_install.py",
             "deploy/monitoring"),
     Covered(r"^kubectl -n gang-scheduler-system port-forward ", "tests/e2e/test_ops_metrics.py",
