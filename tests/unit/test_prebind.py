@@ -1,6 +1,7 @@
 """Pre-bind decisions, kind by kind: each is assumed in the catalog, recognised once the
 watch shows it, written and undone on the apiserver (the fake the writer's own tests use);
-``DEVICES`` is refused by every edge until Dynamic Resource Allocation (issue 35)."""
+``DEVICES`` is assumed by the model and refused by the apiserver edge until it writes
+ResourceClaim allocations (issue 35)."""
 
 from __future__ import annotations
 
@@ -145,24 +146,20 @@ def test_the_writer_leaves_a_claim_bound_meanwhile(kind: PreBindKind) -> None:
     assert not out.ok and "bound already (to pv-9)" in out.failure and fake.patches == []
 
 
-def test_devices_are_refused_by_every_edge_until_dra() -> None:
-    """Nothing decides a ResourceClaim allocation yet: carrying one out must fail loudly,
-    never be skipped as a claim the catalog does not know."""
+def test_devices_are_assumed_but_refused_by_the_apiserver_edge() -> None:
+    """The model assumes a ResourceClaim allocation (placement decides them, the simulator
+    carries them out); the apiserver edge writes none yet: carrying one out there must fail
+    loudly, never be skipped."""
     assert DEVICES.describe() == "ckpt allocated gpu-0, gpu-1 on node node-1"
     # A ResourceClaim and a PVC of the same name are assumed apart.
     assert {DEVICES.subject} | {c.decision.subject for c in CASES.values()} == {
         ("ResourceClaim", "ns/ckpt"), ("PersistentVolumeClaim", "ns/ckpt")}
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.assume(CATALOG, [DEVICES])
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.assume(VolumeCatalog(), [DEVICES])  # not even when no claim is known
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        prebind.shown(CLAIM, DEVICES)
+    # A claim the inventory does not hold: nothing to change (the PVC of the name is not it).
+    assert prebind.assume(CATALOG, [DEVICES]) == CATALOG
     facts = ClusterFacts()
     facts.set_claim(CLAIM.key, CLAIM)
     facts.assume([DEVICES], now=0.0)
-    with pytest.raises(NotImplementedError, match="issue 35"):
-        facts.catalog()
+    assert facts.catalog().claims == {CLAIM.key: CLAIM}
     fake = api()
     with pytest.raises(NotImplementedError, match="issue 35"):
         PreBindWriter(fake).apply([DEVICES])  # type: ignore[arg-type]
