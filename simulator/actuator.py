@@ -10,7 +10,10 @@ and rare ones lose work: the trade-off T* = sqrt(2 W MTBF) balances. A rollback 
 partly bound gang's bound pods to pending (what their controller does after the scheduler
 deletes them). Pods bound while their job is not yet whole (only possible under the ``per-pod``
 baseline) keep GPUs allocated doing nothing: the waste a gang scheduler exists to prevent, and
-that the report counts.
+that the report counts. A bind's ``DEVICES`` decisions are carried out first, as the live
+actuator writes them before binding (``claims``: the claim gets its allocation and its pods in
+``reservedFor``); a pod sent back to pending loses its claims' allocations, a finished one its
+claims.
 
 Accounting is exact and incremental so that a months-long trace stays fast: allocated,
 busy and stranded GPUs and per-queue allocation are updated on every change, never recomputed
@@ -22,15 +25,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import Node, PodRef
-from scheduler.model.demand import gpus_of, role_demand
+from scheduler.model.demand import gpus_of
+from scheduler.model.devices import ClaimTemplate
 from scheduler.model.release import Release
 from scheduler.model.workloads import PodInfo, PodPhase
 from scheduler.run.loop import ApplyResult
+from simulator.claims import SimulatedClaims
 from simulator.clock import EventKind, VirtualClock
 from simulator.trace import TraceJob
 
@@ -65,12 +71,17 @@ class SimulatedCluster:
     """The cluster's ground truth during a simulation, and the actuator that changes it."""
 
     def __init__(self, nodes: list[Node], cache: ClusterCache, clock: VirtualClock,
-                 checkpoint_interval: float | None = None, checkpoint_write: float = 0.0) -> None:
+                 checkpoint_interval: float | None = None, checkpoint_write: float = 0.0,
+                 device_gpus: Mapping[str, int] | None = None) -> None:
+        """*device_gpus*: the GPUs each node offers as DRA devices (``simulator.devices``)."""
         self.cache = cache
         self.clock = clock
+        self.claims = SimulatedClaims(cache)
         self.default_checkpoint_interval = checkpoint_interval
         self.checkpoint_write = checkpoint_write  # W: seconds to write one checkpoint
-        self.node_gpus = {n.name: gpus_of(n.allocatable) for n in nodes}
+        devices = device_gpus or {}
+        self.node_gpus = {n.name: gpus_of(n.allocatable) + devices.get(n.name, 0)
+                          for n in nodes}
         self.node_used: dict[str, int] = dict.fromkeys(self.node_gpus, 0)
         self.total_gpus = sum(self.node_gpus.values())
         self.jobs: dict[str, JobState] = {}
@@ -99,10 +110,17 @@ class SimulatedCluster:
         self.node_used[node] += gpus
         self.stranded += self._stranded_of(node)
 
-    def add_job(self, job: TraceJob, pods: tuple[PodInfo, ...]) -> None:
+    def add_job(self, job: TraceJob, pods: tuple[PodInfo, ...],
+                templates: tuple[ClaimTemplate, ...] = ()) -> None:
+        """*pods* in the job's role order (``workload.job_objects``); *templates*: those
+        its pods' device claims are made from (the claims are made now)."""
         uids = tuple(p.uid for p in pods)
         self.demand += job.total_gpus
-        self.jobs[job.job_id] = JobState(job, uids, {p.uid: role_demand(p).gpus for p in pods})
+        # A pod's GPUs, requested or claimed as devices: its role's, pods being in role order.
+        gpus = [r.gpus for r in job.roles for _ in range(r.count)]
+        self.jobs[job.job_id] = JobState(job, uids, dict(zip(uids, gpus, strict=True)))
+        if templates:
+            self.claims.create(pods, templates)
         for uid in uids:
             self.job_of_pod[uid] = job.job_id
 
@@ -146,6 +164,7 @@ class SimulatedCluster:
                     self._unbind_all(st, now)
         bound = []
         for b in plan.binds:
+            self.claims.allocate(b.placement.prebinds)
             for ref, node in b.pod_nodes:
                 self._bind(ref.uid, node, now)
             bound.append(b.gang_id)
@@ -213,6 +232,7 @@ class SimulatedCluster:
                     st.gpus_by_pod[uid]
                 self.cache.upsert_pod(dataclasses.replace(
                     pod, node_name="", phase=PodPhase.PENDING, started_at=None))
+            self.claims.release(uid)
             self.allocated -= st.gpus_by_pod[uid]
             self.allocated_by_queue[st.job.queue] -= st.gpus_by_pod[uid]
         st.bound.clear()
@@ -262,6 +282,7 @@ class SimulatedCluster:
                 self.allocated_by_queue_pool[(st.job.queue, self.pool_of[pod.node_name])] -= \
                     st.gpus_by_pod[uid]
             self.cache.delete_pod(uid)
+            self.claims.delete(uid)
         self.allocated -= st.bound_gpus()
         self.allocated_by_queue[st.job.queue] -= st.bound_gpus()
         st.bound.clear()

@@ -27,6 +27,7 @@ from scheduler.model import Node
 from scheduler.run.loop import Scheduler
 from simulator.actuator import SimulatedCluster
 from simulator.clock import EventKind, VirtualClock
+from simulator.devices import NO_DEVICES, ClusterDevices
 from simulator.metrics import JobOutcome, UtilizationSample
 from simulator.policies import PolicyPreset
 from simulator.trace import TraceJob
@@ -70,7 +71,9 @@ class Simulation:
     """One policy over one trace on one cluster."""
 
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[TraceJob], preset: PolicyPreset,
-                 options: SimulationOptions = SimulationOptions()) -> None:
+                 options: SimulationOptions = SimulationOptions(),
+                 devices: ClusterDevices = NO_DEVICES) -> None:
+        """*devices*: the nodes' DRA devices (``simulator.devices.cluster_devices``)."""
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
         self.preset = preset
         self.options = options
@@ -80,9 +83,11 @@ class Simulation:
         self.nodes = {n.name: n for n in nodes}
         for node in nodes:
             self.cache.upsert_node(node)
+        devices.publish(self.cache)
         self.cluster = SimulatedCluster(
             list(nodes), self.cache, self.clock, checkpoint_interval=options.checkpoint_interval,
-            checkpoint_write=options.failures.checkpoint_write_seconds or 0.0)
+            checkpoint_write=options.failures.checkpoint_write_seconds or 0.0,
+            device_gpus=devices.gpus)
         self.scheduler = Scheduler(self.cache, preset, self.clock, self.cluster)
         self._rng = random.Random(options.seed)
         self.samples: list[UtilizationSample] = []
@@ -94,7 +99,7 @@ class Simulation:
     def _arrive(self, job: TraceJob, now: float) -> None:
         estimate = job.duration if self.options.runtime_estimates == "exact" else None
         objs = job_objects(job, scheduler_name=SCHEDULER_NAME, now=now, runtime_estimate=estimate)
-        self.cluster.add_job(job, objs.pods)
+        self.cluster.add_job(job, objs.pods, objs.templates)
         if objs.group is not None:
             self.cache.upsert_group(objs.group)
         for pod in objs.pods:

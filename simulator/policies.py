@@ -15,7 +15,7 @@ thresholds, e.g. ``reservation.afterSeconds``); the baselines are always their p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.queues import (
@@ -64,16 +64,21 @@ def make_preset(name: str, queues: QueueSet,
 ROOT_QUEUE = "cluster"
 
 
-def default_queues(names: Iterable[str], nodes: Iterable[Node]) -> QueueSet:
+def default_queues(names: Iterable[str], nodes: Iterable[Node],
+                   device_gpus: Mapping[str, int] | None = None) -> QueueSet:
     """One queue per trace team under a common parent, equal weights, and an equal split of
     every pool's GPUs as nominal quota; idle quota is borrowable by the others.
 
+    A pool's GPUs are its nodes' ``nvidia.com/gpu`` and the GPUs they offer as DRA devices
+    (*device_gpus*, by node): quota charges a device claim as GPUs too.
     Each queue admits the namespace of its own name (the simulator puts a team's pods there).
     """
     teams = sorted(set(names))
+    devices = device_gpus or {}
     pool_gpus: dict[str, int] = {}
     for node in nodes:
-        pool_gpus[node.pool] = pool_gpus.get(node.pool, 0) + gpus_of(node.allocatable)
+        pool_gpus[node.pool] = (pool_gpus.get(node.pool, 0) + gpus_of(node.allocatable)
+                                + devices.get(node.name, 0))
     queues = [Queue(name=ROOT_QUEUE)]
     for i, team in enumerate(teams):
         quotas = []

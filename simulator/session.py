@@ -20,6 +20,7 @@ from policies.validation import load_policies
 from scheduler.model import GPU_PRODUCT_LABEL, Node
 from scheduler.model.demand import gpus_of
 from scheduler.world import clusterspec
+from simulator.devices import NO_DEVICES, ClusterDevices, cluster_devices, node_gpus
 from simulator.engine import FailureModel, Simulation, SimulationOptions
 from simulator.loaders import load_trace
 from simulator.metrics import PolicyReport, PolicyRun, Pricing, compute_report
@@ -41,6 +42,9 @@ class SessionSpec:
     currency: str = "USD"
     #: Override of one pool's node count (what the capacity sweep varies).
     pool_override: tuple[str, int] | None = None
+    #: ``--gpus-as-devices``: the cluster offers the GPUs of its ``draDevices`` pools as DRA
+    #: devices (``gpusAsDevices``) and every job's pods claim their GPUs as devices.
+    gpus_as_devices: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,7 @@ class Inputs:
     pricing: Pricing
     #: The policy file's SchedulerPolicy (the defaults without one), for ``gang-scheduler``.
     scheduler: SchedulerPolicy | None = None
+    devices: ClusterDevices = NO_DEVICES
 
 
 def trace_options(limit: int | None = None, time_scale: float | None = None,
@@ -76,20 +81,31 @@ def load_inputs(s: SessionSpec) -> Inputs:
             raise ValueError(f"--sweep: unknown pool {pool!r} (pools: {known})")
         spec = dataclasses.replace(spec, pools=tuple(
             dataclasses.replace(p, count=count) if p.name == pool else p for p in spec.pools))
-    nodes = nodes_from_spec(spec)
     jobs = tuple(load_trace(s.trace, **dict(s.trace_options)))
+    if s.gpus_as_devices:
+        spec = dataclasses.replace(spec, gpus_as_devices=True)
+        jobs = tuple(claim_devices(j) for j in jobs)
+    nodes = nodes_from_spec(spec)
+    devices = cluster_devices(spec)
     # A policy file with no Queue (only a SchedulerPolicy) keeps the default queues.
     policies = load_policies([s.queues]) if s.queues else None
     queues = (policies.queues if policies is not None and len(policies.queues)
-              else default_queues((j.queue for j in jobs), nodes))
-    return Inputs(spec, nodes, queues, jobs, entitlements(queues, nodes),
+              else default_queues((j.queue for j in jobs), nodes, devices.gpus))
+    return Inputs(spec, nodes, queues, jobs, entitlements(queues, nodes, devices),
                   pricing(spec, s.price_per_gpu_hour, s.currency),
-                  policies.scheduler if policies is not None else None)
+                  policies.scheduler if policies is not None else None, devices)
 
 
-def entitlements(queues: QueueSet, nodes: Sequence[Node]) -> dict[str, float]:
+def claim_devices(job: TraceJob) -> TraceJob:
+    """*job* with every role that asks for GPUs claiming them as devices."""
+    return dataclasses.replace(job, roles=tuple(
+        dataclasses.replace(r, devices=True) if r.gpus else r for r in job.roles))
+
+
+def entitlements(queues: QueueSet, nodes: Sequence[Node],
+                 devices: ClusterDevices = NO_DEVICES) -> dict[str, float]:
     """Each leaf queue's nominal GPUs as a fraction of the cluster's GPUs."""
-    total = sum(gpus_of(n.allocatable) for n in nodes) or 1
+    total = sum(node_gpus(nodes, devices).values()) or 1
     out: dict[str, float] = {}
     for q in queues:
         if queues.is_leaf(q.name):
@@ -105,7 +121,8 @@ def pricing(spec: clusterspec.ClusterSpec, default: float, currency: str = "USD"
 def run_policy(inputs: Inputs, policy: str, options: SimulationOptions,
                progress: Callable[[int, int], None] | None = None) -> PolicyRun:
     sim = Simulation(inputs.nodes, inputs.jobs,
-                     make_preset(policy, inputs.queues, inputs.scheduler), options)
+                     make_preset(policy, inputs.queues, inputs.scheduler), options,
+                     inputs.devices)
     result = sim.run(progress)
     report = compute_report(policy, result.outcomes, result.samples,
                             entitlements=inputs.entitlements, pricing=inputs.pricing,
@@ -205,33 +222,37 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
     False skips the second test (a sweep changes the cluster's size). Raises ``ValueError``
     when no job at all can fit: nothing would be left to simulate.
     """
-    node_gpus = {n.name: gpus_of(n.allocatable) for n in inputs.nodes}
+    gpus = node_gpus(inputs.nodes, inputs.devices)
+    # A role's GPUs come either from nvidia.com/gpu or from devices, never both.
+    of_kind = {False: {n.name: gpus_of(n.allocatable) for n in inputs.nodes},
+               True: {n.name: inputs.devices.gpus.get(n.name, 0) for n in inputs.nodes}}
     # Per GPU-model restriction, the nodes a role may use: worked out once per distinct
     # restriction, not per job (the full Philly trace has 82,247 jobs and one restriction).
-    by_models: dict[frozenset[str], frozenset[str]] = {}
+    by_models: dict[tuple[frozenset[str], bool], frozenset[str]] = {}
 
-    def eligible(role: TraceRole) -> frozenset[str]:
-        key = frozenset(role.gpu_models or ())
+    def eligible(role: TraceRole) -> tuple[frozenset[str], bool]:
+        models = frozenset(role.gpu_models or ())
+        key = (models, role.devices)
         if key not in by_models:
-            by_models[key] = frozenset(n.name for n in inputs.nodes if not key
-                                       or n.labels.get(GPU_PRODUCT_LABEL) in key)
-        return by_models[key]
+            by_models[key] = frozenset(n.name for n in inputs.nodes if not models
+                                       or n.labels.get(GPU_PRODUCT_LABEL) in models)
+        return by_models[key], role.devices
 
-    largest: dict[frozenset[str], int] = {}  # node set -> GPUs of its largest node
-    totals: dict[frozenset[str], int] = {}  # node set -> GPUs of all its nodes
+    largest: dict[tuple[frozenset[str], bool], int] = {}  # node set -> GPUs of its largest
+    totals: dict[tuple[frozenset[str], bool], int] = {}  # node set -> GPUs of all its nodes
 
-    def largest_of(names: frozenset[str]) -> int:
+    def largest_of(names: tuple[frozenset[str], bool]) -> int:
         if names not in largest:
-            largest[names] = max((node_gpus[n] for n in names), default=0)
+            largest[names] = max((of_kind[names[1]][n] for n in names[0]), default=0)
         return largest[names]
 
-    def total_of(names: frozenset[str]) -> int:
+    def total_of(names: tuple[frozenset[str], bool]) -> int:
         if names not in totals:
-            totals[names] = sum(node_gpus[n] for n in names)
+            totals[names] = sum(of_kind[names[1]][n] for n in names[0])
         return totals[names]
 
-    largest_node = max(node_gpus.values(), default=0)
-    cluster_gpus = sum(node_gpus.values())
+    largest_node = max(gpus.values(), default=0)
+    cluster_gpus = sum(gpus.values())
     per_pod: dict[int, int] = {}  # GPUs per pod -> jobs
     per_gang: dict[int, int] = {}  # GPUs of the gang -> jobs
     for job in inputs.jobs:
@@ -240,8 +261,10 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
             per_pod[max(too_big)] = per_pod.get(max(too_big), 0) + 1
             continue
         if whole_cluster:
+            # A gang mixing both kinds is judged by its first role's (a warning, no more).
             usable = (eligible(job.roles[0]) if len(job.roles) == 1
-                      else frozenset().union(*(eligible(r) for r in job.roles)))
+                      else (frozenset().union(*(eligible(r)[0] for r in job.roles)),
+                            job.roles[0].devices))
             if job.total_gpus > total_of(usable):
                 per_gang[job.total_gpus] = per_gang.get(job.total_gpus, 0) + 1
     unfit = sum(per_pod.values()) + sum(per_gang.values())
@@ -263,7 +286,7 @@ def check_jobs_fit(inputs: Inputs, *, whole_cluster: bool = True) -> str | None:
 
 
 def describe_inputs(inputs: Inputs, s: SessionSpec) -> str:
-    gpus = sum(gpus_of(n.allocatable) for n in inputs.nodes)
+    gpus = sum(node_gpus(inputs.nodes, inputs.devices).values())
     return (f"{len(inputs.jobs):,} jobs from {Path(s.trace).name} on {len(inputs.nodes)} nodes "
             f"({gpus:,} GPUs), {len(inputs.queues)} queues")
 

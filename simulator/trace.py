@@ -45,6 +45,9 @@ class TraceRole:
     cpu_millis: int
     memory_bytes: int
     gpu_models: tuple[str, ...] = ()  # acceptable GPU models / pools; empty = any
+    #: The pods claim their GPUs as DRA devices (a ResourceClaim each, from a template) rather
+    #: than requesting ``nvidia.com/gpu``.
+    devices: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -53,6 +56,8 @@ class TraceRole:
             raise ValueError(f"role {self.name}: count must be >= 1, got {self.count}")
         if self.gpus < 0 or self.cpu_millis < 0 or self.memory_bytes < 0:
             raise ValueError(f"role {self.name}: resources must be >= 0")
+        if self.devices and self.gpus == 0:
+            raise ValueError(f"role {self.name}: claims GPUs as devices but asks for none")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,10 @@ from scheduler.model import (
     Taint,
     TaintEffect,
 )
+from scheduler.model.constraints import DeviceClaimUse, PodConstraints
 from scheduler.model.demand import gpus_of
+from scheduler.model.devices import ClaimTemplate
+from scheduler.model.resources import GPU
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     POD_GROUP_LABEL,
@@ -32,6 +35,7 @@ from scheduler.model.workloads import (
     PodInfo,
 )
 from scheduler.world import clusterspec
+from simulator import claims
 from simulator.trace import TraceJob, TraceRole
 
 #: Seconds between the creations of consecutive pods of one job.
@@ -40,11 +44,18 @@ POD_CREATION_SPACING = 0.001
 
 def nodes_from_spec(spec: clusterspec.ClusterSpec,
                     label_config: NodeLabelConfig | None = None) -> list[Node]:
-    """Model nodes for a cluster description: the same names and labels as the dev cluster."""
+    """Model nodes for a cluster description: the same names and labels as the dev cluster.
+
+    The nodes of a pool whose GPUs are devices (``ClusterSpec.device_pools``) have no
+    ``nvidia.com/gpu``: their GPUs are in their ResourceSlices (``simulator.devices``)."""
     config = label_config or NodeLabelConfig(pool_label=spec.pool_label,
                                              topology_labels=tuple(spec.topology_labels))
+    device_pools = spec.device_pools()
     return [
-        Node.build(d.name, Resources.parse(d.allocatable), labels=d.labels,
+        Node.build(d.name, Resources.parse(
+                       {k: v for k, v in d.allocatable.items()
+                        if k != GPU or d.pool not in device_pools}),
+                   labels=d.labels,
                    taints=tuple(Taint(t.key, t.value, TaintEffect(t.effect)) for t in d.taints),
                    config=config)
         for d in spec.nodes()
@@ -53,19 +64,28 @@ def nodes_from_spec(spec: clusterspec.ClusterSpec,
 
 @dataclass(frozen=True, slots=True)
 class JobObjects:
-    """What submitting one trace job creates."""
+    """What submitting one trace job creates: pods, a PodGroup, and the ResourceClaimTemplates
+    its pods that claim GPUs as devices name (one per such role; jobs alike share them)."""
 
     pods: tuple[PodInfo, ...]
     group: PodGroupInfo | None
+    templates: tuple[ClaimTemplate, ...] = ()
 
 
-def _requirements(role: TraceRole) -> PodRequirements:
-    requests = Resources.of(gpu=role.gpus, cpu=role.cpu_millis, memory=role.memory_bytes)
+def _requirements(role: TraceRole, template: ClaimTemplate | None) -> PodRequirements:
+    """A pod's requests: its GPUs as ``nvidia.com/gpu``, or with *template* as one claim
+    from it. The GPU models stay a node affinity either way (the same nodes are candidates)."""
+    gpus = 0 if template is not None else role.gpus
+    requests = Resources.of(gpu=gpus, cpu=role.cpu_millis, memory=role.memory_bytes)
     terms: tuple[NodeSelectorTerm, ...] = ()
     if role.gpu_models:
         terms = (NodeSelectorTerm((NodeSelectorRequirement(
             GPU_PRODUCT_LABEL, SelectorOperator.IN, tuple(sorted(role.gpu_models))),)),)
-    return PodRequirements(requests=requests, affinity_terms=terms)
+    if template is None:
+        return PodRequirements(requests=requests, affinity_terms=terms)
+    uses = (DeviceClaimUse(claims.CLAIM_ENTRY, template=template.name),)
+    return PodRequirements(requests=requests, affinity_terms=terms,
+                           constraints=PodConstraints(device_claims=uses))
 
 
 def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
@@ -79,16 +99,24 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
     annotations = ({EXPECTED_RUNTIME_ANNOTATION: str(int(runtime_estimate))}
                    if runtime_estimate is not None else {})
     pods: list[PodInfo] = []
+    templates: list[ClaimTemplate] = []
     created = now
     for role in job.roles:
-        req = _requirements(role)
+        template = (claims.template_for(namespace, role.gpus, role.gpu_models)
+                    if role.devices else None)
+        if template is not None:
+            templates.append(template)
+        req = _requirements(role, template)
         role_labels = {**labels, ROLE_LABEL: role.name}
         for i in range(role.count):
             name = f"{job.job_id}-{role.name}-{i}" if multi else job.job_id
+            made = (((claims.CLAIM_ENTRY, claims.claim_name(name)),)
+                    if template is not None else ())
             pods.append(PodInfo(
                 uid=f"{job.job_id}/{role.name}/{i}", namespace=namespace, name=name,
                 requirements=req, scheduler_name=scheduler_name, priority=job.priority,
                 creation_time=created, labels=role_labels, annotations=annotations,
+                claim_statuses=made,
             ))
             # A job controller creates pods one after another; pods of jobs submitted together
             # interleave, which is what lets one-pod-at-a-time scheduling split both jobs.
@@ -97,7 +125,7 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
                           min_member=job.total_pods, creation_time=now, labels=labels,
                           annotations=annotations)
              if multi else None)
-    return JobObjects(pods=tuple(pods), group=group)
+    return JobObjects(pods=tuple(pods), group=group, templates=tuple(templates))
 
 
 def gang_id_of(job: TraceJob) -> str:

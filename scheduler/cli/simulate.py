@@ -43,6 +43,10 @@ examples:
   gang-scheduler simulate --mtbf v100=24 --checkpoint-write 60 \\
       --checkpoint-sweep 900,1800,3220,6000,12000 --out ckpt-out
 
+  # the same replay with every GPU a DRA device and every pod claiming its GPUs (the same
+  # allocation code as live); the start times match the run without it
+  gang-scheduler simulate --policy gang-scheduler --gpus-as-devices --limit 300
+
 policies:
   per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)
   fifo-gang       whole gangs in strict arrival order; no backfill, reservation, preemption
@@ -104,6 +108,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--target-p95", type=number(), metavar="S",
                    help=f"sweep target: p95 queueing delay in seconds (default: "
                    f"{DEFAULT_TARGET_P95:g}; only with --sweep)")
+    p.add_argument("--gpus-as-devices", action="store_true",
+                   help="GPUs as DRA devices: the cluster's pools with draDevices (true by "
+                   "default) offer their GPUs only as devices (a ResourceSlice per node, a "
+                   "DeviceClass per GPU model; the cluster field gpusAsDevices), and every "
+                   "job's pods claim theirs, one ResourceClaim per pod from a template of N "
+                   "devices of the model's class (the trace column gpus_as_devices does it "
+                   "per job)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
 
@@ -211,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
         failures=FailureModel(mtbf_hours=mtbf, checkpoint_write_seconds=args.checkpoint_write))
     spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
                                trace_options=trace_opts, options=options,
-                               price_per_gpu_hour=args.price, currency=args.currency)
+                               price_per_gpu_hour=args.price, currency=args.currency,
+                               gpus_as_devices=args.gpus_as_devices)
     try:
         inputs = session.load_inputs(spec)
         pools = [p.name for p in inputs.spec.pools]

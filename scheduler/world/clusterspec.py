@@ -71,7 +71,9 @@ class PoolSpec:
     cost_per_gpu_hour: float | None = None
     labels: tuple[tuple[str, str], ...] = ()
     taints: tuple[TaintSpec, ...] = ()
-    #: Whether its GPUs are also published as DRA devices in the dev cluster (the default).
+    #: Whether its GPUs are published as DRA devices: in the dev cluster as well as
+    #: ``nvidia.com/gpu`` (the default); in the simulator instead of it, and only when the
+    #: cluster says ``gpusAsDevices`` (``ClusterSpec.device_pools``).
     dra_devices: bool = True
 
 
@@ -92,6 +94,17 @@ class ClusterSpec:
     name: str | None = None
     pool_label: str = DEFAULT_POOL_LABEL
     topology_labels: tuple[str, ...] = DEFAULT_TOPOLOGY_LABELS
+    #: The simulator offers the GPUs of every pool with ``draDevices`` (true by default) as
+    #: DRA devices only (a ResourceSlice per node, no ``nvidia.com/gpu``), as a node runs
+    #: either a GPU device plugin or a DRA driver. The dev cluster publishes both regardless.
+    gpus_as_devices: bool = False
+
+    def device_pools(self) -> frozenset[str]:
+        """The pools whose GPUs the simulator offers as devices (none without
+        ``gpusAsDevices``)."""
+        if not self.gpus_as_devices:
+            return frozenset()
+        return frozenset(p.name for p in self.pools if p.dra_devices and p.gpus_per_node > 0)
 
     def node_count(self) -> int:
         return sum(p.count for p in self.pools)
@@ -172,8 +185,11 @@ def load(path: str | Path) -> ClusterSpec:
 def parse(data: Any) -> ClusterSpec:
     """Validate an already-decoded document (a mapping) into a `ClusterSpec`."""
     doc = _mapping(data, "<root>")
-    _no_unknown(doc, "", {"name", "poolLabel", "topologyLabels", "pools"})
+    _no_unknown(doc, "", {"name", "poolLabel", "topologyLabels", "pools", "gpusAsDevices"})
     name = _opt_str(doc, "name", "name")
+    as_devices = doc.get("gpusAsDevices", False)
+    if not isinstance(as_devices, bool):
+        raise ClusterSpecError(f"gpusAsDevices: must be true or false, got {as_devices!r}")
     pool_label = _label_key(doc.get("poolLabel", DEFAULT_POOL_LABEL), "poolLabel")
     topo_raw = doc.get("topologyLabels", list(DEFAULT_TOPOLOGY_LABELS))
     if not isinstance(topo_raw, list):
@@ -200,7 +216,7 @@ def parse(data: Any) -> ClusterSpec:
                     f"pools[{i}].labels: must set {key} to a non-empty value: with "
                     f"{len(topology)} topologyLabels the outer {len(topology) - 2} come from "
                     "each pool's labels (the last two get the generated block and rack)")
-    return ClusterSpec(pools, name, pool_label, topology)
+    return ClusterSpec(pools, name, pool_label, topology, as_devices)
 
 
 _POOL_FIELDS = {

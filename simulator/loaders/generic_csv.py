@@ -4,7 +4,8 @@ One row per role of a job; most jobs are one row. Columns (``simulator/README.md
 full table): ``job_id,submit_time,duration`` are required; ``queue`` (default ``default``),
 ``role`` (``worker``), ``workers`` (1), ``gpus_per_worker`` (1), ``cpu_per_worker`` (``1``),
 ``memory_per_worker`` (``1Gi``), ``priority`` (0), ``gpu_model`` (empty = any; ``A100|H100``
-lists alternatives) and ``checkpoint_interval`` (empty = never) are optional. Times are seconds.
+lists alternatives), ``checkpoint_interval`` (empty = never) and ``gpus_as_devices``
+(``true``: the pods claim their GPUs as DRA devices; ``false``) are optional. Times are seconds.
 CPU and memory are Kubernetes quantities (``500m``, ``4``, ``16Gi``, ``128974848``).
 
 Several rows with the same ``job_id`` and different ``role`` make one job with several roles
@@ -27,13 +28,14 @@ from simulator.trace import TraceError, TraceJob, TraceRole, sort_jobs
 REQUIRED = ("job_id", "submit_time", "duration")
 OPTIONAL = (
     "queue", "role", "workers", "gpus_per_worker", "cpu_per_worker", "memory_per_worker",
-    "priority", "gpu_model", "checkpoint_interval",
+    "priority", "gpu_model", "checkpoint_interval", "gpus_as_devices",
 )
 DEFAULTS = {
     "queue": "default", "role": "worker", "workers": "1", "gpus_per_worker": "1",
     "cpu_per_worker": "1", "memory_per_worker": "1Gi", "priority": "0", "gpu_model": "",
-    "checkpoint_interval": "",
+    "checkpoint_interval": "", "gpus_as_devices": "false",
 }
+_BOOLEANS = {"true": True, "false": False}
 
 
 class _JobFields(NamedTuple):
@@ -78,13 +80,15 @@ def load_generic_csv(path: str | Path, *, limit: int | None = None) -> tuple[Tra
             if ci_text
             else None,
         )
+        gpus = parse_int(name, line, "gpus_per_worker", cell("gpus_per_worker"), minimum=0)
         role = TraceRole(
             cell("role"),
             parse_int(name, line, "workers", cell("workers"), minimum=1),
-            parse_int(name, line, "gpus_per_worker", cell("gpus_per_worker"), minimum=0),
+            gpus,
             quantity("cpu_per_worker", True),
             quantity("memory_per_worker", False),
             tuple(m.strip() for m in models_text.split("|") if m.strip()) if models_text else (),
+            _devices(name, line, cell("gpus_as_devices"), gpus),
         )
         if job_id not in jobs:
             jobs[job_id] = (line, fields, [role])
@@ -107,6 +111,17 @@ def load_generic_csv(path: str | Path, *, limit: int | None = None) -> tuple[Tra
     ]
     ordered = sort_jobs(records)
     return ordered[:limit] if limit is not None else ordered
+
+
+def _devices(name: str, line: int, text: str, gpus: int) -> bool:
+    """The ``gpus_as_devices`` cell: ``true`` or ``false`` (a role without GPUs claims none)."""
+    value = _BOOLEANS.get(text.lower())
+    if value is None:
+        raise TraceError(name, line, "gpus_as_devices", f"must be true or false, got {text!r}")
+    if value and gpus == 0:
+        raise TraceError(name, line, "gpus_as_devices",
+                         "true, but gpus_per_worker is 0: no GPU to claim")
+    return value
 
 
 def _quantity(name: str, line: int, column: str, text: str, *, milli: bool) -> int:

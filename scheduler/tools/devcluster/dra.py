@@ -1,4 +1,4 @@
-"""What the dev cluster's fake DRA driver publishes: devices, ResourceSlices, DeviceClasses.
+"""What the dev cluster's fake DRA driver publishes: ResourceSlices and DeviceClasses, as JSON.
 
 Why a fake driver: Dynamic Resource Allocation (``resource.k8s.io/v1``, GA since Kubernetes
 1.34) is allocated by whoever schedules the pod: kube-scheduler picks devices out of the
@@ -8,71 +8,42 @@ GPU driver's, on the kwok nodes, without a GPU or a kubelet plugin. This module 
 from a Node object alone (its GPU count, product label and topology labels), so the driver
 process (``dra_driver.py``) can follow nodes that tests add and remove while it runs.
 
-The attribute names follow what NVIDIA's GPU driver publishes (``productName``,
-``architecture``, ``driverVersion``, ``cudaComputeCapability``, ``uuid``, ``index``, a
-``memory`` capacity), plus ``cliqueID``: the NVLink domain, the innermost topology label the
-node carries (its rack, as in an NVL72 rack), so a claim can ask for devices that share one.
-Nothing here talks to the apiserver; the functions return JSON-shaped dicts.
+Which devices a node has, and their attributes, is decided in ``scheduler.world.gpu_devices``
+(the simulator publishes the same ones); this edge reads a Node's JSON and writes the
+objects' JSON. Nothing here talks to the apiserver.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from scheduler.model.demand import quantity_gpus
+from scheduler.model.devices import AttributeValue, Version
 from scheduler.model.nodes import DEFAULT_TOPOLOGY_LABELS, GPU_PRODUCT_LABEL
 from scheduler.model.resources import QuantityError
+from scheduler.world import gpu_devices
 from scheduler.world.clusterspec import DRA_DEVICES_LABEL
+from scheduler.world.gpu_devices import (
+    CUDA_DRIVER_VERSION,
+    DRIVER,
+    DRIVER_VERSION,
+    UNLABELLED_PRODUCT,
+    GpuModel,
+    class_name,
+    gpu_model,
+    slice_name,
+)
 
-DRIVER = "gpu.example.com"
 API_VERSION = "resource.k8s.io/v1"
 #: The hash of what the driver last wrote, so a re-list rewrites only what changed (the
 #: apiserver defaults fields, so comparing specs would see a change every time).
 SPEC_HASH_ANNOTATION = "gangscheduler.io/dra-spec-hash"
-#: The product of a GPU node that has no ``nvidia.com/gpu.product`` label (the tests' ad hoc
-#: nodes): still published, under a name that says it is made up.
-UNLABELLED_PRODUCT = "fake-gpu"
-DRIVER_VERSION = "580.95.5"
-CUDA_DRIVER_VERSION = "13.0.0"
 
-
-@dataclass(frozen=True, slots=True)
-class GpuModel:
-    """What a product name implies for the attributes (an approximation, good for tests)."""
-
-    architecture: str
-    memory: str  # a quantity
-    compute_capability: str  # a semantic version
-
-
-# Checked in order: the first fragment the product name contains wins (GB200 before B200).
-_MODELS: tuple[tuple[str, GpuModel], ...] = (
-    ("GB200", GpuModel("Blackwell", "186Gi", "10.0.0")),
-    ("B200", GpuModel("Blackwell", "180Gi", "10.0.0")),
-    ("H200", GpuModel("Hopper", "141Gi", "9.0.0")),
-    ("H100", GpuModel("Hopper", "80Gi", "9.0.0")),
-    ("A100", GpuModel("Ampere", "40Gi", "8.0.0")),
-    ("L40S", GpuModel("Ada Lovelace", "48Gi", "8.9.0")),
-    ("V100", GpuModel("Volta", "16Gi", "7.0.0")),
-    ("T4", GpuModel("Turing", "16Gi", "7.5.0")),
-)
-_UNKNOWN = GpuModel("unknown", "16Gi", "0.0.0")
-_MEMORY_IN_NAME = re.compile(r"(\d+)GB")
-
-
-def gpu_model(product: str) -> GpuModel:
-    """The model of *product*; a memory size in the name (``...-80GB``) overrides the table's."""
-    model = next((m for fragment, m in _MODELS if fragment in product.upper()), _UNKNOWN)
-    sized = _MEMORY_IN_NAME.search(product)
-    if sized:
-        model = GpuModel(model.architecture, f"{sized.group(1)}Gi", model.compute_capability)
-    return model
+__all__ = ["CUDA_DRIVER_VERSION", "DRIVER", "DRIVER_VERSION", "UNLABELLED_PRODUCT", "GpuModel",
+           "class_name", "gpu_model", "slice_name"]
 
 
 def product_of(node: Mapping[str, Any]) -> str:
@@ -98,45 +69,29 @@ def publishes(node: Mapping[str, Any]) -> bool:
 
 def clique_id(node: Mapping[str, Any],
               topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS) -> str:
-    """The node's NVLink domain: the innermost of *topology_labels* it carries, else itself."""
+    """The node's NVLink domain (``gpu_devices.clique_id``)."""
     labels = node.get("metadata", {}).get("labels") or {}
-    for key in reversed(topology_labels):
-        if labels.get(key):
-            return str(labels[key])
-    return str(node["metadata"]["name"])
+    return gpu_devices.clique_id(str(node["metadata"]["name"]), labels, topology_labels)
+
+
+def _attribute(value: AttributeValue) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, Version):
+        return {"version": value.text}
+    return {"string": value}
 
 
 def devices(node: Mapping[str, Any],
             topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS) -> list[dict[str, Any]]:
-    """One device per GPU of *node*, ``gpu-0`` ... ``gpu-N``."""
-    name = str(node["metadata"]["name"])
-    product = product_of(node)
-    model = gpu_model(product)
-    clique = clique_id(node, topology_labels)
-    out = []
-    for index in range(gpu_count(node)):
-        gpu_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"{DRIVER}/{name}/{index}")
-        out.append({
-            "name": f"gpu-{index}",
-            "attributes": {
-                "index": {"int": index},
-                "uuid": {"string": f"GPU-{gpu_uuid}"},
-                "productName": {"string": product},
-                "architecture": {"string": model.architecture},
-                "brand": {"string": "Nvidia"},
-                "driverVersion": {"version": DRIVER_VERSION},
-                "cudaDriverVersion": {"version": CUDA_DRIVER_VERSION},
-                "cudaComputeCapability": {"version": model.compute_capability},
-                "pciBusID": {"string": f"0000:{0x18 + index * 0x10:02x}:00.0"},
-                "cliqueID": {"string": clique},
-            },
-            "capacity": {"memory": {"value": model.memory}},
-        })
-    return out
-
-
-def slice_name(node_name: str) -> str:
-    return f"{node_name}-{DRIVER.replace('.', '-')}"
+    """One device per GPU of *node*, ``gpu-0`` ... ``gpu-N`` (``gpu_devices.gpu_devices``)."""
+    found = gpu_devices.gpu_devices(str(node["metadata"]["name"]), product_of(node),
+                                    gpu_count(node), clique_id(node, topology_labels))
+    return [{"name": d.name,
+             "attributes": {k: _attribute(v) for k, v in d.attributes},
+             "capacity": {"memory": {"value": d.memory}}} for d in found]
 
 
 def resource_slice(node: Mapping[str, Any], generation: int = 1,
@@ -169,20 +124,12 @@ def spec_hash(spec: Mapping[str, Any], owner_uid: str) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def class_name(product: str) -> str:
-    """``NVIDIA-H100-80GB-HBM3`` -> ``nvidia-h100-80gb-hbm3.gpu.example.com``."""
-    slug = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-") or "gpu"
-    return f"{slug[:63].rstrip('-')}.{DRIVER}"
-
-
 def device_class(product: str | None) -> dict[str, Any]:
     """A DeviceClass selecting this driver's devices: all of them (*product* None, named
-    after the driver) or those of one product."""
-    expression = f'device.driver == "{DRIVER}"'
-    if product is not None:
-        expression += f' && device.attributes["{DRIVER}"].productName == {json.dumps(product)}'
+    after the driver) or those of one product (``gpu_devices.device_class``)."""
+    cls = gpu_devices.device_class(product)
     return {
         "apiVersion": API_VERSION, "kind": "DeviceClass",
-        "metadata": {"name": DRIVER if product is None else class_name(product)},
-        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+        "metadata": {"name": cls.name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in cls.selectors]},
     }
