@@ -32,10 +32,12 @@ from scheduler.placement.types import Placement, PlacementParams, Question, Unpl
 
 R = ReasonCategory
 #: Placement failures that running gangs ending (or preemption) can cure.
-_CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY)
+_CAPACITY = (UnplaceableReason.INSUFFICIENT_CAPACITY, UnplaceableReason.TOPOLOGY,
+             UnplaceableReason.DEVICES)
 #: The pending reason category of a placement failure (PLACEMENT unless listed).
 _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: R.VOLUMES,
-             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED, UnplaceableReason.DEVICES: R.DEVICES}
+             UnplaceableReason.UNSUPPORTED: R.UNSUPPORTED, UnplaceableReason.DEVICES: R.DEVICES,
+             UnplaceableReason.DEVICE_CLAIMS: R.DEVICES}
 
 
 class Trial:

@@ -24,13 +24,14 @@ for the PodGroup, not for its pods, as kube-scheduler does.
 
 Nodes no ResourceSlice reaches are ruled out before the search, and a role whose usable
 nodes offer devices for fewer members than it needs is told so by name
-(``diagnose.rule_shortfall``), not left to the search: both are ``DEVICES`` waits, which end
-when devices are freed or published. Nodes whose devices are all taken are left to the
-search, which asks only the nodes it would use (asking every node of a large cluster first
-cost more than the whole placement).
-Preemption does not count devices yet: a victim search re-solves with the victims gone, and
-their claims still hold their devices until the resourceclaim controller frees them, so it
-never evicts for devices.
+(``diagnose.rule_shortfall``), not left to the search: ``DEVICE_CLAIMS`` (until a driver
+publishes devices there) and ``DEVICES`` (until devices are freed: a reason to reserve nodes
+and to look for victims, whose claims a proof releases, ``Snapshot.without``). Nodes whose
+devices are all taken are left to the search, which asks only the nodes it would use (asking
+every node of a large cluster first cost more than the whole placement).
+A victim search counts devices as the GPUs they are charged as (a victim's charge, the
+gang's demand) and proves its choice by placing the gang with the victims gone and their
+claims released, as the resourceclaim controller releases them.
 """
 
 from __future__ import annotations

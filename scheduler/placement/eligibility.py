@@ -175,7 +175,7 @@ def _ruled_out(gang: Gang, role: Role, limits: RoleLimits, count: int,
     constraint points to may be one of them (pods it must run beside are on a node whose
     taint it does not tolerate), and the message would otherwise hide it."""
     parts = "; ".join(f"{n} by {why}" for why, n in limits.why)
-    reason = (UnplaceableReason.DEVICES if limits.by_devices
+    reason = (UnplaceableReason.DEVICE_CLAIMS if limits.by_devices
               else UnplaceableReason.POD_CONSTRAINTS if limits.by_running
               else UnplaceableReason.NO_ELIGIBLE_NODES)
     shut = _Shut.of(role, snapshot)

@@ -20,9 +20,9 @@ from scheduler.placement.terms import context_key
 from scheduler.placement.types import PlacementParams, Unplaceable, UnplaceableReason
 from scheduler.world.snapshot import Snapshot
 
-#: What ``prepare`` may answer that no change of load or quota cures. Not ``DEVICES``: a
-#: claim the resourceclaim controller has not made yet, devices allocated to others, a
-#: DeviceClass not created yet are all waits that end.
+#: What ``prepare`` may answer that no change of load or quota cures. Not
+#: ``DEVICE_CLAIMS``: a claim the resourceclaim controller has not made yet, a DeviceClass
+#: or a driver's devices not there yet are waits that end.
 _FINAL = (UnplaceableReason.NO_ELIGIBLE_NODES, UnplaceableReason.NEVER_FITS,
           UnplaceableReason.UNSUPPORTED)
 

@@ -384,7 +384,7 @@ def compile_terms(gang: Gang, snapshot: Snapshot) -> Terms:
     rule = None
     if devices is not None:
         if devices.impossible:
-            impossible = (UnplaceableReason.DEVICES, devices.impossible)
+            impossible = (UnplaceableReason.DEVICE_CLAIMS, devices.impossible)
         rule = devices.rule
         if rule is not None:
             rules.append(rule)

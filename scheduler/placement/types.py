@@ -78,9 +78,13 @@ class UnplaceableReason(StrEnum):
     POD_CONSTRAINTS = "PodConstraints"
     VOLUMES = "Volumes"  # a claim is missing, unbound or unusable: the gang waits for it
     UNSUPPORTED = "Unsupported"  # a field the scheduler does not evaluate: refused
-    #: A device claim (``spec.resourceClaims``) is missing or unusable, or the free devices
-    #: cannot serve every member's claims (``device_claims``, ``device_terms``).
+    #: The free devices cannot serve every member's claims now (``device_terms``): devices
+    #: held by running gangs may free up, so it waits as for capacity (reservations,
+    #: preemption proven by releasing the victims' claims).
     DEVICES = "Devices"
+    #: A device claim (``spec.resourceClaims``) is missing or unusable, or no node is
+    #: offered devices (``device_claims``): no running gang's end or eviction cures it.
+    DEVICE_CLAIMS = "DeviceClaims"
     #: Not placed, reason not worked out (``Question.WHETHER`` asked).
     UNEXPLAINED = "Unexplained"
 
@@ -117,6 +121,7 @@ def spread_members(members: Sequence[_M], role: str,
 #: Failures that removing running gangs may cure (capacity allocated to them, their pods'
 #: constraints): preemption may help, where eligibility or size never changes.
 RUNNING_GANGS_IN_THE_WAY = frozenset({UnplaceableReason.INSUFFICIENT_CAPACITY,
+                                      UnplaceableReason.DEVICES,
                                       UnplaceableReason.TOPOLOGY,
                                       UnplaceableReason.POD_CONSTRAINTS})
 

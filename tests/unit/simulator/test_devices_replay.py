@@ -130,7 +130,8 @@ NO_RESERVATIONS = dataclasses.replace(SchedulerPolicy.preset("gang-scheduler"), 
 #: claims hold; so a device gang gets no reservation and later gangs backfill where, with
 #: integer GPUs, nodes were kept for it (the preemption proof reads the same snapshot).
 RESERVATIONS_MISS_DEVICES = pytest.mark.xfail(
-    strict=True, reason="Snapshot.without frees no device: device gangs get no reservation")
+    strict=True, reason="no best fit for device pods: placement orders nodes by free "
+    "nvidia.com/gpu, which they do not request")
 
 
 @pytest.mark.parametrize(("policy", "scheduler"), [
