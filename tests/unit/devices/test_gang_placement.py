@@ -276,27 +276,35 @@ def test_a_podgroup_claim_from_a_template_waits_for_the_group_s_claim() -> None:
     assert "PodGroup pg's ResourceClaim does not exist yet" in reason.message, reason.message
 
 
+def run_first(w: World, pods: int, priority: int = 0) -> Bind:
+    """Job ``first`` decided, bound and its claims allocated, as the watches then show it."""
+    w.job("first", pods)
+    (bind,) = w.decide().binds
+    allocations = {d.claim: d for d in bind.placement.prebinds}
+    for ref, node in bind.pod_nodes:
+        pod = job_pod("first", int(ref.name.rsplit("-", 1)[1]), "first-gpus")
+        pod["spec"]["nodeName"] = node
+        pod["spec"]["priority"] = priority
+        pod["status"]["phase"] = "Running"
+        claim = claim_for(pod, template("first-gpus", 1))
+        allocation = allocations[f"{NS}/{claim['metadata']['name']}"].allocation
+        assert allocation is not None
+        claim["status"] = {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": r.device.pool,
+                 "device": r.device.device} for r in allocation.results]}},
+            "reservedFor": [{"resource": "pods", "name": ref.name, "uid": ref.uid}]}
+        w.handlers[informer.RESOURCE_CLAIMS](EventType.MODIFIED, claim)
+        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    return bind
+
+
 def test_a_running_gang_updated_in_the_cache_keeps_its_devices() -> None:
     """Regression (seen on the dev cluster: two gangs on the same devices): the cache
     replaces a running gang whose pods changed by taking it out of its snapshot and putting
     it back; that is not the gang ending, and its claims' devices must stay taken."""
     w = World(nodes=1, devices=4)
-    w.job("first", 4)
-    (bind,) = w.decide().binds
-    allocations = {d.claim: d for d in bind.placement.prebinds}
-    for ref, node in bind.pod_nodes:  # as the watch shows the bind and the claims written
-        pod = job_pod("first", int(ref.name.rsplit("-", 1)[1]), "first-gpus")
-        pod["spec"]["nodeName"] = node
-        pod["status"]["phase"] = "Running"
-        claim = claim_for(pod, template("first-gpus", 1))
-        d = allocations[f"{NS}/{claim['metadata']['name']}"]
-        claim["status"] = {
-            "allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": "gpu.example.com", "pool": r.device.pool,
-                 "device": r.device.device} for r in d.allocation.results]}},  # type: ignore[union-attr]
-            "reservedFor": [{"resource": "pods", "name": ref.name, "uid": ref.uid}]}
-        w.handlers[informer.RESOURCE_CLAIMS](EventType.MODIFIED, claim)
-        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    bind = run_first(w, 4)
     assert len(w.cache.cycle_input(1.0).snapshot.volumes.devices.taken()) == 4
     pod = job_pod("first", 0, "first-gpus")
     pod["spec"]["nodeName"] = bind.pod_nodes[0][1]
@@ -307,3 +315,32 @@ def test_a_running_gang_updated_in_the_cache_keeps_its_devices() -> None:
     w.job("second", 1)
     reason = w.decide().pending[f"{NS}/second"]
     assert reason.category is ReasonCategory.DEVICES
+
+
+def test_a_gang_short_of_devices_preempts_a_lower_priority_gang_holding_them() -> None:
+    """Devices held by a running gang of lower priority: the victim search proves that
+    with its claims released the pending gang gets every member's devices, and evicts it
+    whole (a nomination for the preemptor); without the priority it waits for devices."""
+    w = World(nodes=1, devices=4)
+    run_first(w, 4, priority=0)
+    w.job("urgent", 2)
+    for i in range(2):  # the urgent Job's pods outrank the running ones
+        pod = job_pod("urgent", i, "urgent-gpus")
+        pod["spec"]["priority"] = 1000
+        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    plan = w.decide()
+    assert [e.victim for e in plan.evictions] == [f"{NS}/first"]
+    assert [n.gang_id for n in plan.nominations] == [f"{NS}/urgent"]
+    reason = plan.pending[f"{NS}/urgent"]
+    assert reason.category is ReasonCategory.PREEMPTION_PENDING, reason
+
+
+def test_a_gang_short_of_devices_waits_as_for_capacity() -> None:
+    w = World(nodes=1, devices=4)
+    run_first(w, 4, priority=1000)
+    w.job("later", 2)
+    plan = w.decide()
+    assert not plan.evictions
+    reason = plan.pending[f"{NS}/later"]
+    assert reason.category is ReasonCategory.DEVICES, reason
+    assert "0 free match, 4 more held by other claims" in reason.message, reason.message
