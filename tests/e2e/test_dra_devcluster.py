@@ -281,6 +281,49 @@ def test_a_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(
     assert len(devices) == len(set(devices)) == 5
 
 
+def test_a_jobset_whose_pods_claim_devices_starts_whole(
+        control_plane: ControlPlane, tenant: Tenant,
+        live_scheduler: InProcessScheduler) -> None:
+    """A JobSet (the real JobSet controller) of two replicated Jobs, a driver and 3
+    workers, every pod claiming one device from a template (the real resourceclaim
+    controller makes the claims of the Jobs' pods): one gang across both Jobs, bound whole
+    with every claim allocated on its pod's node and reserved for it, on 4 devices."""
+    if not control_plane.operators:
+        pytest.skip("the session cluster runs without the training operators")
+    cp = control_plane
+    nodes = tenant.create_nodes(2, gpus=2)
+    dra_driver.wait_published(cp.api, nodes, timeout_s=TIMEOUT_S)
+    ns = tenant.namespace
+    ds.create_template(cp, ns, "one-gpu", ds.exactly(dra.DRIVER))
+    template = {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
+                "spec": ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                             template="one-gpu")}
+    body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train"},
+            "spec": {"replicatedJobs": [
+                {"name": rjob, "replicas": 1,
+                 "template": {"spec": {"parallelism": pods, "completions": pods,
+                                       "backoffLimit": 0, "template": template}}}
+                for rjob, pods in (("driver", 1), ("workers", 3))]}}
+    rest.call(cp.custom.create_namespaced_custom_object, "jobset.x-k8s.io", "v1alpha2", ns,
+              "jobsets", body)
+
+    def members() -> dict[str, dict[str, Any]]:
+        return {n: p for n, p in tenant.pods().items()
+                if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == "train"}
+
+    pods = wait_for(lambda: members() if len(members()) == 4 and tenant.all_bound(
+        list(members())) else {}, TIMEOUT_S, what="the JobSet's 4 pods bound whole")
+    claims = {c["metadata"]["ownerReferences"][0]["name"]: c for c in ds.claims(cp, ns)}
+    devices = set()
+    for name, pod in pods.items():
+        (result,) = ds.results(claims[name])
+        assert result["pool"] == pod["spec"]["nodeName"], (name, result)
+        assert ds.reserved_for(claims[name]) == [name]
+        devices.add((result["pool"], result["device"]))
+    assert len(devices) == 4
+
+
 def test_a_cel_request_and_a_two_device_request_as_kube_scheduler_answers_them(
         control_plane: ControlPlane, pools: Pools) -> None:
     cp = control_plane
