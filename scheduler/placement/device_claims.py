@@ -81,6 +81,24 @@ def _claim_name(use: DeviceClaimUse, pod: PodRef | None,
     return made, ""
 
 
+def _template_problem(use: DeviceClaimUse, namespace: str,
+                      devices: DeviceInventory) -> str:
+    """Why the template of *use* would make a claim no node can serve, or that it does not
+    exist: said while its claim is not made yet, so the person who wrote it need not wait
+    for the resourceclaim controller to learn it ("" when none, or *use* names a claim)."""
+    if not use.template:
+        return ""
+    template = devices.templates.get(f"{namespace}/{use.template}")
+    if template is None:
+        return f"{use.describe()}: resourceclaimtemplate {use.template} not found"
+    misfit = claim_problem(ResourceClaim(namespace, use.template, template.spec),
+                           devices.classes)
+    if misfit is None:
+        return ""
+    request = f"request {misfit.request}: " if misfit.request else ""
+    return f"{use.describe()}: {request}{misfit.reason}"
+
+
 def claim_problem(claim: ResourceClaim,
                   classes: Mapping[str, DeviceClass]) -> DeviceMisfit | None:
     """What makes *claim* unallocatable on any node: ``precheck``'s answer, else the first
@@ -119,7 +137,7 @@ def resolve_claims(gang: Gang, devices: DeviceInventory) -> MemberClaims | str |
             for use in uses:
                 name, why = _claim_name(use, pod, group)
                 if name is None:
-                    return f"{who}: {why}"
+                    return f"{who}: {_template_problem(use, gang.namespace, devices) or why}"
                 if not name:
                     continue  # the controller says this entry needs no claim
                 key = f"{gang.namespace}/{name}"

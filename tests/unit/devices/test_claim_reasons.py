@@ -87,9 +87,17 @@ def cel_claim() -> dict[str, Any]:
 
 WHO = f"claim {NAMESPACE}/{MADE}, request gpu"
 CASES = [
-    Case("template claim not made yet", pending_pod(made=None), (TEMPLATE,),
+    Case("template claim not made yet", pending_pod(made=None),
+         (TEMPLATE, (informer.DEVICE_CLASSES, load("deviceclass.json"))),
          ("spec.resourceClaims entry gpu (template one-h100): its ResourceClaim does not "
           "exist yet",)),
+    Case("a template whose class does not exist, before its claim is made",
+         pending_pod(made=None), (TEMPLATE,),
+         ("spec.resourceClaims entry gpu (template one-h100): request gpu: device class "
+          "nvidia-h100-80gb-hbm3.gpu.example.com not found",)),
+    Case("a template not found", pending_pod(made=None), (),
+         ("spec.resourceClaims entry gpu (template one-h100): resourceclaimtemplate one-h100 "
+          "not found",)),
     Case("template claim made but not seen", pending_pod(), (TEMPLATE,),
          (f"resourceclaim {MADE} not found",)),
     Case("named claim not found",
