@@ -145,6 +145,7 @@ EXPECTED_CLUSTER_RULES = {
     # Claims allocated before a gang binds: the finalizer, then status (issue 35).
     ("resource.k8s.io", "resourceclaims", "patch"),
     *(("resource.k8s.io", "resourceclaims/status", v) for v in ("update", "patch")),
+    *(("resource.k8s.io", "resourceclaims/binding", v) for v in ("update", "patch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
     *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
@@ -183,7 +184,9 @@ def test_the_charts_cluster_role_grants_what_deploys_does() -> None:
     rules = yaml.safe_load(text[text.index("\nrules:"):])
     chart = grants(rules)
     assert chart == grants(one("ClusterRole", "gang-scheduler"))
-    assert {("resource.k8s.io", "resourceclaims/status", v) for v in ("update", "patch")} \
+    assert {("resource.k8s.io", r, v) for r in ("resourceclaims/status",
+                                                 "resourceclaims/binding")
+            for v in ("update", "patch")} \
         | {("resource.k8s.io", "resourceclaims", "patch")} <= chart
 
 
