@@ -81,13 +81,18 @@ class ClusterFacts:
         self._catalog = None
         return True
 
-    def set_claim(self, key: str, claim: Claim | None) -> bool:
-        changed = self._put(self._claims, key, claim)  # type: ignore[arg-type]
-        subject = (prebind.PVC, key)
+    def _watched(self, kind: str, key: str, claim: Claim | ResourceClaim | None) -> None:
+        """The watch's word on a claim ends the decision assumed about it once the claim
+        shows it (or is gone)."""
+        subject = (kind, key)
         assumed = self._assumed.get(subject)
         if assumed is not None and (claim is None or prebind.shown(claim, assumed.decision)):
             del self._assumed[subject]
             self._catalog = None
+
+    def set_claim(self, key: str, claim: Claim | None) -> bool:
+        changed = self._put(self._claims, key, claim)  # type: ignore[arg-type]
+        self._watched(prebind.PVC, key, claim)
         return changed
 
     def set_volume(self, name: str, volume: Volume | None) -> bool:
@@ -115,11 +120,7 @@ class ClusterFacts:
 
     def set_resource_claim(self, key: str, claim: ResourceClaim | None) -> bool:
         changed = self._put_device(self._resource_claims, key, claim)  # type: ignore[arg-type]
-        subject = (prebind.RESOURCE_CLAIM, key)
-        assumed = self._assumed.get(subject)
-        if assumed is not None and (claim is None or prebind.shown(claim, assumed.decision)):
-            del self._assumed[subject]
-            self._catalog = None
+        self._watched(prebind.RESOURCE_CLAIM, key, claim)
         return changed
 
     def set_claim_template(self, key: str, template: ClaimTemplate | None) -> bool:
