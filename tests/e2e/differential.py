@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,9 @@ class _Recorder(BaseHTTPRequestHandler):
 class FeasibleSets:
     """A recording extender and the kube-scheduler that calls it."""
 
-    def __init__(self, cluster: DevCluster, work: Path) -> None:
+    def __init__(self, cluster: DevCluster, work: Path, extra_args: Sequence[str] = ()) -> None:
+        """*extra_args*: more flags for the kube-scheduler (e.g. the feature gates the dev
+        cluster's own kube-scheduler runs with)."""
         self._calls: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
@@ -86,7 +88,7 @@ class FeasibleSets:
         }, sort_keys=False), encoding="utf-8")
         binary = build.ensure(build.KUBE_SCHEDULER)
         self.process = procs.spawn("diff-scheduler", [
-            str(binary), f"--config={config}", "--secure-port=0", "--v=1"],
+            str(binary), f"--config={config}", "--secure-port=0", "--v=1", *extra_args],
             work / "diff-scheduler.log", owned=True)
 
     def stop(self) -> None:

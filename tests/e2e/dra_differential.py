@@ -1,0 +1,246 @@
+"""Cases and checks of tests/e2e/test_dra_differential.py: generated single-pod device claims,
+what each asks of a device (as CEL for the apiserver and as a Python predicate for the check),
+and whether an allocation satisfies its claim.
+
+Why a Python predicate beside each CEL selector: the test checks gang-scheduler's allocations
+without trusting gang-scheduler's own CEL evaluation, so every generated selector is made of
+a few atoms whose meaning is written twice, once per language, side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.tools.devcluster import dra
+
+Device = Mapping[str, Any]  # a device of a ResourceSlice, as the apiserver returns it
+Predicate = Callable[[Device], bool]
+
+#: Products the batches' nodes carry: their memory and compute capability differ, so class,
+#: memory and semver selectors discriminate between nodes.
+PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB",
+            "NVIDIA-L40S")
+RACK_LABEL = "topology.gangscheduler.io/rack"
+REQUEST = "gpu"
+ATTR = f'device.attributes["{dra.DRIVER}"]'
+MEMORY = f'device.capacity["{dra.DRIVER}"].memory'
+
+
+def attr(d: Device, name: str) -> Any:
+    """The value of attribute *name* of *d* (None when it has none)."""
+    value = (d.get("attributes") or {}).get(name)
+    return next(iter(value.values())) if value else None
+
+
+def _gib(quantity: str) -> int:
+    assert quantity.endswith("Gi"), quantity
+    return int(quantity[:-2])
+
+
+def _semver(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def memory_gib(d: Device) -> int:
+    return _gib(str(d["capacity"]["memory"]["value"]))
+
+
+@dataclass(frozen=True)
+class Selector:
+    cel: str
+    test: Predicate
+    text: str  # for messages
+
+
+def _atom(rng: random.Random, products: Sequence[str]) -> Selector:
+    kind = rng.randrange(7)
+    if kind == 0:
+        p = rng.choice([*products, "NVIDIA-T4"])
+        return Selector(f"{ATTR}.productName == {json.dumps(p)}",
+                        lambda d: attr(d, "productName") == p, f"product={p}")
+    if kind == 1:
+        gi = rng.choice((40, 48, 64, 80))
+        return Selector(f'{MEMORY}.compareTo(quantity("{gi}Gi")) >= 0',
+                        lambda d: memory_gib(d) >= gi, f"memory>={gi}Gi")
+    if kind == 2:
+        k = rng.randrange(1, 6)
+        return Selector(f"{ATTR}.index < {k}", lambda d: int(attr(d, "index")) < k,
+                        f"index<{k}")
+    if kind == 3:
+        return Selector(f"{ATTR}.index % 2 == 0", lambda d: int(attr(d, "index")) % 2 == 0,
+                        "index even")
+    if kind == 4:
+        v = rng.choice(("8.5.0", "9.0.0"))
+        return Selector(f'{ATTR}.cudaComputeCapability.compareTo(semver("{v}")) >= 0',
+                        lambda d: _semver(str(attr(d, "cudaComputeCapability")))
+                        >= _semver(v), f"cc>={v}")
+    if kind == 5:
+        prefix = rng.choice(("NVIDIA-A100", "NVIDIA-H"))
+        return Selector(f"{ATTR}.productName.startsWith({json.dumps(prefix)})",
+                        lambda d: str(attr(d, "productName")).startswith(prefix),
+                        f"product^={prefix}")
+    arch = rng.choice(("Hopper", "Ampere"))
+    return Selector(f"{ATTR}.architecture == {json.dumps(arch)}",
+                    lambda d: attr(d, "architecture") == arch, f"arch={arch}")
+
+
+def selector(rng: random.Random, products: Sequence[str]) -> Selector | None:
+    """None, one atom, or two joined by ``&&`` / ``||``, sometimes negated."""
+    shape = rng.randrange(6)
+    if shape == 0:
+        return None
+    a = _atom(rng, products)
+    if shape <= 2:
+        return a
+    b = _atom(rng, products)
+    if shape == 3:
+        return Selector(f"({a.cel}) && ({b.cel})", lambda d: a.test(d) and b.test(d),
+                        f"{a.text}&{b.text}")
+    if shape == 4:
+        return Selector(f"({a.cel}) || ({b.cel})", lambda d: a.test(d) or b.test(d),
+                        f"{a.text}|{b.text}")
+    return Selector(f"!({a.cel})", lambda d: not a.test(d), f"!{a.text}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One (sub)request: its class (the product, or None for every GPU of the driver), a
+    selector, and a count (None: ``allocationMode: All``)."""
+
+    name: str
+    product: str | None
+    sel: Selector | None
+    count: int | None
+
+    @property
+    def device_class(self) -> str:
+        return dra.class_name(self.product) if self.product else dra.DRIVER
+
+    def matches(self, d: Device) -> bool:
+        return ((self.product is None or attr(d, "productName") == self.product)
+                and (self.sel is None or self.sel.test(d)))
+
+    def json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"deviceClassName": self.device_class}
+        if self.count is None:
+            out["allocationMode"] = "All"
+        else:
+            out["count"] = self.count
+        if self.sel:
+            out["selectors"] = [{"cel": {"expression": self.sel.cel}}]
+        return out
+
+    def describe(self) -> str:
+        n = "All" if self.count is None else str(self.count)
+        return f"{self.name}:{n}x{self.product or 'any'}[{self.sel.text if self.sel else ''}]"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A claim made for the trial (requests, optional ``firstAvailable`` alternatives, a
+    ``matchAttribute``) or, with *shares*, the allocated claim of an earlier pod."""
+
+    name: str
+    requests: tuple[Request, ...] = ()
+    first_available: bool = False  # requests are the alternatives of one request "gpu"
+    match: str | None = None  # the unqualified attribute of a matchAttribute constraint
+    shares: str | None = None  # an allocated claim of the batch's filler pods
+    pods: int = 1  # trial pods using the claim (2: a claim shared by two pending pods)
+    node: str | None = None  # a node the pods are pinned to
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> dict[str, Any]:
+        if self.first_available:
+            requests: list[dict[str, Any]] = [{"name": REQUEST, "firstAvailable": [
+                {"name": r.name, **r.json()} for r in self.requests]}]
+        else:
+            requests = [{"name": r.name, "exactly": r.json()} for r in self.requests]
+        devices: dict[str, Any] = {"requests": requests}
+        if self.match:
+            devices["constraints"] = [{"matchAttribute": f"{dra.DRIVER}/{self.match}"}]
+        return {"devices": devices}
+
+    def describe(self) -> str:
+        if self.shares:
+            return f"{self.name}: shares {self.shares}"
+        kind = "firstAvailable" if self.first_available else "requests"
+        return (f"{self.name}: {kind} " + ", ".join(r.describe() for r in self.requests)
+                + (f" matchAttribute={self.match}" if self.match else "")
+                + (f" x{self.pods} pods" if self.pods > 1 else "")
+                + (f" on {self.node}" if self.node else ""))
+
+
+def _request(rng: random.Random, name: str, products: Sequence[str]) -> Request:
+    product = rng.choice(products) if rng.random() < 0.35 else None
+    count = None if rng.random() < 0.1 else rng.choice((1, 1, 2, 2, 3, 4))
+    return Request(name, product, selector(rng, products), count)
+
+
+def case(rng: random.Random, name: str, products: Sequence[str], nodes: Sequence[str],
+         fillers: Sequence[str]) -> Case:
+    """One generated trial over a batch of *nodes* carrying *products*; *fillers*: the
+    batch's claims already allocated by kube-scheduler."""
+    node = rng.choice(nodes) if rng.random() < 0.15 else None
+    if fillers and rng.random() < 0.08:
+        return Case(name, shares=rng.choice(fillers), node=node)
+    shape = rng.random()
+    if shape < 0.12:
+        alternatives = (_request(rng, "a", products), _request(rng, "b", products))
+        return Case(name, alternatives, first_available=True, node=node)
+    n = 2 if shape < 0.25 else 1
+    reqs = tuple(_request(rng, f"r{i}", products) for i in range(n))
+    match = (rng.choice(("cliqueID", "productName", "index", "driverVersion", "nvlinkDomain"))
+             if rng.random() < 0.3 else None)
+    return Case(name, reqs, match=match, pods=2 if rng.random() < 0.08 else 1, node=node)
+
+
+def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
+          devices: Mapping[str, Device], taken: set[str]) -> list[str]:
+    """What is wrong with *results* (``status.allocation.devices.results``) as an allocation
+    of *c* on *node*, whose devices are *devices* and of which *taken* are allocated to other
+    claims; [] when it satisfies the claim."""
+    bad: list[str] = []
+    names = [str(r["device"]) for r in results]
+    if len(set(names)) != len(names):
+        bad.append(f"a device twice: {names}")
+    for r in results:
+        if r["driver"] != dra.DRIVER or r["pool"] != node or r["device"] not in devices:
+            bad.append(f"not a device of {node}: {r}")
+    if bad:
+        return bad
+    if set(names) & taken:
+        bad.append(f"allocated elsewhere already: {sorted(set(names) & taken)}")
+    by_request: dict[str, list[str]] = {}
+    for r in results:
+        by_request.setdefault(str(r["request"]), []).append(str(r["device"]))
+    if c.first_available:
+        chosen = [r for r in c.requests if f"{REQUEST}/{r.name}" in by_request]
+        if len(chosen) != 1 or len(by_request) != 1:
+            return [*bad, f"not one alternative: {sorted(by_request)}"]
+        wanted = {f"{REQUEST}/{chosen[0].name}": chosen[0]}
+        # An earlier alternative that fits must have been preferred: not checked here (the
+        # feasibility comparison covers the claim as a whole).
+    else:
+        wanted = {r.name: r for r in c.requests}
+        if set(by_request) != set(wanted):
+            bad.append(f"requests {sorted(by_request)}, wanted {sorted(wanted)}")
+    for key, req in wanted.items():
+        got = by_request.get(key, [])
+        for n in got:
+            if not req.matches(devices[n]):
+                bad.append(f"{n} does not match {req.describe()}")
+        if req.count is None:
+            matching = sorted(n for n, d in devices.items() if req.matches(d))
+            if sorted(got) != matching:
+                bad.append(f"All of {req.describe()}: {sorted(got)}, matching {matching}")
+        elif len(got) != req.count:
+            bad.append(f"{len(got)} devices for {req.describe()}")
+    if c.match:
+        values = {json.dumps(attr(devices[n], c.match)) for n in names}
+        if len(values) > 1 or "null" in values:
+            bad.append(f"matchAttribute {c.match}: values {sorted(values)}")
+    return bad
