@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.tools.devcluster import dra
@@ -26,6 +26,9 @@ PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-
             "NVIDIA-L40S")
 RACK_LABEL = "topology.gangscheduler.io/rack"
 REQUEST = "gpu"
+#: kube-scheduler's allocator error for an ``allocationMode: All`` request whose devices on
+#: some node break a ``matchAttribute`` constraint: it fails the pod on every node.
+CONSTRAINT_ERROR = "because a claim constraint would not be satisfied"
 ATTR = f'device.attributes["{dra.DRIVER}"]'
 MEMORY = f'device.capacity["{dra.DRIVER}"].memory'
 
@@ -54,10 +57,23 @@ class Selector:
     cel: str
     test: Predicate
     text: str  # for messages
+    #: It fails at evaluation on some devices (a CEL runtime error), ``test`` then says no.
+    errs: bool = False
 
 
 def _atom(rng: random.Random, products: Sequence[str]) -> Selector:
-    kind = rng.randrange(7)
+    if rng.random() < 0.03:
+        # No device has the attribute: a CEL runtime error, not a false (rare: wherever it
+        # is an error, kube-scheduler fails the pod on every node).
+        return Selector(f'{ATTR}.nvlinkDomain == "x"', lambda d: False, "nvlinkDomain=x",
+                        errs=True)
+    kind = rng.randrange(9)
+    if kind == 7:
+        return Selector(f"has({ATTR}.nvlinkDomain)", lambda d: False, "has(nvlinkDomain)")
+    if kind == 8:
+        gi = rng.choice((40960, 81920))
+        return Selector(f'{MEMORY}.isGreaterThan(quantity("{gi}Mi"))',
+                        lambda d: memory_gib(d) * 1024 > gi, f"memory>{gi}Mi")
     if kind == 0:
         p = rng.choice([*products, "NVIDIA-T4"])
         return Selector(f"{ATTR}.productName == {json.dumps(p)}",
@@ -99,11 +115,11 @@ def selector(rng: random.Random, products: Sequence[str]) -> Selector | None:
     b = _atom(rng, products)
     if shape == 3:
         return Selector(f"({a.cel}) && ({b.cel})", lambda d: a.test(d) and b.test(d),
-                        f"{a.text}&{b.text}")
+                        f"{a.text}&{b.text}", a.errs or b.errs)
     if shape == 4:
         return Selector(f"({a.cel}) || ({b.cel})", lambda d: a.test(d) or b.test(d),
-                        f"{a.text}|{b.text}")
-    return Selector(f"!({a.cel})", lambda d: not a.test(d), f"!{a.text}")
+                        f"{a.text}|{b.text}", a.errs or b.errs)
+    return Selector(f"!({a.cel})", lambda d: not a.test(d), f"!{a.text}", a.errs)
 
 
 @dataclass(frozen=True)
@@ -148,10 +164,11 @@ class Case:
     requests: tuple[Request, ...] = ()
     first_available: bool = False  # requests are the alternatives of one request "gpu"
     match: str | None = None  # the unqualified attribute of a matchAttribute constraint
+    match_requests: tuple[str, ...] = ()  # the constraint's requests (empty: all)
     shares: str | None = None  # an allocated claim of the batch's filler pods
     pods: int = 1  # trial pods using the claim (2: a claim shared by two pending pods)
     node: str | None = None  # a node the pods are pinned to
-    extra: dict[str, Any] = field(default_factory=dict)
+    second: Case | None = None  # a second claim of the same pod
 
     def spec(self) -> dict[str, Any]:
         if self.first_available:
@@ -161,22 +178,44 @@ class Case:
             requests = [{"name": r.name, "exactly": r.json()} for r in self.requests]
         devices: dict[str, Any] = {"requests": requests}
         if self.match:
-            devices["constraints"] = [{"matchAttribute": f"{dra.DRIVER}/{self.match}"}]
+            constraint: dict[str, Any] = {"matchAttribute": f"{dra.DRIVER}/{self.match}"}
+            if self.match_requests:
+                constraint["requests"] = list(self.match_requests)
+            devices["constraints"] = [constraint]
         return {"devices": devices}
+
+    @property
+    def selector_errs(self) -> bool:
+        """A selector of the pod's claims fails at evaluation on some devices: kube-scheduler
+        meets the error only if its search reaches such a device, and then fails the pod on
+        every node; gang-scheduler evaluates every device of a node and rules the node out.
+        Not compared (README, "Known differences from kube-scheduler")."""
+        parts = [self] + ([self.second] if self.second else [])
+        return any(r.sel is not None and r.sel.errs for p in parts for r in p.requests)
+
+    def may_fail(self, message: str) -> bool:
+        """Whether *message*, kube-scheduler's, is the allocator error this case can cause:
+        an ``All`` request whose devices break a ``matchAttribute`` constraint, which fails
+        the pod on every node (README, "Known differences from kube-scheduler")."""
+        parts = [self] + ([self.second] if self.second else [])
+        return CONSTRAINT_ERROR in message and any(
+            p.match and any(r.count is None for r in p.requests) for p in parts)
 
     def describe(self) -> str:
         if self.shares:
             return f"{self.name}: shares {self.shares}"
         kind = "firstAvailable" if self.first_available else "requests"
         return (f"{self.name}: {kind} " + ", ".join(r.describe() for r in self.requests)
-                + (f" matchAttribute={self.match}" if self.match else "")
+                + (f" matchAttribute={self.match}{list(self.match_requests) or ''}"
+                   if self.match else "")
+                + (f" and claim {self.second.describe()}" if self.second else "")
                 + (f" x{self.pods} pods" if self.pods > 1 else "")
                 + (f" on {self.node}" if self.node else ""))
 
 
 def _request(rng: random.Random, name: str, products: Sequence[str]) -> Request:
     product = rng.choice(products) if rng.random() < 0.35 else None
-    count = None if rng.random() < 0.1 else rng.choice((1, 1, 2, 2, 3, 4))
+    count = None if rng.random() < 0.1 else rng.choice((1, 1, 2, 2, 3, 4, 5, 8))
     return Request(name, product, selector(rng, products), count)
 
 
@@ -187,22 +226,31 @@ def case(rng: random.Random, name: str, products: Sequence[str], nodes: Sequence
     node = rng.choice(nodes) if rng.random() < 0.15 else None
     if fillers and rng.random() < 0.08:
         return Case(name, shares=rng.choice(fillers), node=node)
+    second = _claim(rng, f"{name}-b", products) if rng.random() < 0.1 else None
+    return replace(_claim(rng, name, products), node=node, second=second,
+                   pods=2 if rng.random() < 0.08 else 1)
+
+
+def _claim(rng: random.Random, name: str, products: Sequence[str]) -> Case:
+    match = (rng.choice(("cliqueID", "productName", "index", "driverVersion", "nvlinkDomain"))
+             if rng.random() < 0.3 else None)
     shape = rng.random()
     if shape < 0.12:
         alternatives = (_request(rng, "a", products), _request(rng, "b", products))
-        return Case(name, alternatives, first_available=True, node=node)
-    n = 2 if shape < 0.25 else 1
+        return Case(name, alternatives, first_available=True, match=match)
+    n = 2 if shape < 0.3 else 1
     reqs = tuple(_request(rng, f"r{i}", products) for i in range(n))
-    match = (rng.choice(("cliqueID", "productName", "index", "driverVersion", "nvlinkDomain"))
-             if rng.random() < 0.3 else None)
-    return Case(name, reqs, match=match, pods=2 if rng.random() < 0.08 else 1, node=node)
+    subset = ("r0",) if n == 2 and match and rng.random() < 0.5 else ()
+    return Case(name, reqs, match=match, match_requests=subset)
 
 
 def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
-          devices: Mapping[str, Device], taken: set[str]) -> list[str]:
+          devices: Mapping[str, Device], taken: set[str],
+          has_second: bool = False) -> list[str]:
     """What is wrong with *results* (``status.allocation.devices.results``) as an allocation
     of *c* on *node*, whose devices are *devices* and of which *taken* are allocated to other
-    claims; [] when it satisfies the claim."""
+    claims; [] when it satisfies the claim. *has_second*: the pod has another claim,
+    which may hold devices this one would have preferred."""
     bad: list[str] = []
     names = [str(r["device"]) for r in results]
     if len(set(names)) != len(names):
@@ -222,8 +270,14 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         if len(chosen) != 1 or len(by_request) != 1:
             return [*bad, f"not one alternative: {sorted(by_request)}"]
         wanted = {f"{REQUEST}/{chosen[0].name}": chosen[0]}
-        # An earlier alternative that fits must have been preferred: not checked here (the
-        # feasibility comparison covers the claim as a whole).
+        # An earlier alternative that fits must have been preferred. Checked where fitting
+        # is a plain count (an exact count, no constraint, no second claim competing).
+        first = c.requests[0]
+        if (chosen[0] is not first and first.count is not None and not c.match
+                and not has_second):
+            free = [n for n, d in devices.items() if n not in taken and first.matches(d)]
+            if len(free) >= first.count:
+                bad.append(f"{first.describe()} fits ({free}) but was passed over")
     else:
         wanted = {r.name: r for r in c.requests}
         if set(by_request) != set(wanted):
@@ -240,7 +294,9 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         elif len(got) != req.count:
             bad.append(f"{len(got)} devices for {req.describe()}")
     if c.match:
-        values = {json.dumps(attr(devices[n], c.match)) for n in names}
+        bound = [str(r["device"]) for r in results
+                 if not c.match_requests or str(r["request"]) in c.match_requests]
+        values = {json.dumps(attr(devices[n], c.match)) for n in bound}
         if len(values) > 1 or "null" in values:
             bad.append(f"matchAttribute {c.match}: values {sorted(values)}")
     return bad
