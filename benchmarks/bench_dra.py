@@ -6,7 +6,8 @@ with 8 GPUs each (issue 35).
     .venv/bin/python benchmarks/bench_dra.py [--nodes 1000] [--pods 64] [--rounds 9]
 
 Two clusters: empty, and with about 70% of the devices (or GPUs) taken at random (by
-allocated claims, or by running pods). Timed: ``solve`` from a fresh snapshot each round (the
+allocated claims, or by running pods), the same nodes and the same taken share for both; the
+rounds alternate which of the two goes first. Timed: ``solve`` from a fresh snapshot each round (the
 device inventory's per-node pools are worked out inside the timed call, as in a cycle after
 the inventory changed), p50 and p95 over the rounds, and the ratio DRA / plain. Every DRA
 placement is checked: 64 claims allocated, no device twice, none already taken.
@@ -109,21 +110,20 @@ def check(placement: Placement, pods: int, used: dict[str, int]) -> None:
         assert int(name.split("-")[1]) >= 0 and node == p.target
 
 
-def measure(count: int, per_node: int, pods: int, dra: bool, share: float, rounds: int,
-            seed: int) -> list[float]:
+def measure_once(count: int, per_node: int, pods: int, dra: bool, share: float,
+                 seed: int) -> float:
+    """One timed solve of the gang on a fresh snapshot (DRA placements checked)."""
     names = [n.name for n in nodes(count, per_node)]
     used = occupied(names, per_node, share, seed)
     g, claims = gang(pods, dra)
-    times = []
-    for _ in range(rounds):
-        snap = snapshot(count, per_node, dra, used, claims)
-        start = time.perf_counter()
-        result = solve(g, snap)
-        times.append(time.perf_counter() - start)
-        assert isinstance(result, Placement), result
-        if dra:
-            check(result, pods, used)
-    return times
+    snap = snapshot(count, per_node, dra, used, claims)
+    start = time.perf_counter()
+    result = solve(g, snap)
+    elapsed = time.perf_counter() - start
+    assert isinstance(result, Placement), result
+    if dra:
+        check(result, pods, used)
+    return elapsed
 
 
 def main() -> None:
@@ -138,9 +138,14 @@ def main() -> None:
     print(f"{args.pods}-pod gang, one device per pod, {args.nodes} nodes x {args.devices} "
           f"devices, {args.rounds} rounds")
     for share in (0.0, 0.7):
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for r in range(args.rounds):  # the two alternate which goes first
+            for dra in ((False, True) if r % 2 == 0 else (True, False)):
+                times[dra].append(measure_once(args.nodes, args.devices, args.pods, dra, share,
+                                               args.seed))
         row = {}
         for dra in (False, True):
-            t = measure(args.nodes, args.devices, args.pods, dra, share, args.rounds, args.seed)
+            t = times[dra]
             row[dra] = statistics.median(t)
             p95 = sorted(t)[max(0, int(len(t) * 0.95) - 1)]
             kind = "DRA claims " if dra else "nvidia.com/gpu"
