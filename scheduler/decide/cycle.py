@@ -73,13 +73,16 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         raise ValueError("decide: the recall belongs to another set of nodes")
     given = sorted(pending_gangs, key=_ID_UID)
     gangs = housekeeping.ready(given, house, now)
+    backing_off = housekeeping.backing_off(given, house, now)
     rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
-        return CyclePlan(now=now, unformed=housekeeping.unformed(house),
-                         rollbacks=housekeeping.rollbacks(house, (), {}, now, rolled_back),
-                         due=next_due(snapshot, given, {}, (), (), policies, house, now))
+        held = {gid: r for gid, (r, _) in backing_off.items()}
+        return CyclePlan(now=now, unformed=housekeeping.unformed(house), pending=held,
+                         members={gid: m for gid, (_, m) in backing_off.items()},
+                         rollbacks=housekeeping.rollbacks(house, (), held, now, rolled_back),
+                         due=next_due(snapshot, given, held, (), (), policies, house, now))
     queues = policies.queues
     tree = recall.tree(queues)
     memo = Memo(recall)
@@ -109,7 +112,10 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
              policies.scheduler.ordering, turn,
              lambda q, head: _rank(memo, draft, q, head))
-    pending = dict(sorted(draft.pending.items()))
+    for gid, (_, pods) in backing_off.items():
+        members[gid] = pods
+    pending = dict(sorted({**draft.pending,
+                           **{gid: r for gid, (r, _) in backing_off.items()}}.items()))
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
     return CyclePlan(

@@ -8,7 +8,10 @@ is the first cycle after taking over. ``Housekeeping`` hands that to ``decide``,
 functions here turn it into plan entries, so the actuators (live and simulated) carry them
 out like any other decision:
 
-- a gang backing off is not considered until its time comes (it has no reason this cycle);
+- a gang backing off is not considered until its time comes; meanwhile its reason
+  (``BindFailed``) says why its last bind was refused and when it is retried, so that a
+  refusal that repeats (a claim write the apiserver rejects, an admission webhook) is
+  seen on the pods and the PodGroup, not only in the scheduler's log;
 - a gang is never given up for waiting: however long it queues (behind quota, a busy pool,
   missing members, after a preemption), it stays pending with its reason and runs once it
   can. A PodGroup's ``scheduleTimeoutSeconds`` bounds what the coscheduling plugin bounds
@@ -94,6 +97,7 @@ class FailedBind:
 
     why: str
     transient: bool
+    delay: float = 0.0  # how long it backs off (the reason names it: a stable text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,26 @@ def ready(gangs: Iterable[Gang], house: Housekeeping, now: float) -> list[Gang]:
     if not backoff:
         return list(gangs)
     return [g for g in gangs if backoff.get(g.id, now) <= now]
+
+
+def backing_off(gangs: Iterable[Gang], house: Housekeeping,
+                now: float) -> dict[str, tuple[PendingReason, Members]]:
+    """The reason of each of *gangs* backing off after a bind that was refused (not one that
+    went unanswered: its members are parked on their nodes, some perhaps bound; nor one
+    rolled back for its timeout, which its ``GangRolledBack`` event explains), with its
+    members."""
+    if not house.backoff:
+        return {}
+    out: dict[str, tuple[PendingReason, Members]] = {}
+    for g in gangs:
+        until = house.backoff.get(g.id, now)
+        failed = house.failed_binds.get(g.id)
+        if until <= now or failed is None or failed.transient or not failed.why:
+            continue
+        out[g.id] = (PendingReason(ReasonCategory.BIND_FAILED, (
+            f"its last bind was refused: {failed.why}; retried after a "
+            f"{format_duration(failed.delay)} backoff")), members(g))
+    return out
 
 
 def unformed(house: Housekeeping) -> tuple[Unformed, ...]:
@@ -182,7 +206,8 @@ _CAUSES = {ReasonCategory.WAITING_FOR_MEMBERS: RollbackCause.MEMBER_GONE,
            ReasonCategory.TOPOLOGY: RollbackCause.NO_ROOM,
            ReasonCategory.PREEMPTION_PENDING: RollbackCause.NO_ROOM,
            ReasonCategory.RESERVED: RollbackCause.NO_ROOM,
-           ReasonCategory.QUEUED: RollbackCause.NO_ROOM}
+           ReasonCategory.QUEUED: RollbackCause.NO_ROOM,
+           ReasonCategory.BIND_FAILED: RollbackCause.BIND_REFUSED}
 
 
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],

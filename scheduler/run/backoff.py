@@ -98,8 +98,8 @@ class Backoffs:
 
     def failed_binds(self, gangs: dict[str, float]) -> dict[str, FailedBind]:
         """Why the last bind of each of *gangs* (backing off) failed."""
-        return {gid: FailedBind(self._gangs[gid].why, self._gangs[gid].transient)
-                for gid in gangs}
+        return {gid: FailedBind(b.why, b.transient, b.delay)
+                for gid in gangs for b in (self._gangs[gid],)}
 
     def due(self, now: float) -> list[PodRef]:
         """The parked members whose retry is due (no longer parked: the caller releases them)."""

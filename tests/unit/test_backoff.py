@@ -55,7 +55,7 @@ def test_an_outcome_backs_a_failed_gang_off_and_ends_a_bound_ones_backoff() -> N
     parked = (PodRef("ns", "g-0", "u0"),)
     b.take(_bind("g"), ApplyResult(failed={"g": "503"}), parked, 100.0)
     assert b.until(100.0) == {"g": 105.0}
-    assert b.failed_binds({"g": 105.0}) == {"g": FailedBind("503", True)}  # parked: transient
+    assert b.failed_binds({"g": 105.0}) == {"g": FailedBind("503", True, 5)}  # parked: transient
     assert b.due(105.0) == list(parked)
     b.take(_bind("g"), ApplyResult(bound=("g",)), (), 106.0)
     assert not b

@@ -26,7 +26,7 @@ from scheduler.decide.plan import (
     RollbackCause,
     explain,
 )
-from scheduler.model import PodRef
+from scheduler.model import Gang, PodRef
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
@@ -43,6 +43,41 @@ def test_a_gang_backing_off_is_not_considered_until_its_backoff_is_over() -> Non
     assert (plan.binds, dict(plan.pending)) == ((), {})
     later = decide(Snapshot(NODES), [waiting], POLICIES, NOW + 5, solver=SOLVE, house=house)
     assert [b.gang_id for b in later.binds] == ["ns/w"]
+
+
+REFUSED = FailedBind("claims not bound: claim ns/w-gpu: 409 Conflict", False, 4)
+
+
+@pytest.mark.parametrize("others", [[], [gang("other", "q", pool="a100")]],
+                         ids=["alone", "beside a gang decided this cycle"])
+def test_a_gang_whose_bind_was_refused_says_why_on_its_pods_while_it_backs_off(
+        others: list[Gang]) -> None:
+    """A refusal that repeats (a claim write rejected, a webhook) must be seen where users
+    look, not only in the scheduler's log; its text stays the same while it backs off."""
+    waiting = gang("w", "q", pool="a100")
+    house = Housekeeping(backoff={"ns/w": NOW + 4}, failed_binds={"ns/w": REFUSED})
+    texts = set()
+    for now in (NOW, NOW + 2):
+        plan = decide(Snapshot(NODES), [waiting, *others], POLICIES, now, solver=SOLVE,
+                      house=house)
+        assert "ns/w" not in {b.gang_id for b in plan.binds}
+        reason = plan.pending["ns/w"]
+        assert reason.category is ReasonCategory.BIND_FAILED
+        assert plan.members["ns/w"].pods == waiting.pods
+        texts.add(str(reason))
+    assert texts == {"BindFailed: its last bind was refused: claims not bound: claim "
+                     "ns/w-gpu: 409 Conflict; retried after a 4s backoff"}
+    later = decide(Snapshot(NODES), [waiting], POLICIES, NOW + 4, solver=SOLVE, house=house)
+    assert [b.gang_id for b in later.binds] == ["ns/w"] and "ns/w" not in later.pending
+
+
+@pytest.mark.parametrize("failed", [FailedBind("no reply", True, 4), FailedBind("", False, 4)],
+                         ids=["unanswered: parked on its nodes", "rolled back for its timeout"])
+def test_a_gang_parked_or_rolled_back_gets_no_bind_failed_reason(failed: FailedBind) -> None:
+    house = Housekeeping(backoff={"ns/w": NOW + 4}, failed_binds={"ns/w": failed})
+    plan = decide(Snapshot(NODES), [gang("w", "q", pool="a100")], POLICIES, NOW, solver=SOLVE,
+                  house=house)
+    assert dict(plan.pending) == {} and dict(plan.members) == {}
 
 
 def test_a_partly_bound_gang_is_rolled_back_unless_this_cycle_completes_it() -> None:
@@ -138,12 +173,12 @@ def test_a_partly_bound_gang_is_completed_before_any_other_gang_takes_its_room()
 def test_a_partly_bound_gang_whose_bind_was_refused_says_so_when_rolled_back() -> None:
     house = Housekeeping(backoff={"ns/half": NOW + 8},
                          partly_bound={"ns/half": PartlyBound(BOUND, False, NOW)},
-                         failed_binds={"ns/half": FailedBind("forbidden (RBAC)", False)})
+                         failed_binds={"ns/half": FailedBind("forbidden (RBAC)", False, 8)})
     plan = decide(Snapshot(NODES), [REST], POLICIES, NOW, solver=SOLVE, house=house)
     (rollback,) = plan.rollbacks
     assert rollback.cause is RollbackCause.BIND_REFUSED
-    assert rollback.reason == ("its last bind was refused (forbidden (RBAC)); not retried for "
-                               "another 8s (backoff)")
+    assert rollback.reason == ("BindFailed: its last bind was refused: forbidden (RBAC); "
+                               "retried after a 8s backoff")
 
 
 def parked(started: bool = False, **house: object) -> Housekeeping:
@@ -187,6 +222,7 @@ def test_once_it_answers_a_parked_gang_is_completed_or_rolled_back_for_a_real_ca
     (ReasonCategory.NOT_ALLOWED, RollbackCause.NOT_ADMITTED),
     (ReasonCategory.VOLUMES, RollbackCause.NOT_ADMITTED),
     (ReasonCategory.UNSUPPORTED, RollbackCause.NOT_ADMITTED),
+    (ReasonCategory.BIND_FAILED, RollbackCause.BIND_REFUSED),
 ])
 def test_every_pending_reason_names_the_cause_of_the_rollback(
         category: ReasonCategory, cause: RollbackCause) -> None:
