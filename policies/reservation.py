@@ -299,7 +299,9 @@ class _Slots:
                       if r.required > 0 and r.demand.gpus > 0]
         self.domain = {n: (nodes[n].labels.get(level) or f"<none:{n}>") if level else ""
                        for n in usable}
-        self.free = {n: max(0, gpus_of(snapshot.free(n))) for n in usable}
+        # Integer GPUs and devices alike (a role's demand counts both; a running gang's
+        # charges give back both, ``Release.charges``).
+        self.free = {n: snapshot.free_gpus(n) for n in usable}
         self.slots: dict[str, list[int]] = {}
         for n, free in self.free.items():
             per = self.slots.setdefault(self.domain[n], [0] * len(self.roles))

@@ -34,6 +34,8 @@ NETWORK: Slot[tuple[()], tuple[DeviceSlice, ...]] = Slot("device_inventory.netwo
 CONSUMERS: Slot[tuple[()], dict[str, tuple[str, ...]]] = Slot("device_inventory.consumers")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
+#: Node -> its node-local devices no claim holds (``DeviceInventory.free_by_node``).
+FREE: Slot[tuple[()], dict[str, int]] = Slot("device_inventory.free")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,30 @@ class DeviceInventory:
         """Every device some claim's allocation holds (admin access aside)."""
         return self.slots.get_or_make(TAKEN, (), lambda: allocated_devices(
             self.claims.values()))
+
+    def free_by_node(self) -> Mapping[str, int]:
+        """Node -> at most how many GPUs the devices of its node-local slices (the newest
+        generation of each pool) that no claim holds can still count for
+        (``Snapshot.free_gpus``: what best fit orders nodes by for pods whose GPUs are
+        devices, and what quick "could it fit" counts compare with demand). Which class
+        selects a device is known only per request, so each free device counts the most GPUs
+        any class gives one device: never less than the truth, so a count that says "too
+        few" is right."""
+        def make() -> dict[str, int]:
+            taken = self.taken()
+            per_device = max((c.gpus_per_device for c in self.classes.values()), default=1)
+            out: dict[str, int] = {}
+            for node, slices in self.slices_by_node().items():
+                newest: dict[tuple[str, str], int] = {}
+                for s in slices:
+                    key = (s.driver, s.pool.name)
+                    newest[key] = max(newest.get(key, s.pool.generation), s.pool.generation)
+                out[node] = per_device * sum(
+                    1 for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]
+                    for d in s.devices
+                    if DeviceId(s.driver, s.pool.name, d.name) not in taken)
+            return out
+        return self.slots.get_or_make(FREE, (), make)
 
     def consumers(self) -> Mapping[str, tuple[str, ...]]:
         """Pod uid -> the keys of the claims reserved for it."""

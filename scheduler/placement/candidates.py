@@ -56,13 +56,16 @@ def candidates(problem: Problem) -> Candidates:
         index = free_index(snapshot, rv.key, rv.eligible)
         request, filtered, usable = rv.request, problem.filtered, problem.usable
         blocked, cap = rv.limits.blocked, rv.limits.cap
-        for name in index.ascending(rv.gpus):
+        per_pod = rv.gpus + rv.devices  # in ``Snapshot.free_gpus``' units
+        for name in index.ascending(per_pod):
             if (filtered and not usable(name)) or (blocked and name in blocked):
                 continue
             have = seen.get(name)
             if have is None:
                 have = seen[name] = free(name, EMPTY)
             n = request.copies_in(have)
+            if rv.devices:  # no more than its free devices could take (an upper bound)
+                n = min(n, index.free_gpus(name) // per_pod)
             if cap and n > cap:
                 n = cap
             if n:

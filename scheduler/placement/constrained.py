@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from scheduler.model.demand import gpus_of
 from scheduler.model.resources import Resources
 from scheduler.placement.candidates import Candidates, ranks
 from scheduler.placement.eligibility import Problem, RoleView
@@ -88,12 +87,12 @@ class _State:
 def _order(problem: Problem, rv: RoleView, nodes: Sequence[str],
            rank: Mapping[str, tuple[int, ...]], pods: Mapping[str, int]) -> list[str]:
     score = rv.limits.score
-    free = problem.snapshot.free
-    gpus = rv.gpus
+    free_gpus = problem.snapshot.free_gpus
+    gpus = rv.gpus + rv.devices
 
     def key(n: str) -> tuple[object, ...]:
         c = pods.get(n, 0)
-        return (-score.get(n, 0), rank.get(n, ()), -c, gpus_of(free(n)) - c * gpus, n)
+        return (-score.get(n, 0), rank.get(n, ()), -c, free_gpus(n) - c * gpus, n)
 
     return sorted(nodes, key=key)
 

@@ -43,6 +43,9 @@ class RoleView:
     #: from device claims are devices, not node resources: the device rule places them
     #: (``device_terms``), and quota counts them through ``Role.demand``.
     gpus: int
+    #: GPUs one member's device claims count for (``Role.device_gpus``): with ``gpus``, how
+    #: much of a node's ``Snapshot.free_gpus`` a member takes, for the best-fit order only.
+    devices: int = 0
     #: What the gang's pod-level constraints leave (blocked nodes, a per-node cap, scores).
     limits: RoleLimits = NO_LIMITS
     #: Eligible and allowed by the params, before the constraints rule nodes out: what
@@ -83,6 +86,16 @@ class Problem:
         return bool(self.terms.rules) or any(rv.limits.score for rv in self.roles)
 
     @property
+    def packs(self) -> bool:
+        """Do only device claims couple members (no other rule, no preference)? Then the
+        packing greedy's answer is tried first, checked against the device rule (which
+        allocates the whole gang), and the constructive pass runs only when it fails: best
+        fit for pods whose GPUs are devices, as for integer GPUs."""
+        terms = self.terms
+        return (terms.devices is not None and terms.rules == (terms.devices,)
+                and not any(rv.limits.score for rv in self.roles))
+
+    @property
     def filtered(self) -> bool:
         """Whether the params restrict nodes beyond eligibility."""
         return bool(self.params.excluded_nodes) or self.params.allowed_nodes is not None
@@ -104,7 +117,7 @@ class Problem:
 
 def _order_key(rv: RoleView) -> tuple[int, int, int, str]:
     # First-fit decreasing: big pods are the hard ones to fit, small ones fill the gaps.
-    return (-rv.gpus, -rv.request.get("cpu", 0), -rv.request.get("memory", 0), rv.name)
+    return (-rv.gpus - rv.devices, -rv.request.get("cpu", 0), -rv.request.get("memory", 0), rv.name)
 
 
 def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem | Unplaceable:
@@ -142,7 +155,7 @@ def prepare(gang: Gang, snapshot: Snapshot, params: PlacementParams) -> Problem 
             optional=max(role.count - max(role.required, 0), 0),
             request=role.requests, nodes=nodes, eligible=eligible,
             key=selection_key(role.requirements), gpus=gpus_of(role.requests), limits=limits,
-            open=open_nodes))
+            open=open_nodes, devices=role.device_gpus))
     return Problem(gang, snapshot, params, tuple(sorted(views, key=_order_key)), terms)
 
 

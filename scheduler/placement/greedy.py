@@ -51,7 +51,7 @@ def single_node(problem: Problem) -> Assign | None:
     free = problem.snapshot.free
     filtered, usable = problem.filtered, problem.usable
     limited = problem.terms.active
-    for name in index.ascending(gpus_of(need)):
+    for name in index.ascending(gpus_of(need) + sum(rv.devices * rv.required for rv in active)):
         if need.fits_in(free(name)) and (not filtered or usable(name)) and (
                 not limited or all(rv.allowed(name) for rv in active)):
             return {(rv.name, name): rv.required for rv in active}
@@ -68,25 +68,29 @@ def fill(
     can take the rest of a role, the rest goes to the best-fitting such node, preferring
     domains the gang already uses.
     """
-    free = problem.snapshot.free
+    snapshot = problem.snapshot
+    free, free_gpus = snapshot.free, snapshot.free_gpus
     remaining: dict[str, Resources] = {}
+    spent: dict[str, int] = {}  # GPUs (integer and device) this gang takes per node so far
     used_groups: set[tuple[int, ...]] = set()
     out: Assign = {}
     for rv in problem.roles:
         k = rv.required
         if k == 0:
             continue
-        request, gpus = rv.request, rv.gpus
+        request, gpus = rv.request, rv.gpus + rv.devices
         entries: list[tuple[tuple[int, ...], int, int, str]] = []
         for name, c in cands.caps[rv.name].items():
             if scope is not None and name not in scope:
                 continue
             left = remaining.get(name)
+            have = free_gpus(name) - spent.get(name, 0)
             if left is not None:
                 c = min(k, rv.cap(request.copies_in(left)))
-                if not c:
+                if rv.devices:
+                    c = min(c, have // gpus)
+                if c <= 0:
                     continue
-            have = gpus_of(free(name) if left is None else left)
             entries.append((rank.get(name, ()), -c, have - c * gpus, name))
         entries.sort()
         for i, (group, neg_c, _, name) in enumerate(entries):
@@ -95,6 +99,7 @@ def fill(
                 group, name = _best_fit(entries, i, k, gpus, remaining, used_groups)
                 c = k
             _take(out, remaining, rv.name, name, c, request, free)
+            spent[name] = spent.get(name, 0) + c * gpus
             used_groups.add(group)
             k -= c
             if k == 0:

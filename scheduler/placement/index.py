@@ -1,5 +1,8 @@
 """Eligible nodes bucketed by free GPUs, kept in step with the snapshot incrementally.
 
+Free GPUs here are ``Snapshot.free_gpus``: free ``nvidia.com/gpu`` plus free devices of the
+node's own ResourceSlices, so pods whose GPUs are device claims get best fit too.
+
 Placing 1,000 single-GPU pods one after another must not rescan 1,000 nodes per pod: the
 best-fit node is the first one, in (free GPUs, name) order, with enough of everything.
 A ``FreeIndex`` keeps the eligible nodes of one selection (nodeSelector, affinity,
@@ -73,11 +76,11 @@ class FreeIndex:
             self._rebuild(snapshot)
         else:
             key_of = self._key_of
-            free = snapshot.free_by_node.get
+            free_gpus = snapshot.free_gpus
             for name in changed:
                 old = key_of.get(name)
                 if old is not None:
-                    new = max(gpus_of(free(name, EMPTY)), 0)
+                    new = free_gpus(name)
                     if new != old:
                         self._move(name, old, new)
         self._lineage = lineage
@@ -86,8 +89,12 @@ class FreeIndex:
         buckets: dict[int, list[str]] = {}
         key_of: dict[str, int] = {}
         free = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
+        inventory = snapshot.volumes.devices
+        devices = inventory.free_by_node() if inventory.slices else {}
         for name in self._names:
             key = gpus_of(free(name, EMPTY))
+            if devices:
+                key += devices.get(name, 0)
             if key < 0:
                 key = 0
             key_of[name] = key

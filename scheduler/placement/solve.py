@@ -31,7 +31,6 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import Gang, TopologyMode
-from scheduler.model.demand import gpus_of
 from scheduler.model.prebind import PreBind
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
@@ -75,7 +74,9 @@ def solve(gang: Gang, snapshot: Snapshot, params: PlacementParams = _DEFAULT_PAR
     required = constraint is not None and constraint.mode is TopologyMode.REQUIRED
     if not any(rv.required for rv in problem.roles):
         return _finish(problem, {}, "greedy", _largest_domain(problem) if required else None)
-    fast = None if problem.coupled else greedy.single_node(problem)
+    fast = None if problem.coupled and not problem.packs else greedy.single_node(problem)
+    if fast is not None and problem.coupled and _broken(problem, fast) is not None:
+        fast = None
     if fast is not None:
         scope = None
         if required and constraint is not None:
@@ -163,8 +164,13 @@ def _solve_required(problem: Problem, cands: Candidates, level: str) -> Placemen
 
 def _greedy(problem: Problem, cands: Candidates, topology: Topology, levels: tuple[str, ...],
             scope: frozenset[str] | None = None) -> Assign | None:
-    """The packing greedy, or the constructive pass when members are coupled."""
+    """The packing greedy, or the constructive pass when members are coupled (unless only
+    their device claims couple them and the packing meets them: ``Problem.packs``)."""
     if problem.coupled:
+        if problem.packs:
+            assign = greedy.place(problem, cands, topology, levels, scope)
+            if assign is not None and _broken(problem, assign) is None:
+                return assign
         return constrained.place(problem, cands, topology, levels, scope)
     return greedy.place(problem, cands, topology, levels, scope)
 
@@ -209,10 +215,10 @@ def _largest_domain(problem: Problem) -> tuple[str, ...] | None:
     constraint = problem.gang.topology
     assert constraint is not None
     topology = problem.snapshot.topology
-    free = problem.snapshot.free
+    free_gpus = problem.snapshot.free_gpus
     best: tuple[int, str] | None = None
     for name, members in topology.domains(constraint.level).items():
-        room = sum(max(gpus_of(free(n)), 0) for n in members)
+        room = sum(free_gpus(n) for n in members)
         if best is None or (-room, name) < best:
             best = (-room, name)
     return topology.domains(constraint.level)[best[1]] if best else None

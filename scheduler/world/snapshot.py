@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from scheduler.kit.layered import Layered
 from scheduler.kit.memo import LARGE, Slot
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
+from scheduler.model.demand import gpus_of
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.release import Release
 from scheduler.model.resources import EMPTY, Resources, total
@@ -194,6 +195,19 @@ class Snapshot:
 
     def free(self, node: str) -> Resources:
         return self._free.get(node, EMPTY)
+
+    def free_gpus(self, node: str) -> int:
+        """GPUs free on *node*: its free ``nvidia.com/gpu`` plus at most what the free devices
+        of its node-local slices count for (``DeviceInventory.free_by_node``). What best fit
+        orders nodes by, so pods whose GPUs come from device claims pack as tightly as
+        integer ones, and what quick counts ("could the gang fit after these gangs end")
+        compare with demand. Never less than the truth; every placement still checks
+        requests and allocates devices."""
+        gpus = gpus_of(self._free.get(node, EMPTY))
+        devices = self._volumes.devices
+        if devices.slices:
+            gpus += devices.free_by_node().get(node, 0)
+        return gpus if gpus > 0 else 0
 
     def used(self, node: str) -> Resources:
         return self._index.nodes[node].allocatable - self._free[node]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -124,27 +125,30 @@ def whole_node_jobs() -> list[TraceJob]:
                 devices=False) for i in range(24)]
 
 
+def mixed_jobs() -> list[TraceJob]:
+    """Gangs of 1 to 3 pods of 1, 2, 4 or 8 GPUs: pods smaller than a node, so which node
+    each goes to (best fit) decides what is left for the next."""
+    return [job(f"j{i:02d}", i * 11.0, 1 + i % 3, (1, 2, 4, 8)[i % 4],
+                duration=60.0 + 13 * (i % 5), devices=False) for i in range(40)]
+
+
 NO_RESERVATIONS = dataclasses.replace(SchedulerPolicy.preset("gang-scheduler"), reservation=False)
-#: Why the full policy differs: a reservation asks whether the gang fits once running gangs
-#: end (``Snapshot.without``), which gives their requests back but not the devices their
-#: claims hold; so a device gang gets no reservation and later gangs backfill where, with
-#: integer GPUs, nodes were kept for it (the preemption proof reads the same snapshot).
-RESERVATIONS_MISS_DEVICES = pytest.mark.xfail(
-    strict=True, reason="no best fit for device pods: placement orders nodes by free "
-    "nvidia.com/gpu, which they do not request")
 
 
 @pytest.mark.parametrize(("policy", "scheduler"), [
     ("fifo-gang", None), ("per-pod", None), ("gang-scheduler", NO_RESERVATIONS),
-    pytest.param("gang-scheduler", None, marks=RESERVATIONS_MISS_DEVICES),
+    ("gang-scheduler", None),
 ], ids=["fifo-gang", "per-pod", "gang-scheduler-no-reservations", "gang-scheduler"])
+@pytest.mark.parametrize("make_jobs", [whole_node_jobs, mixed_jobs], ids=["whole-nodes", "mixed"])
 def test_devices_or_integer_gpus_give_the_same_start_times(
-        policy: str, scheduler: SchedulerPolicy | None) -> None:
-    """One device per GPU, whole-node pods: the same decisions either way. (Pods smaller than
-    a node differ: placement packs nodes by free ``nvidia.com/gpu``, which a device pod does
-    not request, so its nodes are taken in name order rather than best fit.)"""
+        policy: str, scheduler: SchedulerPolicy | None,
+        make_jobs: Callable[[], list[TraceJob]]) -> None:
+    """One device per GPU: the same decisions either way. Reservations included (their
+    quick count of free GPUs counts free devices too), and for pods smaller than a node
+    (best fit orders nodes by free devices as by free GPUs, and packs device gangs as
+    integer ones when the packing meets their claims)."""
     plain = {"pools": [{"name": "v100", "count": 4, "gpusPerNode": 8, "gpuModel": "V100"}]}
-    jobs = whole_node_jobs()
+    jobs = make_jobs()
     without = replay(plain, jobs, policy, scheduler=scheduler)
     with_devices = replay({**plain, "gpusAsDevices": True}, [claim_devices(j) for j in jobs],
                           policy, scheduler=scheduler)
