@@ -24,7 +24,7 @@ from scheduler.kit.memo import LARGE, Slot, Slots, kept_for
 from scheduler.model import RunningGang, TopologyMode
 from scheduler.model.demand import gpus_of
 from scheduler.model.release import Release
-from scheduler.model.resources import EMPTY, Resources
+from scheduler.model.resources import Resources
 from scheduler.placement.types import Placement, Question
 from scheduler.world.snapshot import Snapshot
 
@@ -92,8 +92,9 @@ def usable_nodes(applicant: Applicant, world: World) -> frozenset[str]:
 
 
 def free_gpus(snapshot: Snapshot, nodes: frozenset[str]) -> int:
-    free = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
-    return sum(max(0, gpus_of(free(n, EMPTY))) for n in nodes)
+    """GPUs free on *nodes*, integer and device ones (``Snapshot.free_gpus``)."""
+    free = snapshot.free_gpus
+    return sum(free(n) for n in nodes)
 
 
 #: (roles' requirements, queue pools, allowed nodes, excluded nodes) -> the snapshot its
@@ -133,9 +134,7 @@ def room_of(slots: Slots, applicant: Applicant, world: World) -> Room:
             before, known = near
             count = _free_gpus_now(before, known, snapshot)
             gone = known.nodes & excluded
-            free = snapshot.free
-            found = Room(known.nodes - gone,
-                         count - sum(max(0, gpus_of(free(n))) for n in gone))
+            found = Room(known.nodes - gone, count - free_gpus(snapshot, gone))
         else:
             nodes = usable_nodes(applicant, world)
             found = Room(nodes, free_gpus(snapshot, nodes))
@@ -151,10 +150,10 @@ def _free_gpus_now(before: Snapshot, room: Room, snapshot: Snapshot) -> int:
     if changed is None:
         return free_gpus(snapshot, room.nodes)
     count, nodes = room.free_gpus, room.nodes
-    old, new = before.free, snapshot.free
+    old, new = before.free_gpus, snapshot.free_gpus
     for n in changed:
         if n in nodes:
-            count += max(0, gpus_of(new(n))) - max(0, gpus_of(old(n)))
+            count += new(n) - old(n)
     return count
 
 
@@ -257,11 +256,10 @@ class VictimSearch:
         snapshot = self.world.snapshot
         domain_of = self.room.domain_of(level, snapshot)
         free: dict[str, int] = {}
-        free_of = snapshot.free_by_node.get  # ``Snapshot.free`` without its frame: every node
+        free_of = snapshot.free_gpus  # integer and device GPUs
         for n in usable:
             dom = domain_of[n]
-            gpus = gpus_of(free_of(n, EMPTY))
-            free[dom] = free.get(dom, 0) + (gpus if gpus > 0 else 0)
+            free[dom] = free.get(dom, 0) + free_of(n)
         # Per domain, the candidates freeing GPUs there (in cost order) and how many.
         touching: dict[str, list[tuple[Candidate, int]]] = {}
         for cand in by_cost:

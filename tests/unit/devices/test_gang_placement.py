@@ -335,6 +335,23 @@ def test_a_gang_short_of_devices_preempts_a_lower_priority_gang_holding_them() -
     assert reason.category is ReasonCategory.PREEMPTION_PENDING, reason
 
 
+def test_a_victim_search_counts_the_devices_already_free_with_those_it_frees() -> None:
+    """6 devices wanted on a node of 8: 4 are free, a lower-priority gang holds the other 4.
+    Neither alone is enough, together they are: the search must count both (it once
+    counted only the devices a victim frees, found 4 < 6, and never tried). The node has
+    no ``nvidia.com/gpu``: its GPUs are only devices."""
+    w = World(nodes=1, devices=8, gpus=0)
+    run_first(w, 4, priority=0)
+    w.job("urgent", 6)
+    for i in range(6):
+        pod = job_pod("urgent", i, "urgent-gpus")
+        pod["spec"]["priority"] = 1000
+        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    plan = w.decide()
+    assert [e.victim for e in plan.evictions] == [f"{NS}/first"]
+    assert [n.gang_id for n in plan.nominations] == [f"{NS}/urgent"]
+
+
 def test_a_gang_short_of_devices_waits_as_for_capacity() -> None:
     w = World(nodes=1, devices=4)
     run_first(w, 4, priority=1000)

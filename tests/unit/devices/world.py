@@ -112,13 +112,16 @@ class World:
 
     nodes: int = 2
     devices: int = 8
+    #: The nodes' ``nvidia.com/gpu`` allocatable (0: GPUs only as devices, as on a node whose
+    #: GPUs a DRA driver publishes instead of a device plugin).
+    gpus: int = 8
     cache: ClusterCache = field(default_factory=ClusterCache)
     handlers: dict[informer.ResourceKind, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.handlers = {i.kind: i.handler for i in feed.cache_informers(
             FakeClient(), self.cache)}  # type: ignore[arg-type]
-        for node in nodes("h100", self.nodes):
+        for node in nodes("h100", self.nodes, gpus=self.gpus):
             self.cache.upsert_node(node)
             if self.devices:
                 self.add(informer.RESOURCE_SLICES, node_slice(node.name, self.devices))
