@@ -1,0 +1,130 @@
+"""A gang whose device allocations the apiserver refuses (issue 35, "bad claims get a clear
+reason on the pods"): here a real ValidatingAdmissionPolicy an admin put on the tenant's
+namespace forbids giving a ResourceClaim an allocation. gang-scheduler places the gang,
+its claim writes are refused before any member binds, and its pods say so
+(``BindFailed``, with the apiserver's own message) while it backs off, instead of showing
+nothing; no pod binds and no claim keeps an allocation. Once the admin removes the policy,
+the gang starts whole at its next retry.
+
+Asserted on state only, with generous timeouts (a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from scheduler.tools.devcluster import dra, dra_driver, rest
+from tests.e2e import dra_support as ds
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.live import (
+    POOL_LABEL,
+    QUEUE_LABEL,
+    InProcessScheduler,
+    Tenant,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT_S = 120.0
+DENIED = "allocations are frozen in this namespace"
+
+
+def _freeze_allocations(cp: ControlPlane, namespace: str) -> str:
+    """A ValidatingAdmissionPolicy (and its binding) that refuses any update giving a claim
+    of *namespace* an allocation it did not have; returns its name."""
+    api = client.AdmissionregistrationV1Api(cp.api)
+    name = f"freeze-claims-{namespace}"
+    rest.call(api.create_validating_admission_policy, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["resourceclaims", "resourceclaims/status"]}]},
+            "validations": [{
+                "expression": "!has(object.status) || !has(object.status.allocation) || "
+                              "(has(oldObject.status) && has(oldObject.status.allocation))",
+                "message": DENIED}]}})
+    rest.call(api.create_validating_admission_policy_binding, {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": namespace}}}}})
+    return name
+
+
+def _unfreeze(cp: ControlPlane, name: str) -> None:
+    api = client.AdmissionregistrationV1Api(cp.api)
+    for delete in (api.delete_validating_admission_policy_binding,
+                   api.delete_validating_admission_policy):
+        try:
+            rest.call(delete, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def _frozen(cp: ControlPlane, namespace: str, node: str) -> bool:
+    """Does the policy refuse an allocation yet (policies take effect asynchronously)? A
+    dry-run status patch of a probe claim, with a real device of *node*."""
+    device = sorted(ds.devices_of(cp, node))[0]
+    body: dict[str, Any] = {"status": {"allocation": {"devices": {"results": [{
+        "request": ds.CLAIM, "driver": dra.DRIVER, "pool": node, "device": device}]}}}}
+    try:
+        rest.call(client.ResourceV1Api(cp.api).patch_namespaced_resource_claim_status,
+                  "probe", namespace, body, dry_run="All")
+    except ApiException as exc:
+        return DENIED in str(exc.body)
+    return False
+
+
+def test_refused_claim_writes_are_told_on_the_pods_and_the_gang_starts_once_allowed(
+        control_plane: ControlPlane, tenant: Tenant,
+        live_scheduler: InProcessScheduler) -> None:
+    cp = control_plane
+    (node,) = tenant.create_nodes(1, gpus=2)
+    dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)
+    ns = tenant.namespace
+    ds.create_claim(cp, ns, "probe", ds.exactly(dra.DRIVER))
+    policy = _freeze_allocations(cp, ns)
+    try:
+        wait_for(lambda: _frozen(cp, ns, node), TIMEOUT_S, what="the policy in effect")
+        ds.create_template(cp, ns, "one-gpu", ds.exactly(dra.DRIVER))
+        job = ds.indexed_job("frozen", 2, ds.claiming_pod_spec(
+            {POOL_LABEL: tenant.pool}, tenant.scheduler_name, template="one-gpu"),
+            {QUEUE_LABEL: tenant.queue})
+        rest.call(client.BatchV1Api(cp.api).create_namespaced_job, ns, job)
+
+        def told() -> list[str]:
+            pods = tenant.job_pods("frozen")
+            said = [unschedulable_message(p) for p in pods.values()]
+            return said if len(pods) == 2 and all(
+                m.startswith("BindFailed: its last bind was refused: claims not bound")
+                for m in said) else []
+
+        said = wait_for(told, TIMEOUT_S, what="the pods told their claim writes were refused")
+        assert all(DENIED in m for m in said), said
+        for _ in live_scheduler.during_cycles(3):  # it keeps trying, and nothing sticks
+            assert tenant.bound(list(tenant.job_pods("frozen"))) == []
+        assert [ds.results(c) for c in ds.claims(cp, ns)] == [[]] * len(ds.claims(cp, ns))
+    finally:
+        _unfreeze(cp, policy)
+
+    pods = wait_for(lambda: tenant.job_pods("frozen") if tenant.all_bound(
+        list(tenant.job_pods("frozen"))) and len(tenant.job_pods("frozen")) == 2 else {},
+        TIMEOUT_S, what="the Job bound whole once the policy was removed")
+    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
+              for c in ds.claims(cp, ns) if c["metadata"].get("ownerReferences")}
+    for name, pod in pods.items():
+        (result,) = ds.results(claims[name])
+        assert result["pool"] == pod["spec"]["nodeName"] == node
+        assert ds.reserved_for(claims[name]) == [name]
