@@ -9,7 +9,7 @@ functions here turn it into plan entries, so the actuators (live and simulated) 
 out like any other decision:
 
 - a gang backing off is not considered until its time comes; meanwhile its reason
-  (``BindFailed``) says why its last bind was refused and when it is retried, so that a
+  (``Backoff``) says why its last bind was refused and when it is retried, so that a
   refusal that repeats (a claim write the apiserver rejects, an admission webhook) is
   seen on the pods and the PodGroup, not only in the scheduler's log;
 - a gang is never given up for waiting: however long it queues (behind quota, a busy pool,
@@ -151,7 +151,7 @@ def backing_off(gangs: Iterable[Gang], house: Housekeeping,
         failed = house.failed_binds.get(g.id)
         if until <= now or failed is None or failed.transient or not failed.why:
             continue
-        out[g.id] = (PendingReason(ReasonCategory.BIND_FAILED, (
+        out[g.id] = (PendingReason(ReasonCategory.BACKOFF, (
             f"its last bind was refused: {failed.why}; retried after a "
             f"{format_duration(failed.delay)} backoff")), members(g))
     return out
@@ -207,7 +207,7 @@ _CAUSES = {ReasonCategory.WAITING_FOR_MEMBERS: RollbackCause.MEMBER_GONE,
            ReasonCategory.PREEMPTION_PENDING: RollbackCause.NO_ROOM,
            ReasonCategory.RESERVED: RollbackCause.NO_ROOM,
            ReasonCategory.QUEUED: RollbackCause.NO_ROOM,
-           ReasonCategory.BIND_FAILED: RollbackCause.BIND_REFUSED}
+           ReasonCategory.BACKOFF: RollbackCause.BIND_REFUSED}
 
 
 def _why_not_completed(gid: str, house: Housekeeping, pending: Mapping[str, PendingReason],

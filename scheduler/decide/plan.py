@@ -40,7 +40,7 @@ class ReasonCategory(StrEnum):
     VOLUMES = "Volumes"  # its claims are missing, unbound, or being provisioned for it
     UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused
     DEVICES = "Devices"  # its device claims are missing, or not allocated by gang-scheduler
-    BIND_FAILED = "BindFailed"  # its last bind (or its claims' writes) refused: backing off
+    BACKOFF = "Backoff"  # its last bind (or its claims' writes) refused: backing off
 
 
 @dataclass(frozen=True, slots=True)

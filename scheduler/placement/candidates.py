@@ -64,8 +64,6 @@ def candidates(problem: Problem) -> Candidates:
             if have is None:
                 have = seen[name] = free(name, EMPTY)
             n = request.copies_in(have)
-            if rv.devices:  # no more than its free devices could take (an upper bound)
-                n = min(n, index.free_gpus(name) // per_pod)
             if cap and n > cap:
                 n = cap
             if n:

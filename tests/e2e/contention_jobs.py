@@ -12,7 +12,10 @@ and PodGroups the same way; the two are meant to merge.)
 The cluster is one node with room for the workload exactly, in a Queue that lets a higher
 priority preempt a lower one: the blocker (its priority) fills the node first, so the
 workload queues; each preemptor (higher) needs the whole node for a few seconds, evicts the
-workload whole and finishes, and the workload's controller recreates its pods.
+workload whole and finishes, and the workload's controller recreates its pods. With
+``node_template`` the blocker and the preemptors claim the node's devices (Dynamic Resource
+Allocation) from that ResourceClaimTemplate instead of requesting ``nvidia.com/gpu``, so that
+they contend with a workload whose GPUs are device claims.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.tools.devcluster import rest
+from scheduler.tools.devcluster import dra_driver, rest
+from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, wait_for
-from tests.e2e.live import QUEUE_LABEL, InProcessScheduler, PodWatch
+from tests.e2e.live import POOL_LABEL, QUEUE_LABEL, InProcessScheduler, PodWatch
 from tests.e2e.live import unschedulable_message as pending_reason
 from tests.e2e.ops_support import Ops
 
@@ -109,13 +113,19 @@ class Contention:
     low: str  # the workload's and the blocker's PriorityClass
     high: str  # the preemptors'
     resumes: list[Resume] = field(default_factory=list)
+    #: The ResourceClaimTemplate (the node's every device) the blocker and preemptors claim
+    #: from; None: they request ``nvidia.com/gpu``.
+    node_template: str | None = None
 
     @classmethod
-    def set_up(cls, ops: Ops, workload: Workload) -> Contention:
-        ops.tenant.create_nodes(1, gpus=workload.size * workload.gpus)
+    def set_up(cls, ops: Ops, workload: Workload, node_template: str | None = None
+               ) -> Contention:
+        names = ops.tenant.create_nodes(1, gpus=workload.size * workload.gpus)
+        if node_template is not None:  # the fake driver publishes the node's devices
+            dra_driver.wait_published(ops.cp.api, names, timeout_s=120)
         queue = ops.queue("q", gpus=1000, preemption={"withinQueue": "LowerPriority"})
         return cls(ops, workload, queue, ops.priority_class("low", 100),
-                   ops.priority_class("high", 1000))
+                   ops.priority_class("high", 1000), node_template=node_template)
 
     @property
     def node_gpus(self) -> int:
@@ -125,7 +135,10 @@ class Contention:
         """A pod (a gang of one) of this tenant needing the whole node."""
         tenant = self.ops.tenant
         annotations = {SIMULATED_RUNTIME: str(runtime_s)} if runtime_s is not None else {}
-        spec = {**tenant.pod_spec(self.node_gpus), "priorityClassName": priority_class}
+        base = (tenant.pod_spec(self.node_gpus) if self.node_template is None else
+                ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                     template=self.node_template))
+        spec = {**base, "priorityClassName": priority_class}
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Pod", "spec": spec,
             "metadata": {"name": name, "labels": {QUEUE_LABEL: self.queue},

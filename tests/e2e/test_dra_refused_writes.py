@@ -2,7 +2,7 @@
 reason on the pods"): here a real ValidatingAdmissionPolicy an admin put on the tenant's
 namespace forbids giving a ResourceClaim an allocation. gang-scheduler places the gang,
 its claim writes are refused before any member binds, and its pods say so
-(``BindFailed``, with the apiserver's own message) while it backs off, instead of showing
+(``Backoff``, with the apiserver's own message) while it backs off, instead of showing
 nothing; no pod binds and no claim keeps an allocation. Once the admin removes the policy,
 the gang starts whole at its next retry.
 
@@ -108,7 +108,7 @@ def test_refused_claim_writes_are_told_on_the_pods_and_the_gang_starts_once_allo
             pods = tenant.job_pods("frozen")
             said = [unschedulable_message(p) for p in pods.values()]
             return said if len(pods) == 2 and all(
-                m.startswith("BindFailed: its last bind was refused: claims not bound")
+                m.startswith("Backoff: its last bind was refused: claims not bound")
                 for m in said) else []
 
         said = wait_for(told, TIMEOUT_S, what="the pods told their claim writes were refused")

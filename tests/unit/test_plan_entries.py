@@ -62,10 +62,10 @@ def test_a_gang_whose_bind_was_refused_says_why_on_its_pods_while_it_backs_off(
                       house=house)
         assert "ns/w" not in {b.gang_id for b in plan.binds}
         reason = plan.pending["ns/w"]
-        assert reason.category is ReasonCategory.BIND_FAILED
+        assert reason.category is ReasonCategory.BACKOFF
         assert plan.members["ns/w"].pods == waiting.pods
         texts.add(str(reason))
-    assert texts == {"BindFailed: its last bind was refused: claims not bound: claim "
+    assert texts == {"Backoff: its last bind was refused: claims not bound: claim "
                      "ns/w-gpu: 409 Conflict; retried after a 4s backoff"}
     later = decide(Snapshot(NODES), [waiting], POLICIES, NOW + 4, solver=SOLVE, house=house)
     assert [b.gang_id for b in later.binds] == ["ns/w"] and "ns/w" not in later.pending
@@ -177,7 +177,7 @@ def test_a_partly_bound_gang_whose_bind_was_refused_says_so_when_rolled_back() -
     plan = decide(Snapshot(NODES), [REST], POLICIES, NOW, solver=SOLVE, house=house)
     (rollback,) = plan.rollbacks
     assert rollback.cause is RollbackCause.BIND_REFUSED
-    assert rollback.reason == ("BindFailed: its last bind was refused: forbidden (RBAC); "
+    assert rollback.reason == ("Backoff: its last bind was refused: forbidden (RBAC); "
                                "retried after a 8s backoff")
 
 
@@ -222,7 +222,7 @@ def test_once_it_answers_a_parked_gang_is_completed_or_rolled_back_for_a_real_ca
     (ReasonCategory.NOT_ALLOWED, RollbackCause.NOT_ADMITTED),
     (ReasonCategory.VOLUMES, RollbackCause.NOT_ADMITTED),
     (ReasonCategory.UNSUPPORTED, RollbackCause.NOT_ADMITTED),
-    (ReasonCategory.BIND_FAILED, RollbackCause.BIND_REFUSED),
+    (ReasonCategory.BACKOFF, RollbackCause.BIND_REFUSED),
 ])
 def test_every_pending_reason_names_the_cause_of_the_rollback(
         category: ReasonCategory, cause: RollbackCause) -> None:
