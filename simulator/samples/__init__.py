@@ -21,11 +21,13 @@ SAMPLES = {
 }
 #: Cluster descriptions shipped next to the traces they were made for.
 CLUSTERS = {"openb": "openb_cluster.yaml"}
+#: Node lists (the packing experiment's clusters, ``gang-scheduler packing``).
+NODE_LISTS = {"openb-nodes": "openb_nodes.csv"}
 
 
 def sample_path(name: str) -> Path:
     """The path of a shipped sample by short name (``philly-sample``) or file name."""
-    filename = SAMPLES.get(name, CLUSTERS.get(name, name))
+    filename = SAMPLES.get(name, CLUSTERS.get(name, NODE_LISTS.get(name, name)))
     path = Path(str(resources.files(__package__).joinpath(filename)))
     if not path.is_file():
         known = ", ".join(sorted(SAMPLES) + sorted(CLUSTERS))

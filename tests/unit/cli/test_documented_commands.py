@@ -139,6 +139,7 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^(\.venv/bin/)?gang-scheduler simulate .*--checkpoint-sweep ",
         writes="checkpoint_sweep.csv"),
     Run(r"^(\.venv/bin/)?gang-scheduler simulate ", writes="report.html"),
+    Run(r"^(\.venv/bin/)?gang-scheduler packing ", writes="packing.png"),
     Covered(r"^python3 -m venv \.venv$", ".ci/run", "python3 -m venv .venv"),
     Covered(r"^\.venv/bin/pip install -e '\.\[dev\]'$", ".ci/run", "pip install"),
     Covered(r"^\.venv/bin/pytest( |$)", ".ci/run", ".venv/bin/pytest"),
@@ -244,6 +245,8 @@ def _argv(text: str, out: Path) -> list[str]:
         argv += sorted(glob.glob(w, root_dir=ROOT)) if "*" in w else [w]
     if argv[:1] == ["simulate"] and "--help" not in argv:
         argv += ["--limit", SIM_LIMIT, "--no-progress"]
+    if argv[:1] == ["packing"] and "--help" not in argv:  # one seed each, here
+        argv += ["--seeds", "1", "--jobs", "1", "--no-progress"]
     return argv
 
 
