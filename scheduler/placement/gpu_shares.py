@@ -114,19 +114,27 @@ def _fragmented(s: NodeState, r: ShareRequest) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Mix:
-    """The request mix of a workload: each kind of request and how often it is seen."""
+    """The request mix of a workload: each kind of request and its weight, the share of the
+    workload's GPU demand it makes up (how often it is seen times the GPU shares it asks).
+
+    Why demand rather than count: a node's fragmentation costs what could not be placed, and
+    one 8-GPU pod left out costs as much as sixteen half-GPU ones; by count, the rare large
+    pods hardly weigh, and their whole free nodes are broken up first (on the openb default
+    trace, 3 seeds: 94.7% allocated at 100% arrived load by count, 94.9% by demand). Kinds
+    asking no GPU weigh nothing: they are never short of GPU shares."""
 
     kinds: tuple[tuple[ShareRequest, float], ...]
 
     @classmethod
     def observed(cls, requests: Iterable[ShareRequest]) -> Mix:
         counts = Counter(requests)
-        total = sum(counts.values())
+        total = sum(n * r.shares for r, n in counts.items() if r.gpus)
         if not total:
             return cls(())
-        return cls(tuple((r, n / total) for r, n in sorted(
+        return cls(tuple((r, n * r.shares / total) for r, n in sorted(
             counts.items(), key=lambda kv: (-kv[1], kv[0].gpus, kv[0].milli, kv[0].cpu,
-                                            kv[0].memory, sorted(kv[0].models)))))
+                                            kv[0].memory, sorted(kv[0].models)))
+            if r.gpus))
 
 
 @dataclass(slots=True)
@@ -199,8 +207,9 @@ class Nodes:
                 tight = sum(after.gpus[i] for i in gpus)  # left on the GPUs it takes
                 if policy is Policy.FRAGMENTATION:
                     assert frag is not None, "fragmentation needs the workload's mix"
-                    score: tuple[float, ...] = (frag.of(after) - frag.of(s), tight,
-                                                sum(after.gpus), after.cpu)
+                    # (rounded: sums of weights differ in their last bits, not in shares)
+                    added = round(frag.of(after) - frag.of(s), 3)
+                    score: tuple[float, ...] = (added, tight, sum(after.gpus), after.cpu)
                 else:
                     score = (sum(after.gpus), tight, after.cpu, after.memory)
                 cand = (score, group[0], gpus, after)
