@@ -99,6 +99,8 @@ def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
     lines = [f"gang {gang_id}", row("state", "no pods right now")]
     if preempted is not None:
         lines.append(row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
+    elif workload.failed:
+        lines.append(row("why", "its last pods failed (see last failures)"))
     else:
         lines.append(row("why", "its pods are gone (evicted, deleted) or not created yet"))
     controller = "the Job controller" if workload.kind == "Job" else "its Jobs' controller"
