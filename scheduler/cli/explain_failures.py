@@ -70,7 +70,8 @@ def _retries(job: JobInfo, failure: Failure) -> str:
 def failures_text(failures: Sequence[Failure], job_of: Callable[[str], JobInfo | None],
                   now: float) -> str:
     """The section for a gang's *failures* (newest first, as the cache keeps them); *job_of*
-    finds a failure's Job by name. "" when there are none."""
+    finds a failure's Job by name. "" when there are none; else it starts with a blank line,
+    to follow a report."""
     if not failures:
         return ""
     newest: dict[str, Failure] = {}
@@ -80,7 +81,7 @@ def failures_text(failures: Sequence[Failure], job_of: Callable[[str], JobInfo |
     earlier = len(failures) - len(shown)
     head = "last failures (newest per rank"
     head += f"; {earlier} earlier kept)" if earlier else ")"
-    lines = ["", head + ":"]
+    lines = ["", "", head + ":"]
     last = max((f.finished_at for f in failures if f.finished_at is not None), default=now)
     job_wide: list[tuple[JobInfo, Failure]] = []
     for failure in shown:

@@ -75,7 +75,8 @@ def find(target: str, cache: ClusterCache, trainjob: bool = False) -> Workload |
 
 def _workload(kind: str, key: str, cache: ClusterCache, pods: list[PodInfo],
               natives: Iterable[str], jobs: tuple[JobInfo, ...]) -> Workload:
-    gangs = {g for p in pods if not p.is_finished
+    # A failed pod's gang too: its failures are what explains a Job in a backoff loop.
+    gangs = {g for p in pods if (not p.is_finished or p.phase is PodPhase.FAILED)
              and (g := cache.gang_of_pod(p.namespace, p.name)) is not None}
     gangs |= set(natives)
     failed = tuple(sorted((p for p in pods if p.phase is PodPhase.FAILED), key=lambda p: p.name))

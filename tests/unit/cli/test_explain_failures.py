@@ -57,7 +57,7 @@ def test_per_index_each_rank_says_its_retries_and_when_it_comes_back() -> None:
                failure("0", at=NOW - 25), failure("0", at=NOW - 90)]
     text = failures_text(records, {"train": per_index()}.get, NOW)
     assert text.splitlines() == [
-        "",
+        "", "",
         "last failures (newest per rank; 1 earlier kept):",
         "  rank 0: exit code 1 (Error) in container trainer, 25s ago (pod train-0-abcde)",
         "    1 retry left (1 of backoffLimitPerIndex 2 used)",
