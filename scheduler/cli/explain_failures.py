@@ -60,11 +60,21 @@ def _next(job: JobInfo, failure: Failure, last: float, now: float) -> str:
 
 
 def _retries(job: JobInfo, failure: Failure) -> str:
+    """What the backoff limit does after *failure*, in the order things happen: the pod
+    about to come back is retry k of the limit, and whether another failure ends it all.
+    ("0 retries left" while a retry is on its way read as "no more tries".)"""
     counted = job_backoff.retries(job, failure)
     if counted.final:
         return f"no retry: {counted.final}"
-    left = "1 retry left" if counted.left == 1 else f"{counted.left} retries left"
-    return f"{left} ({counted.used} of {counted.limit_name} {counted.limit} used)"
+    whom = (f"rank {failure.index}" if counted.per_index and failure.index is not None
+            else "the Job")
+    if not counted.used:  # (a failure its podFailurePolicy ignores)
+        return (f"not counted: all {counted.limit} retries of {counted.limit_name} "
+                "are left")
+    after = (f"the last: one more failure fails {whom}" if not counted.left
+             else f"{counted.left} more after it")
+    return (f"retry {counted.used} of {counted.limit_name} {counted.limit} comes next "
+            f"({after})")
 
 
 def failures_text(failures: Sequence[Failure], job_of: Callable[[str], JobInfo | None],

@@ -83,7 +83,8 @@ def test_a_job_failing_in_a_backoff_loop_is_explained_by_its_ranks_exit_codes(
         seen.append(text)
         ranks = rank_lines(text)
         return all(any("exit code 3 (Error) in container main" in ln for ln in ranks.get(r, []))
-                   and "0 retries left (1 of backoffLimitPerIndex 1 used)" in ranks[r]
+                   and ("retry 1 of backoffLimitPerIndex 1 comes next (the last: one more "
+                        f"failure fails rank {r})") in ranks[r]
                    for r in RANKS)
 
     # After each rank's first failure: its exit code, and one failure used of one allowed

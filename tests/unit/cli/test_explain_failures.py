@@ -60,10 +60,11 @@ def test_per_index_each_rank_says_its_retries_and_when_it_comes_back() -> None:
         "", "",
         "last failures (newest per rank; 1 earlier kept):",
         "  rank 0: exit code 1 (Error) in container trainer, 25s ago (pod train-0-abcde)",
-        "    1 retry left (1 of backoffLimitPerIndex 2 used)",
+        "    retry 1 of backoffLimitPerIndex 2 comes next (1 more after it)",
         "    its backoff is over: the Job controller makes its pod again now",
         "  rank 1: OOMKilled (exit code 137) in container trainer, 5s ago (pod train-1-abcde)",
-        "    0 retries left (2 of backoffLimitPerIndex 2 used)",
+        "    retry 2 of backoffLimitPerIndex 2 comes next (the last: one more failure fails "
+        "rank 1)",
         "    the Job controller makes its pod again in ~15s (not before 1970-01-01T00:16:55Z)",
     ]
 
@@ -72,9 +73,9 @@ def test_job_wide_the_retries_are_the_job_s() -> None:
     job = JobInfo("ns", "train", "j", parallelism=2, completions=2, backoff_limit=4, failed=2)
     text = failures_text([failure("0", at=NOW - 5), failure("1", at=NOW - 8)],
                          {"train": job}.get, NOW)
-    assert "  Job ns/train: 2 retries left (2 of backoffLimit 4 used)" in text
+    assert "  Job ns/train: retry 2 of backoffLimit 4 comes next (2 more after it)" in text
     assert "    the Job controller makes its pods again in ~15s" in text
-    assert "retries" not in text.split("Job ns/train")[0]
+    assert "retry" not in text.split("Job ns/train")[0]
 
 
 def test_a_job_that_gave_up_says_so_and_no_pod_comes_back() -> None:
@@ -113,4 +114,4 @@ def test_a_job_with_no_pods_but_failed_ones_is_explained_not_not_found() -> None
     assert found and FAILED_STATE in text, text
     section = failures_of("ns/train", cache, NOW)
     assert "rank 0: exit code 1 (Error)" in section and "rank 1: exit code 1" in section
-    assert section.count("1 retry left (1 of backoffLimitPerIndex 2 used)") == 2
+    assert section.count("retry 1 of backoffLimitPerIndex 2 comes next (1 more after it)") == 2
