@@ -33,6 +33,10 @@ not see; with cluster-wide read access it also re-runs the scheduler's decision.
 """
 
 
+#: A gang none of whose pods is pending or running, and some failed (``explain_failures``).
+FAILED_STATE = "no pending or running pods; how its last ones ended: see last failures"
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("explain", help="why is this gang pending, and what would let it run",
                        description=__doc__, epilog=EPILOG,
@@ -66,6 +70,9 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
         problem = inp.gangs.problems.get(gang_id)
         if problem:
             lines += [row("state", "cannot be formed"), row("why", problem)]
+            return "\n".join(lines), True
+        if cache.failures(gang_id):
+            lines.append(row("state", FAILED_STATE))
             return "\n".join(lines), True
         lines.append(row("state", "not found: no pending or running pods of this scheduler "
                                    "belong to it"))
@@ -146,7 +153,10 @@ def partial_text(gang_id: str, cache: Any, unseen: tuple[str, ...], now: float
             lines.append(row("members", running.shortfall.describe()))
     elif gang_id in inp.gangs.problems:
         lines += [row("state", "cannot be formed"), row("why", inp.gangs.problems[gang_id])]
-    found = gang is not None or bool(bound) or gang_id in inp.gangs.problems
+    elif cache.failures(gang_id):
+        lines.append(row("state", FAILED_STATE))
+    found = (gang is not None or bool(bound) or gang_id in inp.gangs.problems
+             or bool(cache.failures(gang_id)))
     if not found:
         lines.append(row("state", "not found: no pending or running pods of this scheduler "
                                    "that you may see belong to it"))
@@ -238,7 +248,7 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
     if not found and workload is not None:
         text, found = ew.gap_text(workload, gang_id, ew.last_preemption(client, workload),
                                   now), True
-    print(text)
+    print(text + failures_of(gang_id, view.cache, now))
     pod = _pending_pod(client, view.cache, gang_id)
     written = unschedulable_message(pod) if pod is not None else ""
     estimate, position = _last_estimate(client, gang_id, pod, now)
@@ -251,6 +261,15 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
     if not (written or estimate) and found and not view.complete:
         print("\nthe running scheduler has written nothing on this gang's pods yet")
     return found
+
+
+def failures_of(gang_id: str, cache: Any, now: float) -> str:
+    """The gang's "last failures" section ("" without any), its Jobs read from *cache*."""
+    from scheduler.cli.explain_failures import failures_text
+
+    namespace = gang_id.partition("/")[0]
+    return failures_text(cache.failures(gang_id), lambda job: cache.job(f"{namespace}/{job}"),
+                         now)
 
 
 def _last_estimate(client: Any, gang_id: str, pod: dict[str, Any] | None,

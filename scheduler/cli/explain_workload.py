@@ -75,7 +75,8 @@ def find(target: str, cache: ClusterCache, trainjob: bool = False) -> Workload |
 
 def _workload(kind: str, key: str, cache: ClusterCache, pods: list[PodInfo],
               natives: Iterable[str], jobs: tuple[JobInfo, ...]) -> Workload:
-    gangs = {g for p in pods if not p.is_finished
+    # A failed pod's gang too: its failures are what explains a Job in a backoff loop.
+    gangs = {g for p in pods if (not p.is_finished or p.phase is PodPhase.FAILED)
              and (g := cache.gang_of_pod(p.namespace, p.name)) is not None}
     gangs |= set(natives)
     failed = tuple(sorted((p for p in pods if p.phase is PodPhase.FAILED), key=lambda p: p.name))
@@ -99,6 +100,8 @@ def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
     lines = [f"gang {gang_id}", row("state", "no pods right now")]
     if preempted is not None:
         lines.append(row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
+    elif workload.failed:
+        lines.append(row("why", "its last pods failed (see last failures)"))
     else:
         lines.append(row("why", "its pods are gone (evicted, deleted) or not created yet"))
     controller = "the Job controller" if workload.kind == "Job" else "its Jobs' controller"

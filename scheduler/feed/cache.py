@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from scheduler.feed.cache_assumed import Assuming, Assumption
+from scheduler.feed.cache_failures import FailureLog
 from scheduler.feed.cache_native import NativeStore, WorkloadFeeding
 from scheduler.feed.cache_others import OtherPods
 from scheduler.feed.facts import ClusterFacts
@@ -35,6 +36,7 @@ from scheduler.feed.grouping import (
     is_ours,
 )
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Gang, Node, PodRef, RunningGang
+from scheduler.model.failures import Failure
 from scheduler.model.resources import Resources
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodGroupInfo, PodInfo
 from scheduler.world.node_index import NodeIndex
@@ -78,6 +80,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
         self._device_gangs: set[str] = set()
         self._members: dict[str, set[str]] = {}  # gang id -> uids
         self._others = OtherPods()  # pods of other schedulers
+        #: Our gangs' last failures, kept after their pods are gone (``cache_failures``).
+        self._failures = FailureLog()
         self.facts = ClusterFacts()
         self._volumes_changed = False
         self._entries: dict[str, GangEntry] = {}
@@ -153,6 +157,9 @@ class ClusterCache(WorkloadFeeding, Assuming):
                 self._unindex(old)
             self._pods[pod.uid] = pod
             self._index(pod)
+            gid = self._gid_of.get(pod.uid)
+            if pod.failure is not None and gid is not None:
+                self._failures.record(gid, pod.failure)
             if pod.node_name and pod.uid in self._assumed:
                 del self._assumed[pod.uid]  # the watch confirmed our bind (or another's)
             self._touch()
@@ -162,7 +169,10 @@ class ClusterCache(WorkloadFeeding, Assuming):
             self._assumed.pop(uid, None)
             old = self._pods.pop(uid, None)
             if old is not None:
+                gid = self._gid_of.get(uid)
                 self._unindex(old)
+                if gid == old.key and old.owner is None:  # a lone pod: its own owner, gone
+                    self._failures.forget_unowned(gid)
                 self._touch()
 
     def upsert_group(self, group: PodGroupInfo) -> None:
@@ -177,6 +187,7 @@ class ClusterCache(WorkloadFeeding, Assuming):
     def delete_group(self, key: str) -> None:
         with self._lock:
             if self._groups.pop(key, None) is not None:
+                self._failures.forget_unowned(key)
                 self._dirty.add(key)
                 self._touch()
 
@@ -237,6 +248,11 @@ class ClusterCache(WorkloadFeeding, Assuming):
             return next((self._gid_of[uid] for uid, pod in self._pods.items()
                          if pod.namespace == namespace and pod.name == name
                          and uid in self._gid_of), None)
+
+    def failures(self, gang_id: str) -> tuple[Failure, ...]:
+        """The gang's last failures, newest first, also after its pods are gone."""
+        with self._lock:
+            return self._failures.of(gang_id)
 
     def queue_of(self, gang_id: str) -> str:
         """The queue of a gang as the last cycle's input built it ("" if unknown): for log

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 
 from scheduler.feed import grouping_jobset
+from scheduler.feed.cache_failures import FailureLog
 from scheduler.model.native import NativeGroupInfo, ResolvedGroup, WorkloadInfo
 from scheduler.model.workloads import JobInfo, JobSetInfo, PodInfo
 
@@ -69,6 +70,7 @@ class WorkloadFeeding:
     _native: NativeStore
     _dirty: set[str]
     _pods: dict[str, PodInfo]
+    _failures: FailureLog
 
     def _touch(self) -> None:
         raise NotImplementedError
@@ -98,6 +100,7 @@ class WorkloadFeeding:
     def delete_job(self, key: str) -> None:
         with self._lock:
             old = self._jobs.pop(key, None)
+            self._failures.forget_job(key)
             if old is not None:
                 self._dirty |= self._job_gangs(old)
                 self._touch()

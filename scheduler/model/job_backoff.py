@@ -16,12 +16,17 @@ should name instead of saying "not found". The rule, read in the pinned controll
   waits 10 s doubled for each earlier failure *of that index* (ignored ones included, the
   ``batch.kubernetes.io/job-index-ignored-failure-count`` annotation), so after the k-th
   preemption every rank waits 10 s x 2^(k-1): 10 s, then 20 s.
+
+The same rules say what a failure leaves of a Job's ``backoffLimit`` (``retries``) and when
+its failed rank comes back (``next_pods_at``), which ``explain`` shows beside each failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from scheduler.model.failures import Failure, RuleAction
 from scheduler.model.workloads import JobInfo, PodInfo, PodPhase
 
 #: ``DefaultJobPodFailureBackOff`` and ``MaxJobPodFailureBackOff`` of the Job controller.
@@ -64,3 +69,73 @@ def least_delay(job: JobInfo, failed: Iterable[PodInfo] = (),
         f"its pod-failure backoff counts every pod failed since the Job's last success, "
         f"preemptions included ({BASE_SECONDS:.0f} s doubled per failure, at most "
         f"{MAX_SECONDS / 60:.0f} min; {failures} known)")
+
+
+#: ``spec.backoffLimit`` when not given (with ``backoffLimitPerIndex`` it is MaxInt32, and
+#: only the per-index limit counts).
+DEFAULT_BACKOFF_LIMIT = 6
+
+
+def policy_action(job: JobInfo, failure: Failure) -> RuleAction | None:
+    """The action of the first ``podFailurePolicy`` rule that matches *failure* (None: no
+    rule does, so it counts against the backoff limit as usual)."""
+    return next((rule.action for rule in job.failure_rules if rule.matches(failure)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """What *job*'s backoff limit leaves after a failure: each counted failure uses one
+    retry; one failure more than the limit fails the Job (or, per index, the index)."""
+
+    limit: int
+    used: int
+    per_index: bool
+    #: Why no pod comes back for it ("" while one does): the Job or its index failed.
+    final: str = ""
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.used)
+
+    @property
+    def limit_name(self) -> str:
+        return "backoffLimitPerIndex" if self.per_index else "backoffLimit"
+
+
+def retries(job: JobInfo, failure: Failure) -> Retries:
+    """The retries *job* has left after *failure* (one of its pods), and whether its pods
+    come back at all. Job-wide the controller's own count is used (``status.failed``, which
+    leaves out failures a policy ``Ignore``s); per index, the count the controller wrote on
+    the failed pod plus this failure unless the policy ignores it."""
+    action = policy_action(job, failure)
+    final = ""
+    if job.failed_reason:
+        final = f"the Job failed ({job.failed_reason})"
+    elif action is RuleAction.FAIL_JOB:
+        final = "its podFailurePolicy fails the Job on this failure (FailJob)"
+    if job.backoff_limit_per_index is not None:
+        index = failure.index
+        used = failure.index_failures + (0 if action is RuleAction.IGNORE else 1)
+        if not final and index is not None and index in job.failed_indexes:
+            final = f"rank {index} failed for good (status.failedIndexes)"
+        elif not final and action is RuleAction.FAIL_INDEX:
+            final = f"its podFailurePolicy fails rank {index} on this failure (FailIndex)"
+        return Retries(job.backoff_limit_per_index, used, True, final)
+    limit = DEFAULT_BACKOFF_LIMIT if job.backoff_limit is None else job.backoff_limit
+    if not final and job.failed > limit:
+        final = "the Job exceeded its backoffLimit"
+    return Retries(limit, job.failed, False, final)
+
+
+def next_pods_at(job: JobInfo, failure: Failure, last_failure: float) -> float | None:
+    """When the controller recreates the pod of *failure* at the earliest (None: it does
+    not, or the failure's time is unknown). Per index, its rank waits 10 s doubled per
+    earlier failure of the index (ignored ones too) from its own failure; Job-wide, every
+    rank waits on the Job's count (``status.failed``, at least this one) from the Job's
+    *last_failure*."""
+    if retries(job, failure).final or failure.finished_at is None:
+        return None
+    if job.backoff_limit_per_index is not None:
+        count = failure.index_failures + failure.index_ignored_failures + 1
+        return failure.finished_at + recreation_delay(count)
+    return max(last_failure, failure.finished_at) + recreation_delay(max(1, job.failed))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scheduler.model.failures import Failure, FailureRule
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.model.resources import Resources
 
@@ -35,6 +36,15 @@ TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
 RANK_LABELS = ("batch.kubernetes.io/job-completion-index",  # an Indexed Job's pods
                "training.kubeflow.org/replica-index",  # Kubeflow Trainer / training-operator
                "jobset.sigs.k8s.io/job-index")
+
+
+def rank_label(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """A pod's rank as its operator wrote it (label, else annotation), "" when none did."""
+    for key in RANK_LABELS:
+        value = labels.get(key) or annotations.get(key)
+        if value:
+            return value
+    return ""
 
 
 class PodPhase(StrEnum):
@@ -92,6 +102,8 @@ class PodInfo:
     #: ``status.resourceClaimStatuses``: (``spec.resourceClaims`` entry, the ResourceClaim
     #: the resourceclaim controller made for it from a template; "" when none was needed).
     claim_statuses: tuple[tuple[str, str], ...] = ()
+    #: How it failed (phase Failed only): exit code, reason, when (``model.failures``).
+    failure: Failure | None = None
 
     def __hash__(self) -> int:
         return hash(self.uid)
@@ -162,6 +174,16 @@ class JobInfo:
     #: ``spec.backoffLimitPerIndex``: the Job controller then backs off per index, not per
     #: Job (``scheduler.model.job_backoff``).
     backoff_limit_per_index: int | None = None
+    #: ``spec.backoffLimit`` as given (None: the API's default, ``job_backoff.backoff_limit``).
+    backoff_limit: int | None = None
+    #: ``status.failed``: its failed pods the controller counted (policy ``Ignore`` excluded).
+    failed: int = 0
+    #: ``status.failedIndexes``: ranks that used up ``backoffLimitPerIndex`` (never rerun).
+    failed_indexes: frozenset[int] = frozenset()
+    #: The reason of its ``Failed`` (or ``FailureTarget``) condition: the Job gave up.
+    failed_reason: str = ""
+    #: ``spec.podFailurePolicy.rules`` as far as ``job_backoff`` evaluates them.
+    failure_rules: tuple[FailureRule, ...] = ()
 
     @property
     def key(self) -> str:

@@ -18,7 +18,7 @@ from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
-from scheduler.model.workloads import RANK_LABELS, TRAINJOB_NAME_LABEL, PodInfo
+from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,11 +205,7 @@ def gang_labels(view: ClusterView) -> dict[str, str]:
 
 def rank_of(labels: Mapping[str, str], annotations: Mapping[str, str], ordinal: int) -> str:
     """A pod's rank: its completion index or trainer rank label, else its order in the gang."""
-    for key in RANK_LABELS:
-        value = labels.get(key) or annotations.get(key)
-        if value:
-            return value
-    return str(ordinal)
+    return rank_label(labels, annotations) or str(ordinal)
 
 
 def ranks_of(pods: Iterable[PodInfo]) -> tuple[RankRow, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler import model
 from scheduler.kit.memo import Slot, Slots
-from scheduler.kube.read import pod_claims, podspec
+from scheduler.kube.read import pod_claims, pod_failure, podspec
 from scheduler.kube.read.fields import (
     ConversionError,
     FieldError,
@@ -243,6 +243,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
                                   "spec.terminationGracePeriodSeconds", None, minimum=0),
         disruption=_disruption(status),
         claim_statuses=pod_claims.claim_statuses(status),
+        failure=pod_failure.pod_failure(obj) if phase is workloads.PodPhase.FAILED else None,
     )
 
 
@@ -303,6 +304,9 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
         indexed=spec.get("completionMode") == "Indexed", completed_indexes=done,
         backoff_limit_per_index=read_int(spec, "backoffLimitPerIndex", "spec.backoffLimitPerIndex",
                                      None, minimum=0),
+        backoff_limit=read_int(spec, "backoffLimit", "spec.backoffLimit", None, minimum=0),
+        failure_rules=pod_failure.failure_rules(spec),
+        **pod_failure.job_failures(status),
     )
 
 
