@@ -75,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and (problem := output_dir_problem(out)):
         print(f"gang-scheduler packing: --out {out}: {problem}", file=sys.stderr)
         return 2
+    def find(name: str) -> Path:
+        """A file by its path, else a shipped sample by name."""
+        return Path(name) if Path(name).is_file() else sample_path(name)
+
     try:
-        pods_path, nodes_path = sample_path(args.pods), sample_path(args.nodes)
+        pods_path, nodes_path = find(args.pods), find(args.nodes)
         requests = packing.load_requests(pods_path)
         nodes = packing.load_nodes(nodes_path)
     except (TraceError, OSError) as exc:

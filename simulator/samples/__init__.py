@@ -30,6 +30,6 @@ def sample_path(name: str) -> Path:
     filename = SAMPLES.get(name, CLUSTERS.get(name, NODE_LISTS.get(name, name)))
     path = Path(str(resources.files(__package__).joinpath(filename)))
     if not path.is_file():
-        known = ", ".join(sorted(SAMPLES) + sorted(CLUSTERS))
+        known = ", ".join(sorted(SAMPLES) + sorted(CLUSTERS) + sorted(NODE_LISTS))
         raise FileNotFoundError(f"no shipped sample {name!r} (known: {known})")
     return path

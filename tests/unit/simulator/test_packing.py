@@ -104,7 +104,12 @@ def test_the_command_on_the_shipped_sample_writes_its_files(tmp_path: Path,
 
 
 def test_the_command_refuses_a_bad_pod_list_naming_the_field(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = write(tmp_path, "pods.csv", POD_HEADER + "p,1,1,1,1500,\n")
-    assert main(["packing", "--pods", str(bad), "--no-progress"]) == 2
-    assert "gpu_milli" in capsys.readouterr().err
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "pods.csv", POD_HEADER + "p,1,1,1,1500,\n")
+    monkeypatch.chdir(tmp_path)  # a path relative to where the user is
+    assert main(["packing", "--pods", "pods.csv", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "pods.csv:2: gpu_milli: 1500 does not go with num_gpu 1" in err, err
+    assert main(["packing", "--pods", "no-such.csv", "--no-progress"]) == 2
+    assert "no shipped sample 'no-such.csv'" in capsys.readouterr().err
