@@ -9,10 +9,11 @@ them, shared by pending and running gangs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
-from scheduler.model.demand import claims_gpus
+from scheduler.model.demand import claim_key, claims_gpus
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
 from scheduler.model.gangs import TopologyMode
@@ -62,6 +63,7 @@ def roles(pods: list[PodInfo], min_total: int,
         split = tuple(pod.labels.get(k) for k in keys)
         by_req.setdefault((pod.requirements, split), []).append(pod)
     groups = sorted(by_req.values(), key=lambda ps: ps[0].name)
+    users = claim_users(pods)
     roles: list[Role] = []
     remaining = min_total
     for i, members in enumerate(groups):
@@ -72,14 +74,25 @@ def roles(pods: list[PodInfo], min_total: int,
         common, mixed = _shared_labels(members)
         first = members[0]
         uses = first.requirements.constraints.device_claims
-        device_gpus = (claims_gpus(uses, first.namespace, first.claim_statuses, devices)
-                       if uses else 0)
+        device_gpus = (claims_gpus(uses, first.namespace, first.claim_statuses, devices,
+                                   users) if uses else 0)
         roles.append(Role(name=name, count=len(members), requirements=first.requirements,
                           min_count=required,
                           pods=tuple(PodRef(p.namespace, p.name, p.uid, p.claim_statuses)
                                      for p in members),
                           labels=common, mixed_labels=mixed, device_gpus=device_gpus))
     return tuple(roles)
+
+
+def claim_users(pods: Iterable[PodInfo]) -> Counter[str]:
+    """Claim key -> how many of *pods* use it: a claim they share (a PodGroup's, a named
+    one) counts once for the gang, split among its users (``claims_gpus``)."""
+    users: Counter[str] = Counter()
+    for pod in pods:
+        keys = {claim_key(use, pod.namespace, pod.claim_statuses)
+                for use in pod.requirements.constraints.device_claims}
+        users.update(k for k in keys if k)
+    return users
 
 
 def _shared_labels(pods: list[PodInfo]) -> tuple[Labels, frozenset[str]]:

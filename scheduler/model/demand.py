@@ -159,19 +159,30 @@ def claim_gpus(spec: ClaimSpec, classes: Mapping[str, DeviceClass]) -> int:
     return total_gpus
 
 
+def claim_key(use: DeviceClaimUse, namespace: str, made: Sequence[tuple[str, str]]) -> str:
+    """``namespace/name`` of the claim a ``spec.resourceClaims`` entry resolves to (named,
+    or made for it: *made*, the pod's ``status.resourceClaimStatuses``), "" while unknown."""
+    name = use.claim or dict(made).get(use.entry, "")
+    return f"{namespace}/{name}" if name else ""
+
+
 def claims_gpus(uses: Iterable[DeviceClaimUse], namespace: str,
-                made: Sequence[tuple[str, str]], devices: DeviceInventory) -> int:
+                made: Sequence[tuple[str, str]], devices: DeviceInventory,
+                users: Mapping[str, int] | None = None) -> int:
     """GPUs one member's ``spec.resourceClaims`` count for: each entry's claim (named, or
     made for it from a template: *made*, its ``status.resourceClaimStatuses``), or while
-    that claim is not seen yet its template's spec. A claim several members name is counted
-    for each of them: charged too much rather than ever for free."""
-    made_by_entry = dict(made)
+    that claim is not seen yet its template's spec. A claim the gang's members share
+    (*users*: claim key -> how many of them use it; a PodGroup's claim, a named one) is
+    split among them, each share rounded up: 8 devices shared by 8 members count 8 in all,
+    not 64; 1 device shared by 4 counts 4 (too much rather than ever for free)."""
     total_gpus = 0
     for use in uses:
-        name = use.claim or made_by_entry.get(use.entry, "")
-        claim = devices.claims.get(f"{namespace}/{name}") if name else None
+        key = claim_key(use, namespace, made)
+        claim = devices.claims.get(key) if key else None
         if claim is not None:
-            total_gpus += claim_gpus(claim.spec, devices.classes)
+            gpus = claim_gpus(claim.spec, devices.classes)
+            sharing = max(1, (users or {}).get(key, 1))
+            total_gpus += -(-gpus // sharing)
         elif use.template:
             template = devices.templates.get(f"{namespace}/{use.template}")
             if template is not None:

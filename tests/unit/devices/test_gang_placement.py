@@ -188,6 +188,27 @@ def test_quota_charges_claimed_devices_in_the_units_of_their_class() -> None:
     assert [r.get("nvidia.com/gpu") for _, r in bind.placement.charges(gang)] == [8]
 
 
+def test_a_claim_its_members_share_is_charged_once_split_among_them() -> None:
+    """Four pods of a Job naming one 4-device claim use 4 GPUs, not 16: quota charges the
+    shared claim once, a quarter per member (it once charged it whole to each)."""
+    w = World(nodes=1, devices=8)
+    shared = claim_for(job_pod("x", 0), template("quad", 4))
+    shared["metadata"] = {"name": "quad", "namespace": NS, "uid": "claim-quad",
+                          "resourceVersion": "1"}
+    w.add(informer.RESOURCE_CLAIMS, shared)
+    w.add(informer.JOBS, job("team", 4))
+    for i in range(4):
+        pod = job_pod("team", i)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "quad"}]
+        pod["status"].pop("resourceClaimStatuses", None)
+        w.add(informer.PODS, pod)
+    reason = w.decide(quota=3).pending[f"{NS}/team"]
+    assert "4 nvidia.com/gpu needed, at most 3" in reason.message, reason.message
+    (bind,) = w.decide(quota=4).binds
+    (decision,) = bind.placement.prebinds
+    assert decision.claim == f"{NS}/quad" and len(decision.devices) == 4
+
+
 def test_a_malformed_units_annotation_keeps_the_claims_waiting_by_name() -> None:
     w = World(nodes=1, devices=8)
     w.handlers[informer.DEVICE_CLASSES](EventType.MODIFIED, _class_annotated("half"))
