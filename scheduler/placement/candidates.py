@@ -56,8 +56,9 @@ def candidates(problem: Problem) -> Candidates:
         index = free_index(snapshot, rv.key, rv.eligible)
         request, filtered, usable = rv.request, problem.filtered, problem.usable
         blocked, cap = rv.limits.blocked, rv.limits.cap
-        per_pod = rv.gpus + rv.devices  # in ``Snapshot.free_gpus``' units
-        for name in index.ascending(per_pod):
+        # Only integer GPUs filter here: a node short of devices is the device rule's to
+        # explain (filtered out here, it read as a CPU shortage); devices only order nodes.
+        for name in index.ascending(rv.gpus):
             if (filtered and not usable(name)) or (blocked and name in blocked):
                 continue
             have = seen.get(name)

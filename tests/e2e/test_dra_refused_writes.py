@@ -1,5 +1,6 @@
-"""A gang whose device allocations the apiserver refuses (issue 35, "bad claims get a clear
-reason on the pods"): here a real ValidatingAdmissionPolicy an admin put on the tenant's
+"""Claims that cannot be served, told where users look (issue 35, "bad claims get a clear
+reason on the pods and the PodGroup"). First, a gang whose device allocations the apiserver
+refuses: here a real ValidatingAdmissionPolicy an admin put on the tenant's
 namespace forbids giving a ResourceClaim an allocation. gang-scheduler places the gang,
 its claim writes are refused before any member binds, and its pods say so
 (``Backoff``, with the apiserver's own message) while it backs off, instead of showing
@@ -19,6 +20,7 @@ from kubernetes.client import ApiException
 
 from scheduler.tools.devcluster import dra, dra_driver, rest
 from tests.e2e import dra_support as ds
+from tests.e2e import native_support
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import (
     POOL_LABEL,
@@ -128,3 +130,61 @@ def test_refused_claim_writes_are_told_on_the_pods_and_the_gang_starts_once_allo
         (result,) = ds.results(claims[name])
         assert result["pool"] == pod["spec"]["nodeName"] == node
         assert ds.reserved_for(claims[name]) == [name]
+
+
+def _group_reason(cp: ControlPlane, namespace: str, name: str) -> str:
+    group = rest.call(cp.custom.get_namespaced_custom_object, native_support.GROUP,
+                      native_support.VERSION, namespace, "podgroups", name)
+    scheduled = native_support.condition(group, native_support.SCHEDULED)
+    return str(scheduled.get("message") or "")
+
+
+def test_bad_claims_are_told_on_the_pods_and_the_podgroup_and_good_gangs_still_start(
+        control_plane: ControlPlane, tenant: Tenant,
+        live_scheduler: InProcessScheduler) -> None:
+    """Claims the apiserver accepts but no allocator can serve (issue 35, "Done when"): an
+    upstream PodGroup whose pods claim from a template naming a DeviceClass that does not
+    exist, and one whose pods ask for more devices than any node has. Each waits with a
+    reason naming the class or the shortage, on its pods and on its PodGroup; the
+    scheduler keeps running, and a good gang beside them starts."""
+    cp = control_plane
+    (node,) = tenant.create_nodes(1, gpus=2)
+    dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)
+    ns = tenant.namespace
+    ds.create_template(cp, ns, "no-class", ds.exactly("no-such-class.example.com"))
+    ds.create_template(cp, ns, "too-many", ds.exactly(dra.DRIVER, count=3))
+    ds.create_template(cp, ns, "one-gpu", ds.exactly(dra.DRIVER))
+    for group, template in (("unknown", "no-class"), ("short", "too-many"), ("good", "one-gpu")):
+        rest.call(cp.custom.create_namespaced_custom_object, native_support.GROUP,
+                  native_support.VERSION, ns, "podgroups", {
+                      "apiVersion": f"{native_support.GROUP}/{native_support.VERSION}",
+                      "kind": "PodGroup",
+                      "metadata": {"name": group, "labels": {QUEUE_LABEL: tenant.queue}},
+                      "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})
+        for i in range(2):
+            spec = ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                        template=template)
+            spec["schedulingGroup"] = {"podGroupName": group}
+            rest.call(cp.core.create_namespaced_pod, ns, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{group}-{i}", "labels": {QUEUE_LABEL: tenant.queue}},
+                "spec": spec})
+    wait_for(lambda: tenant.all_bound(["good-0", "good-1"]), TIMEOUT_S,
+             what="the good gang bound beside the bad ones")
+    for group, says in (("unknown", "no-such-class.example.com"),
+                        ("short", "need devices for their claims")):
+        pods = [f"{group}-{i}" for i in range(2)]
+
+        def told(pods: list[str] = pods, says: str = says) -> list[str]:
+            said = [unschedulable_message(tenant.pods()[p]) for p in pods]
+            return said if all(m.startswith("Devices: ") and says in m for m in said) else []
+
+        def group_told(group: str = group, says: str = says) -> str:
+            message = _group_reason(cp, ns, group)
+            return message if says in message else ""
+
+        said = wait_for(told, TIMEOUT_S, what=f"the {group} gang's pods told why")
+        group_said = wait_for(group_told, TIMEOUT_S, what=f"the {group} PodGroup told why")
+        print(f"\n{group}: pods say {said[0]!r}\n  PodGroup says {group_said!r}")
+        assert tenant.bound(pods) == []
+    assert not live_scheduler.errors

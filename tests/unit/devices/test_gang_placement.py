@@ -373,6 +373,17 @@ def test_a_victim_search_counts_the_devices_already_free_with_those_it_frees() -
     assert [n.gang_id for n in plan.nominations] == [f"{NS}/urgent"]
 
 
+def test_a_request_no_node_can_meet_is_told_as_devices_not_as_cpu() -> None:
+    """Regression: with the free-device order in the candidate search, nodes short of
+    devices were dropped before the device rule could say so, and the gang read "free
+    capacity holds only 0 (64 cpu free, in pieces too small)"."""
+    w = World(nodes=1, devices=2, gpus=0)
+    w.job("short", 2, devices_each=3)
+    reason = w.decide().pending[f"{NS}/short"]
+    assert reason.category is ReasonCategory.DEVICES, reason
+    assert "needs 3 device(s)" in reason.message and "2 free match" in reason.message
+
+
 def test_a_gang_short_of_devices_waits_as_for_capacity() -> None:
     w = World(nodes=1, devices=4)
     run_first(w, 4, priority=1000)
