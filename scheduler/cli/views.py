@@ -90,7 +90,8 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
                            inp.snapshot if seen.nodes_readable else None, now,
-                           seen.estimates, seen.pod_estimates, seen.positions)
+                           seen.estimates, seen.pod_estimates, seen.positions,
+                           failures=seen.cache)
     return view.for_namespaces(namespaces)
 
 
@@ -102,7 +103,7 @@ def render(view: ClusterView, kind: str, output: str) -> str | None:
     if kind == "queues":
         doc = {"queues": doc["queues"]}
     elif kind == "gangs":
-        doc = {"pending": doc["pending"], "running": doc["running"]}
+        doc = {"pending": doc["pending"], "running": doc["running"], "failed": doc["failed"]}
     if output == "json":
         return json.dumps(doc, indent=2)
     import yaml
