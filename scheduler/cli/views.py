@@ -39,7 +39,8 @@ examples:
 
 SUMMARIES = {
     "queues": "queues as a tree: GPUs in use, nominal, borrowed and lent per pool, shares",
-    "gangs": "pending gangs in order with position, reason and ETA; running gangs and ranks",
+    "gangs": "pending gangs in order with position, reason and ETA; running gangs and ranks; "
+             "each failing gang's last failures",
     "top": "queues, gangs and nodes, refreshed (the demo's live view, on any cluster)",
 }
 
@@ -119,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.run.config import ConfigError
     from scheduler.run.logconfig import configure_logging
     from scheduler.views import text
-    from scheduler.views.state import gang_labels
 
     configure_logging("error", "console")
     console = Console()
@@ -151,9 +151,7 @@ def run(args: argparse.Namespace) -> int:
         if args.view == "queues":
             console.print(text.queues_table(view))
         elif args.view == "gangs":
-            labels = gang_labels(view)
-            console.print(text.pending_table(view.pending, labels))
-            console.print(text.running_table(view.running, labels))
+            console.print(text.gangs(view))
         else:
             if console.is_terminal:
                 console.clear()
