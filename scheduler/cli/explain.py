@@ -33,7 +33,7 @@ not see; with cluster-wide read access it also re-runs the scheduler's decision.
 """
 
 
-#: A gang none of whose pods is pending or running, and some failed (``explain_failures``).
+#: A gang none of whose pods is pending or running, and some failed (``views.failures``).
 FAILED_STATE = "no pending or running pods; how its last ones ended: see last failures"
 
 
@@ -265,7 +265,7 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
 
 def failures_of(gang_id: str, cache: Any, now: float) -> str:
     """The gang's "last failures" section ("" without any), its Jobs read from *cache*."""
-    from scheduler.cli.explain_failures import failures_text
+    from scheduler.views.failures import failures_text
 
     namespace = gang_id.partition("/")[0]
     return failures_text(cache.failures(gang_id), lambda job: cache.job(f"{namespace}/{job}"),

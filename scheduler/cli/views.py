@@ -39,7 +39,8 @@ examples:
 
 SUMMARIES = {
     "queues": "queues as a tree: GPUs in use, nominal, borrowed and lent per pool, shares",
-    "gangs": "pending gangs in order with position, reason and ETA; running gangs and ranks",
+    "gangs": "pending gangs in order with position, reason and ETA; running gangs and ranks; "
+             "each failing gang's last failures",
     "top": "queues, gangs and nodes, refreshed (the demo's live view, on any cluster)",
 }
 
@@ -90,7 +91,8 @@ def fetch(args: argparse.Namespace) -> ClusterView:
     inp = seen.cache.cycle_input(now)
     view = apiserver.build(inp.gangs, seen.cache.gang_pods, seen.conditions, seen.queues,
                            inp.snapshot if seen.nodes_readable else None, now,
-                           seen.estimates, seen.pod_estimates, seen.positions)
+                           seen.estimates, seen.pod_estimates, seen.positions,
+                           failures=seen.cache)
     return view.for_namespaces(namespaces)
 
 
@@ -102,7 +104,7 @@ def render(view: ClusterView, kind: str, output: str) -> str | None:
     if kind == "queues":
         doc = {"queues": doc["queues"]}
     elif kind == "gangs":
-        doc = {"pending": doc["pending"], "running": doc["running"]}
+        doc = {"pending": doc["pending"], "running": doc["running"], "failed": doc["failed"]}
     if output == "json":
         return json.dumps(doc, indent=2)
     import yaml
@@ -118,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.run.config import ConfigError
     from scheduler.run.logconfig import configure_logging
     from scheduler.views import text
-    from scheduler.views.state import gang_labels
 
     configure_logging("error", "console")
     console = Console()
@@ -150,9 +151,7 @@ def run(args: argparse.Namespace) -> int:
         if args.view == "queues":
             console.print(text.queues_table(view))
         elif args.view == "gangs":
-            labels = gang_labels(view)
-            console.print(text.pending_table(view.pending, labels))
-            console.print(text.running_table(view.running, labels))
+            console.print(text.gangs(view))
         else:
             if console.is_terminal:
                 console.clear()

@@ -254,6 +254,11 @@ class ClusterCache(WorkloadFeeding, Assuming):
         with self._lock:
             return self._failures.of(gang_id)
 
+    def failed_gangs(self) -> tuple[str, ...]:
+        """The gangs with failures kept (sorted), whether or not they have pods now."""
+        with self._lock:
+            return self._failures.gang_ids()
+
     def queue_of(self, gang_id: str) -> str:
         """The queue of a gang as the last cycle's input built it ("" if unknown): for log
         lines about a gang, written outside the cycle that decided about it."""

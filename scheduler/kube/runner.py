@@ -347,7 +347,8 @@ class LiveScheduler:
         inp, policies = last
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
                                                self.policies.invalid),
-                               self.cache.gang_pods, self.recent.events)
+                               self.cache.gang_pods, self.recent.events,
+                               failures=self.cache)
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

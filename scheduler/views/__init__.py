@@ -8,4 +8,7 @@ top``), the scheduler's ``/api/v1/state`` and its read-only dashboard all show t
 - ``apiserver.build`` from what a caller may read through the apiserver (Queue status, pods'
   ``PodScheduled`` messages the scheduler wrote, nodes when allowed): what a tenant with
   namespace RBAC sees, and never more.
+
+Both give each gang its last failures (``failures``: read from the cache, which the failed
+pods read were recorded in), worded as ``explain`` words them.
 """

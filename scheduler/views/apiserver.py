@@ -23,7 +23,9 @@ from scheduler.feed.grouping import GangSet
 from scheduler.model.demand import gpus_of, quantity_gpus
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
+from scheduler.views import failures as failure_rows
 from scheduler.views import marks
+from scheduler.views.failures import FailureSource
 from scheduler.views.state import (
     ClusterView,
     GangRow,
@@ -120,13 +122,15 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
           snapshot: Snapshot | None, now: float,
           estimates: Mapping[str, float] | None = None,
           pod_estimates: Mapping[str, float] | None = None,
-          positions: Mapping[str, int] | None = None) -> ClusterView:
+          positions: Mapping[str, int] | None = None,
+          failures: FailureSource | None = None) -> ClusterView:
     """*snapshot*: the nodes and what runs on them as read (None: the caller may not read
     nodes); *conditions*: pod uid -> its ``PodScheduled=False`` message (pending pods only);
     *estimates*: gang id -> its PodGroup's ``status.estimatedStart`` (epoch seconds), else
     *pod_estimates*: pod uid -> its ``gangscheduler.io/estimated-start``; *positions*: gang
     id -> its PodGroup's ``status.queuePosition`` (a message of an older scheduler may
-    still carry the position)."""
+    still carry the position); *failures*: where the failed pods read were recorded, each as
+    its gang's failure (the cache they were read into; None: no failures shown)."""
     estimates, pod_estimates, positions = estimates or {}, pod_estimates or {}, positions or {}
     pending = []
     for g in gangs.pending:
@@ -141,7 +145,8 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
             workload=workload_of(g, pods), gpus=g.demand.gpus, pods=g.size,
             priority=g.priority, cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
-            eta_seconds=None if estimate is None else max(0.0, estimate - now)))
+            eta_seconds=None if estimate is None else max(0.0, estimate - now),
+            failures=failure_rows.of_gang(failures, g.id, now)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
     counted: dict[str, int] = {}
     ranked = []
@@ -157,7 +162,8 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
             id=gid, namespace=rg.gang.namespace, queue=rg.gang.queue, state="Running",
             workload=workload_of(rg.gang, pods), gpus=gpus_of(rg.usage), pods=len(pods),
             priority=rg.gang.priority, age_seconds=max(0.0, now - rg.start_time),
-            nodes=rg.nodes, ranks=ranks_of(pods)))
+            nodes=rg.nodes, ranks=ranks_of(pods),
+            failures=failure_rows.of_gang(failures, gid, now)))
     rows = queue_rows(queues)
     nodes = None
     if snapshot is not None:
@@ -165,6 +171,8 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
         valid = parse_documents(("apiserver", q) for q in queues).policies.queues
         nodes = marks.node_rows(accounting.account(snapshot, CyclePlan(now), gangs.pending,
                                                    valid).nodes, rows)
+    shown = {g.id for g in (*ranked, *running)}
     return ClusterView(now=now, source="apiserver", queues=rows, pending=tuple(ranked),
-                       running=tuple(running), nodes=nodes)
+                       running=tuple(running), nodes=nodes,
+                       failed=failure_rows.failed_rows(failures, shown, now))
 

@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from html import escape
 
 from scheduler.model.durations import format_duration
-from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels, queue_names
+from scheduler.views.state import (
+    ClusterView,
+    GangFailures,
+    GangRow,
+    NodeRow,
+    gang_labels,
+    queue_names,
+)
 
 REFRESH_SECONDS = 5
 PALETTE = ("#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
@@ -43,6 +50,8 @@ th { background: #f5f5f7; } td.n { text-align: right; font-variant-numeric: tabu
           margin-right: .35rem; }
 .tag { display: inline-block; padding: 0 .35rem; border-radius: .6rem; background: #eef;
        font-size: .75rem; }
+.failed { color: #b00020; } .disrupted { color: #8a5a00; }
+.failures h3 { font-size: .9rem; margin: .8rem 0 .3rem; }
 """
 
 
@@ -62,12 +71,18 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p class='meta'>Read-only view of the scheduler's last cycle at {when}: "
-        f"{len(view.running)} gangs running, {len(view.pending)} pending. "
+        f"{len(view.running)} gangs running, {len(view.pending)} pending"
+        f"{f', {len(view.failed)} failed' if view.failed else ''}. "
         f"Refreshes every {REFRESH_SECONDS} s.</p>",
         "<h2>Queues</h2>", _queues(view, colors),
         "<h2>Pending gangs</h2>", _pending(view.pending, labels),
         "<h2>Running gangs</h2>", _running(view.running, labels),
     ]
+    if view.failed:
+        parts += ["<h2>Failed gangs</h2>", _failed(view.failed, labels)]
+    failing = [g for g in (*view.pending, *view.running, *view.failed) if g.failures]
+    if failing:
+        parts += ["<h2>Last failures</h2>", _failures(failing, labels)]
     if view.nodes is not None:
         parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
     parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
@@ -104,15 +119,18 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
 def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='pending'>No gang is waiting.</p>"
+    failing = any(g.failures for g in rows)
     out = ["<table id='pending'><tr><th>#</th><th>in queue</th><th>gang</th><th>queue</th>"
-           "<th>GPUs</th><th>reason</th><th>ETA</th><th>why</th></tr>"]
+           "<th>GPUs</th><th>reason</th><th>ETA</th><th>why</th>"
+           f"{_LAST if failing else ''}</tr>"]
     for g in rows:
         out.append(
             f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
             f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(labels[g.id])}</td>"
             f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
             f"<td class='n'>{format_duration(g.eta_seconds)}</td>"
-            f"<td class='why'>{escape(g.message)}</td></tr>")
+            f"<td class='why'>{escape(g.message)}</td>"
+            f"{_last_failure(g.failures) if failing else ''}</tr>")
     out.append("</table>")
     return "\n".join(out)
 
@@ -120,15 +138,67 @@ def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
 def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='running'>No gang is running.</p>"
+    failing = any(g.failures for g in rows)
     out = ["<table id='running'><tr><th>gang</th><th>queue</th><th>GPUs</th><th>age</th>"
-           "<th>ranks: node (state)</th></tr>"]
+           f"<th>ranks: node (state)</th>{_LAST if failing else ''}</tr>"]
     for g in rows:
         ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
                             f"({escape(r.phase)})" for r in g.ranks)
         out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
-                   f"<td class='n'>{format_duration(g.age_seconds)}</td><td>{ranks}</td></tr>")
+                   f"<td class='n'>{format_duration(g.age_seconds)}</td><td>{ranks}</td>"
+                   f"{_last_failure(g.failures) if failing else ''}</tr>")
     out.append("</table>")
+    return "\n".join(out)
+
+
+_LAST = "<th>last failure</th>"
+
+
+def _last_failure(found: GangFailures | None) -> str:
+    """The compact cell: red where the user's code failed, amber where the pods were only
+    taken away (preempted, evicted, node lost)."""
+    if found is None:
+        return "<td>-</td>"
+    kind = "disrupted" if all(r.disrupted for r in found.ranks) else "failed"
+    return f"<td class='last-failure {kind}'>{escape(found.summary)}</td>"
+
+
+def _failed(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
+    out = ["<table id='failed'><tr><th>gang</th><th>queue</th>"
+           f"{_LAST}</tr>"]
+    out += [f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
+            f"<td>{escape(g.queue or '-')}</td>{_last_failure(g.failures)}</tr>" for g in rows]
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _failures(rows: list[GangRow], labels: dict[str, str]) -> str:
+    """Each failing gang's newest failure per rank, as ``explain`` words them, and what its
+    Job's backoff does next."""
+    out = ["<div id='failures' class='failures'>"]
+    for g in rows:
+        found = g.failures
+        if found is None:
+            continue
+        earlier = f" ({found.earlier} earlier kept)" if found.earlier else ""
+        out.append(f"<div data-gang='{escape(g.id)}'><h3>{escape(labels[g.id])}{earlier}</h3>"
+                   "<table><tr><th>rank</th><th>pod</th><th>what happened</th><th>when</th>"
+                   "<th>message</th><th>retries</th></tr>")
+        for r in found.ranks:
+            kind = "disrupted" if r.disrupted else "failed"
+            when = "unknown" if r.age_seconds is None else \
+                f"{format_duration(r.age_seconds)} ago"
+            retries = "<br>".join(escape(t) for t in (r.retries, r.next) if t)
+            out.append(f"<tr data-rank='{escape(r.rank or r.pod)}'>"
+                       f"<td>{escape(r.rank or '-')}</td><td>{escape(r.pod)}</td>"
+                       f"<td class='{kind}'>{escape(r.what)}</td><td class='n'>{when}</td>"
+                       f"<td class='why'>{escape(r.message)}</td><td>{retries}</td></tr>")
+        out.append("</table>")
+        out += [f"<p class='why'>Job {escape(j.job)}: {escape(j.retries)}"
+                f"{'<br>' + escape(j.next) if j.next else ''}</p>" for j in found.jobs]
+        out.append("</div>")
+    out.append("</div>")
     return "\n".join(out)
 
 

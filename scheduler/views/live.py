@@ -8,6 +8,7 @@ gang and the recent events are parameters.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
 from scheduler.report.queue_report import QueueReport
+from scheduler.views import failures as failure_rows
 from scheduler.views import marks
+from scheduler.views.failures import FailureSource
 from scheduler.views.state import (
     ClusterView,
     EventRow,
@@ -73,13 +76,28 @@ class Recent:
 
 
 def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
-          events: Iterable[EventRow] = ()) -> ClusterView:
+          events: Iterable[EventRow] = (),
+          failures: FailureSource | None = None) -> ClusterView:
+    """*failures*: where each gang's last failures are kept (the cache; None: none shown)."""
     queues = _queues(cycle)
     acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
                              cycle.policies.queues)
-    return ClusterView(now=cycle.plan.now, source="scheduler", queues=queues,
-                       pending=_pending(cycle, pods_of), running=_running(cycle, pods_of),
-                       nodes=marks.node_rows(acc.nodes, queues), events=tuple(events))
+    now = cycle.plan.now
+    pending = _with_failures(_pending(cycle, pods_of), failures, now)
+    running = _with_failures(_running(cycle, pods_of), failures, now)
+    shown = {g.id for g in (*pending, *running)}
+    return ClusterView(now=now, source="scheduler", queues=queues, pending=pending,
+                       running=running, nodes=marks.node_rows(acc.nodes, queues),
+                       events=tuple(events),
+                       failed=failure_rows.failed_rows(failures, shown, now))
+
+
+def _with_failures(rows: tuple[GangRow, ...], source: FailureSource | None,
+                   now: float) -> tuple[GangRow, ...]:
+    if source is None:
+        return rows
+    return tuple(dataclasses.replace(g, failures=failure_rows.of_gang(source, g.id, now))
+                 for g in rows)
 
 
 def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:

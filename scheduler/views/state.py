@@ -58,6 +58,44 @@ class RankRow:
 
 
 @dataclass(frozen=True, slots=True)
+class FailureRow:
+    """One rank's newest failure, worded by ``views.failures`` (as ``explain`` says it)."""
+
+    rank: str  # "" when the pod has no rank (its name is all there is)
+    pod: str
+    kind: str  # ``FailureKind``: OOMKilled, exited, preempted, evicted, node lost...
+    disrupted: bool  # preempted, evicted or its node lost: not a failure of its code
+    what: str  # in full: "OOMKilled (exit code 137) in container trainer"
+    short: str  # in a word or two: "OOMKilled", "exit 1", "preempted"
+    age_seconds: float | None  # since it ended (None: unknown)
+    message: str = ""  # the pod's or container's message (user text)
+    #: With ``backoffLimitPerIndex``: what its rank's limit does next, and when its pod
+    #: comes back ("" when unknown or not per index).
+    retries: str = ""
+    next: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRetriesRow:
+    """What a Job's ``backoffLimit`` does next (Job-wide: one line for all its ranks)."""
+
+    job: str  # namespace/name
+    retries: str
+    next: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GangFailures:
+    """A gang's last failures: a one-line summary, the newest per rank, and how many earlier
+    ones are kept besides."""
+
+    summary: str  # "rank 3: OOMKilled 2m ago"
+    ranks: tuple[FailureRow, ...]
+    earlier: int = 0
+    jobs: tuple[JobRetriesRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class GangRow:
     id: str  # namespace/name
     namespace: str
@@ -80,6 +118,8 @@ class GangRow:
     age_seconds: float | None = None
     nodes: tuple[str, ...] = ()
     ranks: tuple[RankRow, ...] = ()
+    #: Its last failures, also while it runs again or has no pods at all (None: none kept).
+    failures: GangFailures | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +152,9 @@ class ClusterView:
     running: tuple[GangRow, ...]  # by id
     nodes: tuple[NodeRow, ...] | None = None  # None: not readable by the caller
     events: tuple[EventRow, ...] = ()  # newest first
+    #: Gangs with failures and no pending or running pods (a Job backing off, or one that
+    #: gave up), state "Failed", by id.
+    failed: tuple[GangRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -119,9 +162,16 @@ class ClusterView:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterView:
         """Read back ``to_dict`` (the scheduler's ``/api/v1/state``)."""
+        def failures(f: Mapping[str, Any] | None) -> GangFailures | None:
+            if not f:
+                return None
+            return GangFailures(**{**f, "ranks": tuple(FailureRow(**r) for r in f["ranks"]),
+                                   "jobs": tuple(JobRetriesRow(**j) for j in f["jobs"])})
+
         def gang(g: Mapping[str, Any]) -> GangRow:
             return GangRow(**{"workload": "", **g, "nodes": tuple(g.get("nodes") or ()),
-                              "ranks": tuple(RankRow(**r) for r in g.get("ranks") or ())})
+                              "ranks": tuple(RankRow(**r) for r in g.get("ranks") or ()),
+                              "failures": failures(g.get("failures"))})
 
         nodes = data.get("nodes")
         return cls(
@@ -133,7 +183,8 @@ class ClusterView:
             running=tuple(gang(g) for g in data["running"]),
             nodes=None if nodes is None else tuple(
                 NodeRow(**{**n, "used": tuple(tuple(u) for u in n["used"])}) for n in nodes),
-            events=tuple(EventRow(**e) for e in data.get("events") or ()))
+            events=tuple(EventRow(**e) for e in data.get("events") or ()),
+            failed=tuple(gang(g) for g in data.get("failed") or ()))
 
     def for_namespaces(self, namespaces: Iterable[str] | None) -> ClusterView:
         """Only the gangs of *namespaces* and the queues that admit one of them (None: all)."""
@@ -154,13 +205,15 @@ class ClusterView:
             self, queues=tuple(q for q in self.queues if q.name in names),
             pending=tuple(g for g in self.pending if g.namespace in wanted),
             running=tuple(g for g in self.running if g.namespace in wanted),
+            failed=tuple(g for g in self.failed if g.namespace in wanted),
             events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
 
 
 def queue_names(view: ClusterView) -> tuple[str, ...]:
     """Every queue the view names (its queue rows, its gangs' and its nodes' queues), sorted:
     the one order in which queues are given their colours on the dashboard."""
-    names = {q.name for q in view.queues} | {g.queue for g in (*view.pending, *view.running)}
+    names = {q.name for q in view.queues} | {g.queue for g in (*view.pending, *view.running,
+                                                               *view.failed) if g.queue}
     names |= {q for n in view.nodes or () for q, _ in n.used}
     return tuple(sorted(names))
 
@@ -187,7 +240,7 @@ def gang_labels(view: ClusterView) -> dict[str, str]:
     """How the views name each gang (by id): ``team-a/ddp-train (Job)`` where its workload is
     known, else its id. Where two gangs come from one workload (a JobSet whose later Jobs
     are a gang of their own), each keeps its id, the workload after it."""
-    rows = (*view.pending, *view.running)
+    rows = (*view.pending, *view.running, *view.failed)
     short: dict[str, str] = {}
     for g in rows:
         if g.workload:

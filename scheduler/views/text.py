@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.model.durations import format_duration
+from scheduler.views.failures import detail_lines
 from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels
 
 BOX = box.SIMPLE_HEAD
@@ -60,10 +61,12 @@ def pending_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
                          ("queue", "left"), ("GPUs", "right"), ("reason", "left"),
                          ("ETA", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    failing = _failure_column(table, rows)
     why = Text()
     for g in rows:
         table.add_row(_pos(g.cluster_position), _pos(g.queue_position), labels[g.id], g.queue,
-                      str(g.gpus), g.reason, format_duration(g.eta_seconds))
+                      str(g.gpus), g.reason, format_duration(g.eta_seconds),
+                      *_last_failure(g, failing))
         why.append(f"{labels[g.id]}: ", style="bold")
         why.append(f"{g.message}\n")
     return Group(table, why) if rows else table
@@ -75,12 +78,66 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
                          ("age", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("ranks (rank:node)")
+    failing = _failure_column(table, rows)
     for g in rows:
         ranks = " ".join(f"{r.rank}:{r.node or '-'}" + ("" if r.phase == "Running"
                                                         else f"({r.phase})") for r in g.ranks)
         table.add_row(labels[g.id], g.queue, str(g.gpus), format_duration(g.age_seconds),
-                      Text(ranks or ", ".join(g.nodes), overflow="fold"))
+                      Text(ranks or ", ".join(g.nodes), overflow="fold"),
+                      *_last_failure(g, failing))
     return table
+
+
+def _failure_column(table: Table, rows: tuple[GangRow, ...]) -> bool:
+    """A "last failure" column, only when a gang of *rows* has failures (80 columns)."""
+    failing = any(g.failures is not None for g in rows)
+    if failing:
+        table.add_column("last failure")
+    return failing
+
+
+def _last_failure(g: GangRow, failing: bool) -> tuple[Text, ...]:
+    if not failing:
+        return ()
+    return (Text(g.failures.summary if g.failures else "-", overflow="fold",
+                 style="" if g.failures is None or all(r.disrupted for r in g.failures.ranks)
+                 else "red"),)
+
+
+def failed_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
+    """Gangs with no pending or running pods whose last pods failed (a Job backing off)."""
+    table = Table(title="Failed gangs (no pods pending or running)",
+                  title_justify="left", box=BOX)
+    for col in ("gang", "queue"):
+        table.add_column(col, no_wrap=True)
+    failing = _failure_column(table, rows)
+    for g in rows:
+        table.add_row(labels[g.id], g.queue or "-", *_last_failure(g, failing))
+    return table
+
+
+def failures_detail(view: ClusterView, labels: dict[str, str]) -> Text:
+    """Each failing gang's last failures in full, as ``explain`` prints them."""
+    out = Text()
+    for g in (*view.pending, *view.running, *view.failed):
+        if g.failures is None:
+            continue
+        out.append(f"{labels[g.id]}: ", style="bold")
+        out.append("\n".join(detail_lines(g.failures)) + "\n")
+    return out
+
+
+def gangs(view: ClusterView) -> RenderableType:
+    """``gang-scheduler gangs``: pending, running and failed gangs, then each failing gang's
+    last failures in full."""
+    labels = gang_labels(view)
+    parts = [pending_table(view.pending, labels), running_table(view.running, labels)]
+    if view.failed:
+        parts.append(failed_table(view.failed, labels))
+    detail = failures_detail(view, labels)
+    if detail:
+        parts.append(detail)
+    return Group(*parts)
 
 
 def queue_letters(nodes: tuple[NodeRow, ...]) -> dict[str, str]:
@@ -124,9 +181,12 @@ def top(view: ClusterView) -> RenderableType:
     labels = gang_labels(view)
     parts: list[RenderableType] = [
         Text.assemble(("gang-scheduler top", "bold"), f"   source: {view.source}   "
-                      f"{len(view.running)} running, {len(view.pending)} pending"),
+                      f"{len(view.running)} running, {len(view.pending)} pending"
+                      + (f", {len(view.failed)} failed" if view.failed else "")),
         queues_table(view), pending_table(view.pending, labels),
         running_table(view.running, labels)]
+    if view.failed:
+        parts.append(failed_table(view.failed, labels))
     if view.nodes is not None:
         parts.append(nodes_table(view.nodes))
     if view.events:

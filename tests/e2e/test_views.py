@@ -8,7 +8,9 @@ a person sees on the page.
 One scene for the module: a live scheduler for this test's tenant, 3 nodes x 8 GPUs, queues
 org > a (16 GPUs) and b (8 GPUs). In a, a running gang of two 4-GPU ranks (completion
 indexes 0 and 1) and a waiting gang of two 8-GPU pods; in b, a gang of two 6-GPU pods that
-borrows 4 of a's idle GPUs and leaves 2 GPUs stranded on each of its nodes.
+borrows 4 of a's idle GPUs and leaves 2 GPUs stranded on each of its nodes. And in a, a
+lone pod ``crash`` (no GPUs, rank 0) that exits 3 a second after it starts: a failed gang,
+shown with its last failure.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from scheduler.cli.main import main
 from scheduler.run.serve import serve
 from scheduler.tools.devcluster import rest
 from tests.cli_logging import errors_only_logged, quiet_cli_logging
-from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import Tenant
+from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
+from tests.e2e.live import QUEUE_LABEL, Tenant
 from tests.e2e.ops_support import Ops
 
 pytestmark = pytest.mark.e2e
@@ -92,6 +94,11 @@ def scene(control_plane: ControlPlane) -> Iterator[Scene]:
             borrow = ops.gang("borrow", 2, 6, other)
             wait_for(lambda: tenant.all_bound(borrow), 30, what="borrow bound")
             ops.gang("wide", 2, 8, queue)
+            rest.call(control_plane.core.create_namespaced_pod, ops.ns, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "crash", "labels": {QUEUE_LABEL: queue, RANK: "0"},
+                             "annotations": {SIMULATED_RUNTIME: "1", SIMULATED_EXIT_CODE: "3"}},
+                "spec": tenant.pod_spec(0)})
             config = Path(tempfile.mkdtemp()) / "config.yaml"
             config.write_text(yaml.safe_dump({"schedulerName": tenant.scheduler_name,
                                               "defaultQueue": queue}))
@@ -106,6 +113,8 @@ def scene(control_plane: ControlPlane) -> Iterator[Scene]:
             wait_for(lambda: {p["status"].get("phase") for n, p in tenant.pods().items()
                               if n.startswith(("train-", "borrow-"))} == {"Running"}, 60,
                      what="train and borrow running")
+            wait_for(lambda: tenant.pods()["crash"]["status"].get("phase") == "Failed", 60,
+                     what="crash failed")
             wait_for(lambda: (ops.queue_status(queue).get("allocatedGPUs"),
                               ops.queue_status(other).get("allocatedGPUs")) == (8, 12), 60,
                      what="the Queues' status: a 8 GPUs, b 12")
@@ -143,10 +152,17 @@ def test_gangs_through_the_apiserver_as_an_admin(scene: Scene,
     assert wide["id"] == f"{scene.ns}/wide" and wide["gpus"] == 16
     assert wide["cluster_position"] == 1 and wide["queue_position"] == 1
     assert wide["reason"] in ("Quota", "Placement", "Reserved") and wide["message"]
+    # The lone pod that exited 3: a failed gang, read from the failed pod listed.
+    (crash,) = doc["failed"]
+    assert crash["id"] == f"{scene.ns}/crash" and crash["state"] == "Failed"
+    assert crash["failures"]["summary"].startswith("rank 0: exit 3 "), crash
+    (rank,) = crash["failures"]["ranks"]
+    assert rank["what"] == "exit code 3 (Error) in container main", rank
     # The same as a table, and as yaml from the kubectl plugin.
     code, out, _ = scene.cli(capsys, "gangs", "--kubeconfig", admin, "--config",
                              str(scene.config), "-n", scene.ns)
     assert code == 0 and "Pending gangs" in out and f"{scene.ns}/wide" in out
+    assert "Failed gangs" in out and "rank 0: exit code 3 (Error) in container main" in out
     plugin = shutil.which("kubectl-gang", path=str(REPO / ".venv" / "bin"))
     assert plugin, "the kubectl-gang entry point is installed with the package"
     proc = subprocess.run([plugin, "gangs", "-n", scene.ns, "--config", str(scene.config),
@@ -248,7 +264,7 @@ def test_the_apiserver_view_marks_nodes_as_the_schedulers_own(
 #: element by element over WebDriver took longer than that on a loaded machine (5 reads in a
 #: row went stale in the flake check), while a reload cannot land in the middle of one script.
 SNAPSHOT = """
-const [queue, other, wide, train, pool] = arguments;
+const [queue, other, wide, train, pool, crash] = arguments;
 const text = (sel) => { const e = document.querySelector(sel); return e ? e.innerText : null; };
 return {
   title: document.title,
@@ -261,6 +277,8 @@ return {
   wide: Array.from(document.querySelectorAll(`#pending tr[data-gang='${wide}'] td`),
                    (c) => c.innerText.trim()),
   train: text(`#running tr[data-gang='${train}']`),
+  crash: text(`#failed tr[data-gang='${crash}']`),
+  crashDetail: text(`#failures [data-gang='${crash}']`),
   nodes: Array.from(document.querySelectorAll("[data-node]"))
     .filter((n) => (n.getAttribute("data-node") || "").startsWith(pool))
     .map((n) => Array.from(n.querySelectorAll(".cell"), (c) => c.className)),
@@ -295,15 +313,15 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
             try:
                 page = driver.execute_script(
                     SNAPSHOT, scene.queue, scene.other, f"{scene.ns}/wide",
-                    f"{scene.ns}/train", scene.ops.tenant.pool)
+                    f"{scene.ns}/train", scene.ops.tenant.pool, f"{scene.ns}/crash")
                 break
             except WebDriverException:
                 if attempt == 2:
                     raise
         assert page["title"] == "gang-scheduler"
         body = page["body"]
-        for heading in ("Queues", "Pending gangs", "Running gangs", "GPUs by pool",
-                        "Recent preemptions and reservations"):
+        for heading in ("Queues", "Pending gangs", "Running gangs", "Failed gangs",
+                        "Last failures", "GPUs by pool", "Recent preemptions and reservations"):
             assert heading in body, heading
         assert "8 / 16" in page["queue"] and "lent 4" in page["queue"]  # in use / nominal
         assert "12 / 8" in page["other"] and "borrowed 4" in page["other"]
@@ -314,6 +332,9 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         assert cells[5] in ("Quota", "Placement", "Reserved") and cells[7], cells
         assert "rank 0: " + scene.ops.tenant.pool in page["train"]
         assert "rank 1: " + scene.ops.tenant.pool in page["train"]
+        # The pod that exited 3: its last failure in the failed gangs, in full below.
+        assert "rank 0: exit 3 " in (page["crash"] or ""), page["crash"]
+        assert "exit code 3 (Error) in container main" in (page["crashDetail"] or ""), page
         # The occupancy grid: one cell per GPU of the tenant's three nodes, 20 of them allocated
         # (4 on borrowed quota), the 4 left stranded.
         assert len(page["nodes"]) == 3

@@ -8,11 +8,11 @@ import pytest
 
 from policies.queues import PolicySet, QueueSet
 from scheduler.cli.explain import FAILED_STATE, explain_text, failures_of
-from scheduler.cli.explain_failures import failures_text, what_happened
 from scheduler.feed.cache import ClusterCache
 from scheduler.model import PodRequirements, Resources
 from scheduler.model.failures import Failure, FailureKind
 from scheduler.model.workloads import JobInfo, OwnerRef, PodInfo, PodPhase
+from scheduler.views.failures import failures_text, what_happened
 
 NOW = 1000.0
 

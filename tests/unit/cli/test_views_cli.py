@@ -35,7 +35,7 @@ def test_gangs_from_the_schedulers_state_as_json_and_yaml(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gangs", "--scheduler", url, "-n", "ns", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"pending", "running"}
+    assert set(doc) == {"pending", "running", "failed"}
     assert [g["id"] for g in doc["pending"]] == ["ns/wide"]
     assert [g["id"] for g in doc["running"]] == ["ns/train"]
     assert main(["queues", "--scheduler", url, "-o", "yaml"]) == 0
