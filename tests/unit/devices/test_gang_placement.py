@@ -338,17 +338,22 @@ def test_a_running_gang_updated_in_the_cache_keeps_its_devices() -> None:
     assert reason.category is ReasonCategory.DEVICES
 
 
+def urgent_job(w: World, pods: int) -> None:
+    """Job ``urgent`` of *pods* pods, one device each, whose pods outrank the running ones."""
+    w.job("urgent", pods)
+    for i in range(pods):
+        pod = job_pod("urgent", i, "urgent-gpus")
+        pod["spec"]["priority"] = 1000
+        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+
+
 def test_a_gang_short_of_devices_preempts_a_lower_priority_gang_holding_them() -> None:
     """Devices held by a running gang of lower priority: the victim search proves that
     with its claims released the pending gang gets every member's devices, and evicts it
     whole (a nomination for the preemptor); without the priority it waits for devices."""
     w = World(nodes=1, devices=4)
     run_first(w, 4, priority=0)
-    w.job("urgent", 2)
-    for i in range(2):  # the urgent Job's pods outrank the running ones
-        pod = job_pod("urgent", i, "urgent-gpus")
-        pod["spec"]["priority"] = 1000
-        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    urgent_job(w, 2)
     plan = w.decide()
     assert [e.victim for e in plan.evictions] == [f"{NS}/first"]
     assert [n.gang_id for n in plan.nominations] == [f"{NS}/urgent"]
@@ -363,11 +368,7 @@ def test_a_victim_search_counts_the_devices_already_free_with_those_it_frees() -
     no ``nvidia.com/gpu``: its GPUs are only devices."""
     w = World(nodes=1, devices=8, gpus=0)
     run_first(w, 4, priority=0)
-    w.job("urgent", 6)
-    for i in range(6):
-        pod = job_pod("urgent", i, "urgent-gpus")
-        pod["spec"]["priority"] = 1000
-        w.handlers[informer.PODS](EventType.MODIFIED, pod)
+    urgent_job(w, 6)
     plan = w.decide()
     assert [e.victim for e in plan.evictions] == [f"{NS}/first"]
     assert [n.gang_id for n in plan.nominations] == [f"{NS}/urgent"]
