@@ -43,7 +43,7 @@ from scheduler.decide.plan import (
     map_pods,
 )
 from scheduler.decide.recall import Recall
-from scheduler.decide.trial import Trial, hopeless
+from scheduler.decide.trial import Trial, hopeless_of
 from scheduler.model import Gang
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
@@ -144,8 +144,7 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
     waits = deferred(draft, queue)
     if waits is not None:  # waits behind another gang, blocking nobody: only its reason,
         # unless it can never start (asked without a trial: most of a FIFO backlog is here)
-        shape = draft.context.memo.recall.shape(gang, draft.snapshot)
-        draft.fold(gang, queue, hopeless(draft, gang, queue, shape) or waits)
+        draft.fold(gang, queue, hopeless_of(draft, gang, queue) or waits)
         return False
     trial = Trial(gang, queue, draft)
     outcome = consider(trial)

@@ -23,6 +23,7 @@ from scheduler.decide.outcomes import (
     Outcome,
     Provisioned,
     Reserved,
+    Waiting,
 )
 from scheduler.decide.plan import (
     Bind,
@@ -159,7 +160,14 @@ class Draft:
 
     def fold(self, gang: Gang, queue: Queue, outcome: Outcome) -> None:
         """Take the gang's outcome into the plan and the state."""
-        if isinstance(outcome, NotYet):  # reserved or waiting: most outcomes, so first
+        if type(outcome) is Waiting:  # most outcomes (a backlog's every cycle): the short way
+            self._wait(gang, outcome.category, outcome.message)
+            if outcome.blocks_queue:
+                self._obstacles = self._obstacles.block_queue(queue.name, gang.id)
+            if outcome.blocks_all:
+                self._obstacles = self._obstacles.block(gang.id)
+            return
+        if isinstance(outcome, NotYet):  # reserved (or a waiting subclass)
             if isinstance(outcome, Reserved):
                 self._obstacles = self._obstacles.reserve(outcome.reservation)
                 self._wait(gang, ReasonCategory.RESERVED, outcome.message,

@@ -84,20 +84,38 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
     queues, policy = policies.queues, policies.scheduler
     starts = tuple(reservations)
     waiting = False
+    # One pass over every pending gang of the cycle (thousands in a long backlog, each
+    # cycle of a simulation): the queue's figures are looked up once per queue, and the
+    # earliest starvation instant is kept in a local (the slack is added once, at the end:
+    # adding it keeps the order of floats).
+    of_queue: dict[str, tuple[float, float | None] | None] = {}
+    starving: float | None = None
+    backoff, queues_by_name = house.backoff, queues.queues
     for g in gangs:
-        if g.id in house.backoff:
-            continue  # its backoff's end is due already
-        queue = queues.get(g.queue)
-        if g.id not in pending or queue is None:
+        if g.id in backoff or g.id not in pending:
+            continue  # a backoff's end is due already; a gang bound or nominated waits not
+        name = g.queue
+        if name in of_queue:
+            figures = of_queue[name]
+        else:
+            queue = queues_by_name.get(name)
+            figures = of_queue[name] = None if queue is None else (
+                queue.reserve_after(policy) if policy.reservation else 0.0,
+                queue.queueing.default_runtime_seconds)
+        if figures is None:
             continue
         waiting = True
-        after = queue.reserve_after(policy)
-        if policy.reservation and after > 0:
-            due.at_or_after(g.creation_time + after)
-        runtime = queue.runtime_of(g.runtime_estimate)
-        if runtime is not None:  # it would start only if it ends before (``ends_before``)
-            for t in starts:
-                due.after(t - runtime)
+        after, default_runtime = figures
+        if after > 0:
+            t = g.creation_time + after
+            if t > now and (starving is None or t < starving):
+                starving = t
+        if starts:
+            runtime = g.runtime_estimate if g.runtime_estimate is not None else default_runtime
+            if runtime is not None:  # it would start only if it ends before (``ends_before``)
+                for t in starts:
+                    due.after(t - runtime)
+    due.at_or_after(starving)
     if not waiting:
         return due.at
     for rg in snapshot.running.values():

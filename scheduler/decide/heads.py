@@ -40,14 +40,20 @@ def deferred(draft: Draft, queue: Queue) -> Waiting | None:
     if not obstacles.ordering_blocks:
         return None
     # Every gang behind one blocker (or one queue's head) gets the same outcome: made once.
+    # Looked up before made: no closure for the many hits (hundreds a cycle in a backlog).
     slots = draft.context.memo.slots
+    table = slots.table(DEFERRED)
     blocker = obstacles.blocker
     if blocker is not None:
-        return slots.get_or_make(DEFERRED, ("", blocker), lambda: Waiting(
+        key = ("", blocker)
+        hit = table.get(key)
+        return hit if hit is not None else slots.put(DEFERRED, key, Waiting(
             R.QUEUED, f"waits behind {blocker}, which does not fit yet (backfill is off)"))
     head = obstacles.heads.get(queue.name)
     if head is not None:
-        return slots.get_or_make(DEFERRED, (queue.name, head), lambda: Waiting(
+        key = (queue.name, head)
+        hit = table.get(key)
+        return hit if hit is not None else slots.put(DEFERRED, key, Waiting(
             R.QUEUED, f"queue {queue.name} is StrictFIFO and its head {head} cannot start yet"))
     return None
 

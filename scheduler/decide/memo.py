@@ -16,7 +16,8 @@ to the function it keeps answers of, kept in ``Memo.slots``: fair-share ranks
 (``victims.ROOMS``), the placement knobs (``obstacles.BASE``, ``reservation.BACKFILL``), the
 ledger with reservations held (``reservation.HELD``), never placeable
 (``never_placeable.NEVER_PLACEABLE``), ever admissible (``admission.EVER``), deferred outcomes
-(``heads.DEFERRED``), can never start (``trial.HOPELESS``).
+(``heads.DEFERRED``). Why a gang can never start (``trial.hopeless``) outlives the cycle:
+it is kept in the ``Recall``.
 
 Each is a memo of a pure function of what it is keyed by, so the plan is the one the long
 way gives (``tests/unit/test_shortcuts_change_no_plan.py`` checks the failure memo). A

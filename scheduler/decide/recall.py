@@ -11,7 +11,11 @@ same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
   the usage that changed since (charges commute);
 - ``admissible``: each pending gang's queue, or why it cannot be considered, and the pods
   the plan names for it, by gang object;
-- ``shapes``: per roles object, its shape number, per-pool quota bounds and usable pools.
+- ``shapes``: per roles object, its shape number, per-pool quota bounds and usable pools;
+- ``hopeless``: per (shape number, topology constraint, queue), why a gang whose placement
+  depends on its shape alone can never start (or None), under one queue set and one set of
+  placement knobs: it reads only the nodes, the quota tree and the knobs (``trial.hopeless``),
+  so it is asked once while they stay, not once a cycle.
 
 Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
 recall (tests, benchmarks, the first cycle) decides exactly as with a warm one.
@@ -29,13 +33,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from policies.admission import pool_bounds
 from policies.queues import Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.decide.housekeeping import members
 from scheduler.decide.plan import Members, ReasonCategory
-from scheduler.kit.memo import LARGE, Last, kept_for
+from scheduler.kit.memo import BOUND, LARGE, Last, kept_for
 from scheduler.model import Gang, Role
 from scheduler.model.resources import EMPTY, Resources
 from scheduler.world.node_index import NodeIndex
@@ -63,7 +68,7 @@ class Shape:
 class Recall:
     """See the module docstring."""
 
-    __slots__ = ("_admissible", "_ledger", "_numbers", "_shapes", "_tree", "index")
+    __slots__ = ("_admissible", "_hopeless", "_ledger", "_numbers", "_shapes", "_tree", "index")
 
     def __init__(self, index: NodeIndex) -> None:
         self.index = index
@@ -77,6 +82,8 @@ class Recall:
         self._shapes: dict[int, tuple[tuple[Role, ...], Shape]] = {}
         self._numbers: tuple[dict[tuple[object, ...], int], itertools.count[int]] = (
             {}, itertools.count())
+        #: (the queue set, the placement knobs) it holds for, and the ``hopeless`` answers.
+        self._hopeless: tuple[QueueSet, object, dict[Any, Any], dict[Any, Any]] | None = None
 
     def tree(self, queues: QueueSet) -> QuotaTree:
         """The quota tree of *queues*."""
@@ -85,6 +92,23 @@ class Recall:
     def parents(self, queues: QueueSet) -> frozenset[str]:
         """The queues of *queues* with children."""
         return self._tree.get(queues, _tree_of)[1]
+
+    def hopeless(self, queues: QueueSet, params: object) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """The tables of ``trial.hopeless`` answers that hold under *queues* and placement
+        knobs *params* (both compared by identity: a new policy set starts new tables) on
+        this recall's nodes: by (shape number, topology, queue), and by gang object (id ->
+        the gang, its queue's name, the answer) for the gangs asked again cycle after cycle.
+        Not slots: they outlive the cycle, emptied when the queue set or the knobs change
+        and (one bounding policy) when full."""
+        hit = self._hopeless
+        if hit is None or hit[0] is not queues or hit[1] is not params:
+            hit = self._hopeless = (queues, params, {}, {})
+        by_shape, by_gang = hit[2], hit[3]
+        if len(by_shape) >= BOUND:
+            by_shape.clear()
+        if len(by_gang) >= LARGE:
+            by_gang.clear()
+        return by_shape, by_gang
 
     def ledger(self, tree: QuotaTree, snapshot: Snapshot) -> QuotaLedger:
         """The running gangs charged to their queues (the snapshot's usage per queue and pool).

@@ -8,6 +8,7 @@ start), so no step recomputes what another already asked for.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, cast
 
 from policies.admission import describe_never_admissible, ever_admissible
 from policies.fit import Applicant, Fit, Misfit, World, fit, restrict
@@ -23,7 +24,6 @@ from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import ReasonCategory
 from scheduler.decide.recall import Shape
 from scheduler.kit.lazy import lazy
-from scheduler.kit.memo import Slot
 from scheduler.model import Gang
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.placement.never_placeable import never_placeable_in
@@ -195,9 +195,8 @@ class Trial:
         return isinstance(result, Placement) or result.preemption_may_help
 
 
-#: (shape number, topology constraint, queue) -> ``hopeless`` of a gang whose placement
-#: depends on nothing but its shape (``context_key`` empty).
-HOPELESS: Slot[tuple[int, object, str], Waiting | None] = Slot("trial.hopeless")
+#: Not an answer: ``hopeless`` not asked yet for a key (None is an answer).
+_UNKNOWN: Any = object()
 
 
 def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | None:
@@ -211,16 +210,42 @@ def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | 
     a StrictFIFO head or a blocker is asked too (``cycle._turn``): hundreds a cycle on a FIFO
     policy, where making a trial for each tripled the simulator's time. What the answer
     reads (the shape and topology constraint, the queue, the nodes, the quota tree) is the
-    same for every gang alike in those, so it is worked out once per cycle for them; a gang
-    whose pod constraints read what runs (``context_key``) is asked on its own."""
+    same for every gang alike in those and stays while the nodes, the queue set and the
+    placement knobs do, so it is kept in the recall (``Recall.hopeless``) across cycles for
+    them; a gang whose pod constraints read what runs (``context_key``) is asked on its own."""
     if context_key(gang, draft.snapshot):
         return _hopeless(draft, gang, queue, shape)
-    slots = draft.context.memo.slots
+    return _by_shape(draft, gang, queue, shape)
+
+
+def hopeless_of(draft: Draft, gang: Gang, queue: Queue) -> Waiting | None:
+    """``hopeless`` of a gang deferred before its trial (its shape not looked up yet): most
+    turns of a long FIFO backlog, the same gang objects cycle after cycle, so the answer is
+    kept per gang object where its placement depends on its shape alone."""
+    snapshot = draft.snapshot
+    recall = draft.context.memo.recall
+    if gang.constrained or snapshot.pods.has_anti_affinity:  # ``context_key`` may not be ()
+        return hopeless(draft, gang, queue, recall.shape(gang, snapshot))
+    policies = draft.context.policies
+    by_gang = recall.hopeless(policies.queues, policies.scheduler.placement)[1]
+    hit = by_gang.get(id(gang))
+    if hit is not None and hit[0] is gang and hit[1] == queue.name:
+        return cast(Waiting | None, hit[2])
+    found = _by_shape(draft, gang, queue, recall.shape(gang, snapshot))
+    by_gang[id(gang)] = (gang, queue.name, found)  # keeps the gang alive: its id not reused
+    return found
+
+
+def _by_shape(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | None:
+    """``hopeless`` of a gang whose placement depends on its shape alone."""
+    policies = draft.context.policies
+    by_shape = draft.context.memo.recall.hopeless(policies.queues,
+                                                  policies.scheduler.placement)[0]
     key = (shape.number, gang.topology, queue.name)
-    table = slots.table(HOPELESS)
-    if key in table:  # looked up before made: no closure for the many hits
-        return table[key]
-    return slots.put(HOPELESS, key, _hopeless(draft, gang, queue, shape))
+    hit = by_shape.get(key, _UNKNOWN)
+    if hit is _UNKNOWN:
+        hit = by_shape[key] = _hopeless(draft, gang, queue, shape)
+    return cast(Waiting | None, hit)
 
 
 def _hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | None:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 import structlog
 
 from scheduler.decide.plan import Bind
-from scheduler.kit.memo import LARGE, kept_for
 from scheduler.model import Gang
 from scheduler.run.inflight import ApplyResult
 from scheduler.run.metrics import SchedulerMetrics
@@ -41,11 +40,13 @@ class CompleteSince:
         before = self._complete_of
         known: dict[str, tuple[Gang, bool]] = {}
         complete: set[str] = set()
-        for g in pending:
-            done = kept_for(before, g.id, g, _is_complete, LARGE)
-            known[g.id] = (g, done)
+        for g in pending:  # every pending gang, every cycle: the hit is read inline
+            gid = g.id
+            hit = before.get(gid)
+            done = hit[1] if hit is not None and hit[0] is g else g.is_complete
+            known[gid] = (g, done)
             if done:
-                complete.add(g.id)
+                complete.add(gid)
         self._complete_of = known
         for gid in [gid for gid in self.since if gid not in complete]:
             del self.since[gid]
@@ -59,10 +60,6 @@ class CompleteSince:
     def restore(self, gang_id: str, since: float) -> None:
         """The gang's bind failed: it is pending again, its latency runs on from *since*."""
         self.since.setdefault(gang_id, since)
-
-
-def _is_complete(gang: Gang) -> bool:
-    return gang.is_complete
 
 
 class SchedulingLatency:
