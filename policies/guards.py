@@ -139,7 +139,7 @@ def over_budget(name: str, guards: Guards, used_gpu_hours: float, now: float) ->
     _, end = period_bounds(budget.period, now)
     resets = datetime.fromtimestamp(end, UTC).strftime("%A %d %b %H:%M UTC")
     return (f"queue {name} reached its GPU-hour budget for {_PERIOD_WORD[budget.period]}: "
-            f"{used_gpu_hours:,.0f} of {budget.gpu_hours:,.0f} GPU-h; resets {resets}")
+            f"{_gpu_h(used_gpu_hours)} of {_gpu_h(budget.gpu_hours)} GPU-h; resets {resets}")
 
 
 def running_cap(name: str, guards: Guards, running: int) -> str | None:
@@ -171,3 +171,11 @@ def period_end(guards: Mapping[str, Guards], now: float) -> float | None:
     ends = [period_bounds(g.budget.period, now)[1] for g in guards.values()
             if g.budget is not None]
     return min(ends, default=None)
+
+
+def _gpu_h(hours: float) -> str:
+    """``1,204``; below 10, to the hundredth (``0.25``): the figure moves only by that much,
+    so a held gang's reason is not rewritten on every cycle while its queue's gangs run."""
+    if hours >= 10:
+        return f"{hours:,.0f}"
+    return f"{hours:.2f}".rstrip("0").rstrip(".") or "0"

@@ -2,48 +2,80 @@
 
 Why here: a finished gang leaves the snapshot, but its GPU-hours still count against its
 queue's budget until the period ends. ``decide`` stays pure: this store, fed by the same
-cycle input as the loop's other small modules, hands it the finished runs as ``Usage``.
-Runs still going are read from the snapshot each cycle (their start comes from their pods),
-so after a restart the running usage is rebuilt at once; finished runs are kept in memory
-only and are lost on a restart (a queue may then start gangs its budget would have held
-until the period ends). Runs are kept for ``LONGEST_PERIOD_SECONDS`` (32 days), the longest
-any budget counts back, and only while some queue has a budget.
+cycle input and plan as the loop's other small modules, hands it the finished runs as
+``Usage``. A run is known from the cycle that binds it (a gang may end before the next
+cycle sees it run) and from every snapshot that shows it running (its start then comes from
+its pods). Runs still going are read from the snapshot each cycle, so after a restart the
+running usage is rebuilt at once; finished runs are kept in memory only and are lost on a
+restart (a queue may then start gangs its budget would have held until the period ends).
+Runs are kept for ``LONGEST_PERIOD_SECONDS`` (32 days), the longest any budget counts back,
+and only while some queue has a budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from policies.guards import LONGEST_PERIOD_SECONDS, NO_USAGE, Run, Usage
 from policies.queues import PolicySet
-from scheduler.model import RunningGang
+from scheduler.decide.plan import Bind
+from scheduler.model import Gang, RunningGang
 
 
 class GuardUsage:
-    """Running gangs seen last cycle, and the runs that have ended since."""
+    """Runs going on (by gang id), and the runs that have ended since."""
 
     def __init__(self) -> None:
-        self._running: dict[tuple[str, float], Run] = {}  # (gang id, start) -> its run
+        self._running: dict[str, Run] = {}
+        self._bound: set[str] = set()  # runs known from their bind only (start: the bind's)
         self._finished: list[Run] = []  # by end time
+        self._on = False  # some queue has a budget (else nothing is kept)
 
     def of(self, running: Mapping[str, RunningGang], policies: PolicySet,
            now: float) -> Usage:
-        """The usage to hand this cycle's ``decide``: records runs that were running last
-        cycle and are not now (ended, evicted, or restarted under the same id)."""
+        """The usage to hand this cycle's ``decide``: runs known last cycle that are not
+        running now (ended, evicted) are finished; a gang running under the same id with
+        a later start (its pods recreated) is a new run."""
         if not any(q.guards.budget is not None for q in policies.queues):
-            self._running.clear()
-            self._finished.clear()
+            self.clear()
             return NO_USAGE
-        current = {(gid, rg.start_time): rg for gid, rg in running.items()}
-        for key, run in list(self._running.items()):
-            if key not in current:
-                self._finished.append(Run(run.queue, run.gpus, run.start, now))
-                del self._running[key]
-        for key, rg in current.items():
-            if key not in self._running:
-                self._running[key] = Run(rg.gang.queue, rg.gang.gpus, rg.start_time)
+        self._on = True
+        for gid, run in list(self._running.items()):
+            rg = running.get(gid)
+            if rg is None:
+                self._finish(gid, now)
+            elif gid in self._bound:  # seen running: its pods say when it started
+                self._running[gid] = Run(run.queue, run.gpus, rg.start_time)
+                self._bound.discard(gid)
+            elif rg.start_time > run.start:
+                self._finish(gid, rg.start_time)
+        for gid, rg in running.items():
+            if gid not in self._running:
+                self._running[gid] = Run(rg.gang.queue, rg.gang.gpus, rg.start_time)
         horizon = now - LONGEST_PERIOD_SECONDS
-        if self._finished and self._finished[0].end is not None \
-                and self._finished[0].end < horizon:
-            self._finished = [r for r in self._finished if r.end is None or r.end >= horizon]
+        if self._finished and (self._finished[0].end or 0.0) < horizon:
+            self._finished = [r for r in self._finished if (r.end or 0.0) >= horizon]
         return Usage(tuple(self._finished))
+
+    def bound(self, binds: Iterable[Bind], gangs: Iterable[Gang], now: float) -> None:
+        """Gangs this cycle binds: their runs begin now (they may end before the next
+        cycle sees them running)."""
+        if not self._on:
+            return
+        by_id = {g.id: g for g in gangs}
+        for b in binds:
+            gang = by_id.get(b.gang_id)
+            if gang is not None and b.gang_id not in self._running:
+                self._running[b.gang_id] = Run(b.queue, gang.gpus, now)
+                self._bound.add(b.gang_id)
+
+    def clear(self) -> None:
+        self._running.clear()
+        self._bound.clear()
+        self._finished.clear()
+        self._on = False
+
+    def _finish(self, gid: str, end: float) -> None:
+        run = self._running.pop(gid)
+        self._bound.discard(gid)
+        self._finished.append(Run(run.queue, run.gpus, run.start, max(end, run.start)))

@@ -152,6 +152,7 @@ class Scheduler:
                                for pn in b.pod_nodes], now)
             self._take(plan.binds, result, partial, since, self.clock())
         self.backoffs.rolled_back(plan, now)
+        self.guard_usage.bound(plan.binds, inp.gangs.pending, now)
         self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until)
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))
