@@ -84,7 +84,7 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     overruns = guards.overruns(snapshot, queues, now)
     leaving = frozenset(e.victim for e in overruns)
     guarded = guards.Guarded.of(snapshot, gangs, queues, now, usage, leaving)
-    wake = guards.wake(snapshot, queues, guarded, now) if guarded.guarded or overruns else None
+    wake = guards.wake(snapshot, queues, guarded, now)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).

@@ -161,8 +161,10 @@ def _beyond_pending_caps(gangs: Sequence[Gang], queues: QueueSet,
 def wake(snapshot: Snapshot, queues: QueueSet, guarded: Guarded, now: float) -> float | None:
     """The next time a guard acts with nothing else changing: a running gang reaches its
     runtime limit, or the budget period of a queue that holds gangs ends."""
+    g = guarded.guarded
+    if not g and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
+        return None
     times = []
-    g = _guarded(queues)
     for rg in snapshot.running.values():
         if rg.terminating:
             continue

@@ -64,6 +64,12 @@ def test_annotation_alone_works_without_queue_guards_for_any_gang() -> None:
         "ns/g"]
 
 
+def test_the_annotations_deadline_wakes_the_loop_without_queue_guards() -> None:
+    g = running(replace(gang("g"), max_runtime=600.0), {"a-0000": 1}, start=NOW - 60)
+    plan = plan_of([queue("q", quota={"a": 64})], [], [g])
+    assert plan.evictions == () and plan.wake == NOW + 540 and plan.due == NOW + 540
+
+
 def test_a_parents_guard_covers_its_children() -> None:
     g = running(gang("g", "child"), {"a-0000": 1}, start=NOW - 7200)
     plan = plan_of([guarded("org", max_runtime_seconds=3600),
