@@ -79,6 +79,9 @@ class Guarded:
     beyond_cap: Mapping[str, str] = field(default_factory=dict)
     #: Capped queue -> gangs of its subtree running at the cycle's start (not terminating).
     running: Mapping[str, int] = field(default_factory=dict)
+    #: Gangs with members bound already (a partly bound gang being completed): guards gate
+    #: starts, and these have started; holding their rest would only roll them back.
+    started: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, snapshot: Snapshot, gangs: Sequence[Gang], queues: QueueSet, now: float,
@@ -104,14 +107,17 @@ class Guarded:
         capped = [q for q, g in guarded.items() if g.max_running_gangs is not None]
         counts = {q: sum(1 for rg in live if q in queues.path_of(rg.gang.queue))
                   for q in capped}
-        return cls(queues, guarded, over, _beyond_pending_caps(gangs, queues, guarded), counts)
+        started = frozenset(snapshot.running)
+        return cls(queues, guarded, over,
+                   _beyond_pending_caps([g for g in gangs if g.id not in started], queues,
+                                        guarded), counts, started)
 
     def held(self, gang: Gang, binds: Sequence[Bind], nominations: Sequence[Nomination],
              queue_of: Mapping[str, str]) -> Waiting | None:
         """Why *gang* may not start now, by a guard of its queue or an ancestor; None: no
         guard holds it. *binds* and *nominations*: this cycle's so far (they run, or will);
         *queue_of*: the queue of each gang considered."""
-        if not self.guarded:
+        if not self.guarded or gang.id in self.started:
             return None
         path = self.queues.path_of(gang.queue)
         why = self.beyond_cap.get(gang.id)

@@ -140,6 +140,17 @@ def test_pending_cap_considers_the_first_arrivals_only() -> None:
         assert plan.pending[gid].position == 0  # not in the order at all
 
 
+def test_a_partly_bound_gang_is_completed_whatever_the_caps() -> None:
+    """Its bound members run already: the caps gate starts, and it has started."""
+    g = gang("g", gpus=8, pods=2)
+    part = running(replace(g, roles=(replace(g.roles[0], count=1),)), {"a-0000": 1},
+                   start=NOW - 60)
+    rest = replace(g, roles=(replace(g.roles[0], count=1),), declared_min_member=None)
+    plan = plan_of([guarded(max_running_gangs=1, max_pending_gangs=1)],
+                   [gang("first", created=-1.0), rest], [part])
+    assert "ns/g" not in plan.pending or plan.pending["ns/g"].category is not QL
+
+
 def test_guards_act_under_fifo_gang_too() -> None:
     old = running(gang("old"), {"a-0000": 1}, start=NOW - 7200)
     plan = plan_of([guarded(max_runtime_seconds=3600, max_running_gangs=1)],
