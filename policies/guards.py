@@ -174,8 +174,9 @@ def period_end(guards: Mapping[str, Guards], now: float) -> float | None:
 
 
 def _gpu_h(hours: float) -> str:
-    """``1,204``; below 10, to the hundredth (``0.25``): the figure moves only by that much,
-    so a held gang's reason is not rewritten on every cycle while its queue's gangs run."""
+    """``1,204``; below 10, two significant digits (``4.2``, ``0.0013``): the figure moves
+    only by that much, so a held gang's reason is not rewritten on every cycle while its
+    queue's gangs run."""
     if hours >= 10:
         return f"{hours:,.0f}"
-    return f"{hours:.2f}".rstrip("0").rstrip(".") or "0"
+    return f"{hours:.2g}"

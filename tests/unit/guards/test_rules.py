@@ -21,6 +21,7 @@ from policies.guards import (
     runtime_limit,
 )
 from policies.parsing import QUEUE_FIELDS, parse_queue
+from policies.validation import PolicyStore
 
 
 def ts(text: str) -> float:
@@ -143,3 +144,15 @@ def test_guard_fields_are_fuzzed() -> None:
     assert {"spec.guards.maxRuntimeSeconds", "spec.guards.budget.gpuHours",
             "spec.guards.budget.period", "spec.guards.maxRunningGangs",
             "spec.guards.maxPendingGangs"} <= set(QUEUE_FIELDS)
+
+
+def test_an_invalid_guard_update_keeps_the_last_valid_version_in_force() -> None:
+    """The live path (``PolicyStore``, behind ``Valid=False``): the edit is refused with the
+    field named, and the cap last accepted stays."""
+    good = PolicyStore().apply(_queue({"maxRunningGangs": 2}))
+    assert good.accepted
+    bad = good.store.apply(_queue({"maxRunningGangs": 0}))
+    assert not bad.accepted
+    assert [e.path for e in bad.errors] == ["spec.guards.maxRunningGangs"]
+    kept = bad.store.policies.queues.get("team-a")
+    assert kept is not None and kept.guards.max_running_gangs == 2
