@@ -22,7 +22,13 @@ from kubernetes import client
 
 from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import wait_for
-from tests.e2e.live import QUEUES, InProcessScheduler, Tenant, unschedulable_message
+from tests.e2e.live import (
+    QUEUE_LABEL,
+    QUEUES,
+    InProcessScheduler,
+    Tenant,
+    unschedulable_message,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -117,3 +123,24 @@ def test_a_malformed_guard_is_refused_and_the_last_valid_one_stays(
         message
     runner.run_cycles()
     assert tenant.bound([b]) == []
+
+
+def test_a_lone_pods_own_max_runtime_evicts_it_without_queue_guards(
+        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+    """The annotation alone (no guards on the queue) sets a deadline for a gang of any kind:
+    here a lone pod, told on the pod why it was evicted."""
+    tenant.create_nodes(1, gpus=8)
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "lone", "labels": {QUEUE_LABEL: tenant.queue},
+                         "annotations": {"gangscheduler.io/max-runtime": f"{LIMIT_S}s"}},
+            "spec": tenant.pod_spec(gpus=1)}
+    rest.call(tenant.cp.core.create_namespaced_pod, tenant.namespace, body)
+    wait_for(lambda: tenant.all_bound(["lone"]), 60, what="the lone pod bound")
+
+    def on_the_pod() -> list[dict[str, Any]]:
+        return [e for e in tenant.events("Preempted")
+                if (e.get("regarding") or {}).get("name") == "lone"]
+    (event,) = wait_for(on_the_pod, LIMIT_S + 90, what="a Preempted event on the pod")
+    note = event.get("note") or ""
+    assert (f"preempted: its gangscheduler.io/max-runtime annotation allows {LIMIT_S}s of "
+            "runtime; this gang ran") in note, note
