@@ -96,11 +96,11 @@ class Guarded:
         over: dict[str, str] = {}
         budgeted = {q: g for q, g in guarded.items() if g.budget is not None}
         if budgeted:
-            all_runs = (*usage.finished, *runs(snapshot.running.values()))
+            going = runs(snapshot.running.values())
             for name, g in budgeted.items():
                 assert g.budget is not None
                 start, _ = rules.period_bounds(g.budget.period, now)
-                used = rules.gpu_hours(all_runs, _subtree(queues, name), start, now)
+                used = rules.gpu_hours(usage, going, _subtree(queues, name), start, now)
                 why = rules.over_budget(name, g, used, now)
                 if why is not None:
                     over[name] = why

@@ -8,15 +8,16 @@ cycle sees it run) and from every snapshot that shows it running (its start then
 its pods). Runs still going are read from the snapshot each cycle, so after a restart the
 running usage is rebuilt at once; finished runs are kept in memory only and are lost on a
 restart (a queue may then start gangs its budget would have held until the period ends).
-Runs are kept for ``LONGEST_PERIOD_SECONDS`` (32 days), the longest any budget counts back,
-and only while some queue has a budget.
+Ended runs are kept as GPU-hours per queue and UTC day (``Usage``) for
+``LONGEST_PERIOD_SECONDS`` (32 days), the longest any budget counts back, and only while
+some queue has a budget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from policies.guards import LONGEST_PERIOD_SECONDS, NO_USAGE, Run, Usage
+from policies.guards import LONGEST_PERIOD_SECONDS, NO_USAGE, Run, Usage, add_run
 from policies.queues import PolicySet
 from scheduler.decide.plan import Bind
 from scheduler.model import Gang, RunningGang
@@ -28,7 +29,8 @@ class GuardUsage:
     def __init__(self) -> None:
         self._running: dict[str, Run] = {}
         self._bound: set[str] = set()  # runs known from their bind only (start: the bind's)
-        self._finished: list[Run] = []  # by end time
+        self._days: dict[str, dict[float, float]] = {}  # queue -> UTC day -> GPU-hours
+        self._usage: Usage | None = NO_USAGE  # ``_days`` as a value; None: to make anew
         self._on = False  # some queue has a budget (else nothing is kept)
 
     def of(self, running: Mapping[str, RunningGang], policies: PolicySet,
@@ -53,9 +55,13 @@ class GuardUsage:
             if gid not in self._running:
                 self._running[gid] = Run(rg.gang.queue, rg.gang.gpus, rg.start_time)
         horizon = now - LONGEST_PERIOD_SECONDS
-        if self._finished and (self._finished[0].end or 0.0) < horizon:
-            self._finished = [r for r in self._finished if (r.end or 0.0) >= horizon]
-        return Usage(tuple(self._finished))
+        for days in self._days.values():
+            for day in [d for d in days if d < horizon]:
+                del days[day]
+                self._usage = None
+        if self._usage is None:
+            self._usage = Usage({q: dict(days) for q, days in self._days.items() if days})
+        return self._usage
 
     def bound(self, binds: Iterable[Bind], gangs: Iterable[Gang], now: float) -> None:
         """Gangs this cycle binds: their runs begin now (they may end before the next
@@ -72,10 +78,12 @@ class GuardUsage:
     def clear(self) -> None:
         self._running.clear()
         self._bound.clear()
-        self._finished.clear()
+        self._days.clear()
+        self._usage = NO_USAGE
         self._on = False
 
     def _finish(self, gid: str, end: float) -> None:
         run = self._running.pop(gid)
         self._bound.discard(gid)
-        self._finished.append(Run(run.queue, run.gpus, run.start, max(end, run.start)))
+        add_run(self._days, Run(run.queue, run.gpus, run.start, max(end, run.start)))
+        self._usage = None

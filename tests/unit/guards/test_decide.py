@@ -90,7 +90,7 @@ def test_an_evicted_gang_is_awaited_not_preempted_again() -> None:
 
 def test_a_queue_over_its_budget_starts_nothing_and_says_when_it_resets() -> None:
     # 13 h of a finished 8-GPU run this week: 104 GPU-h of a 100 GPU-h budget.
-    usage = Usage((Run("q", 8, NOW - 13 * 3600, NOW - 60),))
+    usage = Usage.of((Run("q", 8, NOW - 13 * 3600, NOW - 60),))
     queues = [guarded(budget=Budget(100, Period.WEEK))]
     plan = plan_of(queues, [gang("g")], usage=usage)
     assert plan.binds == ()
@@ -106,12 +106,12 @@ def test_a_queue_over_its_budget_starts_nothing_and_says_when_it_resets() -> Non
     # Under budget: it starts.
     assert [b.gang_id for b in plan_of(queues, [gang("g")]).binds] == ["ns/g"]
     # Last week's use does not count.
-    old = Usage((Run("q", 8, NOW - 6 * 86400, NOW - 5 * 86400),))
+    old = Usage.of((Run("q", 8, NOW - 6 * 86400, NOW - 5 * 86400),))
     assert [b.gang_id for b in plan_of(queues, [gang("g")], usage=old).binds] == ["ns/g"]
 
 
 def test_a_parents_budget_holds_its_childrens_gangs() -> None:
-    usage = Usage((Run("a", 8, NOW - 3 * 3600, NOW),))
+    usage = Usage.of((Run("a", 8, NOW - 3 * 3600, NOW),))
     queues = [guarded("org", budget=Budget(20, Period.DAY)),
               queue("a", "org", quota={"a": 32}), queue("b", "org", quota={"a": 32})]
     plan = plan_of(queues, [gang("g", "b")], usage=usage)
@@ -184,7 +184,7 @@ def test_caps_and_budget_hold(pending: list[tuple[str, int, int]], run: list[tup
     runs = [running(gang(f"r{i}", q, gpus=1), {f"a-000{i % 4}": 1}, start=NOW - age * 60)
             for i, (q, age) in enumerate(run)]
     gangs = [gang(f"p{i}", q, gpus=g, created=float(c)) for i, (q, g, c) in enumerate(pending)]
-    usage = Usage((Run("a", 1, NOW - finished * 3600, NOW - 1),) if finished else ())
+    usage = Usage.of((Run("a", 1, NOW - finished * 3600, NOW - 1),) if finished else ())
     plan = plan_of(queues, gangs, runs, usage=usage)
     started = len(plan.binds) + len(plan.nominations)
     assert len(runs) + started <= max(cap, len(runs))

@@ -12,6 +12,7 @@ from policies.guards import (
     Guards,
     Period,
     Run,
+    Usage,
     gpu_hours,
     over_budget,
     overrun_message,
@@ -22,6 +23,9 @@ from policies.guards import (
 )
 from policies.parsing import QUEUE_FIELDS, parse_queue
 from policies.validation import PolicyStore
+
+
+DAY = 86400.0
 
 
 def ts(text: str) -> float:
@@ -41,16 +45,25 @@ def test_calendar_periods_in_utc(period: Period, now: str, start: str, end: str)
     assert period_bounds(period, ts(now)) == (ts(start), ts(end))
 
 
-@pytest.mark.parametrize(("runs", "hours"), [
-    ((), 0.0),
-    ((Run("q", 8, 0.0, 3600.0),), 8.0),  # ended within the period
-    ((Run("q", 8, -3600.0, 3600.0),), 8.0),  # began before the period: only its share
-    ((Run("q", 4, 0.0),), 8.0),  # still running at now = 2h
-    ((Run("other", 8, 0.0, 3600.0),), 0.0),  # another queue's
-    ((Run("q", 8, -7200.0, -3600.0),), 0.0),  # ended before the period
+@pytest.mark.parametrize(("ended", "going", "hours"), [
+    ((), (), 0.0),
+    ((Run("q", 8, 0.0, 3600.0),), (), 8.0),  # ended within the period
+    ((Run("q", 8, -3600.0, 3600.0),), (), 8.0),  # began the day before: only its share
+    ((), (Run("q", 4, 0.0),), 8.0),  # still running at now = 2h
+    ((), (Run("q", 4, -3600.0),), 8.0),  # running since before the period: its share
+    ((Run("other", 8, 0.0, 3600.0),), (Run("other", 8, 0.0),), 0.0),  # another queue's
+    ((Run("q", 8, -7200.0, -3600.0),), (), 0.0),  # ended before the period
+    ((Run("q", 1, -5 * DAY, 3600.0),), (), 1.0),  # days long, split at each midnight
 ])
-def test_gpu_hours_count_only_the_period(runs: tuple[Run, ...], hours: float) -> None:
-    assert gpu_hours(runs, frozenset({"q"}), since=0.0, now=7200.0) == hours
+def test_gpu_hours_count_only_the_period(ended: tuple[Run, ...], going: tuple[Run, ...],
+                                         hours: float) -> None:
+    # The period starts at a UTC midnight (epoch 0); now is 02:00.
+    assert gpu_hours(Usage.of(ended), going, frozenset({"q"}), since=0.0, now=7200.0) == hours
+
+
+def test_usage_is_kept_per_utc_day() -> None:
+    usage = Usage.of([Run("q", 2, DAY - 3600.0, DAY + 1800.0)])
+    assert usage.finished == {"q": {0.0: 2.0, DAY: 1.0}}
 
 
 @pytest.mark.parametrize(("path", "own", "expected"), [
