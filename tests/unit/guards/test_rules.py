@@ -24,7 +24,6 @@ from policies.guards import (
 from policies.parsing import QUEUE_FIELDS, parse_queue
 from policies.validation import PolicyStore
 
-
 DAY = 86400.0
 
 
