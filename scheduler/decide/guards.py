@@ -115,8 +115,9 @@ class Guarded:
     def held(self, gang: Gang, binds: Sequence[Bind], nominations: Sequence[Nomination],
              queue_of: Mapping[str, str]) -> Waiting | None:
         """Why *gang* may not start now, by a guard of its queue or an ancestor; None: no
-        guard holds it. *binds* and *nominations*: this cycle's so far (they run, or will);
-        *queue_of*: the queue of each gang considered."""
+        guard holds it. *binds* and *nominations*: this cycle's so far (they run, or will;
+        the completion of a gang already running is no new one); *queue_of*: the queue of
+        each gang considered."""
         if not self.guarded or gang.id in self.started:
             return None
         path = self.queues.path_of(gang.queue)
@@ -127,7 +128,8 @@ class Guarded:
             for q in path:
                 if q not in self.running:
                     continue
-                started = sum(1 for b in binds if q in self.queues.path_of(b.queue)) + sum(
+                started = sum(1 for b in binds if b.gang_id not in self.started
+                              and q in self.queues.path_of(b.queue)) + sum(
                     1 for n in nominations
                     if n.gang_id in queue_of and q in self.queues.path_of(queue_of[n.gang_id]))
                 why = rules.running_cap(q, self.guarded[q], self.running[q] + started)
