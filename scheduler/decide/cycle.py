@@ -81,8 +81,11 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     backing_off = housekeeping.backing_off(given, house, now)
     rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
     queues = policies.queues
-    overruns = guards.overruns(snapshot, queues, now)
-    leaving = frozenset(e.victim for e in overruns)
+    # Gangs a guard evicted in the previous plan are still leaving (the watch may lag).
+    evicted = frozenset(() if previous is None else (
+        e.victim for e in previous.evictions if not e.preemptor and e.victim in snapshot.running))
+    overruns = guards.overruns(snapshot, queues, now, evicted)
+    leaving = frozenset(e.victim for e in overruns) | evicted
     guarded = guards.Guarded.of(snapshot, gangs, queues, now, usage, leaving)
     wake = guards.wake(snapshot, queues, guarded, now)
     if not gangs:

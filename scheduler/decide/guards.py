@@ -45,14 +45,17 @@ def _path(queues: QueueSet, guarded: Mapping[str, Guards], name: str
     return [(q, guarded[q]) for q in queues.path_of(name) if q in guarded]
 
 
-def overruns(snapshot: Snapshot, queues: QueueSet, now: float) -> tuple[Eviction, ...]:
-    """Running gangs past their runtime limit (not already terminating), to evict."""
+def overruns(snapshot: Snapshot, queues: QueueSet, now: float,
+             evicted: frozenset[str] = frozenset()) -> tuple[Eviction, ...]:
+    """Running gangs past their runtime limit, to evict: not those already terminating, nor
+    those the previous plan evicted (*evicted*: the watch may not show their pods leaving
+    yet; one the apiserver refused is evicted again the cycle after)."""
     guarded = _guarded(queues)
     if not guarded and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
         return ()
     out = []
     for _, rg in sorted(snapshot.running.items()):
-        if rg.terminating:
+        if rg.terminating or rg.id in evicted:
             continue
         limit = rules.runtime_limit(_path(queues, guarded, rg.gang.queue), rg.gang.max_runtime)
         ran = now - rg.start_time

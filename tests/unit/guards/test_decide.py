@@ -48,6 +48,18 @@ def test_a_gang_past_the_queues_max_runtime_is_evicted_naming_the_policy() -> No
     assert plan.due is not None and plan.due <= plan.wake
 
 
+def test_a_gang_evicted_by_the_previous_plan_is_not_evicted_again_at_once() -> None:
+    """The watch may not show its pods leaving yet; refused, it is evicted the cycle after."""
+    old = running(gang("old"), {"a-0000": 1}, start=NOW - 7200)
+    queues = [guarded(max_runtime_seconds=3600)]
+    first = plan_of(queues, [], [old])
+    pols = policies(*queues)
+    second = decide(Snapshot(NODES, [old]), [], pols, NOW + 1, first, solver=SOLVE)
+    assert [e.victim for e in first.evictions] == ["ns/old"] and second.evictions == ()
+    third = decide(Snapshot(NODES, [old]), [], pols, NOW + 2, second, solver=SOLVE)
+    assert [e.victim for e in third.evictions] == ["ns/old"]
+
+
 def test_the_annotation_asks_for_less_never_more() -> None:
     short = running(replace(gang("short"), max_runtime=600.0), {"a-0000": 1}, start=NOW - 700)
     long_ = running(replace(gang("long"), max_runtime=1e6), {"a-0001": 1}, start=NOW - 4000)
