@@ -186,9 +186,11 @@ def pending_cap(name: str, guards: Guards, place: int) -> str | None:
     cap = guards.max_pending_gangs
     if cap is None or place <= cap:
         return None
+    # (No place in the text: every gang held is past the cap, and the text must change only
+    # when the reason does.)
     return (f"queue {name} considers only its first {cap} pending gangs (maxPendingGangs); "
-            f"this gang is number {place} in arrival order, considered once earlier ones "
-            "start or leave")
+            "this gang waits its turn in arrival order, considered once earlier ones start or "
+            "leave")
 
 
 def overrun_deadline(limit: tuple[float, str] | None, start: float) -> float | None:
