@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from policies.guards import NO_GUARDS, Guards
 from scheduler.model.resources import Resources
 from scheduler.placement.types import PlacementParams
 
@@ -112,6 +113,8 @@ class Queue:
     quotas: tuple[PoolQuota, ...] = ()
     preemption: PreemptionPolicy = PreemptionPolicy()
     queueing: QueueingPolicy = QueueingPolicy()
+    #: Runaway guards (``policies.guards``): max runtime, GPU-hour budget, gang caps.
+    guards: Guards = NO_GUARDS
 
     def quota(self, pool: str) -> PoolQuota | None:
         for q in self.quotas:

@@ -58,6 +58,8 @@ class JobState:
     checkpoint_gpu_seconds: float = 0.0  # GPU time spent writing checkpoints that completed
     partial_since: float | None = None  # some but not all pods bound
     idle_partial_gpu_seconds: float = 0.0
+    #: Stopped by a runaway guard (its queue's maxRuntimeSeconds): it never ends.
+    stopped: bool = False
 
     @property
     def running(self) -> bool:
@@ -154,7 +156,10 @@ class SimulatedCluster:
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult:
         evicted = []
         for ev in plan.evictions:
-            self._release(ev.release, now)
+            if ev.preemptor:
+                self._release(ev.release, now)
+            else:
+                self._stop(ev.release, now)
             evicted.append(ev.victim)
         for rollback in plan.rollbacks:
             for st in self._jobs_of(rollback.pods):
@@ -175,6 +180,20 @@ class SimulatedCluster:
         release.whole_gang("the simulated cluster")
         for st in self._jobs_of(release.pods):
             self.interrupt_job(st, now, preempted=True)
+
+    def _stop(self, release: Release, now: float) -> None:
+        """An eviction no gang asked for (a runaway guard): the job is stopped for good, as
+        a Job whose ``podFailurePolicy`` fails it on ``DisruptionTarget`` is (restarted,
+        a job longer than its queue's maxRuntime would run and be evicted forever). Its
+        work since the last checkpoint is lost; its pods go."""
+        for st in self._jobs_of(release.pods):
+            self.interrupt_job(st, now, preempted=True)
+            for uid in st.pod_uids:
+                self.cache.delete_pod(uid)
+                self.claims.delete(uid)
+            st.stopped = True
+            self.demand -= st.job.total_gpus
+            self.cache.delete_group(f"{st.job.queue}/{st.job.job_id}")
 
     def _bind(self, uid: str, node: str, now: float) -> None:
         pod = self.cache.pod(uid)

@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.grouping import GroupingConfig
 from scheduler.model import Node
@@ -94,6 +95,8 @@ class Simulation:
         self.events = 0
         self._next_arrival = 0
         self._nodes_down = 0
+        self._wakes: set[float] = set()  # times a SCHEDULE event is pushed for (guards)
+        self._now = 0.0
 
     # Events -----------------------------------------------------------------------------------
     def _arrive(self, job: TraceJob, now: float) -> None:
@@ -181,6 +184,10 @@ class Simulation:
                 elif ev.kind is EventKind.NODE_REPAIR:
                     self._repair_node(ev.payload, t)
                     changed = True
+                elif ev.kind is EventKind.SCHEDULE:  # a guard acts (``_wake_for``)
+                    self._wakes.discard(t)
+                    changed = True
+            self._now = t
             if changed:
                 self._cycle()
                 self._sample(t)
@@ -203,14 +210,24 @@ class Simulation:
         """
         for _ in range(8):
             plan = self.scheduler.run_once()
+            self._wake_for(plan)
             if not plan.evictions:
                 return
+
+    def _wake_for(self, plan: CyclePlan) -> None:
+        """A cycle when a runaway guard acts next (``CyclePlan.wake``: set only when guards
+        are, so a simulation without them runs exactly the cycles it always ran)."""
+        at = plan.wake
+        if at is not None and at > plan.now and at not in self._wakes:
+            self._wakes.add(at)
+            self.clock.push(at, EventKind.SCHEDULE, None)
 
     def _work_left(self) -> bool:
         """False once nothing can change any more: no arrivals left, nothing running, and no
         node under repair. Jobs still pending then never start (e.g. the per-pod deadlock)."""
         c = self.cluster
         return (self._next_arrival < len(self.jobs) or c.running_jobs > 0
+                or any(w > self._now for w in self._wakes)
                 or (self._nodes_down > 0 and any(st.end is None for st in c.jobs.values())))
 
     def _young_daly(self) -> None:
@@ -227,7 +244,7 @@ class Simulation:
                 submit_time=st.job.submit_time, start_time=st.first_start, end_time=st.end,
                 preemptions=st.preemptions, gpu_seconds_lost=st.lost_gpu_seconds,
                 gpu_seconds_checkpointing=st.checkpoint_gpu_seconds,
-                gpu_seconds_idle_partial=st.idle_partial_gpu_seconds))
+                gpu_seconds_idle_partial=st.idle_partial_gpu_seconds, stopped=st.stopped))
         # Jobs that never arrived (max_time) are not in cluster.jobs and are not reported.
         return tuple(out)
 

@@ -53,6 +53,7 @@ class JobOutcome:
     gpu_seconds_lost: float = 0.0  # work thrown away by preemption or node failure
     gpu_seconds_idle_partial: float = 0.0  # GPUs allocated to pods of a gang not fully placed
     gpu_seconds_checkpointing: float = 0.0  # GPU time spent writing checkpoints
+    stopped: bool = False  # stopped by its queue's maxRuntimeSeconds (end_time stays None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,10 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from policies.guards import Guards
 from policies.queues import PolicySet, QueueSet, SchedulerPolicy
 from policies.validation import read_files
+from scheduler.model.durations import format_duration
 from scheduler.model.resources import Resources, total
 
 EPILOG = """\
@@ -104,9 +106,26 @@ def _tree(queues: QueueSet, name: str, indent: str) -> list[str]:
                          for label, lim in (("may borrow", pq.borrowing_limit),
                                             ("lends at most", pq.lending_limit)) if lim)
         lines.append(f"{indent}    {pq.pool}: {pq.nominal.describe()}{limits}")
+    if q.guards:
+        lines.append(f"{indent}    guards: {describe(q.guards)}")
     for child in queues.children_of(name):
         lines.extend(_tree(queues, child, indent + "  "))
     return lines
+
+
+def describe(g: Guards) -> str:
+    """``max runtime 12h00m, budget 1,200 GPU-h per Week, ...``: a queue's guards, for
+    people."""
+    parts = []
+    if g.max_runtime_seconds is not None:
+        parts.append(f"max runtime {format_duration(g.max_runtime_seconds)}")
+    if g.budget is not None:
+        parts.append(f"budget {g.budget.gpu_hours:,g} GPU-h per {g.budget.period}")
+    if g.max_running_gangs is not None:
+        parts.append(f"at most {g.max_running_gangs} running gangs")
+    if g.max_pending_gangs is not None:
+        parts.append(f"at most {g.max_pending_gangs} pending gangs considered")
+    return ", ".join(parts)
 
 
 def _on(flag: bool) -> str:

@@ -22,9 +22,10 @@ from functools import partial
 
 from policies import fairshare
 from policies.admission import placement_charges
+from policies.guards import NO_USAGE, Usage
 from policies.queues import PolicySet, Queue
 from scheduler import placement
-from scheduler.decide import housekeeping
+from scheduler.decide import guards, housekeeping
 from scheduler.decide.admissible import admissible
 from scheduler.decide.consider import awaiting_terminating, consider
 from scheduler.decide.draft import Context, Draft
@@ -32,6 +33,7 @@ from scheduler.decide.due import next_due
 from scheduler.decide.heads import deferred
 from scheduler.decide.housekeeping import Housekeeping
 from scheduler.decide.memo import Memo
+from scheduler.decide.obstacles import Obstacles
 from scheduler.decide.order import in_order
 from scheduler.decide.outcomes import Nominated, Waiting
 from scheduler.decide.plan import (
@@ -40,6 +42,7 @@ from scheduler.decide.plan import (
     CyclePlan,
     Members,
     Nomination,
+    ReasonCategory,
     map_pods,
 )
 from scheduler.decide.recall import Recall
@@ -57,7 +60,8 @@ _NO_HOUSEKEEPING = Housekeeping()
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None,
-           recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING) -> CyclePlan:
+           recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING,
+           usage: Usage = NO_USAGE) -> CyclePlan:
     """Decide binds, evictions, nominations, reservations (at most one per node pool),
     reasons and rollbacks for one cycle.
 
@@ -65,7 +69,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     may depend on a gang's roles and topology, never on its name. *recall*: what earlier
     cycles on the same nodes worked out (the scheduler loop keeps it); without it the
     answers are worked out afresh, to the same plan. *house*: backoffs, gangs not formed,
-    gangs partly bound (see ``housekeeping``).
+    gangs partly bound (see ``housekeeping``). *usage*: GPU-hours of runs that ended, for
+    the queues' budgets (``policies.guards``; the loop remembers them).
     """
     if recall is None:
         recall = Recall(snapshot.index)
@@ -75,20 +80,32 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     gangs = housekeeping.ready(given, house, now)
     backing_off = housekeeping.backing_off(given, house, now)
     rolled_back = () if previous is None else (r.gang_id for r in previous.rollbacks)
+    queues = policies.queues
+    # Gangs a guard evicted in the previous plan are still leaving (the watch may lag).
+    evicted = frozenset(() if previous is None else (
+        e.victim for e in previous.evictions if not e.preemptor and e.victim in snapshot.running))
+    overruns = guards.overruns(snapshot, queues, now, evicted)
+    leaving = frozenset(e.victim for e in overruns) | evicted
+    guarded = guards.Guarded.of(snapshot, gangs, queues, now, usage, leaving)
+    wake = guards.wake(snapshot, queues, guarded, now)
     if not gangs:
         # Nothing to decide: the previous plan's nominations and reservations lapse (they
         # are carried over only for gangs still pending).
         held = {gid: r for gid, (r, _) in backing_off.items()}
-        return CyclePlan(now=now, unformed=housekeeping.unformed(house), pending=held,
-                         members={gid: m for gid, (_, m) in backing_off.items()},
+        return CyclePlan(now=now, evictions=overruns, unformed=housekeeping.unformed(house),
+                         pending=held, members={gid: m for gid, (_, m) in backing_off.items()},
                          rollbacks=housekeeping.rollbacks(house, (), held, now, rolled_back),
-                         due=next_due(snapshot, given, held, (), (), policies, house, now))
-    queues = policies.queues
+                         due=_sooner(next_due(snapshot, given, held, (), (), policies, house,
+                                              now), wake), wake=wake)
     tree = recall.tree(queues)
     memo = Memo(recall)
     parents = recall.parents(queues)
     draft = Draft(Context(policies, now, solver or placement.solve, memo), snapshot,
-                  recall.ledger(tree, snapshot))
+                  recall.ledger(tree, snapshot),
+                  # A gang evicted by a guard is terminating from now on, like one evicted
+                  # before this cycle: never a victim again, and awaited by whoever needs
+                  # its nodes.
+                  Obstacles.at_start(snapshot.terminating | leaving) if leaving else None)
     by_queue: dict[str, list[Gang]] = {}
     members: dict[str, Members] = {}
     # (The recall lives with the snapshot's nodes: a node change starts a fresh one, so a
@@ -96,7 +113,9 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     for gang, verdict, pods in recall.admissible(
             queues, gangs, lambda g: admissible(g, snapshot, queues, tree, parents)):
         members[gang.id] = pods
-        if isinstance(verdict, Queue):
+        if isinstance(verdict, Queue) and gang.id in guarded.beyond_cap:
+            draft.set_aside(gang, ReasonCategory.QUEUE_LIMIT, guarded.beyond_cap[gang.id])
+        elif isinstance(verdict, Queue):
             by_queue.setdefault(verdict.name, []).append(gang)
         else:
             draft.set_aside(gang, *verdict)
@@ -105,7 +124,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     repairs = [by_id[gid] for gid in housekeeping.repairs(house)
                if gid in by_id and gid not in draft.pending]
     first = repairs + [g for g in carried if g.id not in house.partly_bound]
-    turn = partial(_turn, draft, queues.queues)
+    queue_of = {gid: g.queue for gid, g in by_id.items()}
+    turn = partial(_turn, draft, queues.queues, guarded, queue_of)
     for gang in first:
         turn(gang, gang.queue)
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
@@ -119,18 +139,24 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
     return CyclePlan(
-        now=now, binds=tuple(draft.binds), evictions=tuple(draft.evictions),
+        now=now, binds=tuple(draft.binds), evictions=overruns + tuple(draft.evictions),
         nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
         pending=pending, order=tuple(draft.order),
         members=_of_pending(members, draft.binds, pending),
         unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,
                                          now, rolled_back),
-        due=next_due(snapshot, given, pending, nominations,
-                     (r.estimated_start for r in reservations), policies, house, now))
+        due=_sooner(next_due(snapshot, given, pending, nominations,
+                             (r.estimated_start for r in reservations), policies, house, now),
+                    wake), wake=wake)
 
 
-def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> bool:
+def _sooner(due: float | None, wake: float | None) -> float | None:
+    return due if wake is None else wake if due is None else min(due, wake)
+
+
+def _turn(draft: Draft, queues: Mapping[str, Queue], guarded: guards.Guarded,
+          queue_of: Mapping[str, str], gang: Gang, name: str) -> bool:
     """Consider one gang of queue *name* and fold its outcome in; remember a failure for
     its lookalikes. True when the quota ledger changed.
 
@@ -140,6 +166,10 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], gang: Gang, name: str) -> b
     the ledger or the obstacles), so only a ``Waiting`` is offered."""
     draft.begin_turn(gang)
     queue = queues[name]
+    hold = guarded.held(gang, draft.binds, draft.nominations, queue_of)
+    if hold is not None:  # a guard of its queue holds it: no trial (policies.guards)
+        draft.fold(gang, queue, hold)
+        return False
     ledger = draft.ledger
     waits = deferred(draft, queue)
     if waits is not None:  # waits behind another gang, blocking nobody: only its reason,

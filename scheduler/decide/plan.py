@@ -41,6 +41,8 @@ class ReasonCategory(StrEnum):
     UNSUPPORTED = "Unsupported"  # uses a pod field the scheduler does not evaluate: refused
     DEVICES = "Devices"  # its device claims are missing, or not allocated by gang-scheduler
     BACKOFF = "Backoff"  # its last bind (or its claims' writes) refused: backing off
+    #: Held by a guard of its queue: GPU-hour budget used up, running or pending cap reached
+    QUEUE_LIMIT = "QueueLimit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,14 @@ class Eviction:
     release: Release
     preemptor: str
     message: str
+
+    @property
+    def headline(self) -> str:
+        """What the victim is told (events, ``DisruptionTarget``): the preemptor and why, or
+        only why when no gang asked for it (a guard: its message names the policy)."""
+        if not self.preemptor:
+            return self.message
+        return f"preempted by gang {self.preemptor}: {self.message}"
 
     @property
     def victim(self) -> str:
@@ -204,6 +214,10 @@ class CyclePlan:
     #: timeout runs out, a gang starves...: ``scheduler.decide.due``); None: time alone changes
     #: nothing. Until then, or until the input changes, a cycle would only repeat this plan.
     due: float | None = None
+    #: When a runaway guard acts next with nothing else changing (a gang reaches its runtime
+    #: limit, a held queue's budget period ends: ``scheduler.decide.guards.wake``); None
+    #: without guards. Also in ``due``; apart so the simulator's clock wakes only for it.
+    wake: float | None = None
 
     def bind_of(self, gang_id: str) -> Bind | None:
         return next((b for b in self.binds if b.gang_id == gang_id), None)
@@ -240,7 +254,8 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
                          f"{prebind.describe(prov.prebinds)}")
     for ev in plan.evictions:
         if ev.victim == gang_id:
-            lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}")
+            lines.append(f"{gang_id}: evicted for {ev.preemptor}: {ev.message}" if ev.preemptor
+                         else f"{gang_id}: evicted: {ev.message}")
         if ev.preemptor == gang_id:
             lines.append(f"{gang_id}: preempts {ev.victim}")
     reason = plan.pending.get(gang_id)

@@ -179,6 +179,9 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
         gang_pods, terms.priority if terms is not None else None)) if n)
     runtime = grouping_terms.runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta, devices) if bound else None
+    limit = grouping_terms.max_runtime(meta)
+    if running is not None and limit is not None:
+        running = replace(running, gang=replace(running.gang, max_runtime=limit))
     if running is not None and notices:
         running = replace(running, gang=replace(running.gang, notices=notices))
     if running is not None and terms is not None:
@@ -216,6 +219,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             topology=(terms.topology if terms and terms.topology
                       else grouping_terms.topology(*meta)),
             runtime_estimate=runtime,
+            max_runtime=limit,
             preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
                                else grouping_terms.preemption_policy(gang_pods)),
             min_resources=group.min_resources if group and short else None,

@@ -22,6 +22,7 @@ from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
+    MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
@@ -179,6 +180,20 @@ def runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
     if deadline and deadline <= MAX_DURATION_SECONDS:
         return float(deadline)
     return None
+
+
+def max_runtime(meta: list[Mapping[str, str]]) -> float | None:
+    """The max-runtime annotation (None: none, or unreadable: then the edges warn about it,
+    ``scheduler.model.annotation_checks``, and the queue's ``maxRuntimeSeconds`` alone
+    applies)."""
+    text = annotation(MAX_RUNTIME_ANNOTATION, *meta)
+    if not text:
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        return None
+    return seconds if seconds > 0 else None
 
 
 def _who(sources: list[str], pods_agree: bool) -> str:

@@ -36,6 +36,9 @@ FIELDS: tuple[UserField, ...] = (
               "the gang's queue (grouping_terms.queue_of)"),
     UserField(workloads.EXPECTED_RUNTIME_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"),
               "2h", "runtime estimate for reservations and backfill (at most 365d)"),
+    UserField(workloads.MAX_RUNTIME_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"),
+              "12h", "evicted once it has run this long (its queue's maxRuntimeSeconds caps "
+              "it; at most 365d)"),
     UserField(workloads.LAST_CHECKPOINT_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"),
               "2026-11-30T09:00:00Z", "work lost if preempted is counted from it"),
     UserField(workloads.MIN_MEMBER_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"), "2",

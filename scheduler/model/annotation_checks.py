@@ -25,12 +25,19 @@ from scheduler.model.numerals import parse_int
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
     LAST_CHECKPOINT_ANNOTATION,
+    MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
 )
 
 
 def _duration(text: str, now: float | None) -> object:
     return parse_duration(text)
+
+
+def _positive_duration(text: str, now: float | None) -> object:
+    if parse_duration(text) <= 0:
+        raise ValueError(text)
+    return None
 
 
 def _checkpoint(text: str, now: float | None) -> object:
@@ -59,6 +66,9 @@ CHECKED: Mapping[str, Check] = {
     EXPECTED_RUNTIME_ANNOTATION: Check(_duration, ACCEPTED,
                                        "treated as no estimate (the queue's default runtime "
                                        "applies, and backfill and ETAs cannot count on it)"),
+    MAX_RUNTIME_ANNOTATION: Check(_positive_duration, f"a duration above 0: {ACCEPTED}",
+                                  "treated as no limit of the gang's own (its queue's "
+                                  "maxRuntimeSeconds, if any, still applies)"),
     LAST_CHECKPOINT_ANNOTATION: Check(_checkpoint, TIME_ACCEPTED,
                                       "treated as never checkpointed (preemption counts all "
                                       "the gang's run time as lost)"),

@@ -116,6 +116,9 @@ class Gang:
     creation_time: float = 0.0  # seconds (epoch live, virtual in the simulator)
     topology: TopologyConstraint | None = None
     runtime_estimate: float | None = None  # seconds, for reservations and backfill
+    #: Seconds it may run before it is evicted (``gangscheduler.io/max-runtime``; its
+    #: queue's ``spec.guards.maxRuntimeSeconds`` caps it: ``policies.guards``).
+    max_runtime: float | None = None
     #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).
     present_members: int | None = None  # None: all roles' pods are present
     #: minMember as declared (PodGroup), when more members are required than exist yet.

@@ -17,6 +17,8 @@ from scheduler.model.resources import Resources
 
 QUEUE_LABEL = "gangscheduler.io/queue"
 EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"
+#: The longest a gang may run before it is evicted (its queue's maxRuntimeSeconds caps it).
+MAX_RUNTIME_ANNOTATION = "gangscheduler.io/max-runtime"
 LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
 #: Written by the scheduler on a pending gang's pods: when it is expected to start (RFC 3339)
 #: and when that was worked out. Every gang's pods carry it (lone pods, Jobs, JobSets,

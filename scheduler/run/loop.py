@@ -21,6 +21,7 @@ The loop keeps the cycle only, and what the cycle itself needs between cycles:
 
 Every other job is a small module fed by the same cycle input, plan and apply result:
 ``backoff`` (a gang whose bind failed waits out a backoff; a fenced bind does not back off),
+``guard_usage`` (GPU-hours of runs that ended, for the queues' budgets),
 ``housekeeping_input`` (what ``decide`` needs besides the pending gangs), ``latency`` (gang
 scheduling latency, from the first cycle that saw a gang complete to when all of it was
 bound), ``last_cycle`` (the queue figures, worked out on first use) and ``observe`` (one
@@ -45,6 +46,7 @@ from scheduler.feed.cache import ClusterCache, CycleInput
 from scheduler.model import PodRef
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.backoff import Backoffs
+from scheduler.run.guard_usage import GuardUsage
 from scheduler.run.housekeeping_input import HousekeepingInput
 from scheduler.run.inflight import ApplyResult, Flight, Flights
 from scheduler.run.last_cycle import LastCycle
@@ -98,6 +100,7 @@ class Scheduler:
         self.actuator = actuator
         self.backoffs = Backoffs(backoff_initial, backoff_max, answering)
         self.housekeeping = HousekeepingInput(cache, self.backoffs, repair_grace)
+        self.guard_usage = GuardUsage()
         self.latency = SchedulingLatency(metrics)
         self.observer = CycleObserver(metrics, clock, pool_gauge_interval)
         self.flights = Flights(clock)  # binds handed to the actuator's binding stage
@@ -129,9 +132,10 @@ class Scheduler:
         started = time.perf_counter()
         if self._recall is None or self._recall.index is not inp.snapshot.index:
             self._recall = Recall(inp.snapshot.index)
+        usage = self.guard_usage.of(inp.snapshot.running, policies, now)
         plan = cycle.decide(inp.snapshot, inp.gangs.pending, policies, now,
                             previous=self.last_plan, solver=solver,
-                            recall=self._recall, house=house)
+                            recall=self._recall, house=house, usage=usage)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -148,6 +152,7 @@ class Scheduler:
                                for pn in b.pod_nodes], now)
             self._take(plan.binds, result, partial, since, self.clock())
         self.backoffs.rolled_back(plan, now)
+        self.guard_usage.bound(plan.binds, inp.gangs.pending, now)
         self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until)
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))

@@ -60,7 +60,8 @@ class Recent:
     def observe(self, plan: CyclePlan) -> None:
         for ev in plan.evictions:
             self._events.appendleft(EventRow(plan.now, "Preempted", ev.victim,
-                                             f"for {ev.preemptor}: {ev.message}"))
+                                             f"for {ev.preemptor}: {ev.message}"
+                                             if ev.preemptor else ev.message))
         now_reserved = {r.gang_id for r in plan.reservations}
         for r in plan.reservations:
             if r.gang_id not in self._reserved:

@@ -111,7 +111,7 @@ class KubeActuator:
         for entry in plan.evictions:
             group = entry.native
             if group is not None and entry.victim in gone:
-                message = f"preempted by gang {entry.preemptor}: {entry.message}"
+                message = entry.headline
                 self.writer.submit(f"disrupted/{entry.victim}", partial(
                     self.native_statuses.disrupted, group, message))
 

@@ -187,7 +187,7 @@ class Evictor:
         refs = list(victim.pods)
         ns = victim.victim.split("/", 1)[0]
         keys = {"gang": victim.victim, "namespace": ns, "queue": victim.queue}
-        message = f"preempted by gang {victim.preemptor}: {victim.message}"
+        message = victim.headline
         pods = self._read_pods(refs)
         graces = {p.ref.uid: victim_grace(p.grace_period_seconds, self.grace) for p in pods}
         whole = budget_refusal(pods, self._budgets(ns))
@@ -209,8 +209,10 @@ class Evictor:
                                                                           message, keys))
                 self._event(o.pod, EventReason.PREEMPTED, message, "Preempting")
             else:
-                self._event(o.pod, EVICTION_BLOCKED, f"eviction for gang {victim.preemptor} "
-                            f"refused, will retry: {o.reason}", "Evicting")
+                who = (f"for gang {victim.preemptor}" if victim.preemptor
+                       else "by a guard of its queue")
+                self._event(o.pod, EVICTION_BLOCKED, f"eviction {who} refused, will retry: "
+                            f"{o.reason}", "Evicting")
         if refused:
             log.warning("eviction_blocked", **keys, preemptor=victim.preemptor,
                         pods=len(refused), status=refused[0].code, reason=refused[0].reason)

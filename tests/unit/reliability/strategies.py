@@ -168,7 +168,10 @@ QUEUE = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
                   "preemption": {"withinQueue": "LowerPriority", "reclaimFromOthers": "Any",
                                  "minRuntimeSeconds": 600},
                   "queueing": {"strategy": "BestEffort", "backfill": True,
-                               "defaultRuntimeSeconds": 3600, "reserveAfterSeconds": 900}}}
+                               "defaultRuntimeSeconds": 3600, "reserveAfterSeconds": 900},
+                  "guards": {"maxRuntimeSeconds": 43200,
+                             "budget": {"gpuHours": 1000, "period": "Week"},
+                             "maxRunningGangs": 20, "maxPendingGangs": 100}}}
 POLICY = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "SchedulerPolicy",
           "metadata": {"name": "default"},
           "spec": {"preset": "gang-scheduler", "ordering": "FairShare", "preemption": True,

@@ -1,0 +1,190 @@
+"""The runaway guards in the cycle: evictions of gangs past their runtime, and gangs held by
+a queue's budget or caps (the rules are ``policies.guards``).
+
+Why a step of its own: guards are not about fitting. A gang past its ``maxRuntimeSeconds``
+is evicted whether or not anyone waits for its nodes, through the plan's evictions like a
+preemption victim (the same actuators, live and simulated), with a message that names the
+limit; it is then terminating, so no preemptor picks it again and a gang that needs its
+nodes waits for it to go. A queue over its GPU-hour budget or at its running cap starts
+nothing; gangs beyond its pending cap are not considered at all. Each hold is a
+``QueueLimit`` pending reason naming the guard. Guards act under every scheduler policy
+(``fifo-gang`` too): they are the queue's, not the ordering's.
+
+``Guarded.of`` works out, once per cycle, what does not change while gangs are considered
+(budget use, the pending caps, the gangs running per capped queue); ``held`` asks it on
+each turn with the cycle's binds and nominations so far. Nothing is worked out without a
+guard: a cycle without guards pays one check per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from policies import guards as rules
+from policies.guards import NO_USAGE, Guards, Run, Usage
+from policies.queues import QueueSet
+from scheduler.decide.outcomes import Waiting
+from scheduler.decide.plan import Bind, Eviction, Nomination, ReasonCategory
+from scheduler.model import Gang, RunningGang
+from scheduler.model.release import Release
+from scheduler.world.snapshot import Snapshot
+
+#: The ``preemptor`` of an eviction a guard decides: no gang asked for it (its message
+#: names the guard; ``Eviction.headline``).
+NO_PREEMPTOR = ""
+
+
+def _guarded(queues: QueueSet) -> dict[str, Guards]:
+    return {q.name: q.guards for q in queues if q.guards}
+
+
+def _path(queues: QueueSet, guarded: Mapping[str, Guards], name: str
+          ) -> list[tuple[str, Guards]]:
+    """The guarded queues from the root down to *name*."""
+    return [(q, guarded[q]) for q in queues.path_of(name) if q in guarded]
+
+
+def overruns(snapshot: Snapshot, queues: QueueSet, now: float,
+             evicted: frozenset[str] = frozenset()) -> tuple[Eviction, ...]:
+    """Running gangs past their runtime limit, to evict: not those already terminating, nor
+    those the previous plan evicted (*evicted*: the watch may not show their pods leaving
+    yet; one the apiserver refused is evicted again the cycle after)."""
+    guarded = _guarded(queues)
+    if not guarded and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
+        return ()
+    out = []
+    for _, rg in sorted(snapshot.running.items()):
+        if rg.terminating or rg.id in evicted:
+            continue
+        limit = rules.runtime_limit(_path(queues, guarded, rg.gang.queue), rg.gang.max_runtime)
+        ran = now - rg.start_time
+        if limit is not None and ran >= limit[0]:
+            out.append(Eviction(Release.whole(rg), NO_PREEMPTOR,
+                                rules.overrun_message(limit, ran)))
+    return tuple(out)
+
+
+def runs(running: Iterable[RunningGang]) -> tuple[Run, ...]:
+    """The running gangs as budget runs (their GPUs read through the demand seam)."""
+    return tuple(Run(rg.gang.queue, rg.gang.gpus, rg.start_time) for rg in running)
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """What holds gangs this cycle (see the module docstring)."""
+
+    queues: QueueSet
+    guarded: Mapping[str, Guards] = field(default_factory=dict)
+    #: Queue -> why it starts nothing (its budget, or an ancestor's, is used up).
+    over_budget: Mapping[str, str] = field(default_factory=dict)
+    #: Gang id -> why it is not considered (a pending cap).
+    beyond_cap: Mapping[str, str] = field(default_factory=dict)
+    #: Capped queue -> gangs of its subtree running at the cycle's start (not terminating).
+    running: Mapping[str, int] = field(default_factory=dict)
+    #: Gangs with members bound already (a partly bound gang being completed): guards gate
+    #: starts, and these have started; holding their rest would only roll them back.
+    started: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, gangs: Sequence[Gang], queues: QueueSet, now: float,
+           usage: Usage = NO_USAGE, leaving: frozenset[str] = frozenset()) -> Guarded:
+        """*gangs*: the pending gangs about to be considered; *leaving*: running gangs
+        evicted this cycle (they no longer count as running)."""
+        guarded = _guarded(queues)
+        if not guarded:
+            return cls(queues)
+        live = [rg for gid, rg in snapshot.running.items()
+                if not rg.terminating and gid not in leaving]
+        over: dict[str, str] = {}
+        budgeted = {q: g for q, g in guarded.items() if g.budget is not None}
+        if budgeted:
+            going = runs(snapshot.running.values())
+            for name, g in budgeted.items():
+                assert g.budget is not None
+                start, _ = rules.period_bounds(g.budget.period, now)
+                used = rules.gpu_hours(usage, going, _subtree(queues, name), start, now)
+                why = rules.over_budget(name, g, used, now)
+                if why is not None:
+                    over[name] = why
+        capped = [q for q, g in guarded.items() if g.max_running_gangs is not None]
+        counts = {q: sum(1 for rg in live if q in queues.path_of(rg.gang.queue))
+                  for q in capped}
+        started = frozenset(snapshot.running)
+        return cls(queues, guarded, over,
+                   _beyond_pending_caps([g for g in gangs if g.id not in started], queues,
+                                        guarded), counts, started)
+
+    def held(self, gang: Gang, binds: Sequence[Bind], nominations: Sequence[Nomination],
+             queue_of: Mapping[str, str]) -> Waiting | None:
+        """Why *gang* may not start now, by a guard of its queue or an ancestor; None: no
+        guard holds it. *binds* and *nominations*: this cycle's so far (they run, or will;
+        the completion of a gang already running is no new one); *queue_of*: the queue of
+        each gang considered."""
+        if not self.guarded or gang.id in self.started:
+            return None
+        path = self.queues.path_of(gang.queue)
+        why = self.beyond_cap.get(gang.id)
+        if why is None:
+            why = next((self.over_budget[q] for q in path if q in self.over_budget), None)
+        if why is None:
+            for q in path:
+                if q not in self.running:
+                    continue
+                started = sum(1 for b in binds if b.gang_id not in self.started
+                              and q in self.queues.path_of(b.queue)) + sum(
+                    1 for n in nominations
+                    if n.gang_id in queue_of and q in self.queues.path_of(queue_of[n.gang_id]))
+                why = rules.running_cap(q, self.guarded[q], self.running[q] + started)
+                if why is not None:
+                    break
+        return None if why is None else Waiting(ReasonCategory.QUEUE_LIMIT, why)
+
+
+def _subtree(queues: QueueSet, name: str) -> frozenset[str]:
+    return frozenset(q.name for q in queues if name in queues.path_of(q.name))
+
+
+def _beyond_pending_caps(gangs: Sequence[Gang], queues: QueueSet,
+                         guarded: Mapping[str, Guards]) -> dict[str, str]:
+    """Gangs past a pending cap of their queue or an ancestor, in arrival order (creation
+    time, then uid): the first ``maxPendingGangs`` are considered, the rest held. A held
+    gang takes no place under the other caps of its path."""
+    capped = {q for q, g in guarded.items() if g.max_pending_gangs is not None}
+    if not capped:
+        return {}
+    taken = dict.fromkeys(capped, 0)
+    out: dict[str, str] = {}
+    # (A gang still waiting for members takes no place: it is not considered either way.)
+    for gang in sorted((g for g in gangs if g.is_complete),
+                       key=lambda g: (g.creation_time, g.uid)):
+        path = [q for q in queues.path_of(gang.queue) if q in capped]
+        why = next((w for q in path
+                    if (w := rules.pending_cap(q, guarded[q], taken[q] + 1)) is not None), None)
+        if why is not None:
+            out[gang.id] = why
+            continue
+        for q in path:
+            taken[q] += 1
+    return out
+
+
+def wake(snapshot: Snapshot, queues: QueueSet, guarded: Guarded, now: float) -> float | None:
+    """The next time a guard acts with nothing else changing: a running gang reaches its
+    runtime limit, or the budget period of a queue that holds gangs ends."""
+    g = guarded.guarded
+    if not g and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
+        return None
+    times = []
+    for rg in snapshot.running.values():
+        if rg.terminating:
+            continue
+        limit = rules.runtime_limit(_path(queues, g, rg.gang.queue), rg.gang.max_runtime)
+        at = rules.overrun_deadline(limit, rg.start_time)
+        if at is not None and at > now:
+            times.append(at)
+    if guarded.over_budget:
+        end = rules.period_end({q: g[q] for q in guarded.over_budget}, now)
+        if end is not None:
+            times.append(end)
+    return min(times, default=None)
