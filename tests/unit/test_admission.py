@@ -1,0 +1,304 @@
+"""The admission webhook's decisions (``scheduler.feed.admission``): the defaults it adds to
+a new object, never over what the user wrote, and the annotations it refuses, naming the field.
+
+Each case applies the patch with ``jsonpatch``'s semantics reimplemented below (``add`` only,
+which is all the module writes), so the assertions read the object the apiserver would store.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from policies.queues import Queue, QueueSet
+from scheduler.feed.admission import (
+    DEFAULT_SCHEDULER,
+    OPT_LABEL,
+    RESUME_RULE,
+    Admission,
+    Defaults,
+    mutate,
+    namespace_defaults,
+    refusal_message,
+    validate,
+)
+
+SCHED, Q = "gang-scheduler", "team-a"
+QUEUE = "gangscheduler.io/queue"
+RUNTIME = "gangscheduler.io/expected-runtime"
+CHECKPOINT = "gangscheduler.io/last-checkpoint"
+MIN_MEMBER = "gangscheduler.io/min-member"
+SCOPE = "gangscheduler.io/gang-scope"
+DEFAULTS = Defaults(SCHED, Q)
+NOW = 1_800_000_000.0
+
+
+def job(labels: dict[str, str] | None = None, template_labels: dict[str, str] | None = None,
+        scheduler: str | None = DEFAULT_SCHEDULER, restart: str = "Never",
+        policy: dict[str, Any] | None = None, annotations: dict[str, str] | None = None,
+        template_annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Job as the mutating webhook receives it (defaulted by the apiserver: it has a
+    schedulerName whether the user wrote one or not)."""
+    pod_spec: dict[str, Any] = {"restartPolicy": restart, "containers": [{"name": "c"}]}
+    if scheduler is not None:
+        pod_spec["schedulerName"] = scheduler
+    template: dict[str, Any] = {"spec": pod_spec}
+    if template_labels is not None or template_annotations is not None:
+        template["metadata"] = {}
+        if template_labels is not None:
+            template["metadata"]["labels"] = template_labels
+        if template_annotations is not None:
+            template["metadata"]["annotations"] = template_annotations
+    meta: dict[str, Any] = {"name": "train", "namespace": "ns"}
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    spec: dict[str, Any] = {"template": template}
+    if policy is not None:
+        spec["podFailurePolicy"] = policy
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def pod(labels: dict[str, str] | None = None,
+        scheduler: str = DEFAULT_SCHEDULER) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ns"}
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]}}
+
+
+def jobset(labels: dict[str, str] | None = None,
+           annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    rjob = {"name": "workers", "replicas": 1, "template": {"spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c"}]}}}}}
+    meta: dict[str, Any] = {"name": "js", "namespace": "ns", "labels": labels or {}}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+            "spec": {"replicatedJobs": [rjob, copy.deepcopy(rjob) | {"name": "driver"}]}}
+
+
+def apply(obj: dict[str, Any], answer: Admission) -> dict[str, Any]:
+    """*obj* with *answer*'s patch applied (RFC 6902 ``add`` on maps)."""
+    out = copy.deepcopy(obj)
+    for op in answer.patch:
+        assert op["op"] == "add"
+        *parents, last = [s.replace("~1", "/").replace("~0", "~")
+                          for s in op["path"].split("/")[1:]]
+        target = out
+        for step in parents:
+            target = target[int(step)] if isinstance(target, list) else target[step]
+        assert isinstance(target, dict), op
+        target[last] = op["value"]
+    return out
+
+
+def dig(obj: Any, *path: str | int) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+# Defaults ----------------------------------------------------------------------------------
+def test_a_bare_job_gets_the_scheduler_the_queue_and_the_resume_recipe() -> None:
+    answer = mutate("Job", job(), DEFAULTS)
+    got = apply(job(), answer)
+    assert answer.warnings == ()
+    assert dig(got, "spec", "template", "spec", "schedulerName") == SCHED
+    assert dig(got, "metadata", "labels", QUEUE) == Q
+    assert dig(got, "spec", "template", "metadata", "labels", QUEUE) == Q
+    assert dig(got, "spec", "podFailurePolicy") == {"rules": [RESUME_RULE]}
+
+
+JOB_CASES: list[tuple[str, dict[str, Any], dict[tuple[str | int, ...], Any], list[str]]] = [
+    # (case, the Job, what the stored Job holds at each path, words the warnings must have)
+    ("an unset scheduler name is set", job(scheduler=None),
+     {("spec", "template", "spec", "schedulerName"): SCHED}, []),
+    ("another scheduler is kept", job(scheduler="volcano"),
+     {("spec", "template", "spec", "schedulerName"): "volcano"}, []),
+    ("the Job's queue is carried to its pods", job(labels={QUEUE: "mine"}),
+     {("metadata", "labels", QUEUE): "mine",
+      ("spec", "template", "metadata", "labels", QUEUE): "mine"}, []),
+    ("the pods' queue is kept, the Job left without", job(template_labels={QUEUE: "mine"}),
+     {("spec", "template", "metadata", "labels", QUEUE): "mine",
+      ("metadata", "labels"): None}, []),
+    ("other labels are kept", job(labels={"app": "x"}, template_labels={"role": "w"}),
+     {("metadata", "labels"): {"app": "x", QUEUE: Q},
+      ("spec", "template", "metadata", "labels"): {"role": "w", QUEUE: Q}}, []),
+    ("the user's podFailurePolicy is kept",
+     job(policy={"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In",
+                                                                 "values": [42]}}]}),
+     {("spec", "podFailurePolicy", "rules", 0, "action"): "FailJob"},
+     ["no rule ignoring DisruptionTarget"]),
+    ("a policy that has the rule is kept without a word",
+     job(policy={"rules": [dict(RESUME_RULE), {"action": "FailJob", "onExitCodes": {
+         "operator": "In", "values": [42]}}]}),
+     {("spec", "podFailurePolicy", "rules", 1, "action"): "FailJob"}, []),
+    ("restartPolicy OnFailure gets no recipe (the API refuses it), and a warning",
+     job(restart="OnFailure"), {("spec", "podFailurePolicy"): None},
+     ["needs restartPolicy Never"]),
+    ("a JobSet's Job: its JobSet decides queue and failures",
+     job(labels={"jobset.sigs.k8s.io/jobset-name": "js"}),
+     {("spec", "template", "spec", "schedulerName"): SCHED,
+      ("spec", "podFailurePolicy"): None,
+      ("metadata", "labels", QUEUE): None}, []),
+    ("opted out: nothing at all", job(labels={OPT_LABEL: "disabled"}),
+     {("spec", "template", "spec", "schedulerName"): DEFAULT_SCHEDULER,
+      ("spec", "podFailurePolicy"): None, ("metadata", "labels", QUEUE): None}, []),
+]
+
+
+@pytest.mark.parametrize(("case", "obj", "expected", "words"), JOB_CASES,
+                         ids=[c[0] for c in JOB_CASES])
+def test_job_defaults_never_override_what_the_user_wrote(
+        case: str, obj: dict[str, Any], expected: dict[tuple[str | int, ...], Any],
+        words: list[str]) -> None:
+    answer = mutate("Job", obj, DEFAULTS)
+    got = apply(obj, answer)
+    for path, value in expected.items():
+        *head, last = path
+        holder = dig(got, *head) if head else got
+        assert holder.get(str(last)) == value if isinstance(holder, dict) else value is None, path
+    text = " ".join(answer.warnings)
+    assert all(w in text for w in words), answer.warnings
+    if not words:
+        assert answer.warnings == ()
+
+
+def test_defaults_are_idempotent() -> None:
+    """A defaulted Job admitted again (the apiserver may reinvoke) gets no further patch."""
+    once = apply(job(), mutate("Job", job(), DEFAULTS))
+    assert mutate("Job", once, DEFAULTS) == Admission()
+
+
+@pytest.mark.parametrize(("defaults", "words"), [
+    (Defaults(SCHED, None, "no queue admits namespace ns"), "no queue admits"),
+    (Defaults(SCHED, None, "several queues; set it to one of: a, b"), "one of: a, b"),
+])
+def test_without_one_queue_the_label_is_left_unset_and_the_user_told(
+        defaults: Defaults, words: str) -> None:
+    answer = mutate("Job", job(), defaults)
+    got = apply(job(), answer)
+    assert "labels" not in got["metadata"]
+    assert dig(got, "spec", "template", "spec", "schedulerName") == SCHED  # the rest is set
+    assert any(words in w for w in answer.warnings)
+
+
+@pytest.mark.parametrize(("labels", "queued"), [
+    (None, True),  # a bare pod: its own queue
+    ({QUEUE: "mine"}, False),  # the user's
+    ({"batch.kubernetes.io/job-name": "train"}, False),  # its Job carries the queue
+    ({"jobset.sigs.k8s.io/jobset-name": "js"}, False),  # its JobSet does
+])
+def test_pods_get_the_scheduler_and_a_queue_unless_an_owner_carries_it(
+        labels: dict[str, str] | None, queued: bool) -> None:
+    got = apply(pod(labels), mutate("Pod", pod(labels), DEFAULTS))
+    assert got["spec"]["schedulerName"] == SCHED
+    assert (got["metadata"].get("labels", {}).get(QUEUE) == Q) is queued
+
+
+def test_a_jobset_gets_the_scheduler_in_every_replicated_job_and_its_queue() -> None:
+    got = apply(jobset(), mutate("JobSet", jobset(), DEFAULTS))
+    names = [dig(r, "template", "spec", "template", "spec", "schedulerName")
+             for r in got["spec"]["replicatedJobs"]]
+    assert names == [SCHED, SCHED]
+    assert got["metadata"]["labels"][QUEUE] == Q
+    assert "podFailurePolicy" not in got["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+
+def test_label_keys_with_a_slash_are_escaped_in_the_patch() -> None:
+    paths = [op["path"] for op in mutate("Pod", pod({}), DEFAULTS).patch]
+    assert "/metadata/labels/gangscheduler.io~1queue" in paths
+
+
+def test_other_kinds_and_podgroups_get_no_defaults() -> None:
+    for kind in ("PodGroup", "Deployment"):
+        assert mutate(kind, {"metadata": {}}, DEFAULTS) == Admission()
+
+
+# The namespace's queue ---------------------------------------------------------------------
+@pytest.mark.parametrize(("queues", "expected", "words"), [
+    ([Queue("a", namespaces=("ns",))], "a", ""),
+    ([Queue("a", namespaces=("ns",)), Queue("b", namespaces=("other",))], "a", ""),
+    ([Queue("a", namespaces=("n*",)), Queue("b", namespaces=("*",))], None, "one of: a, b"),
+    ([Queue("org", namespaces=("ns",)), Queue("a", parent="org", namespaces=("ns",))], "a",
+     ""),  # a parent holds no gangs
+    ([Queue("b", namespaces=("other",))], None, "no queue admits namespace ns"),
+])
+def test_the_namespace_queue_is_the_one_queue_that_accepts_it(
+        queues: list[Queue], expected: str | None, words: str) -> None:
+    defaults = namespace_defaults(SCHED, QueueSet.of(queues), "ns")
+    assert defaults.queue == expected
+    assert words in defaults.queue_note
+
+
+def test_a_queue_being_deleted_is_not_a_default() -> None:
+    queues = QueueSet.of([Queue("a", namespaces=("ns",)), Queue("b", namespaces=("ns",))],
+                         terminating=["b"])
+    assert namespace_defaults(SCHED, queues, "ns").queue == "a"
+
+
+# Refusals ----------------------------------------------------------------------------------
+REFUSED: list[tuple[str, str, dict[str, Any], str]] = [
+    ("runtime on the Job", "Job", job(annotations={RUNTIME: "soon"}),
+     "metadata.annotations[gangscheduler.io/expected-runtime]: cannot read 'soon'"),
+    ("runtime on the pod template", "Job", job(template_annotations={RUNTIME: "2 hours"}),
+     "spec.template.metadata.annotations[gangscheduler.io/expected-runtime]: cannot read"),
+    ("runtime beyond its bound", "Job", job(annotations={RUNTIME: "400d"}),
+     "metadata.annotations[gangscheduler.io/expected-runtime]: "),
+    ("min-member zero", "Pod", {"metadata": {"annotations": {MIN_MEMBER: "0"}}},
+     "metadata.annotations[gangscheduler.io/min-member]: cannot read '0'; accepted: a "
+     "positive integer"),
+    ("a checkpoint in the future", "PodGroup",
+     {"metadata": {"annotations": {CHECKPOINT: "2099-01-01T00:00:00Z"}}},
+     "metadata.annotations[gangscheduler.io/last-checkpoint]: '2099-01-01T00:00:00Z' is "),
+    ("a checkpoint that is no time", "Job", job(annotations={CHECKPOINT: "yesterday"}),
+     "metadata.annotations[gangscheduler.io/last-checkpoint]: cannot read 'yesterday'"),
+    ("a JobSet's gang scope", "JobSet", jobset(annotations={SCOPE: "per-job"}),
+     "metadata.annotations[gangscheduler.io/gang-scope]: 'per-job' is not one of jobset, "
+     "replicated-job"),
+]
+
+
+@pytest.mark.parametrize(("case", "kind", "obj", "message"), REFUSED,
+                         ids=[c[0] for c in REFUSED])
+def test_a_malformed_annotation_is_refused_naming_the_field_and_the_reason(
+        case: str, kind: str, obj: dict[str, Any], message: str) -> None:
+    answer = validate(kind, obj, now=NOW)
+    assert not answer.allowed
+    (refusal,) = answer.refusals
+    assert refusal.startswith(message), refusal
+    assert refusal_message(answer.refusals).startswith("gang-scheduler: " + message)
+
+
+@pytest.mark.parametrize(("kind", "obj"), [
+    ("Job", job(annotations={RUNTIME: "2h", MIN_MEMBER: "4", "other.io/x": "soon"})),
+    ("Job", job(template_annotations={CHECKPOINT: "2026-01-01T00:00:00Z"})),
+    ("JobSet", jobset(annotations={SCOPE: "replicated-job"})),
+    ("Pod", {"metadata": {"annotations": {SCOPE: "anything"}}}),  # read on JobSets only
+    ("Deployment", {"metadata": {"annotations": {RUNTIME: "soon"}}}),  # not ours
+])
+def test_readable_and_foreign_annotations_pass(kind: str, obj: dict[str, Any]) -> None:
+    assert validate(kind, obj, now=NOW) == Admission()
+
+
+def test_every_malformed_annotation_is_named_at_once() -> None:
+    answer = validate("Job", job(annotations={RUNTIME: "soon", MIN_MEMBER: "-1"},
+                                 template_annotations={RUNTIME: "x"}), now=NOW)
+    assert [r.split(":")[0] for r in answer.refusals] == [
+        "metadata.annotations[gangscheduler.io/expected-runtime]",
+        "metadata.annotations[gangscheduler.io/min-member]",
+        "spec.template.metadata.annotations[gangscheduler.io/expected-runtime]"]
+
+
+def test_an_update_that_keeps_a_bad_value_passes_with_a_warning_a_new_one_is_refused() -> None:
+    """An object from before its namespace opted in stays updatable by its controllers."""
+    old = job(annotations={RUNTIME: "soon"})
+    kept = validate("Job", job(annotations={RUNTIME: "soon", "x": "y"}), old=old, now=NOW)
+    assert kept.allowed and "unchanged" in kept.warnings[0]
+    changed = validate("Job", job(annotations={RUNTIME: "later"}), old=old, now=NOW)
+    assert not changed.allowed
