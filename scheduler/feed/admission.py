@@ -24,7 +24,10 @@ Rules, each in one place:
   ``podFailurePolicy`` gets one rule, ``Ignore`` on ``DisruptionTarget``, so that a
   preemption is not a failure and the Job controller recreates the evicted pods. Not added
   when the pods restart ``OnFailure`` (the API allows a ``podFailurePolicy`` only with
-  ``Never``) nor to the Jobs a JobSet makes (the JobSet's ``failurePolicy`` governs them);
+  ``Never``) nor to the Jobs a JobSet makes (the JobSet's ``failurePolicy`` governs them).
+  The recipe brings ``podReplacementPolicy: Failed``, which the API requires with it (the
+  apiserver has written its default ``TerminatingOrFailed`` before admission, a value a user
+  rarely writes and never needs with the recipe: new pods only once the old ones are gone);
   a warning says so, and says when a policy the user wrote lacks the rule;
 * **annotations** are read by ``annotation_checks.value_problem`` and, for a JobSet's
   ``gang-scope``, ``grouping_jobset.gang_scope_problem``, the same readings the scheduler
@@ -60,6 +63,8 @@ RESUME_RULE: Mapping[str, Any] = {
     "action": "Ignore",
     "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}],
 }
+#: The only ``podReplacementPolicy`` the API allows beside a ``podFailurePolicy``.
+REPLACE_FAILED = "Failed"
 #: (API group, kind) -> the kind as this module names it; other kinds are let through as is.
 KINDS: Mapping[tuple[str, str], str] = {
     ("", "Pod"): "Pod",
@@ -233,6 +238,10 @@ def _resume_recipe(obj: Json, patch: _Patch) -> list[str]:
         return [f"spec.podFailurePolicy not added: it needs restartPolicy Never, the pods "
                 f"restart {restart}; a preempted pod counts as a failure of this Job"]
     patch.add(("spec", "podFailurePolicy"), {"rules": [dict(RESUME_RULE)]})
+    # The API accepts a podFailurePolicy only with podReplacementPolicy Failed, the default
+    # it gives a Job that has one; the apiserver wrote its other default before admission.
+    if _get(obj, ("spec", "podReplacementPolicy")) not in (None, REPLACE_FAILED):
+        patch.add(("spec", "podReplacementPolicy"), REPLACE_FAILED)
     return []
 
 

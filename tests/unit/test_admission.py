@@ -59,6 +59,8 @@ def job(labels: dict[str, str] | None = None, template_labels: dict[str, str] | 
     spec: dict[str, Any] = {"template": template}
     if policy is not None:
         spec["podFailurePolicy"] = policy
+    else:  # the apiserver's default without a podFailurePolicy
+        spec["podReplacementPolicy"] = "TerminatingOrFailed"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
@@ -112,6 +114,8 @@ def test_a_bare_job_gets_the_scheduler_the_queue_and_the_resume_recipe() -> None
     assert dig(got, "metadata", "labels", QUEUE) == Q
     assert dig(got, "spec", "template", "metadata", "labels", QUEUE) == Q
     assert dig(got, "spec", "podFailurePolicy") == {"rules": [RESUME_RULE]}
+    # The API accepts a podFailurePolicy only with this (found by the e2e test).
+    assert dig(got, "spec", "podReplacementPolicy") == "Failed"
 
 
 JOB_CASES: list[tuple[str, dict[str, Any], dict[tuple[str | int, ...], Any], list[str]]] = [
@@ -139,7 +143,8 @@ JOB_CASES: list[tuple[str, dict[str, Any], dict[tuple[str | int, ...], Any], lis
          "operator": "In", "values": [42]}}]}),
      {("spec", "podFailurePolicy", "rules", 1, "action"): "FailJob"}, []),
     ("restartPolicy OnFailure gets no recipe (the API refuses it), and a warning",
-     job(restart="OnFailure"), {("spec", "podFailurePolicy"): None},
+     job(restart="OnFailure"), {("spec", "podFailurePolicy"): None,
+                                ("spec", "podReplacementPolicy"): "TerminatingOrFailed"},
      ["needs restartPolicy Never"]),
     ("a JobSet's Job: its JobSet decides queue and failures",
      job(labels={"jobset.sigs.k8s.io/jobset-name": "js"}),
