@@ -104,7 +104,8 @@ BASE = ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "r
 def test_lint_is_clean_with_defaults_and_with_every_option() -> None:
     for sets in ([], ["queues.create=true", "monitoring.serviceMonitor.enabled=true",
                       "monitoring.prometheusRule.enabled=true",
-                      "monitoring.grafanaDashboard.enabled=true"]):
+                      "monitoring.grafanaDashboard.enabled=true", "webhook.enabled=true"],
+                 ["webhook.enabled=true", "webhook.certificate.source=cert-manager"]):
         args = [f"--set={s}" for s in sets]
         out = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *args)
         assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout, out.stdout
