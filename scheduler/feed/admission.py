@@ -15,7 +15,8 @@ Rules, each in one place:
   is ``schedulerName: default-scheduler``, which the apiserver writes itself before admission
   (a user's explicit ``default-scheduler`` cannot be told apart): a workload that must keep
   the default scheduler carries the label ``gangscheduler.io/defaults: disabled``
-  (``OPT_LABEL``), which turns every default off for that object;
+  (``OPT_LABEL``), which turns every default off for that object; a DaemonSet's pods are
+  never defaulted;
 * **the queue** is the one queue that accepts the namespace (``QueueSet.accepting``); with
   none or several, no label is set and a warning says why. A Job's own queue label is carried
   to its pod template; the pods of a Job or JobSet are left to their owner (which the grouping
@@ -182,7 +183,7 @@ def mutate(kind: str, obj: Json, defaults: Defaults) -> Admission:
     """The defaults *obj* (a new object of *kind*) lacks, as a patch; warnings for those it
     cannot be given."""
     if kind not in ("Pod", "Job", "JobSet") or _strings(obj, ("metadata", "labels")).get(
-            OPT_LABEL) == OPT_OUT:
+            OPT_LABEL) == OPT_OUT or (kind == "Pod" and _daemon(obj)):
         return Admission()
     patch, warnings = _Patch(obj), []
     for template in _templates(kind, obj):
@@ -197,6 +198,13 @@ def mutate(kind: str, obj: Json, defaults: Defaults) -> Admission:
             labels)):
         warnings += _own_queue(labels, defaults, patch)
     return Admission(tuple(patch.ops), tuple(warnings))
+
+
+def _daemon(obj: Json) -> bool:
+    """A DaemonSet's pod: one per node, pinned there by node affinity; not a workload to queue."""
+    owners = _get(obj, ("metadata", "ownerReferences"))
+    return any(_get(o, ("kind",)) == "DaemonSet" and _get(o, ("controller",)) is True
+               for o in (owners if isinstance(owners, list) else []))
 
 
 def _own_queue(labels: Mapping[str, str], defaults: Defaults, patch: _Patch) -> list[str]:

@@ -206,6 +206,15 @@ def test_pods_get_the_scheduler_and_a_queue_unless_an_owner_carries_it(
     assert (got["metadata"].get("labels", {}).get(QUEUE) == Q) is queued
 
 
+def test_a_daemonsets_pods_are_left_to_the_default_scheduler() -> None:
+    daemon = pod()
+    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "d", "uid": "u",
+                                              "apiVersion": "apps/v1", "controller": True}]
+    assert mutate("Pod", daemon, DEFAULTS) == Admission()
+    daemon["metadata"]["ownerReferences"][0]["kind"] = "ReplicaSet"
+    assert apply(daemon, mutate("Pod", daemon, DEFAULTS))["spec"]["schedulerName"] == SCHED
+
+
 def test_a_jobset_gets_the_scheduler_in_every_replicated_job_and_its_queue() -> None:
     got = apply(jobset(), mutate("JobSet", jobset(), DEFAULTS))
     names = [dig(r, "template", "spec", "template", "spec", "schedulerName")
