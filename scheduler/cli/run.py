@@ -168,8 +168,10 @@ def _serve_webhook(config: SchedulerConfig, live: LiveScheduler) -> ThreadingHTT
                                   namespace)
 
     try:
-        return serve_webhook(defaults_of, time.time, *address, Path(hook.cert_file),
-                             Path(hook.key_file))
+        return serve_webhook(
+            defaults_of, time.time, *address, Path(hook.cert_file), Path(hook.key_file),
+            counted=lambda webhook, result: live.metrics.admission_reviews.labels(
+                webhook, result).inc())
     except ssl.SSLError as exc:
         print(f"error: webhook certificate {hook.cert_file} / key {hook.key_file}: {exc}",
               file=sys.stderr)

@@ -125,10 +125,20 @@ class _TLSServer(ThreadingHTTPServer):
             sock, server_side=True, do_handshake_on_connect=False), address
 
 
+def outcome(body: Mapping[str, Any]) -> str:
+    """What an answer did, for the metrics: ``refused``, ``patched`` or ``unchanged``."""
+    response = body["response"]
+    if not response["allowed"]:
+        return "refused"
+    return "patched" if "patch" in response else "unchanged"
+
+
 def serve_webhook(defaults_of: Callable[[str], Defaults], clock: Callable[[], float],
-                  host: str, port: int, cert: Path, key: Path) -> ThreadingHTTPServer:
+                  host: str, port: int, cert: Path, key: Path,
+                  counted: Callable[[str, str], None] | None = None) -> ThreadingHTTPServer:
     """Serve the webhook from a daemon thread; ``server.server_address`` has the port.
-    Raises ``OSError``/``ssl.SSLError`` when the address or the certificate is unusable."""
+    *counted*: told (webhook, ``outcome``) of every review answered. Raises
+    ``OSError``/``ssl.SSLError`` when the address or the certificate is unusable."""
 
     class Handler(BaseHTTPRequestHandler):
         def setup(self) -> None:
@@ -167,6 +177,8 @@ def serve_webhook(defaults_of: Callable[[str], Defaults], clock: Callable[[], fl
                 self._send(400, f"{exc}\n".encode(), "text/plain; charset=utf-8")
                 return
             self._send(200, json.dumps(body).encode(), "application/json")
+            if counted is not None:
+                counted(endpoint.lstrip("/"), outcome(body))
 
         def _send(self, code: int, body: bytes, ctype: str) -> None:
             self.send_response(code)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +197,11 @@ def test_opted_in_jobs_get_the_defaults_bad_annotations_are_refused_others_untou
         assert "podFailurePolicy" not in got["spec"]
     got = stored(cp, plain, "bad")
     assert got is not None and got["metadata"]["annotations"][RUNTIME] == "soon"
+
+    # The scheduler counts what its webhook answered.
+    with urllib.request.urlopen(f"http://127.0.0.1:{served.port}/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    for webhook, result in (("mutate", "patched"), ("validate", "refused")):
+        line = (f'gang_scheduler_admission_reviews_total{{result="{result}",'
+                f'webhook="{webhook}"}}')
+        assert line in metrics, metrics[-2000:]

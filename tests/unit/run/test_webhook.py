@@ -97,7 +97,9 @@ def _post(port: int, ca: Path, path: str, body: dict[str, Any]) -> tuple[int, An
 def test_reviews_over_tls_and_a_rotated_certificate_is_served_without_a_restart(
         pki: certs.CertPaths) -> None:
     cert, key = certs.loopback_serving(pki, "webhook")
-    server = serve_webhook(defaults_of, lambda: NOW, "127.0.0.1", 0, cert, key)
+    counts: list[tuple[str, str]] = []
+    server = serve_webhook(defaults_of, lambda: NOW, "127.0.0.1", 0, cert, key,
+                           counted=lambda *c: counts.append(c))
     port = server.server_address[1]
     try:
         status, out, first = _post(port, pki.ca_cert, VALIDATE, review(JOB_KIND, BAD))
@@ -114,6 +116,7 @@ def test_reviews_over_tls_and_a_rotated_certificate_is_served_without_a_restart(
                                     review(POD_KIND, {"metadata": {}, "spec": {}}))
         assert status == 200 and out["response"]["allowed"] is True
         assert second != first
+        assert counts == [("validate", "refused"), ("mutate", "patched")]  # answered reviews
     finally:
         server.shutdown()
 
