@@ -32,9 +32,11 @@ Rules, each in one place:
   a warning says so, and says when a policy the user wrote lacks the rule;
 * **annotations** are read by ``annotation_checks.value_problem`` and, for a JobSet's
   ``gang-scope``, ``grouping_jobset.gang_scope_problem``, the same readings the scheduler
-  warns with. On an update, a value that did not change is let through with a warning (an
-  object created before its namespace opted in must stay deletable and updatable by its
-  controllers).
+  warns with, on the object and its templates (a JobSet's Job templates too: refusing the
+  Jobs its controller makes would stall the JobSet). Only what a user writes is refused: on
+  an update, a value that did not change, and any value on an object a controller made,
+  are let through with a warning (an object from before its namespace opted in must stay
+  updatable by its controllers, and their pods creatable).
 """
 
 from __future__ import annotations
@@ -263,13 +265,16 @@ def _ignores_disruption(rule: Any) -> bool:
 def validate(kind: str, obj: Json, old: Json | None = None,
              now: float | None = None) -> Admission:
     """Refusals for the gangscheduler.io annotations of *obj* that cannot be read (on the
-    object and its pod templates): ``field: reason``. *old*: the object before an update (an
-    unchanged value is only warned about); *now*: the time of the check."""
+    object and the objects it makes: ``_annotated``): ``field: reason``. *old*: the object
+    before an update (an unchanged value is only warned about); *now*: the time of the check.
+    An object a controller makes (a Job's pods, a JobSet's Jobs) is never refused, only
+    warned about: its annotations come from its owner, where the user fixes them, and a
+    refusal would only stall the controller."""
     if kind not in ("Pod", "Job", "JobSet", "PodGroup"):
         return Admission()
+    made = _controlled(obj)
     refusals, warnings = [], []
-    for meta in (("metadata",), *((*t, "metadata") for t in _templates(kind, obj)
-                                  if t != ())):
+    for meta in _annotated(kind, obj):
         path = (*meta, "annotations")
         before = _strings(old, path) if old is not None else {}
         for key, value in sorted(_strings(obj, path).items()):
@@ -279,9 +284,30 @@ def validate(kind: str, obj: Json, old: Json | None = None,
             where = f"{_name(path)}[{key}]: {problem}"
             if before.get(key) == value:
                 warnings.append(f"{where} (unchanged, so let through)")
+            elif made:
+                warnings.append(f"{where} (made by a controller, so let through: fix it on "
+                                "the owner)")
             else:
                 refusals.append(where)
     return Admission(warnings=tuple(warnings), refusals=tuple(refusals))
+
+
+def _annotated(kind: str, obj: Json) -> Iterator[Path]:
+    """The metadata whose annotations become a gang's: the object's own, and those of the
+    objects made from it (a Job's pods; a JobSet's Jobs and their pods)."""
+    yield ("metadata",)
+    if kind == "Job":
+        yield ("spec", "template", "metadata")
+    elif kind == "JobSet":
+        for template in _templates(kind, obj):  # replicatedJobs[i].template.spec.template
+            yield (*template[:4], "metadata")
+            yield (*template, "metadata")
+
+
+def _controlled(obj: Json) -> bool:
+    owners = _get(obj, ("metadata", "ownerReferences"))
+    return any(_get(o, ("controller",)) is True
+               for o in (owners if isinstance(owners, list) else []))
 
 
 def _problem(kind: str, meta: Path, key: str, value: str, now: float | None) -> str | None:

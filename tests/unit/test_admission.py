@@ -300,6 +300,29 @@ def test_readable_and_foreign_annotations_pass(kind: str, obj: dict[str, Any]) -
     assert validate(kind, obj, now=NOW) == Admission()
 
 
+def test_a_jobsets_job_template_is_checked_too() -> None:
+    """Else the JobSet is admitted and the Jobs its controller makes carry the bad value."""
+    bad = jobset()
+    bad["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {MIN_MEMBER: "x"}}
+    bad["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {
+        "annotations": {RUNTIME: "soon"}}
+    assert [r.split(":")[0] for r in validate("JobSet", bad, now=NOW).refusals] == [
+        "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
+        "[gangscheduler.io/expected-runtime]",
+        "spec.replicatedJobs[1].template.metadata.annotations[gangscheduler.io/min-member]"]
+
+
+def test_what_a_controller_makes_is_let_through_with_a_warning() -> None:
+    """A Job's pod with a bad value (its Job from before the opt-in) must still be created:
+    refusing it would only stall the Job controller."""
+    made: dict[str, Any] = {"metadata": {"annotations": {RUNTIME: "soon"}, "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]}}
+    answer = validate("Pod", made, now=NOW)
+    assert answer.allowed and "made by a controller" in answer.warnings[0]
+    made["metadata"]["ownerReferences"][0]["controller"] = False  # an owner, not a controller
+    assert not validate("Pod", made, now=NOW).allowed
+
+
 def test_every_malformed_annotation_is_named_at_once() -> None:
     answer = validate("Job", job(annotations={RUNTIME: "soon", MIN_MEMBER: "-1"},
                                  template_annotations={RUNTIME: "x"}), now=NOW)
