@@ -205,3 +205,58 @@ def test_opted_in_jobs_get_the_defaults_bad_annotations_are_refused_others_untou
         line = (f'gang_scheduler_admission_reviews_total{{result="{result}",'
                 f'webhook="{webhook}"}}')
         assert line in metrics, metrics[-2000:]
+
+
+def jobset(name: str, tenant: Tenant, annotations: dict[str, str] | None = None
+           ) -> dict[str, Any]:
+    """A JobSet of two one-pod replicated Jobs as a new user writes it: no scheduler name,
+    no queue."""
+    pod = {"restartPolicy": "Never", "nodeSelector": {POOL_LABEL: tenant.pool},
+           "containers": [{"name": "train", "image": "trainer:1",
+                           "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}
+    rjobs = [{"name": rjob, "replicas": 1, "template": {"spec": {
+        "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {"spec": pod}}}}
+        for rjob in ("driver", "workers")]
+    meta: dict[str, Any] = {"name": name}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+            "spec": {"replicatedJobs": rjobs}}
+
+
+def test_an_opted_in_jobset_gets_the_defaults_and_a_bad_gang_scope_is_refused(
+        control_plane: ControlPlane, tenant: Tenant, served: SchedulerProcess) -> None:
+    """With the real JobSet controller (and its own webhooks): the JobSet is stored with the
+    scheduler's name in every replicated Job and the namespace's queue, the Jobs its
+    controller makes are admitted (not given a queue or a recipe of their own), and the
+    scheduler binds its pods; ``gang-scope: per-job`` is refused naming the field."""
+    if not control_plane.operators:
+        pytest.skip("the session cluster runs without the training operators")
+    cp, ns = control_plane, tenant.namespace
+    tenant.create_nodes(1)
+    apply(cp, ns, jobset("pair", tenant))
+    got = rest.call(cp.custom.get_namespaced_custom_object, "jobset.x-k8s.io", "v1alpha2", ns,
+                    "jobsets", "pair")
+    assert got["metadata"]["labels"][QUEUE_LABEL] == tenant.queue
+    for rjob in got["spec"]["replicatedJobs"]:
+        assert rjob["template"]["spec"]["template"]["spec"]["schedulerName"] == \
+            tenant.scheduler_name
+
+    def bound() -> list[str]:
+        pods = rest.call(cp.core.list_namespaced_pod, ns,
+                         label_selector="jobset.sigs.k8s.io/jobset-name=pair")["items"]
+        return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
+
+    wait_for(lambda: len(bound()) == 2, 120, 0.5, what="the JobSet's 2 pods bound")
+    jobs = rest.call(client.BatchV1Api(cp.api).list_namespaced_job, ns,
+                     label_selector="jobset.sigs.k8s.io/jobset-name=pair")["items"]
+    assert len(jobs) == 2
+    for made in jobs:  # the JobSet's failurePolicy decides, and its label gives the queue
+        assert "podFailurePolicy" not in made["spec"]
+        assert QUEUE_LABEL not in (made["metadata"].get("labels") or {})
+
+    refused = apply(cp, ns, jobset("split", tenant, {"gangscheduler.io/gang-scope": "per-job"}),
+                    check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert ("metadata.annotations[gangscheduler.io/gang-scope]: 'per-job' is not one of "
+            "jobset, replicated-job") in refused.stderr, refused.stderr
