@@ -97,8 +97,7 @@ def served(control_plane: ControlPlane, tenant: Tenant,
     try:
         rest.call(admission.create_mutating_webhook_configuration, docs[0])
         rest.call(admission.create_validating_webhook_configuration, docs[1])
-        rest.call(cp.core.patch_namespace, tenant.namespace,
-                  {"metadata": {"labels": {OPT_LABEL: OPT_IN}}})
+        kubectl(cp.kubeconfig, "label", "namespace", tenant.namespace, f"{OPT_LABEL}={OPT_IN}")
         # The apiserver takes in new configurations from its own watch: wait until a
         # dry-run create comes back defaulted.
         probe = job("probe", tenant)

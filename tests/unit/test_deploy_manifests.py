@@ -119,8 +119,9 @@ def test_every_deploy_file_is_listed_in_a_kustomization() -> None:
     ("deploy/queues", {"Queue"}),
     ("deploy/users", {"ClusterRole", "ClusterRoleBinding"}),
     ("deploy/monitoring", {"ServiceMonitor", "PrometheusRule", "ConfigMap"}),
-    ("deploy/webhook", {"Issuer", "Certificate", "Service", "MutatingWebhookConfiguration",
+    ("deploy/webhook", {"Service", "MutatingWebhookConfiguration",
                         "ValidatingWebhookConfiguration"}),
+    ("deploy/webhook/cert-manager", {"Issuer", "Certificate"}),
 ])
 def test_kubectl_kustomize_builds(directory: str, kinds: set[str]) -> None:
     out = subprocess.run(["kubectl", "kustomize", str(ROOT / directory)], check=True,
@@ -322,7 +323,9 @@ def test_the_webhook_pieces_fit_together(tmp_path: Path) -> None:
     assert Path(config.key_file).parent == Path(config.cert_file).parent
     assert secret["optional"] is True  # the scheduler starts without it while the webhook is off
     where = DEPLOY / "webhook"
-    assert one("Certificate", where=where)["spec"]["secretName"] == secret["secretName"]
+    certificate = one("Certificate", where=where / "cert-manager")
+    assert certificate["spec"]["secretName"] == secret["secretName"]
+    assert svc_host(one("Service", where=where)) in certificate["spec"]["dnsNames"]
     svc = one("Service", where=where)
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert svc["spec"]["ports"][0]["targetPort"] == "webhook"
@@ -332,6 +335,10 @@ def test_the_webhook_pieces_fit_together(tmp_path: Path) -> None:
         assert hook["clientConfig"]["service"]["port"] == svc["spec"]["ports"][0]["port"]
         assert hook["namespaceSelector"] == {"matchLabels": {"gangscheduler.io/defaults":
                                                              "enabled"}}
+
+
+def svc_host(svc: dict[str, Any]) -> str:
+    return f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
 
 
 def mounts_at(mounts: dict[str, dict[str, Any]], path: str) -> str:
