@@ -11,6 +11,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies.queues import Queue, QueueSet
 from scheduler.feed.admission import (
@@ -339,3 +341,53 @@ def test_an_update_that_keeps_a_bad_value_passes_with_a_warning_a_new_one_is_ref
     assert kept.allowed and "unchanged" in kept.warnings[0]
     changed = validate("Job", job(annotations={RUNTIME: "later"}), old=old, now=NOW)
     assert not changed.allowed
+
+
+# Properties over any Job -------------------------------------------------------------------
+OVERWRITABLE = {  # what the apiserver wrote before admission, not the user (module docstring)
+    "/spec/template/spec/schedulerName": ("", DEFAULT_SCHEDULER),
+    "/spec/podReplacementPolicy": ("TerminatingOrFailed",),
+}
+
+
+@st.composite
+def any_job(draw: st.DrawFn) -> dict[str, Any]:
+    maybe = st.none() | st.just("")
+    labels = draw(st.none() | st.dictionaries(
+        st.sampled_from([QUEUE, "app", OPT_LABEL, "jobset.sigs.k8s.io/jobset-name"]),
+        st.sampled_from(["mine", "disabled", "enabled", "x"]), max_size=3))
+    template_labels = draw(st.none() | st.dictionaries(
+        st.sampled_from([QUEUE, "role"]), st.sampled_from(["mine", "w"]), max_size=2))
+    policies: list[dict[str, Any] | None] = [
+        None, {"rules": []}, {"rules": [dict(RESUME_RULE)]},
+        {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]}]
+    policy = copy.deepcopy(draw(st.sampled_from(policies)))
+    obj = job(labels=labels, template_labels=template_labels,
+              scheduler=draw(maybe | st.sampled_from([DEFAULT_SCHEDULER, "volcano", SCHED])),
+              restart=draw(st.sampled_from(["Never", "OnFailure"])), policy=policy)
+    if draw(st.booleans()):
+        obj["spec"].pop("podReplacementPolicy", None)
+    return obj
+
+
+@given(obj=any_job(), queue=st.none() | st.just(Q))
+def test_any_job_is_only_added_to_and_once_is_enough(obj: dict[str, Any],
+                                                      queue: str | None) -> None:
+    """The patch writes only where the user wrote nothing (or where the apiserver wrote its
+    own default); a defaulted Job needs no second patch; a recipe added is one the API takes
+    (restartPolicy Never, podReplacementPolicy Failed)."""
+    defaults = Defaults(SCHED, queue, "" if queue else "no queue admits namespace ns")
+    answer = mutate("Job", obj, defaults)
+    for op in answer.patch:
+        steps = [s.replace("~1", "/") for s in op["path"].split("/")[1:]]
+        before: Any = obj
+        for step in steps[:-1]:  # the parent, if the user's object has it
+            before = before.get(step) if isinstance(before, dict) else None
+        present = isinstance(before, dict) and steps[-1] in before
+        if present:  # also catches a map the patch would have replaced whole
+            assert before[steps[-1]] in OVERWRITABLE.get(op["path"], ()), op
+    got = apply(obj, answer)
+    assert mutate("Job", got, defaults).patch == ()
+    if "podFailurePolicy" in got["spec"] and "podFailurePolicy" not in obj["spec"]:
+        assert got["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+        assert got["spec"].get("podReplacementPolicy", "Failed") == "Failed"
