@@ -102,20 +102,33 @@ class Defaults:
     scheduler_name: str
     queue: str | None
     queue_note: str = ""
+    #: Every queue the namespace may submit to (None: not known, nothing is checked): a
+    #: queue label naming another is warned about, since its gangs would wait for good.
+    accepting: tuple[str, ...] | None = None
+
+    def foreign(self, queue: str) -> list[str]:
+        """A warning if the user's *queue* will not take this namespace's gangs."""
+        if self.accepting is None or queue in self.accepting:
+            return []
+        return [f"label {QUEUE_LABEL}: queue {queue!r} does not take this namespace's gangs "
+                "(it does not exist, is a parent or is being deleted, or does not admit the "
+                "namespace); they would wait: use "
+                + (f"one of: {', '.join(self.accepting)}" if self.accepting else
+                   "a queue an admin opens to the namespace (spec.namespaces)")]
 
 
 def namespace_defaults(scheduler_name: str, queues: QueueSet, namespace: str) -> Defaults:
     """The defaults of *namespace*: its queue is the one queue that accepts it."""
     names = queues.accepting(namespace)
     if len(names) == 1:
-        return Defaults(scheduler_name, names[0])
+        return Defaults(scheduler_name, names[0], accepting=names)
     if not names:
         return Defaults(scheduler_name, None, (
             f"label {QUEUE_LABEL} not set: no queue admits namespace {namespace} (ask an "
-            "admin to add it to a queue's spec.namespaces)"))
+            "admin to add it to a queue's spec.namespaces)"), names)
     return Defaults(scheduler_name, None, (
         f"label {QUEUE_LABEL} not set: namespace {namespace} may submit to several queues; "
-        f"set it to one of: {', '.join(names)}"))
+        f"set it to one of: {', '.join(names)}"), names)
 
 
 # Reading objects ---------------------------------------------------------------------------
@@ -210,8 +223,8 @@ def _daemon(obj: Json) -> bool:
 
 
 def _own_queue(labels: Mapping[str, str], defaults: Defaults, patch: _Patch) -> list[str]:
-    if labels.get(QUEUE_LABEL):
-        return []
+    if own := labels.get(QUEUE_LABEL):
+        return defaults.foreign(own)
     if defaults.queue is None:
         return [defaults.queue_note]
     patch.add(("metadata", "labels", QUEUE_LABEL), defaults.queue)
@@ -231,7 +244,8 @@ def _job_queue(obj: Json, labels: Mapping[str, str], defaults: Defaults,
             return [defaults.queue_note]
         patch.add(("metadata", "labels", QUEUE_LABEL), defaults.queue)
         patch.add(("spec", "template", "metadata", "labels", QUEUE_LABEL), defaults.queue)
-    return []
+        return []
+    return defaults.foreign(own or pods or "")  # the one the grouping reads first
 
 
 def _resume_recipe(obj: Json, patch: _Patch) -> list[str]:

@@ -8,7 +8,8 @@ is opted in (``gangscheduler.io/defaults=enabled``); another is not. With the re
 * a bare Job applied to the opted-in namespace is stored with the scheduler's name, the
   namespace's queue label (the Job's and its pods') and the resume recipe, and its pod is
   bound by the scheduler;
-* what the user wrote (another queue, a podFailurePolicy) is kept;
+* what the user wrote (another queue, a podFailurePolicy) is kept, and a queue that will not
+  take the namespace's gangs is warned about;
 * a Job with a malformed annotation is refused by ``kubectl apply``, naming the field and the
   reason, and does not exist;
 * a Job whose recipe cannot be added is admitted with kubectl printing why;
@@ -162,7 +163,9 @@ def test_opted_in_jobs_get_the_defaults_bad_annotations_are_refused_others_untou
     # What the user wrote is kept.
     own = {"rules": [{"action": "FailJob",
                       "onExitCodes": {"operator": "In", "values": [42]}}]}
-    apply(cp, ns, job("own", tenant, labels={QUEUE_LABEL: "elsewhere"}, policy=own))
+    kept = apply(cp, ns, job("own", tenant, labels={QUEUE_LABEL: "elsewhere"}, policy=own))
+    assert "queue 'elsewhere' does not take this namespace's gangs" in kept.stderr, kept.stderr
+    assert f"use one of: {tenant.queue}" in kept.stderr
     got = stored(cp, ns, "own")
     assert got is not None
     assert got["metadata"]["labels"][QUEUE_LABEL] == "elsewhere"

@@ -252,6 +252,28 @@ def test_the_namespace_queue_is_the_one_queue_that_accepts_it(
     assert words in defaults.queue_note
 
 
+@pytest.mark.parametrize(("kind", "obj", "warned"), [
+    ("Job", job(labels={QUEUE: "elsewhere"}), True),
+    ("Job", job(template_labels={QUEUE: "elsewhere"}), True),
+    ("Job", job(labels={QUEUE: "team-a"}), False),
+    ("Pod", pod({QUEUE: "elsewhere"}), True),
+    ("JobSet", jobset({QUEUE: "team-a"}), False),
+])
+def test_a_queue_label_that_will_not_take_the_gang_is_kept_and_warned_about(
+        kind: str, obj: dict[str, Any], warned: bool) -> None:
+    defaults = namespace_defaults(SCHED, QueueSet.of([Queue(Q, namespaces=("ns",)),
+                                                      Queue("elsewhere", namespaces=("x",))]),
+                                  "ns")
+    answer = mutate(kind, obj, defaults)
+    got = apply(obj, answer)
+    assert QUEUE not in got["metadata"].get("labels", {}) or \
+        got["metadata"]["labels"][QUEUE] == obj["metadata"].get("labels", {}).get(QUEUE)
+    text = " ".join(answer.warnings)
+    assert ("queue 'elsewhere' does not take this namespace's gangs" in text) is warned, text
+    if warned:
+        assert "use one of: team-a" in text
+
+
 def test_a_queue_being_deleted_is_not_a_default() -> None:
     queues = QueueSet.of([Queue("a", namespaces=("ns",)), Queue("b", namespaces=("ns",))],
                          terminating=["b"])
