@@ -28,6 +28,10 @@ examples:
   gang-scheduler run --kubeconfig "$(gang-scheduler dev-cluster env --kubeconfig-path)" \\
       --no-leader-election
 
+  # also serving the admission webhook (README "Defaults at admission")
+  gang-scheduler run --config config.yaml --webhook-address 0.0.0.0:9443 \\
+      --webhook-cert tls.crt --webhook-key tls.key
+
 Pods opt in with `schedulerName: gang-scheduler`. A pod joins a gang through the
 `scheduling.x-k8s.io/pod-group` label (scheduler-plugins PodGroup), Volcano's
 `scheduling.k8s.io/group-name` annotation, or its batch/v1 Job; any other pod is a gang of

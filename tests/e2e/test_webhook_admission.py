@@ -89,9 +89,9 @@ def served(control_plane: ControlPlane, tenant: Tenant,
     pki = certs.CertPaths.under(cp.cluster.state_dir / "pki")
     cert, key = certs.loopback_serving(pki, f"gang-scheduler-webhook-{tag}")
     port = procs.free_port()
-    scheduler = SchedulerProcess(cp, tenant, tmp_path, config_yaml=(
-        f"webhook:\n  enabled: true\n  bindAddress: 127.0.0.1:{port}\n"
-        f"  certFile: {cert}\n  keyFile: {key}\n"))
+    scheduler = SchedulerProcess(cp, tenant, tmp_path, args=(  # as the run --help example
+        "--webhook-address", f"127.0.0.1:{port}", "--webhook-cert", str(cert),
+        "--webhook-key", str(key)))
     admission = client.AdmissionregistrationV1Api(cp.api)
     docs = configurations(port, pki.ca_cert, tag)
     scheduler.start()
