@@ -234,6 +234,19 @@ class QueueSet:
     def is_leaf(self, name: str) -> bool:
         return not self.children_of(name)
 
+    def accepting(self, namespace: str, parents: frozenset[str] | None = None
+                  ) -> tuple[str, ...]:
+        """The queues a gang of *namespace* may be submitted to, by name: leaves (*parents*:
+        the queues with children, if the caller has them at hand), not being deleted, that
+        admit the namespace. What a refused gang is advised and what the admission webhook
+        labels a namespace's workloads with (when it names exactly one)."""
+        if parents is None:
+            parents = frozenset(p for q in self.queues.values()
+                                if (p := self.parent_of(q.name)) is not None)
+        return tuple(q.name for q in self.queues.values()
+                     if q.name not in parents and q.name not in self.terminating
+                     and q.admits_namespace(namespace))
+
 
 @dataclass(frozen=True, slots=True)
 class PolicySet:

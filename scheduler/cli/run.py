@@ -6,10 +6,17 @@ import argparse
 import dataclasses
 import signal
 import sys
+from http.server import ThreadingHTTPServer
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
 from scheduler.model.numerals import is_digits
+
+if TYPE_CHECKING:
+    from scheduler.feed.admission import Defaults
+    from scheduler.kube.runner import LiveScheduler
+    from scheduler.run.config import SchedulerConfig
 
 EPILOG = """\
 examples:
@@ -20,6 +27,10 @@ examples:
   gang-scheduler dev-cluster up
   gang-scheduler run --kubeconfig "$(gang-scheduler dev-cluster env --kubeconfig-path)" \\
       --no-leader-election
+
+  # also serving the admission webhook (README "Defaults at admission")
+  gang-scheduler run --config config.yaml --webhook-address 0.0.0.0:9443 \\
+      --webhook-cert tls.crt --webhook-key tls.key
 
 Pods opt in with `schedulerName: gang-scheduler`. A pod joins a gang through the
 `scheduling.x-k8s.io/pod-group` label (scheduler-plugins PodGroup), Volcano's
@@ -40,6 +51,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--metrics-address", metavar="HOST:PORT",
                    help="serve /metrics, /healthz, /readyz and the read-only dashboard "
                    "(/dashboard, /api/v1/state) here (default 0.0.0.0:8080)")
+    p.add_argument("--webhook-address", metavar="HOST:PORT",
+                   help="serve the admission webhook (HTTPS: /mutate, /validate) here; "
+                   "turns it on (default: the config's webhook.bindAddress when enabled)")
+    p.add_argument("--webhook-cert", metavar="FILE",
+                   help="the webhook's serving certificate (PEM; read again when it changes)")
+    p.add_argument("--webhook-key", metavar="FILE", help="the webhook's private key (PEM)")
     p.add_argument("--no-leader-election", action="store_true",
                    help="run without a Lease (only when a single replica runs)")
     p.add_argument("--identity", metavar="ID", help="leader election identity (default: host-pid)")
@@ -81,6 +98,16 @@ def run(args: argparse.Namespace) -> int:
         overrides["log_level"] = args.log_level
     if args.log_format:
         overrides["log_format"] = args.log_format
+    if args.webhook_address and _address(args.webhook_address) is None:
+        print(f"error: --webhook-address {args.webhook_address!r}: expected HOST:PORT "
+              "(port 0-65535)", file=sys.stderr)
+        return 2
+    if args.webhook_address or args.webhook_cert or args.webhook_key:
+        given = config.webhook
+        overrides["webhook"] = dataclasses.replace(
+            given, enabled=True, bind_address=args.webhook_address or given.bind_address,
+            cert_file=args.webhook_cert or given.cert_file,
+            key_file=args.webhook_key or given.key_file)
     if args.no_leader_election:
         overrides["leader_election"] = dataclasses.replace(config.leader_election, enabled=False)
     config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
@@ -108,8 +135,13 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    hook = None
     try:
         live.start()
+        if config.webhook.enabled:  # once the Queues are read: a namespace's queue is known
+            hook = _serve_webhook(config, live)
+            if hook is None:
+                return 2
         live.run()
     except (TimeoutError, TransportError, ApiError) as exc:
         print(f"error: {unreachable(exc)}", file=sys.stderr)
@@ -117,4 +149,37 @@ def run(args: argparse.Namespace) -> int:
     finally:
         live.stop()
         server.shutdown()
+        if hook is not None:
+            hook.shutdown()
     return 0
+
+
+def _serve_webhook(config: SchedulerConfig, live: LiveScheduler) -> ThreadingHTTPServer | None:
+    """The admission webhook on its own HTTPS port, or None (an error printed)."""
+    import ssl
+    import time
+    from pathlib import Path
+
+    from scheduler.feed.admission import namespace_defaults
+    from scheduler.run.webhook import serve_webhook
+
+    hook = config.webhook
+    address = _address(hook.bind_address)
+    assert address is not None  # checked by load_config and run()
+
+    def defaults_of(namespace: str) -> Defaults:
+        return namespace_defaults(config.scheduler_name, live.policies.current().queues,
+                                  namespace)
+
+    try:
+        return serve_webhook(
+            defaults_of, time.time, *address, Path(hook.cert_file), Path(hook.key_file),
+            counted=lambda webhook, result: live.metrics.admission_reviews.labels(
+                webhook, result).inc())
+    except ssl.SSLError as exc:
+        print(f"error: webhook certificate {hook.cert_file} / key {hook.key_file}: {exc}",
+              file=sys.stderr)
+    except OSError as exc:
+        what = exc.filename or hook.bind_address
+        print(f"error: webhook: {what}: {exc.strerror or exc}", file=sys.stderr)
+    return None

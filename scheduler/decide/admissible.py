@@ -61,10 +61,8 @@ def _open_to(namespace: str, queues: QueueSet, parents: frozenset[str],
     """The queues a gang of *namespace* may be submitted to (leaves that admit it; only
     those below *under* if given), as advice: naming a queue that would refuse the gang
     too only sends its user round in circles."""
-    names = [q.name for q in queues.queues.values()
-             if q.name not in parents and q.name not in queues.terminating
-             and q.admits_namespace(namespace)
-             and (under is None or under in queues.path_of(q.name)[:-1])]
+    names = [name for name in queues.accepting(namespace, parents)
+             if under is None or under in queues.path_of(name)[:-1]]
     if names:
         return "one of: " + ", ".join(names)
     where = f" under {under}" if under is not None else ""

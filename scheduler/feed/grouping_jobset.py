@@ -95,6 +95,12 @@ def step_group(group: PodGroupInfo, pods: Iterable[PodInfo],
     return replace(group, min_member=max(1, group.min_member - earlier), min_resources=None)
 
 
+def gang_scope_problem(value: str) -> str | None:
+    """Why *value* is not a gang scope (None: it is one); the grouping's reason on the pods
+    and the admission webhook's refusal both say this."""
+    return None if value in SCOPES else f"{value!r} is not one of {', '.join(SCOPES)}"
+
+
 def _scope(jobset: JobSetInfo) -> str:
     value = jobset.annotations.get(GANG_SCOPE_ANNOTATION, SCOPE_JOBSET)
     return value if value in SCOPES else SCOPE_JOBSET
@@ -179,10 +185,9 @@ def set_job(gid: str, pods: Iterable[PodInfo], jobsets: Mapping[str, JobSetInfo]
         return JobInfo(ns, gid.split("/", 1)[1], "", unknown=(
             f"JobSet {ns}/{name} is not known (yet); its pods wait for it so that the gang "
             "(all its replicated Jobs that start together) is known"))
-    scope = jobset.annotations.get(GANG_SCOPE_ANNOTATION, SCOPE_JOBSET)
-    unknown = "" if scope in SCOPES else (
-        f"JobSet {jobset.key}: annotation {GANG_SCOPE_ANNOTATION}: {scope!r} is not one of "
-        f"{', '.join(SCOPES)}")
+    problem = gang_scope_problem(jobset.annotations.get(GANG_SCOPE_ANNOTATION, SCOPE_JOBSET))
+    unknown = "" if problem is None else (
+        f"JobSet {jobset.key}: annotation {GANG_SCOPE_ANNOTATION}: {problem}")
     by_group = any(f"{p.namespace}/{p.labels.get(POD_GROUP_LABEL)}" == gid for p in pods)
     members = _members(gid, jobset, by_group)
     size = 0

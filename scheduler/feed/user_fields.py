@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.feed import grouping_jobset, grouping_terms
+from scheduler.feed import admission, grouping_jobset, grouping_terms
 from scheduler.model import nodes, shortfall, workloads
 
 
@@ -67,6 +67,8 @@ FIELDS: tuple[UserField, ...] = (
       for key in workloads.RANK_LABELS if key != shortfall.COMPLETION_INDEX_LABEL),
     *(UserField(key, "annotation", ("Pod",), "0", "a member's rank, if not a label (views)")
       for key in workloads.RANK_LABELS),
+    UserField(admission.OPT_LABEL, "label", ("Pod", "Job", "JobSet"), admission.OPT_OUT,
+              "disabled: the admission webhook adds no defaults to this object"),
     UserField(nodes.DEFAULT_POOL_LABEL, "label", ("Node",), "a100", "the node's pool"),
     *(UserField(key, "label", ("Node",), "r1", "a topology level")
       for key in nodes.DEFAULT_TOPOLOGY_LABELS),

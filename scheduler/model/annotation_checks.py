@@ -77,6 +77,23 @@ CHECKED: Mapping[str, Check] = {
 }
 
 
+def value_problem(key: str, value: str, now: float | None = None) -> str | None:
+    """What is wrong with *value* of the checked annotation *key* (the value and the accepted
+    forms, or the bound it breaks), None when it reads well or *key* is not checked.
+    The one reading of each rule: the warnings (``annotation_problems``) and the admission
+    webhook's refusals (``scheduler.feed.admission``) word it around this."""
+    check = CHECKED.get(key)
+    if check is None:
+        return None
+    try:
+        check.parse(value, now)
+    except OutOfBounds as exc:
+        return str(exc)
+    except ValueError:
+        return f"cannot read {value!r}; accepted: {check.accepted}"
+    return None
+
+
 def annotation_problems(annotations: Mapping[str, str],
                         now: float | None = None) -> tuple[str, ...]:
     """One message per checked annotation whose value cannot be read, or is refused (beyond
@@ -87,11 +104,7 @@ def annotation_problems(annotations: Mapping[str, str],
         value = annotations.get(key)
         if value is None:
             continue
-        try:
-            check.parse(value, now)
-        except OutOfBounds as exc:
-            problems.append(f"annotation {key}: {exc}; {check.meanwhile}")
-        except ValueError:
-            problems.append(f"annotation {key}: cannot read {value!r}; accepted: "
-                            f"{check.accepted}; {check.meanwhile}")
+        problem = value_problem(key, value, now)
+        if problem is not None:
+            problems.append(f"annotation {key}: {problem}; {check.meanwhile}")
     return tuple(problems)

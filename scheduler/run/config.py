@@ -59,6 +59,18 @@ class PricingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """The optional admission webhook (``scheduler.run.webhook``): off unless enabled. It
+    serves HTTPS only (the apiserver calls webhooks over TLS) with this certificate and key,
+    read again when they change."""
+
+    enabled: bool = False
+    bind_address: str = "0.0.0.0:9443"
+    cert_file: str = "/etc/gang-scheduler-webhook/tls.crt"
+    key_file: str = "/etc/gang-scheduler-webhook/tls.key"
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     scheduler_name: str = "gang-scheduler"
     default_queue: str = "default"
@@ -94,6 +106,7 @@ class SchedulerConfig:
     scheduler_policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:  # also when built in code rather than read from a file
@@ -144,7 +157,7 @@ def _check_extra(name: str, value: Any, path: str) -> None:
         raise ConfigError(f"{path}: must be >= 1, got {value}")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ConfigError(f"{path}: must be one of {', '.join(_CHOICES[name])}, got {value!r}")
-    if name == "metrics_bind_address":
+    if name in ("metrics_bind_address", "bind_address"):
         _check_address(value, path)
     if name == "currency" and not _CURRENCY.match(value):
         raise ConfigError(f"{path}: must be a three-letter currency code such as USD or EUR, "
@@ -240,7 +253,8 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
 
 
 _NESTED: dict[Any, type] = {"LeaderElectionConfig": LeaderElectionConfig,
-                             "PricingConfig": PricingConfig}
+                             "PricingConfig": PricingConfig,
+                             "WebhookConfig": WebhookConfig}
 
 
 def _camel(name: str) -> str:

@@ -112,6 +112,11 @@ class SchedulerMetrics:
         self.status_write_retries = Counter(
             "gang_scheduler_status_write_retries_total",
             "Status writes run again after they failed or were postponed.", registry=r)
+        self.admission_reviews = Counter(
+            "gang_scheduler_admission_reviews_total",
+            "Admission reviews the webhook answered (webhook: mutate or validate; result: "
+            "patched, unchanged or refused; scheduler.run.webhook).", ["webhook", "result"],
+            registry=r)
         self.preemptions = Counter(
             "gang_scheduler_preemptions_total", "Victim gangs preempted, by queue.",
             ["queue"], registry=r)

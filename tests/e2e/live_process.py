@@ -41,6 +41,7 @@ class SchedulerProcess:
     #: With an identity, the replica takes part in leader election (the config's Lease).
     identity: str = ""
     kubeconfig: Path | None = None  # default: the control plane's own
+    args: tuple[str, ...] = ()  # more flags for `gang-scheduler run`
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.runs += 1
@@ -52,7 +53,8 @@ class SchedulerProcess:
         self.proc = subprocess.Popen(
             [str(CLI), "run", "--kubeconfig", str(self.kubeconfig or self.cp.kubeconfig),
              "--config", str(config), "--scheduler-name", self.tenant.scheduler_name,
-             *election, "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"],
+             *election, "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json",
+             *self.args],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, preexec_fn=_die_with_parent)
         log.close()
         wait_for(self._ready, timeout_s, 0.1, what=f"scheduler ready on :{self.port} "

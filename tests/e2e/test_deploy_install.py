@@ -105,6 +105,26 @@ def test_monitoring_renders_the_expected_objects(deployed: Deployed) -> None:  #
     assert "created (server dry run)" in cm.stdout, cm.stdout
 
 
+def test_the_webhook_applies_and_its_certificate_renders(deployed: Deployed) -> None:  # noqa: F811
+    """``kubectl apply -k deploy/webhook``: the server takes the Service and both webhook
+    configurations. cert-manager's Issuer and Certificate need its CRDs, which this cluster
+    does not have: rendered only. No namespace is opted in here, so nothing calls the webhook
+    (whose Service has no endpoints: the scheduler runs outside the cluster); removed after."""
+    applied = deployed.kubectl("apply", "-k", str(REPO / "deploy" / "webhook"))
+    try:
+        assert set(applied_lines(applied.stdout).values()) == {"created"}, applied.stdout
+        assert applied.stderr.strip() == "", applied.stderr
+        hook = kubectl_json(deployed.admin, "get", "mutatingwebhookconfiguration",
+                            "gang-scheduler-defaults")["webhooks"][0]
+        assert hook["clientConfig"]["service"]["name"] == "gang-scheduler-webhook"
+        assert hook["namespaceSelector"] == {"matchLabels": {"gangscheduler.io/defaults":
+                                                             "enabled"}}
+        kinds = sorted(o["kind"] for o in rendered(deployed, "deploy/webhook/cert-manager"))
+        assert kinds == ["Certificate", "Issuer"]
+    finally:
+        deployed.kubectl("delete", "-k", str(REPO / "deploy" / "webhook"))
+
+
 def _gang(env: Deployed, ns: str, name: str, size: int, gpus: int, pool: str,
           queue: str | None = None, priority: str = "gang-normal") -> list[str]:
     labels = {"gangscheduler.io/queue": queue} if queue else {}

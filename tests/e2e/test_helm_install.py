@@ -113,3 +113,34 @@ def test_the_installed_scheduler_schedules_a_gang(chart: HelmInstalled) -> None:
                       .get("status", {}).get("allocatedGPUs") == 16 and q, 30,
                       what="team-b Queue status: 16 GPUs allocated")
     assert team_b["status"]["admittedGangs"] == 1
+
+
+def test_webhook_enabled_the_apiserver_takes_its_objects_and_an_upgrade_keeps_the_certificate(
+        chart: HelmInstalled) -> None:
+    """``webhook.enabled``: the apiserver accepts the chart's Secret and webhook configurations
+    (the CA the chart made in each ``caBundle``), and an upgrade keeps the certificate (read
+    back with ``lookup``, which ``helm template`` cannot show) so the pair stays valid. No
+    namespace is opted in here (nothing would answer at the Service), and the webhook is
+    switched off again for the tests after this one."""
+    def upgrade(enabled: str) -> None:
+        chart.helm("upgrade", RELEASE, str(CHART), "-n", SYSTEM_NS, "--reuse-values",
+                   "--set", f"webhook.enabled={enabled}")
+
+    def secret() -> dict[str, str]:
+        found = kubectl_json(chart.admin, "-n", SYSTEM_NS, "get", "secret",
+                             "gang-scheduler-webhook-tls")
+        return dict(found["data"])
+
+    upgrade("true")
+    try:
+        first = secret()
+        for kind, name in (("mutatingwebhookconfiguration", "gang-scheduler-defaults"),
+                           ("validatingwebhookconfiguration", "gang-scheduler-annotations")):
+            (hook,) = kubectl_json(chart.admin, "get", kind, name)["webhooks"]
+            assert hook["clientConfig"]["caBundle"] == first["ca.crt"]
+            assert hook["namespaceSelector"] == {
+                "matchLabels": {"gangscheduler.io/defaults": "enabled"}}
+        upgrade("true")
+        assert secret() == first
+    finally:
+        upgrade("false")

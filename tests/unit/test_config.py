@@ -30,6 +30,7 @@ def test_overrides(tmp_path: Path) -> None:
     assert cfg.cycle_interval_seconds == 0.5
     assert cfg.topology_labels == ("zone", "rack")
     assert cfg.leader_election.enabled is False
+    assert cfg.webhook.enabled is False  # off unless asked for
 
 
 @pytest.mark.parametrize("text,message", [
@@ -50,6 +51,9 @@ def test_overrides(tmp_path: Path) -> None:
     ("topologyLabels: [zone, rack, zone]\n", "topologyLabels: duplicate keys"),
     ("topologyLabels: [kubernetes.io/hostname]\n",
      "topologyLabels: kubernetes.io/hostname is always the innermost level"),
+    ("webhook: {bindAddress: '9443'}\n", "webhook.bindAddress: must be HOST:PORT"),
+    ("webhook: {enabled: yes please}\n", "webhook.enabled: must be true or false"),
+    ("webhook: {certDir: /x}\n", "webhook.certDir: unknown field"),
     ("[1, 2]\n", "must be a mapping"),
     ("a: [\n", "not valid YAML"),
 ])

@@ -102,6 +102,7 @@ def test_every_deploy_file_is_listed_in_a_kustomization() -> None:
     for path in kustomizations():
         k = docs(path)[0]
         listed |= {(path.parent / e).resolve() for e in k.get("resources", [])}
+        listed |= {(path.parent / e["path"]).resolve() for e in k.get("patches", [])}
         listed |= {(path.parent / f.split("=")[-1]).resolve()
                    for g in k.get("configMapGenerator", []) for f in g.get("files", [])}
     files = {p.resolve() for p in [*kustomize_files("*.yaml"), *kustomize_files("*.json")]
@@ -118,6 +119,9 @@ def test_every_deploy_file_is_listed_in_a_kustomization() -> None:
     ("deploy/queues", {"Queue"}),
     ("deploy/users", {"ClusterRole", "ClusterRoleBinding"}),
     ("deploy/monitoring", {"ServiceMonitor", "PrometheusRule", "ConfigMap"}),
+    ("deploy/webhook", {"Service", "MutatingWebhookConfiguration",
+                        "ValidatingWebhookConfiguration"}),
+    ("deploy/webhook/cert-manager", {"Issuer", "Certificate"}),
 ])
 def test_kubectl_kustomize_builds(directory: str, kinds: set[str]) -> None:
     out = subprocess.run(["kubectl", "kustomize", str(ROOT / directory)], check=True,
@@ -285,7 +289,8 @@ def test_deployment_is_hardened_and_highly_available(tmp_path: Path) -> None:
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "webhook", "containerPort": 9443, "protocol": "TCP"}]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     for key in ("requests", "limits"):
@@ -301,6 +306,39 @@ def test_deployment_is_hardened_and_highly_available(tmp_path: Path) -> None:
     assert config_volume["configMap"]["name"] == "gang-scheduler-config"
     assert config_path.name in one("ConfigMap", "gang-scheduler-config")["data"]
     scheduler_config(tmp_path)  # and that file loads
+
+
+def test_the_webhook_pieces_fit_together(tmp_path: Path) -> None:
+    """deploy/webhook's Service reaches the port the config serves the webhook on, and the
+    certificate cert-manager writes is the Secret mounted where the config reads it."""
+    config = scheduler_config(tmp_path).webhook
+    assert not config.enabled  # off by default
+    pod = one("Deployment")["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    port = next(p for p in container["ports"] if p["name"] == "webhook")
+    assert config.bind_address.endswith(f":{port['containerPort']}")
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    secret = volumes[mounts_at(mounts, str(Path(config.cert_file).parent))]["secret"]
+    assert Path(config.key_file).parent == Path(config.cert_file).parent
+    assert secret["optional"] is True  # the scheduler starts without it while the webhook is off
+    where = DEPLOY / "webhook"
+    certificate = one("Certificate", where=where / "cert-manager")
+    assert certificate["spec"]["secretName"] == secret["secretName"]
+    assert svc_host(one("Service", where=where)) in certificate["spec"]["dnsNames"]
+    svc = one("Service", where=where)
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert svc["spec"]["ports"][0]["targetPort"] == "webhook"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        (hook,) = one(kind, where=where)["webhooks"]
+        assert hook["clientConfig"]["service"]["name"] == svc["metadata"]["name"]
+        assert hook["clientConfig"]["service"]["port"] == svc["spec"]["ports"][0]["port"]
+        assert hook["namespaceSelector"] == {"matchLabels": {"gangscheduler.io/defaults":
+                                                             "enabled"}}
+
+
+def svc_host(svc: dict[str, Any]) -> str:
+    return f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
 
 
 def mounts_at(mounts: dict[str, dict[str, Any]], path: str) -> str:

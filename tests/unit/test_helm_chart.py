@@ -12,6 +12,7 @@ helm is built from its Go module (hack/helm) like the control plane's binaries: 
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from collections.abc import Sequence
@@ -103,7 +104,8 @@ BASE = ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "r
 def test_lint_is_clean_with_defaults_and_with_every_option() -> None:
     for sets in ([], ["queues.create=true", "monitoring.serviceMonitor.enabled=true",
                       "monitoring.prometheusRule.enabled=true",
-                      "monitoring.grafanaDashboard.enabled=true"]):
+                      "monitoring.grafanaDashboard.enabled=true", "webhook.enabled=true"],
+                 ["webhook.enabled=true", "webhook.certificate.source=cert-manager"]):
         args = [f"--set={s}" for s in sets]
         out = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *args)
         assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout, out.stdout
@@ -175,6 +177,57 @@ def test_monitoring_options_install_deploy_monitoring() -> None:
     assert monitor["metadata"]["labels"]["release"] == "kps"
 
 
+def _webhook_objects(*sets: str) -> dict[tuple[str, str], dict[str, Any]]:
+    kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer",
+             "Certificate", "Secret")
+    return {key(o): o for o in render(*sets) if o["kind"] in kinds
+            or key(o) == ("Service", "gang-scheduler-webhook")}
+
+
+def _without_ca(obj: dict[str, Any]) -> dict[str, Any]:
+    """*obj* less what differs by where the CA comes from (cert-manager's annotation, the
+    chart's own caBundle)."""
+    obj = json.loads(json.dumps(obj))
+    obj["metadata"].pop("annotations", None)
+    for hook in obj.get("webhooks", []):
+        hook["clientConfig"].pop("caBundle", None)
+    return obj
+
+
+def test_webhook_option_installs_deploy_webhook_with_a_certificate_it_makes(
+        tmp_path: Path) -> None:
+    from cryptography import x509
+
+    assert _webhook_objects() == {}  # off by default
+    objs = render("webhook.enabled=true")
+    chart = _webhook_objects("webhook.enabled=true")
+    deploy = {key(o): o for o in deploy_objects("webhook")}
+    assert set(chart) == set(deploy) | {("Secret", "gang-scheduler-webhook-tls")}
+    for k, want in deploy.items():
+        same(_without_ca(chart[k]), _without_ca(want))
+    # The Secret's certificate names the Service and is signed by the CA the apiserver is told.
+    secret = chart[("Secret", "gang-scheduler-webhook-tls")]["data"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["tls.crt"]))
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["ca.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "gang-scheduler-webhook.gang-scheduler-system.svc" in names.get_values_for_type(
+        x509.DNSName)
+    cert.verify_directly_issued_by(ca)
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        (hook,) = next(o for k, o in chart.items() if k[0] == kind)["webhooks"]
+        assert hook["clientConfig"]["caBundle"] == secret["ca.crt"]
+    config = config_of(objs, tmp_path)
+    assert config.webhook.enabled and config.webhook.bind_address == "0.0.0.0:9443"
+
+
+def test_webhook_with_cert_manager_installs_deploy_webhook() -> None:
+    chart = _webhook_objects("webhook.enabled=true", "webhook.certificate.source=cert-manager")
+    deploy = {key(o): o for o in deploy_objects("webhook", "webhook/cert-manager")}
+    assert set(chart) == set(deploy)
+    for k, want in deploy.items():
+        same(chart[k], want)
+
+
 def test_another_namespace_moves_every_namespaced_object_and_the_lease(tmp_path: Path) -> None:
     objs = render("queues.create=true", namespace="batch-system")
     for obj in objs:
@@ -237,6 +290,9 @@ def test_a_config_change_rolls_the_pods() -> None:
     (["config.pricing.currency=dollars"], "/config/pricing/currency"),
     (["config.leaderElection.enabled=false"], "replicaCount: 2 replicas need"),
     (["queues.create=true", "queues.items[0].spec.weight=1"], "name"),
+    (["config.webhook.enabled=true"], "'webhook' not allowed"),
+    (["webhook.certificate.source=vault"], "/webhook/certificate/source"),
+    (["webhook.failurePolicy=Sometimes"], "/webhook/failurePolicy"),
 ])
 def test_bad_values_are_refused_naming_the_key(sets: list[str], message: str) -> None:
     args = ["template", "gang-scheduler", str(CHART)]
@@ -252,6 +308,6 @@ def test_the_values_schema_knows_every_config_field_the_chart_does_not_own() -> 
     config = schema["properties"]["config"]["properties"]
     fields = {f.split("_")[0] + "".join(w.title() for w in f.split("_")[1:])
               for f in SchedulerConfig.__dataclass_fields__}
-    assert set(config) == fields - {"metricsBindAddress"}
+    assert set(config) == fields - {"metricsBindAddress", "webhook"}  # the chart owns those
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values["config"]) <= set(config)

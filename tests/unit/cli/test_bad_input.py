@@ -216,6 +216,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "topologyLabels: duplicate keys in ['a', 'b', 'a']"),
     ("run metrics address flag", ["run", "--metrics-address", "h:99999"], 2,
      "--metrics-address 'h:99999': expected HOST:PORT"),
+    ("run webhook address flag", ["run", "--webhook-address", "9443"], 2,
+     "--webhook-address '9443': expected HOST:PORT"),
     ("run metrics address Arabic-Indic port",
      ["run", "--metrics-address", "h:\u0668\u0660\u0668\u0660"], 2,
      "--metrics-address 'h:\u0668\u0660\u0668\u0660': expected HOST:PORT"),

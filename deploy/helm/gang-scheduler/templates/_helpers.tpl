@@ -36,5 +36,8 @@ app.kubernetes.io/component: scheduler
 {{- fail (printf "replicaCount: %d replicas need config.leaderElection.enabled: true (two schedulers without a Lease would bind the same capacity twice)" (int .Values.replicaCount)) }}
 {{- end }}
 {{- $owned := dict "metricsBindAddress" (printf "0.0.0.0:%d" (int .Values.metrics.port)) "leaderElection" (merge (dict "leaseNamespace" .Release.Namespace) $le) }}
+{{- if .Values.webhook.enabled }}
+{{- $_ := set $owned "webhook" (dict "enabled" true "bindAddress" (printf "0.0.0.0:%d" (int .Values.webhook.port))) }}
+{{- end }}
 {{- toYaml (merge $owned (omit .Values.config "leaderElection")) }}
 {{- end }}
