@@ -30,8 +30,11 @@ from dataclasses import replace
 
 from policies.fit import Fit, World, fit
 from policies.preemption import ledger_without, protected_until
-from policies.reservation import reserve, starving
+from policies.queues import Queue
+from policies.reservation import Reservation, reserve, starving
+from scheduler.decide.draft import Draft
 from scheduler.decide.heads import not_heading
+from scheduler.decide.memo import FailureKey
 from scheduler.decide.outcomes import (
     Bound,
     Nominated,
@@ -45,7 +48,9 @@ from scheduler.decide.plan import (
     Nomination,
     map_pods,
 )
-from scheduler.decide.trial import R, Trial, reserved_for, untouchable
+from scheduler.decide.recall import Shape
+from scheduler.decide.trial import Footing, R, Trial, reserved_for, untouchable
+from scheduler.model import Gang
 from scheduler.model.release import Release
 from scheduler.placement.types import PlacementParams
 
@@ -64,13 +69,29 @@ def behind_reservation(t: Trial) -> Waiting | None:
 def remembered(t: Trial) -> Waiting | None:
     """A gang shaped exactly like one that already failed against this very state fails the
     same way, with the same reason."""
-    memo, draft = t.context.memo, t.draft
-    key = memo.failure_key(draft.epoch, t.gang, t.queue.name, t.restricted,
-                           starving(t.gang, t.queue, t.policy, t.context.now), t.shape)
-    hit = memo.failed(key)
+    key = _failure_key(t.draft, t.gang, t.queue, t.restricted, t.shape)
+    hit = t.context.memo.failed(key)
     if hit is None:
         t.key = key  # not known yet: its outcome is remembered for the lookalikes after it
     return hit
+
+
+def recalled(draft: Draft, gang: Gang, queue: Queue, footing: Footing) -> Waiting | None:
+    """The outcome ``consider`` would give from ``remembered``, asked before a ``Trial`` is
+    made (most turns of a backlog end there: lookalikes of a gang that already failed);
+    None when an earlier step (``behind_reservation``) decides or nothing is remembered."""
+    shape, concern, restricted = footing
+    if concern and not queue.queueing.backfill:
+        return None  # ``behind_reservation`` decides: the trial's way
+    return draft.context.memo.failed(_failure_key(draft, gang, queue, restricted, shape))
+
+
+def _failure_key(draft: Draft, gang: Gang, queue: Queue, restricted: tuple[Reservation, ...],
+                 shape: Shape) -> FailureKey | None:
+    context = draft.context
+    return context.memo.failure_key(
+        draft.epoch, gang, queue.name, restricted,
+        starving(gang, queue, context.policies.scheduler, context.now), shape)
 
 
 def place(t: Trial) -> Bound | Provisioned | None:

@@ -27,7 +27,7 @@ from policies.queues import PolicySet, Queue
 from scheduler import placement
 from scheduler.decide import guards, housekeeping
 from scheduler.decide.admissible import admissible
-from scheduler.decide.consider import awaiting_terminating, consider
+from scheduler.decide.consider import awaiting_terminating, consider, recalled
 from scheduler.decide.draft import Context, Draft
 from scheduler.decide.due import next_due
 from scheduler.decide.heads import deferred
@@ -46,7 +46,7 @@ from scheduler.decide.plan import (
     map_pods,
 )
 from scheduler.decide.recall import Recall
-from scheduler.decide.trial import Trial, hopeless_of
+from scheduler.decide.trial import Trial, find_footing, hopeless_of
 from scheduler.model import Gang
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
@@ -176,7 +176,12 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], guarded: guards.Guarded,
         # unless it can never start (asked without a trial: most of a FIFO backlog is here)
         draft.fold(gang, queue, hopeless_of(draft, gang, queue) or waits)
         return False
-    trial = Trial(gang, queue, draft)
+    footing = find_footing(gang, queue, draft)
+    known = recalled(draft, gang, queue, footing)
+    if known is not None:  # a lookalike failed against this very state: no trial needed
+        draft.fold(gang, queue, known)
+        return False
+    trial = Trial(gang, queue, draft, footing)
     outcome = consider(trial)
     draft.fold(gang, queue, outcome)
     if trial.key is not None and isinstance(outcome, Waiting):

@@ -40,24 +40,36 @@ _CATEGORY = {UnplaceableReason.TOPOLOGY: R.TOPOLOGY, UnplaceableReason.VOLUMES: 
              UnplaceableReason.DEVICE_CLAIMS: R.DEVICES}
 
 
+#: A gang's shape, the reservations it could delay, and those it would still be running at.
+Footing = tuple[Shape, tuple[Reservation, ...], tuple[Reservation, ...]]
+
+
+def find_footing(gang: Gang, queue: Queue, draft: Draft) -> Footing:
+    """What every turn past ``deferred`` reads first: the gang's shape, the reservations
+    in its pools (``concern``) and, of those, the ones it would still be running at."""
+    shape = draft.context.memo.recall.shape(gang, draft.snapshot)
+    concern = draft.obstacles.concerning(shape.pools)
+    restricted = restricting(concern, queue.runtime_of(gang.runtime_estimate),
+                             draft.context.now) if concern else ()
+    return shape, concern, restricted
+
+
 class Trial:
     """One gang's turn: what its steps read. What every turn past ``deferred`` needs (for
     ``remembered``) is worked out at once; the rest, which most turns never reach, when first
     asked for (``lazy``)."""
 
-    def __init__(self, gang: Gang, queue: Queue, draft: Draft) -> None:
+    def __init__(self, gang: Gang, queue: Queue, draft: Draft,
+                 footing: Footing | None = None) -> None:
+        """*footing*: ``footing(gang, queue, draft)`` if the caller worked it out already."""
         self.gang, self.queue, self.draft = gang, queue, draft
         context = self.context = draft.context
         self.policy = context.policies.scheduler
         self.key: FailureKey | None = None  # set by ``remembered``
         self._attempt: Fit | Misfit | None = None
-        self.shape: Shape = context.memo.recall.shape(gang, draft.snapshot)
-        #: Reservations in a pool the gang may use (only those can it delay) and, of those,
-        #: the reservations it would still be running at: it keeps off them.
-        self.concern: tuple[Reservation, ...] = draft.obstacles.concerning(self.shape.pools)
-        self.restricted: tuple[Reservation, ...] = restricting(
-            self.concern, queue.runtime_of(gang.runtime_estimate), context.now) \
-            if self.concern else ()
+        #: Its shape; the reservations in a pool the gang may use (only those can it delay)
+        #: and, of those, the reservations it would still be running at: it keeps off them.
+        self.shape, self.concern, self.restricted = footing or find_footing(gang, queue, draft)
 
     @lazy
     def base(self) -> PlacementParams:
