@@ -104,7 +104,8 @@ def borrowed_gpus(tree: QuotaTree, usage: Mapping[tuple[str, str], Resources]
 
     *usage*: (queue, pool) -> what the queue's own gangs use (``Snapshot.queue_usage``, plus
     a plan's binds). Only pools where quota governs GPUs count (elsewhere nobody borrows);
-    gangs of unknown queues count for nobody, like in the quota ledger.
+    gangs of unknown queues count for nobody, like in the quota ledger, and a root borrows
+    from nobody.
     """
     subtree: dict[tuple[str, str], int] = {}
     for (queue, pool), res in usage.items():
@@ -116,6 +117,8 @@ def borrowed_gpus(tree: QuotaTree, usage: Mapping[tuple[str, str], Resources]
             subtree[(name, pool)] = subtree.get((name, pool), 0) + gpus
     out: dict[str, float] = {}
     for (name, pool), gpus in sorted(subtree.items()):
+        if len(tree.paths[name]) < 2:
+            continue  # a root borrows from nobody (over its quota only by binds not ours)
         over = gpus - gpus_of(tree.subtree_quota[(name, pool)])
         if over > 0:
             out[name] = out.get(name, 0.0) + over

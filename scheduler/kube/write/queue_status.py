@@ -2,12 +2,15 @@
 
 What ``kubectl get queues`` shows comes from here: the CRD's printer columns read
 ``allocatedGPUs``, ``nominalGPUs``, ``pendingGangs``, ``admittedGangs``, ``fairShare``,
-``usageShare`` and the ``Valid`` condition. Figures come from each cycle's queue reports
-(``scheduler.report.queue_report``); the condition from ``LivePolicies``, through ``set_validity``.
-A second condition, ``QuotaFitsCluster``, says whether the cluster's pools can honour the
-queue's quotas (``policies.cluster_check``): False names each pool no node carries and each
-quota larger than its pool. A merge patch replaces the whole ``conditions`` list, so both
-conditions are written together, whichever of them changed.
+``usageShare`` and the ``Valid`` condition (with fair share with memory on, the status has
+``rememberedGPUHours`` too, for ``gang-scheduler queues``; never read back:
+``scheduler.run.remembered``). Figures
+come from each cycle's queue reports (``scheduler.report.queue_report``); the condition from
+``LivePolicies``, through ``set_validity``. A second condition, ``QuotaFitsCluster``, says
+whether the cluster's pools can honour the queue's quotas (``policies.cluster_check``): False
+names each pool no node carries and each quota larger than its pool. A merge patch replaces
+the whole ``conditions`` list, so both conditions are written together, whichever of them
+changed.
 
 Why so careful about writing: every status write is an etcd write and a watch event for
 every Queue watcher. A queue's figures are written only when they changed, at most every
@@ -61,10 +64,16 @@ def status_of(report: QueueReport) -> Status:
             "nominal": {r: _quantity(r, p.nominal[r]) for r in sorted(p.covered)},
             "borrowed": {r: _quantity(r, v) for r, v in sorted(p.borrowed.items())},
         })
-    return {"allocatedGPUs": report.allocated_gpus, "nominalGPUs": report.nominal_gpus,
-            "pendingGangs": report.pending, "admittedGangs": report.running,
-            "fairShare": round(report.fair_share, 4), "usageShare": round(report.usage_share, 4),
-            "pools": pools}
+    status: Status = {
+        "allocatedGPUs": report.allocated_gpus, "nominalGPUs": report.nominal_gpus,
+        "pendingGangs": report.pending, "admittedGangs": report.running,
+        "fairShare": round(report.fair_share, 4), "usageShare": round(report.usage_share, 4),
+        "pools": pools}
+    if report.remembered_gpu_hours is not None:
+        # Rounded to a tenth: it decays every cycle, and an unrounded figure would be a
+        # status write per queue at every interval.
+        status["rememberedGPUHours"] = round(report.remembered_gpu_hours, 1)
+    return status
 
 
 class QueueStatusPublisher:

@@ -83,12 +83,12 @@ TREE = QuotaTree.build(policies(
     ({("team-a", "a100"): 4}, {}),  # within its quota: borrows nothing
     ({("team-a", "a100"): 10}, {"team-a": 6.0}),
     ({("team-b", "a100"): 3}, {"team-b": 3.0}),
-    # A child's usage is its parent's too; the root borrows only past its subtree's quota
-    # (its own 16 and the 4 team-a lends).
+    # A child's usage is its parent's too; a root borrows from nobody, even past its quota
+    # (pods bound by someone else).
     ({("sub", "a100"): 5, ("team-a", "a100"): 12},
      {"sub": 5.0, "team-b": 5.0, "team-a": 8.0}),
     ({("sub", "a100"): 13, ("team-a", "a100"): 10},
-     {"sub": 13.0, "team-b": 13.0, "team-a": 6.0, "org": 3.0}),
+     {"sub": 13.0, "team-b": 13.0, "team-a": 6.0}),
     ({("team-b", "h100"): 8}, {}),  # no quota in that pool: not governed, not borrowed
     ({("ghost", "a100"): 8}, {}),  # unknown queue: charged to nobody
 ])
