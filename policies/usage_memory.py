@@ -87,6 +87,17 @@ class UsageMemory:
                           half_life) for q in sorted(names)}
         return {q: v for q, v in out.items() if v > 0}
 
+    @classmethod
+    def restored(cls, saved: Mapping[str, tuple[float, float]], now: float,
+                 half_life: float) -> UsageMemory:
+        """The memory at *now* from what was saved: queue -> (GPU-seconds, as of when),
+        each decayed to *now* (nothing counted for the time between: what ran then is not
+        known here; the next observation counts what runs from *now* on)."""
+        if half_life <= 0:
+            return cls()
+        return cls(now, MappingProxyType({q: u * decay(now - at, half_life)
+                                          for q, (u, at) in sorted(saved.items()) if u > 0}))
+
     def observed(self, now: float, half_life: float,
                  rates: Mapping[str, float]) -> UsageMemory:
         """The memory at *now*, with *rates* (borrowed GPUs per queue) from *now* on."""

@@ -69,6 +69,7 @@ class QueueReport:
     #: Decayed GPU-hours borrowed (fair share with memory); None: memory is off.
     remembered_gpu_hours: float | None = None
     remembered_share: float = 0.0  # added to its rank while it borrows
+    remembered_at: float | None = None  # when they were worked out (the plan's time)
 
     @property
     def allocated_gpus(self) -> int:
@@ -84,14 +85,14 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
                   capacity: Mapping[str, Resources] | None = None, *,
                   remembered: Mapping[str, float] | None = None,
                   remembered_shares: Mapping[str, float] | None = None,
-                  ) -> tuple[QueueReport, ...]:
+                  remembered_at: float | None = None) -> tuple[QueueReport, ...]:
     """One report per queue of *policies* (sorted by name), from a plan's queue tallies.
 
     *pending* counts every waiting gang per queue (the loop knows gangs the plan never
     considered: members missing, bind backoff); without it the plan's own counts are used.
     *capacity* (allocatable per pool with nodes) adds each queue's quota warnings.
-    *remembered*: decayed GPU-seconds borrowed per queue, with *remembered_shares* (None:
-    memory is off).
+    *remembered*: decayed GPU-seconds borrowed per queue as of *remembered_at*, with
+    *remembered_shares* (None: memory is off).
     """
     queues = policies.queues
     tree = QuotaTree.build(queues)
@@ -127,7 +128,8 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
             warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity),
             remembered_gpu_hours=(None if remembered is None
                                   else remembered.get(name, 0.0) / 3600.0),
-            remembered_share=(remembered_shares or {}).get(name, 0.0)))
+            remembered_share=(remembered_shares or {}).get(name, 0.0),
+            remembered_at=None if remembered is None else remembered_at))
     return tuple(out)
 
 

@@ -69,5 +69,6 @@ class LastCycle:
                 shares = usage_memory.shares(self.memory, self.recall.tree(self.policies.queues),
                                              now, half_life)
             self._queues = queue_reports(tallies, self.policies, per_queue, capacity,
-                                         remembered=remembered, remembered_shares=shares)
+                                         remembered=remembered, remembered_shares=shares,
+                                         remembered_at=now)
         return self._queues

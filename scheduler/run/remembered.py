@@ -10,13 +10,15 @@ What each cycle tells it: the GPUs each queue's subtree borrows beyond its quota
 plan's binds are in (``usage_memory.borrowed_gpus``); they count from the plan's time until
 the next cycle. With no half-life set the memory stays empty and ``decide`` ranks as before.
 
-**A restart forgets.** The memory lives in the scheduler process only: after a restart (or
-when another replica takes over the lease) it starts empty and is rebuilt from what runs from
-then on; after one half-life it holds half of what a scheduler that never stopped would
-remember, after four half-lives over 90%. What runs keeps counting at once (its borrowed GPUs
-are the first cycle's rates); what ran before the restart and ended is not counted. A
-deliberate trade: persisting it on the Queue status would need a read-back path and a
-clock shared across replicas, for a figure that only breaks ties among borrowing queues.
+**It survives a restart, through the Queue status.** The leader writes each queue's
+remembered GPU-hours with the time they were worked out (``status.rememberedGPUHours``,
+``status.rememberedAt``: ``scheduler.kube.write.queue_status``); every replica reads them
+back from the Queue objects it watches, and a replica that takes the lease starts from them
+(``restore``), decayed to its own time. What ran between the last write and the takeover is
+not counted (a lease period, or the time the scheduler was down: nothing ran then that it
+placed, though what kept running is not counted either). Without such a status (a first
+start, or a cluster whose statuses were cleared) the memory starts empty and is rebuilt from
+what runs: half after one half-life, over 90% after four. The simulator never restarts.
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ class RememberedUsage:
                     usage[key] = usage[key] + res if key in usage else res
         self.memory = self.memory.observed(plan.now, half_life,
                                            usage_memory.borrowed_gpus(tree, usage))
+
+    def restore(self, saved: Mapping[str, tuple[float, float]], now: float,
+                policies: PolicySet) -> None:
+        """Start from what a predecessor saved (queue -> (GPU-seconds, as of when)), on
+        taking the lease: its figures are newer than whatever this replica remembers."""
+        self._half_life = policies.scheduler.usage_half_life_seconds
+        self.memory = usage_memory.UsageMemory.restored(saved, now, self._half_life)
 
     def gpu_seconds(self, now: float) -> Mapping[str, float]:
         """Remembered GPU-seconds per queue at *now* (empty when off)."""

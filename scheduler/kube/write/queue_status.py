@@ -3,8 +3,8 @@
 What ``kubectl get queues`` shows comes from here: the CRD's printer columns read
 ``allocatedGPUs``, ``nominalGPUs``, ``pendingGangs``, ``admittedGangs``, ``fairShare``,
 ``usageShare`` and the ``Valid`` condition (with fair share with memory on, the status has
-``rememberedGPUHours`` too, for ``gang-scheduler queues``; never read back:
-``scheduler.run.remembered``). Figures
+``rememberedGPUHours`` and ``rememberedAt`` too, shown by ``gang-scheduler queues`` and read
+back by the next leader: ``scheduler.run.remembered``). Figures
 come from each cycle's queue reports (``scheduler.report.queue_report``); the condition from
 ``LivePolicies``, through ``set_validity``. A second condition, ``QuotaFitsCluster``, says
 whether the cluster's pools can honour the queue's quotas (``policies.cluster_check``): False
@@ -70,10 +70,25 @@ def status_of(report: QueueReport) -> Status:
         "fairShare": round(report.fair_share, 4), "usageShare": round(report.usage_share, 4),
         "pools": pools}
     if report.remembered_gpu_hours is not None:
-        # Rounded to a tenth: it decays every cycle, and an unrounded figure would be a
-        # status write per queue at every interval.
-        status["rememberedGPUHours"] = round(report.remembered_gpu_hours, 1)
+        # Three significant digits: it decays every cycle, and an unrounded figure would be a
+        # status write per queue at every interval; rounded, it changes by 0.1% at most every
+        # 0.0014 half-lives (two minutes at a one-day half-life). Its time goes with it, and
+        # is no change by itself (``publish``).
+        status["rememberedGPUHours"] = float(f"{report.remembered_gpu_hours:.3g}")
+        if report.remembered_at is not None:
+            status["rememberedAt"] = format_time(report.remembered_at)
     return status
+
+
+#: Status keys that never make a write by themselves: they go with the figure they date.
+_DATING = ("rememberedAt",)
+
+
+def _figures(status: Status | None) -> Status | None:
+    """*status* without the keys that only date another (``_DATING``)."""
+    if status is None:
+        return None
+    return {k: v for k, v in status.items() if k not in _DATING}
 
 
 class QueueStatusPublisher:
@@ -126,7 +141,7 @@ class QueueStatusPublisher:
                 validity = self._validity.get(report.name)
                 if validity is not None:  # else the Valid condition a predecessor wrote stays
                     desired["conditions"] = [*validity.get("conditions", ()), fit]
-                same = self._figures_written.get(report.name) == desired
+                same = _figures(self._figures_written.get(report.name)) == _figures(desired)
                 at = self._figures_at.get(report.name, float("-inf"))
                 if same:
                     continue

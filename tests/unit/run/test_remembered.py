@@ -91,7 +91,7 @@ def test_users_see_the_remembered_gpu_hours() -> None:
     assert reports["team-a"].remembered_gpu_hours == 0.0
     assert reports["team-b"].remembered_share > 0 == reports["team-a"].remembered_share
     # The Queue status, the views from both sources, the tables, the metrics.
-    assert status_of(reports["team-b"])["rememberedGPUHours"] == round(2 / math.log(2), 1)
+    assert status_of(reports["team-b"])["rememberedGPUHours"] == 2.89  # three digits
     rows = {q.name: q for q in view.queues}
     assert rows["team-b"].remembered_gpu_hours == pytest.approx(2 / math.log(2))
     assert sched.last_cycle is not None
@@ -99,7 +99,7 @@ def test_users_see_the_remembered_gpu_hours() -> None:
     read = apiserver.build(inp.gangs, sched.cache.gang_pods, {}, _queue_objects(sched),
                            inp.snapshot, 0.0)
     assert {q.name: q.remembered_gpu_hours for q in read.queues} == {
-        "org": 0.0, "team-a": 0.0, "team-b": round(2 / math.log(2), 1)}
+        "org": 0.0, "team-a": 0.0, "team-b": 2.89}
     assert "remembered GPU-h" in _table(view) and "2.9" in _table(view)
     assert "<th>remembered GPU-h</th>" in html.render(view)
     assert sample(metrics, "gang_scheduler_remembered_gpu_hours", queue="team-b") == \
