@@ -9,6 +9,10 @@ are the most under-served and go first.
 Across the hierarchy two queues are compared where their paths split (as in Kueue's
 hierarchical fair sharing): ``queue_key`` is the tuple of (share, name) from the top of the
 tree down, so tuple comparison does exactly that.
+
+With memory (``policies.usage_memory``), a queue whose share is above 0 at a level also
+carries its *remembered share* there: what it borrowed in the past, decayed by a half-life,
+on the same scale as its share. Without it (*remembered* empty) the keys are today's.
 """
 
 from __future__ import annotations
@@ -64,13 +68,20 @@ def dominant_share(ledger: QuotaLedger, queue: str, pool_extra: str | None = Non
 HEAD_FRACTION = 0.5
 
 
+#: No memory: every remembered share is 0.
+NO_MEMORY: Mapping[str, float] = {}
+
+
 def queue_key(ledger: QuotaLedger, queue: str,
-              head: Mapping[str, Mapping[str, int]] | None = None) -> QueueKey:
+              head: Mapping[str, Mapping[str, int]] | None = None,
+              remembered: Mapping[str, float] = NO_MEMORY) -> QueueKey:
     """Sort key of a queue (lower goes first): (share, name) from the top of its path down.
 
     *head* is the next gang's charge per pool it may use; the key is the best (lowest) over
     those pools of the shares with ``HEAD_FRACTION`` of it added. A root queue borrows from
-    nobody: its key is a share of 0 under its own name.
+    nobody: its key is a share of 0 under its own name. *remembered*: each queue's
+    remembered share (``usage_memory.shares``), added where the share is above 0: a queue
+    that stays within its guarantee ranks 0 whatever it used before.
     """
     path = ledger.tree.paths[queue]
     if len(path) < 2:
@@ -80,8 +91,18 @@ def queue_key(ledger: QuotaLedger, queue: str,
         open_pools = set(ledger.tree.pools_of(queue))
         options = [(pool, {r: int(v * HEAD_FRACTION) for r, v in req.items()})
                    for pool, req in head.items() if pool in open_pools] or options
-    return min(tuple((dominant_share(ledger, name, pool, extra), name) for name in path[1:])
+    if not remembered:
+        return min(tuple((dominant_share(ledger, name, pool, extra), name)
+                         for name in path[1:]) for pool, extra in options)
+    return min(tuple((_with_memory(dominant_share(ledger, name, pool, extra),
+                                   remembered.get(name, 0.0)), name) for name in path[1:])
                for pool, extra in options)
+
+
+def _with_memory(share: float, remembered: float) -> float:
+    """The share a queue is ranked by: its current share plus its remembered share, when it
+    borrows at all (``usage_memory``)."""
+    return share + remembered if share > 0 else share
 
 
 def reads(tree: QuotaTree, queue: str) -> tuple[Key, ...]:
@@ -100,10 +121,12 @@ RANKS: Slot[tuple[str, object], tuple[QuotaTree, tuple[Key, ...], tuple[object, 
 
 
 def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
-         head: Mapping[str, Mapping[str, int]]) -> QueueKey:
+         head: Mapping[str, Mapping[str, int]],
+         remembered: Mapping[str, float] = NO_MEMORY) -> QueueKey:
     """``queue_key`` of *queue* with *head* next (*key*: its bounds as a key), again while
     the ledger entries it reads are the same objects. A slot, but checked before use: the
-    ledger is not in its key (it changes with every admission), the entries it read are."""
+    ledger is not in its key (it changes with every admission), the entries it read are.
+    (*remembered* is one value for a whole cycle, and the slots live for one cycle.)"""
     tree, totals = ledger.tree, ledger.total
     hit = slots.table(RANKS).get((queue, key))
     if hit is not None and hit[0] is tree:
@@ -114,7 +137,7 @@ def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
         else:
             return found
     read = reads(tree, queue)
-    found = queue_key(ledger, queue, head)
+    found = queue_key(ledger, queue, head, remembered)
     slots.put(RANKS, (queue, key), (tree, read, tuple(totals.get(k) for k in read), found))
     return found
 

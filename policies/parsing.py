@@ -46,9 +46,11 @@ _QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queu
 _QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
 _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
 _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds"}
-_POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement"}
+_POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement",
+                  "fairShare"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
 _RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
+_FAIR_SHARE_FIELDS = {"usageHalfLifeSeconds"}
 _AMOUNT_FIELDS = {"nominal", "borrowingLimit", "lendingLimit"}  # resource -> quantity
 
 
@@ -73,9 +75,10 @@ QUEUE_FIELDS: tuple[str, ...] = (
 )
 #: The same for a SchedulerPolicy.
 POLICY_FIELDS: tuple[str, ...] = (
-    *_paths("spec", _POLICY_FIELDS, frozenset({"placement"})),
+    *_paths("spec", _POLICY_FIELDS, frozenset({"placement", "fairShare"})),
     *_paths("spec.placement", _PLACEMENT_FIELDS),
     *_paths("spec.reservation", _RESERVATION_FIELDS),
+    *_paths("spec.fairShare", _FAIR_SHARE_FIELDS),
 )
 
 
@@ -324,6 +327,8 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
     )
     reservation, reserve_after, max_reservations = _reservation(spec.get("reservation"), base,
                                                                  err)
+    fair = err.mapping(spec.get("fairShare"), "spec.fairShare")
+    err.unknown(fair, "spec.fairShare", _FAIR_SHARE_FIELDS)
     policy = SchedulerPolicy(
         ordering=err.enum(spec.get("ordering"), "spec.ordering", OrderingMode, base.ordering),
         preemption=err.boolean(spec.get("preemption"), "spec.preemption", base.preemption),
@@ -332,6 +337,9 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
         max_reservations=max_reservations,
         backfill=err.boolean(spec.get("backfill"), "spec.backfill", base.backfill),
         placement=params,
+        usage_half_life_seconds=err.seconds(fair.get("usageHalfLifeSeconds"),
+                                            "spec.fairShare.usageHalfLifeSeconds",
+                                            base.usage_half_life_seconds),
     )
     return (None, err.errors) if err.errors else (policy, [])
 

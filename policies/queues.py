@@ -164,6 +164,10 @@ class SchedulerPolicy:
     #: (strict head-of-line blocking). On: later gangs may start if they delay no reservation.
     backfill: bool = True
     placement: PlacementParams = field(default_factory=PlacementParams)
+    #: Fair share with memory: what queues borrowed in the past counts towards their
+    #: fair-share rank, decayed by half every this many seconds (``policies.usage_memory``).
+    #: 0: off, ranks look only at what runs now.
+    usage_half_life_seconds: float = 0.0
 
     @classmethod
     def preset(cls, name: str) -> SchedulerPolicy:

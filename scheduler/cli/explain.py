@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.cli._kube import CONTEXT_HELP, KUBECONFIG_HELP
@@ -49,8 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
-def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[str, bool]:
-    """The report for *gang_id* and whether the gang was found (pure given its inputs)."""
+def explain_text(gang_id: str, cache: Any, policies: Any, now: float,
+                 remembered: Mapping[str, tuple[float, float]] | None = None
+                 ) -> tuple[str, bool]:
+    """The report for *gang_id* and whether the gang was found (pure given its inputs).
+
+    *remembered*: queue -> (GPU-seconds, as of when) from the Queue statuses (fair share with
+    memory), so the decision re-run here ranks queues as the running scheduler does."""
+    from policies.usage_memory import UsageMemory
     from scheduler.decide import cycle
     from scheduler.decide.plan import explain as plan_explain
 
@@ -78,7 +85,10 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
                                    "belong to it"))
         return "\n".join(lines), False
     gang = pending[gang_id]
-    plan = cycle.decide(inp.snapshot, list(pending.values()), policies.current(), now)
+    in_force = policies.current()
+    usage = UsageMemory.restored(remembered or {}, now,
+                                 in_force.scheduler.usage_half_life_seconds)
+    plan = cycle.decide(inp.snapshot, list(pending.values()), in_force, now, memory=usage)
     reason = plan.pending.get(gang_id)
     lines += [
         row("queue", gang.queue),
@@ -98,6 +108,8 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
                   row("why", reason.message)]
         if reason.estimated_start is not None:
             lines.append(row("starts", describe_estimate(reason.estimated_start, now)))
+        if in_force.scheduler.usage_half_life_seconds > 0:
+            lines.append(row("fair share", memory_line(gang.queue, in_force, usage, now)))
     extra = [ln for ln in plan_explain(plan, gang_id).splitlines() if ": pending, " not in ln]
     if extra:
         lines += ["", "what this cycle does for it:", *("  " + ln for ln in extra)]
@@ -105,6 +117,26 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float) -> tuple[s
     lines += ["", f"cluster free now: {gpus_of(free)} GPUs of "
                   f"{gpus_of(inp.snapshot.total_allocatable())}"]
     return "\n".join(lines), True
+
+
+def memory_line(queue: str, policies: Any, usage: Any, now: float) -> str:
+    """What fair share with memory holds against *queue* and its siblings: ``b remembered
+    for 12.0 GPU-h borrowed (half-life 1h00m); ahead of it while both borrow: a 0.0``."""
+    from scheduler.model.durations import format_duration
+
+    half_life = policies.scheduler.usage_half_life_seconds
+    hours = {q: v / 3600 for q, v in usage.at(now, half_life).items()}
+    queues = policies.queues
+    mine = hours.get(queue, 0.0)
+    parent = queues.parent_of(queue)
+    ahead = sorted((hours.get(s, 0.0), s) for s in queues.children_of(parent)
+                   if s != queue and hours.get(s, 0.0) < mine) if parent else []
+    text = (f"{queue} remembered for {mine:,.1f} GPU-h borrowed "
+            f"(half-life {format_duration(half_life)})")
+    if ahead:
+        text += ("; ahead of it while both borrow, having borrowed less: "
+                 + ", ".join(f"{s} {h:,.1f}" for h, s in ahead))
+    return text
 
 
 def _running_state(running: Any) -> str:
@@ -242,7 +274,8 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
     from scheduler.kube.oneshot import unschedulable_message
 
     if view.complete:
-        text, found = explain_text(gang_id, view.cache, view.policies, now)
+        text, found = explain_text(gang_id, view.cache, view.policies, now,
+                                   view.policies.remembered())
     else:
         text, found = partial_text(gang_id, view.cache, view.unseen, now)
     if not found and workload is not None:

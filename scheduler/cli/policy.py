@@ -76,12 +76,20 @@ def _reservation(s: SchedulerPolicy) -> str:
     return f"on ({', '.join(extra)})" if extra else "on"
 
 
+def _memory(s: SchedulerPolicy) -> str:
+    """``, fair share remembers borrowed usage (half-life 2d00h)``; nothing when off."""
+    if s.usage_half_life_seconds <= 0:
+        return ""
+    return (f", fair share remembers borrowed usage "
+            f"(half-life {format_duration(s.usage_half_life_seconds)})")
+
+
 def summarise(policies: PolicySet) -> str:
     queues = policies.queues
     s = policies.scheduler
     lines = [f"{len(queues)} queue(s); scheduler policy: ordering {s.ordering}, "
              f"preemption {_on(s.preemption)}, reservation {_reservation(s)}, "
-             f"backfill {_on(s.backfill)}", "", "hierarchy:"]
+             f"backfill {_on(s.backfill)}{_memory(s)}", "", "hierarchy:"]
     for root in queues.children_of(None):
         lines.extend(_tree(queues, root, "  "))
     per_pool: dict[str, list[Resources]] = {}

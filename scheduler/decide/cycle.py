@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 
-from policies import fairshare
+from policies import fairshare, usage_memory
 from policies.admission import placement_charges
 from policies.guards import NO_USAGE, Usage
 from policies.queues import PolicySet, Queue
@@ -61,7 +61,8 @@ _NO_HOUSEKEEPING = Housekeeping()
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None,
            recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING,
-           usage: Usage = NO_USAGE) -> CyclePlan:
+           usage: Usage = NO_USAGE,
+           memory: usage_memory.UsageMemory | None = None) -> CyclePlan:
     """Decide binds, evictions, nominations, reservations (at most one per node pool),
     reasons and rollbacks for one cycle.
 
@@ -70,7 +71,9 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     cycles on the same nodes worked out (the scheduler loop keeps it); without it the
     answers are worked out afresh, to the same plan. *house*: backoffs, gangs not formed,
     gangs partly bound (see ``housekeeping``). *usage*: GPU-hours of runs that ended, for
-    the queues' budgets (``policies.guards``; the loop remembers them).
+    the queues' budgets (``policies.guards``; the loop remembers them). *memory*: what queues borrowed in earlier
+    cycles (fair share with memory, ``policies.usage_memory``; the scheduler loop keeps it),
+    decayed here to *now*; it counts only when the scheduler policy sets a half-life.
     """
     if recall is None:
         recall = Recall(snapshot.index)
@@ -129,9 +132,11 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     for gang in first:
         turn(gang, gang.queue)
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
+    remembered = usage_memory.shares(memory, tree, now,
+                                     policies.scheduler.usage_half_life_seconds)
     in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
              policies.scheduler.ordering, turn,
-             lambda q, head: _rank(memo, draft, q, head))
+             lambda q, head: _rank(memo, draft, q, head, remembered))
     for gid, (_, pods) in backing_off.items():
         members[gid] = pods
     pending = dict(sorted({**draft.pending,
@@ -189,10 +194,13 @@ def _turn(draft: Draft, queues: Mapping[str, Queue], guarded: guards.Guarded,
     return draft.ledger is not ledger
 
 
-def _rank(memo: Memo, draft: Draft, queue: str, head: Gang) -> fairshare.QueueKey:
-    """The fair-share rank of *queue* with *head* next, on the draft's ledger now."""
+def _rank(memo: Memo, draft: Draft, queue: str, head: Gang,
+          remembered: Mapping[str, float]) -> fairshare.QueueKey:
+    """The fair-share rank of *queue* with *head* next, on the draft's ledger now (with
+    the queues' remembered shares, ``usage_memory``)."""
     shape = memo.recall.shape(head, draft.snapshot)
-    return fairshare.rank(memo.slots, draft.ledger, queue, shape.key, shape.bounds)
+    return fairshare.rank(memo.slots, draft.ledger, queue, shape.key, shape.bounds,
+                          remembered)
 
 
 def _of_pending(members: dict[str, Members], binds: Iterable[Bind],

@@ -269,6 +269,9 @@ class LiveScheduler:
             log.info("leading", identity=self.identity, term=term)
             self.queue_status.took_over()
             self.scheduler.forget_accounting()
+            # Fair share with memory: start from what the last leader wrote on the Queues.
+            self.scheduler.remembered.restore(self.policies.remembered(), self.scheduler.clock(),
+                                              self.policies.current())
         try:
             log.debug("cycle_due", why=why)
             plan = self.scheduler.run_once(takeover=takeover)

@@ -16,6 +16,11 @@ A parent queue has no gangs of its own; its figures are those of its whole subtr
   unlendable quota is still part of what they share), or what it uses if more (a parent that
   borrows from its own siblings). For a root: of its own subtree.
 
+With fair share with memory on (``policies.usage_memory``), a third figure says what the
+queue is remembered for: ``remembered_gpu_hours``, the GPU-hours its subtree borrowed beyond
+its quota, each hour decayed by the half-life since (None when memory is off), and
+``remembered_share``, the share it adds to the queue's fair-share rank while it borrows.
+
 Two backlogged siblings with weights 1:3 on 16 GPUs show fair shares 0.25 / 0.75 and, once
 they are allocated 4 and 12 GPUs, the same usage shares. (Dividing by the parent's *lendable* quota,
 as before issue 32, read 2.0 for deploy/queues' team-b with 32 h100 GPUs: research can
@@ -61,6 +66,10 @@ class QueueReport:
     borrowed_share: float  # decide's weighted dominant share of what the queue borrows
     #: The queue's own quotas that the cluster cannot honour (``policies.cluster_check``).
     warnings: tuple[str, ...] = ()
+    #: Decayed GPU-hours borrowed (fair share with memory); None: memory is off.
+    remembered_gpu_hours: float | None = None
+    remembered_share: float = 0.0  # added to its rank while it borrows
+    remembered_at: float | None = None  # when they were worked out (the plan's time)
 
     @property
     def allocated_gpus(self) -> int:
@@ -73,12 +82,17 @@ class QueueReport:
 
 def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
                   pending: Mapping[str, int] | None = None,
-                  capacity: Mapping[str, Resources] | None = None) -> tuple[QueueReport, ...]:
+                  capacity: Mapping[str, Resources] | None = None, *,
+                  remembered: Mapping[str, float] | None = None,
+                  remembered_shares: Mapping[str, float] | None = None,
+                  remembered_at: float | None = None) -> tuple[QueueReport, ...]:
     """One report per queue of *policies* (sorted by name), from a plan's queue tallies.
 
     *pending* counts every waiting gang per queue (the loop knows gangs the plan never
     considered: members missing, bind backoff); without it the plan's own counts are used.
     *capacity* (allocatable per pool with nodes) adds each queue's quota warnings.
+    *remembered*: decayed GPU-seconds borrowed per queue as of *remembered_at*, with
+    *remembered_shares* (None: memory is off).
     """
     queues = policies.queues
     tree = QuotaTree.build(queues)
@@ -111,7 +125,11 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
             fair_share=_fair_share(policies, name),
             usage_share=_usage_share(tree, name, usage, subtree),
             borrowed_share=own.borrowed_share if own is not None else 0.0,
-            warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity)))
+            warnings=() if capacity is None else quota_warnings(queues.queues[name], capacity),
+            remembered_gpu_hours=(None if remembered is None
+                                  else remembered.get(name, 0.0) / 3600.0),
+            remembered_share=(remembered_shares or {}).get(name, 0.0),
+            remembered_at=None if remembered is None else remembered_at))
     return tuple(out)
 
 

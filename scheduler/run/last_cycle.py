@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from policies import usage_memory
 from scheduler.decide import cycle
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
@@ -26,13 +27,15 @@ BackingOff = Callable[[float], dict[str, float]]
 @dataclass(slots=True)
 class LastCycle:
     """One cycle's input, the policies it ran with, its recall and plan; *backing_off* says
-    which gangs were backing off (they wait with reason Backoff)."""
+    which gangs were backing off (they wait with reason Backoff); *memory*: what queues
+    borrowed, as of this cycle (``scheduler.run.remembered``)."""
 
     inp: CycleInput
     policies: cycle.Policies
     recall: Recall
     plan: CyclePlan
     backing_off: BackingOff
+    memory: usage_memory.UsageMemory | None = None
     _waiting: Counter[tuple[str, str]] | None = field(default=None, repr=False)
     _queues: tuple[QueueReport, ...] | None = field(default=None, repr=False)
 
@@ -59,5 +62,13 @@ class LastCycle:
             capacity = {p: snapshot.total_allocatable(p) for p in snapshot.pools()}
             tallies = queue_tallies(snapshot, self.inp.gangs.pending, self.policies,
                                       self.plan, self.recall)
-            self._queues = queue_reports(tallies, self.policies, per_queue, capacity)
+            half_life, now = self.policies.scheduler.usage_half_life_seconds, self.plan.now
+            remembered = shares = None
+            if half_life > 0 and self.memory is not None:
+                remembered = self.memory.at(now, half_life)
+                shares = usage_memory.shares(self.memory, self.recall.tree(self.policies.queues),
+                                             now, half_life)
+            self._queues = queue_reports(tallies, self.policies, per_queue, capacity,
+                                         remembered=remembered, remembered_shares=shares,
+                                         remembered_at=now)
         return self._queues

@@ -24,9 +24,10 @@ Every other job is a small module fed by the same cycle input, plan and apply re
 ``guard_usage`` (GPU-hours of runs that ended, for the queues' budgets),
 ``housekeeping_input`` (what ``decide`` needs besides the pending gangs), ``latency`` (gang
 scheduling latency, from the first cycle that saw a gang complete to when all of it was
-bound), ``last_cycle`` (the queue figures, worked out on first use) and ``observe`` (one
-summary log line per cycle, the metrics, GPU-seconds accrued up to every scrape, the timed
-solver). Every line of a cycle carries its number.
+bound), ``remembered`` (what queues borrowed, decayed: fair share with memory, handed to
+the next ``decide``), ``last_cycle`` (the queue figures, worked out on first use) and
+``observe`` (one summary log line per cycle, the metrics, GPU-seconds accrued up to every
+scrape, the timed solver). Every line of a cycle carries its number.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from scheduler.run.last_cycle import LastCycle
 from scheduler.run.latency import SchedulingLatency
 from scheduler.run.metrics import SchedulerMetrics
 from scheduler.run.observe import CycleObserver
+from scheduler.run.remembered import RememberedUsage
 
 __all__ = ["Actuator", "ApplyResult", "PolicySource", "Scheduler"]
 
@@ -104,6 +106,7 @@ class Scheduler:
         self.latency = SchedulingLatency(metrics)
         self.observer = CycleObserver(metrics, clock, pool_gauge_interval)
         self.flights = Flights(clock)  # binds handed to the actuator's binding stage
+        self.remembered = RememberedUsage()  # what queues borrowed, for fair share
         self.cycles = 0
         self._last: LastCycle | None = None  # the previous plan is its ``plan``
         self._recall: Recall | None = None  # kept while the nodes (the node index) stay
@@ -135,7 +138,8 @@ class Scheduler:
         usage = self.guard_usage.of(inp.snapshot.running, policies, now)
         plan = cycle.decide(inp.snapshot, inp.gangs.pending, policies, now,
                             previous=self.last_plan, solver=solver,
-                            recall=self._recall, house=house, usage=usage)
+                            recall=self._recall, house=house, usage=usage,
+                            memory=self.remembered.memory)
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -153,7 +157,10 @@ class Scheduler:
             self._take(plan.binds, result, partial, since, self.clock())
         self.backoffs.rolled_back(plan, now)
         self.guard_usage.bound(plan.binds, inp.gangs.pending, now)
-        self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until)
+        self.remembered.cycle(inp.snapshot, inp.gangs.pending, policies,
+                              self._recall.tree(policies.queues), plan)
+        self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until,
+                               self.remembered.memory)
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))
         return plan

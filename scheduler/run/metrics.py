@@ -133,6 +133,16 @@ class SchedulerMetrics:
             "Queue's dominant-resource share (0..1) of what it shares with its siblings: every "
             "quota under its parent in full, lending limits aside (a root: its own subtree's).",
             ["queue"], registry=r)
+        self.remembered_gpu_hours = Gauge(
+            "gang_scheduler_remembered_gpu_hours",
+            "Fair share with memory: GPU-hours the queue's subtree borrowed beyond its quota, "
+            "each decayed by the scheduler policy's usage half-life since (absent when off).",
+            ["queue"], registry=r)
+        self.remembered_share = Gauge(
+            "gang_scheduler_remembered_share",
+            "Fair share with memory: what the remembered GPU-hours add to the queue's "
+            "fair-share rank while it borrows (the past's share of its parent, per weight).",
+            ["queue"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
         self.loop_passes = Counter(
             "gang_scheduler_loop_passes_total",
@@ -218,6 +228,11 @@ class SchedulerMetrics:
             {(q.name, p.pool): gpus_of(p.nominal) for q in reports for p in q.pools})
         self.set_shares({q.name: q.fair_share for q in reports},
                         {q.name: q.usage_share for q in reports})
+        remembered = [q for q in reports if q.remembered_gpu_hours is not None]
+        self._replace(self.remembered_gpu_hours,
+                      {(q.name,): q.remembered_gpu_hours or 0.0 for q in remembered})
+        self._replace(self.remembered_share,
+                      {(q.name,): q.remembered_share for q in remembered})
 
     def accrue(self, allocated: Mapping[tuple[str, str, str], int], seconds: float) -> None:
         """Charge GPUs *allocated* per (queue, namespace, pool) for *seconds*, and their cost."""

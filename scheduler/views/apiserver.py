@@ -88,7 +88,9 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
             pools=tuple(pools), fair_share=_number(status.get("fairShare"), 0.0),
             usage_share=_number(status.get("usageShare"), 0.0),
             running=int(_number(status.get("admittedGangs"), 0)),
-            pending=int(_number(status.get("pendingGangs"), 0)), state=state, why=why))
+            pending=int(_number(status.get("pendingGangs"), 0)), state=state, why=why,
+            remembered_gpu_hours=(_number(status["rememberedGPUHours"], 0.0)
+                                  if "rememberedGPUHours" in status else None)))
     return tree_order(with_lent(rows))
 
 

@@ -17,8 +17,11 @@ from scheduler.views.state import (
     GangFailures,
     GangRow,
     NodeRow,
+    QueueRow,
     gang_labels,
     queue_names,
+    remembered,
+    remembers,
 )
 
 REFRESH_SECONDS = 5
@@ -93,8 +96,10 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
 def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     pools = sorted({p.pool for q in view.queues for p in q.pools})
     head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
+    memory = remembers(view)  # fair share with memory on: what each queue is remembered for
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
-            "<th>usage share</th><th>running</th><th>pending</th></tr>"]
+            "<th>usage share</th><th>running</th><th>pending</th>"
+            f"{'<th>remembered GPU-h</th>' if memory else ''}</tr>"]
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -111,9 +116,14 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
             f"<tr data-queue='{escape(q.name)}'><td>{name}</td><td class='n'>{q.weight:g}</td>"
             f"{''.join(cells)}<td class='n'>{q.fair_share:.2f}</td>"
             f"<td class='n'>{q.usage_share:.2f}</td><td class='n'>{q.running}</td>"
-            f"<td class='n'>{q.pending}</td></tr>")
+            f"<td class='n'>{q.pending}</td>"
+            f"{_remembered_cell(q) if memory else ''}</tr>")
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def _remembered_cell(q: QueueRow) -> str:
+    return f"<td class='n'>{remembered(q)}</td>"
 
 
 def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:

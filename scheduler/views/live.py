@@ -119,7 +119,8 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
             pools=tuple(QueuePool(p.pool, gpus_of(p.nominal), gpus_of(p.allocated),
                                   gpus_of(p.borrowed), 0) for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
-            pending=r.pending, state=state, why=why))
+            pending=r.pending, state=state, why=why,
+            remembered_gpu_hours=r.remembered_gpu_hours))
     return tree_order(with_lent(rows))
 
 

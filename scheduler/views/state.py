@@ -47,6 +47,9 @@ class QueueRow:
     #: refused: the row shows the version in force, if it ever had one); ``why`` says more.
     state: str = ""
     why: str = ""
+    #: Fair share with memory: GPU-hours borrowed, decayed by the half-life (None: off or
+    #: unknown to the source).
+    remembered_gpu_hours: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +210,17 @@ class ClusterView:
             running=tuple(g for g in self.running if g.namespace in wanted),
             failed=tuple(g for g in self.failed if g.namespace in wanted),
             events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
+
+
+def remembers(view: ClusterView) -> bool:
+    """Does any queue row carry remembered usage (fair share with memory on)? The tables
+    show the column only then."""
+    return any(q.remembered_gpu_hours is not None for q in view.queues)
+
+
+def remembered(q: QueueRow) -> str:
+    """A queue's remembered GPU-hours as the tables show them ("-": not known)."""
+    return "-" if q.remembered_gpu_hours is None else f"{q.remembered_gpu_hours:,.1f}"
 
 
 def queue_names(view: ClusterView) -> tuple[str, ...]:

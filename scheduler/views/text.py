@@ -13,7 +13,14 @@ from rich.text import Text
 
 from scheduler.model.durations import format_duration
 from scheduler.views.failures import detail_lines
-from scheduler.views.state import ClusterView, GangRow, NodeRow, gang_labels
+from scheduler.views.state import (
+    ClusterView,
+    GangRow,
+    NodeRow,
+    gang_labels,
+    remembered,
+    remembers,
+)
 
 BOX = box.SIMPLE_HEAD
 
@@ -28,6 +35,9 @@ def queues_table(view: ClusterView) -> Table:
         table.add_column(pool, justify="right")
     for col in ("fair share", "usage", "running", "pending"):
         table.add_column(col, justify="right")
+    memory = remembers(view)
+    if memory:  # fair share with memory on: what each queue is remembered for
+        table.add_column("remembered GPU-h", justify="right")
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -43,7 +53,7 @@ def queues_table(view: ClusterView) -> Table:
             name.append(f" [{q.state}]", style="bold yellow")
         table.add_row(name, f"{q.weight:g}", *cells,
                       f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
-                      str(q.pending))
+                      str(q.pending), *([remembered(q)] if memory else []))
     flagged = [f"{q.name} [{q.state}]: {q.why}" for q in view.queues if q.state]
     if flagged:  # under the table: the why of each queue marked in it
         table.caption = "\n".join(flagged)

@@ -25,7 +25,8 @@ from policies.errors import FieldError
 from policies.queues import PolicySet
 from policies.validation import PolicyStore
 from scheduler.kube.client import MERGE_PATCH, KubeClient
-from scheduler.kube.read import informer
+from scheduler.kube.read import fields, informer
+from scheduler.kube.read.remembered_status import saved_usage
 from scheduler.model.durations import format_time
 
 log = structlog.get_logger("gang_scheduler.policies")
@@ -61,6 +62,8 @@ class LivePolicies:
         self._specs: dict[str, Any] = {}  # queue name -> the spec last judged
         self._in_force: dict[str, Any] = {}  # queue name -> the spec of its version in force
         self._write_status = write_status or self._patch_status
+        #: queue -> (GPU-seconds, as of when) its status says it is remembered for.
+        self._remembered: dict[str, tuple[float, float]] = {}
 
     def current(self) -> PolicySet:
         with self._lock:
@@ -75,6 +78,12 @@ class LivePolicies:
         """Every Queue object seen, as last seen."""
         with self._lock:
             return list(self._objects.values())
+
+    def remembered(self) -> dict[str, tuple[float, float]]:
+        """Queue -> (GPU-seconds, as of when) from the Queue statuses (fair share with
+        memory: what a new leader starts from, ``scheduler.run.remembered``)."""
+        with self._lock:
+            return dict(self._remembered)
 
     def waiting_parents(self) -> set[str]:
         """The parents named by queues that wait for them (not in force yet)."""
@@ -93,12 +102,14 @@ class LivePolicies:
             with self._lock:
                 self._store = self._store.delete(name)
                 kept = name in self._store.policies.queues.queues
-                for table in (self._invalid, self._generation, self._objects, self._specs):
+                for table in (self._invalid, self._generation, self._objects, self._specs,
+                              self._remembered):
                     table.pop(name, None)
                 if not kept:
                     self._in_force.pop(name, None)
             log.info("queue_deleted", queue=name, kept_for_children=kept)
             return
+        self._remember(name, obj.get("status"))
         generation = meta.get("generation")
         deleting = bool(meta.get("deletionTimestamp"))
         writes: list[tuple[str, dict[str, Any]]] = []
@@ -118,6 +129,20 @@ class LivePolicies:
                          in_force=name in store.policies.queues.queues)
         for target, status in writes:
             self._write_status(target, status)
+
+    def _remember(self, name: str, status: Any) -> None:
+        """Keep what the queue's status says it is remembered for (a malformed one is told,
+        and not used)."""
+        try:
+            saved = saved_usage(status) if isinstance(status, dict) else None
+        except fields.FieldError as exc:
+            log.warning("queue_status_malformed", queue=name, field=exc.path, reason=exc.reason)
+            saved = None
+        with self._lock:
+            if saved is None:
+                self._remembered.pop(name, None)
+            else:
+                self._remembered[name] = saved
 
     def _judge(self, name: str, obj: dict[str, Any],
                generation: Any) -> list[tuple[str, dict[str, Any]]]:

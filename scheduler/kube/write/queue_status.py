@@ -2,12 +2,15 @@
 
 What ``kubectl get queues`` shows comes from here: the CRD's printer columns read
 ``allocatedGPUs``, ``nominalGPUs``, ``pendingGangs``, ``admittedGangs``, ``fairShare``,
-``usageShare`` and the ``Valid`` condition. Figures come from each cycle's queue reports
-(``scheduler.report.queue_report``); the condition from ``LivePolicies``, through ``set_validity``.
-A second condition, ``QuotaFitsCluster``, says whether the cluster's pools can honour the
-queue's quotas (``policies.cluster_check``): False names each pool no node carries and each
-quota larger than its pool. A merge patch replaces the whole ``conditions`` list, so both
-conditions are written together, whichever of them changed.
+``usageShare`` and the ``Valid`` condition (with fair share with memory on, the status has
+``rememberedGPUHours`` and ``rememberedAt`` too, shown by ``gang-scheduler queues`` and read
+back by the next leader: ``scheduler.run.remembered``). Figures
+come from each cycle's queue reports (``scheduler.report.queue_report``); the condition from
+``LivePolicies``, through ``set_validity``. A second condition, ``QuotaFitsCluster``, says
+whether the cluster's pools can honour the queue's quotas (``policies.cluster_check``): False
+names each pool no node carries and each quota larger than its pool. A merge patch replaces
+the whole ``conditions`` list, so both conditions are written together, whichever of them
+changed.
 
 Why so careful about writing: every status write is an etcd write and a watch event for
 every Queue watcher. A queue's figures are written only when they changed, at most every
@@ -61,10 +64,31 @@ def status_of(report: QueueReport) -> Status:
             "nominal": {r: _quantity(r, p.nominal[r]) for r in sorted(p.covered)},
             "borrowed": {r: _quantity(r, v) for r, v in sorted(p.borrowed.items())},
         })
-    return {"allocatedGPUs": report.allocated_gpus, "nominalGPUs": report.nominal_gpus,
-            "pendingGangs": report.pending, "admittedGangs": report.running,
-            "fairShare": round(report.fair_share, 4), "usageShare": round(report.usage_share, 4),
-            "pools": pools}
+    status: Status = {
+        "allocatedGPUs": report.allocated_gpus, "nominalGPUs": report.nominal_gpus,
+        "pendingGangs": report.pending, "admittedGangs": report.running,
+        "fairShare": round(report.fair_share, 4), "usageShare": round(report.usage_share, 4),
+        "pools": pools}
+    if report.remembered_gpu_hours is not None:
+        # Three significant digits: it decays every cycle, and an unrounded figure would be a
+        # status write per queue at every interval; rounded, it changes by 0.1% at most every
+        # 0.0014 half-lives (two minutes at a one-day half-life). Its time goes with it, and
+        # is no change by itself (``publish``).
+        status["rememberedGPUHours"] = float(f"{report.remembered_gpu_hours:.3g}")
+        if report.remembered_at is not None:
+            status["rememberedAt"] = format_time(report.remembered_at)
+    return status
+
+
+#: Status keys that never make a write by themselves: they go with the figure they date.
+_DATING = ("rememberedAt",)
+
+
+def _figures(status: Status | None) -> Status | None:
+    """*status* without the keys that only date another (``_DATING``)."""
+    if status is None:
+        return None
+    return {k: v for k, v in status.items() if k not in _DATING}
 
 
 class QueueStatusPublisher:
@@ -117,7 +141,7 @@ class QueueStatusPublisher:
                 validity = self._validity.get(report.name)
                 if validity is not None:  # else the Valid condition a predecessor wrote stays
                     desired["conditions"] = [*validity.get("conditions", ()), fit]
-                same = self._figures_written.get(report.name) == desired
+                same = _figures(self._figures_written.get(report.name)) == _figures(desired)
                 at = self._figures_at.get(report.name, float("-inf"))
                 if same:
                     continue
