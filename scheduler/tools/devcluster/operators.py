@@ -49,6 +49,10 @@ class Operator:
     role: str
     #: Rules its release's ClusterRole lacks but its controller needs (each says why).
     missing_rules: tuple[dict[str, Any], ...] = ()
+    #: Only the webhooks whose path contains one of these (empty: all): the release's
+    #: manifests name a webhook for every integration, and one whose integration is not
+    #: started has no handler (it would fail closed on every object of its kind).
+    webhook_paths: tuple[str, ...] = ()
 
     def load(self, relative: str) -> list[Any]:
         """The YAML documents of one of its cached manifests."""
@@ -69,6 +73,15 @@ TRAINER = Operator(
      {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"],
       "verbs": ["get", "list", "watch"]}))
 OPERATORS = (JOBSET, TRAINER)  # in start order: Trainer watches JobSets
+#: Kueue, started on demand (``DevCluster.start_kueue``): its Job webhook sees every Job,
+#: which the other tests need not pay for. Only its batch/v1 Job integration is started, so
+#: only its own kinds' webhooks and the Job ones are registered.
+KUEUE = Operator(
+    "kueue", build.KUEUE, build.KUEUE.manifests[0:11], build.KUEUE.manifests[11], (),
+    build.KUEUE.manifests[12], webhook_paths=("-kueue-x-k8s-io-", "-batch-v1-job"))
+#: Kueue's label naming a Job's LocalQueue, and the kinds the dev cluster runs it for.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_FRAMEWORKS = ("batch/job",)
 #: Trainer's ClusterTrainingRuntime for PyTorch, as its release ships it.
 TORCH_RUNTIME = build.TRAINER.manifests[5]
 
@@ -100,7 +113,11 @@ def webhook_configurations(operator: Operator, port: int, ca: Path) -> list[dict
         kind_patches = [p for p in patches if p["kind"] == doc["kind"]]
         doc = replace_ops(doc, [p["op"] for p in kind_patches])
         doc["metadata"] = {"name": f"{operator.name}-{doc['kind'].lower()}"}
-        for hook in doc.get("webhooks") or []:
+        hooks = [h for h in doc.get("webhooks") or []
+                 if not operator.webhook_paths
+                 or any(k in h["clientConfig"]["service"]["path"] for k in operator.webhook_paths)]
+        doc["webhooks"] = hooks
+        for hook in hooks:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
                                     "caBundle": bundle}
@@ -168,6 +185,11 @@ def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int
                 f"--cert-dir={cert_dir}", f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
     config = state_dir / "config" / f"{operator.name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
+    if operator is KUEUE:
+        config.write_text(yaml.safe_dump(_kueue_config(cert_dir, webhook_port, probe_port),
+                                         sort_keys=False), encoding="utf-8")
+        # The visibility API server wants an APIService and in-cluster TLS; nothing here uses it.
+        return [binary, f"--config={config}", "--feature-gates=VisibilityOnDemand=false"]
     config.write_text(yaml.safe_dump({
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
@@ -177,6 +199,21 @@ def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int
         "clientConnection": {"qps": API_QPS, "burst": API_BURST},
     }, sort_keys=False), encoding="utf-8")
     return [binary, f"--config={config}", "--metrics-bind-address=0"]
+
+
+def _kueue_config(cert_dir: Path, webhook_port: int, probe_port: int) -> dict[str, Any]:
+    """Kueue's Configuration: its webhook on loopback with the dev cluster's certificate, no
+    leader election or metrics server, and only the Job integration (``KUEUE_FRAMEWORKS``)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": API_QPS, "burst": API_BURST},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
 
 
 def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.CertPaths,
