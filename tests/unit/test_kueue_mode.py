@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from policies.queues import QueueSet
 from scheduler.decide.cycle import decide
@@ -68,3 +69,21 @@ def test_bad_kueue_settings_name_the_field(tmp_path: Path, text: str, error: str
 
 def test_kueue_settings_read() -> None:
     assert KueueConfig() == KueueConfig(enabled=False, pools=("default",))
+
+
+def test_the_readme_recipe_files_agree() -> None:
+    # README "Under Kueue": the config turns the mode on for the dev cluster's pools, the Job
+    # is suspended for Kueue, names the LocalQueue the queues file creates, and asks for
+    # gang-scheduler; the flavor's nodeLabels name a pool the config places in.
+    root = Path(__file__).resolve().parents[2] / "examples" / "kueue"
+    config = load_config(root / "scheduler-config.yaml")
+    assert config.kueue.enabled
+    docs = {d["kind"]: d for d in yaml.safe_load_all((root / "queues.yaml").read_text())}
+    [job] = yaml.safe_load_all((root / "job.yaml").read_text())
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"][kueue_mode.QUEUE_NAME_LABEL] == docs["LocalQueue"][
+        "metadata"]["name"]
+    assert job["spec"]["template"]["spec"]["schedulerName"] == config.scheduler_name
+    assert docs["LocalQueue"]["spec"]["clusterQueue"] == docs["ClusterQueue"]["metadata"]["name"]
+    labels = docs["ResourceFlavor"]["spec"]["nodeLabels"]
+    assert labels[config.pool_label] in config.kueue.pools
