@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -201,6 +202,35 @@ def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int
     return [binary, f"--config={config}", "--metrics-bind-address=0"]
 
 
+#: Where Kueue v0.17's main reads its metrics server's certificate whenever its internal
+#: certificate management is off (a fixed path in its code, not a setting).
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(cert_dir: Path, target: Path = KUEUE_METRICS_CERTS) -> None:
+    """Give Kueue a certificate at its fixed metrics path, or it exits at start.
+
+    Its metrics server is off here (``bindAddress: "0"``): the files are only read, never
+    served, so one left by another dev cluster (another CA) does as well and is kept.
+    Internal certificate management is no way out: it issues a certificate for an
+    in-cluster Service name, which a webhook on loopback cannot present.
+    """
+    if (target / "tls.crt").is_file() and (target / "tls.key").is_file():
+        return
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            tmp = target / f".{name}.{os.getpid()}.tmp"
+            tmp.write_bytes((cert_dir / name).read_bytes())
+            tmp.chmod(0o600)
+            tmp.replace(target / name)
+    except OSError as exc:
+        raise build.BuildError(
+            f"kueue-controller: cannot write its metrics certificate to {target} ({exc}); "
+            f"Kueue v0.17 reads it from that fixed path: create {target} writable by this "
+            "user (any tls.crt/tls.key pair will do: its metrics server is off)") from None
+
+
 def _kueue_config(cert_dir: Path, webhook_port: int, probe_port: int) -> dict[str, Any]:
     """Kueue's Configuration: its webhook on loopback with the dev cluster's certificate, no
     leader election or metrics server, and only the Job integration (``KUEUE_FRAMEWORKS``)."""
@@ -229,6 +259,8 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
     cert, key = certs.loopback_serving(pki, operator.name)
     (cert_dir / "tls.crt").write_bytes(cert.read_bytes())
     (cert_dir / "tls.key").write_bytes(key.read_bytes())
+    if operator is KUEUE:
+        _kueue_metrics_certs(cert_dir)
     env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(client_config), "HOME": str(state_dir)}
 
     def serve() -> tuple[procs.ManagedProcess, int]:
