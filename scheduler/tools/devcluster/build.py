@@ -146,7 +146,8 @@ KUEUE = Component(
      "config/components/crd/bases/kueue.x-k8s.io_multikueueclusters.yaml",
      "config/components/crd/bases/kueue.x-k8s.io_multikueueconfigs.yaml",
      "config/components/webhook/manifests.yaml",
-     "config/components/rbac/role.yaml"),
+     "config/components/rbac/role.yaml",
+     "config/components/rbac/manager_secrets_role.yaml"),
 )
 # For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
 HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")

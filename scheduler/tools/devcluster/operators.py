@@ -54,6 +54,10 @@ class Operator:
     #: manifests name a webhook for every integration, and one whose integration is not
     #: started has no handler (it would fail closed on every object of its kind).
     webhook_paths: tuple[str, ...] = ()
+    #: A Role its release grants in its own namespace (Kueue's on Secrets there: its caches
+    #: wait for that informer before its controllers start), and that namespace.
+    namespace_role: str = ""
+    namespace: str = ""
 
     def load(self, relative: str) -> list[Any]:
         """The YAML documents of one of its cached manifests."""
@@ -79,7 +83,8 @@ OPERATORS = (JOBSET, TRAINER)  # in start order: Trainer watches JobSets
 #: only its own kinds' webhooks and the Job ones are registered.
 KUEUE = Operator(
     "kueue", build.KUEUE, build.KUEUE.manifests[0:11], build.KUEUE.manifests[11], (),
-    build.KUEUE.manifests[12], webhook_paths=("-kueue-x-k8s-io-", "-batch-v1-job"))
+    build.KUEUE.manifests[12], webhook_paths=("-kueue-x-k8s-io-", "-batch-v1-job"),
+    namespace_role=build.KUEUE.manifests[13], namespace="kueue-system")
 #: Kueue's label naming a Job's LocalQueue, and the kinds the dev cluster runs it for.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_FRAMEWORKS = ("batch/job",)
@@ -176,6 +181,32 @@ def grant(api: client.ApiClient, operator: Operator) -> None:
                              "name": name},
                  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                "name": certs.CLIENTS[operator.name].user}]})
+    if operator.namespace_role:
+        _grant_in_namespace(api, operator, name)
+
+
+def _grant_in_namespace(api: client.ApiClient, operator: Operator, name: str) -> None:
+    """Its namespace, and the release's Role there bound to its identity."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    ns = operator.namespace
+    (role,) = operator.load(operator.namespace_role)
+    role["metadata"] = {"name": name, "namespace": ns}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": name},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": certs.CLIENTS[operator.name].user}]}
+    steps: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = (
+        (core.create_namespace, ({"metadata": {"name": ns}},)),
+        (rbac.create_namespaced_role, (ns, role)),
+        (rbac.create_namespaced_role_binding, (ns, binding)))
+    for create, args in steps:
+        try:
+            rest.call(create, *args)
+        except client.ApiException as exc:
+            if exc.status != 409:  # there from an earlier start: the release's, unchanged
+                raise
 
 
 def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
@@ -243,6 +274,7 @@ def _kueue_config(cert_dir: Path, webhook_port: int, probe_port: int) -> dict[st
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": API_QPS, "burst": API_BURST},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "namespace": KUEUE.namespace,
     }
 
 
