@@ -42,11 +42,14 @@ def hold_text(job: JobInfo, workload: Mapping[str, Any] | None) -> str:
     if (conditions.get("Admitted") or {}).get("status") == "True":
         return (f"held by Kueue: Workload {name} is admitted; its Job is resumed next "
                 "(Kueue unsuspends it)")
-    for kind in WHY_NOT:
-        cond = conditions.get(kind)
-        if cond is not None and cond.get("message"):
-            return f"held by Kueue: not admitted yet (Workload {name}: {cond['message']})"
-    return f"held by Kueue: not admitted yet (Workload {name}: no condition yet)"
+    why = next((str(c["message"]) for kind in WHY_NOT
+                if (c := conditions.get(kind)) is not None and c.get("message")),
+               "no condition yet")
+    text = f"held by Kueue: not admitted yet (Workload {name}: {why})"
+    evicted = conditions.get("Evicted") or {}
+    if evicted.get("status") == "True" and evicted.get("message") and evicted["message"] != why:
+        text += f"; Kueue evicted it before: {evicted['message']}"
+    return text
 
 
 def workload_of(job: JobInfo, workloads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

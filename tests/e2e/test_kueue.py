@@ -120,7 +120,7 @@ def test_kube_scheduler_under_kueue_binds_both_jobs_in_part(kueue: KueueTenant,
 
 
 def test_kueue_preempts_a_running_gang_and_the_new_job_is_placed_whole(
-        kueue: KueueTenant, tenant: Tenant,
+        kueue: KueueTenant, tenant: Tenant, tmp_path: Path,
         start_scheduler: Callable[..., InProcessScheduler]) -> None:
     started = time.monotonic()
     tenant.create_nodes(2, gpus=4)  # room for 8 GPUs, as much as the quota
@@ -140,4 +140,10 @@ def test_kueue_preempts_a_running_gang_and_the_new_job_is_placed_whole(
     wait_for(lambda: kueue.bound("high") == SIZE, 180, what="the high-priority Job bound whole")
     assert kueue.live_pods("low") == {}
     assert not kueue.admitted("low")
+    # Preempted and suspended, it waits for Kueue again, and explain says so.
+    code, text = explained(tenant, f"{tenant.namespace}/low", tmp_path)
+    print(f"explain low:\n{text}")
+    said = " ".join(text.split())
+    assert code == 0 and "held by Kueue: not admitted yet (Workload " in said, text
+    assert "Kueue evicted it before: Preempted" in said, text
     print(f"[kueue] preemption scenario: {time.monotonic() - started:.1f}s")

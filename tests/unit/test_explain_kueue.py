@@ -42,6 +42,11 @@ def test_which_jobs_kueue_holds(job: JobInfo, held: bool) -> None:
                "workload (UID: u2) due to prioritization in the ClusterQueue"}),
      "held by Kueue: not admitted yet (Workload job-train-abc12: Preempted to accommodate a "
      "workload (UID: u2) due to prioritization in the ClusterQueue)"),
+    (workload({"type": "QuotaReserved", "status": "False", "message": NO_ROOM},
+              {"type": "Evicted", "status": "True", "reason": "Preempted",
+               "message": "Preempted to accommodate a higher priority workload"}),
+     f"held by Kueue: not admitted yet (Workload job-train-abc12: {NO_ROOM}); Kueue evicted "
+     "it before: Preempted to accommodate a higher priority workload"),
     (workload({"type": "Admitted", "status": "True", "message": "admitted"}),
      "held by Kueue: Workload job-train-abc12 is admitted; its Job is resumed next (Kueue "
      "unsuspends it)"),
