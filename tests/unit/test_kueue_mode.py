@@ -76,7 +76,7 @@ def test_the_readme_recipe_files_agree() -> None:
     # is suspended for Kueue, names the LocalQueue the queues file creates, and asks for
     # gang-scheduler; the flavor's nodeLabels name a pool the config places in.
     root = Path(__file__).resolve().parents[2] / "examples" / "kueue"
-    config = load_config(root / "scheduler-config.yaml")
+    config = load_config(root.parents[1] / "scheduler" / "examples" / "kueue-mode.yaml")
     assert config.kueue.enabled
     docs = {d["kind"]: d for d in yaml.safe_load_all((root / "queues.yaml").read_text())}
     [job] = yaml.safe_load_all((root / "job.yaml").read_text())
