@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.queues import PolicySet, PoolQuota, Queue, QueueSet
+from policies.queues import (
+    PolicySet,
+    PoolQuota,
+    PreemptionPolicy,
+    Queue,
+    QueueSet,
+    ReclaimPolicy,
+    WithinQueuePreemption,
+)
 from scheduler.model.resources import Resources
 
 #: Kueue's label naming a workload's LocalQueue.
@@ -35,10 +43,15 @@ class KueueConfig:
 
 
 def admission_queue(name: str, pools: tuple[str, ...]) -> Queue:
-    """The built-in queue of the Kueue mode: every namespace, no resource limited by quota."""
+    """The built-in queue of the Kueue mode: every namespace, no resource limited by quota,
+    and no preemption: evicting a Job Kueue admitted is Kueue's decision (its ClusterQueue's
+    ``preemption``), and one made here behind its back would leave the Job admitted, its
+    quota held, and its pods waiting."""
     return Queue(name=name, namespaces=("*",),
                  quotas=tuple(PoolQuota(pool=p, nominal=Resources(), covered=frozenset())
-                              for p in pools))
+                              for p in pools),
+                 preemption=PreemptionPolicy(within_queue=WithinQueuePreemption.NEVER,
+                                             reclaim_from_others=ReclaimPolicy.NEVER))
 
 
 def with_admission_queue(policies: PolicySet, queue: Queue) -> PolicySet:

@@ -15,7 +15,7 @@ from scheduler.kube.read.policy_feed import LivePolicies
 from scheduler.run import kueue_mode
 from scheduler.run.config import ConfigError, KueueConfig, load_config
 from scheduler.world.snapshot import Snapshot
-from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue
+from tests.unit.policies.builders import SOLVE, gang, nodes, policies, queue, running
 
 R = ReasonCategory
 KUEUE = kueue_mode.admission_queue("default", ("a100",))
@@ -30,6 +30,21 @@ def test_the_admission_queue_limits_nothing_and_capacity_still_does() -> None:
     plan = decide(Snapshot(nodes("a100", 2), ()), pending, policies(KUEUE), 100.0, solver=SOLVE)
     assert sorted({b.gang_id for b in plan.binds}) == ["ns/a", "ns/b"]
     assert plan.pending["ns/c"].category is R.PLACEMENT
+
+
+def test_preemption_is_left_to_kueue() -> None:
+    # A running low-priority gang fills the nodes; a high-priority one Kueue admitted waits
+    # for room: evicting the running one is Kueue's call (its ClusterQueue's preemption).
+    low = running(gang("low", "default", gpus=8, priority=0), {"a100-0000": 1}, start=0.0)
+    high = gang("high", "default", gpus=8, priority=1000, created=5.0)
+    plan = decide(Snapshot(nodes("a100", 1), (low,)), [high], policies(KUEUE), 100.0,
+                  solver=SOLVE)
+    assert not plan.evictions and not plan.binds
+    assert plan.pending["ns/high"].category is R.PLACEMENT
+    # The same with an ordinary queue: gang-scheduler would preempt.
+    ample = policies(queue("default", quota={"a100": 64}))
+    plan = decide(Snapshot(nodes("a100", 1), (low,)), [high], ample, 100.0, solver=SOLVE)
+    assert plan.evictions
 
 
 def test_a_queue_object_of_the_same_name_does_not_bring_quota_back() -> None:
