@@ -83,9 +83,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser("build", parents=[state],
                        help="build or reuse the dev cluster's binaries",
                        description="Build the pinned etcd, kube-apiserver, "
-                       "kube-controller-manager, kube-scheduler, kubectl, kwok, JobSet and "
-                       "Kubeflow Trainer with Go, or reuse the cached binaries (a no-op taking "
-                       "well under a second when cached).")
+                       "kube-controller-manager, kube-scheduler, kubectl, kwok, JobSet, "
+                       "Kubeflow Trainer and Kueue with Go, or reuse the cached binaries (a "
+                       "no-op taking well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
@@ -102,6 +102,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--without-training-operators", action="store_true",
                    help="leave out JobSet and Kubeflow Trainer (their CRDs, webhooks and "
                    "controllers): a faster start, and no Go build of them on first use")
+    p.add_argument("--with-kueue", action="store_true",
+                   help="also start Kueue (its CRDs, webhooks and controller manager, for "
+                   "batch/v1 Jobs): quota and admission above gang-scheduler, see the README's "
+                   "'Under Kueue'")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -194,6 +198,12 @@ def _up(args: argparse.Namespace) -> int:
                    training_operators=not args.without_training_operators,
                    node_liveness=liveness.by_name(args.node_liveness),
                    dra_devices=not args.without_dra_devices)
+        if args.with_kueue:
+            try:
+                cluster.start_kueue()
+            except BaseException:
+                cluster.down()
+                raise
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -279,8 +279,10 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
     else:
         text, found = partial_text(gang_id, view.cache, view.unseen, now)
     if not found and workload is not None:
+        from scheduler.cli.explain_kueue import kueue_hold
+
         text, found = ew.gap_text(workload, gang_id, ew.last_preemption(client, workload),
-                                  now), True
+                                  now, held=kueue_hold(client, workload.jobs)), True
     print(text + failures_of(gang_id, view.cache, now))
     pod = _pending_pod(client, view.cache, gang_id)
     written = unschedulable_message(pod) if pod is not None else ""

@@ -94,10 +94,16 @@ class Preemptions:
 
 
 def gap_text(workload: Workload, gang_id: str, preempted: Preemptions | None,
-             now: float) -> str:
+             now: float, held: str | None = None) -> str:
     """The report for a gang of *workload* that has no pods right now; *preempted*: the
-    preemptions its events record (None: no such event seen)."""
+    preemptions its events record (None: no such event seen); *held*: the layer above that
+    holds it back (Kueue: ``explain_kueue.kueue_hold``), which then is the whole answer."""
     lines = [f"gang {gang_id}", row("state", "no pods right now")]
+    if held is not None:
+        lines += [row("why", held),
+                  row("next", "once Kueue admits it, its Job controller creates its pods and "
+                      "gang-scheduler places them whole")]
+        return "\n".join(lines)
     if preempted is not None:
         lines.append(row("why", f"{preempted.note} (at {format_time(preempted.at)})"))
     elif workload.failed:

@@ -71,9 +71,10 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     cycles on the same nodes worked out (the scheduler loop keeps it); without it the
     answers are worked out afresh, to the same plan. *house*: backoffs, gangs not formed,
     gangs partly bound (see ``housekeeping``). *usage*: GPU-hours of runs that ended, for
-    the queues' budgets (``policies.guards``; the loop remembers them). *memory*: what queues borrowed in earlier
-    cycles (fair share with memory, ``policies.usage_memory``; the scheduler loop keeps it),
-    decayed here to *now*; it counts only when the scheduler policy sets a half-life.
+    the queues' budgets (``policies.guards``; the loop remembers them). *memory*: what
+    queues borrowed in earlier cycles (fair share with memory, ``policies.usage_memory``; the
+    scheduler loop keeps it), decayed here to *now*; it counts only when the scheduler
+    policy sets a half-life.
     """
     if recall is None:
         recall = Recall(snapshot.index)

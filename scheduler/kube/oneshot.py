@@ -24,6 +24,7 @@ from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.read import feed, informer
 from scheduler.kube.read.policy_feed import LivePolicies
 from scheduler.model.workloads import ESTIMATED_START_ANNOTATION
+from scheduler.run import kueue_mode
 from scheduler.run.config import SchedulerConfig
 
 
@@ -53,7 +54,8 @@ def read_cluster(client: KubeClient, config: SchedulerConfig,
     cache = ClusterCache(GroupingConfig(scheduler_name=config.scheduler_name,
                                         default_queue=config.default_queue))
     policies = LivePolicies(client, initial=PolicyStore(PolicySet(scheduler=config.policy())),
-                            write_status=lambda _name, _status: None)
+                            write_status=lambda _name, _status: None,
+                            overlay=kueue_mode.overlay(config.kueue, config.default_queue))
     pairs: list[tuple[informer.ResourceKind, informer.Handler]] = [
         (inf.kind, inf.handler) for inf in feed.cache_informers(client, cache, config.node_labels)]
     pairs.append((informer.QUEUES, policies.handle))

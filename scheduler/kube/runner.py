@@ -59,7 +59,7 @@ from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
-from scheduler.run import memory
+from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.loop import Scheduler
 from scheduler.run.metrics import SchedulerMetrics
@@ -124,7 +124,8 @@ class LiveScheduler:
                                                  retry=retry)
         self.policies = LivePolicies(writes, initial=PolicyStore(PolicySet(
             scheduler=config.policy())), write_status=self.queue_status.set_validity,
-            on_change=self.wake.poke)
+            on_change=self.wake.poke,
+            overlay=kueue_mode.overlay(config.kueue, config.default_queue))
         self.finalizers = QueueFinalizers(writes, self.policies.objects, retry=retry)
         self.input_warnings = InputWarnings()
         self.informers = feed.cache_informers(client, self.cache, config.node_labels,

@@ -186,6 +186,9 @@ class JobInfo:
     failed_reason: str = ""
     #: ``spec.podFailurePolicy.rules`` as far as ``job_backoff`` evaluates them.
     failure_rules: tuple[FailureRule, ...] = ()
+    #: ``spec.suspend``: its controller keeps no pods (Kueue suspends a Job until it admits
+    #: it, and again when it preempts it); said by ``explain``, never a decision input.
+    suspended: bool = False
 
     @property
     def key(self) -> str:

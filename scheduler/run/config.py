@@ -26,6 +26,7 @@ from scheduler.model import (
     NodeLabelConfig,
 )
 from scheduler.model.numerals import is_digits
+from scheduler.run.kueue_mode import KueueConfig
 from scheduler.world.clusterspec import read_problem, yaml_problem
 
 
@@ -107,6 +108,9 @@ class SchedulerConfig:
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    #: The Kueue mode (``scheduler.run.kueue_mode``): Kueue owns quota and admission, this
+    #: scheduler's own quota step is off and it places what Kueue admitted.
+    kueue: KueueConfig = field(default_factory=KueueConfig)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:  # also when built in code rather than read from a file
@@ -162,6 +166,12 @@ def _check_extra(name: str, value: Any, path: str) -> None:
     if name == "currency" and not _CURRENCY.match(value):
         raise ConfigError(f"{path}: must be a three-letter currency code such as USD or EUR, "
                           f"got {value!r}")
+    if name == "pools":
+        if not value:
+            raise ConfigError(f"{path}: must name at least one pool (nodes without the pool "
+                              "label are in pool default)")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{path}: duplicate pools in {list(value)}")
     if name == "topology_labels":
         # Any number of levels: the topology and placement code is generic in the depth.
         bad = [k for k in value if not _LABEL_KEY.match(k)]
@@ -219,8 +229,9 @@ def _coerce(value: Any, target: Any, path: str) -> Any:
             prices[pool] = _coerce(price, float, f"{path}.{pool}")
         return prices
     if target == "tuple[str, ...]":
+        what = "pool names" if path.endswith("pools") else "label keys"
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ConfigError(f"{path}: must be a list of label keys, got {value!r}")
+            raise ConfigError(f"{path}: must be a list of {what}, got {value!r}")
         return tuple(value)
     raise ConfigError(f"{path}: unsupported field type")
 
@@ -254,7 +265,7 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
 
 _NESTED: dict[Any, type] = {"LeaderElectionConfig": LeaderElectionConfig,
                              "PricingConfig": PricingConfig,
-                             "WebhookConfig": WebhookConfig}
+                             "WebhookConfig": WebhookConfig, "KueueConfig": KueueConfig}
 
 
 def _camel(name: str) -> str:

@@ -85,3 +85,38 @@ def test_an_unsupported_patch_op_is_an_error_naming_it() -> None:
     with pytest.raises(ValueError, match=r"unsupported JSON patch op 'add' at /webhooks/-"):
         operators.replace_ops({"webhooks": []}, [{"op": "add", "path": "/webhooks/-",
                                                   "value": {}}])
+
+
+KUEUE_MANIFEST = """
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mutating-webhook-configuration}
+webhooks:
+- name: mclusterqueue.kb.io
+  clientConfig: {service: {name: s, namespace: system,
+                           path: /mutate-kueue-x-k8s-io-v1beta2-clusterqueue}}
+- name: mjob.kb.io
+  clientConfig: {service: {name: s, namespace: system, path: /mutate-batch-v1-job}}
+- name: mpod.kb.io
+  clientConfig: {service: {name: s, namespace: system, path: /mutate--v1-pod}}
+- name: mjobset.kb.io
+  clientConfig: {service: {name: s, namespace: system,
+                           path: /mutate-jobset-x-k8s-io-v1alpha2-jobset}}
+"""
+
+
+def test_kueue_registers_only_the_webhooks_of_what_it_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its release names a webhook per integration; only the Job integration runs here, and a
+    # webhook with no handler would refuse every pod (or JobSet) of the cluster.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    op = operators.KUEUE
+    path = op.component.manifest(op.webhooks)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(KUEUE_MANIFEST)
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"fake")
+    [mutating] = operators.webhook_configurations(op, 9443, ca)
+    assert [h["name"] for h in mutating["webhooks"]] == ["mclusterqueue.kb.io", "mjob.kb.io"]
+    assert operators.KUEUE_FRAMEWORKS == ("batch/job",)

@@ -306,6 +306,7 @@ def _job(obj: Mapping[str, Any]) -> workloads.JobInfo:
                                      None, minimum=0),
         backoff_limit=read_int(spec, "backoffLimit", "spec.backoffLimit", None, minimum=0),
         failure_rules=pod_failure.failure_rules(spec),
+        suspended=spec.get("suspend") is True,
         **pod_failure.job_failures(status),
     )
 

@@ -49,9 +49,15 @@ class LivePolicies:
 
     def __init__(self, client: KubeClient | None = None, *, initial: PolicyStore | None = None,
                  write_status: Callable[[str, dict[str, Any]], None] | None = None,
-                 on_change: Callable[[], None] | None = None) -> None:
+                 on_change: Callable[[], None] | None = None,
+                 overlay: Callable[[PolicySet], PolicySet] | None = None) -> None:
         """*on_change*: called after each Queue event that may have changed the policies in
-        force (the live loop compares them and runs a cycle if they did)."""
+        force (the live loop compares them and runs a cycle if they did). *overlay*: applied
+        to the policies in force as read (the Kueue mode's built-in queue,
+        ``scheduler.run.kueue_mode``); one result per version, so unchanged policies stay
+        the same object."""
+        self._overlay = overlay
+        self._overlaid: tuple[PolicySet, PolicySet] | None = None
         self._client = client
         self._on_change = on_change
         self._store = initial or PolicyStore()
@@ -67,7 +73,12 @@ class LivePolicies:
 
     def current(self) -> PolicySet:
         with self._lock:
-            return self._store.policies
+            policies = self._store.policies
+            if self._overlay is None:
+                return policies
+            if self._overlaid is None or self._overlaid[0] is not policies:
+                self._overlaid = (policies, self._overlay(policies))
+            return self._overlaid[1]
 
     @property
     def invalid(self) -> dict[str, str]:

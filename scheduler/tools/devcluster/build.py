@@ -129,6 +129,26 @@ TRAINER = Component(
      "manifests/base/rbac/role.yaml",
      "manifests/base/runtimes/torch_distributed.yaml"),
 )
+#: Kueue's manager (sigs.k8s.io/kueue/cmd/kueue): quota and admission above gang-scheduler in the
+#: Kueue mode. Its own main is used as released; the dev cluster gives it a configuration file.
+KUEUE = Component(
+    "kueue-controller", HACK_DIR / "kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue",
+    ("sigs.k8s.io/kueue/pkg/version.GitVersion",),
+    ("config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_workloads.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_cohorts.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_topologies.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_multikueueclusters.yaml",
+     "config/components/crd/bases/kueue.x-k8s.io_multikueueconfigs.yaml",
+     "config/components/webhook/manifests.yaml",
+     "config/components/rbac/role.yaml",
+     "config/components/rbac/manager_secrets_role.yaml"),
+)
 # For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
 HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
 # One component per line, so that additions merge cleanly.
@@ -141,6 +161,7 @@ COMPONENTS: tuple[Component, ...] = (
     KWOK,
     JOBSET,
     TRAINER,
+    KUEUE,
     HELM,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
@@ -291,7 +312,7 @@ def kubectl_path() -> Path:
 
 
 #: What the training operators need beyond the control plane: left out by ``operators=False``.
-OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER)
+OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER, KUEUE)
 
 
 def components(operators: bool = True) -> tuple[Component, ...]:

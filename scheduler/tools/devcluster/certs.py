@@ -54,6 +54,7 @@ CLIENTS: dict[str, Identity] = {
     # The training operators, with their own releases' ClusterRoles (operators.py).
     "jobset": Identity("jobset-controller"),
     "trainer": Identity("trainer-controller"),
+    "kueue": Identity("kueue-controller"),
     # The fake DRA driver (dra_driver.py), with its own ClusterRole.
     "dra-driver": Identity("gang-scheduler-dev-dra-driver"),
 }

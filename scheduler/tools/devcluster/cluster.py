@@ -188,6 +188,22 @@ class DevCluster:
             state.save(st)
             log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
 
+    def start_kueue(self, log: Log = build.say) -> None:
+        """Start Kueue (its CRDs, RBAC, webhooks and controller manager, batch/v1 Jobs only)
+        in a running cluster: quota and admission above gang-scheduler (``operators.KUEUE``).
+        Not part of `up`: its Job webhook would see every Job of every test."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        build.ensure(operators.KUEUE.component, log)
+        t0 = time.monotonic()
+        pki = certs.CertPaths.under(self.state_dir / "pki")
+        st.processes.append(operators.start(operators.KUEUE, self.api_client(), st.server, pki,
+                                            self.state_dir, self.owned))
+        st.versions[operators.KUEUE.component.name] = operators.KUEUE.component.version
+        state.save(st)
+        log(f"{operators.KUEUE.component.name} ready in {time.monotonic() - t0:.1f}s")
+
     def _start_dra_driver(self, spec: clusterspec.ClusterSpec | None, log: Log) -> None:
         """The fake DRA driver, with the topology labels of *spec* (its devices' NVLink
         domain is the innermost one a node carries)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,14 @@ class Operator:
     role: str
     #: Rules its release's ClusterRole lacks but its controller needs (each says why).
     missing_rules: tuple[dict[str, Any], ...] = ()
+    #: Only the webhooks whose path contains one of these (empty: all): the release's
+    #: manifests name a webhook for every integration, and one whose integration is not
+    #: started has no handler (it would fail closed on every object of its kind).
+    webhook_paths: tuple[str, ...] = ()
+    #: A Role its release grants in its own namespace (Kueue's on Secrets there: its caches
+    #: wait for that informer before its controllers start), and that namespace.
+    namespace_role: str = ""
+    namespace: str = ""
 
     def load(self, relative: str) -> list[Any]:
         """The YAML documents of one of its cached manifests."""
@@ -69,6 +78,16 @@ TRAINER = Operator(
      {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"],
       "verbs": ["get", "list", "watch"]}))
 OPERATORS = (JOBSET, TRAINER)  # in start order: Trainer watches JobSets
+#: Kueue, started on demand (``DevCluster.start_kueue``): its Job webhook sees every Job,
+#: which the other tests need not pay for. Only its batch/v1 Job integration is started, so
+#: only its own kinds' webhooks and the Job ones are registered.
+KUEUE = Operator(
+    "kueue", build.KUEUE, build.KUEUE.manifests[0:11], build.KUEUE.manifests[11], (),
+    build.KUEUE.manifests[12], webhook_paths=("-kueue-x-k8s-io-", "-batch-v1-job"),
+    namespace_role=build.KUEUE.manifests[13], namespace="kueue-system")
+#: Kueue's label naming a Job's LocalQueue, and the kinds the dev cluster runs it for.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_FRAMEWORKS = ("batch/job",)
 #: Trainer's ClusterTrainingRuntime for PyTorch, as its release ships it.
 TORCH_RUNTIME = build.TRAINER.manifests[5]
 
@@ -100,7 +119,11 @@ def webhook_configurations(operator: Operator, port: int, ca: Path) -> list[dict
         kind_patches = [p for p in patches if p["kind"] == doc["kind"]]
         doc = replace_ops(doc, [p["op"] for p in kind_patches])
         doc["metadata"] = {"name": f"{operator.name}-{doc['kind'].lower()}"}
-        for hook in doc.get("webhooks") or []:
+        hooks = [h for h in doc.get("webhooks") or []
+                 if not operator.webhook_paths
+                 or any(k in h["clientConfig"]["service"]["path"] for k in operator.webhook_paths)]
+        doc["webhooks"] = hooks
+        for hook in hooks:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
                                     "caBundle": bundle}
@@ -158,6 +181,32 @@ def grant(api: client.ApiClient, operator: Operator) -> None:
                              "name": name},
                  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                "name": certs.CLIENTS[operator.name].user}]})
+    if operator.namespace_role:
+        _grant_in_namespace(api, operator, name)
+
+
+def _grant_in_namespace(api: client.ApiClient, operator: Operator, name: str) -> None:
+    """Its namespace, and the release's Role there bound to its identity."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    ns = operator.namespace
+    (role,) = operator.load(operator.namespace_role)
+    role["metadata"] = {"name": name, "namespace": ns}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": name},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": certs.CLIENTS[operator.name].user}]}
+    steps: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = (
+        (core.create_namespace, ({"metadata": {"name": ns}},)),
+        (rbac.create_namespaced_role, (ns, role)),
+        (rbac.create_namespaced_role_binding, (ns, binding)))
+    for create, args in steps:
+        try:
+            rest.call(create, *args)
+        except client.ApiException as exc:
+            if exc.status != 409:  # there from an earlier start: the release's, unchanged
+                raise
 
 
 def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
@@ -168,6 +217,11 @@ def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int
                 f"--cert-dir={cert_dir}", f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
     config = state_dir / "config" / f"{operator.name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
+    if operator is KUEUE:
+        config.write_text(yaml.safe_dump(_kueue_config(cert_dir, webhook_port, probe_port),
+                                         sort_keys=False), encoding="utf-8")
+        # The visibility API server wants an APIService and in-cluster TLS; nothing here uses it.
+        return [binary, f"--config={config}", "--feature-gates=VisibilityOnDemand=false"]
     config.write_text(yaml.safe_dump({
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
@@ -177,6 +231,51 @@ def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int
         "clientConnection": {"qps": API_QPS, "burst": API_BURST},
     }, sort_keys=False), encoding="utf-8")
     return [binary, f"--config={config}", "--metrics-bind-address=0"]
+
+
+#: Where Kueue v0.17's main reads its metrics server's certificate whenever its internal
+#: certificate management is off (a fixed path in its code, not a setting).
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(cert_dir: Path, target: Path = KUEUE_METRICS_CERTS) -> None:
+    """Give Kueue a certificate at its fixed metrics path, or it exits at start.
+
+    Its metrics server is off here (``bindAddress: "0"``): the files are only read, never
+    served, so one left by another dev cluster (another CA) does as well and is kept.
+    Internal certificate management is no way out: it issues a certificate for an
+    in-cluster Service name, which a webhook on loopback cannot present.
+    """
+    if (target / "tls.crt").is_file() and (target / "tls.key").is_file():
+        return
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            tmp = target / f".{name}.{os.getpid()}.tmp"
+            tmp.write_bytes((cert_dir / name).read_bytes())
+            tmp.chmod(0o600)
+            tmp.replace(target / name)
+    except OSError as exc:
+        raise build.BuildError(
+            f"kueue-controller: cannot write its metrics certificate to {target} ({exc}); "
+            f"Kueue v0.17 reads it from that fixed path: create {target} writable by this "
+            "user (any tls.crt/tls.key pair will do: its metrics server is off)") from None
+
+
+def _kueue_config(cert_dir: Path, webhook_port: int, probe_port: int) -> dict[str, Any]:
+    """Kueue's Configuration: its webhook on loopback with the dev cluster's certificate, no
+    leader election or metrics server, and only the Job integration (``KUEUE_FRAMEWORKS``)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": API_QPS, "burst": API_BURST},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "namespace": KUEUE.namespace,
+    }
 
 
 def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.CertPaths,
@@ -192,6 +291,8 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
     cert, key = certs.loopback_serving(pki, operator.name)
     (cert_dir / "tls.crt").write_bytes(cert.read_bytes())
     (cert_dir / "tls.key").write_bytes(key.read_bytes())
+    if operator is KUEUE:
+        _kueue_metrics_certs(cert_dir)
     env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(client_config), "HOME": str(state_dir)}
 
     def serve() -> tuple[procs.ManagedProcess, int]:

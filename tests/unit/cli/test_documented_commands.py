@@ -177,6 +177,11 @@ RULES: tuple[Run | Covered, ...] = (
     # The README's local control plane block, run line by line on a fresh dev cluster.
     Covered(r"^kubectl apply -f examples/pytorch-ddp-indexed-job\.yaml$",
             "tests/e2e/test_day_one.py", "readme_block()"),
+    # The README's "Under Kueue" block, run line by line on a fresh dev cluster with Kueue.
+    Covered(r"^kubectl apply -f examples/kueue/(queues|job)\.yaml$",
+            "tests/e2e/test_kueue_recipe.py", "readme_block()"),
+    Covered(r"^kubectl get workloads\.kueue\.x-k8s\.io$", "tests/e2e/test_kueue_recipe.py",
+            "readme_block()"),
     Covered(r"^kubectl apply -f examples/dra-indexed-job\.yaml$",
             "tests/e2e/test_examples_apply.py", '"dra-indexed-job.yaml"'),
     Covered(r"^kubectl apply -k deploy/webhook$", "tests/e2e/test_deploy_install.py",

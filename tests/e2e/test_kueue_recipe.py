@@ -1,0 +1,103 @@
+"""The README's "Under Kueue" block, run as written on a fresh dev cluster with Kueue.
+
+Its lines run in order, as a person pasting them would (``\\`` continuations joined): each in
+bash with what the earlier lines set (``eval "$(... env)"``), a line ending in ``&`` in the
+background. After the last line, Kueue must have admitted the example Job and gang-scheduler
+must have bound its 8 pods, each with the flavor's node selector Kueue injected. The cluster
+gets a state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.tools.devcluster import build
+from scheduler.tools.devcluster.state import STATE_DIR_ENV
+from tests.e2e.cluster_api import wait_for
+from tests.e2e.test_deploy_support import stop_process
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+HEADING = "### Under Kueue"
+
+
+def readme_block() -> list[str]:
+    """The commands of the section's code block (indented four spaces), continuations
+    joined, comments off."""
+    section = (REPO / "README.md").read_text().split(f"\n{HEADING}\n", 1)[1]
+    lines = section.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("    "))
+    block = [ln[4:] for ln in lines[first:next(i for i in range(first, len(lines))
+                                                if not lines[i].startswith("    "))]]
+    joined = re.sub(r"\\\n\s*", "", "\n".join(block)).splitlines()
+    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in joined]
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment the block's lines run in; whatever it left running is stopped after."""
+    kubectl_dir = str(build.kubectl_path().parent)
+    env = {**os.environ, STATE_DIR_ENV: str(tmp_path / "cluster"),
+           "PATH": os.pathsep.join([str(REPO / ".venv" / "bin"), kubectl_dir,
+                                    os.environ.get("PATH", "")])}
+    env.pop("KUBECONFIG", None)
+    yield env
+    subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
+                   capture_output=True, timeout=180, check=False)
+
+
+def kubectl_items(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+    """``kubectl get ... -o json``'s items."""
+    out = subprocess.run(["kubectl", "get", *args, "-o", "json"], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return list(json.loads(out)["items"])
+
+
+def test_the_readme_block_runs_a_job_under_kueue(shell: dict[str, str], tmp_path: Path) -> None:
+    env, started = shell, time.monotonic()
+    background: list[subprocess.Popen[bytes]] = []
+    try:
+        for line in readme_block():
+            if line.startswith('eval "$(') and line.endswith(')"'):
+                out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=env,
+                                     cwd=REPO, capture_output=True, text=True, timeout=60,
+                                     check=True).stdout
+                for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
+                    env[name] = shlex.split(value)[0]
+            elif line.endswith("&"):
+                log = (tmp_path / f"background-{len(background)}.log").open("wb")
+                background.append(subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"],
+                                                   env=env, cwd=REPO, stdout=log,
+                                                   stderr=subprocess.STDOUT))
+            else:
+                done = subprocess.run(["bash", "-c", line], env=env, cwd=REPO,
+                                      capture_output=True, text=True, timeout=900, check=False)
+                assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+
+        def bound_whole() -> list[dict[str, Any]]:
+            pods = kubectl_items(env, "pods", "-n", "default", "-l",
+                                 "batch.kubernetes.io/job-name=train-a")
+            return pods if len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods) \
+                else []
+
+        pods = wait_for(bound_whole, 180, what="the example Job's 8 pods bound")
+        assert {p["spec"]["nodeSelector"].get("gangscheduler.io/pool") for p in pods} == \
+            {"a100"}, "Kueue injected its flavor's node selector"
+        [workload] = kubectl_items(env, "workloads.kueue.x-k8s.io", "-n", "default")
+        conditions = {c["type"]: c["status"] for c in workload["status"]["conditions"]}
+        assert conditions.get("Admitted") == "True", workload["status"]
+        print(f"[kueue recipe] {time.monotonic() - started:.1f}s")
+    finally:
+        for proc in background:
+            stop_process(proc)
