@@ -219,7 +219,7 @@ def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | 
     gang, other nodes or quota, not patience.
 
     A function of the trial's gang, not a ``Trial`` step, because every gang deferred behind
-    a StrictFIFO head or a blocker is asked too (``cycle._turn``): hundreds a cycle on a FIFO
+    a StrictFIFO head or a blocker is asked too (``cycle._Turn``): hundreds a cycle on a FIFO
     policy, where making a trial for each tripled the simulator's time. What the answer
     reads (the shape and topology constraint, the queue, the nodes, the quota tree) is the
     same for every gang alike in those and stays while the nodes, the queue set and the
@@ -230,20 +230,19 @@ def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | 
     return _by_shape(draft, gang, queue, shape)
 
 
-def hopeless_of(draft: Draft, gang: Gang, queue: Queue) -> Waiting | None:
+def hopeless_of(draft: Draft, gang: Gang, queue: Queue,
+                by_gang: dict[int, tuple[Gang, str, Waiting | None]]) -> Waiting | None:
     """``hopeless`` of a gang deferred before its trial (its shape not looked up yet): most
     turns of a long FIFO backlog, the same gang objects cycle after cycle, so the answer is
-    kept per gang object where its placement depends on its shape alone."""
+    kept per gang object where its placement depends on its shape alone, in *by_gang* (the
+    recall's table: ``Recall.hopeless``, looked up once a cycle)."""
     snapshot = draft.snapshot
-    recall = draft.context.memo.recall
     if gang.constrained or snapshot.pods.has_anti_affinity:  # ``context_key`` may not be ()
-        return hopeless(draft, gang, queue, recall.shape(gang, snapshot))
-    policies = draft.context.policies
-    by_gang = recall.hopeless(policies.queues, policies.scheduler.placement)[1]
+        return hopeless(draft, gang, queue, draft.context.memo.recall.shape(gang, snapshot))
     hit = by_gang.get(id(gang))
     if hit is not None and hit[0] is gang and hit[1] == queue.name:
-        return cast(Waiting | None, hit[2])
-    found = _by_shape(draft, gang, queue, recall.shape(gang, snapshot))
+        return hit[2]
+    found = _by_shape(draft, gang, queue, draft.context.memo.recall.shape(gang, snapshot))
     by_gang[id(gang)] = (gang, queue.name, found)  # keeps the gang alive: its id not reused
     return found
 
