@@ -26,6 +26,7 @@ from policies.guards import NO_USAGE, Guards, Run, Usage
 from policies.queues import QueueSet
 from scheduler.decide.outcomes import Waiting
 from scheduler.decide.plan import Bind, Eviction, Nomination, ReasonCategory
+from scheduler.kit.memo import Last
 from scheduler.model import Gang, RunningGang
 from scheduler.model.release import Release
 from scheduler.world.snapshot import Snapshot
@@ -36,7 +37,23 @@ NO_PREEMPTOR = ""
 
 
 def _guarded(queues: QueueSet) -> dict[str, Guards]:
-    return {q.name: q.guards for q in queues if q.guards}
+    """The queues with guards (asked twice a cycle: worked out once per queue set)."""
+    return _GUARDED.get(queues, lambda qs: {q.name: q.guards for q in qs if q.guards})
+
+
+#: The last queue set and its guarded queues (a queue set is one object until the policies
+#: change: ``scheduler.kit.memo.Last``).
+_GUARDED: Last[QueueSet, dict[str, Guards]] = Last()
+
+
+def _limited(snapshot: Snapshot, guarded: Mapping[str, Guards]) -> list[RunningGang]:
+    """The running gangs a runtime limit may apply to, by id: all of them when a queue has
+    ``maxRuntimeSeconds``, else only those with an annotation of their own (most cycles of
+    most clusters: none, and nothing to look at)."""
+    running = snapshot.running
+    if any(g.max_runtime_seconds is not None for g in guarded.values()):
+        return [rg for _, rg in sorted(running.items())]
+    return [running[gid] for gid in sorted(snapshot.timed)]
 
 
 def _path(queues: QueueSet, guarded: Mapping[str, Guards], name: str
@@ -51,10 +68,8 @@ def overruns(snapshot: Snapshot, queues: QueueSet, now: float,
     those the previous plan evicted (*evicted*: the watch may not show their pods leaving
     yet; one the apiserver refused is evicted again the cycle after)."""
     guarded = _guarded(queues)
-    if not guarded and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
-        return ()
     out = []
-    for _, rg in sorted(snapshot.running.items()):
+    for rg in _limited(snapshot, guarded):
         if rg.terminating or rg.id in evicted:
             continue
         limit = rules.runtime_limit(_path(queues, guarded, rg.gang.queue), rg.gang.max_runtime)
@@ -173,10 +188,8 @@ def wake(snapshot: Snapshot, queues: QueueSet, guarded: Guarded, now: float) -> 
     """The next time a guard acts with nothing else changing: a running gang reaches its
     runtime limit, or the budget period of a queue that holds gangs ends."""
     g = guarded.guarded
-    if not g and not any(rg.gang.max_runtime for rg in snapshot.running.values()):
-        return None
     times = []
-    for rg in snapshot.running.values():
+    for rg in _limited(snapshot, g):
         if rg.terminating:
             continue
         limit = rules.runtime_limit(_path(queues, g, rg.gang.queue), rg.gang.max_runtime)

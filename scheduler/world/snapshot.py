@@ -67,7 +67,7 @@ class Snapshot:
     """Nodes with their used and free resources, and the running gangs charged to them."""
 
     __slots__ = ("_free", "_index", "_lineage", "_namespaces", "_occupancy", "_queues",
-                 "_running", "_terminating", "_version", "_volumes")
+                 "_running", "_terminating", "_timed", "_version", "_volumes")
 
     def __init__(
         self,
@@ -117,6 +117,7 @@ class Snapshot:
         self._running: Layered[str, RunningGang] = Layered({
             g.id: g for g in sorted(running, key=lambda g: g.id)})
         self._terminating = frozenset(gid for gid, g in self._running.items() if g.terminating)
+        self._timed = frozenset(gid for gid, g in self._running.items() if g.gang.max_runtime)
         used: dict[str, dict[str, int]] = {name: {} for name in index.node_names}
         for name, res in (other_usage or {}).items():
             if name in used:
@@ -138,9 +139,11 @@ class Snapshot:
                 running: Layered[str, RunningGang], changed: Iterable[str],
                 queues: QueueUsage | None = None,
                 occupancy: Occupancy | None = None,
-                terminating: frozenset[str] | None = None) -> Snapshot:
+                terminating: frozenset[str] | None = None,
+                timed: frozenset[str] | None = None) -> Snapshot:
         snap = cls.__new__(cls)
         snap._terminating = parent._terminating if terminating is None else terminating
+        snap._timed = parent._timed if timed is None else timed
         snap._index = parent._index
         snap._namespaces = parent._namespaces
         snap._free = free
@@ -174,6 +177,13 @@ class Snapshot:
     def terminating(self) -> frozenset[str]:
         """The running gangs whose pods are being deleted (kept as snapshots are derived)."""
         return self._terminating
+
+    @property
+    def timed(self) -> frozenset[str]:
+        """The running gangs that carry a runtime limit of their own (the
+        ``gangscheduler.io/max-runtime`` annotation), kept as snapshots are derived: the
+        runaway guards ask every cycle, and most clusters have none."""
+        return self._timed
 
     @property
     def free_by_node(self) -> Mapping[str, Resources]:
@@ -339,8 +349,14 @@ class Snapshot:
             terminating = terminating | {gang.id}
         elif gang.id in terminating:
             terminating = terminating - {gang.id}
+        timed = self._timed
+        if gang.gang.max_runtime:
+            timed = timed | {gang.id}
+        elif gang.id in timed:
+            timed = timed - {gang.id}
         return Snapshot._derive(self, free, running, changed, queues,
-                                self._occupancy.derive(running, (gang,), ()), terminating)
+                                self._occupancy.derive(running, (gang,), ()), terminating,
+                                timed)
 
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
         """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
@@ -393,8 +409,11 @@ class Snapshot:
         terminating = self._terminating
         if not terminating.isdisjoint(ids):
             terminating = terminating - ids
+        timed = self._timed
+        if not timed.isdisjoint(ids):
+            timed = timed - ids
         snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
-                                self._occupancy.derive(left, (), gone), terminating)
+                                self._occupancy.derive(left, (), gone), terminating, timed)
         devices = self._volumes.devices
         if ending and devices.claims:  # their device claims go with them (PodGroups' too)
             freed = devices.released([*(p.uid for rg in removed for p in rg.gang.pods),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduler.model import Gang, Node, PodRequirements, Role, RunningGang, Taint
@@ -89,3 +91,18 @@ def test_eligible_nodes_are_cached_and_shared(snap: Snapshot) -> None:
     derived = s.with_usage("n1", Resources.of(gpu=1))
     assert derived.eligible_nodes(req) is s.eligible_nodes(req)
     assert derived.index is s.index
+
+
+def test_the_gangs_with_a_runtime_limit_of_their_own_follow_derivations() -> None:
+    """``timed`` (what the runaway guards read every cycle instead of every running gang)
+    is kept as gangs are assumed running, replaced and taken away."""
+    timed = replace(_running("ns/t", n1=1), gang=replace(_gang("ns/t"), max_runtime=3600.0))
+    base = Snapshot(NODES, [_running("ns/a", n1=4), timed])
+    assert base.timed == frozenset({"ns/t"})
+    more = base.with_running(replace(_running("ns/u", n3=1),
+                                     gang=replace(_gang("ns/u"), max_runtime=60.0)))
+    assert more.timed == frozenset({"ns/t", "ns/u"})
+    assert base.timed == frozenset({"ns/t"})  # the receiver is unchanged
+    assert more.with_running(_running("ns/u", n3=1)).timed == frozenset({"ns/t"})  # replaced
+    assert more.without_gangs(["ns/t"]).timed == frozenset({"ns/u"})
+    assert more.with_usage("n2", Resources.of(cpu=1)).timed == more.timed
