@@ -12,17 +12,14 @@ its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``): the session's and a developer's ar
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scheduler.tools.devcluster import build
-from scheduler.tools.devcluster.state import STATE_DIR_ENV
+from tests.e2e import recipe
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import stop_process
 
@@ -43,15 +40,8 @@ def readme_block() -> list[str]:
 
 @pytest.fixture
 def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment the block's lines run in; whatever it left running is stopped after."""
-    kubectl_dir = str(build.kubectl_path().parent)
-    env = {**os.environ, STATE_DIR_ENV: str(tmp_path / "cluster"),
-           "PATH": os.pathsep.join([str(REPO / ".venv" / "bin"), kubectl_dir,
-                                    os.environ.get("PATH", "")])}
-    env.pop("KUBECONFIG", None)
-    yield env
-    subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
-                   capture_output=True, timeout=180, check=False)
+    """The environment the block's lines run in (``recipe.shell``)."""
+    yield from recipe.shell(tmp_path)
 
 
 def job_pods(env: dict[str, str]) -> dict[str, str]:
@@ -79,21 +69,7 @@ def test_the_readme_block_runs_the_first_example(shell: dict[str, str], tmp_path
                                        timeout=120, check=True).stdout
                 running = json.loads(gangs)["running"]
                 assert [g["workload"] for g in running] == ["Job/ddp-train"], running
-            if line.startswith('eval "$(') and line.endswith(')"'):
-                out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=env,
-                                     cwd=REPO, capture_output=True, text=True, timeout=60,
-                                     check=True).stdout
-                for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
-                    env[name] = shlex.split(value)[0]
-            elif line.endswith("&"):
-                log = (tmp_path / f"background-{len(background)}.log").open("wb")
-                background.append(subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"],
-                                                   env=env, cwd=REPO, stdout=log,
-                                                   stderr=subprocess.STDOUT))
-            else:
-                done = subprocess.run(["bash", "-c", line], env=env, cwd=REPO,
-                                      capture_output=True, text=True, timeout=600, check=False)
-                assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+            recipe.run_line(line, env, tmp_path, background, timeout=600)
     finally:
         for proc in background:
             stop_process(proc)

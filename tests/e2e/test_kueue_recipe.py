@@ -10,9 +10,7 @@ gets a state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.tools.devcluster import build
-from scheduler.tools.devcluster.state import STATE_DIR_ENV
+from tests.e2e import recipe
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import stop_process
 
@@ -46,15 +43,8 @@ def readme_block() -> list[str]:
 
 @pytest.fixture
 def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment the block's lines run in; whatever it left running is stopped after."""
-    kubectl_dir = str(build.kubectl_path().parent)
-    env = {**os.environ, STATE_DIR_ENV: str(tmp_path / "cluster"),
-           "PATH": os.pathsep.join([str(REPO / ".venv" / "bin"), kubectl_dir,
-                                    os.environ.get("PATH", "")])}
-    env.pop("KUBECONFIG", None)
-    yield env
-    subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
-                   capture_output=True, timeout=180, check=False)
+    """The environment the block's lines run in (``recipe.shell``)."""
+    yield from recipe.shell(tmp_path)
 
 
 def kubectl_items(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
@@ -69,21 +59,7 @@ def test_the_readme_block_runs_a_job_under_kueue(shell: dict[str, str], tmp_path
     background: list[subprocess.Popen[bytes]] = []
     try:
         for line in readme_block():
-            if line.startswith('eval "$(') and line.endswith(')"'):
-                out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=env,
-                                     cwd=REPO, capture_output=True, text=True, timeout=60,
-                                     check=True).stdout
-                for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
-                    env[name] = shlex.split(value)[0]
-            elif line.endswith("&"):
-                log = (tmp_path / f"background-{len(background)}.log").open("wb")
-                background.append(subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"],
-                                                   env=env, cwd=REPO, stdout=log,
-                                                   stderr=subprocess.STDOUT))
-            else:
-                done = subprocess.run(["bash", "-c", line], env=env, cwd=REPO,
-                                      capture_output=True, text=True, timeout=900, check=False)
-                assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+            recipe.run_line(line, env, tmp_path, background, timeout=900)
 
         def bound_whole() -> list[dict[str, Any]]:
             pods = kubectl_items(env, "pods", "-n", "default", "-l",
