@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from scheduler.kube.write.queue_finalizer import FINALIZER
 from scheduler.tools.devcluster import rest
@@ -24,10 +25,14 @@ pytestmark = pytest.mark.e2e
 
 
 def queue_object(cp: ControlPlane, name: str) -> dict[str, Any] | None:
-    """The Queue object, None once it is gone."""
-    if not rest.exists(cp.custom.get_cluster_custom_object, *QUEUES, name):
-        return None
-    return rest.call(cp.custom.get_cluster_custom_object, *QUEUES, name)
+    """The Queue object, None once it is gone. One read: asking whether it exists and then
+    reading it raced the scheduler's finalizer removal (gone between the two reads)."""
+    try:
+        return rest.call(cp.custom.get_cluster_custom_object, *QUEUES, name)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def finalized(cp: ControlPlane, name: str) -> bool:
