@@ -366,10 +366,11 @@ def test_a_cel_request_and_a_two_device_request_as_kube_scheduler_answers_them(
     big = wait_for(lambda: allocated("big-0"), TIMEOUT_S, what="big-0's claim allocated")
     (result,) = ds.results(big)
     assert result["pool"] in pools.h100, result
-    assert node_of("big-0") == result["pool"]
+    # kube-scheduler writes the allocation (PreBind) before the binding: wait for the node.
+    assert wait_for(lambda: node_of("big-0"), TIMEOUT_S, what="big-0 bound") == result["pool"]
 
     claim = wait_for(lambda: allocated("pair"), TIMEOUT_S, what="the pair claim allocated")
-    node = node_of("pair-0")
+    node = wait_for(lambda: node_of("pair-0"), TIMEOUT_S, what="pair-0 bound")
     results = ds.results(claim)
     assert len(results) == 2 and {r["pool"] for r in results} == {node}, results
     devices = ds.devices_of(cp, node)
