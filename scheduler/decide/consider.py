@@ -59,7 +59,7 @@ from scheduler.placement.types import PlacementParams
 def behind_reservation(t: Trial) -> Waiting | None:
     """Its queue does not backfill, and a reservation it could delay is in the way; a gang
     that could never start anyway is told that instead (as ``deferred``'s are)."""
-    if not t.concern or t.queue.queueing.backfill:
+    if not _held_behind(t.queue, t.concern):
         return None
     return t.hopeless or Waiting(
         R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the reservation of "
@@ -81,9 +81,15 @@ def recalled(draft: Draft, gang: Gang, queue: Queue, footing: Footing) -> Waitin
     made (most turns of a backlog end there: lookalikes of a gang that already failed);
     None when an earlier step (``behind_reservation``) decides or nothing is remembered."""
     shape, concern, restricted = footing
-    if concern and not queue.queueing.backfill:
+    if _held_behind(queue, concern):
         return None  # ``behind_reservation`` decides: the trial's way
     return draft.context.memo.failed(_failure_key(draft, gang, queue, restricted, shape))
+
+
+def _held_behind(queue: Queue, concern: tuple[Reservation, ...]) -> bool:
+    """Does ``behind_reservation`` hold the gang: a reservation it could delay, and a queue
+    that does not backfill past one?"""
+    return bool(concern) and not queue.queueing.backfill
 
 
 def _failure_key(draft: Draft, gang: Gang, queue: Queue, restricted: tuple[Reservation, ...],
