@@ -19,6 +19,7 @@ from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
+from scheduler.report.utilisation import GangUse, RankUse
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class QueueRow:
     #: Fair share with memory: GPU-hours borrowed, decayed by the half-life (None: off or
     #: unknown to the source).
     remembered_gpu_hours: float | None = None
+    #: GPUs allocated to its running gangs that the GPU metrics show idle (None: no metrics
+    #: source).
+    idle_gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,9 @@ class GangRow:
     ranks: tuple[RankRow, ...] = ()
     #: Its last failures, also while it runs again or has no pods at all (None: none kept).
     failures: GangFailures | None = None
+    #: Running: what its GPUs do, joined from the GPU metrics (None: no metrics source, or
+    #: none of its pods has a series yet).
+    use: GangUse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +178,17 @@ class ClusterView:
             return GangFailures(**{**f, "ranks": tuple(FailureRow(**r) for r in f["ranks"]),
                                    "jobs": tuple(JobRetriesRow(**j) for j in f["jobs"])})
 
+        def use(u: Mapping[str, Any] | None) -> GangUse | None:
+            if not u:
+                return None
+            return GangUse(**{**u, "ranks": tuple(RankUse(**r) for r in u["ranks"]),
+                              "missing": tuple(u.get("missing") or ())})
+
         def gang(g: Mapping[str, Any]) -> GangRow:
             return GangRow(**{"workload": "", **g, "nodes": tuple(g.get("nodes") or ()),
                               "ranks": tuple(RankRow(**r) for r in g.get("ranks") or ()),
-                              "failures": failures(g.get("failures"))})
+                              "failures": failures(g.get("failures")),
+                              "use": use(g.get("use"))})
 
         nodes = data.get("nodes")
         return cls(
