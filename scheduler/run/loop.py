@@ -160,7 +160,7 @@ class Scheduler:
         self.remembered.cycle(inp.snapshot, inp.gangs.pending, policies,
                               self._recall.tree(policies.queues), plan)
         self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until,
-                               self.remembered.memory)
+                               self.remembered.memory, usage)
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))
         return plan

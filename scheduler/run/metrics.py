@@ -143,6 +143,14 @@ class SchedulerMetrics:
             "Fair share with memory: what the remembered GPU-hours add to the queue's "
             "fair-share rank while it borrows (the past's share of its parent, per weight).",
             ["queue"], registry=r)
+        self.budget_used_gpu_hours = Gauge(
+            "gang_scheduler_budget_used_gpu_hours",
+            "GPU-hours the queue's subtree used in its budget's current period "
+            "(spec.guards.budget; absent without a budget).", ["queue", "period"], registry=r)
+        self.budget_gpu_hours = Gauge(
+            "gang_scheduler_budget_gpu_hours",
+            "The queue's GPU-hour budget per period (spec.guards.budget).",
+            ["queue", "period"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
         self.loop_passes = Counter(
             "gang_scheduler_loop_passes_total",
@@ -233,6 +241,11 @@ class SchedulerMetrics:
                       {(q.name,): q.remembered_gpu_hours or 0.0 for q in remembered})
         self._replace(self.remembered_share,
                       {(q.name,): q.remembered_share for q in remembered})
+        budgeted = [(q.name, q.budget) for q in reports if q.budget is not None]
+        self._replace(self.budget_used_gpu_hours,
+                      {(n, str(b.period)): b.used_gpu_hours for n, b in budgeted})
+        self._replace(self.budget_gpu_hours,
+                      {(n, str(b.period)): b.gpu_hours for n, b in budgeted})
 
     def accrue(self, allocated: Mapping[tuple[str, str, str], int], seconds: float) -> None:
         """Charge GPUs *allocated* per (queue, namespace, pool) for *seconds*, and their cost."""

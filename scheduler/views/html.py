@@ -19,6 +19,8 @@ from scheduler.views.state import (
     GangRow,
     NodeRow,
     QueueRow,
+    budget_text,
+    budgets,
     gang_labels,
     queue_names,
     remembered,
@@ -101,10 +103,12 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
     memory = remembers(view)  # fair share with memory on: what each queue is remembered for
     idle = any(q.idle_gpus is not None for q in view.queues)  # GPU metrics read
+    budgeted = budgets(view)  # a queue has a GPU-hour budget
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
             "<th>usage share</th><th>running</th><th>pending</th>"
             f"{'<th>remembered GPU-h</th>' if memory else ''}"
-            f"{'<th>idle GPUs</th>' if idle else ''}</tr>"]
+            f"{'<th>idle GPUs</th>' if idle else ''}"
+            f"{'<th>budget: used / GPU-h</th>' if budgeted else ''}</tr>"]
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -123,13 +127,21 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
             f"<td class='n'>{q.usage_share:.2f}</td><td class='n'>{q.running}</td>"
             f"<td class='n'>{q.pending}</td>"
             f"{_remembered_cell(q) if memory else ''}"
-            f"{_idle_cell(q.idle_gpus) if idle else ''}</tr>")
+            f"{_idle_cell(q.idle_gpus) if idle else ''}"
+            f"{_budget_cell(q) if budgeted else ''}</tr>")
     rows.append("</table>")
     return "\n".join(rows)
 
 
 def _remembered_cell(q: QueueRow) -> str:
     return f"<td class='n'>{remembered(q)}</td>"
+
+
+def _budget_cell(q: QueueRow) -> str:
+    """Used of the budget; marked once used up (the queue starts nothing new)."""
+    b = q.budget
+    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
+    return f"<td class='n{' failed' if spent else ''}'>{escape(budget_text(q))}</td>"
 
 
 def _idle_cell(gpus: int | None) -> str:

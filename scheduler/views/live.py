@@ -120,7 +120,7 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
                                   gpus_of(p.borrowed), 0) for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
             pending=r.pending, state=state, why=why,
-            remembered_gpu_hours=r.remembered_gpu_hours))
+            remembered_gpu_hours=r.remembered_gpu_hours, budget=r.budget))
     return tree_order(with_lent(rows))
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from policies.guards import PERIOD_WORDS, BudgetUse, Period
 from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
@@ -54,6 +55,8 @@ class QueueRow:
     #: GPUs allocated to its running gangs that the GPU metrics show idle (None: no metrics
     #: source).
     idle_gpus: int | None = None
+    #: Its GPU-hour budget and what its subtree used of it this period (None: no budget).
+    budget: BudgetUse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,9 @@ class ClusterView:
             return GangFailures(**{**f, "ranks": tuple(FailureRow(**r) for r in f["ranks"]),
                                    "jobs": tuple(JobRetriesRow(**j) for j in f["jobs"])})
 
+        def budget(b: Mapping[str, Any] | None) -> BudgetUse | None:
+            return None if not b else BudgetUse(**{**b, "period": Period(b["period"])})
+
         def use(u: Mapping[str, Any] | None) -> GangUse | None:
             if not u:
                 return None
@@ -194,7 +200,8 @@ class ClusterView:
         return cls(
             now=float(data["now"]), source=str(data["source"]),
             queues=tuple(QueueRow(**{**q, "namespaces": tuple(q["namespaces"]),
-                                     "pools": tuple(QueuePool(**p) for p in q["pools"])})
+                                     "pools": tuple(QueuePool(**p) for p in q["pools"]),
+                                     "budget": budget(q.get("budget"))})
                          for q in data["queues"]),
             pending=tuple(gang(g) for g in data["pending"]),
             running=tuple(gang(g) for g in data["running"]),
@@ -230,6 +237,19 @@ def remembers(view: ClusterView) -> bool:
     """Does any queue row carry remembered usage (fair share with memory on)? The tables
     show the column only then."""
     return any(q.remembered_gpu_hours is not None for q in view.queues)
+
+
+def budgets(view: ClusterView) -> bool:
+    """Does any queue row carry a GPU-hour budget? The tables show the column only then."""
+    return any(q.budget is not None for q in view.queues)
+
+
+def budget_text(q: QueueRow) -> str:
+    """``104 / 100 this week``: GPU-hours used of the budget in its period ("-": none)."""
+    b = q.budget
+    if b is None:
+        return "-"
+    return f"{b.used_gpu_hours:,.1f} / {b.gpu_hours:,.0f} {PERIOD_WORDS[b.period]}"
 
 
 def remembered(q: QueueRow) -> str:

@@ -17,6 +17,9 @@ from scheduler.views.state import (
     ClusterView,
     GangRow,
     NodeRow,
+    QueueRow,
+    budget_text,
+    budgets,
     gang_labels,
     remembered,
     remembers,
@@ -41,6 +44,9 @@ def queues_table(view: ClusterView) -> Table:
     measured = any(q.idle_gpus is not None for q in view.queues)
     if measured:  # GPU metrics read: allocated GPUs that do nothing
         table.add_column("idle GPUs", justify="right")
+    budgeted = budgets(view)
+    if budgeted:  # a queue has a GPU-hour budget (spec.guards.budget)
+        table.add_column("budget GPU-h", justify="right")
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -57,7 +63,8 @@ def queues_table(view: ClusterView) -> Table:
         table.add_row(name, f"{q.weight:g}", *cells,
                       f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
                       str(q.pending), *([remembered(q)] if memory else []),
-                      *([_idle(q.idle_gpus)] if measured else []))
+                      *([_idle(q.idle_gpus)] if measured else []),
+                      *([_budget(q)] if budgeted else []))
     flagged = [f"{q.name} [{q.state}]: {q.why}" for q in view.queues if q.state]
     if flagged:  # under the table: the why of each queue marked in it
         table.caption = "\n".join(flagged)
@@ -125,6 +132,13 @@ def use_cell(g: GangRow) -> Text:
     if g.use.idle_gpus:
         text += f", {g.use.idle_gpus} idle"
     return Text(text, style="yellow" if g.use.flagged else "")
+
+
+def _budget(q: QueueRow) -> Text:
+    """Used of the budget; bold red once used up (the queue starts nothing new)."""
+    b = q.budget
+    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
+    return Text(budget_text(q), style="bold red" if spent else "dim" if b is None else "")
 
 
 def _idle(gpus: int | None) -> Text:
