@@ -123,6 +123,6 @@ class CycleObserver:
     def _accrual_of(self, m: SchedulerMetrics) -> Accrual:
         """The accrual of metrics *m*, charged up to the moment whenever they are read."""
         if self.accrual is None or self.accrual.metrics is not m:
-            accrual = self.accrual = Accrual(m, self.pool_gauge_interval)
+            accrual = self.accrual = Accrual(m, self.pool_gauge_interval, self.clock)
             m.before_scrape(lambda: accrual.until(self.clock()))
         return self.accrual
