@@ -36,6 +36,7 @@ COLUMNS = ("period", "queue", "namespace", "pool", "allocated_gpu_hours", "used_
 #: millionth of the currency unit, so sums of rows match the counters to 1e-6 relative.
 PLACES = 6
 DEFAULT_RETENTION_DAYS = 400
+EPOCH_DAY = dt.date(1970, 1, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,13 +180,16 @@ class Ledger:
         for day in [d for d in self._days if d < oldest]:
             del self._days[day]
 
-    def rows(self, period: Period = "day") -> tuple[Row, ...]:
+    def rows(self, period: Period = "day", origin: dt.date | None = None) -> tuple[Row, ...]:
         """The rows of every day (``period="day"``) or calendar month, sorted by period then
-        key; a month's sums are its days' sums."""
+        key; a month's sums are its days' sums. *origin*: the date that day 1970-01-01 (time 0)
+        stands for (a simulation, whose clock starts at 0 with the trace)."""
         if period not in PERIODS:
             raise ValueError(f"period: must be one of {', '.join(PERIODS)}, got {period!r}")
+        shift = dt.timedelta() if origin is None else origin - EPOCH_DAY
         merged: dict[tuple[str, Key], _Sums] = {}
-        for day, keys in self._days.items():
+        for charged_day, keys in self._days.items():
+            day = charged_day + shift
             label = day.isoformat() if period == "day" else day.strftime("%Y-%m")
             for key, sums in keys.items():
                 into = merged.setdefault((label, key), _Sums())

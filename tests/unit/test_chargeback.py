@@ -155,3 +155,13 @@ def test_pieces_tile_the_interval_one_per_day(interval: Interval) -> None:
         assert (pieces[0][1].start, pieces[-1][1].end) == (interval.start, interval.end)
     days = [d for d, _ in pieces]
     assert len(days) == len(set(days)) and days == sorted(days)
+
+
+def test_an_origin_relabels_days_from_time_zero() -> None:
+    # A simulation's clock starts at 0: 26 h from there are two days from the origin on, and
+    # the months follow the relabelled days.
+    ledger = ledger_of(Interval(0.0, 26 * 3600.0, KEY, 1, None, 1.0))
+    assert [(r.period, r.allocated_gpu_hours) for r in ledger.rows(
+        "day", origin=dt.date(2026, 12, 31))] == [("2026-12-31", 24.0), ("2027-01-01", 2.0)]
+    assert [r.period for r in ledger.rows("month", origin=dt.date(2026, 12, 31))] == [
+        "2026-12", "2027-01"]
