@@ -59,6 +59,7 @@ from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
+from scheduler.report.chargeback import Period, Row
 from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.loop import Scheduler
@@ -342,6 +343,14 @@ class LiveScheduler:
             if deadline is not None:
                 longest = min(longest, deadline)
         self.wake.event.wait(self.wake.sleep(time.time(), longest))
+
+    def chargeback(self, period: Period) -> tuple[Row, ...] | None:
+        """The chargeback rows of *period* (``/api/v1/chargeback``), charged up to now; None on
+        a replica that has not led a cycle."""
+        accrual = self.scheduler.observer.accrual
+        if accrual is None or not self.is_leader:
+            return None
+        return accrual.rows(period)
 
     def view(self) -> ClusterView | None:
         """The views' rows from the last cycle; None on a replica that has not led one."""

@@ -18,6 +18,7 @@ The ledger lives in memory: a restart loses it. Prometheus keeps the durable his
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -187,19 +188,30 @@ class Ledger:
         if period not in PERIODS:
             raise ValueError(f"period: must be one of {', '.join(PERIODS)}, got {period!r}")
         shift = dt.timedelta() if origin is None else origin - EPOCH_DAY
-        merged: dict[tuple[str, Key], _Sums] = {}
-        for charged_day, keys in self._days.items():
-            day = charged_day + shift
-            label = day.isoformat() if period == "day" else day.strftime("%Y-%m")
-            for key, sums in keys.items():
-                into = merged.setdefault((label, key), _Sums())
-                into.gpu_seconds += sums.gpu_seconds
-                into.cost += sums.cost
-                into.idle_gpu_seconds += sums.idle_gpu_seconds
-                into.idle_cost += sums.idle_cost
-                into.idle_known = into.idle_known and sums.idle_known
-        return tuple(_row(label, key, s, self.currency)
-                     for (label, key), s in sorted(merged.items(), key=lambda kv: kv[0]))
+        days = tuple(_row((day + shift).isoformat(), key, self._days[day][key], self.currency)
+                     for day in sorted(self._days) for key in sorted(self._days[day]))
+        return days if period == "day" else by_month(days)
+
+
+def by_month(days: Iterable[Row]) -> tuple[Row, ...]:
+    """Day rows (``YYYY-MM-DD``) summed per calendar month (``YYYY-MM``) and key, sorted; a
+    month's idle (and used) is unknown when one of its days' is."""
+    months: dict[tuple[str, Key, str], Row] = {}
+    for r in days:
+        at = (r.period[:7], (r.queue, r.namespace, r.pool), r.currency)
+        seen = months.get(at)
+        months[at] = r if seen is None else Row(
+            period=seen.period, queue=r.queue, namespace=r.namespace, pool=r.pool,
+            allocated_gpu_hours=seen.allocated_gpu_hours + r.allocated_gpu_hours,
+            idle_gpu_hours=_plus(seen.idle_gpu_hours, r.idle_gpu_hours),
+            cost=seen.cost + r.cost, idle_cost=_plus(seen.idle_cost, r.idle_cost),
+            currency=r.currency)
+    return tuple(dataclasses.replace(r, period=month)
+                 for (month, _, _), r in sorted(months.items(), key=lambda kv: kv[0]))
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _row(label: str, key: Key, s: _Sums, currency: str) -> Row:
