@@ -59,7 +59,7 @@ from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
-from scheduler.report.chargeback import Period, Row
+from scheduler.report.chargeback import Period, Row, day_of
 from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.loop import Scheduler
@@ -358,10 +358,13 @@ class LiveScheduler:
         if last is None or plan is None or not self.is_leader:
             return None
         inp, policies = last
+        accrual = self.scheduler.observer.accrual
+        month = day_of(plan.now).replace(day=1)
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
                                                self.policies.invalid),
                                self.cache.gang_pods, self.recent.events,
-                               failures=self.cache)
+                               failures=self.cache,
+                               charged=accrual.rows(since=month) if accrual else ())
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TextIO
 
@@ -181,33 +181,43 @@ class Ledger:
         for day in [d for d in self._days if d < oldest]:
             del self._days[day]
 
-    def rows(self, period: Period = "day", origin: dt.date | None = None) -> tuple[Row, ...]:
+    def rows(self, period: Period = "day", origin: dt.date | None = None,
+             since: dt.date | None = None) -> tuple[Row, ...]:
         """The rows of every day (``period="day"``) or calendar month, sorted by period then
         key; a month's sums are its days' sums. *origin*: the date that day 1970-01-01 (time 0)
-        stands for (a simulation, whose clock starts at 0 with the trace)."""
+        stands for (a simulation, whose clock starts at 0 with the trace). *since*: only the
+        days from then on (as charged, before *origin* moves them)."""
         if period not in PERIODS:
             raise ValueError(f"period: must be one of {', '.join(PERIODS)}, got {period!r}")
         shift = dt.timedelta() if origin is None else origin - EPOCH_DAY
         days = tuple(_row((day + shift).isoformat(), key, self._days[day][key], self.currency)
-                     for day in sorted(self._days) for key in sorted(self._days[day]))
+                     for day in sorted(self._days) if since is None or day >= since
+                     for key in sorted(self._days[day]))
         return days if period == "day" else by_month(days)
 
 
 def by_month(days: Iterable[Row]) -> tuple[Row, ...]:
-    """Day rows (``YYYY-MM-DD``) summed per calendar month (``YYYY-MM``) and key, sorted; a
-    month's idle (and used) is unknown when one of its days' is."""
-    months: dict[tuple[str, Key, str], Row] = {}
-    for r in days:
-        at = (r.period[:7], (r.queue, r.namespace, r.pool), r.currency)
-        seen = months.get(at)
-        months[at] = r if seen is None else Row(
-            period=seen.period, queue=r.queue, namespace=r.namespace, pool=r.pool,
-            allocated_gpu_hours=seen.allocated_gpu_hours + r.allocated_gpu_hours,
+    """Day rows (``YYYY-MM-DD``) summed per calendar month (``YYYY-MM``) and key."""
+    return merged(days, lambda r: (r.period[:7], r.queue, r.namespace, r.pool))
+
+
+#: What rows are summed by: (period, queue, namespace, pool) of the sum ("" to sum over one).
+Grouping = Callable[[Row], tuple[str, str, str, str]]
+
+
+def merged(rows: Iterable[Row], group: Grouping) -> tuple[Row, ...]:
+    """*rows* summed per *group* and currency, sorted; a sum's idle (and used) is unknown when
+    one of its rows' is (the rule for every roll-up: months, a queue's namespaces)."""
+    sums: dict[tuple[tuple[str, str, str, str], str], Row] = {}
+    for r in rows:
+        at = (group(r), r.currency)
+        seen = sums.get(at)
+        sums[at] = r if seen is None else dataclasses.replace(
+            r, allocated_gpu_hours=seen.allocated_gpu_hours + r.allocated_gpu_hours,
             idle_gpu_hours=_plus(seen.idle_gpu_hours, r.idle_gpu_hours),
-            cost=seen.cost + r.cost, idle_cost=_plus(seen.idle_cost, r.idle_cost),
-            currency=r.currency)
-    return tuple(dataclasses.replace(r, period=month)
-                 for (month, _, _), r in sorted(months.items(), key=lambda kv: kv[0]))
+            cost=seen.cost + r.cost, idle_cost=_plus(seen.idle_cost, r.idle_cost))
+    return tuple(dataclasses.replace(r, period=p, queue=q, namespace=n, pool=pool)
+                 for ((p, q, n, pool), _), r in sorted(sums.items(), key=lambda kv: kv[0]))
 
 
 def _plus(a: float | None, b: float | None) -> float | None:

@@ -18,6 +18,7 @@ same way into their own counter; until a source tells, idleness is unknown, not 
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable, Mapping
 
@@ -89,11 +90,13 @@ class Accrual:
             self._idle = {k: min(n, allocated[k]) for k, n in idle.items()
                           if n > 0 and allocated.get(k, 0) > 0}
 
-    def rows(self, period: Period = "day", now: float | None = None) -> tuple[Row, ...]:
-        """The chargeback rows, charged up to *now* (default: the clock's time)."""
+    def rows(self, period: Period = "day", now: float | None = None,
+             since: dt.date | None = None) -> tuple[Row, ...]:
+        """The chargeback rows (of the days from *since* on), charged up to *now* (default:
+        the clock's time)."""
         with self._lock:
             self._charge_until(now)
-            return self.ledger.rows(period)
+            return self.ledger.rows(period, since=since)
 
     def forget(self) -> None:
         """Start afresh: charge no time before the next cycle (after a leadership gap, in
