@@ -59,6 +59,7 @@ from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
+from scheduler.report.chargeback import Period, Row, day_of
 from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.loop import Scheduler
@@ -343,16 +344,27 @@ class LiveScheduler:
                 longest = min(longest, deadline)
         self.wake.event.wait(self.wake.sleep(time.time(), longest))
 
+    def chargeback(self, period: Period) -> tuple[Row, ...] | None:
+        """The chargeback rows of *period* (``/api/v1/chargeback``), charged up to now; None on
+        a replica that has not led a cycle."""
+        accrual = self.scheduler.observer.accrual
+        if accrual is None or not self.is_leader:
+            return None
+        return accrual.rows(period)
+
     def view(self) -> ClusterView | None:
         """The views' rows from the last cycle; None on a replica that has not led one."""
         last, plan = self.scheduler.last_cycle, self.scheduler.last_plan
         if last is None or plan is None or not self.is_leader:
             return None
         inp, policies = last
+        accrual = self.scheduler.observer.accrual
+        month = day_of(plan.now).replace(day=1)
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
                                                self.policies.invalid),
                                self.cache.gang_pods, self.recent.events,
-                               failures=self.cache)
+                               failures=self.cache,
+                               charged=accrual.rows(since=month) if accrual else ())
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

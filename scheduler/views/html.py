@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from scheduler.model.durations import format_duration
-from scheduler.views import html_use
+from scheduler.views import html_chargeback, html_use
 from scheduler.views.state import (
     ClusterView,
     GangFailures,
@@ -93,6 +93,7 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         parts += ["<h2>Last failures</h2>", _failures(failing, labels)]
     if view.nodes is not None:
         parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
+    parts += html_chargeback.section(view)
     parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
               "</body></html>"]
     return "\n".join(parts) + "\n"

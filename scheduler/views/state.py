@@ -20,6 +20,7 @@ from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
+from scheduler.report.chargeback import Row as ChargebackRow
 from scheduler.report.utilisation import GangUse, RankUse
 
 
@@ -168,6 +169,10 @@ class ClusterView:
     #: Gangs with failures and no pending or running pods (a Job backing off, or one that
     #: gave up), state "Failed", by id.
     failed: tuple[GangRow, ...] = ()
+    #: GPU-hours and cost per (queue, namespace), pools summed (``pool`` ""), of today (period
+    #: ``YYYY-MM-DD``) and this month so far (``YYYY-MM``), from the scheduler's chargeback
+    #: ledger; empty when none was given (another source, a replica that charged nothing).
+    gpu_hours: tuple[ChargebackRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -208,7 +213,8 @@ class ClusterView:
             nodes=None if nodes is None else tuple(
                 NodeRow(**{**n, "used": tuple(tuple(u) for u in n["used"])}) for n in nodes),
             events=tuple(EventRow(**e) for e in data.get("events") or ()),
-            failed=tuple(gang(g) for g in data.get("failed") or ()))
+            failed=tuple(gang(g) for g in data.get("failed") or ()),
+            gpu_hours=tuple(ChargebackRow.from_dict(r) for r in data.get("gpu_hours") or ()))
 
     def for_namespaces(self, namespaces: Iterable[str] | None) -> ClusterView:
         """Only the gangs of *namespaces* and the queues that admit one of them (None: all)."""
@@ -230,7 +236,8 @@ class ClusterView:
             pending=tuple(g for g in self.pending if g.namespace in wanted),
             running=tuple(g for g in self.running if g.namespace in wanted),
             failed=tuple(g for g in self.failed if g.namespace in wanted),
-            events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
+            events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted),
+            gpu_hours=tuple(r for r in self.gpu_hours if r.namespace in wanted))
 
 
 def remembers(view: ClusterView) -> bool:
