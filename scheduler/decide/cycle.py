@@ -25,13 +25,13 @@ from policies.guards import NO_USAGE, Usage
 from policies.queues import PolicySet, Queue
 from scheduler import placement
 from scheduler.decide import guards, housekeeping
-from scheduler.decide.interactive import UserCaps
 from scheduler.decide.admissible import admissible
 from scheduler.decide.consider import awaiting_terminating, consider, recalled
 from scheduler.decide.draft import Context, Draft
 from scheduler.decide.due import next_due
 from scheduler.decide.heads import deferred
 from scheduler.decide.housekeeping import Housekeeping
+from scheduler.decide.interactive import UserCaps
 from scheduler.decide.memo import Memo
 from scheduler.decide.obstacles import Obstacles
 from scheduler.decide.order import in_order

@@ -6,7 +6,8 @@ read is treated as none, so the queue's default runtime applies), which keeps a 
 blocking a job, but a lenient reader is a silent one. A user who wrote
 ``gangscheduler.io/expected-runtime: "soon"`` gets no backfill and a worse ETA and would never
 know why. A few labels are read the same way (``label_problems``: a notebook labelled
-``gangscheduler.io/tier: interactve`` is batch work). The edges turn these findings into a warning event on the object and a log line.
+``gangscheduler.io/tier: interactve`` is batch work). The edges turn these findings into a
+warning event on the object and a log line.
 """
 
 from __future__ import annotations

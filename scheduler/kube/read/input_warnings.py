@@ -1,9 +1,10 @@
 """Warnings about what users wrote, from the informers to a Warning event on the object.
 
 Two kinds: annotations (and a few labels: ``label_problems``) the scheduler cannot read
-(``InvalidAnnotation``: it uses a default instead), and objects of its own it cannot use at all (``InvalidObject``: a pod with this
-scheduler's name or a PodGroup whose conversion failed, naming the field and the reason; the
-object is ignored until fixed, so without the event its gang would just wait, unexplained).
+(``InvalidAnnotation``: it uses a default instead), and objects of its own it cannot use at
+all (``InvalidObject``: a pod with this scheduler's name or a PodGroup whose conversion
+failed, naming the field and the reason; the object is ignored until fixed, so without the
+event its gang would just wait, unexplained).
 
 Why a sink between the two: the informers see every object (on their own threads, and on every
 replica) but must not block on the apiserver; the leader's loop can write events. So an

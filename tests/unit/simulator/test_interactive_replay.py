@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import structlog
 
-from policies.interactive import InteractivePolicy
+from policies.interactive import NO_CAPS, InteractivePolicy
 from policies.queues import QueueSet
 from simulator.engine import Simulation, SimulationOptions, SimulationResult
 from simulator.policies import default_queues, make_preset
@@ -23,7 +23,7 @@ def notebook(job_id: str, t: float, gpus: int, user: str, duration: float = 300.
     return replace(job(job_id, t, 1, gpus, duration=duration), interactive=True, user=user)
 
 
-def replay(jobs: list[TraceJob], caps: InteractivePolicy = InteractivePolicy(),
+def replay(jobs: list[TraceJob], caps: InteractivePolicy = NO_CAPS,
            nodes: int = 1) -> SimulationResult:
     ns = cluster(nodes)
     queues = QueueSet.of(replace(q, interactive=caps)
