@@ -28,8 +28,9 @@ whole gang's size, and a gang left partly bound by a crash is completed by placi
 missing members, or rolled back by the caller when that is impossible.
 
 A gang's queue is the first ``gangscheduler.io/queue`` label on its PodGroup (or Workload),
-its Job (or JobSet), its pods by name; its priority its native PodGroup's, else its members'
-highest. Where they disagree the gang carries a notice naming each value and the one used
+its Job (or JobSet), its pods by name; its tier (``gangscheduler.io/tier: interactive``, else
+batch) the first such label in the same order; its priority its native PodGroup's, else its
+members' highest. Where they disagree the gang carries a notice naming each value and the one used
 (``Gang.notices``), which the edge tells its user once (``scheduler.kube.write.gang_notices``).
 """
 
