@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from policies.guards import Guards
 from scheduler.decide.plan import CyclePlan, ReasonCategory
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang
 from scheduler.model.labels import Labels
 from scheduler.model.workloads import JUPYTERHUB_USER_LABEL
 from tests.unit.interactive.helpers import NOW, capped, notebook, plan_of
@@ -125,7 +126,6 @@ def test_reclaim_any_never_takes_an_interactive_gang_for_batch(tier_of_victim: s
 
 
 def test_a_guard_still_evicts_an_interactive_gang_past_its_runtime() -> None:
-    from policies.guards import Guards
     q = replace(queue("q", quota={"a": 64}), guards=Guards(max_runtime_seconds=3600))
     plan = plan_of([q], [], [running(notebook("nb"), {"a-0000": 1}, start=NOW - 4000)])
     assert evicted(plan) == [("ns/nb", "")]
@@ -141,6 +141,7 @@ class Cap:
     pending: tuple[Gang, ...]
     binds: tuple[str, ...]
     held: dict[str, str]
+    terminating: bool = False  # the running gangs are being deleted
 
 
 CAPS = [
@@ -167,15 +168,14 @@ CAPS = [
         (notebook("x2", user=None, namespace="lab"),), (),
         {"lab/x2": "user lab already runs 1 interactive GPU(s) of 1"}),
     Cap("a terminating gang no longer counts", 1, None,
-        (notebook("a1"),), (notebook("a2"),), ("ns/a2",), {}),
+        (notebook("a1"),), (notebook("a2"),), ("ns/a2",), {}, terminating=True),
 ]
 
 
 @pytest.mark.parametrize("case", CAPS, ids=lambda c: c.name)
 def test_per_user_caps(case: Cap) -> None:
-    run: list[RunningGang] = [running(g, {"a-0000": 1}, start=NOW - 100) for g in case.running]
-    if case.name.startswith("a terminating"):
-        run = [replace(r, terminating=True) for r in run]
+    run = [replace(running(g, {"a-0000": 1}, start=NOW - 100), terminating=case.terminating)
+           for g in case.running]
     plan = plan_of([capped(gpus=case.gpus, gangs=case.gangs)], list(case.pending), run)
     assert bound(plan) == sorted(case.binds)
     for gid, says in case.held.items():
@@ -204,7 +204,7 @@ def test_the_jupyterhub_label_names_the_user_and_a_queue_may_name_its_own() -> N
 
 def test_a_held_notebook_blocks_no_batch_gang() -> None:
     """Held by its user's cap in a StrictFIFO queue: the batch gangs behind it start."""
-    q = replace(capped(gpus=1, strategy="StrictFIFO"))
+    q = capped(gpus=1, strategy="StrictFIFO")
     plan = plan_of([q], [notebook("a2"), gang("t", gpus=1)],
                    [running(notebook("a1"), {"a-0000": 1}, start=NOW - 9)])
     assert bound(plan) == ["ns/t"] and plan.pending["ns/a2"].category is QL
