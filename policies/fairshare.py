@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from policies import interactive
 from policies.queues import OrderingMode
 from policies.quota import Key, QuotaLedger, QuotaTree
 from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 
 QueueKey = tuple[tuple[float, str], ...]
-GangKey = tuple[float, float, str]
+GangKey = tuple[int, float, float, str]
 
 
 def borrowed_fraction(ledger: QuotaLedger, queue: str, pool: str, resource: str,
@@ -143,7 +144,12 @@ def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
 
 
 def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:
-    """Order inside a queue: priority (higher first), then age (older first), then uid."""
+    """Order inside a queue: interactive gangs before batch ones (``policies.interactive``:
+    someone waits at them), then priority (higher first), then age (older first), then uid.
+    Under FIFO the queues play no part, so interactive gangs go first overall; the tier is
+    the one thing FIFO does not flatten, as a notebook must not wait behind a day's batch
+    backlog."""
+    tier = interactive.order_key(gang)
     if mode is OrderingMode.FIFO:
-        return (0.0, gang.creation_time, gang.uid)
-    return (float(-gang.priority), gang.creation_time, gang.uid)
+        return (tier, 0.0, gang.creation_time, gang.uid)
+    return (tier, float(-gang.priority), gang.creation_time, gang.uid)

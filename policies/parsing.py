@@ -15,6 +15,7 @@ from typing import Any
 
 from policies.errors import FieldError
 from policies.parsing_guards import BUDGET_FIELDS, GUARDS_FIELDS, parse_guards
+from policies.parsing_interactive import INTERACTIVE_FIELDS, parse_interactive
 from policies.queues import (
     API_VERSION,
     PRESETS,
@@ -42,7 +43,7 @@ _RESOURCE_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queueing",
-                 "guards"}
+                 "guards", "interactive"}
 _QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
 _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
 _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds"}
@@ -66,12 +67,14 @@ def _paths(prefix: str, fields: set[str], nested: frozenset[str] = frozenset()
 #: a resource mapping), from the same sets the parser checks against: what the fuzzing tests
 #: try with extreme and adversarial values, so a new field is fuzzed as soon as it is read.
 QUEUE_FIELDS: tuple[str, ...] = (
-    *_paths("spec", _QUEUE_FIELDS, frozenset({"quotas", "preemption", "queueing", "guards"})),
+    *_paths("spec", _QUEUE_FIELDS, frozenset({"quotas", "preemption", "queueing", "guards",
+                                               "interactive"})),
     *_paths("spec.quotas[]", _QUOTA_FIELDS),
     *_paths("spec.preemption", _PREEMPTION_FIELDS),
     *_paths("spec.queueing", _QUEUEING_FIELDS),
     *_paths("spec.guards", GUARDS_FIELDS, frozenset({"budget"})),
     *_paths("spec.guards.budget", BUDGET_FIELDS),
+    *_paths("spec.interactive", INTERACTIVE_FIELDS),
 )
 #: The same for a SchedulerPolicy.
 POLICY_FIELDS: tuple[str, ...] = (
@@ -296,11 +299,13 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
     )
     namespaces = _namespaces(spec.get("namespaces"), err)
     guards = parse_guards(spec.get("guards"), err)
+    interactive = parse_interactive(spec.get("interactive"), err)
     if err.errors or name is None:
         return None, err.errors
     return Queue(name=name, parent=parent, weight=weight, namespaces=namespaces,
                  quotas=tuple(sorted(quotas, key=lambda q: q.pool)),
-                 preemption=preemption, queueing=queueing, guards=guards), []
+                 preemption=preemption, queueing=queueing, guards=guards,
+                 interactive=interactive), []
 
 
 def parse_scheduler_policy(obj: Any, index: int = 0,

@@ -10,6 +10,8 @@ A running gang is a candidate victim of a pending gang only when the policy says
   it lent, it does not borrow by force), and the victim's side of the tree is borrowing;
 - always: the victim has run at least its queue's ``minRuntimeSeconds``, is not already
   being evicted, and is not the preemptor's own already-running part;
+- never an interactive gang for a batch preemptor, and an interactive preemptor ranks above
+  every batch gang where a lower priority is asked for (``policies.interactive``);
 - never for a preemptor whose pods have ``preemptionPolicy: Never`` (Kubernetes' non-
   preempting priority classes): its priority orders it, it evicts nobody.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from policies import interactive
 from policies.admission import charge_all
 from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
@@ -87,12 +90,17 @@ def within_quota_pools(ledger: QuotaLedger, queue: str,
 def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue,
                   ledger: QuotaLedger, snapshot: Snapshot,
                   reclaim_pools: frozenset[str]) -> str | None:
-    """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state."""
-    lower = rg.gang.priority < gang.priority
+    """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state.
+
+    The one place the tier enters the candidate rules (``policies.interactive``): a batch
+    gang never takes an interactive one, and "lower priority" means "ranked lower", where
+    an interactive gang ranks above every batch gang."""
+    if interactive.shielded(rg.gang, gang):
+        return None
+    lower = interactive.outranks(gang, rg.gang)
     if victim_queue.name == queue.name:
         if queue.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY and lower:
-            return (f"lower priority ({rg.gang.priority} < {gang.priority}) in queue "
-                    f"{queue.name}")
+            return interactive.victim_why(rg.gang, gang, queue.name)
         return None
     reclaim = queue.preemption.reclaim_from_others
     if reclaim is ReclaimPolicy.NEVER or (reclaim is ReclaimPolicy.LOWER_PRIORITY and not lower):
@@ -130,7 +138,7 @@ def candidates(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger,
                    applicant.gang)
 
 
-#: (ledger, queue, priority, bounds, number untouchable) -> ``scan``.
+#: (ledger, queue, priority, tier, bounds, number untouchable) -> ``scan``.
 SCANS: Slot[tuple[object, ...], list[Candidate]] = Slot("preemption.scan")
 #: ``running_by_queue`` of the first snapshot searched (the running gangs are the same all
 #: cycle: those leaving are untouchable).
@@ -144,8 +152,8 @@ def candidates_in(slots: Slots, applicant: Applicant, snapshot: Snapshot, ledger
     gang = applicant.gang
     if not gang.may_preempt:
         return []
-    key = (ledger, applicant.queue.name, gang.priority, tuple(applicant.bounds.items()),
-           len(untouchable))
+    key = (ledger, applicant.queue.name, gang.priority, gang.tier,
+           tuple(applicant.bounds.items()), len(untouchable))
     found = slots.table(SCANS).get(key)
     if found is None:
         by_queue = slots.get_or_make(BY_QUEUE, None, lambda: running_by_queue(snapshot))
@@ -231,9 +239,9 @@ def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,
     *ledger_after* is the quota state with the victims gone and *gang* charged *charges*.
     """
     vq = queues.get(victim.queue)
-    if vq is None:
+    if vq is None or interactive.shielded(gang, victim.running.gang):
         return False
-    higher = victim.running.gang.priority > gang.priority
+    higher = interactive.outranks(victim.running.gang, gang)
     if vq.name == queue.name:
         return vq.preemption.within_queue is WithinQueuePreemption.LOWER_PRIORITY and higher
     reclaim = vq.preemption.reclaim_from_others

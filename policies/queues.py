@@ -15,6 +15,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from policies.guards import NO_GUARDS, Guards
+from policies.interactive import NO_CAPS, InteractivePolicy
 from scheduler.model.resources import Resources
 from scheduler.placement.types import PlacementParams
 
@@ -115,6 +116,8 @@ class Queue:
     queueing: QueueingPolicy = QueueingPolicy()
     #: Runaway guards (``policies.guards``): max runtime, GPU-hour budget, gang caps.
     guards: Guards = NO_GUARDS
+    #: Per-user caps on its interactive gangs (``policies.interactive``).
+    interactive: InteractivePolicy = NO_CAPS
 
     def quota(self, pool: str) -> PoolQuota | None:
         for q in self.quotas:

@@ -71,6 +71,10 @@ class TraceJob:
     roles: tuple[TraceRole, ...]
     priority: int = 0
     checkpoint_interval: float | None = None  # seconds; None = never checkpoints
+    #: A notebook or debugging session: its pods carry ``gangscheduler.io/tier: interactive``
+    #: (``policies.interactive``), and *user* as ``gangscheduler.io/user`` when given.
+    interactive: bool = False
+    user: str = ""
 
     def __post_init__(self) -> None:
         if not self.job_id:

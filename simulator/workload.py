@@ -21,6 +21,7 @@ from scheduler.model import (
     SelectorOperator,
     Taint,
     TaintEffect,
+    Tier,
 )
 from scheduler.model.constraints import DeviceClaimUse, PodConstraints
 from scheduler.model.demand import gpus_of
@@ -31,6 +32,8 @@ from scheduler.model.workloads import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
+    TIER_LABEL,
+    USER_LABEL,
     PodGroupInfo,
     PodInfo,
 )
@@ -94,6 +97,10 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
     namespace = job.queue
     multi = job.total_pods > 1
     labels = {QUEUE_LABEL: job.queue}
+    if job.interactive:
+        labels[TIER_LABEL] = Tier.INTERACTIVE.value
+    if job.user:
+        labels[USER_LABEL] = job.user
     if multi:
         labels[POD_GROUP_LABEL] = job.job_id
     annotations = ({EXPECTED_RUNTIME_ANNOTATION: str(int(runtime_estimate))}

@@ -12,6 +12,7 @@ import sys
 from typing import Any, TextIO
 
 from policies.guards import Guards
+from policies.interactive import NO_CAPS, InteractivePolicy
 from policies.queues import PolicySet, QueueSet, SchedulerPolicy
 from policies.validation import read_files
 from scheduler.model.durations import format_duration
@@ -116,6 +117,8 @@ def _tree(queues: QueueSet, name: str, indent: str) -> list[str]:
         lines.append(f"{indent}    {pq.pool}: {pq.nominal.describe()}{limits}")
     if q.guards:
         lines.append(f"{indent}    guards: {describe(q.guards)}")
+    if q.interactive != NO_CAPS:
+        lines.append(f"{indent}    interactive: {describe_interactive(q.interactive)}")
     for child in queues.children_of(name):
         lines.extend(_tree(queues, child, indent + "  "))
     return lines
@@ -134,6 +137,15 @@ def describe(g: Guards) -> str:
     if g.max_pending_gangs is not None:
         parts.append(f"at most {g.max_pending_gangs} pending gangs considered")
     return ", ".join(parts)
+
+
+def describe_interactive(p: InteractivePolicy) -> str:
+    """``at most 2 GPUs and 1 gang per user (label gangscheduler.io/user)``: a queue's
+    per-user caps on interactive gangs, for people."""
+    caps = [f"{n} {what}" for n, what in ((p.max_gpus_per_user, "GPUs"),
+                                           (p.max_gangs_per_user, "gangs")) if n is not None]
+    limit = f"at most {' and '.join(caps)} per user" if caps else "no per-user cap"
+    return f"{limit} (user label {p.user_label})"
 
 
 def _on(flag: bool) -> str:

@@ -59,7 +59,7 @@ from scheduler.placement.types import PlacementParams
 def behind_reservation(t: Trial) -> Waiting | None:
     """Its queue does not backfill, and a reservation it could delay is in the way; a gang
     that could never start anyway is told that instead (as ``deferred``'s are)."""
-    if not _held_behind(t.queue, t.concern):
+    if not _held_behind(t.gang, t.queue, t.concern):
         return None
     return t.hopeless or Waiting(
         R.QUEUED, f"queue {t.queue.name} does not backfill; waits behind the reservation of "
@@ -81,15 +81,17 @@ def recalled(draft: Draft, gang: Gang, queue: Queue, footing: Footing) -> Waitin
     made (most turns of a backlog end there: lookalikes of a gang that already failed);
     None when an earlier step (``behind_reservation``) decides or nothing is remembered."""
     shape, concern, restricted = footing
-    if _held_behind(queue, concern):
+    if _held_behind(gang, queue, concern):
         return None  # ``behind_reservation`` decides: the trial's way
     return draft.context.memo.failed(_failure_key(draft, gang, queue, restricted, shape))
 
 
-def _held_behind(queue: Queue, concern: tuple[Reservation, ...]) -> bool:
+def _held_behind(gang: Gang, queue: Queue, concern: tuple[Reservation, ...]) -> bool:
     """Does ``behind_reservation`` hold the gang: a reservation it could delay, and a queue
-    that does not backfill past one?"""
-    return bool(concern) and not queue.queueing.backfill
+    that does not backfill past one? Never an interactive gang (``policies.interactive``):
+    it does not wait its turn behind the queue's batch work; it still keeps off the
+    reserved nodes (``place``), so the reservation is not delayed by it."""
+    return bool(concern) and not queue.queueing.backfill and not gang.interactive
 
 
 def _failure_key(draft: Draft, gang: Gang, queue: Queue, restricted: tuple[Reservation, ...],
@@ -140,7 +142,8 @@ def preempt(t: Trial) -> Nominated | None:
     if pre is None or not gang.may_preempt:
         return None
     victims = tuple(v.id for v in pre.victims)
-    evictions = tuple(Eviction(v.release, gang.id, f"preempted by {gang.id} (priority "
+    who = f"interactive gang {gang.id}" if gang.interactive else gang.id
+    evictions = tuple(Eviction(v.release, gang.id, f"preempted by {who} (priority "
                                f"{gang.priority}): {v.why}") for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,

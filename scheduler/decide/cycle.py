@@ -31,6 +31,7 @@ from scheduler.decide.draft import Context, Draft
 from scheduler.decide.due import next_due
 from scheduler.decide.heads import deferred
 from scheduler.decide.housekeeping import Housekeeping
+from scheduler.decide.interactive import UserCaps
 from scheduler.decide.memo import Memo
 from scheduler.decide.obstacles import Obstacles
 from scheduler.decide.order import in_order
@@ -128,7 +129,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
                if gid in by_id and gid not in draft.pending]
     first = repairs + [g for g in carried if g.id not in house.partly_bound]
     queue_of = {gid: g.queue for gid, g in by_id.items()}
-    turn = _Turn(draft, queues.queues, guarded, queue_of)
+    turn = _Turn(draft, queues.queues, guarded, queue_of,
+                 UserCaps.of(snapshot, queues, leaving), by_id)
     for gang in first:
         turn(gang, gang.queue)
     done = {g.id for g in first} | {n.gang_id for n in draft.nominations}
@@ -173,12 +175,15 @@ class _Turn:
     backlog, so what stays the same for the cycle (the queues, the guards, the recall's
     table of gangs that can never start) is looked up once, not on every turn."""
 
-    __slots__ = ("by_gang", "draft", "guarded", "obstacles", "queue_of", "queues", "waits")
+    __slots__ = ("by_gang", "by_id", "caps", "draft", "guarded", "obstacles", "queue_of",
+                 "queues", "waits")
 
     def __init__(self, draft: Draft, queues: Mapping[str, Queue], guarded: guards.Guarded,
-                 queue_of: Mapping[str, str]) -> None:
+                 queue_of: Mapping[str, str], caps: UserCaps | None = None,
+                 by_id: Mapping[str, Gang] | None = None) -> None:
         self.draft, self.queues, self.queue_of = draft, queues, queue_of
         self.guarded = guarded if guarded.guarded else None
+        self.caps, self.by_id = caps, by_id or {}
         policies = draft.context.policies
         self.by_gang = draft.context.memo.recall.hopeless(policies.queues,
                                                           policies.scheduler.placement)[1]
@@ -196,6 +201,15 @@ class _Turn:
             if hold is not None:  # a guard of its queue holds it: no trial (policies.guards)
                 draft.fold(gang, queue, hold)
                 return False
+        if self.caps is not None:
+            hold = self.caps.held(gang, draft.binds, draft.nominations, self.by_id)
+            if hold is not None:  # its user's interactive cap in the queue (policies.interactive)
+                draft.fold(gang, queue, hold)
+                return False
+        if gang.interactive:
+            # Someone waits at it: the ordering rules that defer gangs (StrictFIFO heads,
+            # the blocker with backfill off) are for the batch order, not for it.
+            return self._trial(gang, queue)
         obstacles = draft.obstacles
         if obstacles is not self.obstacles:
             self.obstacles, self.waits = obstacles, {}
@@ -207,6 +221,10 @@ class _Turn:
             # unless it can never start (asked without a trial: most of a FIFO backlog is here)
             draft.fold(gang, queue, hopeless_of(draft, gang, queue, self.by_gang) or waits)
             return False
+        return self._trial(gang, queue)
+
+    def _trial(self, gang: Gang, queue: Queue) -> bool:
+        draft = self.draft
         ledger = draft.ledger
         footing = find_footing(gang, queue, draft)
         known = recalled(draft, gang, queue, footing)

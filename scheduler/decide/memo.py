@@ -5,7 +5,7 @@ Within a cycle most gangs are tried against the same quota ledger (it changes on
 gang is admitted or nominated), and many share a queue and a shape. So a gang no easier
 than one that already failed against the very same state (same snapshot, ledger and
 ``Obstacles``: the *epoch*) gets that gang's reason without being tried (``failure_key``):
-every step depends on the gang only through its queue, priority, preemption policy,
+every step depends on the gang only through its queue, priority, tier, preemption policy,
 topology, shape, the reservations it must keep off, whether it may reserve and, where pod
 constraints can read them, its namespace and members' labels
 (``placement.terms.context_key``; KAI-Scheduler's minimal job representatives).
@@ -68,7 +68,7 @@ class Memo:
         if not self._same(epoch):
             self._failures.clear()
             self._epoch = epoch
-        return (queue, gang.priority, gang.preemption_policy, gang.topology,
+        return (queue, gang.priority, gang.tier, gang.preemption_policy, gang.topology,
                 tuple(r.gang_id for r in restricting), may_reserve, shape.number,
                 context_key(gang, epoch[0]))
 

@@ -1,7 +1,8 @@
 """The order in which ``decide`` considers gangs: lowest fair share first, re-ranked after
 every admission, so one cycle already splits freed capacity by weight.
 
-Within a queue: priority, then age, then uid (``fairshare.gang_key``). Across queues: the
+Within a queue: interactive gangs first, then priority, then age, then uid
+(``fairshare.gang_key``). Across queues: the
 queues' fair-share keys with their head gang (``fairshare.queue_key``), worked out again
 whenever the ledger changes. Under FIFO ordering the queues play no part.
 """

@@ -170,12 +170,17 @@ class Trial:
 
     @property
     def blocks_queue(self) -> bool:
-        return self.queue.queueing.strategy is QueueingStrategy.STRICT_FIFO
+        """Its queue is StrictFIFO: the gangs behind it wait. Not behind an interactive
+        gang: the tier stands outside the batch order (``policies.interactive``)."""
+        return (self.queue.queueing.strategy is QueueingStrategy.STRICT_FIFO
+                and not self.gang.interactive)
 
     @property
     def blocks_all(self) -> bool:
-        """Backfill is off and no gang blocks the others yet: this one does."""
-        return not self.policy.backfill and self.draft.obstacles.blocker is None
+        """Backfill is off and no gang blocks the others yet: this one does (never an
+        interactive one, as for ``blocks_queue``)."""
+        return (not self.policy.backfill and self.draft.obstacles.blocker is None
+                and not self.gang.interactive)
 
     @property
     def never(self) -> str:

@@ -28,8 +28,9 @@ whole gang's size, and a gang left partly bound by a crash is completed by placi
 missing members, or rolled back by the caller when that is impossible.
 
 A gang's queue is the first ``gangscheduler.io/queue`` label on its PodGroup (or Workload),
-its Job (or JobSet), its pods by name; its priority its native PodGroup's, else its members'
-highest. Where they disagree the gang carries a notice naming each value and the one used
+its Job (or JobSet), its pods by name; its tier (``gangscheduler.io/tier: interactive``, else
+batch) the first such label in the same order; its priority its native PodGroup's, else its
+members' highest. Where they disagree the gang carries a notice naming each value and the one used
 (``Gang.notices``), which the edge tells its user once (``scheduler.kube.write.gang_notices``).
 """
 
@@ -44,6 +45,7 @@ from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
+from scheduler.model.gangs import Tier
 from scheduler.model.native import ResolvedGroup
 from scheduler.model.resources import Resources, total
 from scheduler.model.workloads import (
@@ -180,8 +182,9 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     runtime = grouping_terms.runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta, devices) if bound else None
     limit = grouping_terms.max_runtime(meta)
-    if running is not None and limit is not None:
-        running = replace(running, gang=replace(running.gang, max_runtime=limit))
+    tier = grouping_terms.tier(labeled)
+    if running is not None and (limit is not None or tier is not Tier.BATCH):
+        running = replace(running, gang=replace(running.gang, max_runtime=limit, tier=tier))
     if running is not None and notices:
         running = replace(running, gang=replace(running.gang, notices=notices))
     if running is not None and terms is not None:
@@ -220,6 +223,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                       else grouping_terms.topology(*meta)),
             runtime_estimate=runtime,
             max_runtime=limit,
+            tier=tier,
             preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
                                else grouping_terms.preemption_policy(gang_pods)),
             min_resources=group.min_resources if group and short else None,

@@ -16,7 +16,7 @@ from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
 from scheduler.model.demand import claim_key, claims_gpus
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
-from scheduler.model.gangs import TopologyMode
+from scheduler.model.gangs import Tier, TopologyMode
 from scheduler.model.labels import Labels
 from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
@@ -27,6 +27,7 @@ from scheduler.model.workloads import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
+    TIER_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
     PodGroupInfo,
@@ -194,6 +195,16 @@ def max_runtime(meta: list[Mapping[str, str]]) -> float | None:
     except ValueError:
         return None
     return seconds if seconds > 0 else None
+
+
+def tier(labeled: list[tuple[str, Mapping[str, str]]]) -> Tier:
+    """The gang's tier: the ``gangscheduler.io/tier`` label of the first source in *labeled*
+    (``QUEUE_PRECEDENCE``) that has one. A value other than ``interactive`` or ``batch`` is
+    batch: the lenient reading keeps a typo from blocking the gang, and the edges warn about
+    it (``scheduler.model.annotation_checks.label_problems``) so its user learns why their
+    notebook is treated as batch work."""
+    value = annotation(TIER_LABEL, *(labels for _, labels in labeled))
+    return Tier.INTERACTIVE if value == Tier.INTERACTIVE.value else Tier.BATCH
 
 
 def _who(sources: list[str], pods_agree: bool) -> str:

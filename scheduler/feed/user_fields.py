@@ -44,6 +44,13 @@ FIELDS: tuple[UserField, ...] = (
     UserField(workloads.MIN_MEMBER_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"), "2",
               "the gang size without a PodGroup"),
     UserField(workloads.ROLE_LABEL, "label", ("Pod",), "worker", "the name of a pod's role"),
+    UserField(workloads.TIER_LABEL, "label", _WORKLOAD, "interactive",
+              "interactive: considered first in its queue, never preempted by batch gangs "
+              "(policies.interactive); anything else: batch"),
+    UserField(workloads.USER_LABEL, "label", ("Pod",), "alice",
+              "who an interactive gang belongs to, for its queue's per-user caps"),
+    UserField(workloads.JUPYTERHUB_USER_LABEL, "label", ("Pod",), "alice",
+              "JupyterHub's user label, read when the user label is missing"),
     UserField(workloads.POD_GROUP_LABEL, "label", ("Pod",), "g",
               "the scheduler-plugins PodGroup a pod belongs to"),
     UserField(workloads.VOLCANO_GROUP_ANNOTATION, "annotation", ("Pod",), "g",

@@ -5,7 +5,15 @@ to keep each one readable.
 """
 
 from scheduler.model.demand import Demand, gpus_of
-from scheduler.model.gangs import Gang, PodRef, Role, RunningGang, TopologyConstraint, TopologyMode
+from scheduler.model.gangs import (
+    Gang,
+    PodRef,
+    Role,
+    RunningGang,
+    Tier,
+    TopologyConstraint,
+    TopologyMode,
+)
 from scheduler.model.nodes import (
     DEFAULT_POOL_LABEL,
     DEFAULT_TOPOLOGY_LABELS,
@@ -32,6 +40,6 @@ __all__ = [
     "DEFAULT_POOL_LABEL", "DEFAULT_TOPOLOGY_LABELS", "GPU", "GPU_PRODUCT_LABEL", "HOSTNAME_LABEL",
     "Demand", "Gang", "Node", "NodeLabelConfig", "NodeSelectorRequirement", "NodeSelectorTerm",
     "PodRef", "PodRequirements", "Resources", "Role", "RunningGang", "SelectorOperator", "Taint",
-    "TaintEffect", "Toleration", "TopologyConstraint", "TopologyMode", "describe_selector",
+    "TaintEffect", "Tier", "Toleration", "TopologyConstraint", "TopologyMode", "describe_selector",
     "gpus_of", "requests_from_pod_spec", "requirements_from_pod_spec",
 ]

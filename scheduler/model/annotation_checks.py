@@ -5,7 +5,9 @@ Why a check of its own: the grouping reads these annotations leniently (an estim
 read is treated as none, so the queue's default runtime applies), which keeps a typo from
 blocking a job, but a lenient reader is a silent one. A user who wrote
 ``gangscheduler.io/expected-runtime: "soon"`` gets no backfill and a worse ETA and would never
-know why. The edges turn these findings into a warning event on the object and a log line.
+know why. A few labels are read the same way (``label_problems``: a notebook labelled
+``gangscheduler.io/tier: interactve`` is batch work). The edges turn these findings into a
+warning event on the object and a log line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
+    TIER_LABEL,
 )
 
 
@@ -107,4 +110,25 @@ def annotation_problems(annotations: Mapping[str, str],
         problem = value_problem(key, value, now)
         if problem is not None:
             problems.append(f"annotation {key}: {problem}; {check.meanwhile}")
+    return tuple(problems)
+
+
+#: The labels read leniently the same way: value -> None when it reads well, else what is
+#: accepted; and what happens meanwhile.
+LABELS_CHECKED: Mapping[str, tuple[frozenset[str], str]] = {
+    TIER_LABEL: (frozenset({"interactive", "batch"}),
+                 "treated as batch (considered after its queue's interactive gangs, and "
+                 "preemptible by batch gangs of higher priority)"),
+}
+
+
+def label_problems(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """One message per checked label whose value is not one the scheduler knows: the label,
+    the value, the accepted values and what the scheduler does instead."""
+    problems = []
+    for key, (accepted, meanwhile) in LABELS_CHECKED.items():
+        value = labels.get(key)
+        if value is not None and value not in accepted:
+            problems.append(f"label {key}: {value!r} is not one of "
+                            f"{' | '.join(sorted(accepted))}; {meanwhile}")
     return tuple(problems)

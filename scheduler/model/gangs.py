@@ -90,6 +90,17 @@ class Role:
         return known
 
 
+class Tier(StrEnum):
+    """What kind of work a gang is (the ``gangscheduler.io/tier`` label of its pods).
+
+    ``interactive``: a notebook or debugging session someone is waiting at. It is considered
+    before its queue's batch gangs and no batch gang may preempt it (``policies.interactive``).
+    ``batch``: everything else (no label, or a value that cannot be read)."""
+
+    BATCH = "batch"
+    INTERACTIVE = "interactive"
+
+
 class TopologyMode(StrEnum):
     REQUIRED = "Required"  # all members within one domain of the level, or not at all
     PREFERRED = "Preferred"  # as few domains of the level as possible
@@ -119,6 +130,8 @@ class Gang:
     #: Seconds it may run before it is evicted (``gangscheduler.io/max-runtime``; its
     #: queue's ``spec.guards.maxRuntimeSeconds`` caps it: ``policies.guards``).
     max_runtime: float | None = None
+    #: ``interactive`` for a notebook or debugging session (``policies.interactive``).
+    tier: Tier = Tier.BATCH
     #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).
     present_members: int | None = None  # None: all roles' pods are present
     #: minMember as declared (PodGroup), when more members are required than exist yet.
@@ -169,6 +182,10 @@ class Gang:
     @property
     def members_present(self) -> int:
         return self.size if self.present_members is None else self.present_members
+
+    @property
+    def interactive(self) -> bool:
+        return self.tier is Tier.INTERACTIVE
 
     @property
     def may_preempt(self) -> bool:

@@ -27,6 +27,12 @@ ESTIMATED_START_ANNOTATION = "gangscheduler.io/estimated-start"
 ESTIMATE_TIME_ANNOTATION = "gangscheduler.io/estimate-time"
 MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 ROLE_LABEL = "gangscheduler.io/role"
+#: ``interactive`` on a gang's pods: a notebook or debugging session (``policies.interactive``).
+TIER_LABEL = "gangscheduler.io/tier"
+#: Who an interactive gang belongs to, for its queue's per-user caps (a queue may name
+#: another label: ``spec.interactive.userLabel``); JupyterHub's label is read after it.
+USER_LABEL = "gangscheduler.io/user"
+JUPYTERHUB_USER_LABEL = "hub.jupyter.org/username"
 #: scheduler-plugins coscheduling (and Kubeflow Trainer's coscheduling podGroupPolicy).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 #: Volcano's pod annotation naming its PodGroup.

@@ -1,9 +1,10 @@
 """Warnings about what users wrote, from the informers to a Warning event on the object.
 
-Two kinds: annotations the scheduler cannot read (``InvalidAnnotation``: it uses a default
-instead), and objects of its own it cannot use at all (``InvalidObject``: a pod with this
-scheduler's name or a PodGroup whose conversion failed, naming the field and the reason; the
-object is ignored until fixed, so without the event its gang would just wait, unexplained).
+Two kinds: annotations (and a few labels: ``label_problems``) the scheduler cannot read
+(``InvalidAnnotation``: it uses a default instead), and objects of its own it cannot use at
+all (``InvalidObject``: a pod with this scheduler's name or a PodGroup whose conversion
+failed, naming the field and the reason; the object is ignored until fixed, so without the
+event its gang would just wait, unexplained).
 
 Why a sink between the two: the informers see every object (on their own threads, and on every
 replica) but must not block on the apiserver; the leader's loop can write events. So an
@@ -25,7 +26,7 @@ import structlog
 
 from scheduler.kube.events import EventReason
 from scheduler.kube.read import informer
-from scheduler.model.annotation_checks import annotation_problems
+from scheduler.model.annotation_checks import annotation_problems, label_problems
 
 log = structlog.get_logger()
 
@@ -64,8 +65,12 @@ class InputWarnings:
         annotations = meta.get("annotations") or {}
         if not uid or not isinstance(annotations, Mapping):
             return
+        labels = meta.get("labels") or {}
         problems = annotation_problems(
             {str(k): v for k, v in annotations.items() if isinstance(v, str)}, self.clock())
+        if isinstance(labels, Mapping):
+            problems += label_problems(
+                {str(k): v for k, v in labels.items() if isinstance(v, str)})
         self._record(uid, problems, lambda: Finding(
             kind, api_version, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
             uid, problems))

@@ -171,7 +171,9 @@ QUEUE = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "Queue",
                                "defaultRuntimeSeconds": 3600, "reserveAfterSeconds": 900},
                   "guards": {"maxRuntimeSeconds": 43200,
                              "budget": {"gpuHours": 1000, "period": "Week"},
-                             "maxRunningGangs": 20, "maxPendingGangs": 100}}}
+                             "maxRunningGangs": 20, "maxPendingGangs": 100},
+                  "interactive": {"maxGPUsPerUser": 4, "maxGangsPerUser": 2,
+                                  "userLabel": "gangscheduler.io/user"}}}
 POLICY = {"apiVersion": "gangscheduler.io/v1alpha1", "kind": "SchedulerPolicy",
           "metadata": {"name": "default"},
           "spec": {"preset": "gang-scheduler", "ordering": "FairShare", "preemption": True,
