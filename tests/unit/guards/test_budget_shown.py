@@ -9,9 +9,9 @@ import dataclasses
 from rich.console import Console
 
 from policies.guards import Budget, BudgetUse, Guards, Period
+from scheduler.kube.write.queue_status import status_of
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.metrics import SchedulerMetrics
-from scheduler.kube.write.queue_status import status_of
 from scheduler.views import apiserver, html, live, text
 from scheduler.views.state import ClusterView
 from tests.unit.policies.builders import policies, queue
