@@ -90,7 +90,7 @@ def parse(body: bytes, metric: str) -> Reading:
     data = doc.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
         raise ReadError("data.result: missing or not a list", "format")
-    scale = 0.01 if metric in PERCENT_METRICS else 1.0
+    full_scale = 100.0 if metric in PERCENT_METRICS else 1.0
     samples, node_level = [], 0
     for i, series in enumerate(data["result"]):
         labels = series.get("metric") if isinstance(series, dict) else None
@@ -107,7 +107,7 @@ def parse(body: bytes, metric: str) -> Reading:
             continue
         namespace = _label(labels, "exported_namespace", "namespace")
         samples.append(GpuSample(namespace, pod, _label(labels, "gpu", "UUID"),
-                                 min(1.0, max(0.0, number * scale))))
+                                 min(1.0, max(0.0, number / full_scale))))
     return Reading(tuple(samples), node_level)
 
 

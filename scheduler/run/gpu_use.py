@@ -10,10 +10,12 @@ The gauges follow both what changes them: a cycle (the running set) and a read (
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from scheduler.model import RunningGang
 from scheduler.model.workloads import PodInfo
+from scheduler.run import gpu_metrics
 from scheduler.run.config import GpuMetricsConfig
 from scheduler.run.gpu_metrics import GpuMetrics
 from scheduler.run.metrics import SchedulerMetrics
@@ -24,14 +26,17 @@ Idle = Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> idle al
 
 class GpuUse:
     """The reader, and the gauges it feeds. *refreshed*: called on the reading thread after
-    each good read (the runner wakes its loop, which calls ``update``)."""
+    each good read (the runner wakes its loop, which calls ``update``); *clock* and *fetch*
+    are the reader's (for the tests)."""
 
     def __init__(self, config: GpuMetricsConfig, metrics: SchedulerMetrics,
                  refreshed: Callable[[], None] | None = None,
-                 reader: GpuMetrics | None = None) -> None:
+                 clock: Callable[[], float] = time.time,
+                 fetch: Callable[[str], bytes] = gpu_metrics.fetch) -> None:
         self.metrics = metrics
-        self.reader = reader or GpuMetrics(
-            config, failed=lambda reason: metrics.gpu_metrics_read_failures.labels(reason).inc(),
+        self.reader = GpuMetrics(
+            config, clock, fetch,
+            failed=lambda reason: metrics.gpu_metrics_read_failures.labels(reason).inc(),
             refreshed=self._refreshed)
         self._on_refresh = refreshed
         metrics.gpu_metrics_age.set_function(self.reader.age)
