@@ -41,6 +41,8 @@ class GpuUse:
         self._on_refresh = refreshed
         metrics.gpu_metrics_age.set_function(self.reader.age)
         self._fresh = threading.Event()  # a read since the gauges were last set
+        #: The running gangs' members the gauges were last set from (None: never set).
+        self._placed: dict[str, tuple[tuple[str, str, int], ...]] | None = None
 
     def _refreshed(self) -> None:
         self._fresh.set()
@@ -62,8 +64,15 @@ class GpuUse:
                pods_of: Callable[[str], Sequence[PodInfo]], pool_of: Mapping[str, str],
                set_idle: Callable[[Idle], None] | None = None) -> None:
         """Set the gauges from *running* (the last cycle's gangs) and the last good samples;
-        *pool_of*: node -> pool; *set_idle*: where the chargeback takes the idle GPUs."""
+        *pool_of*: node -> pool; *set_idle*: where the chargeback takes the idle GPUs.
+
+        Nothing to do when neither the samples nor the running gangs' members changed since
+        the last update (most cycles of a busy cluster bind or wait, and leave them be)."""
+        placed = {gid: rg.members for gid, rg in running.items()}
+        if not self._fresh.is_set() and placed == self._placed:
+            return
         self._fresh.clear()
+        self._placed = placed
         source = self.source()
         idle: dict[tuple[str, str, str], int] = {}
         flagged: dict[tuple[str, str, str], tuple[int, int, int]] = {}

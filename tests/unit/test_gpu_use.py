@@ -104,6 +104,10 @@ def test_the_gauges_follow_the_samples_and_drop_gangs_no_longer_flagged() -> Non
     assert r.get_sample_value("gang_scheduler_idle_allocated_gpus",
                               {"queue": "team-a", "namespace": "ns", "pool": "p"}) is None
     assert charged[-1] == {}
+    # Neither new samples nor other members running: nothing to set again.
+    use.update(snapshot.running, sched.cache.gang_pods, pools, lambda idle: charged.append(
+        dict(idle)))
+    assert len(charged) == 2
 
 
 def test_a_failed_read_is_counted_by_reason() -> None:
