@@ -337,7 +337,7 @@ class LiveScheduler:
         ``cycle_interval`` (the heartbeat) at most."""
         self._warn_of_inputs()
         self._sync_finalizers()
-        if self.gpu_use is not None and self.gpu_use.fresh:
+        if self.gpu_use is not None and self.gpu_use.due:
             self._gpu_gauges()
         figures = self.queue_status.due_in()
         if figures is not None and figures <= 0:

@@ -43,6 +43,7 @@ class GpuUse:
         self._fresh = threading.Event()  # a read since the gauges were last set
         #: The running gangs' members the gauges were last set from (None: never set).
         self._placed: dict[str, tuple[tuple[str, str, int], ...]] | None = None
+        self._shown = False  # the gauges show samples (not stale, not none)
 
     def _refreshed(self) -> None:
         self._fresh.set()
@@ -50,9 +51,10 @@ class GpuUse:
             self._on_refresh()
 
     @property
-    def fresh(self) -> bool:
-        """Samples were read since the gauges were last set."""
-        return self._fresh.is_set()
+    def due(self) -> bool:
+        """Samples were read, or the ones the gauges show went stale, since they were set
+        (stale figures must not keep an alert firing)."""
+        return self._fresh.is_set() or (self._shown and self.reader.current() is None)
 
     def source(self) -> GpuSamples | None:
         """What the views join with; None while no good samples are at hand (never read, or
@@ -66,14 +68,16 @@ class GpuUse:
         """Set the gauges from *running* (the last cycle's gangs) and the last good samples;
         *pool_of*: node -> pool; *set_idle*: where the chargeback takes the idle GPUs.
 
-        Nothing to do when neither the samples nor the running gangs' members changed since
-        the last update (most cycles of a busy cluster bind or wait, and leave them be)."""
+        Nothing to do when neither the samples (read, or gone stale) nor the running gangs'
+        members changed since the last update (most cycles of a busy cluster bind or wait,
+        and leave them be)."""
         placed = {gid: rg.members for gid, rg in running.items()}
-        if not self._fresh.is_set() and placed == self._placed:
+        source = self.source()
+        if (not self._fresh.is_set() and placed == self._placed
+                and (source is not None) == self._shown):
             return
         self._fresh.clear()
-        self._placed = placed
-        source = self.source()
+        self._placed, self._shown = placed, source is not None
         idle: dict[tuple[str, str, str], int] = {}
         flagged: dict[tuple[str, str, str], tuple[int, int, int]] = {}
         for gid, rg in running.items():

@@ -8,6 +8,7 @@ import math
 
 from scheduler.report.utilisation import GpuSample, by_pod
 from scheduler.run.config import GpuMetricsConfig
+from scheduler.run.gpu_metrics import STALE_WINDOWS
 from scheduler.run.gpu_use import GpuUse
 from scheduler.run.metrics import SchedulerMetrics
 from scheduler.views import live
@@ -96,10 +97,10 @@ def test_the_gauges_follow_the_samples_and_drop_gangs_no_longer_flagged() -> Non
     assert charged == [{("team-a", "ns", "p"): 2}]
 
     use.reader.refresh()  # rank 1 works again: the gang is no longer flagged
-    assert use.fresh
+    assert use.due
     use.update(snapshot.running, sched.cache.gang_pods, pools, lambda idle: charged.append(
         dict(idle)))
-    assert not use.fresh
+    assert not use.due
     assert r.get_sample_value("gang_scheduler_gang_idle_gpus", gang) is None
     assert r.get_sample_value("gang_scheduler_idle_allocated_gpus",
                               {"queue": "team-a", "namespace": "ns", "pool": "p"}) is None
@@ -108,6 +109,16 @@ def test_the_gauges_follow_the_samples_and_drop_gangs_no_longer_flagged() -> Non
     use.update(snapshot.running, sched.cache.gang_pods, pools, lambda idle: charged.append(
         dict(idle)))
     assert len(charged) == 2
+    # The samples go stale: the gauges stop showing them.
+    answers.append(answer(SAMPLES))
+    use.reader.refresh()
+    use.update(snapshot.running, sched.cache.gang_pods, pools, lambda idle: None)
+    assert r.get_sample_value("gang_scheduler_gang_idle_gpus", gang) == 2
+    clock.now += STALE_WINDOWS * config.window + 1
+    assert use.due
+    use.update(snapshot.running, sched.cache.gang_pods, pools, lambda idle: None)
+    assert r.get_sample_value("gang_scheduler_gang_idle_gpus", gang) is None
+    assert not use.due
 
 
 def test_a_failed_read_is_counted_by_reason() -> None:
