@@ -37,7 +37,7 @@ class Period(StrEnum):
     MONTH = "Month"
 
 
-_PERIOD_WORD = {Period.DAY: "today", Period.WEEK: "this week", Period.MONTH: "this month"}
+PERIOD_WORDS = {Period.DAY: "today", Period.WEEK: "this week", Period.MONTH: "this month"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +161,25 @@ def overrun_message(limit: tuple[float, str], ran: float) -> str:
             f"{format_duration(ran)}")
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """How much of a queue's GPU-hour budget its subtree used in the current period."""
+
+    used_gpu_hours: float
+    gpu_hours: float
+    period: Period
+    resets_at: float  # the period's end, epoch seconds
+
+
+def budget_use(budget: Budget, usage: Usage, running: Iterable[Run], queues: frozenset[str],
+               now: float) -> BudgetUse:
+    """What *queues* (a budgeted queue's subtree) used of *budget* in its period so far: the
+    one figure the guard holds gangs by and the views, metrics and Queue status show."""
+    start, end = period_bounds(budget.period, now)
+    return BudgetUse(gpu_hours(usage, running, queues, start, now), budget.gpu_hours,
+                     budget.period, end)
+
+
 def over_budget(name: str, guards: Guards, used_gpu_hours: float, now: float) -> str | None:
     """Why queue *name* starts no new gang, when its budget for the period is used up."""
     budget = guards.budget
@@ -168,7 +187,7 @@ def over_budget(name: str, guards: Guards, used_gpu_hours: float, now: float) ->
         return None
     _, end = period_bounds(budget.period, now)
     resets = datetime.fromtimestamp(end, UTC).strftime("%A %d %b %H:%M UTC")
-    return (f"queue {name} reached its GPU-hour budget for {_PERIOD_WORD[budget.period]}: "
+    return (f"queue {name} reached its GPU-hour budget for {PERIOD_WORDS[budget.period]}: "
             f"{_gpu_h(used_gpu_hours)} of {_gpu_h(budget.gpu_hours)} GPU-h; resets {resets}")
 
 

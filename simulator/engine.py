@@ -25,7 +25,9 @@ from scheduler.decide.plan import CyclePlan
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.grouping import GroupingConfig
 from scheduler.model import Node
+from scheduler.report.chargeback import Ledger
 from scheduler.run.loop import Scheduler
+from scheduler.run.metrics import SchedulerMetrics
 from simulator.actuator import SimulatedCluster
 from simulator.clock import EventKind, VirtualClock
 from simulator.devices import NO_DEVICES, ClusterDevices
@@ -73,8 +75,12 @@ class Simulation:
 
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[TraceJob], preset: PolicyPreset,
                  options: SimulationOptions = SimulationOptions(),
-                 devices: ClusterDevices = NO_DEVICES) -> None:
-        """*devices*: the nodes' DRA devices (``simulator.devices.cluster_devices``)."""
+                 devices: ClusterDevices = NO_DEVICES,
+                 metrics: SchedulerMetrics | None = None, ledger: Ledger | None = None) -> None:
+        """*devices*: the nodes' DRA devices (``simulator.devices.cluster_devices``).
+        *metrics*: the live scheduler's metrics, counted by its own code on the virtual clock
+        (GPU-seconds and cost: ``scheduler.run.accrual``); None: none, as without them the
+        cycles decide the same. *ledger*: where that accrual sums the chargeback rows."""
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
         self.preset = preset
         self.options = options
@@ -89,7 +95,8 @@ class Simulation:
             list(nodes), self.cache, self.clock, checkpoint_interval=options.checkpoint_interval,
             checkpoint_write=options.failures.checkpoint_write_seconds or 0.0,
             device_gpus=devices.gpus)
-        self.scheduler = Scheduler(self.cache, preset, self.clock, self.cluster)
+        self.scheduler = Scheduler(self.cache, preset, self.clock, self.cluster, metrics,
+                                   ledger=ledger)
         self._rng = random.Random(options.seed)
         self.samples: list[UtilizationSample] = []
         self.events = 0
@@ -198,6 +205,8 @@ class Simulation:
                 break
         end = max(last, self.jobs[-1].submit_time if self.jobs else 0.0)
         self.cluster.account_idle(last, end)
+        if (accrual := self.scheduler.observer.accrual) is not None:
+            accrual.until(end)  # what is still allocated is charged up to the end
         return SimulationResult(policy=self.preset.name, outcomes=self._outcomes(),
                                 samples=tuple(self.samples), end_time=end,
                                 cycles=self.scheduler.cycles, events=self.events)

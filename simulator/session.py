@@ -14,11 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from policies.queues import QueueSet, SchedulerPolicy
 from policies.validation import load_policies
 from scheduler.model import GPU_PRODUCT_LABEL, Node
 from scheduler.model.demand import gpus_of
+from scheduler.report.chargeback import Ledger
+from scheduler.run.config import PricingConfig
+from scheduler.run.metrics import SchedulerMetrics
 from scheduler.world import clusterspec
 from simulator.devices import NO_DEVICES, ClusterDevices, cluster_devices, node_gpus
 from simulator.engine import FailureModel, Simulation, SimulationOptions
@@ -118,11 +122,38 @@ def pricing(spec: clusterspec.ClusterSpec, default: float, currency: str = "USD"
     return Pricing(per_gpu_hour=default, per_pool=per_pool, currency=currency)
 
 
+def pricing_config(p: Pricing) -> PricingConfig:
+    """The simulation's prices as the live scheduler's configuration (for its metrics)."""
+    return PricingConfig(currency=p.currency, gpu_hour=dict(p.per_pool),
+                         default_gpu_hour=p.per_gpu_hour)
+
+
+@dataclass(frozen=True, slots=True)
+class Charged:
+    """What a run counts its chargeback into: the scheduler's metrics on their own registry
+    (the counters) and the ledger the same accrual sums per day (the CSV)."""
+
+    metrics: SchedulerMetrics
+    ledger: Ledger
+
+
+def charged(inputs: Inputs) -> Charged:
+    """Fresh metrics (their own registry) at the run's prices and a ledger in its currency,
+    for ``run_policy(..., charged=)``."""
+    prices = pricing_config(inputs.pricing)
+    return Charged(metrics=SchedulerMetrics(CollectorRegistry(), prices),
+                   ledger=Ledger(prices.currency))
+
+
 def run_policy(inputs: Inputs, policy: str, options: SimulationOptions,
-               progress: Callable[[int, int], None] | None = None) -> PolicyRun:
+               progress: Callable[[int, int], None] | None = None,
+               charged: Charged | None = None) -> PolicyRun:
+    """*charged*: the metrics and ledger the live scheduler's own accrual counts this run
+    into (``Simulation``); None: none."""
     sim = Simulation(inputs.nodes, inputs.jobs,
                      make_preset(policy, inputs.queues, inputs.scheduler), options,
-                     inputs.devices)
+                     inputs.devices, metrics=charged.metrics if charged else None,
+                     ledger=charged.ledger if charged else None)
     result = sim.run(progress)
     report = compute_report(policy, result.outcomes, result.samples,
                             entitlements=inputs.entitlements, pricing=inputs.pricing,

@@ -9,6 +9,7 @@ got 'nan'`` (exit code 2) before anything is loaded or started; ``float('nan')``
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,25 @@ def integer(*, minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def iso_date(text: str) -> dt.date:
+    """A calendar date written YYYY-MM-DD."""
+    try:
+        if len(text) == 10 and text.isascii():
+            return dt.date.fromisoformat(text)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a date YYYY-MM-DD, got {text!r}")
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why *path* cannot be written as an output file, or None when it can."""
+    if path.is_dir():
+        return "it is a directory"
+    if not path.parent.is_dir():
+        return f"its directory {path.parent} does not exist"
+    return None
 
 
 def output_dir_problem(path: Path) -> str | None:

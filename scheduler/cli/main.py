@@ -17,7 +17,7 @@ from importlib import metadata
 
 # (module under scheduler.cli, one-line summary shown before the module is imported)
 SUBCOMMANDS: tuple[str, ...] = ("run", "explain", "views", "dev_cluster", "policy", "simulate",
-                                 "packing", "demo", "checkpoint")
+                                 "packing", "demo", "checkpoint", "chargeback")
 
 DESCRIPTION = """\
 gang-scheduler: all-or-nothing scheduling of GPU training gangs on Kubernetes.

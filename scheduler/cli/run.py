@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
     live = LiveScheduler(config, client, identity=args.identity)
     try:
         server = serve(live.metrics.registry, live.health, *address,
-                       view=live.view if config.dashboard else None)
+                       view=live.view if config.dashboard else None,
+                       chargeback=live.chargeback if config.dashboard else None)
     except OSError as exc:
         print(f"error: metrics address {config.metrics_bind_address}: cannot listen: "
               f"{exc.strerror or exc}", file=sys.stderr)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scheduler.cli import _simulate_sweeps
-from scheduler.cli._args import integer, number, output_dir_problem
+from scheduler.cli._args import integer, iso_date, number, output_dir_problem, output_file_problem
 from scheduler.model.numerals import parse_float
 
 if TYPE_CHECKING:
@@ -46,6 +46,11 @@ examples:
   # the same replay with every GPU a DRA device and every pod claiming its GPUs (the same
   # allocation code as live); the start times match the run without it
   gang-scheduler simulate --policy gang-scheduler --gpus-as-devices --limit 300
+
+  # the bill of one run: GPU-hours and cost per (queue, namespace, pool) and day, counted by
+  # the live scheduler's own accrual, the trace's start taken as 2026-12-01 00:00 UTC
+  gang-scheduler simulate --policy gang-scheduler --price 2.5 --limit 200 \\
+      --chargeback bill.csv --chargeback-start 2026-12-01
 
 policies:
   per-pod         pods placed one at a time, like kube-scheduler (partial gangs, deadlocks)
@@ -115,6 +120,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "job's pods claim theirs, one ResourceClaim per pod from a template of N "
                    "devices of the model's class (the trace column gpus_as_devices does it "
                    "per job)")
+    p.add_argument("--chargeback", metavar="FILE.csv",
+                   help="write the run's chargeback CSV (per UTC day: GPU-hours allocated and "
+                   "cost per queue, namespace and pool, as `gang-scheduler chargeback` shows "
+                   "them; used and idle are empty, the simulation has no GPU utilisation); "
+                   "needs a single --policy")
+    p.add_argument("--chargeback-start", type=iso_date, metavar="YYYY-MM-DD",
+                   help="the date the trace starts on (its time 0 is that day's midnight UTC; "
+                   "default 1970-01-01)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
 
@@ -182,7 +195,24 @@ def _check_flags(args: argparse.Namespace) -> tuple[dict[str, float], tuple[str,
                      f"(known: {', '.join(POLICY_NAMES)}, greedy-gang)")
     if args.out is not None and (problem := output_dir_problem(Path(args.out))):
         raise _Usage(f"--out {args.out}: {problem}")
+    _check_chargeback(args)
     return mtbf, swept
+
+
+def _check_chargeback(args: argparse.Namespace) -> None:
+    """--chargeback is the bill of one run, written to a file that can be."""
+    if args.chargeback is None:
+        if args.chargeback_start is not None:
+            raise _Usage("--chargeback-start: only meaningful with --chargeback FILE.csv")
+        return
+    clash = [f for f, v in (("--sweep", args.sweep),
+                            ("--checkpoint-sweep", args.checkpoint_sweep)) if v]
+    if clash:
+        raise _Usage(f"--chargeback: cannot be combined with {clash[0]}")
+    if len(args.policy or ()) != 1:
+        raise _Usage("--chargeback: needs exactly one --policy (the CSV is the bill of one run)")
+    if problem := output_file_problem(Path(args.chargeback)):
+        raise _Usage(f"--chargeback {args.chargeback}: {problem}")
 
 
 def _check_pools(pools: list[str], mtbf: dict[str, float],
@@ -202,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from policies.errors import PolicyError
+    from scheduler.report.chargeback import write_csv
     from scheduler.world.clusterspec import ClusterSpecError
     from simulator import report, session
     from simulator.engine import FailureModel, SimulationOptions
@@ -249,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
                                           console)
 
     policies = args.policy or list(POLICY_NAMES)
+    charged = session.charged(inputs) if args.chargeback else None
     runs = []
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=args.no_progress) as bar:
@@ -257,11 +289,20 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             run_ = session.run_policy(
                 inputs, policy, options,
-                progress=partial(_advance, bar, task))
+                progress=partial(_advance, bar, task), charged=charged)
             bar.update(task, completed=len(inputs.jobs))
             runs.append(run_)
             console.log(f"{policy}: {time.perf_counter() - started:.1f}s")
     report.print_summary([r.report for r in runs])
+    if charged is not None:
+        try:
+            with open(args.chargeback, "w", encoding="utf-8", newline="") as out:
+                write_csv(charged.ledger.rows("day", origin=args.chargeback_start), out)
+        except OSError as exc:
+            console.print(f"[red]error:[/red] --chargeback {escape(args.chargeback)}: cannot "
+                          f"write: {escape(exc.strerror or str(exc))}", soft_wrap=True)
+            return 2
+        console.print(f"wrote the chargeback CSV to {args.chargeback}")
     if args.out:
         info = report.RunInfo(command=shlex.join(["gang-scheduler", *sys.argv[1:]]),
                               seed=args.seed, trace=args.trace, cluster=args.cluster)

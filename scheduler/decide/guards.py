@@ -112,16 +112,10 @@ class Guarded:
         live = [rg for gid, rg in snapshot.running.items()
                 if not rg.terminating and gid not in leaving]
         over: dict[str, str] = {}
-        budgeted = {q: g for q, g in guarded.items() if g.budget is not None}
-        if budgeted:
-            going = runs(snapshot.running.values())
-            for name, g in budgeted.items():
-                assert g.budget is not None
-                start, _ = rules.period_bounds(g.budget.period, now)
-                used = rules.gpu_hours(usage, going, _subtree(queues, name), start, now)
-                why = rules.over_budget(name, g, used, now)
-                if why is not None:
-                    over[name] = why
+        for name, use in budgets(snapshot, queues, usage, now, guarded).items():
+            why = rules.over_budget(name, guarded[name], use.used_gpu_hours, now)
+            if why is not None:
+                over[name] = why
         capped = [q for q, g in guarded.items() if g.max_running_gangs is not None]
         counts = {q: sum(1 for rg in live if q in queues.path_of(rg.gang.queue))
                   for q in capped}
@@ -154,6 +148,19 @@ class Guarded:
                 if why is not None:
                     break
         return None if why is None else Waiting(ReasonCategory.QUEUE_LIMIT, why)
+
+
+def budgets(snapshot: Snapshot, queues: QueueSet, usage: Usage, now: float,
+            guarded: Mapping[str, Guards] | None = None) -> dict[str, rules.BudgetUse]:
+    """Each budgeted queue's use of its budget this period (its subtree's ended runs and
+    running gangs); empty without budgets. *guarded*: ``_guarded(queues)``, if at hand."""
+    guarded = _guarded(queues) if guarded is None else guarded
+    budgeted = {q: g.budget for q, g in guarded.items() if g.budget is not None}
+    if not budgeted:
+        return {}
+    going = runs(snapshot.running.values())
+    return {name: rules.budget_use(b, usage, going, _subtree(queues, name), now)
+            for name, b in budgeted.items()}
 
 
 def _subtree(queues: QueueSet, name: str) -> frozenset[str]:

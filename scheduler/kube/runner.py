@@ -59,6 +59,7 @@ from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
+from scheduler.report.chargeback import Period, Row, day_of
 from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.gpu_use import GpuUse
@@ -353,30 +354,41 @@ class LiveScheduler:
                 longest = min(longest, deadline)
         self.wake.event.wait(self.wake.sleep(time.time(), longest))
 
+    def chargeback(self, period: Period) -> tuple[Row, ...] | None:
+        """The chargeback rows of *period* (``/api/v1/chargeback``), charged up to now; None on
+        a replica that has not led a cycle."""
+        accrual = self.scheduler.observer.accrual
+        if accrual is None or not self.is_leader:
+            return None
+        return accrual.rows(period)
+
     def view(self) -> ClusterView | None:
         """The views' rows from the last cycle; None on a replica that has not led one."""
         last, plan = self.scheduler.last_cycle, self.scheduler.last_plan
         if last is None or plan is None or not self.is_leader:
             return None
         inp, policies = last
+        accrual = self.scheduler.observer.accrual
+        month = day_of(plan.now).replace(day=1)
         return live_view.build(live_view.Cycle(inp, plan, policies, self.scheduler.last_queues,
                                                self.policies.invalid),
                                self.cache.gang_pods, self.recent.events,
                                failures=self.cache,
+                               charged=accrual.rows(since=month) if accrual else (),
                                gpu=self.gpu_use.source() if self.gpu_use is not None else None)
 
     def _gpu_gauges(self) -> None:
-        """The GPU-use gauges and idle chargeback from the last cycle's running gangs and
-        the last good GPU samples (after a cycle, and after a read between cycles)."""
+        """The GPU-use gauges and the idle GPUs the chargeback charges (``Accrual.set_idle``)
+        from the last cycle's running gangs and the last good GPU samples (after a cycle, and
+        after a read between cycles)."""
         last = self.scheduler.last_cycle
         if self.gpu_use is None or last is None:
             return
         snapshot = last[0].snapshot
         accrual = self.scheduler.observer.accrual
-        # ``Accrual.set_idle`` charges idle GPU-seconds (the chargeback branch adds it).
-        set_idle = getattr(accrual, "set_idle", None) if accrual is not None else None
         self.gpu_use.update(snapshot.running, self.cache.gang_pods,
-                            {name: n.pool for name, n in snapshot.nodes.items()}, set_idle)
+                            {name: n.pool for name, n in snapshot.nodes.items()},
+                            accrual.set_idle if accrual is not None else None)
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

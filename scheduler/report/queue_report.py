@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.cluster_check import quota_warnings
+from policies.guards import BudgetUse
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
 from scheduler.decide.tallies import QueueTally
@@ -70,6 +71,9 @@ class QueueReport:
     remembered_gpu_hours: float | None = None
     remembered_share: float = 0.0  # added to its rank while it borrows
     remembered_at: float | None = None  # when they were worked out (the plan's time)
+    #: Its GPU-hour budget (``spec.guards.budget``) and what its subtree used of it this
+    #: period; None: it has no budget.
+    budget: BudgetUse | None = None
 
     @property
     def allocated_gpus(self) -> int:
@@ -85,14 +89,16 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
                   capacity: Mapping[str, Resources] | None = None, *,
                   remembered: Mapping[str, float] | None = None,
                   remembered_shares: Mapping[str, float] | None = None,
-                  remembered_at: float | None = None) -> tuple[QueueReport, ...]:
+                  remembered_at: float | None = None,
+                  budgets: Mapping[str, BudgetUse] | None = None) -> tuple[QueueReport, ...]:
     """One report per queue of *policies* (sorted by name), from a plan's queue tallies.
 
     *pending* counts every waiting gang per queue (the loop knows gangs the plan never
     considered: members missing, bind backoff); without it the plan's own counts are used.
     *capacity* (allocatable per pool with nodes) adds each queue's quota warnings.
     *remembered*: decayed GPU-seconds borrowed per queue as of *remembered_at*, with
-    *remembered_shares* (None: memory is off).
+    *remembered_shares* (None: memory is off). *budgets*: each budgeted queue's use of its
+    GPU-hour budget (``scheduler.decide.guards.budgets``).
     """
     queues = policies.queues
     tree = QuotaTree.build(queues)
@@ -129,7 +135,8 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
             remembered_gpu_hours=(None if remembered is None
                                   else remembered.get(name, 0.0) / 3600.0),
             remembered_share=(remembered_shares or {}).get(name, 0.0),
-            remembered_at=None if remembered is None else remembered_at))
+            remembered_at=None if remembered is None else remembered_at,
+            budget=(budgets or {}).get(name)))
     return tuple(out)
 
 

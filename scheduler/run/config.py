@@ -120,7 +120,8 @@ class SchedulerConfig:
     #: completed before they are deleted (``scheduler.decide.housekeeping``).
     partial_gang_grace_seconds: float = 60.0
     metrics_bind_address: str = "0.0.0.0:8080"
-    #: The read-only dashboard (/dashboard) and its data (/api/v1/state) on the metrics port.
+    #: The read-only dashboard (/dashboard), its data (/api/v1/state) and the chargeback
+    #: (/api/v1/chargeback) on the metrics port.
     dashboard: bool = True
     log_level: str = "info"
     log_format: str = "auto"

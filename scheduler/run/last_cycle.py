@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from policies import usage_memory
+from policies.guards import NO_USAGE, Usage
 from scheduler.decide import cycle
+from scheduler.decide.guards import budgets
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
 from scheduler.decide.tallies import queue_tallies
@@ -28,7 +30,8 @@ BackingOff = Callable[[float], dict[str, float]]
 class LastCycle:
     """One cycle's input, the policies it ran with, its recall and plan; *backing_off* says
     which gangs were backing off (they wait with reason Backoff); *memory*: what queues
-    borrowed, as of this cycle (``scheduler.run.remembered``)."""
+    borrowed, as of this cycle (``scheduler.run.remembered``); *usage*: GPU-hours of ended
+    runs the cycle's budgets counted (``scheduler.run.guard_usage``)."""
 
     inp: CycleInput
     policies: cycle.Policies
@@ -36,6 +39,7 @@ class LastCycle:
     plan: CyclePlan
     backing_off: BackingOff
     memory: usage_memory.UsageMemory | None = None
+    usage: Usage = NO_USAGE
     _waiting: Counter[tuple[str, str]] | None = field(default=None, repr=False)
     _queues: tuple[QueueReport, ...] | None = field(default=None, repr=False)
 
@@ -70,5 +74,7 @@ class LastCycle:
                                              now, half_life)
             self._queues = queue_reports(tallies, self.policies, per_queue, capacity,
                                          remembered=remembered, remembered_shares=shares,
-                                         remembered_at=now)
+                                         remembered_at=now,
+                                         budgets=budgets(snapshot, self.policies.queues,
+                                                         self.usage, now))
         return self._queues

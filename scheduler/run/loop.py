@@ -45,6 +45,7 @@ from scheduler.decide.plan import Bind, CyclePlan
 from scheduler.decide.recall import Recall
 from scheduler.feed.cache import ClusterCache, CycleInput
 from scheduler.model import PodRef
+from scheduler.report.chargeback import Ledger
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.backoff import Backoffs
 from scheduler.run.guard_usage import GuardUsage
@@ -90,12 +91,14 @@ class Scheduler:
         repair_grace: float = REPAIR_GRACE_SECONDS,
         answering: Callable[[], bool] | None = None,
         pool_gauge_interval: float = 0.0,
+        ledger: Ledger | None = None,
     ) -> None:
         """*repair_grace*: see ``housekeeping``. *answering*: does the cluster answer
         requests right now (the live scheduler's outage tracker)? Without it, a backoff
         after a failure without an answer runs its course like any other.
         *pool_gauge_interval*: seconds between updates of the per-pool GPU gauges, a pass
-        over every node (GPU-seconds allocated are accrued every cycle)."""
+        over every node (GPU-seconds allocated are accrued every cycle). *ledger*: the
+        chargeback ledger the accrual sums into (default: its own)."""
         self.cache = cache
         self.policies = policies
         self.clock = clock
@@ -104,7 +107,7 @@ class Scheduler:
         self.housekeeping = HousekeepingInput(cache, self.backoffs, repair_grace)
         self.guard_usage = GuardUsage()
         self.latency = SchedulingLatency(metrics)
-        self.observer = CycleObserver(metrics, clock, pool_gauge_interval)
+        self.observer = CycleObserver(metrics, clock, pool_gauge_interval, ledger)
         self.flights = Flights(clock)  # binds handed to the actuator's binding stage
         self.remembered = RememberedUsage()  # what queues borrowed, for fair share
         self.cycles = 0
@@ -160,7 +163,7 @@ class Scheduler:
         self.remembered.cycle(inp.snapshot, inp.gangs.pending, policies,
                               self._recall.tree(policies.queues), plan)
         self._last = LastCycle(inp, policies, self._recall, plan, self.backoffs.until,
-                               self.remembered.memory)
+                               self.remembered.memory, usage)
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))
         return plan

@@ -16,6 +16,7 @@ from prometheus_client.metrics_core import Metric
 from scheduler.model import RunningGang
 from scheduler.model.demand import gpus_of
 from scheduler.report.accounting import PoolGpus
+from scheduler.report.chargeback import Interval
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.config import PricingConfig
 
@@ -144,6 +145,14 @@ class SchedulerMetrics:
             "Fair share with memory: what the remembered GPU-hours add to the queue's "
             "fair-share rank while it borrows (the past's share of its parent, per weight).",
             ["queue"], registry=r)
+        self.budget_used_gpu_hours = Gauge(
+            "gang_scheduler_budget_used_gpu_hours",
+            "GPU-hours the queue's subtree used in its budget's current period "
+            "(spec.guards.budget; absent without a budget).", ["queue", "period"], registry=r)
+        self.budget_gpu_hours = Gauge(
+            "gang_scheduler_budget_gpu_hours",
+            "The queue's GPU-hour budget per period (spec.guards.budget).",
+            ["queue", "period"], registry=r)
         self.cycles = Counter("gang_scheduler_cycles_total", "Scheduling cycles run.", registry=r)
         self.loop_passes = Counter(
             "gang_scheduler_loop_passes_total",
@@ -157,6 +166,12 @@ class SchedulerMetrics:
         self.allocated_gpu_seconds = Counter(
             "gang_scheduler_allocated_gpu_seconds_total",
             "GPU-seconds allocated to running gangs, by queue, namespace and node pool.",
+            ["queue", "namespace", "pool"], registry=r)
+        self.idle_gpu_seconds = Counter(
+            "gang_scheduler_idle_gpu_seconds_total",
+            "Of the GPU-seconds allocated, those a GPU utilisation source saw idle, by queue, "
+            "namespace and node pool; no series while no source tells (used is then unknown, "
+            "not allocated): used = allocated - idle.",
             ["queue", "namespace", "pool"], registry=r)
         self.gpu_cost = Counter(
             "gang_scheduler_gpu_cost_total",
@@ -260,18 +275,25 @@ class SchedulerMetrics:
                       {(q.name,): q.remembered_gpu_hours or 0.0 for q in remembered})
         self._replace(self.remembered_share,
                       {(q.name,): q.remembered_share for q in remembered})
+        budgeted = [(q.name, q.budget) for q in reports if q.budget is not None]
+        self._replace(self.budget_used_gpu_hours,
+                      {(n, str(b.period)): b.used_gpu_hours for n, b in budgeted})
+        self._replace(self.budget_gpu_hours,
+                      {(n, str(b.period)): b.gpu_hours for n, b in budgeted})
 
-    def accrue(self, allocated: Mapping[tuple[str, str, str], int], seconds: float) -> None:
-        """Charge GPUs *allocated* per (queue, namespace, pool) for *seconds*, and their cost."""
-        if seconds <= 0:
-            return
+    def charge(self, intervals: Iterable[Interval]) -> None:
+        """Count the GPU-seconds, idle GPU-seconds (when known) and cost of *intervals*, the
+        figures ``Interval`` computes (the chargeback ledger takes the same)."""
         currency = self.pricing.currency
-        for (queue, namespace, pool), gpus in allocated.items():
-            gpu_seconds = gpus * seconds
-            self.allocated_gpu_seconds.labels(queue, namespace, pool).inc(gpu_seconds)
-            price = self.pricing.price(pool)
-            self.gpu_cost.labels(queue, namespace, pool, currency).inc(
-                gpu_seconds / 3600.0 * price)
+        for interval in intervals:
+            if interval.seconds <= 0:
+                continue
+            queue, namespace, pool = interval.key
+            self.allocated_gpu_seconds.labels(queue, namespace, pool).inc(interval.gpu_seconds)
+            self.gpu_cost.labels(queue, namespace, pool, currency).inc(interval.cost)
+            idle = interval.idle_gpu_seconds
+            if idle is not None:
+                self.idle_gpu_seconds.labels(queue, namespace, pool).inc(idle)
 
     def set_pools(self, pools: Iterable[PoolGpus]) -> None:
         """Per-pool GPU gauges of one cycle, and the price of every pool seen."""

@@ -21,6 +21,7 @@ from scheduler.decide.housekeeping import PartlyBound
 from scheduler.decide.plan import Bind
 from scheduler.model import Gang
 from scheduler.placement.types import Placement, PlacementParams, PlacementResult
+from scheduler.report.chargeback import Ledger
 from scheduler.run.accrual import Accrual
 from scheduler.run.inflight import ApplyResult, Flight
 from scheduler.run.last_cycle import LastCycle
@@ -34,11 +35,12 @@ Solver = Callable[[Gang, Snapshot, PlacementParams], PlacementResult]
 
 class CycleObserver:
     """Logs and metrics of each cycle and bind outcome; *pool_gauge_interval*: seconds
-    between updates of the per-pool GPU gauges (``Accrual``)."""
+    between updates of the per-pool GPU gauges (``Accrual``); *ledger*: the chargeback ledger
+    the accrual sums into (default: its own)."""
 
     def __init__(self, metrics: SchedulerMetrics | None, clock: Callable[[], float],
-                 pool_gauge_interval: float = 0.0) -> None:
-        self.metrics, self.clock = metrics, clock
+                 pool_gauge_interval: float = 0.0, ledger: Ledger | None = None) -> None:
+        self.metrics, self.clock, self.ledger = metrics, clock, ledger
         self.pool_gauge_interval = pool_gauge_interval
         self.accrual: Accrual | None = None  # for ``metrics``, made on first use
         self.solve_s = 0.0  # placement time within the current decide
@@ -123,6 +125,7 @@ class CycleObserver:
     def _accrual_of(self, m: SchedulerMetrics) -> Accrual:
         """The accrual of metrics *m*, charged up to the moment whenever they are read."""
         if self.accrual is None or self.accrual.metrics is not m:
-            accrual = self.accrual = Accrual(m, self.pool_gauge_interval)
+            accrual = self.accrual = Accrual(m, self.pool_gauge_interval, self.clock,
+                                              self.ledger)
             m.before_scrape(lambda: accrual.until(self.clock()))
         return self.accrual

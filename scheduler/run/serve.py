@@ -1,5 +1,7 @@
 """The HTTP endpoints an operator and the kubelet probe: /metrics, /healthz, /readyz; and,
-when given a view, the read-only dashboard (/ and /dashboard) and its data (/api/v1/state).
+when given a view, the read-only dashboard (/ and /dashboard) and its data (/api/v1/state);
+when given a chargeback source, GPU-hours and cost per team (/api/v1/chargeback?period=day or
+month: the accrual's in-memory ledger, lost on restart; Prometheus keeps the durable history).
 
 Every endpoint answers GET only and changes nothing; the state shows what ``gang-scheduler
 queues``/``gangs`` show (no Secrets, no config). Exposure is that of the metrics port: keep
@@ -23,12 +25,15 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from scheduler.report.chargeback import PERIODS, Period, Row
 from scheduler.views import html
 from scheduler.views.state import ClusterView
 
 #: The dashboard's data, or None while this replica has run no cycle (a standby).
 ViewSource = Callable[[], ClusterView | None]
 NO_VIEW = b"no scheduling cycle yet: this replica is a standby or still starting\n"
+#: The chargeback rows of a period, or None while this replica has charged nothing (a standby).
+ChargebackSource = Callable[[Period], tuple[Row, ...] | None]
 
 
 class Health:
@@ -56,15 +61,19 @@ class Health:
 
 
 def serve(registry: CollectorRegistry, health: Health, host: str = "0.0.0.0",
-          port: int = 8080, view: ViewSource | None = None) -> ThreadingHTTPServer:
+          port: int = 8080, view: ViewSource | None = None,
+          chargeback: ChargebackSource | None = None) -> ThreadingHTTPServer:
     """Serve the endpoints from a daemon thread; ``server.server_address`` has the port.
-    Without *view* there is no dashboard and no /api/v1/state."""
+    Without *view* there is no dashboard and no /api/v1/state; without *chargeback*, no
+    /api/v1/chargeback."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
             if view is not None and path in ("/", "/dashboard", "/api/v1/state"):
                 self._view(path, parse_qs(query))
+            elif chargeback is not None and path == "/api/v1/chargeback":
+                self._chargeback(parse_qs(query))
             elif path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
@@ -89,6 +98,24 @@ def serve(registry: CollectorRegistry, health: Health, host: str = "0.0.0.0",
                 self._send(200, json.dumps(current.to_dict()).encode(), "application/json")
             else:
                 self._send(200, html.render(current).encode(), "text/html; charset=utf-8")
+
+        def _chargeback(self, query: dict[str, list[str]]) -> None:
+            assert chargeback is not None
+            period = query.get("period", ["day"])[-1]
+            if period not in PERIODS:
+                self._send(400, f"period: must be one of {', '.join(PERIODS)}, got {period!r}\n"
+                           .encode())
+                return
+            rows = chargeback(period)  # type: ignore[arg-type]  # checked just above
+            if rows is None:
+                self._send(503, NO_VIEW)
+                return
+            wanted = {n for item in query.get("namespace", []) for n in item.split(",") if n}
+            shown = [r.to_dict() for r in rows if not wanted or r.namespace in wanted]
+            body = {"period": period, "rows": shown,
+                    "note": "in memory since this process started: a restart loses it; "
+                            "Prometheus keeps the durable history"}
+            self._send(200, json.dumps(body).encode(), "application/json")
 
         def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
             self.send_response(code)

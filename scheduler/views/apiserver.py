@@ -17,10 +17,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from policies.guards import BudgetUse, Period
 from policies.validation import parse_documents
 from scheduler.decide.plan import CyclePlan
 from scheduler.feed.grouping import GangSet
 from scheduler.model.demand import gpus_of, quantity_gpus
+from scheduler.model.durations import parse_time
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
 from scheduler.views import failures as failure_rows
@@ -90,8 +92,22 @@ def queue_rows(items: Iterable[Mapping[str, Any]]) -> tuple[QueueRow, ...]:
             running=int(_number(status.get("admittedGangs"), 0)),
             pending=int(_number(status.get("pendingGangs"), 0)), state=state, why=why,
             remembered_gpu_hours=(_number(status["rememberedGPUHours"], 0.0)
-                                  if "rememberedGPUHours" in status else None)))
+                                  if "rememberedGPUHours" in status else None),
+            budget=_budget(status.get("budget"))))
     return tree_order(with_lent(rows))
+
+
+def _budget(found: Any) -> BudgetUse | None:
+    """``status.budget`` as the scheduler wrote it (None: absent, or not what it writes: a
+    status is the scheduler's, but a view must not fail on one it cannot read)."""
+    if not isinstance(found, Mapping):
+        return None
+    try:
+        return BudgetUse(_number(found.get("usedGPUHours"), 0.0),
+                         _number(found.get("gpuHours"), 0.0), Period(str(found.get("period"))),
+                         parse_time(str(found.get("resetsAt"))))
+    except ValueError:
+        return None
 
 
 def _state(meta: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, str]:

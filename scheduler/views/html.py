@@ -12,12 +12,15 @@ from datetime import UTC, datetime
 from html import escape
 
 from scheduler.model.durations import format_duration
+from scheduler.views import html_chargeback, html_use
 from scheduler.views.state import (
     ClusterView,
     GangFailures,
     GangRow,
     NodeRow,
     QueueRow,
+    budget_text,
+    budgets,
     gang_labels,
     queue_names,
     remembered,
@@ -71,7 +74,7 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>{escape(title)}</title><style>{_STYLE}{html_use.STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p class='meta'>Read-only view of the scheduler's last cycle at {when}: "
         f"{len(view.running)} gangs running, {len(view.pending)} pending"
@@ -81,6 +84,8 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         "<h2>Pending gangs</h2>", _pending(view.pending, labels),
         "<h2>Running gangs</h2>", _running(view.running, labels),
     ]
+    if html_use.measured(view.running):
+        parts += ["<h2>GPU use by rank</h2>", html_use.section(view.running, labels)]
     if view.failed:
         parts += ["<h2>Failed gangs</h2>", _failed(view.failed, labels)]
     failing = [g for g in (*view.pending, *view.running, *view.failed) if g.failures]
@@ -88,6 +93,7 @@ def render(view: ClusterView, title: str = "gang-scheduler") -> str:
         parts += ["<h2>Last failures</h2>", _failures(failing, labels)]
     if view.nodes is not None:
         parts += ["<h2>GPUs by pool</h2>", _pools(view.nodes, colors)]
+    parts += html_chargeback.section(view)
     parts += ["<h2>Recent preemptions and reservations</h2>", _events(view),
               "</body></html>"]
     return "\n".join(parts) + "\n"
@@ -97,9 +103,13 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     pools = sorted({p.pool for q in view.queues for p in q.pools})
     head = "".join(f"<th>{escape(p)}: in use / nominal GPUs</th>" for p in pools)
     memory = remembers(view)  # fair share with memory on: what each queue is remembered for
+    idle = any(q.idle_gpus is not None for q in view.queues)  # GPU metrics read
+    budgeted = budgets(view)  # a queue has a GPU-hour budget
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
             "<th>usage share</th><th>running</th><th>pending</th>"
-            f"{'<th>remembered GPU-h</th>' if memory else ''}</tr>"]
+            f"{'<th>remembered GPU-h</th>' if memory else ''}"
+            f"{'<th>idle GPUs</th>' if idle else ''}"
+            f"{'<th>budget: used / GPU-h</th>' if budgeted else ''}</tr>"]
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -117,13 +127,27 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
             f"{''.join(cells)}<td class='n'>{q.fair_share:.2f}</td>"
             f"<td class='n'>{q.usage_share:.2f}</td><td class='n'>{q.running}</td>"
             f"<td class='n'>{q.pending}</td>"
-            f"{_remembered_cell(q) if memory else ''}</tr>")
+            f"{_remembered_cell(q) if memory else ''}"
+            f"{_idle_cell(q.idle_gpus) if idle else ''}"
+            f"{_budget_cell(q) if budgeted else ''}</tr>")
     rows.append("</table>")
     return "\n".join(rows)
 
 
 def _remembered_cell(q: QueueRow) -> str:
     return f"<td class='n'>{remembered(q)}</td>"
+
+
+def _budget_cell(q: QueueRow) -> str:
+    """Used of the budget; marked once used up (the queue starts nothing new)."""
+    b = q.budget
+    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
+    return f"<td class='n{' failed' if spent else ''}'>{escape(budget_text(q))}</td>"
+
+
+def _idle_cell(gpus: int | None) -> str:
+    return "<td class='n'>-</td>" if gpus is None else \
+        f"<td class='n{' use-flag' if gpus else ''}'>{gpus}</td>"
 
 
 def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
@@ -149,14 +173,17 @@ def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     if not rows:
         return "<p id='running'>No gang is running.</p>"
     failing = any(g.failures for g in rows)
+    measured = html_use.measured(rows)
     out = ["<table id='running'><tr><th>gang</th><th>queue</th><th>GPUs</th><th>age</th>"
+           f"{'<th>GPU use</th>' if measured else ''}"
            f"<th>ranks: node (state)</th>{_LAST if failing else ''}</tr>"]
     for g in rows:
         ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
                             f"({escape(r.phase)})" for r in g.ranks)
         out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
-                   f"<td class='n'>{format_duration(g.age_seconds)}</td><td>{ranks}</td>"
+                   f"<td class='n'>{format_duration(g.age_seconds)}</td>"
+                   f"{html_use.use_cell(g) if measured else ''}<td>{ranks}</td>"
                    f"{_last_failure(g.failures) if failing else ''}</tr>")
     out.append("</table>")
     return "\n".join(out)

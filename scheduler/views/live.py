@@ -20,6 +20,8 @@ from scheduler.model.demand import gpus_of
 from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo
 from scheduler.report import accounting
+from scheduler.report.chargeback import Row as ChargebackRow
+from scheduler.report.chargeback import day_of, merged
 from scheduler.report.queue_report import QueueReport
 from scheduler.views import failures as failure_rows
 from scheduler.views import gpu_use, marks
@@ -80,8 +82,10 @@ class Recent:
 def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
           events: Iterable[EventRow] = (),
           failures: FailureSource | None = None,
+          charged: Iterable[ChargebackRow] = (),
           gpu: GpuSamples | None = None) -> ClusterView:
-    """*failures*: where each gang's last failures are kept (the cache; None: none shown);
+    """*failures*: where each gang's last failures are kept (the cache; None: none shown).
+    *charged*: the chargeback ledger's day rows of this month so far (none: no GPU-hours).
     *gpu*: the GPU metrics to join running gangs with (None: the feature is off)."""
     queues = _queues(cycle)
     acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
@@ -96,7 +100,18 @@ def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
     return ClusterView(now=now, source="scheduler", queues=queues, pending=pending,
                        running=running, nodes=marks.node_rows(acc.nodes, queues),
                        events=tuple(events),
-                       failed=failure_rows.failed_rows(failures, shown, now))
+                       failed=failure_rows.failed_rows(failures, shown, now),
+                       gpu_hours=gpu_hours(charged, now))
+
+
+def gpu_hours(days: Iterable[ChargebackRow], now: float) -> tuple[ChargebackRow, ...]:
+    """Today's and this month's GPU-hours per (queue, namespace), pools summed, from day
+    rows (UTC days, as the ledger keeps them)."""
+    today = day_of(now).isoformat()
+    month = [r for r in days if r.period[:7] == today[:7]]
+    return (*merged((r for r in month if r.period == today),
+                    lambda r: (r.period, r.queue, r.namespace, "")),
+            *merged(month, lambda r: (today[:7], r.queue, r.namespace, "")))
 
 
 def _with_failures(rows: tuple[GangRow, ...], source: FailureSource | None,
@@ -126,7 +141,7 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
                                   gpus_of(p.borrowed), 0) for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
             pending=r.pending, state=state, why=why,
-            remembered_gpu_hours=r.remembered_gpu_hours))
+            remembered_gpu_hours=r.remembered_gpu_hours, budget=r.budget))
     return tree_order(with_lent(rows))
 
 

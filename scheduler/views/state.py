@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from policies.guards import PERIOD_WORDS, BudgetUse, Period
 from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
+from scheduler.report.chargeback import Row as ChargebackRow
 from scheduler.report.utilisation import GangUse, RankUse
 
 
@@ -54,6 +56,8 @@ class QueueRow:
     #: GPUs allocated to its running gangs that the GPU metrics show idle (None: no metrics
     #: source).
     idle_gpus: int | None = None
+    #: Its GPU-hour budget and what its subtree used of it this period (None: no budget).
+    budget: BudgetUse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,10 @@ class ClusterView:
     #: Gangs with failures and no pending or running pods (a Job backing off, or one that
     #: gave up), state "Failed", by id.
     failed: tuple[GangRow, ...] = ()
+    #: GPU-hours and cost per (queue, namespace), pools summed (``pool`` ""), of today (period
+    #: ``YYYY-MM-DD``) and this month so far (``YYYY-MM``), from the scheduler's chargeback
+    #: ledger; empty when none was given (another source, a replica that charged nothing).
+    gpu_hours: tuple[ChargebackRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -177,6 +185,9 @@ class ClusterView:
                 return None
             return GangFailures(**{**f, "ranks": tuple(FailureRow(**r) for r in f["ranks"]),
                                    "jobs": tuple(JobRetriesRow(**j) for j in f["jobs"])})
+
+        def budget(b: Mapping[str, Any] | None) -> BudgetUse | None:
+            return None if not b else BudgetUse(**{**b, "period": Period(b["period"])})
 
         def use(u: Mapping[str, Any] | None) -> GangUse | None:
             if not u:
@@ -194,14 +205,16 @@ class ClusterView:
         return cls(
             now=float(data["now"]), source=str(data["source"]),
             queues=tuple(QueueRow(**{**q, "namespaces": tuple(q["namespaces"]),
-                                     "pools": tuple(QueuePool(**p) for p in q["pools"])})
+                                     "pools": tuple(QueuePool(**p) for p in q["pools"]),
+                                     "budget": budget(q.get("budget"))})
                          for q in data["queues"]),
             pending=tuple(gang(g) for g in data["pending"]),
             running=tuple(gang(g) for g in data["running"]),
             nodes=None if nodes is None else tuple(
                 NodeRow(**{**n, "used": tuple(tuple(u) for u in n["used"])}) for n in nodes),
             events=tuple(EventRow(**e) for e in data.get("events") or ()),
-            failed=tuple(gang(g) for g in data.get("failed") or ()))
+            failed=tuple(gang(g) for g in data.get("failed") or ()),
+            gpu_hours=tuple(ChargebackRow.from_dict(r) for r in data.get("gpu_hours") or ()))
 
     def for_namespaces(self, namespaces: Iterable[str] | None) -> ClusterView:
         """Only the gangs of *namespaces* and the queues that admit one of them (None: all)."""
@@ -223,13 +236,27 @@ class ClusterView:
             pending=tuple(g for g in self.pending if g.namespace in wanted),
             running=tuple(g for g in self.running if g.namespace in wanted),
             failed=tuple(g for g in self.failed if g.namespace in wanted),
-            events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted))
+            events=tuple(e for e in self.events if e.gang.split("/", 1)[0] in wanted),
+            gpu_hours=tuple(r for r in self.gpu_hours if r.namespace in wanted))
 
 
 def remembers(view: ClusterView) -> bool:
     """Does any queue row carry remembered usage (fair share with memory on)? The tables
     show the column only then."""
     return any(q.remembered_gpu_hours is not None for q in view.queues)
+
+
+def budgets(view: ClusterView) -> bool:
+    """Does any queue row carry a GPU-hour budget? The tables show the column only then."""
+    return any(q.budget is not None for q in view.queues)
+
+
+def budget_text(q: QueueRow) -> str:
+    """``104 / 100 this week``: GPU-hours used of the budget in its period ("-": none)."""
+    b = q.budget
+    if b is None:
+        return "-"
+    return f"{b.used_gpu_hours:,.1f} / {b.gpu_hours:,.0f} {PERIOD_WORDS[b.period]}"
 
 
 def remembered(q: QueueRow) -> str:

@@ -17,6 +17,9 @@ from scheduler.views.state import (
     ClusterView,
     GangRow,
     NodeRow,
+    QueueRow,
+    budget_text,
+    budgets,
     gang_labels,
     remembered,
     remembers,
@@ -38,6 +41,12 @@ def queues_table(view: ClusterView) -> Table:
     memory = remembers(view)
     if memory:  # fair share with memory on: what each queue is remembered for
         table.add_column("remembered GPU-h", justify="right")
+    measured = any(q.idle_gpus is not None for q in view.queues)
+    if measured:  # GPU metrics read: allocated GPUs that do nothing
+        table.add_column("idle GPUs", justify="right")
+    budgeted = budgets(view)
+    if budgeted:  # a queue has a GPU-hour budget (spec.guards.budget)
+        table.add_column("budget GPU-h", justify="right")
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -53,7 +62,9 @@ def queues_table(view: ClusterView) -> Table:
             name.append(f" [{q.state}]", style="bold yellow")
         table.add_row(name, f"{q.weight:g}", *cells,
                       f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
-                      str(q.pending), *([remembered(q)] if memory else []))
+                      str(q.pending), *([remembered(q)] if memory else []),
+                      *([_idle(q.idle_gpus)] if measured else []),
+                      *([_budget(q)] if budgeted else []))
     flagged = [f"{q.name} [{q.state}]: {q.why}" for q in view.queues if q.state]
     if flagged:  # under the table: the why of each queue marked in it
         table.caption = "\n".join(flagged)
@@ -82,20 +93,57 @@ def pending_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
     return Group(table, why) if rows else table
 
 
-def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Table:
+def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> RenderableType:
+    """The running gangs; with GPU metrics, how busy each is (a "GPU use" column, each
+    flagged rank marked in the ranks cell) and, under the table, what is wrong with each
+    flagged gang in a sentence."""
     table = Table(title="Running gangs", title_justify="left", box=BOX)
     for col, justify in (("gang", "left"), ("queue", "left"), ("GPUs", "right"),
                          ("age", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    measured = any(g.use is not None for g in rows)
+    if measured:
+        table.add_column("GPU use", justify="right", no_wrap=True)
     table.add_column("ranks (rank:node)")
     failing = _failure_column(table, rows)
+    flagged = Text()
     for g in rows:
-        ranks = " ".join(f"{r.rank}:{r.node or '-'}" + ("" if r.phase == "Running"
-                                                        else f"({r.phase})") for r in g.ranks)
+        marks = {r.rank: r.flag for r in g.use.ranks} if g.use else {}
+        ranks = " ".join(f"{r.rank}:{r.node or '-'}"
+                         + ("" if r.phase == "Running" else f"({r.phase})")
+                         + (f"[{marks[r.rank]}]" if marks.get(r.rank) else "")
+                         for r in g.ranks)
         table.add_row(labels[g.id], g.queue, str(g.gpus), format_duration(g.age_seconds),
+                      *([use_cell(g)] if measured else []),
                       Text(ranks or ", ".join(g.nodes), overflow="fold"),
                       *_last_failure(g, failing))
-    return table
+        if g.use is not None and g.use.summary:
+            flagged.append(f"{labels[g.id]}: ", style="bold")
+            flagged.append(f"{g.use.summary}\n", style="yellow")
+    return Group(table, flagged) if flagged else table
+
+
+def use_cell(g: GangRow) -> Text:
+    """A running gang's mean GPU utilisation, and its idle GPUs when it has any ("-": no
+    series for it yet)."""
+    if g.use is None or g.use.utilisation is None:
+        return Text("-", style="dim")
+    text = f"{g.use.utilisation * 100:.0f}%"
+    if g.use.idle_gpus:
+        text += f", {g.use.idle_gpus} idle"
+    return Text(text, style="yellow" if g.use.flagged else "")
+
+
+def _budget(q: QueueRow) -> Text:
+    """Used of the budget; bold red once used up (the queue starts nothing new)."""
+    b = q.budget
+    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
+    return Text(budget_text(q), style="bold red" if spent else "dim" if b is None else "")
+
+
+def _idle(gpus: int | None) -> Text:
+    return Text("-", style="dim") if gpus is None else Text(str(gpus),
+                                                            style="yellow" if gpus else "")
 
 
 def _failure_column(table: Table, rows: tuple[GangRow, ...]) -> bool:

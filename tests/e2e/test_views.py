@@ -16,7 +16,6 @@ shown with its last failure.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -33,6 +32,7 @@ from scheduler.cli.main import main
 from scheduler.run.serve import serve
 from scheduler.tools.devcluster import rest
 from tests.cli_logging import errors_only_logged, quiet_cli_logging
+from tests.e2e.browser import chromium, read_page, screenshot
 from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.live import QUEUE_LABEL, Tenant
 from tests.e2e.ops_support import Ops
@@ -40,8 +40,6 @@ from tests.e2e.ops_support import Ops
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-#: Where to save a screenshot of the page (the README's is made this way), if set.
-SCREENSHOT_DIR = "GANG_SCHEDULER_SCREENSHOT_DIR"
 RANK = "batch.kubernetes.io/job-completion-index"
 
 
@@ -259,10 +257,9 @@ def test_the_apiserver_view_marks_nodes_as_the_schedulers_own(
     assert [n["free"] for n in read if n["stranded"]] == [2, 2]
 
 
-#: What the test reads of the rendered dashboard, in one script run inside the page: the page
-#: reloads itself every few seconds (``scheduler.views.html.REFRESH_SECONDS``), and reading it
-#: element by element over WebDriver took longer than that on a loaded machine (5 reads in a
-#: row went stale in the flake check), while a reload cannot land in the middle of one script.
+#: What the test reads of the rendered dashboard, in one script run inside the page
+#: (``tests.e2e.browser``: the page reloads itself; 5 element-by-element reads in a row went
+#: stale in the flake check).
 SNAPSHOT = """
 const [queue, other, wide, train, pool, crash] = arguments;
 const text = (sel) => { const e = document.querySelector(sel); return e ? e.innerText : null; };
@@ -290,34 +287,10 @@ return {
 
 
 def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
-    from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or ""
-    profile = tempfile.mkdtemp(prefix="views-chromium-")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,1500",
-                 f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""),
-                              options=options)
-    try:
-        page: dict[str, Any] = {}
-        for attempt in range(3):  # a reload between the load and the script: read again
-            driver.get(f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}")
-            try:
-                page = driver.execute_script(
-                    SNAPSHOT, scene.queue, scene.other, f"{scene.ns}/wide",
-                    f"{scene.ns}/train", scene.ops.tenant.pool, f"{scene.ns}/crash")
-                break
-            except WebDriverException:
-                if attempt == 2:
-                    raise
+    with chromium() as driver:
+        page = read_page(driver, f"http://127.0.0.1:{scene.port}/dashboard?namespace={scene.ns}",
+                         SNAPSHOT, scene.queue, scene.other, f"{scene.ns}/wide",
+                         f"{scene.ns}/train", scene.ops.tenant.pool, f"{scene.ns}/crash")
         assert page["title"] == "gang-scheduler"
         body = page["body"]
         for heading in ("Queues", "Pending gangs", "Running gangs", "Failed gangs",
@@ -345,8 +318,4 @@ def test_the_dashboard_in_headless_chromium(scene: Scene) -> None:
         assert "stranded: no waiting gang fits" in body  # the legend says what that means
         # Read-only: nothing to click that changes anything, no script of its own.
         assert (page["forms"], page["scripts"], page["buttons"]) == (0, 0, 0)
-        if os.environ.get(SCREENSHOT_DIR):
-            driver.save_screenshot(str(Path(os.environ[SCREENSHOT_DIR]) / "dashboard.png"))
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+        screenshot(driver, "dashboard.png")

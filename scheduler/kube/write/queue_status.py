@@ -77,6 +77,12 @@ def status_of(report: QueueReport) -> Status:
         status["rememberedGPUHours"] = float(f"{report.remembered_gpu_hours:.3g}")
         if report.remembered_at is not None:
             status["rememberedAt"] = format_time(report.remembered_at)
+    if report.budget is not None:
+        # Used GPU-hours rounded as above: they grow while its gangs run.
+        b = report.budget
+        status["budget"] = {"usedGPUHours": float(f"{b.used_gpu_hours:.3g}"),
+                            "gpuHours": b.gpu_hours, "period": str(b.period),
+                            "resetsAt": format_time(b.resets_at)}
     return status
 
 

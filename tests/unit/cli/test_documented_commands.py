@@ -216,6 +216,10 @@ RULES: tuple[Run | Covered, ...] = (
             "tests/unit/kube/test_checkpoint.py", '"checkpoint", "mark"'),
     Covered(r"^python3 checkpoint\.py( |$)", "tests/unit/kube/test_checkpoint.py",
             '"checkpoint.py"'),
+    # (Needs a running scheduler or Prometheus: the test serves both, the scheduler's real
+    # endpoint over a ledger and a Prometheus stub.)
+    Covered(r"^(\.venv/bin/)?gang-scheduler chargeback --(scheduler|prometheus) ",
+            "tests/unit/cli/test_chargeback_cli.py", '"chargeback", "--scheduler"'),
 )
 
 
@@ -253,6 +257,8 @@ def _argv(text: str, out: Path) -> list[str]:
         prev = words[i - 1] if i else ""
         if prev == "--out":
             w = str(out)
+        elif prev == "--chargeback":  # a file, beside --out (never in the repository)
+            w = str(out.parent / w)
         w = PLACEHOLDERS.get(w, PLACEHOLDER_FLAGS.get((prev, w), w))
         argv += sorted(glob.glob(w, root_dir=ROOT)) if "*" in w else [w]
     if argv[:1] == ["simulate"] and "--help" not in argv:
