@@ -7,8 +7,8 @@ A real Indexed Job of 4 pods (1 GPU each) runs on kwok nodes; the exporter repor
 discovery would see it (its own pod's ``namespace`` and ``pod`` as target labels), so
 Prometheus renames the exporter's pod labels to ``exported_*``, as it does in a cluster
 without ``honorLabels``. What a unit test cannot show: that the query, the label mapping and
-the windowed mean work on what a real Prometheus answers, that the gauges reach Prometheus,
-and that the shipped alerts on them evaluate and become active.
+the windowed mean work on what a real Prometheus answers, that the gauges and the idle
+GPU-seconds reach Prometheus, and that the shipped alerts on them evaluate and become active.
 """
 
 from __future__ import annotations
@@ -103,6 +103,11 @@ def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
             return (*got, idle) if got == (1.0, 1.0, 0.0) and idle == 1.0 and fresh else ()
 
         assert wait_for(gauges, 60, 1.0, what="gang gauges 1 idle, 1 straggler, 0 missing")
+        # The chargeback charges the idle GPU (Accrual.set_idle): idle GPU-seconds grow.
+        charged = wait_for(lambda: sum(prom.query(
+            f'gang_scheduler_idle_gpu_seconds_total{{queue="{gang.queue}",'
+            f'namespace="{ops.ns}"}}').values()), 60, 1.0, what="idle GPU-seconds charged")
+        assert charged > 0
 
         # The shipped alerts on them are active (pending: their `for` has not run out).
         def active() -> set[str]:
