@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--webhook-cert", metavar="FILE",
                    help="the webhook's serving certificate (PEM; read again when it changes)")
     p.add_argument("--webhook-key", metavar="FILE", help="the webhook's private key (PEM)")
+    p.add_argument("--gpu-metrics-url", metavar="URL",
+                   help="Prometheus holding the GPU metrics (dcgm-exporter) to show idle GPUs, "
+                   "straggler and missing ranks per gang; overrides the config's "
+                   "gpuMetrics.prometheus and turns the join on")
     p.add_argument("--no-leader-election", action="store_true",
                    help="run without a Lease (only when a single replica runs)")
     p.add_argument("--identity", metavar="ID", help="leader election identity (default: host-pid)")
@@ -108,6 +112,15 @@ def run(args: argparse.Namespace) -> int:
             given, enabled=True, bind_address=args.webhook_address or given.bind_address,
             cert_file=args.webhook_cert or given.cert_file,
             key_file=args.webhook_key or given.key_file)
+    if args.gpu_metrics_url:
+        from scheduler.run.config import GpuMetricsConfig
+        try:
+            overrides["gpu_metrics"] = dataclasses.replace(
+                config.gpu_metrics or GpuMetricsConfig(prometheus=args.gpu_metrics_url),
+                prometheus=args.gpu_metrics_url)
+        except ConfigError as exc:
+            print(f"error: --gpu-metrics-url {exc}", file=sys.stderr)
+            return 2
     if args.no_leader_election:
         overrides["leader_election"] = dataclasses.replace(config.leader_election, enabled=False)
     config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]

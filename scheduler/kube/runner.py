@@ -62,6 +62,7 @@ from scheduler.kube.write.writer import Retry
 from scheduler.report.chargeback import Period, Row, day_of
 from scheduler.run import kueue_mode, memory
 from scheduler.run.config import SchedulerConfig
+from scheduler.run.gpu_use import GpuUse
 from scheduler.run.loop import Scheduler
 from scheduler.run.metrics import SchedulerMetrics
 from scheduler.run.serve import Health
@@ -160,6 +161,10 @@ class LiveScheduler:
                                       retry_period=le.retry_period_seconds)
                         if le.enabled else None)
         self.recent = live_view.Recent()  # preemptions and reservations, for the dashboard
+        #: GPU utilisation joined with the gangs (``gpuMetrics``; None: off). Read on its own
+        #: thread; a good read wakes the loop, which sets the gauges without a cycle.
+        self.gpu_use = (GpuUse(config.gpu_metrics, self.metrics, refreshed=self.wake.poke)
+                        if config.gpu_metrics is not None else None)
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cycle_lock = threading.Lock()  # taken for a whole cycle; see _quiesce
@@ -218,6 +223,8 @@ class LiveScheduler:
         finally:
             memory.settle()
         self.health.set_ready(True)
+        if self.gpu_use is not None:
+            self._threads.append(self.gpu_use.reader.start(self.stop_event))
         log.info("caches_synced", identity=self.identity, nodes=len(self.cache.nodes()),
                  pods=len(self.cache.pods()), seconds=round(time.monotonic() - started, 2))
         if self.elector is not None:
@@ -283,6 +290,7 @@ class LiveScheduler:
             self._sync_finalizers()
             self._follow_the_pods()
             self._warn_of_inputs()
+            self._gpu_gauges()
         except Exception:  # keep scheduling on the last good state
             log.exception("cycle_failed")
             # Tried again after a while even if nothing changes: what failed may pass then.
@@ -330,6 +338,8 @@ class LiveScheduler:
         ``cycle_interval`` (the heartbeat) at most."""
         self._warn_of_inputs()
         self._sync_finalizers()
+        if self.gpu_use is not None and self.gpu_use.due:
+            self._gpu_gauges()
         figures = self.queue_status.due_in()
         if figures is not None and figures <= 0:
             self.queue_status.publish(self.scheduler.last_queues)
@@ -364,7 +374,21 @@ class LiveScheduler:
                                                self.policies.invalid),
                                self.cache.gang_pods, self.recent.events,
                                failures=self.cache,
-                               charged=accrual.rows(since=month) if accrual else ())
+                               charged=accrual.rows(since=month) if accrual else (),
+                               gpu=self.gpu_use.source() if self.gpu_use is not None else None)
+
+    def _gpu_gauges(self) -> None:
+        """The GPU-use gauges and the idle GPUs the chargeback charges (``Accrual.set_idle``)
+        from the last cycle's running gangs and the last good GPU samples (after a cycle, and
+        after a read between cycles)."""
+        last = self.scheduler.last_cycle
+        if self.gpu_use is None or last is None:
+            return
+        snapshot = last[0].snapshot
+        accrual = self.scheduler.observer.accrual
+        self.gpu_use.update(snapshot.running, self.cache.gang_pods,
+                            {name: n.pool for name, n in snapshot.nodes.items()},
+                            accrual.set_idle if accrual is not None else None)
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

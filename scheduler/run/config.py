@@ -60,6 +60,29 @@ class PricingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuMetricsConfig:
+    """Where the GPU metrics (NVIDIA dcgm-exporter's, stored by Prometheus) are read from, to
+    show allocated-but-idle GPUs, straggler and missing ranks (``scheduler.run.gpu_metrics``).
+
+    The section absent: the feature is off. ``window``: seconds each device's utilisation is
+    averaged over; ``interval``: seconds between reads; ``idle_below``: a GPU below this mean
+    utilisation (0..1) is idle; ``straggler_below``: a rank below this fraction of its gang's
+    median lags.
+    """
+
+    prometheus: str = ""
+    metric: str = "DCGM_FI_DEV_GPU_UTIL"
+    window: float = 300.0
+    interval: float = 30.0
+    idle_below: float = 0.05
+    straggler_below: float = 0.75
+
+    def __post_init__(self) -> None:
+        # Built in code (the --gpu-metrics-url flag) as well as read from a file: one check.
+        _check_gpu_metrics(self)
+
+
+@dataclass(frozen=True, slots=True)
 class WebhookConfig:
     """The optional admission webhook (``scheduler.run.webhook``): off unless enabled. It
     serves HTTPS only (the apiserver calls webhooks over TLS) with this certificate and key,
@@ -112,6 +135,8 @@ class SchedulerConfig:
     #: The Kueue mode (``scheduler.run.kueue_mode``): Kueue owns quota and admission, this
     #: scheduler's own quota step is off and it places what Kueue admitted.
     kueue: KueueConfig = field(default_factory=KueueConfig)
+    #: GPU utilisation joined with gangs (``gpuMetrics``); None: off.
+    gpu_metrics: GpuMetricsConfig | None = None
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:  # also when built in code rather than read from a file
@@ -152,6 +177,26 @@ def _check_address(value: str, path: str) -> str:
     if not sep or not is_digits(port) or int(port) > 65535:
         raise ConfigError(f"{path}: must be HOST:PORT (port 0-65535), got {value!r}")
     return value
+
+
+#: The metric names Prometheus accepts (what is put into the query verbatim).
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def _check_gpu_metrics(c: GpuMetricsConfig) -> None:
+    """Each field of ``gpuMetrics``, named in the error."""
+    scheme, sep, rest = c.prometheus.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest.strip("/"):
+        raise ConfigError(f"gpuMetrics.prometheus: must be an http:// or https:// URL of "
+                          f"Prometheus, got {c.prometheus!r}")
+    if not _METRIC_NAME.match(c.metric):
+        raise ConfigError(f"gpuMetrics.metric: not a Prometheus metric name: {c.metric!r}")
+    for name, value in (("window", c.window), ("interval", c.interval)):
+        _check_positive(value, f"gpuMetrics.{name}")
+    for name, value in (("idleBelow", c.idle_below), ("stragglerBelow", c.straggler_below)):
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 <= value <= 1:
+            raise ConfigError(f"gpuMetrics.{name}: must be a number from 0 to 1, got {value!r}")
 
 
 def _check_extra(name: str, value: Any, path: str) -> None:
@@ -249,7 +294,11 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
             known = ", ".join(sorted(_camel(n) for n in fields))
             raise ConfigError(f"{where}: unknown field (known: {known})")
         ftype = fields[name].type
-        if ftype in _NESTED:
+        if ftype in _OPTIONAL and value is None:
+            kwargs[name] = None  # written out as null by config_to_yaml: the section is off
+        elif ftype in _OPTIONAL:
+            kwargs[name] = _build(_OPTIONAL[ftype], value, where)
+        elif ftype in _NESTED:
             kwargs[name] = _build(_NESTED[ftype], value, where)
         elif name == "scheduler_policy":
             if not isinstance(value, Mapping):
@@ -267,6 +316,8 @@ def _build(cls: Any, raw: Mapping[str, Any], path: str) -> Any:
 _NESTED: dict[Any, type] = {"LeaderElectionConfig": LeaderElectionConfig,
                              "PricingConfig": PricingConfig,
                              "WebhookConfig": WebhookConfig, "KueueConfig": KueueConfig}
+#: Sections that are off when absent (None).
+_OPTIONAL: dict[Any, type] = {"GpuMetricsConfig | None": GpuMetricsConfig}
 
 
 def _camel(name: str) -> str:

@@ -7,6 +7,7 @@ Names follow Prometheus conventions: ``gang_scheduler_`` prefix, base units, ``_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -200,6 +201,32 @@ class SchedulerMetrics:
             "Free GPUs on nodes kept for a reserved or nominated gang that has not started.",
             ["pool"], registry=r)
 
+        # GPU use joined with gangs (``gpuMetrics``: scheduler.run.gpu_metrics); absent when off.
+        self.idle_allocated_gpus = Gauge(
+            "gang_scheduler_idle_allocated_gpus",
+            "GPUs allocated to running gangs that the GPU metrics show idle over the window, "
+            "by queue, namespace and pool.", ["queue", "namespace", "pool"], registry=r)
+        self.gang_idle_gpus = Gauge(
+            "gang_scheduler_gang_idle_gpus",
+            "A running gang's allocated GPUs idle over the window (flagged gangs only).",
+            ["queue", "namespace", "gang"], registry=r)
+        self.gang_straggler_ranks = Gauge(
+            "gang_scheduler_gang_straggler_ranks",
+            "A running gang's ranks whose GPU utilisation lags the gang's median (flagged "
+            "gangs only).", ["queue", "namespace", "gang"], registry=r)
+        self.gang_missing_ranks = Gauge(
+            "gang_scheduler_gang_missing_ranks",
+            "A running gang's ranks 0..size-1 with no running pod (flagged gangs only).",
+            ["queue", "namespace", "gang"], registry=r)
+        self.gpu_metrics_age = Gauge(
+            "gang_scheduler_gpu_metrics_age_seconds",
+            "Age of the GPU samples last read from Prometheus (NaN: never read).", registry=r)
+        self.gpu_metrics_age.set(math.nan)
+        self.gpu_metrics_read_failures = Counter(
+            "gang_scheduler_gpu_metrics_read_failures_total",
+            "Reads of the GPU metrics from Prometheus that failed, by reason (unreachable, "
+            "status, format); the last good samples are kept.", ["reason"], registry=r)
+
     def before_scrape(self, hook: Callable[[], None]) -> None:
         """Run *hook* whenever the metrics are read, before any is collected (to charge
         GPU-seconds up to the moment of the scrape: ``scheduler.run.accrual``)."""
@@ -279,6 +306,16 @@ class SchedulerMetrics:
         names = {p.pool for p in pools} | set(self.pricing.gpu_hour)
         self._replace(self.gpu_hour_price,
                       {(pool, currency): self.pricing.price(pool) for pool in names})
+
+    def set_gpu_use(self, idle: Mapping[tuple[str, str, str], int],
+                    gangs: Mapping[tuple[str, str, str], tuple[int, int, int]]) -> None:
+        """Idle allocated GPUs per (queue, namespace, pool), and per flagged gang
+        ((queue, namespace, gang name) -> idle GPUs, straggler ranks, missing ranks): a
+        gang no longer flagged or running loses its series."""
+        self._replace(self.idle_allocated_gpus, {k: float(v) for k, v in idle.items()})
+        for i, gauge in enumerate((self.gang_idle_gpus, self.gang_straggler_ranks,
+                                   self.gang_missing_ranks)):
+            self._replace(gauge, {k: float(v[i]) for k, v in gangs.items()})
 
     def count_evictions(self, victims: Iterable[RunningGang | None]) -> None:
         """Victim gangs whose eviction was issued (None: gone from the snapshot already)."""

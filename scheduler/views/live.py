@@ -24,8 +24,9 @@ from scheduler.report.chargeback import Row as ChargebackRow
 from scheduler.report.chargeback import day_of, merged
 from scheduler.report.queue_report import QueueReport
 from scheduler.views import failures as failure_rows
-from scheduler.views import marks
+from scheduler.views import gpu_use, marks
 from scheduler.views.failures import FailureSource
+from scheduler.views.gpu_use import GpuSamples
 from scheduler.views.state import (
     ClusterView,
     EventRow,
@@ -81,15 +82,20 @@ class Recent:
 def build(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
           events: Iterable[EventRow] = (),
           failures: FailureSource | None = None,
-          charged: Iterable[ChargebackRow] = ()) -> ClusterView:
+          charged: Iterable[ChargebackRow] = (),
+          gpu: GpuSamples | None = None) -> ClusterView:
     """*failures*: where each gang's last failures are kept (the cache; None: none shown).
-    *charged*: the chargeback ledger's day rows of this month so far (none: no GPU-hours)."""
+    *charged*: the chargeback ledger's day rows of this month so far (none: no GPU-hours).
+    *gpu*: the GPU metrics to join running gangs with (None: the feature is off)."""
     queues = _queues(cycle)
     acc = accounting.account(cycle.input.snapshot, cycle.plan, cycle.input.gangs.pending,
                              cycle.policies.queues)
     now = cycle.plan.now
     pending = _with_failures(_pending(cycle, pods_of), failures, now)
-    running = _with_failures(_running(cycle, pods_of), failures, now)
+    running = _with_failures(_running(cycle, pods_of, gpu), failures, now)
+    if gpu is not None:
+        idle = gpu_use.idle_by_queue(running)
+        queues = tuple(dataclasses.replace(q, idle_gpus=idle.get(q.name, 0)) for q in queues)
     shown = {g.id for g in (*pending, *running)}
     return ClusterView(now=now, source="scheduler", queues=queues, pending=pending,
                        running=running, nodes=marks.node_rows(acc.nodes, queues),
@@ -167,7 +173,8 @@ def _pending(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
     return tuple(rows)
 
 
-def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple[GangRow, ...]:
+def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
+             gpu: GpuSamples | None) -> tuple[GangRow, ...]:
     now = cycle.plan.now
     rows = []
     for rg in sorted(cycle.input.snapshot.running.values(), key=lambda r: r.id):
@@ -178,6 +185,7 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
             workload=workload_of(g, pods), gpus=gpus_of(rg.usage), pods=len(pods) or g.size,
             priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
-            ranks=ranks_of(pods)))
+            ranks=ranks_of(pods),
+            use=gpu_use.use_of(rg, pods, gpu) if gpu is not None else None))
     return tuple(rows)
 

@@ -10,12 +10,8 @@ become active. Prometheus runs on loopback with a 1 s scrape and evaluation inte
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
-import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,66 +20,21 @@ import pytest
 import yaml
 
 from scheduler.run.config import PricingConfig
-from scheduler.tools.devcluster import procs
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.live import POOL_LABEL
 from tests.e2e.ops_support import Ops, ops_for
-from tests.e2e.test_deploy_support import stop_process
+from tests.e2e.prometheus_support import RULES, Prometheus
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("prometheus") is None,
                                  reason="prometheus not installed (.ci/run installs it)")]
 
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "prometheusrule.yaml"
 PRICE = 3.6  # EUR per GPU-hour of the tenant's pool
 
 
 @pytest.fixture
 def ops(control_plane: ControlPlane) -> Iterator[Ops]:
     yield from ops_for(control_plane)
-
-
-class Prometheus:
-    """A Prometheus process scraping one target and evaluating the shipped rules."""
-
-    def __init__(self, workdir: Path, target_port: int) -> None:
-        spec = yaml.safe_load(RULES.read_text())["spec"]  # a PrometheusRule's spec is a rule file
-        (workdir / "rules.yaml").write_text(yaml.safe_dump(spec))
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(workdir / "rules.yaml")],
-            "scrape_configs": [{"job_name": "gang-scheduler",
-                                "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]}))
-        self.port = procs.free_port()
-        self.log = workdir / "prometheus.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                ["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=out, stderr=subprocess.STDOUT)
-
-    def api(self, path: str, **params: str) -> Any:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited {self.proc.returncode}:\n"
-                                 f"{self.log.read_text()[-3000:]}")
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return json.loads(resp.read())["data"]
-        except OSError:
-            return None  # not listening yet
-
-    def query(self, expr: str) -> dict[str, float]:
-        """Instant query: the value of each series, keyed by its labels as ``k=v,...``."""
-        data = self.api("query", query=expr) or {"result": []}
-        return {",".join(f"{k}={v}" for k, v in sorted(r["metric"].items())
-                         if k != "__name__"): float(r["value"][1]) for r in data["result"]}
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
@@ -101,7 +52,7 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
     running = ops.gang("small", 1, 4, queue)
     wait_for(lambda: ops.tenant.all_bound(running), 30, what="the 4-GPU gang bound")
     ops.gang("wide", 2, 8, queue)
-    prom = Prometheus(tmp_path, runner.metrics_port)  # type: ignore[attr-defined]
+    prom = Prometheus(tmp_path, {"gang-scheduler": runner.metrics_port})  # type: ignore[attr-defined]
     try:
         def evaluated() -> list[dict[str, Any]]:
             data = prom.api("rules") or {"groups": []}
@@ -160,8 +111,7 @@ def test_rules_evaluate_on_a_live_scheduler(ops: Ops, tmp_path: Path) -> None:
         # The alerts for this situation are active (pending: their `for` has not run out);
         # the leader alerts are not.
         def active() -> list[dict[str, str]]:
-            data = prom.api("alerts") or {"alerts": []}
-            labels = [a["labels"] for a in data["alerts"]]
+            labels = prom.alerts()
             mine = [a for a in labels if a.get("queue") == queue or a.get("pool") == pool]
             names = {a["alertname"] for a in mine}
             wanted = {"GangSchedulerGangsPendingTooLong", "GangSchedulerStrandedGpus"}

@@ -9,6 +9,7 @@ import pytest
 
 from scheduler.run.config import (
     ConfigError,
+    GpuMetricsConfig,
     SchedulerConfig,
     config_to_yaml,
     load_config,
@@ -93,6 +94,43 @@ def test_the_scheduler_policy_comes_from_the_config(tmp_path: Path) -> None:
 ])
 def test_a_bad_scheduler_policy_is_refused_naming_the_field(tmp_path: Path, text: str,
                                                             message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_gpu_metrics_is_off_unless_configured(tmp_path: Path) -> None:
+    assert SchedulerConfig().gpu_metrics is None
+    path = tmp_path / "c.yaml"
+    path.write_text("gpuMetrics:\n  prometheus: http://prometheus.monitoring:9090\n"
+                    "  window: 60\n  idleBelow: 0.1\n")
+    cfg = load_config(path)
+    assert cfg.gpu_metrics == GpuMetricsConfig(prometheus="http://prometheus.monitoring:9090",
+                                               window=60.0, idle_below=0.1)
+    path.write_text(config_to_yaml(cfg))  # and back, as the ConfigMap shape
+    assert load_config(path) == cfg
+
+
+@pytest.mark.parametrize("text,message", [
+    ("gpuMetrics: {window: 60}\n", "gpuMetrics.prometheus: must be an http:// or https:// URL"),
+    ("gpuMetrics: {prometheus: 'ftp://prom:9090'}\n",
+     "gpuMetrics.prometheus: must be an http:// or https:// URL of Prometheus, got 'ftp://prom"),
+    ("gpuMetrics: {prometheus: 'prom:9090'}\n", "gpuMetrics.prometheus: must be an http://"),
+    ("gpuMetrics: {prometheus: 'http://p', window: -5}\n", "gpuMetrics.window: must be >= 0"),
+    ("gpuMetrics: {prometheus: 'http://p', interval: 0}\n",
+     "gpuMetrics.interval: must be a positive number"),
+    ("gpuMetrics: {prometheus: 'http://p', idleBelow: 1.5}\n",
+     "gpuMetrics.idleBelow: must be a number from 0 to 1, got 1.5"),
+    ("gpuMetrics: {prometheus: 'http://p', stragglerBelow: 2}\n",
+     "gpuMetrics.stragglerBelow: must be a number from 0 to 1"),
+    ("gpuMetrics: {prometheus: 'http://p', metric: 'up{job=\"x\"}'}\n",
+     "gpuMetrics.metric: not a Prometheus metric name"),
+    ("gpuMetrics: {prometheus: 'http://p', windowSeconds: 60}\n",
+     "gpuMetrics.windowSeconds: unknown field"),
+    ("gpuMetrics: [http://p]\n", "gpuMetrics: must be a mapping"),
+])
+def test_gpu_metrics_errors_name_the_field(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(message)):

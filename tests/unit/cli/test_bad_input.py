@@ -218,6 +218,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
      "--metrics-address 'h:99999': expected HOST:PORT"),
     ("run webhook address flag", ["run", "--webhook-address", "9443"], 2,
      "--webhook-address '9443': expected HOST:PORT"),
+    ("run gpu metrics url flag", ["run", "--gpu-metrics-url", "prom:9090"], 2,
+     "--gpu-metrics-url gpuMetrics.prometheus: must be an http:// or https:// URL of "
+     "Prometheus, got 'prom:9090'"),
     ("run metrics address Arabic-Indic port",
      ["run", "--metrics-address", "h:\u0668\u0660\u0668\u0660"], 2,
      "--metrics-address 'h:\u0668\u0660\u0668\u0660': expected HOST:PORT"),

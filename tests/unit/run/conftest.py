@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from scheduler.run import latency, observe
+from scheduler.run import gpu_metrics, latency, observe
 
 
 @pytest.fixture(autouse=True)
@@ -18,7 +18,7 @@ def _every_log_line(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
                         cache_logger_on_first_use=False)
     try:
-        for module in (latency, observe):
+        for module in (gpu_metrics, latency, observe):
             monkeypatch.setattr(module, "log", structlog.get_logger("test"))
         yield
     finally:

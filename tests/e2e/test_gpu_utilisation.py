@@ -1,0 +1,126 @@
+"""GPU utilisation joined with gangs, end to end: a fake dcgm-exporter, a real Prometheus
+(Debian's ``prometheus``) scraping it and the scheduler, and the scheduler reading the
+utilisation back from that Prometheus (``gpuMetrics``).
+
+A real Indexed Job of 4 pods (1 GPU each) runs on kwok nodes; the exporter reports rank 2 at
+0% and rank 3 at 40% while the others work at 95%. The exporter is scraped as a service
+discovery would see it (its own pod's ``namespace`` and ``pod`` as target labels), so
+Prometheus renames the exporter's pod labels to ``exported_*``, as it does in a cluster
+without ``honorLabels``. What a unit test cannot show: that the query, the label mapping and
+the windowed mean work on what a real Prometheus answers, that the gauges and the idle
+GPU-seconds reach Prometheus, and that the shipped alerts on them evaluate and become active.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.run.config import GpuMetricsConfig
+from scheduler.tools.devcluster import procs
+from scheduler.views.state import GangRow
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.fake_dcgm import FakeDcgm, Gpu
+from tests.e2e.ops_support import Ops, ops_for
+from tests.e2e.prometheus_support import Prometheus
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(shutil.which("prometheus") is None,
+                                 reason="prometheus not installed (.ci/run installs it)")]
+
+RANK_LABEL = "batch.kubernetes.io/job-completion-index"
+UTILISATION = {"0": 95.0, "1": 95.0, "2": 0.0, "3": 40.0}  # percent, by rank
+
+
+@pytest.fixture
+def ops(control_plane: ControlPlane) -> Iterator[Ops]:
+    yield from ops_for(control_plane)
+
+
+def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
+        ops: Ops, tmp_path: Path) -> None:
+    ops.tenant.create_nodes(2, gpus=8)  # the tenant's own queue has quota in their pool
+    exporter = FakeDcgm()
+    prom_port = procs.free_port()
+    runner = ops.start_scheduler(metrics_port=True, gpu_metrics=GpuMetricsConfig(
+        prometheus=f"http://127.0.0.1:{prom_port}", window=5, interval=1))
+    prom = Prometheus(tmp_path, {
+        "gang-scheduler": runner.metrics_port,  # type: ignore[attr-defined]
+        "dcgm-exporter": (exporter.port, {"namespace": "gpu-operator",
+                                          "pod": "nvidia-dcgm-exporter-x7k2p"})},
+        port=prom_port)
+    try:
+        job = "ddp"
+        ops.tenant.create_job(job, parallelism=4, gpus=1, completionMode="Indexed")
+
+        def bound() -> dict[str, tuple[str, str]]:
+            pods = ops.tenant.job_pods(job)
+            placed = {p["metadata"]["labels"][RANK_LABEL]: (name, p["spec"].get("nodeName", ""))
+                      for name, p in pods.items()}
+            return placed if len(placed) == 4 and all(n for _, n in placed.values()) else {}
+
+        ranks = wait_for(bound, 60, 0.2, what="the Job's 4 ranks bound")
+        per_node: dict[str, int] = {}
+        for rank, (pod, node) in sorted(ranks.items()):
+            exporter.set(Gpu(node, per_node.get(node, 0), ops.ns, pod), UTILISATION[rank])
+            per_node[node] = per_node.get(node, 0) + 1
+        # A GPU no pod holds: node-level, never joined.
+        exporter.set(Gpu(next(iter(per_node)), 7), 0.0)
+
+        # The live view (what /api/v1/state serves): rank 2 idle, rank 3 a straggler.
+        def row() -> GangRow | None:
+            view = runner.live.view()
+            found = [g for g in view.running if g.workload == f"Job/{job}"] if view else []
+            if not found or found[0].use is None:
+                return None
+            flags = {r.rank: r.flag for r in found[0].use.ranks}
+            return found[0] if flags == {"0": "", "1": "", "2": "idle", "3": "straggler"} \
+                else None
+
+        gang = wait_for(row, 60, 0.5, what="rank 2 idle and rank 3 a straggler in the view")
+        assert gang is not None and gang.use is not None
+        assert gang.use.idle_gpus == 1 and gang.use.allocated == 4
+        assert gang.use.summary.startswith("1 of 4 GPUs idle (rank 2); rank 3 lags: 40%")
+        view = runner.live.view()
+        assert view is not None
+        assert {q.name: q.idle_gpus for q in view.queues if q.name == gang.queue} == {
+            gang.queue: 1}
+
+        # The gauges, as Prometheus scraped them from the scheduler.
+        name = gang.id.partition("/")[2]
+        where = f'queue="{gang.queue}",namespace="{ops.ns}",gang="{name}"'
+
+        def gauges() -> tuple[float, ...]:
+            got = tuple(sum(prom.query(f"gang_scheduler_gang_{g}{{{where}}}").values())
+                        for g in ("idle_gpus", "straggler_ranks", "missing_ranks"))
+            idle = sum(prom.query("gang_scheduler_idle_allocated_gpus"
+                                  f'{{queue="{gang.queue}",namespace="{ops.ns}"}}').values())
+            age = prom.query("gang_scheduler_gpu_metrics_age_seconds")
+            fresh = bool(age) and all(0 <= v < 30 for v in age.values())
+            return (*got, idle) if got == (1.0, 1.0, 0.0) and idle == 1.0 and fresh else ()
+
+        assert wait_for(gauges, 60, 1.0, what="gang gauges 1 idle, 1 straggler, 0 missing")
+        # The chargeback charges the idle GPU (Accrual.set_idle): idle GPU-seconds grow.
+        charged = wait_for(lambda: sum(prom.query(
+            f'gang_scheduler_idle_gpu_seconds_total{{queue="{gang.queue}",'
+            f'namespace="{ops.ns}"}}').values()), 60, 1.0, what="idle GPU-seconds charged")
+        assert charged > 0
+
+        # The shipped alerts on them are active (pending: their `for` has not run out).
+        def active() -> set[str]:
+            mine = {a["alertname"] for a in prom.alerts() if a.get("gang") == name
+                    and a.get("namespace") == ops.ns and a.get("queue") == gang.queue}
+            wanted = {"GangSchedulerGangGpusIdle", "GangSchedulerStragglerRank"}
+            return mine if wanted <= mine else set()
+
+        alerts = wait_for(active, 60, 1.0, what="idle-GPU and straggler alerts active")
+        assert "GangSchedulerMissingRanks" not in alerts
+        assert not any(a["alertname"] == "GangSchedulerGpuMetricsStale" for a in prom.alerts())
+        assert not [r["name"] for g in (prom.api("rules") or {"groups": []})["groups"]
+                    for r in g["rules"] if r["health"] == "err"]
+    finally:
+        prom.stop()
+        exporter.stop()
