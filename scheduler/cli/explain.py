@@ -46,7 +46,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
     p.add_argument("--context", metavar="NAME", help=CONTEXT_HELP)
     p.add_argument("--config", metavar="FILE", help="the scheduler's config file (scheduler name, "
-                   "labels); default: built-in defaults")
+                   "labels, gpuMetrics); default: built-in defaults")
+    p.add_argument("--gpu-metrics-url", metavar="URL",
+                   help="Prometheus holding the GPU metrics (dcgm-exporter): a running gang's "
+                   "ranks get their utilisation, idle and straggler ranks named; overrides "
+                   "the config's gpuMetrics.prometheus")
     p.set_defaults(handler=run)
 
 
@@ -228,6 +232,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: --config {exc}", file=sys.stderr)
         return 2
+    try:
+        gpu_metrics = _gpu_metrics(config.gpu_metrics, args.gpu_metrics_url)
+    except ConfigError as exc:
+        print(f"error: --gpu-metrics-url {exc}", file=sys.stderr)
+        return 2
     configure_logging("error", "console")
     try:
         client = connect(args.kubeconfig, context=args.context)
@@ -239,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
             print(via or workload.via)  # type: ignore[union-attr]
         found = False
         for gid in workload.gangs if workload is not None else (gang_id,):
-            found = _report(client, view, gid, workload, now) or found
+            found = _report(client, view, gid, workload, now, gpu_metrics) or found
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -267,7 +276,19 @@ def _known(gang_id: str, cache: Any, now: float) -> bool:
             or gang_id in inp.gangs.problems or bool(cache.gang_pods(gang_id)))
 
 
-def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> bool:
+def _gpu_metrics(given: Any, url: str | None) -> Any:
+    """The GPU metrics source: the config's, its URL replaced by ``--gpu-metrics-url``."""
+    import dataclasses
+
+    from scheduler.run.config import GpuMetricsConfig
+
+    if not url:
+        return given
+    return dataclasses.replace(given or GpuMetricsConfig(prometheus=url), prometheus=url)
+
+
+def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float,
+            gpu_metrics: Any = None) -> bool:
     """Print the report of one gang and what the running scheduler last wrote on it; a gang
     of *workload* with no pods right now is told why (``explain_workload.gap_text``)."""
     from scheduler.cli import explain_workload as ew
@@ -283,7 +304,10 @@ def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float) -> 
 
         text, found = ew.gap_text(workload, gang_id, ew.last_preemption(client, workload),
                                   now, held=kueue_hold(client, workload.jobs)), True
-    print(text + failures_of(gang_id, view.cache, now))
+    from scheduler.cli.explain_use import gpu_use_text
+
+    print(text + failures_of(gang_id, view.cache, now)
+          + gpu_use_text(gang_id, view.cache, gpu_metrics, now))
     pod = _pending_pod(client, view.cache, gang_id)
     written = unschedulable_message(pod) if pod is not None else ""
     estimate, position = _last_estimate(client, gang_id, pod, now)

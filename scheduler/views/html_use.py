@@ -63,7 +63,8 @@ def _bars(use: GangUse) -> tuple[str, str]:
         said = f"{pct:.0f}%" if util is not None else "no figure"
         title = f"rank {rank}: {said}" + (f", {_WORDS[flag]}" if flag else "")
         bar = f"<div class='bar' style='height:{pct:.0f}%'></div>" if util is not None else ""
-        bars.append(f"<div class='rank {flag}' data-rank='{escape(rank)}' "
+        cls = f"rank {flag}" if flag else "rank"
+        bars.append(f"<div class='{cls}' data-rank='{escape(rank)}' "
                     f"title='{escape(title)}'>{bar}</div>")
         nums.append(f"<span>{escape(rank)}</span>")
     return "".join(bars), "".join(nums)

@@ -13,19 +13,27 @@ GPU-seconds reach Prometheus, and that the shipped alerts on them evaluate and b
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from scheduler.cli.main import main
 from scheduler.run.config import GpuMetricsConfig
+from scheduler.run.serve import Health, serve
 from scheduler.tools.devcluster import procs
 from scheduler.views.state import GangRow
+from tests.e2e.browser import chromium, read_page, screenshot
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.fake_dcgm import FakeDcgm, Gpu
 from tests.e2e.ops_support import Ops, ops_for
 from tests.e2e.prometheus_support import Prometheus
+from tests.e2e.test_deploy_support import CLI
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -41,7 +49,8 @@ def ops(control_plane: ControlPlane) -> Iterator[Ops]:
 
 
 def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
-        ops: Ops, tmp_path: Path) -> None:
+        ops: Ops, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ops.tenant.create_nodes(2, gpus=8)  # the tenant's own queue has quota in their pool
     exporter = FakeDcgm()
     prom_port = procs.free_port()
@@ -121,6 +130,72 @@ def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
         assert not any(a["alertname"] == "GangSchedulerGpuMetricsStale" for a in prom.alerts())
         assert not [r["name"] for g in (prom.api("rules") or {"groups": []})["groups"]
                     for r in g["rules"] if r["health"] == "err"]
+
+        # Where users look: top (the scheduler's own view), explain (which reads Prometheus
+        # itself) and the dashboard in a real browser.
+        server = serve(CollectorRegistry(), Health(), "127.0.0.1", 0, view=runner.live.view)
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            capsys.readouterr()
+            monkeypatch.setenv("COLUMNS", "220")  # rich wraps the ranks cell at 80 columns
+            assert main(["top", "--scheduler", url, "-n", ops.ns, "--iterations", "1"]) == 0
+            out = capsys.readouterr().out
+            node2, node3 = ranks["2"][1], ranks["3"][1]
+            assert "GPU use" in out and "idle GPUs" in out
+            assert f"2:{node2}[idle]" in out and f"3:{node3}[straggler]" in out
+            assert "1 of 4 GPUs idle (rank 2); rank 3 lags: 40%" in out
+            said = explain(ops, f"{ops.ns}/{job}", tmp_path, f"http://127.0.0.1:{prom_port}")
+            use = said.split("GPU use", 1)[1]
+            # The mean of 95, 95, 0 and 40% over explain's own window (the default 5m: only
+            # the URL is given), however Prometheus rounds them.
+            assert re.match(r"\s*5\d% mean over the last 5m: 1 of 4 GPUs idle \(rank 2\); "
+                            r"rank 3 lags: 40% vs median 95%", use), said
+            lines = {ln.split()[1]: ln for ln in use.splitlines()[1:] if ln.startswith("    rank")}
+            assert lines["2"].endswith("0%  idle") and "lags the gang's median" in lines["3"]
+            assert lines["0"].rstrip().endswith("95%") and lines["1"].rstrip().endswith("95%")
+            with chromium() as driver:
+                page = read_page(driver, f"{url}/dashboard?namespace={ops.ns}", RANK_VIEW,
+                                 gang.id)
+                assert page["running"] and re.search(r"5\d%, 1 idle", page["running"]), page
+                assert page["ranks"] == [["0", "rank", "rank 0: 95%"],
+                                         ["1", "rank", "rank 1: 95%"],
+                                         ["2", "rank idle", "rank 2: 0%, idle"],
+                                         ["3", "rank straggler",
+                                          "rank 3: 40%, lags the gang"]], page
+                assert page["heights"][2] == 0 and page["heights"][3] < page["heights"][0]
+                assert "1 of 4 GPUs idle (rank 2)" in page["words"]
+                screenshot(driver, "dashboard-gpu-use.png")
+        finally:
+            server.shutdown()
     finally:
         prom.stop()
         exporter.stop()
+
+
+def explain(ops: Ops, target: str, tmp: Path, prometheus: str) -> str:
+    """``gang-scheduler explain TARGET --gpu-metrics-url ...`` as a user runs it."""
+    config = tmp / "explain.yaml"
+    config.write_text(f"schedulerName: {ops.tenant.scheduler_name}\n")
+    env = {**os.environ, "KUBECONFIG": str(ops.cp.kubeconfig), "HOME": str(tmp)}
+    done = subprocess.run([str(CLI), "explain", target, "--config", str(config),
+                           "--gpu-metrics-url", prometheus], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text
+    return text
+
+
+#: What the test reads of the dashboard's GPU use, in one script (``tests.e2e.browser``).
+RANK_VIEW = """
+const [gang] = arguments;
+const box = document.querySelector(`#gpu-use [data-gang='${gang}']`);
+const row = document.querySelector(`#running tr[data-gang='${gang}']`);
+const ranks = box ? Array.from(box.querySelectorAll(".rank")) : [];
+return {
+  running: row ? row.innerText : null,
+  ranks: ranks.map((r) => [r.getAttribute("data-rank"), r.className, r.title]),
+  heights: ranks.map((r) => { const b = r.querySelector(".bar");
+                              return b ? b.getBoundingClientRect().height : 0; }),
+  words: box ? box.innerText : "",
+};
+"""
