@@ -8,11 +8,14 @@ discovery would see it (its own pod's ``namespace`` and ``pod`` as target labels
 Prometheus renames the exporter's pod labels to ``exported_*``, as it does in a cluster
 without ``honorLabels``. What a unit test cannot show: that the query, the label mapping and
 the windowed mean work on what a real Prometheus answers, that the gauges and the idle
-GPU-seconds reach Prometheus, and that the shipped alerts on them evaluate and become active.
+GPU-seconds reach Prometheus, and that the shipped alerts on them evaluate and become active;
+and where users look: the chargeback read back from Prometheus, ``top``, ``explain`` (which
+queries Prometheus itself) and the dashboard's rank view in headless Chromium.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -130,6 +133,17 @@ def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
         assert not any(a["alertname"] == "GangSchedulerGpuMetricsStale" for a in prom.alerts())
         assert not [r["name"] for g in (prom.api("rules") or {"groups": []})["groups"]
                     for r in g["rules"] if r["health"] == "err"]
+
+        # The chargeback from Prometheus' durable history: today's row for the tenant has
+        # allocated and idle GPU-hours, idle part of allocated (used = the difference).
+        capsys.readouterr()
+        assert main(["chargeback", "--prometheus", f"http://127.0.0.1:{prom_port}",
+                     "-o", "json"]) == 0
+        bill = [r for r in json.loads(capsys.readouterr().out) if r["namespace"] == ops.ns]
+        assert len(bill) == 1 and bill[0]["queue"] == gang.queue, bill
+        assert 0 < bill[0]["idle_gpu_hours"] < bill[0]["allocated_gpu_hours"], bill
+        assert bill[0]["used_gpu_hours"] == pytest.approx(
+            bill[0]["allocated_gpu_hours"] - bill[0]["idle_gpu_hours"])
 
         # Where users look: top (the scheduler's own view), explain (which reads Prometheus
         # itself) and the dashboard in a real browser.
