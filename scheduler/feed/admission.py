@@ -51,7 +51,7 @@ from scheduler.feed.grouping_jobset import (
     JOBSET_NAME_LABEL,
     gang_scope_problem,
 )
-from scheduler.model.annotation_checks import CHECKED, value_problem
+from scheduler.model.annotation_checks import CHECKED, label_problem, value_problem
 from scheduler.model.failures import DISRUPTION_TARGET
 from scheduler.model.workloads import JOB_NAME_LABEL, QUEUE_LABEL
 
@@ -278,8 +278,9 @@ def _ignores_disruption(rule: Any) -> bool:
 # The refusals ------------------------------------------------------------------------------
 def validate(kind: str, obj: Json, old: Json | None = None,
              now: float | None = None) -> Admission:
-    """Refusals for the gangscheduler.io annotations of *obj* that cannot be read (on the
-    object and the objects it makes: ``_annotated``): ``field: reason``. *old*: the object
+    """Refusals for the gangscheduler.io annotations (and checked labels, such as the tier)
+    of *obj* that cannot be read (on the object and the objects it makes: ``_annotated``):
+    ``field: reason``. *old*: the object
     before an update (an unchanged value is only warned about); *now*: the time of the check.
     An object a controller makes (a Job's pods, a JobSet's Jobs) is never refused, only
     warned about: its annotations come from its owner, where the user fixes them, and a
@@ -288,11 +289,13 @@ def validate(kind: str, obj: Json, old: Json | None = None,
         return Admission()
     made = _controlled(obj)
     refusals, warnings = [], []
-    for meta in _annotated(kind, obj):
-        path = (*meta, "annotations")
+    for meta, part in ((m, p) for m in _annotated(kind, obj) for p in ("annotations",
+                                                                           "labels")):
+        path = (*meta, part)
         before = _strings(old, path) if old is not None else {}
         for key, value in sorted(_strings(obj, path).items()):
-            problem = _problem(kind, meta, key, value, now)
+            problem = (_problem(kind, meta, key, value, now) if part == "annotations"
+                       else label_problem(key, value))
             if problem is None:
                 continue
             where = f"{_name(path)}[{key}]: {problem}"

@@ -122,13 +122,22 @@ LABELS_CHECKED: Mapping[str, tuple[frozenset[str], str]] = {
 }
 
 
+def label_problem(key: str, value: str) -> str | None:
+    """What is wrong with a checked label's value (None: it reads well, or the label is not
+    one the scheduler checks): the value and the accepted values."""
+    checked = LABELS_CHECKED.get(key)
+    if checked is None or value in checked[0]:
+        return None
+    return f"{value!r} is not one of {' | '.join(sorted(checked[0]))}"
+
+
 def label_problems(labels: Mapping[str, str]) -> tuple[str, ...]:
     """One message per checked label whose value is not one the scheduler knows: the label,
     the value, the accepted values and what the scheduler does instead."""
     problems = []
-    for key, (accepted, meanwhile) in LABELS_CHECKED.items():
+    for key, (_, meanwhile) in LABELS_CHECKED.items():
         value = labels.get(key)
-        if value is not None and value not in accepted:
-            problems.append(f"label {key}: {value!r} is not one of "
-                            f"{' | '.join(sorted(accepted))}; {meanwhile}")
+        problem = None if value is None else label_problem(key, value)
+        if problem is not None:
+            problems.append(f"label {key}: {problem}; {meanwhile}")
     return tuple(problems)

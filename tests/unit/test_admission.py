@@ -299,6 +299,13 @@ REFUSED: list[tuple[str, str, dict[str, Any], str]] = [
     ("a JobSet's gang scope", "JobSet", jobset(annotations={SCOPE: "per-job"}),
      "metadata.annotations[gangscheduler.io/gang-scope]: 'per-job' is not one of jobset, "
      "replicated-job"),
+    # A misspelt tier is batch work that batch may preempt: said at apply time, not later.
+    ("a notebook's tier, misspelt", "Job",
+     job(template_labels={"gangscheduler.io/tier": "interactve"}),
+     "spec.template.metadata.labels[gangscheduler.io/tier]: 'interactve' is not one of "
+     "batch | interactive"),
+    ("a lone pod's tier", "Pod", {"metadata": {"labels": {"gangscheduler.io/tier": "Notebook"}}},
+     "metadata.labels[gangscheduler.io/tier]: 'Notebook' is not one of batch | interactive"),
 ]
 
 
@@ -319,6 +326,7 @@ def test_a_malformed_annotation_is_refused_naming_the_field_and_the_reason(
     ("JobSet", jobset(annotations={SCOPE: "replicated-job"})),
     ("Pod", {"metadata": {"annotations": {SCOPE: "anything"}}}),  # read on JobSets only
     ("Deployment", {"metadata": {"annotations": {RUNTIME: "soon"}}}),  # not ours
+    ("Job", job(template_labels={"gangscheduler.io/tier": "interactive", "app": "x y"})),
 ])
 def test_readable_and_foreign_annotations_pass(kind: str, obj: dict[str, Any]) -> None:
     assert validate(kind, obj, now=NOW) == Admission()
