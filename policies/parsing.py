@@ -46,7 +46,8 @@ _QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queu
                  "guards", "interactive"}
 _QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
 _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
-_QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds"}
+_QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds",
+                    "ownerFairness"}
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement",
                   "fairShare"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
@@ -296,6 +297,8 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
                                            positive=True),
         reserve_after_seconds=err.seconds(qing.get("reserveAfterSeconds"),
                                          "spec.queueing.reserveAfterSeconds", None),
+        owner_fairness=err.boolean(qing.get("ownerFairness"), "spec.queueing.ownerFairness",
+                                   False),
     )
     namespaces = _namespaces(spec.get("namespaces"), err)
     guards = parse_guards(spec.get("guards"), err)

@@ -103,6 +103,9 @@ class QueueingPolicy:
     #: How long a gang of this queue must have been pending before it may get a reservation;
     #: None: the scheduler policy's ``reserve_after_seconds``.
     reserve_after_seconds: float | None = None
+    #: Order the queue's gangs of equal tier and priority by what their owners already hold
+    #: (``policies.owners``), so one owner's many gangs cannot flood the queue's share.
+    owner_fairness: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from scheduler.decide.housekeeping import Housekeeping
 from scheduler.decide.interactive import UserCaps
 from scheduler.decide.memo import Memo
 from scheduler.decide.obstacles import Obstacles
-from scheduler.decide.order import in_order
+from scheduler.decide.order import in_order, owner_lines
 from scheduler.decide.outcomes import Nominated, Waiting
 from scheduler.decide.plan import (
     NOMINATION_TIMEOUT_SECONDS,
@@ -138,7 +138,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
                                      policies.scheduler.usage_half_life_seconds)
     in_order({q: [g for g in gs if g.id not in done] for q, gs in by_queue.items()},
              policies.scheduler.ordering, turn,
-             lambda q, head: _rank(memo, draft, q, head, remembered))
+             lambda q, head: _rank(memo, draft, q, head, remembered),
+             owner_lines(snapshot, queues, policies.scheduler.ordering, leaving))
     for gid, (_, pods) in backing_off.items():
         members[gid] = pods
     pending = dict(sorted({**draft.pending,
