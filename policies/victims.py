@@ -55,15 +55,17 @@ class Room:
 
     nodes: frozenset[str]
     free_gpus: int
-    #: Running gang id -> (that gang, the GPUs its whole release frees on these nodes).
+    #: Release key (gang id, and the number of members of a partial release) -> (what it
+    #: releases, the GPUs that frees on these nodes).
     gains: dict[str, tuple[RunningGang, int]] = field(default_factory=dict, compare=False)
     #: Topology level -> node -> its domain there.
     domains: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
 
     def gain(self, release: Release) -> int:
         """GPUs *release* would free on these nodes."""
-        rg, nodes = release.whole_gang("Room.gain"), self.nodes
-        return kept_for(self.gains, rg.id, rg, lambda _: sum(
+        rg, nodes = release.released, self.nodes
+        key = rg.id if release.part is None else f"{rg.id}:{len(release.part)}"
+        return kept_for(self.gains, key, rg, lambda _: sum(
             gpus_of(r) for n, r in release.charges if n in nodes), LARGE)
 
     def domain_of(self, level: str, snapshot: Snapshot) -> dict[str, str]:

@@ -72,6 +72,9 @@ class Bind:
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
     group_uid: str | None = None  # its PodGroup's, if it has one (events go there)
     native: NativeGroupInfo | None = None  # its scheduling.k8s.io PodGroup, if any
+    #: An elastic gang's members beyond its minimum, placed or not ("growing: 2 of 4
+    #: optional members placed"; ``scheduler.model.elastic.describe_growth``); "" otherwise.
+    growth: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +249,8 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
         lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
                      f"{bind.queue}): {spread}")
+        if bind.growth:
+            lines.append(f"{gang_id}: {bind.growth}")
         if bind.placement.prebinds:
             lines.append(f"{gang_id}: claims first: {prebind.describe(bind.placement.prebinds)}")
     for prov in plan.provisions:

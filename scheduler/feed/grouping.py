@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.feed import grouping_jobset, grouping_native, grouping_terms
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
-from scheduler.model import Gang, PodRef, RunningGang, shortfall
+from scheduler.model import Gang, PodRef, RunningGang, elastic, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
 from scheduler.model.gangs import Tier
@@ -196,6 +196,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     if running is not None:
         lost = shortfall.of_members(members, min_member, job)
         running = replace(running, shortfall=lost) if lost else running
+    if running is not None and min_member < len(staying) + len(waiting) and not problem:
+        running = elastic_terms(running, min_member, bound)
     partial: tuple[PodRef, ...] = ()
     if (staying and waiting and len(staying) < min_member
             and (terms is None or terms.may_roll_back)):
@@ -294,6 +296,16 @@ def build_gangs(
                                config, natives.get(gid), devices)
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
+
+
+def elastic_terms(running: RunningGang, min_member: int, bound: list[PodInfo]) -> RunningGang:
+    """*running* as an elastic gang: fewer members than its pods may run (its minimum is
+    below the pods it has), so it says its minimum and which member runs where, for a
+    shrink to release only the members above the minimum (``scheduler.model.elastic``)."""
+    pod_nodes = tuple(sorted(((PodRef(p.namespace, p.name, p.uid, p.claim_statuses),
+                               p.node_name) for p in bound if p.occupies_node),
+                             key=lambda pn: elastic.rank_key(pn[0])))
+    return replace(running, min_member=min_member, pod_nodes=pod_nodes)
 
 
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,
