@@ -51,6 +51,7 @@ from scheduler.decide.plan import (
 from scheduler.decide.recall import Shape
 from scheduler.decide.trial import Footing, R, Trial, reserved_for, untouchable
 from scheduler.model import Gang
+from scheduler.model.elastic import rank_key
 from scheduler.model.release import Release
 from scheduler.placement.types import PlacementParams
 
@@ -143,14 +144,27 @@ def preempt(t: Trial) -> Nominated | None:
         return None
     victims = tuple(v.id for v in pre.victims)
     who = f"interactive gang {gang.id}" if gang.interactive else gang.id
-    evictions = tuple(Eviction(v.release, gang.id, f"preempted by {who} (priority "
+    evictions = tuple(Eviction(v.release, gang.id, f"{taken(v.release, who)} (priority "
                                f"{gang.priority}): {v.why}") for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,
-                            pod_nodes=map_pods(gang, pre.placement))
+                            pod_nodes=map_pods(gang, pre.placement),
+                            partial=tuple((v.id, v.release.pods) for v in pre.victims
+                                          if not v.release.is_whole))
     return Nominated(nomination, f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to "
                      f"start on {', '.join(nodes)}; it binds once they are gone",
                      evictions, pre.charges, evicting=victims)
+
+
+def taken(release: Release, who: str) -> str:
+    """What an eviction says it takes: "preempted by ns/x" for a whole gang; for members
+    above an elastic gang's minimum, which ones ("members e-2, e-3 above the gang's minimum
+    2 are released for ns/x")."""
+    if release.is_whole:
+        return f"preempted by {who}"
+    names = ", ".join(p.name for p in sorted(release.pods, key=rank_key))
+    return (f"members {names} above the gang's minimum {release.running.min_member} are "
+            f"released for {who}")
 
 
 def reserve_nodes(t: Trial) -> Reserved | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
-from scheduler.model import Gang, PodRef, prebind
+from scheduler.model import Gang, PodRef, RunningGang, prebind
 from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.prebind import PreBind
@@ -196,6 +196,20 @@ class Nomination:
     inherited: bool = False
     #: The gang's pods onto the placement's nodes, for their ``nominatedNodeName``.
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    #: Victims that give back only members above their minimum (elastic shrink), with
+    #: those members: such a victim is gone once they are, though the gang runs on.
+    partial: tuple[tuple[str, tuple[PodRef, ...]], ...] = ()
+
+    def victim_gone(self, victim: str, running: Mapping[str, RunningGang]) -> bool:
+        """Has *victim* given back what this nomination waits for?"""
+        rg = running.get(victim)
+        if rg is None:
+            return True
+        taken = dict(self.partial).get(victim)
+        if taken is None:
+            return False
+        left = {p for p, _ in rg.pod_nodes}
+        return left.isdisjoint(taken)
 
 
 @dataclass(frozen=True, slots=True)
