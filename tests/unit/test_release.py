@@ -166,12 +166,12 @@ def test_a_release_names_members_only() -> None:
         Release.of_pods(A, A.gang.pods[:1]).only(A.gang.pods[1:])
 
 
-def test_the_simulated_cluster_refuses_a_partial_eviction() -> None:
+def test_the_simulated_cluster_refuses_a_shrink_below_the_minimum() -> None:
     sim, cache, refs = simulated()
     sim.apply(bind(refs), 0.0)
     rg = cache.cycle_input(1.0).snapshot.running["team/j"]
     plan = CyclePlan(now=50.0, evictions=(Eviction(Release.of_pods(rg, refs[:1]), "x", ""),))
-    with pytest.raises(NotImplementedError, match="the simulated cluster: a partial release"):
+    with pytest.raises(RuntimeError, match="a shrink of job j below its minimum 2"):
         sim.apply(plan, 50.0)
     assert sim.running_jobs == 1  # nothing carried out
     sim.apply(replace(plan, evictions=(Eviction(Release.whole(rg), "x", ""),)), 50.0)
