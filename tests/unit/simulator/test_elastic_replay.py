@@ -20,8 +20,9 @@ structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.
 
 def test_an_elastic_job_starts_small_grows_and_gives_members_back() -> None:
     # Four 8-GPU nodes. "other" holds two until 500; "el" (4 pods, minimum 2) comes at 10
-    # and starts on the other two at once, grows to 4 when "other" ends; "hi" (priority 100, 2 pods) arrives
-    # at 1000 and takes two of el's members back; el runs on at its minimum and finishes.
+    # and starts on the other two at once, grows to 4 when "other" ends; "hi" (priority
+    # 100, 2 pods) arrives at 1000 and takes two of el's members back; el runs on at its
+    # minimum, grows back when hi ends, and finishes.
     el = replace(job("el", 10, 4, 8, duration=3000), min_pods=2)
     jobs = [job("other", 0, 2, 8, duration=500), el,
             job("hi", 1000, 2, 8, priority=100, duration=200)]
