@@ -167,6 +167,10 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                *((f"pod {p.name}", p.labels) for p in gang_pods)]
     if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
+        if native is not None and native.group.job_key and job is not None:
+            # The Job controller wrote minCount (its parallelism); the user's min-member
+            # annotation on the Job or its pods says the Job's own minimum (elastic).
+            min_member = grouping_terms.explicit_min_member(meta) or min_member
     else:
         min_member, problem = grouping_terms.min_member(gid, gang_pods, group, job, meta,
                                                         config.per_pod)
