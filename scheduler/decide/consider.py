@@ -51,7 +51,7 @@ from scheduler.decide.plan import (
 from scheduler.decide.recall import Shape
 from scheduler.decide.trial import Footing, R, Trial, reserved_for, untouchable
 from scheduler.model import Gang
-from scheduler.model.elastic import rank_key
+from scheduler.model.elastic import draining, rank_key
 from scheduler.model.release import Release
 from scheduler.placement.types import PlacementParams
 
@@ -122,7 +122,9 @@ def await_draining(t: Trial) -> Nominated | None:
     gone = [snapshot.running[g] for g in draft.obstacles.draining if g in snapshot.running]
     if not gone:
         return None
-    releases = [Release.whole(rg) for rg in gone]
+    # An elastic gang giving members back drains of those only (``elastic.draining``).
+    releases = [Release.whole(rg) if (part := draining(rg)) is None
+                else Release.of_pods(rg, part) for rg in gone]
     world = replace(t.search, ledger=ledger_without(t.ledger, releases, snapshot),
                     gone=tuple(releases))
     trial = fit(t.applicant, world)
@@ -133,7 +135,9 @@ def await_draining(t: Trial) -> Nominated | None:
     waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
         rg.id for rg in gone)
     nomination = Nomination(gang.id, placement.nodes, waits, t.context.now, placement,
-                            inherited=True, pod_nodes=map_pods(gang, placement))
+                            inherited=True, pod_nodes=map_pods(gang, placement),
+                            partial=tuple((r.id, r.pods) for r in releases
+                                          if not r.is_whole and r.id in waits))
     return Nominated(nomination, awaiting_terminating(gang.id, waits, placement.nodes),
                      charges=trial.charges, awaiting=waits)
 

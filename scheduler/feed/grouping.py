@@ -200,7 +200,10 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     if running is not None:
         lost = shortfall.of_members(members, min_member, job)
         running = replace(running, shortfall=lost) if lost else running
-    if running is not None and min_member < len(staying) + len(waiting) and not problem:
+    # Elastic: its minimum is below the pods it has (those leaving count for nothing, but
+    # its Job's size stands while it gives members back).
+    most = max(len(staying) + len(waiting), job.gang_size if job is not None else 0)
+    if running is not None and min_member < most and not problem:
         running = elastic_terms(running, min_member, bound)
     partial: tuple[PodRef, ...] = ()
     if (staying and waiting and len(staying) < min_member
@@ -306,10 +309,11 @@ def elastic_terms(running: RunningGang, min_member: int, bound: list[PodInfo]) -
     """*running* as an elastic gang: fewer members than its pods may run (its minimum is
     below the pods it has), so it says its minimum and which member runs where, for a
     shrink to release only the members above the minimum (``scheduler.model.elastic``)."""
-    pod_nodes = tuple(sorted(((PodRef(p.namespace, p.name, p.uid, p.claim_statuses),
-                               p.node_name) for p in bound if p.occupies_node),
+    refs = {p.uid: PodRef(p.namespace, p.name, p.uid, p.claim_statuses) for p in bound}
+    pod_nodes = tuple(sorted(((refs[p.uid], p.node_name) for p in bound if p.occupies_node),
                              key=lambda pn: elastic.rank_key(pn[0])))
-    return replace(running, min_member=min_member, pod_nodes=pod_nodes)
+    leaving = frozenset(refs[p.uid] for p in bound if p.terminating and p.occupies_node)
+    return replace(running, min_member=min_member, pod_nodes=pod_nodes, leaving=leaving)
 
 
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,

@@ -38,6 +38,15 @@ def surplus(running: RunningGang) -> tuple[PodRef, ...]:
     return tuple(pods[:max(0, len(pods) - minimum)])
 
 
+def draining(running: RunningGang) -> tuple[PodRef, ...] | None:
+    """The members a terminating elastic gang is losing, when that is not all of them (a
+    shrink under way: the rest runs on); None: it goes whole."""
+    leaving = running.leaving
+    if running.min_member is None or not leaving or len(leaving) >= len(running.pod_nodes):
+        return None
+    return tuple(p for p, _ in running.pod_nodes if p in leaving)
+
+
 def _role_of(running: RunningGang) -> dict[PodRef, Role]:
     return {p: r for r in running.gang.roles for p in r.pods}
 
@@ -67,14 +76,16 @@ def part_of(running: RunningGang, pods: frozenset[PodRef]) -> RunningGang:
                   for r in running.gang.roles
                   if (kept := tuple(p for p in r.pods if p in pods)))
     return replace(running, gang=replace(running.gang, roles=roles), allocations=allocations,
-                   members=members, pod_nodes=chosen, min_member=None, shortfall=None)
+                   members=members, pod_nodes=chosen, min_member=None, shortfall=None,
+                   leaving=running.leaving & pods)
 
 
 def shrunk(running: RunningGang, pods: frozenset[PodRef]) -> RunningGang:
     """*running* without the members *pods* (a partial release carried out)."""
     left = frozenset(p for p, _ in running.pod_nodes) - pods
     rest = part_of(running, left)
-    return replace(rest, min_member=running.min_member, shortfall=running.shortfall)
+    return replace(rest, min_member=running.min_member, shortfall=running.shortfall,
+                   terminating=bool(rest.leaving))
 
 
 def grown(running: RunningGang, added: RunningGang) -> RunningGang:

@@ -256,6 +256,9 @@ class RunningGang:
     #: Which member runs on which node, sorted by rank: known for an elastic gang (a shrink
     #: releases some of its members and must say what that frees), else empty.
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    #: An elastic gang's members being deleted (members above its minimum given back):
+    #: what it is draining of, while the rest runs on.
+    leaving: frozenset[PodRef] = frozenset()
     #: ``charges``, worked out on first use (the ledger and accounting read it often).
     _charges: tuple[tuple[str, Resources], ...] | None = field(
         default=None, init=False, compare=False, repr=False)

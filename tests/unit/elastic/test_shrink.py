@@ -90,3 +90,20 @@ def test_the_preemptor_binds_once_the_members_are_gone_though_the_gang_runs_on()
     (bind,) = plan.binds
     assert bind.gang_id == "ns/x" and not plan.evictions
     assert plan.pending["ns/e"].message.startswith("growing: 0 of 2 optional members placed")
+
+
+def test_a_gang_waits_for_the_members_an_elastic_gang_is_giving_back_not_for_all_of_it() -> None:
+    # e-2 and e-3 are being deleted (a shrink under way, decided by an earlier leader); z
+    # waits for their nodes, not for e's minimum, which runs on.
+    pods = [*(replace(p, terminating=p.name in {"e-2", "e-3"})
+              for p in job_pods("e", [N0, N1, N2, N3], min_member="2")),
+            *job_pods("z", [None])]
+    first = _plan(pods, {"e": 4, "z": 1})
+    nomination = first.nomination_of("ns/z")
+    assert nomination is not None and not first.evictions
+    assert set(nomination.nodes) <= {N2, N3}
+    after = [p for p in pods if p.name not in {"e-2", "e-3"}]
+    gangs = grouped(after, {"e": 4, "z": 1})
+    plan = decide(Snapshot(NODES, gangs.running), gangs.pending,
+                  policies(queue("q", quota={"a100": 32})), NOW + 30, first, solver=SOLVE)
+    assert [b.gang_id for b in plan.binds] == ["ns/z"]
