@@ -65,6 +65,24 @@ def required_only(gang: Gang, placement: Placement) -> Placement:
     return replace(placement, assignments=tuple(out))
 
 
+def one_fewer_optional(gang: Gang, placement: Placement) -> Placement | None:
+    """*placement* with its last optional member (beyond its role's required count, the
+    last in node order) dropped; None when it places none: quota then refuses the gang's
+    required members themselves."""
+    placed: dict[str, int] = {}
+    for a in placement.assignments:
+        placed[a.role] = placed.get(a.role, 0) + a.count
+    role = next((r for r in reversed(gang.roles) if placed.get(r.name, 0) > r.required), None)
+    if role is None:
+        return None
+    last = max(i for i, a in enumerate(placement.assignments) if a.role == role.name)
+    a = placement.assignments[last]
+    kept = (*placement.assignments[:last],
+            *((replace(a, count=a.count - 1),) if a.count > 1 else ()),
+            *placement.assignments[last + 1:])
+    return replace(placement, assignments=kept)
+
+
 def placement_charges(gang: Gang, placement: Placement, snapshot: Snapshot,
                       allocations: tuple[tuple[str, Resources], ...] | None = None,
                       ) -> dict[str, Resources]:

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from policies.admission import admissible_pools, check_charges, placement_charges, required_only
+from policies.admission import (
+    admissible_pools,
+    check_charges,
+    one_fewer_optional,
+    placement_charges,
+    required_only,
+)
 from policies.queues import Queue
 from policies.quota import QuotaLedger
 from scheduler.model import Gang
@@ -111,8 +117,9 @@ def fit(applicant: Applicant, world: World) -> Fit | Misfit:
     allocations = result.allocations(gang)
     charges = placement_charges(gang, result, snapshot, allocations)
     problem = check_charges(queue, world.ledger, charges)
-    if problem is not None and world.optional:  # optional members beyond the quota: drop them
-        result = required_only(gang, result)
+    # Optional members beyond the quota: drop them, the last placed first, as few as needed.
+    while problem is not None and world.optional and (fewer := one_fewer_optional(gang, result)):
+        result = fewer
         allocations = result.allocations(gang)
         charges = placement_charges(gang, result, snapshot, allocations)
         problem = check_charges(queue, world.ledger, charges)

@@ -29,6 +29,12 @@ from scheduler.placement.types import Placement, Question
 from scheduler.world.snapshot import Snapshot
 
 
+def release_key(release: Release) -> str:
+    """A release's key in the search's tables: its gang's id, and for a partial release
+    (members above an elastic gang's minimum) how many members it takes."""
+    return release.id if release.part is None else f"{release.id}:{len(release.part)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Preemption:
     """A proven victim set: evict these, and the gang fits as ``placement`` shows."""
@@ -55,15 +61,16 @@ class Room:
 
     nodes: frozenset[str]
     free_gpus: int
-    #: Running gang id -> (that gang, the GPUs its whole release frees on these nodes).
+    #: Release key (gang id, and the number of members of a partial release) -> (what it
+    #: releases, the GPUs that frees on these nodes).
     gains: dict[str, tuple[RunningGang, int]] = field(default_factory=dict, compare=False)
     #: Topology level -> node -> its domain there.
     domains: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
 
     def gain(self, release: Release) -> int:
         """GPUs *release* would free on these nodes."""
-        rg, nodes = release.whole_gang("Room.gain"), self.nodes
-        return kept_for(self.gains, rg.id, rg, lambda _: sum(
+        rg, nodes = release.released, self.nodes
+        return kept_for(self.gains, release_key(release), rg, lambda _: sum(
             gpus_of(r) for n, r in release.charges if n in nodes), LARGE)
 
     def domain_of(self, level: str, snapshot: Snapshot) -> dict[str, str]:
@@ -285,6 +292,11 @@ class VictimSearch:
         return [p[3] for p in plans[:3]]
 
     # Checks -------------------------------------------------------------------------------
+    def prove(self, chosen: list[Candidate]) -> Preemption | None:
+        """The proof that evicting *chosen* lets the applicant start, or None (a set of
+        releases the search did not pick: ``policies.shrink`` trims partial ones)."""
+        return self._prove(chosen)
+
     def _plausible(self, chosen: list[Candidate]) -> bool:
         """A GPU count: could the gang fit at all with these victims gone?"""
         if self._need <= 0:
@@ -292,7 +304,7 @@ class VictimSearch:
         return self.room.free_gpus + sum(self._gain.get(c.id, 0) for c in chosen) >= self._need
 
     def _prove(self, chosen: list[Candidate]) -> Preemption | None:
-        key = frozenset(c.id for c in chosen)
+        key = frozenset(release_key(c.release) for c in chosen)
         if key in self._proofs:
             return self._proofs[key]
         self._proofs[key] = None
@@ -318,7 +330,7 @@ class VictimSearch:
     def _release(self, chosen: list[Candidate]) -> QuotaLedger:
         """``ledger_without(world.ledger, chosen)``, releasing only the last victim when the
         ones before it were released already (the same charges in the same order)."""
-        ids = tuple(c.id for c in chosen)
+        ids = tuple(release_key(c.release) for c in chosen)
         before = self._released.get(ids[:-1])
         if before is None:
             ledger = ledger_without(self.world.ledger, [c.release for c in chosen],

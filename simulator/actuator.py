@@ -53,6 +53,8 @@ class JobState:
     end: float | None = None
     epoch: int = 0  # bumps on every interruption, invalidating a scheduled completion
     preemptions: int = 0
+    #: Times a preemptor took pods above an elastic job's minimum back (it ran on).
+    shrinks: int = 0
     failures: int = 0
     lost_gpu_seconds: float = 0.0
     checkpoint_gpu_seconds: float = 0.0  # GPU time spent writing checkpoints that completed
@@ -67,6 +69,11 @@ class JobState:
 
     def bound_gpus(self) -> int:
         return sum(self.gpus_by_pod[u] for u in self.bound)
+
+    @property
+    def minimum(self) -> int:
+        """Pods it runs with: all of them, or an elastic job's ``min_pods``."""
+        return self.job.min_pods or len(self.pod_uids)
 
 
 class SimulatedCluster:
@@ -176,10 +183,29 @@ class SimulatedCluster:
         return ApplyResult(bound=tuple(bound), evicted=tuple(evicted))
 
     def _release(self, release: Release, now: float) -> None:
-        """A preemption: the released gang's jobs stop (whole gangs only, so far)."""
-        release.whole_gang("the simulated cluster")
+        """A preemption: the released gang's jobs stop; a partial release (members above an
+        elastic job's minimum) sends only those pods back to pending, as their controller
+        recreates them, and the job runs on with the rest (``shrink``)."""
+        if not release.is_whole:
+            for st in self._jobs_of(release.pods):
+                self.shrink(st, {p.uid for p in release.pods}, now)
+            return
         for st in self._jobs_of(release.pods):
             self.interrupt_job(st, now, preempted=True)
+
+    def shrink(self, st: JobState, uids: set[str], now: float) -> None:
+        """Pods *uids* of a running elastic job back to pending; it keeps running (at its
+        pace: the simulator does not model an elastic job's speed by its size)."""
+        gone = sorted(uids & st.bound)
+        if len(st.bound) - len(gone) < st.minimum:
+            raise RuntimeError(f"simulator: a shrink of job {st.job.job_id} below its "
+                               f"minimum {st.minimum}")
+        st.shrinks += 1
+        for uid in gone:
+            gpus = st.gpus_by_pod[uid]
+            if st.running:
+                self.busy -= gpus
+            self._unbind(st, uid)
 
     def _stop(self, release: Release, now: float) -> None:
         """An eviction no gang asked for (a runaway guard): the job is stopped for good, as
@@ -211,7 +237,9 @@ class SimulatedCluster:
             st.partial_since = now
         st.bound.add(uid)
         self.pods_on_node[node].add(uid)
-        if len(st.bound) == len(st.pod_uids):
+        if st.running:  # an elastic job grows
+            self.busy += gpus
+        elif len(st.bound) >= st.minimum:
             self.partial.discard(st.job.job_id)
             self._start(st, now)
         else:
@@ -225,7 +253,7 @@ class SimulatedCluster:
         self.running_jobs += 1
         if st.first_start is None:
             st.first_start = now
-        self.busy += sum(st.gpus_by_pod.values())
+        self.busy += st.bound_gpus()
         remaining = st.job.duration - st.work_done
         self.clock.push(now + self._wall_time(st, remaining), EventKind.COMPLETION,
                         (st.job.job_id, st.epoch))
@@ -243,20 +271,24 @@ class SimulatedCluster:
 
     def _unbind_all(self, st: JobState, now: float) -> None:
         for uid in sorted(st.bound):
-            pod = self.cache.pod(uid)
-            if pod is not None:
-                self._use(pod.node_name, -st.gpus_by_pod[uid])
-                self.pods_on_node[pod.node_name].discard(uid)
-                self.allocated_by_queue_pool[(st.job.queue, self.pool_of[pod.node_name])] -= \
-                    st.gpus_by_pod[uid]
-                self.cache.upsert_pod(dataclasses.replace(
-                    pod, node_name="", phase=PodPhase.PENDING, started_at=None))
-            self.claims.release(uid)
-            self.allocated -= st.gpus_by_pod[uid]
-            self.allocated_by_queue[st.job.queue] -= st.gpus_by_pod[uid]
-        st.bound.clear()
+            self._unbind(st, uid)
         st.partial_since = None
         self.partial.discard(st.job.job_id)
+
+    def _unbind(self, st: JobState, uid: str) -> None:
+        """One bound pod of *st* back to pending (its controller recreates it)."""
+        pod = self.cache.pod(uid)
+        if pod is not None:
+            self._use(pod.node_name, -st.gpus_by_pod[uid])
+            self.pods_on_node[pod.node_name].discard(uid)
+            self.allocated_by_queue_pool[(st.job.queue, self.pool_of[pod.node_name])] -= \
+                st.gpus_by_pod[uid]
+            self.cache.upsert_pod(dataclasses.replace(
+                pod, node_name="", phase=PodPhase.PENDING, started_at=None))
+        self.claims.release(uid)
+        self.allocated -= st.gpus_by_pod[uid]
+        self.allocated_by_queue[st.job.queue] -= st.gpus_by_pod[uid]
+        st.bound.discard(uid)
 
     def _jobs_of(self, pods: tuple[PodRef, ...]) -> list[JobState]:
         """The jobs these pods belong to (a whole job for gang policies), by id."""
@@ -265,14 +297,14 @@ class SimulatedCluster:
 
     def interrupt_job(self, st: JobState, now: float, preempted: bool) -> None:
         if st.run_start is not None:
-            gpus = sum(st.gpus_by_pod.values())
+            gpus = st.bound_gpus()
             done, kept = self._checkpoints_done(st, now)
             written = done * self.checkpoint_write
             # Everything since the last completed checkpoint, work and a partial write, is lost.
             st.lost_gpu_seconds += (now - st.run_start - kept - written) * gpus
             st.checkpoint_gpu_seconds += written * gpus
             st.work_done += kept
-            self.busy -= sum(st.gpus_by_pod.values())
+            self.busy -= st.bound_gpus()
             st.run_start = None
             self.running_jobs -= 1
         st.epoch += 1
@@ -287,7 +319,7 @@ class SimulatedCluster:
         st = self.jobs[job_id]
         if st.epoch != epoch or not st.running:
             return False
-        self.busy -= sum(st.gpus_by_pod.values())
+        self.busy -= st.bound_gpus()
         interval = self._checkpoint_interval(st)
         if interval and st.run_start is not None:
             writes = max(0, math.ceil((st.job.duration - st.work_done) / interval) - 1)

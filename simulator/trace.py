@@ -75,6 +75,10 @@ class TraceJob:
     #: (``policies.interactive``), and *user* as ``gangscheduler.io/user`` when given.
     interactive: bool = False
     user: str = ""
+    #: An elastic job's minimum pods (``PodGroup.minMember`` below its pods: it starts with
+    #: what fits from there and grows, and a preemptor may take the pods above it back);
+    #: None: every pod is required.
+    min_pods: int | None = None
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -87,6 +91,9 @@ class TraceJob:
             raise ValueError(f"job {self.job_id}: needs at least one role")
         if len({r.name for r in self.roles}) != len(self.roles):
             raise ValueError(f"job {self.job_id}: role names must be unique")
+        if self.min_pods is not None and not 1 <= self.min_pods <= self.total_pods:
+            raise ValueError(f"job {self.job_id}: min_pods must be between 1 and its "
+                             f"{self.total_pods} pods, got {self.min_pods}")
         ci = self.checkpoint_interval
         if ci is not None and not (ci > 0 and math.isfinite(ci)):
             raise ValueError(f"job {self.job_id}: checkpoint_interval must be > 0")

@@ -129,7 +129,8 @@ def job_objects(job: TraceJob, *, scheduler_name: str, now: float,
             # interleave, which is what lets one-pod-at-a-time scheduling split both jobs.
             created += POD_CREATION_SPACING
     group = (PodGroupInfo(namespace=namespace, name=job.job_id, uid=f"pg/{job.job_id}",
-                          min_member=job.total_pods, creation_time=now, labels=labels,
+                          min_member=job.min_pods or job.total_pods, creation_time=now,
+                          labels=labels,
                           annotations=annotations)
              if multi else None)
     return JobObjects(pods=tuple(pods), group=group, templates=tuple(templates))

@@ -51,6 +51,7 @@ from scheduler.decide.plan import (
 from scheduler.decide.recall import Shape
 from scheduler.decide.trial import Footing, R, Trial, reserved_for, untouchable
 from scheduler.model import Gang
+from scheduler.model.elastic import draining, rank_key
 from scheduler.model.release import Release
 from scheduler.placement.types import PlacementParams
 
@@ -121,7 +122,9 @@ def await_draining(t: Trial) -> Nominated | None:
     gone = [snapshot.running[g] for g in draft.obstacles.draining if g in snapshot.running]
     if not gone:
         return None
-    releases = [Release.whole(rg) for rg in gone]
+    # An elastic gang giving members back drains of those only (``elastic.draining``).
+    releases = [Release.whole(rg) if (part := draining(rg)) is None
+                else Release.of_pods(rg, part) for rg in gone]
     world = replace(t.search, ledger=ledger_without(t.ledger, releases, snapshot),
                     gone=tuple(releases))
     trial = fit(t.applicant, world)
@@ -132,7 +135,9 @@ def await_draining(t: Trial) -> Nominated | None:
     waits = tuple(rg.id for rg in gone if nodes.intersection(rg.nodes)) or tuple(
         rg.id for rg in gone)
     nomination = Nomination(gang.id, placement.nodes, waits, t.context.now, placement,
-                            inherited=True, pod_nodes=map_pods(gang, placement))
+                            inherited=True, pod_nodes=map_pods(gang, placement),
+                            partial=tuple((r.id, r.pods) for r in releases
+                                          if not r.is_whole and r.id in waits))
     return Nominated(nomination, awaiting_terminating(gang.id, waits, placement.nodes),
                      charges=trial.charges, awaiting=waits)
 
@@ -143,14 +148,27 @@ def preempt(t: Trial) -> Nominated | None:
         return None
     victims = tuple(v.id for v in pre.victims)
     who = f"interactive gang {gang.id}" if gang.interactive else gang.id
-    evictions = tuple(Eviction(v.release, gang.id, f"preempted by {who} (priority "
+    evictions = tuple(Eviction(v.release, gang.id, f"{taken(v.release, who)} (priority "
                                f"{gang.priority}): {v.why}") for v in pre.victims)
     nodes = pre.placement.nodes
     nomination = Nomination(gang.id, nodes, victims, t.context.now, pre.placement,
-                            pod_nodes=map_pods(gang, pre.placement))
+                            pod_nodes=map_pods(gang, pre.placement),
+                            partial=tuple((v.id, v.release.pods) for v in pre.victims
+                                          if not v.release.is_whole))
     return Nominated(nomination, f"evicting {len(victims)} gang(s) ({', '.join(victims)}) to "
                      f"start on {', '.join(nodes)}; it binds once they are gone",
                      evictions, pre.charges, evicting=victims)
+
+
+def taken(release: Release, who: str) -> str:
+    """What an eviction says it takes: "preempted by ns/x" for a whole gang; for members
+    above an elastic gang's minimum, which ones ("members e-2, e-3 above the gang's minimum
+    2 are released for ns/x")."""
+    if release.is_whole:
+        return f"preempted by {who}"
+    names = ", ".join(p.name for p in sorted(release.pods, key=rank_key))
+    return (f"members {names} above the gang's minimum {release.running.min_member} are "
+            f"released for {who}")
 
 
 def reserve_nodes(t: Trial) -> Reserved | None:

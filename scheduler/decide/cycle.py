@@ -269,7 +269,7 @@ def _carry_over(draft: Draft, previous: CyclePlan | None,
         gang = by_id.get(nom.gang_id)
         if gang is None or now - nom.since > NOMINATION_TIMEOUT_SECONDS:
             continue
-        alive = tuple(v for v in nom.victims if v in snapshot.running)
+        alive = tuple(v for v in nom.victims if not nom.victim_gone(v, snapshot.running))
         if not alive:
             first.append(gang)  # the victims are gone: its turn comes before anyone else's
             continue

@@ -10,7 +10,7 @@ dropped inside ``decide``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from policies.admission import charge_all
 from policies.queues import PolicySet, Queue
@@ -34,7 +34,7 @@ from scheduler.decide.plan import (
     ReasonCategory,
     map_pods,
 )
-from scheduler.model import Gang, RunningGang, prebind
+from scheduler.model import Gang, RunningGang, elastic, prebind
 from scheduler.model.prebind import PreBind
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
@@ -178,6 +178,11 @@ class Draft:
                 self._obstacles = self._obstacles.block_queue(queue.name, gang.id)
             if outcome.blocks_all:
                 self._obstacles = self._obstacles.block(gang.id)
+        elif isinstance(outcome, Bound) and not outcome.fit.placement.assignments:
+            # Only optional members, and none fits: an elastic gang grows into room that
+            # appears; it never displaces anyone to grow.
+            self._wait(gang, ReasonCategory.PLACEMENT, elastic.describe_growth(
+                gang, 0, gang.id in self._snapshot.running))
         elif isinstance(outcome, Bound):
             self._bind(gang, queue, outcome)
         elif isinstance(outcome, Provisioned):
@@ -200,16 +205,23 @@ class Draft:
         now = self._context.now
         fit = outcome.fit
         runtime = queue.runtime_of(gang.runtime_estimate)
+        pod_nodes = map_pods(gang, fit.placement)
         running = RunningGang(gang=gang, allocations=fit.allocations, start_time=now,
                               expected_end=None if runtime is None else now + runtime,
                               members=fit.placement.members,
                               group_uid=gang.uid if gang.pod_group else None)
-        self._snapshot = self._snapshot.with_running(running)
+        growing = self._snapshot.running.get(gang.id)
+        if growing is not None:  # members of a running elastic gang bound to it
+            running = elastic.grown(growing, replace(running, pod_nodes=pod_nodes))
+        elif gang.min_member < gang.size:  # an elastic gang: its minimum, its members' nodes
+            running = replace(running, min_member=gang.min_member, pod_nodes=pod_nodes)
+        self._snapshot = self._snapshot.with_replaced(running)
         self._claim(fit.placement.prebinds)
         self._ledger = charge_all(self._ledger, queue.name, fit.charges)
-        self._binds.append(Bind(gang.id, queue.name, fit.placement,
-                                map_pods(gang, fit.placement),
-                                gang.uid if gang.pod_group else None, gang.native))
+        self._binds.append(Bind(gang.id, queue.name, fit.placement, pod_nodes,
+                                gang.uid if gang.pod_group else None, gang.native,
+                                elastic.describe_growth(gang, fit.placement.pods_placed(),
+                                                        growing is not None)))
 
     def _claim(self, prebinds: tuple[PreBind, ...]) -> None:
         """Later gangs see the claims decided (a PV taken, a claim provisioned for a node)."""

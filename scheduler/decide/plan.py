@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from policies.reservation import Reservation
-from scheduler.model import Gang, PodRef, prebind
+from scheduler.model import Gang, PodRef, RunningGang, prebind
 from scheduler.model.durations import format_duration
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.prebind import PreBind
@@ -72,6 +72,9 @@ class Bind:
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
     group_uid: str | None = None  # its PodGroup's, if it has one (events go there)
     native: NativeGroupInfo | None = None  # its scheduling.k8s.io PodGroup, if any
+    #: An elastic gang's members beyond its minimum, placed or not ("growing: 2 of 4
+    #: optional members placed"; ``scheduler.model.elastic.describe_growth``); "" otherwise.
+    growth: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +196,20 @@ class Nomination:
     inherited: bool = False
     #: The gang's pods onto the placement's nodes, for their ``nominatedNodeName``.
     pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    #: Victims that give back only members above their minimum (elastic shrink), with
+    #: those members: such a victim is gone once they are, though the gang runs on.
+    partial: tuple[tuple[str, tuple[PodRef, ...]], ...] = ()
+
+    def victim_gone(self, victim: str, running: Mapping[str, RunningGang]) -> bool:
+        """Has *victim* given back what this nomination waits for?"""
+        rg = running.get(victim)
+        if rg is None:
+            return True
+        taken = dict(self.partial).get(victim)
+        if taken is None:
+            return False
+        left = {p for p, _ in rg.pod_nodes}
+        return left.isdisjoint(taken)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +263,8 @@ def explain(plan: CyclePlan, gang_id: str) -> str:
         spread = ", ".join(f"{a.node} ({a.count} x {a.role})" for a in bind.placement.assignments)
         lines.append(f"{gang_id}: bound ({bind.placement.pods_placed()} pods, queue "
                      f"{bind.queue}): {spread}")
+        if bind.growth:
+            lines.append(f"{gang_id}: {bind.growth}")
         if bind.placement.prebinds:
             lines.append(f"{gang_id}: claims first: {prebind.describe(bind.placement.prebinds)}")
     for prov in plan.provisions:

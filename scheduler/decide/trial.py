@@ -16,6 +16,7 @@ from policies.preemption import candidates_in
 from policies.queues import Queue, QueueingStrategy
 from policies.quota import QuotaLedger
 from policies.reservation import Reservation, backfill_params_in, held_ledger, restricting
+from policies.shrink import shrink_victims
 from policies.victims import Preemption, room_of, select_victims
 from scheduler.decide.draft import Draft
 from scheduler.decide.memo import FailureKey
@@ -135,8 +136,10 @@ class Trial:
                               self.context.now, untouchable(draft))
         if not found:
             return None
-        world = self.search
-        return select_victims(applicant, world, found, room_of(slots, applicant, world), queues)
+        world, room = self.search, room_of(slots, applicant, self.search)
+        # Members above elastic gangs' minimum first: nobody loses a whole gang for it then.
+        return (shrink_victims(applicant, world, found, room, queues, self.context.now)
+                or select_victims(applicant, world, found, room, queues))
 
     @lazy
     def hopeless(self) -> Waiting | None:

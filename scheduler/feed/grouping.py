@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.feed import grouping_jobset, grouping_native, grouping_terms
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
-from scheduler.model import Gang, PodRef, RunningGang, shortfall
+from scheduler.model import Gang, PodRef, RunningGang, elastic, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
 from scheduler.model.gangs import Tier
@@ -167,6 +167,10 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                *((f"pod {p.name}", p.labels) for p in gang_pods)]
     if terms is not None and terms.min_member is not None:
         min_member, problem = terms.min_member, terms.problem
+        if native is not None and native.group.job_key and job is not None:
+            # The Job controller wrote minCount (its parallelism); the user's min-member
+            # annotation on the Job or its pods says the Job's own minimum (elastic).
+            min_member = grouping_terms.explicit_min_member(meta) or min_member
     else:
         min_member, problem = grouping_terms.min_member(gid, gang_pods, group, job, meta,
                                                         config.per_pod)
@@ -196,6 +200,11 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     if running is not None:
         lost = shortfall.of_members(members, min_member, job)
         running = replace(running, shortfall=lost) if lost else running
+    # Elastic: its minimum is below the pods it has (those leaving count for nothing, but
+    # its Job's size stands while it gives members back).
+    most = max(len(staying) + len(waiting), job.gang_size if job is not None else 0)
+    if running is not None and min_member < most and not problem:
+        running = elastic_terms(running, min_member, bound)
     partial: tuple[PodRef, ...] = ()
     if (staying and waiting and len(staying) < min_member
             and (terms is None or terms.may_roll_back)):
@@ -294,6 +303,17 @@ def build_gangs(
                                config, natives.get(gid), devices)
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})
+
+
+def elastic_terms(running: RunningGang, min_member: int, bound: list[PodInfo]) -> RunningGang:
+    """*running* as an elastic gang: fewer members than its pods may run (its minimum is
+    below the pods it has), so it says its minimum and which member runs where, for a
+    shrink to release only the members above the minimum (``scheduler.model.elastic``)."""
+    refs = {p.uid: PodRef(p.namespace, p.name, p.uid, p.claim_statuses) for p in bound}
+    pod_nodes = tuple(sorted(((refs[p.uid], p.node_name) for p in bound if p.occupies_node),
+                             key=lambda pn: elastic.rank_key(pn[0])))
+    leaving = frozenset(refs[p.uid] for p in bound if p.terminating and p.occupies_node)
+    return replace(running, min_member=min_member, pod_nodes=pod_nodes, leaving=leaving)
 
 
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,

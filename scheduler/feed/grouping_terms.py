@@ -166,6 +166,18 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
     return 1, None
 
 
+def explicit_min_member(meta: list[Mapping[str, str]]) -> int | None:
+    """The min-member annotation's value, None when absent or unreadable (the edges warn
+    about a bad one: ``scheduler.model.annotation_checks``)."""
+    text = annotation(MIN_MEMBER_ANNOTATION, *meta)
+    if not text:
+        return None
+    try:
+        return max(1, parse_int(text))
+    except ValueError:
+        return None
+
+
 def runtime(meta: list[Mapping[str, str]], job: JobInfo | None) -> float | None:
     """The expected-runtime annotation, else the Job's activeDeadlineSeconds, else None.
 

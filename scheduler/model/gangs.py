@@ -250,6 +250,15 @@ class RunningGang:
     #: Its scheduler-plugins PodGroup's uid, if it has one: where events about the gang go
     #: (``Preempted``, naming the preemptor). Where to write, not what to decide: not compared.
     group_uid: str | None = field(default=None, compare=False, repr=False)
+    #: An elastic gang's minimum (fewer members than it has may run; ``scheduler.model.
+    #: elastic``): None for every other gang, all of whose members are required.
+    min_member: int | None = None
+    #: Which member runs on which node, sorted by rank: known for an elastic gang (a shrink
+    #: releases some of its members and must say what that frees), else empty.
+    pod_nodes: tuple[tuple[PodRef, str], ...] = ()
+    #: An elastic gang's members being deleted (members above its minimum given back):
+    #: what it is draining of, while the rest runs on.
+    leaving: frozenset[PodRef] = frozenset()
     #: ``charges``, worked out on first use (the ledger and accounting read it often).
     _charges: tuple[tuple[str, Resources], ...] | None = field(
         default=None, init=False, compare=False, repr=False)

@@ -5,13 +5,11 @@ and their cost, the fit world's gangs gone (``Snapshot.without``), reservation r
 events, evictions in the plan, and the simulator carrying them out. So a partial release
 (elastic shrink, partial reclaim, releasing a claim) plugs in here instead of in each.
 
-Today every decision releases whole gangs (``Release.whole``). A partial release can be
-named (``of_pods``) and says which pods it takes (``pods``: what an evictor needs), but what
-it frees is not known yet: a running gang says what its members use per node, not which
-member runs where. So ``freed``, ``charges`` (and ``nodes``, ``gpus``, ``work_at_risk``),
-the snapshot (``Snapshot.without``, ``Snapshot.pool_release``) and the simulator raise
-``NotImplementedError`` for one, through ``whole_gang``; the issue that first shrinks a
-gang gives running gangs their members' nodes and lifts that.
+A partial release (``of_pods``: an elastic gang's members above its minimum,
+``scheduler.model.elastic``) needs the running gang to say which member runs on which node
+(``RunningGang.pod_nodes``); what it frees is then that of its members alone (``released``),
+and ``Snapshot.without`` leaves the rest of the gang running. A gang that does not know its
+members' nodes can only be released whole (``whole_gang`` says so).
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.demand import gpus_of
 from scheduler.model.durations import CLOCK_SKEW_SECONDS
+from scheduler.model.elastic import part_of
 from scheduler.model.gangs import PodRef, RunningGang
 from scheduler.model.resources import Resources
 
@@ -34,6 +33,8 @@ class Release:
     part: frozenset[PodRef] | None = None
     #: The gang's id (kept: searches read it often).
     id: str = field(init=False, repr=False, compare=False)
+    #: ``released``, worked out on first use.
+    _released: RunningGang | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", self.running.gang.id)
@@ -74,25 +75,37 @@ class Release:
         return pods if part is None else tuple(p for p in pods if p in part)
 
     def whole_gang(self, where: str) -> RunningGang:
-        """The running gang, for code that can release only whole gangs so far (*where*
-        says which, in the error a partial release gets)."""
+        """The running gang, for code that can release only whole gangs (*where* says
+        which, in the error a partial release gets)."""
         if self.part is not None:
             raise NotImplementedError(
                 f"{where}: a partial release ({len(self.part)} of the "
-                f"{len(self.running.gang.pods)} pods of gang {self.id}) is not supported yet; "
-                "running gangs do not say which member runs on which node")
+                f"{len(self.running.gang.pods)} pods of gang {self.id}) is not supported here")
         return self.running
+
+    @property
+    def released(self) -> RunningGang:
+        """The released members as a running gang of their own (the gang itself when
+        whole): what is freed and given back to quota."""
+        if self.part is None:
+            return self.running
+        known = self._released
+        if known is None:
+            known = part_of(self.running, self.part)
+            object.__setattr__(self, "_released", known)
+        return known
 
     @property
     def freed(self) -> tuple[tuple[str, Resources], ...]:
         """(node, resources) the release frees, sorted by node."""
-        return self.whole_gang("Release.freed").allocations
+        return self.released.allocations
 
     @property
     def charges(self) -> tuple[tuple[str, Resources], ...]:
-        """(node, what quota and GPU accounting get back there), sorted by node: the gang's
-        ``RunningGang.charges``, which count a GPU that comes from a device claim too."""
-        return self.whole_gang("Release.charges").charges
+        """(node, what quota and GPU accounting get back there), sorted by node: the
+        released members' ``RunningGang.charges``, which count a GPU that comes from a
+        device claim too."""
+        return self.released.charges
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -102,7 +115,7 @@ class Release:
     @property
     def gpus(self) -> int:
         """GPUs freed, as charged (``RunningGang.usage``)."""
-        return gpus_of(self.whole_gang("Release.gpus").usage)
+        return gpus_of(self.released.usage)
 
     def work_at_risk(self, now: float) -> float:
         """GPU-seconds lost if the released members stopped now: since the gang's last

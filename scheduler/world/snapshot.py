@@ -33,6 +33,7 @@ from scheduler.kit.layered import Layered
 from scheduler.kit.memo import LARGE, Slot
 from scheduler.model import DEFAULT_TOPOLOGY_LABELS, Node, PodRequirements, RunningGang
 from scheduler.model.demand import gpus_of
+from scheduler.model.elastic import shrunk
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.release import Release
 from scheduler.model.resources import EMPTY, Resources, total
@@ -318,7 +319,7 @@ class Snapshot:
 
     def pool_release(self, release: Release) -> dict[str, Resources]:
         """What *release* gives back to quota per pool (shared: not to be changed)."""
-        return self.pool_usage(release.whole_gang("Snapshot.pool_release"))
+        return self.pool_usage(release.released)
 
     @property
     def pods(self) -> Occupancy:
@@ -358,6 +359,13 @@ class Snapshot:
                                 self._occupancy.derive(running, (gang,), ()), terminating,
                                 timed)
 
+    def with_replaced(self, gang: RunningGang) -> Snapshot:
+        """A snapshot in which the running gang of *gang*'s id is *gang* now (an elastic
+        gang grown or shrunk: ``scheduler.model.elastic``); its device claims stay."""
+        if gang.id in self._running:
+            return self.without_gangs((gang.id,), ending=False).with_running(gang)
+        return self.with_running(gang)
+
     def with_volumes(self, volumes: VolumeCatalog) -> Snapshot:
         """A snapshot whose volume catalog is *volumes* (claim decisions assumed)."""
         if volumes is self._volumes:
@@ -374,12 +382,17 @@ class Snapshot:
     def without(self, releases: Iterable[Release]) -> Snapshot:
         """A snapshot with these releases taken (simulated preemption, gangs that will have
         ended). A whole release takes the gang away as this snapshot has it; a partial one
-        raises ``NotImplementedError`` (see ``scheduler.model.release``).
+        leaves the gang running without the released members (``elastic.shrunk``).
 
         The receiver is unchanged, so the removal is undone by keeping the old snapshot.
         """
-        ids = {r.whole_gang("Snapshot.without").id for r in releases}
-        return self._without_ids(ids) if ids else self
+        releases = tuple(releases)
+        ids = {r.id for r in releases if r.part is None}
+        snap = self._without_ids(ids) if ids else self
+        for r in releases:
+            if r.part is not None and r.id not in ids:
+                snap = snap.with_replaced(shrunk(snap.running.get(r.id, r.running), r.part))
+        return snap
 
     def without_gangs(self, gang_ids: Iterable[str], *, ending: bool = True) -> Snapshot:
         """``without`` the whole gangs of these ids. *ending* False: they are taken out only

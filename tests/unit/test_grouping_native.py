@@ -107,6 +107,16 @@ CASES = [
          [native_group(owner_kind="Job", owner_name="j")],
          jobs=[JobInfo("ns", "j", "juid", parallelism=2, labels={QUEUE: "job-q"})],
          pending={"ns/g": (4, 4, "job-q", 0)}),  # minCount, not the Job's parallelism
+    Case("a Job controller's PodGroup: the min-member annotation on the Job is its minimum "
+         "(elastic)",
+         [dataclasses.replace(p, owner=OwnerRef("Job", "j", "juid")) for p in WORKERS],
+         [native_group(4, owner_kind="Job", owner_name="j")],
+         jobs=[JobInfo("ns", "j", "juid", parallelism=4, completions=4,
+                       annotations={"gangscheduler.io/min-member": "2"})],
+         pending={"ns/g": (2, 4, "default", 0)}),
+    Case("a PodGroup a user wrote: its minCount, whatever the annotation says",
+         [dataclasses.replace(p, annotations={"gangscheduler.io/min-member": "2"})
+          for p in WORKERS], [native_group(4)], pending={"ns/g": (4, 4, "default", 0)}),
     Case("the PodGroup's label beats the pods'",
          [dataclasses.replace(p, labels={QUEUE: "pod-q"}) for p in WORKERS],
          [native_group(labels={QUEUE: "pg-q"})], pending={"ns/g": (4, 4, "pg-q", 0)}),

@@ -1,7 +1,7 @@
 """The release value: a whole-gang release is exactly what ``without_gangs`` did (and what a
 snapshot never containing the gang would show); releasing then re-adding gives the snapshot back
-and never goes over capacity; what a release frees is the gang's; a partial release is named
-but refused, clearly, wherever it would be applied."""
+and never goes over capacity; what a release frees is the gang's; a partial release frees
+only its members' part, and is refused, clearly, for a gang whose members' nodes are not known."""
 
 from __future__ import annotations
 
@@ -126,16 +126,35 @@ def test_releasing_then_readding_gives_the_snapshot_back_never_over_capacity(
 
 
 # Partial releases ---------------------------------------------------------------------------
-def test_a_partial_release_is_named_but_refused_where_it_would_be_applied() -> None:
+def test_a_partial_release_needs_its_members_nodes() -> None:
     part = Release.of_pods(A, A.gang.pods[:1])
     assert not part.is_whole and part.pods == A.gang.pods[:1] and part.id == "ns/a"
     snap = Snapshot(NODES, [A])
     for apply in (lambda: snap.without([part]), lambda: snap.pool_release(part),
                   lambda: part.freed, lambda: part.gpus, lambda: part.work_at_risk(0.0)):
-        with pytest.raises(NotImplementedError, match=r"partial release \(1 of the 2 pods "
-                                                       r"of gang ns/a\) is not supported yet"):
+        with pytest.raises(ValueError, match="ns/a: which member runs where is not known"):
             apply()
     assert part.only(part.pods) == part
+
+
+#: A with its minimum (1) and its members' nodes: elastic.
+ELASTIC = replace(A, min_member=1, pod_nodes=tuple(
+    zip(A.gang.pods, ("a100-0000", "a100-0001"), strict=True)))
+
+
+def test_a_partial_release_frees_only_its_members() -> None:
+    part = Release.of_pods(ELASTIC, ELASTIC.gang.pods[1:])
+    one = A.gang.roles[0].requests
+    assert part.freed == (("a100-0001", one),)
+    assert part.nodes == ("a100-0001",) and part.gpus == 4
+    assert part.work_at_risk(100.0) == 400.0  # half the gang's GPU-seconds
+    snap = Snapshot(NODES, [ELASTIC, B])
+    after = snap.without([part])
+    assert after.free_gpus("a100-0001") == 8 and after.free_gpus("a100-0000") == 0
+    assert [p for p, _ in after.running["ns/a"].pod_nodes] == list(ELASTIC.gang.pods[:1])
+    assert after.running["ns/a"].min_member == 1
+    assert snap.pool_release(part) == {"a100": one}
+    assert dict(after.queue_usage)[("q", "a100")][GPU] == 8  # A's kept member and B
 
 
 def test_a_release_names_members_only() -> None:
@@ -147,12 +166,12 @@ def test_a_release_names_members_only() -> None:
         Release.of_pods(A, A.gang.pods[:1]).only(A.gang.pods[1:])
 
 
-def test_the_simulated_cluster_refuses_a_partial_eviction() -> None:
+def test_the_simulated_cluster_refuses_a_shrink_below_the_minimum() -> None:
     sim, cache, refs = simulated()
     sim.apply(bind(refs), 0.0)
     rg = cache.cycle_input(1.0).snapshot.running["team/j"]
     plan = CyclePlan(now=50.0, evictions=(Eviction(Release.of_pods(rg, refs[:1]), "x", ""),))
-    with pytest.raises(NotImplementedError, match="the simulated cluster: a partial release"):
+    with pytest.raises(RuntimeError, match="a shrink of job j below its minimum 2"):
         sim.apply(plan, 50.0)
     assert sim.running_jobs == 1  # nothing carried out
     sim.apply(replace(plan, evictions=(Eviction(Release.whole(rg), "x", ""),)), 50.0)
