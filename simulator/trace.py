@@ -75,6 +75,10 @@ class TraceJob:
     #: (``policies.interactive``), and *user* as ``gangscheduler.io/user`` when given.
     interactive: bool = False
     user: str = ""
+    #: What kind of work this is (``notebook``, ``hpo``, ``training``, or any word a trace
+    #: uses); kept through to the job's outcome so the report can compare classes. Empty:
+    #: the trace does not say (the report then groups jobs by size, ``report.classes``).
+    job_class: str = ""
 
     def __post_init__(self) -> None:
         if not self.job_id:

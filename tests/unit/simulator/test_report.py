@@ -53,7 +53,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_every_file_is_written_and_non_empty(written: dict[str, Path]) -> None:
     assert set(written) == {
-        "summary.json", "summary.csv", "queues.csv", "outcomes.csv", "utilization.png",
+        "summary.json", "summary.csv", "queues.csv", "classes.csv", "outcomes.csv",
+        "utilization.png",
         "backlog.png", "queueing_delay_cdf.png", "queue_shares.png", "report.html",
     }
     for path in written.values():
