@@ -294,6 +294,25 @@ def compute_report(
     )
 
 
+def share_gaps_of(run: PolicyRun) -> fairness.ShareGaps:
+    """The per-window fair-share gaps behind ``fair_share_gap_max`` and ``_mean``, worked out
+    again from a run's facts and its report's entitlements (for the plot over time)."""
+    ordered = sorted(run.samples, key=lambda s: s.time)
+    times = np.array([s.time for s in ordered], dtype=np.float64)
+    if times.size == 0:
+        return fairness.share_gaps(None, np.zeros((0, 0)), times, times, times, FAIRNESS_WINDOW)
+    dt = stats.interval_lengths(times, float(times[0]) + run.report.horizon_seconds)
+    total = np.array([s.total_gpus for s in ordered], dtype=np.float64)
+    queues = [q.queue for q in run.report.queues]
+    ent = {q.queue: q.entitlement for q in run.report.queues if q.entitlement is not None}
+    by_queue: dict[str, list[JobOutcome]] = {q: [] for q in queues}
+    for outcome in run.outcomes:
+        by_queue[outcome.queue].append(outcome)
+    owed = fairness.owed_matrix(by_queue, queues, ent, times, total)
+    return fairness.share_gaps(owed, _queue_matrix(ordered, queues), times, dt, total,
+                               FAIRNESS_WINDOW)
+
+
 def _delays(outcomes: Sequence[JobOutcome]) -> list[float]:
     return [o.start_time - o.submit_time for o in outcomes if o.start_time is not None]
 

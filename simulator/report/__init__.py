@@ -22,7 +22,8 @@ def write_report(
 
     Files: ``summary.json``, ``summary.csv``, ``queues.csv``, ``classes.csv``,
     ``outcomes.csv``, and unless *with_plots* is False ``utilization.png``, ``backlog.png``,
-    ``queueing_delay_cdf.png``, ``queue_shares.png``; finally ``report.html`` embedding the plots.
+    ``queueing_delay_cdf.png``, ``queue_shares.png``, ``fairness_over_time.png``; finally
+    ``report.html`` embedding the plots.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -40,6 +41,8 @@ def write_report(
         images["backlog"] = plots.plot_backlog(runs, out / "backlog.png")
         images["queueing_delay_cdf"] = plots.plot_queueing_cdf(runs, out / "queueing_delay_cdf.png")
         images["queue_shares"] = plots.plot_queue_shares(runs, out / "queue_shares.png")
+        images["fairness_over_time"] = plots.plot_fairness_over_time(
+            runs, out / "fairness_over_time.png")
     files.update({path.name: path for path in images.values()})
     page = out / "report.html"
     page.write_text(html.render_html(reports, info, images), encoding="utf-8")

@@ -37,6 +37,7 @@ PLOT_TITLES = {
     "backlog": "Backlog: GPUs of work waiting, and GPUs busy",
     "queueing_delay_cdf": "Queueing delay CDF",
     "queue_shares": "Share per queue vs entitlement",
+    "fairness_over_time": "Fairness over time: the largest gap from fair share per window",
 }
 
 
