@@ -9,11 +9,11 @@ Run from the repository root:
 the queues of ``mixed_queues_policies.yaml`` taken apart: ``none`` (no guard, no usage memory,
 every notebook batch: ``mixed_queues.yaml`` with ``simulate --batch-only``), then each policy
 alone (``tier``: notebooks interactive with the per-user caps; ``guards``; ``memory``), then
-``all`` (the file as it is). ``philly`` replays a Philly trace on ``sim-philly.yaml`` with the
-simulator's default queues (one per virtual cluster) and ``none``, ``guards`` (every queue
-stops a gang after ``--max-runtime-hours``), ``memory`` (a six-hour usage half-life,
-``fair_memory_policy.yaml``) and ``all``. The Philly trace names no class of work, so its
-jobs are grouped by size (``simulator.classes``).
+``all`` (the file as it is). ``philly`` replays a Philly trace on ``sim-philly.yaml`` (or
+``--cluster``) with the simulator's default queues (one per virtual cluster): ``none``,
+``guards`` (every queue stops a gang after ``--max-runtime-hours``), ``memory`` (a six-hour
+usage half-life, ``fair_memory_policy.yaml``) and ``all``. The Philly trace names no class
+of work, so its jobs are grouped by size (``simulator.classes``).
 
 Prints two Markdown tables: per (variant, class) the jobs, p50 and p95 queueing delay in
 hours, GPU-hours lost, gangs preempted and jobs stopped by guards; per variant the overall
@@ -69,11 +69,11 @@ def mixed_inputs(variant: str, trace: str, limit: int | None) -> session.Inputs:
     return dataclasses.replace(inputs, queues=queues, scheduler=scheduler)
 
 
-def philly_inputs(variant: str, trace: str, limit: int | None,
+def philly_inputs(variant: str, trace: str, cluster: str, limit: int | None,
                   max_runtime_hours: float) -> session.Inputs:
     memory = variant in ("memory", "all")
     spec = session.SessionSpec(
-        cluster=str(CLUSTERS / "sim-philly.yaml"), trace=trace,
+        cluster=cluster, trace=trace,
         queues=str(SAMPLES / "fair_memory_policy.yaml") if memory else None,
         trace_options=session.trace_options(limit))
     inputs = session.load_inputs(spec)
@@ -84,11 +84,11 @@ def philly_inputs(variant: str, trace: str, limit: int | None,
     return inputs
 
 
-def run_variant(args: tuple[str, str, str, int | None, float]) -> PolicyReport:
-    workload, variant, trace, limit, max_runtime_hours = args
+def run_variant(args: tuple[str, str, str, str, int | None, float]) -> PolicyReport:
+    workload, variant, trace, cluster, limit, max_runtime_hours = args
     session.quiet_scheduler_logs()
     inputs = (mixed_inputs(variant, trace, limit) if workload == "mixed"
-              else philly_inputs(variant, trace, limit, max_runtime_hours))
+              else philly_inputs(variant, trace, cluster, limit, max_runtime_hours))
     run = session.run_policy(inputs, "gang-scheduler", session.SimulationOptions())
     return dataclasses.replace(run.report, policy=variant)
 
@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workload", choices=sorted(VARIANTS))
     parser.add_argument("--trace", help="trace (default: synthetic-mixed-sample for mixed, "
                         "philly-sample for philly)")
+    parser.add_argument("--cluster", default=str(CLUSTERS / "sim-philly.yaml"),
+                        help="philly's cluster (default: sim-philly.yaml; the mixed sample "
+                        "always runs on mixed_cluster.yaml)")
     parser.add_argument("--limit", type=int, help="only the first N jobs")
     parser.add_argument("--variant", action="append", help="run only these variants")
     parser.add_argument("--max-runtime-hours", type=float, default=48.0,
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS[args.workload]]
     if unknown:
         parser.error(f"--variant: unknown {unknown} (known: {VARIANTS[args.workload]})")
-    cases = [(args.workload, v, trace, args.limit, args.max_runtime_hours) for v in variants]
+    cases = [(args.workload, v, trace, args.cluster, args.limit, args.max_runtime_hours)
+             for v in variants]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         reports = list(pool.map(run_variant, cases))
     print_tables(reports)

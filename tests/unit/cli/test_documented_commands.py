@@ -280,7 +280,7 @@ def _run_script(text: str) -> None:
     words = shlex.split(text)
     argv = [BOUNDS.get(words[i - 1], lambda v: v)(w) if i else sys.executable
             for i, w in enumerate(words)]
-    if argv[1].endswith("bench_sim.py"):
+    if argv[1].endswith(("bench_sim.py", "bench_policies.py")):
         argv += ["--limit", SIM_LIMIT]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900,
                           check=False)
