@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from policies.guards import NO_GUARDS, Guards  # noqa: E402
 from policies.interactive import NO_CAPS  # noqa: E402
-from policies.queues import QueueSet, SchedulerPolicy  # noqa: E402
+from policies.queues import Queue, QueueSet, SchedulerPolicy  # noqa: E402
 from simulator import session  # noqa: E402
 from simulator.metrics import PolicyReport  # noqa: E402
 
@@ -45,7 +45,7 @@ VARIANTS = {"mixed": ("none", "tier", "guards", "memory", "all"),
             "philly": ("none", "guards", "memory", "all")}
 
 
-def _queues(queues: QueueSet, change: Callable[..., object]) -> QueueSet:
+def _queues(queues: QueueSet, change: Callable[[Queue], Queue]) -> QueueSet:
     return QueueSet.of([change(q) for q in queues])
 
 

@@ -21,7 +21,9 @@ Conventions, stated once:
   marks a queue unfair merely for being idle), and `jain_index_demand`, the time-weighted Jain
   index of allocation / fair share, where the fair share is the entitlement capped by what the
   queue asked for at that instant (`fairness`). Instants where nobody waits or runs
-  are left out of it.
+  are left out of it. Over time, the same fair share per `FAIRNESS_WINDOW` gives the
+  fair-share gap (`fairness.share_gaps`);
+- figures per class of work (`classes`) use the trace's class, or the gang's size.
 """
 
 from __future__ import annotations

@@ -165,6 +165,7 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^\.venv/bin/python benchmarks/bench_reservations\.py "),
     Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_fair_memory\.py$"),
+    Run(r"^\.venv/bin/python benchmarks/bench_policies\.py "),
     *(Covered(rf"^\.venv/bin/python benchmarks/{name}\.py( |$)",
               "tests/e2e/test_benchmarks_run.py", f'"{name}.py"')
       for name in ("bench_versus", "bench_stream", "bench_kai", "bench_soak", "bench_scale")),
