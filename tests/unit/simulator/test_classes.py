@@ -119,3 +119,5 @@ def test_simulate_prints_the_class_table_and_the_stopped_jobs(
     assert set(rows) == set(classes) == {"notebook", "hpo", "training"}
     for name, cells in rows.items():
         assert cells[2] == f"{int(classes[name]['jobs']):,}"
+    page = (tmp_path / "report.html").read_text()
+    assert "<h2>Per class of work</h2>" in page and "<td>notebook</td>" in page

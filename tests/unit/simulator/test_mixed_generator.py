@@ -4,11 +4,13 @@ on bad specs; the shipped sample loads by name."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
 
+from simulator import session
 from simulator.loaders import load_trace
 from simulator.loaders.mixed import generate, parse_mixed
 from simulator.trace import TraceError, TraceJob
@@ -116,3 +118,12 @@ def test_bad_specs_name_the_field(change: dict[str, Any], field: str) -> None:
     with pytest.raises(TraceError) as info:
         parse_mixed({**SPEC, **change}, "mix.yaml")
     assert info.value.column == field, str(info.value)
+
+
+def test_batch_only_drops_the_interactive_tier_and_nothing_else() -> None:
+    spec = session.SessionSpec(cluster="simulator/samples/mixed_cluster.yaml",
+                               trace="synthetic-mixed-sample")
+    tiered = session.load_inputs(spec).jobs
+    batch = session.load_inputs(dataclasses.replace(spec, batch_only=True)).jobs
+    assert any(j.interactive for j in tiered) and not any(j.interactive for j in batch)
+    assert [dataclasses.replace(j, interactive=False) for j in tiered] == list(batch)
