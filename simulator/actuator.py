@@ -62,6 +62,7 @@ class JobState:
     idle_partial_gpu_seconds: float = 0.0
     #: Stopped by a runaway guard (its queue's maxRuntimeSeconds): it never ends.
     stopped: bool = False
+    stopped_at: float | None = None  # when the guard stopped it
 
     @property
     def running(self) -> bool:
@@ -218,6 +219,7 @@ class SimulatedCluster:
                 self.cache.delete_pod(uid)
                 self.claims.delete(uid)
             st.stopped = True
+            st.stopped_at = now
             self.demand -= st.job.total_gpus
             self.cache.delete_group(f"{st.job.queue}/{st.job.job_id}")
 

@@ -253,7 +253,8 @@ class Simulation:
                 submit_time=st.job.submit_time, start_time=st.first_start, end_time=st.end,
                 preemptions=st.preemptions, gpu_seconds_lost=st.lost_gpu_seconds,
                 gpu_seconds_checkpointing=st.checkpoint_gpu_seconds,
-                gpu_seconds_idle_partial=st.idle_partial_gpu_seconds, stopped=st.stopped))
+                gpu_seconds_idle_partial=st.idle_partial_gpu_seconds, stopped=st.stopped,
+                stop_time=st.stopped_at, job_class=st.job.job_class))
         # Jobs that never arrived (max_time) are not in cluster.jobs and are not reported.
         return tuple(out)
 

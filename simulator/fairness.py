@@ -10,6 +10,7 @@ the policy shared fairly when it mattered.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -28,6 +29,8 @@ class Outcome(Protocol):
     def submit_time(self) -> float: ...
     @property
     def end_time(self) -> float | None: ...
+    @property
+    def stop_time(self) -> float | None: ...
 
 
 def demand_matrix(
@@ -40,7 +43,7 @@ def demand_matrix(
         if not mine:
             continue
         submits = np.array([o.submit_time for o in mine])
-        ends = np.array([np.inf if o.end_time is None else o.end_time for o in mine])
+        ends = np.array([_demand_end(o) for o in mine])
         gpus = np.array([o.gpus for o in mine], dtype=np.float64)
         by_submit, by_end = np.argsort(submits), np.argsort(ends)
         arrived = np.concatenate(([0.0], np.cumsum(gpus[by_submit])))
@@ -52,21 +55,78 @@ def demand_matrix(
     return demand
 
 
-def fair_shares(
+def _demand_end(o: Outcome) -> float:
+    """When the job stopped asking for GPUs: its end, the instant a guard stopped it, or
+    never (still waiting or running when the run ended)."""
+    if o.end_time is not None:
+        return o.end_time
+    return np.inf if o.stop_time is None else o.stop_time
+
+
+def owed_matrix(
     by_queue: Mapping[str, Sequence[Outcome]],
     queues: list[str],
     ent: Mapping[str, float],
     times: np.ndarray,
-    dt: np.ndarray,
     total: np.ndarray,
-    allocated: np.ndarray,
-) -> tuple[np.ndarray, float | None]:
-    """Per-queue fair GPU-seconds, and the time-weighted Jain index of allocated / fair."""
+) -> np.ndarray | None:
+    """GPUs each queue is owed per (instant, queue): its entitlement capped by its demand,
+    what idle queues leave going to the waiting ones; None when nobody is entitled."""
     weights = np.array([max(ent.get(q, 0.0), 0.0) for q in queues])
     if times.size == 0 or not (weights > 0).any():
-        return np.zeros(len(queues)), None
+        return None
     demand = demand_matrix(by_queue, queues, times) * (weights > 0)
-    fair = stats.water_fill(total, demand, np.where(weights > 0, weights, 1.0))
+    return stats.water_fill(total, demand, np.where(weights > 0, weights, 1.0))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGaps:
+    """Fairness over time: per window, the largest gap between a queue's share of the
+    cluster's GPU-time and the share it was owed (both fractions of the window's GPU-time).
+
+    Why windows: the run-long index averages a queue starved on Monday and favoured on
+    Tuesday into "fair"; a policy with memory of usage is meant to change exactly that.
+    """
+
+    edges: np.ndarray  # window boundaries, seconds (len = windows + 1)
+    gaps: np.ndarray  # per window; NaN where no queue was owed anything
+    window_seconds: float
+
+    @property
+    def max(self) -> float | None:
+        counted = self.gaps[~np.isnan(self.gaps)]
+        return float(counted.max()) if counted.size else None
+
+    @property
+    def mean(self) -> float | None:
+        counted = self.gaps[~np.isnan(self.gaps)]
+        return float(counted.mean()) if counted.size else None
+
+
+def share_gaps(fair: np.ndarray | None, allocated: np.ndarray, times: np.ndarray,
+               dt: np.ndarray, total: np.ndarray, window: float) -> ShareGaps:
+    """`ShareGaps` over consecutive windows of *window* seconds from the first sample (the
+    last window may be shorter)."""
+    if fair is None or times.size == 0 or not dt.sum() > 0:
+        return ShareGaps(np.zeros(1), np.zeros(0), window)
+    start, end = float(times[0]), float(times[-1] + dt[-1])
+    edges = np.append(np.arange(start, end, window), end)
+    capacity = stats.window_integrals(times, dt, total, edges)
+    got = stats.window_integrals(times, dt, allocated, edges)
+    owed = stats.window_integrals(times, dt, fair, edges)
+    counted = (owed.sum(axis=1) > 1e-9) & (capacity > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = np.abs(got - owed).max(axis=1) / capacity
+    return ShareGaps(edges, np.where(counted, gap, np.nan), window)
+
+
+def fair_shares(
+    fair: np.ndarray | None, dt: np.ndarray, allocated: np.ndarray, queues: int
+) -> tuple[np.ndarray, float | None]:
+    """Per-queue fair GPU-seconds, and the time-weighted Jain index of allocated / fair;
+    *fair* is `owed_matrix`'s."""
+    if fair is None:
+        return np.zeros(queues), None
     owed = fair > 1e-9
     with np.errstate(invalid="ignore", divide="ignore"):
         x = np.where(owed, allocated / np.where(owed, fair, 1.0), 0.0)

@@ -21,7 +21,9 @@ Conventions, stated once:
   marks a queue unfair merely for being idle), and `jain_index_demand`, the time-weighted Jain
   index of allocation / fair share, where the fair share is the entitlement capped by what the
   queue asked for at that instant (`fairness`). Instants where nobody waits or runs
-  are left out of it.
+  are left out of it. Over time, the same fair share per `FAIRNESS_WINDOW` gives the
+  fair-share gap (`fairness.share_gaps`);
+- figures per class of work (`classes`) use the trace's class, or the gang's size.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ from typing import Any
 import numpy as np
 
 from simulator import fairness, stats
+from simulator.classes import ClassReport, class_reports
 from simulator.stats import Distribution
 
 HOUR = 3600.0
+#: The windows of fairness over time (`fairness.share_gaps`): a quarter of a day, short
+#: enough to see a day's swing, long enough to hold a few gangs' starts and ends.
+FAIRNESS_WINDOW = 6 * HOUR
 #: Share of the arrival window counted as warm-up (not steady state).
 WARMUP_SHARE = 0.1
 
@@ -54,6 +60,10 @@ class JobOutcome:
     gpu_seconds_idle_partial: float = 0.0  # GPUs allocated to pods of a gang not fully placed
     gpu_seconds_checkpointing: float = 0.0  # GPU time spent writing checkpoints
     stopped: bool = False  # stopped by its queue's maxRuntimeSeconds (end_time stays None)
+    #: When a guard stopped it (None: not stopped): its demand ends there, not never.
+    stop_time: float | None = None
+    #: The trace's class of work (``TraceJob.job_class``); empty when the trace gives none.
+    job_class: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +140,14 @@ class PolicyReport:
     #: Mean GPUs of submitted jobs not running (queued, or partly placed), arrival window.
     backlog_gpus_mean: float | None = None
     currency: str = "USD"  # of every cost figure
+    #: Jobs stopped for good by a runaway guard (their queue's maxRuntimeSeconds).
+    stopped: int = 0
+    #: Fairness over time: the largest gap, in any `FAIRNESS_WINDOW`, between a queue's
+    #: share of the cluster's GPU-time and what it was owed (demand-capped), as a fraction of
+    #: the cluster; and the mean over windows of each window's largest gap.
+    fair_share_gap_max: float | None = None
+    fair_share_gap_mean: float | None = None
+    classes: tuple[ClassReport, ...] = ()  # per class of work (`simulator.classes`)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types only (dicts, lists, str, int, float, None)."""
@@ -141,6 +159,7 @@ class PolicyReport:
         values["queueing_delay"] = Distribution(**values["queueing_delay"])
         values["jct"] = Distribution(**values["jct"])
         values["queues"] = tuple(QueueReport(**q) for q in values["queues"])
+        values["classes"] = tuple(ClassReport(**c) for c in values.get("classes", ()))
         return cls(**values)
 
 
@@ -194,7 +213,9 @@ def compute_report(
     by_queue: dict[str, list[JobOutcome]] = {q: [] for q in queues}
     for outcome in outcomes:
         by_queue[outcome.queue].append(outcome)
-    fair_gs, jain_demand = fairness.fair_shares(by_queue, queues, ent, times, dt, total, allocated)
+    owed = fairness.owed_matrix(by_queue, queues, ent, times, total)
+    fair_gs, jain_demand = fairness.fair_shares(owed, dt, allocated, len(queues))
+    gaps = fairness.share_gaps(owed, allocated, times, dt, total, FAIRNESS_WINDOW)
     cost_by_queue = _costs(ordered, queues, allocated_gs, dt, pricing)
 
     delays = _delays(outcomes)
@@ -262,6 +283,10 @@ def compute_report(
         gpu_goodput=ratio(busy_gs - lost_gs - writing_gs),
         gpu_hours_checkpointing=writing_gs / HOUR,
         currency=pricing.currency,
+        stopped=sum(1 for o in outcomes if o.stopped),
+        fair_share_gap_max=gaps.max,
+        fair_share_gap_mean=gaps.mean,
+        classes=class_reports(outcomes),
         arrival_start=first,
         arrival_end=last,
         gpu_utilization_arrivals=window_ratio(first),
@@ -269,6 +294,25 @@ def compute_report(
         backlog_gpus_mean=(stats.integral_over(times, dt, pending, first, last) / (last - first)
                            if last > first else None),
     )
+
+
+def share_gaps_of(run: PolicyRun) -> fairness.ShareGaps:
+    """The per-window fair-share gaps behind ``fair_share_gap_max`` and ``_mean``, worked out
+    again from a run's facts and its report's entitlements (for the plot over time)."""
+    ordered = sorted(run.samples, key=lambda s: s.time)
+    times = np.array([s.time for s in ordered], dtype=np.float64)
+    if times.size == 0:
+        return fairness.share_gaps(None, np.zeros((0, 0)), times, times, times, FAIRNESS_WINDOW)
+    dt = stats.interval_lengths(times, float(times[0]) + run.report.horizon_seconds)
+    total = np.array([s.total_gpus for s in ordered], dtype=np.float64)
+    queues = [q.queue for q in run.report.queues]
+    ent = {q.queue: q.entitlement for q in run.report.queues if q.entitlement is not None}
+    by_queue: dict[str, list[JobOutcome]] = {q: [] for q in queues}
+    for outcome in run.outcomes:
+        by_queue[outcome.queue].append(outcome)
+    owed = fairness.owed_matrix(by_queue, queues, ent, times, total)
+    return fairness.share_gaps(owed, _queue_matrix(ordered, queues), times, dt, total,
+                               FAIRNESS_WINDOW)
 
 
 def _delays(outcomes: Sequence[JobOutcome]) -> list[float]:

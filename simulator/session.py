@@ -49,6 +49,9 @@ class SessionSpec:
     #: ``--gpus-as-devices``: the cluster offers the GPUs of its ``draDevices`` pools as DRA
     #: devices (``gpusAsDevices``) and every job's pods claim their GPUs as devices.
     gpus_as_devices: bool = False
+    #: ``--batch-only``: every job is batch, the trace's interactive tier dropped (the
+    #: baseline against which the tier's effect is measured).
+    batch_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ def load_inputs(s: SessionSpec) -> Inputs:
     if s.gpus_as_devices:
         spec = dataclasses.replace(spec, gpus_as_devices=True)
         jobs = tuple(claim_devices(j) for j in jobs)
+    if s.batch_only:
+        jobs = tuple(dataclasses.replace(j, interactive=False) if j.interactive else j
+                     for j in jobs)
     nodes = nodes_from_spec(spec)
     devices = cluster_devices(spec)
     # A policy file with no Queue (only a SchedulerPolicy) keeps the default queues.

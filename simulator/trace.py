@@ -79,6 +79,10 @@ class TraceJob:
     #: what fits from there and grows, and a preemptor may take the pods above it back);
     #: None: every pod is required.
     min_pods: int | None = None
+    #: What kind of work this is (``notebook``, ``hpo``, ``training``, or any word a trace
+    #: uses); kept through to the job's outcome so the report can compare classes. Empty:
+    #: the trace does not say (the report then groups jobs by size, ``report.classes``).
+    job_class: str = ""
 
     def __post_init__(self) -> None:
         if not self.job_id:

@@ -47,6 +47,12 @@ examples:
   # allocation code as live); the start times match the run without it
   gang-scheduler simulate --policy gang-scheduler --gpus-as-devices --limit 300
 
+  # a week of notebooks, HPO searches and training with the policies of issue 38 (guards,
+  # usage memory, per-user notebook caps); the summary adds a table per class of work
+  gang-scheduler simulate --cluster simulator/samples/mixed_cluster.yaml \
+      --queues simulator/samples/mixed_queues_policies.yaml --trace synthetic-mixed-sample \
+      --policy gang-scheduler
+
   # the bill of one run: GPU-hours and cost per (queue, namespace, pool) and day, counted by
   # the live scheduler's own accrual, the trace's start taken as 2026-12-01 00:00 UTC
   gang-scheduler simulate --policy gang-scheduler --price 2.5 --limit 200 \\
@@ -58,8 +64,8 @@ policies:
   gang-scheduler  fair share, quotas with borrowing, preemption, reservations, backfill
 
 traces: philly CSV, openb pod CSV, the generic CSV, or a synthetic spec (.yaml); shipped
-samples by name: philly-sample, openb-sample, synthetic-sample, generic-sample. See
-simulator/README.md for the formats.
+samples by name: philly-sample, openb-sample, synthetic-sample, synthetic-mixed-sample,
+generic-sample. See simulator/README.md for the formats.
 """
 
 
@@ -120,6 +126,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "job's pods claim theirs, one ResourceClaim per pod from a template of N "
                    "devices of the model's class (the trace column gpus_as_devices does it "
                    "per job)")
+    p.add_argument("--batch-only", action="store_true",
+                   help="every job is batch: the trace's interactive tier (notebooks labelled "
+                   "gangscheduler.io/tier: interactive) is dropped, the baseline for the "
+                   "tier's effect")
     p.add_argument("--chargeback", metavar="FILE.csv",
                    help="write the run's chargeback CSV (per UTC day: GPU-hours allocated and "
                    "cost per queue, namespace and pool, as `gang-scheduler chargeback` shows "
@@ -254,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
     spec = session.SessionSpec(cluster=args.cluster, trace=args.trace, queues=args.queues,
                                trace_options=trace_opts, options=options,
                                price_per_gpu_hour=args.price, currency=args.currency,
-                               gpus_as_devices=args.gpus_as_devices)
+                               gpus_as_devices=args.gpus_as_devices,
+                               batch_only=args.batch_only)
     try:
         inputs = session.load_inputs(spec)
         pools = [p.name for p in inputs.spec.pools]

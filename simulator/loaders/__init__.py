@@ -14,16 +14,17 @@ from pathlib import Path
 from simulator import samples
 from simulator.loaders.csvrows import read_header
 from simulator.loaders.generic_csv import load_generic_csv
+from simulator.loaders.mixed import load_mixed
 from simulator.loaders.openb import load_openb_cluster, load_openb_pods
 from simulator.loaders.philly import load_philly
-from simulator.loaders.synthetic import load_synthetic
+from simulator.loaders.synthetic import load_synthetic, read_spec_data
 from simulator.trace import TraceError, TraceJob
 
-FORMATS = ("philly", "openb", "synthetic", "csv")
+FORMATS = ("philly", "openb", "synthetic", "mixed", "csv")
 
 __all__ = [
-    "FORMATS", "detect_format", "load_generic_csv", "load_openb_cluster", "load_openb_pods",
-    "load_philly", "load_synthetic", "load_trace", "resolve",
+    "FORMATS", "detect_format", "load_generic_csv", "load_mixed", "load_openb_cluster",
+    "load_openb_pods", "load_philly", "load_synthetic", "load_trace", "resolve",
 ]
 
 
@@ -36,9 +37,12 @@ def resolve(path_or_name: str | Path) -> Path:
 
 
 def detect_format(path: Path) -> str:
-    """Which loader reads *path*: by suffix for specs, by header columns for CSVs."""
+    """Which loader reads *path*: by suffix for specs (a spec's ``format`` field tells the
+    class mix from the plain synthetic spec), by header columns for CSVs."""
     if path.suffix.lower() in (".yaml", ".yml"):
-        return "synthetic"
+        data = read_spec_data(path)
+        return "mixed" if isinstance(data, dict) and data.get("format") == "mixed" \
+            else "synthetic"
     if path.is_dir():
         raise TraceError(str(path), None, "", "is a directory, expected a trace file")
     if not path.is_file():
@@ -85,6 +89,8 @@ def load_trace(
         jobs = load_openb_pods(path, limit=limit).jobs
     elif fmt == "synthetic":
         jobs = load_synthetic(path, seed=seed)
+    elif fmt == "mixed":
+        jobs = load_mixed(path, seed=seed)
     elif fmt == "csv":
         jobs = load_generic_csv(path, limit=limit)
     else:

@@ -110,16 +110,20 @@ def load_synthetic(
 
 
 def load_spec(path: str | Path) -> SyntheticSpec:
+    return parse_spec(read_spec_data(path), str(path))
+
+
+def read_spec_data(path: str | Path) -> Any:
+    """The YAML document of a spec file; a `TraceError` naming the file when unreadable."""
     name = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TraceError(name, None, "", "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(name, None, "", read_problem(exc)) from None
     except yaml.YAMLError as exc:
         raise TraceError(name, None, "", yaml_problem(exc)) from None
-    return parse_spec(data, name)
 
 
 def parse_spec(data: Any, source: str = "<spec>") -> SyntheticSpec:

@@ -10,9 +10,9 @@ from pathlib import Path
 from simulator.metrics import PolicyRun
 from simulator.report import data, html, plots
 from simulator.report.info import RunInfo
-from simulator.report.table import print_summary, summary_table
+from simulator.report.table import classes_table, print_summary, summary_table
 
-__all__ = ["RunInfo", "print_summary", "summary_table", "write_report"]
+__all__ = ["RunInfo", "classes_table", "print_summary", "summary_table", "write_report"]
 
 
 def write_report(
@@ -20,9 +20,10 @@ def write_report(
 ) -> dict[str, Path]:
     """Write every report file into *out_dir* (created if needed); returns name -> path.
 
-    Files: ``summary.json``, ``summary.csv``, ``queues.csv``, ``outcomes.csv``, and unless
-    *with_plots* is False ``utilization.png``, ``backlog.png``, ``queueing_delay_cdf.png``,
-    ``queue_shares.png``; finally ``report.html`` embedding the plots.
+    Files: ``summary.json``, ``summary.csv``, ``queues.csv``, ``classes.csv``,
+    ``outcomes.csv``, and unless *with_plots* is False ``utilization.png``, ``backlog.png``,
+    ``queueing_delay_cdf.png``, ``queue_shares.png``, ``fairness_over_time.png``; finally
+    ``report.html`` embedding the plots.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -31,6 +32,7 @@ def write_report(
         "summary.json": data.write_json(out / "summary.json", reports, info),
         "summary.csv": data.write_summary_csv(out / "summary.csv", reports),
         "queues.csv": data.write_queues_csv(out / "queues.csv", reports),
+        "classes.csv": data.write_classes_csv(out / "classes.csv", reports),
         "outcomes.csv": data.write_outcomes_csv(out / "outcomes.csv", runs),
     }
     images: dict[str, Path] = {}
@@ -39,6 +41,8 @@ def write_report(
         images["backlog"] = plots.plot_backlog(runs, out / "backlog.png")
         images["queueing_delay_cdf"] = plots.plot_queueing_cdf(runs, out / "queueing_delay_cdf.png")
         images["queue_shares"] = plots.plot_queue_shares(runs, out / "queue_shares.png")
+        images["fairness_over_time"] = plots.plot_fairness_over_time(
+            runs, out / "fairness_over_time.png")
     files.update({path.name: path for path in images.values()})
     page = out / "report.html"
     page.write_text(html.render_html(reports, info, images), encoding="utf-8")

@@ -2,8 +2,9 @@
 
 ``summary.json`` contains everything (run info + every `PolicyReport`, loadable again with
 `PolicyReport.from_dict`); the CSVs are flat tables for spreadsheets and pandas: one row per
-policy (``summary.csv``), per (policy, queue) (``queues.csv``) and per (policy, job)
-(``outcomes.csv``). Floats are written with ``repr`` precision so nothing is lost.
+policy (``summary.csv``), per (policy, queue) (``queues.csv``), per (policy, class of work)
+(``classes.csv``) and per (policy, job) (``outcomes.csv``). Floats are written with ``repr``
+precision so nothing is lost.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simulator.classes import ClassReport
 from simulator.metrics import JobOutcome, PolicyReport, PolicyRun, QueueReport
 from simulator.report.info import RunInfo
+
+#: Column names that differ from the field they hold (``class`` is a Python keyword).
+_COLUMNS = {"job_class": "class"}
+
+
+def _column(field: str) -> str:
+    return _COLUMNS.get(field, field)
 
 
 def write_json(path: Path, reports: Sequence[PolicyReport], info: RunInfo) -> Path:
@@ -32,7 +41,7 @@ def summary_rows(reports: Sequence[PolicyReport]) -> list[dict[str, Any]]:
     for report in reports:
         row: dict[str, Any] = {}
         for key, value in report.to_dict().items():
-            if key == "queues":
+            if key in ("queues", "classes"):
                 continue
             if isinstance(value, dict):
                 row.update({f"{key}_{k}": v for k, v in value.items()})
@@ -54,13 +63,21 @@ def write_queues_csv(path: Path, reports: Sequence[PolicyReport]) -> Path:
     return _write(path, rows, fields)
 
 
+def write_classes_csv(path: Path, reports: Sequence[PolicyReport]) -> Path:
+    """One row per (policy, class of work): ``simulator.classes``."""
+    fields = ["policy", *(_column(f.name) for f in dataclasses.fields(ClassReport))]
+    rows = [{"policy": r.policy, **{_column(k): v for k, v in dataclasses.asdict(c).items()}}
+            for r in reports for c in r.classes]
+    return _write(path, rows, fields)
+
+
 def write_outcomes_csv(path: Path, runs: Sequence[PolicyRun]) -> Path:
     """Per-job rows; written with a plain csv.writer because there can be 100,000s of them."""
     names = [f.name for f in dataclasses.fields(JobOutcome)]
     fields_of = operator.attrgetter(*names)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["policy", *names])
+        writer.writerow(["policy", *map(_column, names)])
         for run in runs:
             policy = run.report.policy
             for values in map(fields_of, run.outcomes):

@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from simulator.metrics import PolicyReport
+from simulator.metrics import FAIRNESS_WINDOW, PolicyReport
+
+_WINDOW = f"{FAIRNESS_WINDOW / 3600:g} h"
 
 MISSING = "-"
 
@@ -48,6 +50,11 @@ class Row:
     better: Better = Better.NEITHER
 
 
+def _points(share: float | None) -> float | None:
+    """A fraction of the cluster as percentage points."""
+    return None if share is None else 100 * share
+
+
 def _count(value: float | None) -> str:
     return MISSING if value is None else f"{int(value):,}"
 
@@ -76,11 +83,16 @@ ROWS: tuple[Row, ...] = (
     Row("JCT p99 (h)", lambda r: r.jct.p99, hours, Better.LOWER),
     Row("fairness (Jain index, 1 = fair)", lambda r: r.jain_index_demand,
         ratio, Better.HIGHER),
+    Row(f"fair-share gap, worst {_WINDOW} (pts)", lambda r: _points(r.fair_share_gap_max),
+        number, Better.LOWER),
+    Row(f"fair-share gap, mean {_WINDOW} (pts)", lambda r: _points(r.fair_share_gap_mean),
+        number, Better.LOWER),
     Row("stranded GPUs (mean)", lambda r: r.stranded_gpus_mean,
         number, Better.LOWER),
     Row("preemptions (gangs)", lambda r: r.preemptions, _count, Better.LOWER),
     Row("work lost (GPU-h)", lambda r: r.gpu_hours_lost, number,
         Better.LOWER),
+    Row("jobs stopped by guards", lambda r: r.stopped, _count),
     Row("checkpoint writes (GPU-h)", lambda r: r.gpu_hours_checkpointing, number,
         Better.LOWER),
     Row("idle in partial gangs (GPU-h)", lambda r: r.gpu_hours_idle_partial, number,
@@ -99,7 +111,10 @@ FAIRNESS = ("Utilization is busy GPU-time (gangs running whole) over GPU-time; g
             "Fairness is Jain's index over queues of GPU share allocated divided by fair share "
             "(the entitlement, capped by what the queue asked for at that moment, what idle "
             "queues leave going to waiting ones), time-weighted: 1.0 means every queue got "
-            "what it was owed, 1/n that one of n queues got everything. Times are in hours.")
+            "what it was owed, 1/n that one of n queues got everything. The fair-share gap is, "
+            f"per {_WINDOW} window, the largest difference between a queue's share of the "
+            "cluster's GPU-time and the share it was owed, in percentage points: the worst "
+            "window and the mean over windows. Times are in hours.")
 
 
 def label(row: Row, reports: Sequence[PolicyReport]) -> str:

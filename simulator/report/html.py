@@ -16,6 +16,7 @@ from simulator.metrics import PolicyReport
 from simulator.report import fmt
 from simulator.report.info import RunInfo
 from simulator.report.meaning import what_this_means
+from simulator.report.table import CLASS_COLUMNS, CLASS_NOTE, class_cells
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #222; }
@@ -36,6 +37,7 @@ PLOT_TITLES = {
     "backlog": "Backlog: GPUs of work waiting, and GPUs busy",
     "queueing_delay_cdf": "Queueing delay CDF",
     "queue_shares": "Share per queue vs entitlement",
+    "fairness_over_time": "Fairness over time: the largest gap from fair share per window",
 }
 
 
@@ -60,6 +62,8 @@ def render_html(
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         parts.append(f"<h2>{escape(title)}</h2>")
         parts.append(f'<img alt="{escape(title)}" src="data:image/png;base64,{data}">')
+    parts += ["<h2>Per class of work</h2>", _class_table(reports),
+              f"<p class='note'>{escape(CLASS_NOTE)}</p>"]
     for report in reports:
         parts.append(f"<h2>Queues under {escape(report.policy)}</h2>")
         parts.append(_queue_table(report))
@@ -106,6 +110,13 @@ def _window_note(reports: Sequence[PolicyReport]) -> str:
     r = reports[0]
     return (f"Here the arrival window runs from {fmt.hours(r.arrival_start)} h to "
             f"{fmt.hours(r.arrival_end)} h of a {fmt.hours(r.horizon_seconds)} h horizon.")
+
+
+def _class_table(reports: Sequence[PolicyReport]) -> str:
+    head = "".join(f"<th>{escape(c.replace(chr(10), ' '))}</th>" for c in CLASS_COLUMNS)
+    rows = ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+            for report in reports for cells in class_cells(report)]
+    return "\n".join([f"<table><tr>{head}</tr>", *rows, "</table>"])
 
 
 def _queue_table(report: PolicyReport) -> str:

@@ -10,7 +10,8 @@
 
 Every time axis is in hours, as every time in the tables is.
 - Does every team get what it is owed? Mean share of the cluster per queue, per policy, against
-  the entitlement and the demand-capped fair share.
+  the entitlement and the demand-capped fair share; and over time, per window, the largest
+  gap between a queue's share and what it was owed.
 
 The Agg backend is forced so that plotting works on machines with no display and never opens
 windows. Long timelines are averaged into at most `MAX_POINTS` time bins (time-weighted), which
@@ -31,7 +32,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simulator import stats
-from simulator.metrics import HOUR, PolicyRun
+from simulator.metrics import FAIRNESS_WINDOW, HOUR, PolicyRun, share_gaps_of
 from simulator.report import fmt
 
 MAX_POINTS = 400
@@ -185,6 +186,27 @@ def plot_queue_shares(runs: Sequence[PolicyRun], path: Path) -> Path:
     ax.set(ylabel="% of cluster GPU-time", title="Mean share per queue vs entitlement")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _save(fig, path)
+
+
+def plot_fairness_over_time(runs: Sequence[PolicyRun], path: Path) -> Path:
+    """Per window, the largest gap between a queue's share and what it was owed."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    _arrival_window(ax, runs)
+    for i, run in enumerate(runs):
+        gaps = share_gaps_of(run)
+        if gaps.gaps.size:
+            ax.stairs(100 * np.nan_to_num(gaps.gaps), gaps.edges / HOUR, color=f"C{i}",
+                      lw=1.2, label=f"{run.report.policy} (worst "
+                      f"{fmt.number(100 * gaps.max if gaps.max is not None else None)} pts)")
+    window = f"{FAIRNESS_WINDOW / HOUR:g} h"
+    ax.set(xlabel="simulated time (hours)", ylabel="percentage points of cluster GPU-time",
+           title=f"Fairness over time: largest gap between a queue's share and its fair share, "
+                 f"per {window}")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=max(1, min(len(runs), 3)), loc="upper center",
+              bbox_to_anchor=(0.5, -0.16), frameon=False)
     return _save(fig, path)
 
 

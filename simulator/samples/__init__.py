@@ -14,6 +14,7 @@ SAMPLES = {
     "openb-sample": "openb_pods_sample.csv",
     "synthetic-sample": "synthetic.yaml",
     "synthetic-two-pools-sample": "synthetic_two_pools.yaml",
+    "synthetic-mixed-sample": "synthetic_mixed.yaml",
     "generic-sample": "generic_example.csv",
     # Names `simulate --help` once listed; still accepted.
     "synthetic": "synthetic.yaml",

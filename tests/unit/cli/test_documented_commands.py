@@ -165,6 +165,7 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^\.venv/bin/python benchmarks/bench_reservations\.py "),
     Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_fair_memory\.py$"),
+    Run(r"^\.venv/bin/python benchmarks/bench_policies\.py "),
     *(Covered(rf"^\.venv/bin/python benchmarks/{name}\.py( |$)",
               "tests/e2e/test_benchmarks_run.py", f'"{name}.py"')
       for name in ("bench_versus", "bench_stream", "bench_kai", "bench_soak", "bench_scale")),
@@ -280,7 +281,7 @@ def _run_script(text: str) -> None:
     words = shlex.split(text)
     argv = [BOUNDS.get(words[i - 1], lambda v: v)(w) if i else sys.executable
             for i, w in enumerate(words)]
-    if argv[1].endswith("bench_sim.py"):
+    if argv[1].endswith(("bench_sim.py", "bench_policies.py")):
         argv += ["--limit", SIM_LIMIT]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900,
                           check=False)

@@ -108,7 +108,7 @@ def test_missing_column_is_named_on_the_header_line(
 def test_unrecognised_header_lists_the_formats(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("a,b,c\n1,2,3\n")
-    with pytest.raises(TraceError, match="formats: philly, openb, synthetic, csv"):
+    with pytest.raises(TraceError, match="formats: philly, openb, synthetic, mixed, csv"):
         load_trace(path)
 
 

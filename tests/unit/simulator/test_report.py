@@ -53,7 +53,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_every_file_is_written_and_non_empty(written: dict[str, Path]) -> None:
     assert set(written) == {
-        "summary.json", "summary.csv", "queues.csv", "outcomes.csv", "utilization.png",
+        "summary.json", "summary.csv", "queues.csv", "classes.csv", "outcomes.csv",
+        "utilization.png", "fairness_over_time.png",
         "backlog.png", "queueing_delay_cdf.png", "queue_shares.png", "report.html",
     }
     for path in written.values():
@@ -67,7 +68,7 @@ def test_html_is_self_contained_and_says_how_it_was_made(written: dict[str, Path
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<script" not in page  # the command's <script> is escaped, and there are no scripts
     assert "&lt;script&gt;" in page
-    assert page.count('src="data:image/png;base64,') == 4
+    assert page.count('src="data:image/png;base64,') == 5
     assert "--seed 7" in page and "shared GPUs rounded up" in page
     assert "Queues under gang-scheduler" in page
 
