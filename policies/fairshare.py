@@ -149,7 +149,7 @@ def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:
     Under FIFO the queues play no part, so interactive gangs go first overall; the tier is
     the one thing FIFO does not flatten, as a notebook must not wait behind a day's batch
     backlog."""
-    tier = interactive.order_key(gang)
+    tier = interactive.ORDER[gang.interactive]  # interactive.order_key, without the call
     if mode is OrderingMode.FIFO:
         return (tier, 0.0, gang.creation_time, gang.uid)
     return (tier, float(-gang.priority), gang.creation_time, gang.uid)

@@ -156,6 +156,12 @@ class Gang:
     notices: tuple[str, ...] = field(default=(), compare=False)
     #: ``constrained``, worked out on first use (asked on every turn of the gang).
     _constrained: bool | None = field(default=None, init=False, compare=False, repr=False)
+    #: ``tier`` is ``interactive``: a slot rather than a property, as the order of every
+    #: turn asks it (millions of times in a simulation of a long backlog).
+    interactive: bool = field(default=False, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interactive", self.tier is Tier.INTERACTIVE)
 
     @property
     def constrained(self) -> bool:
@@ -182,10 +188,6 @@ class Gang:
     @property
     def members_present(self) -> int:
         return self.size if self.present_members is None else self.present_members
-
-    @property
-    def interactive(self) -> bool:
-        return self.tier is Tier.INTERACTIVE
 
     @property
     def may_preempt(self) -> bool:
