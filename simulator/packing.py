@@ -30,7 +30,8 @@ from scheduler.placement.gpu_shares import (
     Policy,
     ShareRequest,
 )
-from simulator.loaders.csvrows import iter_rows, parse_int, require_text
+from simulator.loaders.csvrows import iter_rows
+from simulator.loaders.openb import NODE_COLUMNS, read_node, read_pod
 from simulator.trace import TraceError
 
 #: Arrived loads (share of the cluster's GPUs asked for) at which the allocation is read:
@@ -46,38 +47,31 @@ PUBLISHED = {
     "multigpu20": {"BestFit": 0.937, "FGD": 0.955},
 }
 
+#: What the protocol reads of a pod list (no times: it never replays them over time).
 POD_COLUMNS = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
 
 def load_requests(path: str | Path) -> tuple[ShareRequest, ...]:
-    """The pods of an openb pod list as share requests, fractions kept."""
+    """The pods of an openb pod list as share requests, fractions kept (the rows read by
+    ``simulator.loaders.openb.read_pod``, as the replay reads them)."""
     file, out = str(path), []
     for index, line, cells in iter_rows(Path(path), POD_COLUMNS, ("gpu_spec",)):
-        cpu, memory, gpus, milli = (parse_int(file, line, c, cells[index[c]], minimum=0)
-                                    for c in POD_COLUMNS)
-        if milli > MILLI or (gpus == 1 and milli == 0) or (gpus == 0 and milli) or (
-                gpus > 1 and milli != MILLI):
-            raise TraceError(file, line, "gpu_milli", f"{milli} does not go with num_gpu "
-                             f"{gpus} (a share of one GPU is 1..{MILLI - 1}, whole GPUs "
-                             f"{MILLI})")
-        spec = cells[index["gpu_spec"]] if "gpu_spec" in index else ""
-        models = frozenset(m.strip() for m in spec.split("|") if m.strip())
-        out.append(ShareRequest(cpu, memory, gpus, milli if gpus == 1 else MILLI, models))
+        row = read_pod(file, line, cells, index)
+        out.append(ShareRequest(row.cpu_milli, row.memory_mib, row.gpus,
+                                row.milli if row.gpus == 1 else MILLI, frozenset(row.models)))
     if not out:
         raise TraceError(file, None, "", "no pods")
     return tuple(out)
 
 
 def load_nodes(path: str | Path) -> dict[str, NodeState]:
-    """An openb node list as free node states (every GPU wholly free)."""
+    """An openb node list as free node states (every GPU wholly free; the rows read by
+    ``simulator.loaders.openb.read_node``, as the cluster description reads them)."""
     file, out = str(path), {}
     for index, line, cells in iter_rows(Path(path), NODE_COLUMNS):
-        name = require_text(file, line, "sn", cells[index["sn"]])
-        cpu = parse_int(file, line, "cpu_milli", cells[index["cpu_milli"]], minimum=0)
-        mem = parse_int(file, line, "memory_mib", cells[index["memory_mib"]], minimum=0)
-        gpus = parse_int(file, line, "gpu", cells[index["gpu"]], minimum=0)
-        out[name] = NodeState(cpu, mem, (MILLI,) * gpus, cells[index["model"]].strip())
+        node = read_node(file, line, cells, index)
+        out[node.name] = NodeState(node.cpu_milli, node.memory_mib, (MILLI,) * node.gpus,
+                                   node.model)
     if not out:
         raise TraceError(file, None, "", "no nodes")
     return out

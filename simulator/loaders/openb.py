@@ -118,9 +118,26 @@ def _reject_timeless(p: Path, name: str) -> None:
         )
 
 
-def _pod_role(
-    name: str, line: int, cells: list[str], index: dict[str, int]
-) -> tuple[TraceRole, bool]:
+@dataclass(frozen=True, slots=True)
+class PodRow:
+    """One row of an openb pod list, checked: the one reading of the ``num_gpu``/``gpu_milli``
+    rules, for the replay (``load_openb_pods``) and the packing protocol
+    (``simulator.packing``) alike."""
+
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    milli: int  # thousandths of each GPU: below 1000 only for a share of one GPU
+    models: tuple[str, ...]  # acceptable GPU models (``gpu_spec``); empty: any
+
+    @property
+    def shared(self) -> bool:
+        """A fraction of one shared GPU."""
+        return self.gpus == 1 and self.milli < 1000
+
+
+def read_pod(name: str, line: int, cells: list[str], index: dict[str, int]) -> PodRow:
+    """The pod of one row; ``TraceError`` names the line, the column and the rule broken."""
     cpu = parse_int(name, line, "cpu_milli", cells[index["cpu_milli"]], minimum=0)
     mem = parse_int(name, line, "memory_mib", cells[index["memory_mib"]], minimum=0)
     gpus = parse_int(name, line, "num_gpu", cells[index["num_gpu"]], minimum=0)
@@ -134,11 +151,42 @@ def _pod_role(
     if gpus == 1 and milli == 0:
         raise TraceError(name, line, "gpu_milli", "is 0 but num_gpu is 1")
     spec = cells[index["gpu_spec"]] if "gpu_spec" in index else ""
-    models = tuple(m.strip() for m in spec.split("|") if m.strip())
-    return TraceRole("pod", 1, gpus, cpu, mem * MIB, models), gpus == 1 and milli < 1000
+    return PodRow(cpu, mem, gpus, milli, tuple(m.strip() for m in spec.split("|") if m.strip()))
+
+
+def _pod_role(
+    name: str, line: int, cells: list[str], index: dict[str, int]
+) -> tuple[TraceRole, bool]:
+    row = read_pod(name, line, cells, index)
+    role = TraceRole("pod", 1, row.gpus, row.cpu_milli, row.memory_mib * MIB, row.models)
+    return role, row.shared
 
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """One row of an openb node list, checked (for the cluster description and the packing
+    protocol alike)."""
+
+    name: str  # ``sn``
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    model: str  # empty on a CPU-only node
+
+
+def read_node(file: str, line: int, cells: list[str], index: dict[str, int]) -> NodeRow:
+    """The node of one row; ``TraceError`` names the line, the column and the rule broken."""
+    name = require_text(file, line, "sn", cells[index["sn"]])
+    cpu = parse_int(file, line, "cpu_milli", cells[index["cpu_milli"]], minimum=1)
+    mem = parse_int(file, line, "memory_mib", cells[index["memory_mib"]], minimum=1)
+    gpus = parse_int(file, line, "gpu", cells[index["gpu"]], minimum=0)
+    model = cells[index["model"]].strip()
+    if gpus and not model:
+        raise TraceError(file, line, "model", "must not be empty on a GPU node")
+    return NodeRow(name, cpu, mem, gpus, model)
 
 
 def load_openb_cluster(path: str | Path, *, name: str = "openb") -> dict[str, object]:
@@ -155,14 +203,8 @@ def load_openb_cluster(path: str | Path, *, name: str = "openb") -> dict[str, ob
     file = str(path)
     shapes: dict[tuple[str, int, int, int], int] = {}
     for index, line, cells in iter_rows(Path(path), NODE_COLUMNS):
-        require_text(file, line, "sn", cells[index["sn"]])
-        cpu = parse_int(file, line, "cpu_milli", cells[index["cpu_milli"]], minimum=1)
-        mem = parse_int(file, line, "memory_mib", cells[index["memory_mib"]], minimum=1)
-        gpus = parse_int(file, line, "gpu", cells[index["gpu"]], minimum=0)
-        model = cells[index["model"]].strip()
-        if gpus and not model:
-            raise TraceError(file, line, "model", "must not be empty on a GPU node")
-        key = (model, gpus, cpu, mem)
+        node = read_node(file, line, cells, index)
+        key = (node.model, node.gpus, node.cpu_milli, node.memory_mib)
         shapes[key] = shapes.get(key, 0) + 1
     if not shapes:
         raise TraceError(file, None, "", "no nodes")

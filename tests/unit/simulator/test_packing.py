@@ -110,6 +110,6 @@ def test_the_command_refuses_a_bad_pod_list_naming_the_field(
     monkeypatch.chdir(tmp_path)  # a path relative to where the user is
     assert main(["packing", "--pods", "pods.csv", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "pods.csv:2: gpu_milli: 1500 does not go with num_gpu 1" in err, err
+    assert "pods.csv:2: gpu_milli: must be <= 1000, got 1500" in err, err
     assert main(["packing", "--pods", "no-such.csv", "--no-progress"]) == 2
     assert "no shipped sample 'no-such.csv'" in capsys.readouterr().err
