@@ -31,6 +31,7 @@ from scheduler.run.config import GpuMetricsConfig
 from scheduler.run.serve import Health, serve
 from scheduler.tools.devcluster import procs
 from scheduler.views.state import GangRow
+from tests.cli_logging import quiet_cli_logging
 from tests.e2e.browser import chromium, read_page, screenshot
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.fake_dcgm import FakeDcgm, Gpu
@@ -49,6 +50,13 @@ UTILISATION = {"0": 95.0, "1": 95.0, "2": 0.0, "3": 40.0}  # percent, by rank
 @pytest.fixture
 def ops(control_plane: ControlPlane) -> Iterator[Ops]:
     yield from ops_for(control_plane)
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``top`` and ``chargeback`` run in-process: their logging set-up must not outlive the
+    test (``tests.cli_logging``; without it every later test that checks a log line failed)."""
+    yield from quiet_cli_logging(monkeypatch)
 
 
 def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(

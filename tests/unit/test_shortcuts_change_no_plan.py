@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -127,8 +128,10 @@ def test_a_cycle_with_nothing_pending_is_the_long_way_with_nothing_to_consider(
 
 
 def _in_order_reference(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,
-                        rank: Rank) -> None:
-    """``order.in_order`` as it was before its shortcuts: every queue always ranked."""
+                        rank: Rank, owner_fair: Mapping[str, object] | None = None) -> None:
+    """``order.in_order`` as it was before its shortcuts: every queue always ranked. (The
+    worlds here set no owner fairness, so there are no owner lines to follow.)"""
+    assert not owner_fair
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)
              for q, gs in by_queue.items() if gs}
 
