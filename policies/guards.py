@@ -170,6 +170,11 @@ class BudgetUse:
     period: Period
     resets_at: float  # the period's end, epoch seconds
 
+    @property
+    def spent(self) -> bool:
+        """Used up: the queue starts no new gang until the period ends (``over_budget``)."""
+        return self.used_gpu_hours >= self.gpu_hours
+
 
 def budget_use(budget: Budget, usage: Usage, running: Iterable[Run], queues: frozenset[str],
                now: float) -> BudgetUse:

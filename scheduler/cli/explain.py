@@ -278,13 +278,9 @@ def _known(gang_id: str, cache: Any, now: float) -> bool:
 
 def _gpu_metrics(given: Any, url: str | None) -> Any:
     """The GPU metrics source: the config's, its URL replaced by ``--gpu-metrics-url``."""
-    import dataclasses
+    from scheduler.run.config import gpu_metrics_at
 
-    from scheduler.run.config import GpuMetricsConfig
-
-    if not url:
-        return given
-    return dataclasses.replace(given or GpuMetricsConfig(prometheus=url), prometheus=url)
+    return gpu_metrics_at(given, url) if url else given
 
 
 def _report(client: Any, view: Any, gang_id: str, workload: Any, now: float,

@@ -113,11 +113,9 @@ def run(args: argparse.Namespace) -> int:
             cert_file=args.webhook_cert or given.cert_file,
             key_file=args.webhook_key or given.key_file)
     if args.gpu_metrics_url:
-        from scheduler.run.config import GpuMetricsConfig
+        from scheduler.run.config import gpu_metrics_at
         try:
-            overrides["gpu_metrics"] = dataclasses.replace(
-                config.gpu_metrics or GpuMetricsConfig(prometheus=args.gpu_metrics_url),
-                prometheus=args.gpu_metrics_url)
+            overrides["gpu_metrics"] = gpu_metrics_at(config.gpu_metrics, args.gpu_metrics_url)
         except ConfigError as exc:
             print(f"error: --gpu-metrics-url {exc}", file=sys.stderr)
             return 2

@@ -82,6 +82,13 @@ class GpuMetricsConfig:
         _check_gpu_metrics(self)
 
 
+def gpu_metrics_at(given: GpuMetricsConfig | None, url: str) -> GpuMetricsConfig:
+    """*given* (the config's ``gpuMetrics``, or the defaults) reading from *url*: what a
+    command's ``--gpu-metrics-url`` means (``run`` and ``explain`` alike). ``ConfigError``
+    when *url* is not one."""
+    return dataclasses.replace(given or GpuMetricsConfig(prometheus=url), prometheus=url)
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookConfig:
     """The optional admission webhook (``scheduler.run.webhook``): off unless enabled. It

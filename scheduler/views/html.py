@@ -140,8 +140,7 @@ def _remembered_cell(q: QueueRow) -> str:
 
 def _budget_cell(q: QueueRow) -> str:
     """Used of the budget; marked once used up (the queue starts nothing new)."""
-    b = q.budget
-    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
+    spent = q.budget is not None and q.budget.spent
     return f"<td class='n{' failed' if spent else ''}'>{escape(budget_text(q))}</td>"
 
 

@@ -13,7 +13,7 @@ from html import escape
 
 from scheduler.model.numerals import is_digits
 from scheduler.report.utilisation import GangUse
-from scheduler.views.state import GangRow
+from scheduler.views.state import GangRow, use_text
 
 STYLE = """
 .ranks { display: flex; gap: 3px; align-items: flex-end; height: 48px; margin: .3rem 0 .1rem; }
@@ -42,12 +42,8 @@ def measured(rows: tuple[GangRow, ...]) -> bool:
 
 def use_cell(g: GangRow) -> str:
     """A running gang's mean utilisation and idle GPUs, in the running table."""
-    if g.use is None or g.use.utilisation is None:
-        return "<td class='n use'>-</td>"
-    text = f"{g.use.utilisation * 100:.0f}%"
-    if g.use.idle_gpus:
-        text += f", {g.use.idle_gpus} idle"
-    flag = " use-flag" if g.use.flagged else ""
+    text = use_text(g)
+    flag = " use-flag" if text != "-" and g.use is not None and g.use.flagged else ""
     return f"<td class='n use{flag}'>{escape(text)}</td>"
 
 

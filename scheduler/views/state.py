@@ -259,6 +259,14 @@ def budget_text(q: QueueRow) -> str:
     return f"{b.used_gpu_hours:,.1f} / {b.gpu_hours:,.0f} {PERIOD_WORDS[b.period]}"
 
 
+def use_text(g: GangRow) -> str:
+    """A running gang's GPU use in a cell: ``57%, 1 idle`` ("-": no series for it yet)."""
+    if g.use is None or g.use.utilisation is None:
+        return "-"
+    idle = f", {g.use.idle_gpus} idle" if g.use.idle_gpus else ""
+    return f"{g.use.utilisation * 100:.0f}%{idle}"
+
+
 def remembered(q: QueueRow) -> str:
     """A queue's remembered GPU-hours as the tables show them ("-": not known)."""
     return "-" if q.remembered_gpu_hours is None else f"{q.remembered_gpu_hours:,.1f}"

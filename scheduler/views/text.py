@@ -23,6 +23,7 @@ from scheduler.views.state import (
     gang_labels,
     remembered,
     remembers,
+    use_text,
 )
 
 BOX = box.SIMPLE_HEAD
@@ -124,21 +125,16 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
 
 
 def use_cell(g: GangRow) -> Text:
-    """A running gang's mean GPU utilisation, and its idle GPUs when it has any ("-": no
-    series for it yet)."""
-    if g.use is None or g.use.utilisation is None:
-        return Text("-", style="dim")
-    text = f"{g.use.utilisation * 100:.0f}%"
-    if g.use.idle_gpus:
-        text += f", {g.use.idle_gpus} idle"
-    return Text(text, style="yellow" if g.use.flagged else "")
+    """A running gang's GPU use (``use_text``), yellow when flagged."""
+    text = use_text(g)
+    return Text(text, style="dim" if text == "-" else
+                "yellow" if g.use is not None and g.use.flagged else "")
 
 
 def _budget(q: QueueRow) -> Text:
     """Used of the budget; bold red once used up (the queue starts nothing new)."""
     b = q.budget
-    spent = b is not None and b.used_gpu_hours >= b.gpu_hours
-    return Text(budget_text(q), style="bold red" if spent else "dim" if b is None else "")
+    return Text(budget_text(q), style="dim" if b is None else "bold red" if b.spent else "")
 
 
 def _idle(gpus: int | None) -> Text:
