@@ -136,9 +136,14 @@ class _Sums:
             self.idle_cost += idle_cost
 
 
+EPOCH_DAY = dt.date(1970, 1, 1)
+
+
 def day_of(t: float) -> dt.date:
-    """The UTC calendar day of epoch second *t*."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).date()
+    """The UTC calendar day of epoch second *t*, by whole days since the epoch: the same
+    arithmetic as ``midnight_after``, so a piece never lands on the next day the way
+    ``datetime.fromtimestamp`` would put it by rounding 23:59:59.9999998 up to midnight."""
+    return EPOCH_DAY + dt.timedelta(days=int(t // DAY))
 
 
 def midnight_after(t: float) -> float:
