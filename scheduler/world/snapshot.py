@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduler.kit.layered import Layered
@@ -38,6 +37,7 @@ from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.release import Release
 from scheduler.model.resources import EMPTY, Resources, total
 from scheduler.model.volumes import EMPTY_CATALOG, VolumeCatalog
+from scheduler.world import releasing
 from scheduler.world.node_index import NodeIndex
 from scheduler.world.occupancy import Occupancy, Occupant
 from scheduler.world.queue_usage import QueueUsage
@@ -345,19 +345,10 @@ class Snapshot:
         old = self._running.get(gang.id)
         queues = self._queues.moved(self._index.nodes, () if old is None else (old,), (gang,))
         running = self._running.set(((gang.id, gang),))
-        terminating = self._terminating
-        if gang.terminating:
-            terminating = terminating | {gang.id}
-        elif gang.id in terminating:
-            terminating = terminating - {gang.id}
-        timed = self._timed
-        if gang.gang.max_runtime:
-            timed = timed | {gang.id}
-        elif gang.id in timed:
-            timed = timed - {gang.id}
         return Snapshot._derive(self, free, running, changed, queues,
-                                self._occupancy.derive(running, (gang,), ()), terminating,
-                                timed)
+                                self._occupancy.derive(running, (gang,), ()),
+                                _flagged(self._terminating, gang.id, gang.terminating),
+                                _flagged(self._timed, gang.id, bool(gang.gang.max_runtime)))
 
     def with_replaced(self, gang: RunningGang) -> Snapshot:
         """A snapshot in which the running gang of *gang*'s id is *gang* now (an elastic
@@ -382,16 +373,21 @@ class Snapshot:
     def without(self, releases: Iterable[Release]) -> Snapshot:
         """A snapshot with these releases taken (simulated preemption, gangs that will have
         ended). A whole release takes the gang away as this snapshot has it; a partial one
-        leaves the gang running without the released members (``elastic.shrunk``).
+        leaves the gang running without the released members (``elastic.shrunk``). Either
+        way the members taken free their resources and their device claims
+        (``scheduler.world.releasing``).
 
         The receiver is unchanged, so the removal is undone by keeping the old snapshot.
         """
         releases = tuple(releases)
         ids = {r.id for r in releases if r.part is None}
         snap = self._without_ids(ids) if ids else self
-        for r in releases:
-            if r.part is not None and r.id not in ids:
-                snap = snap.with_replaced(shrunk(snap.running.get(r.id, r.running), r.part))
+        partial = [r for r in releases if r.part is not None and r.id not in ids]
+        for r in partial:
+            snap = snap.with_replaced(shrunk(snap.running.get(r.id, r.running), frozenset(r.pods)))
+        if partial:
+            snap = snap.with_volumes(releasing.claims_released(
+                snap._volumes, releasing.partial_uids(partial)))
         return snap
 
     def without_gangs(self, gang_ids: Iterable[str], *, ending: bool = True) -> Snapshot:
@@ -402,39 +398,29 @@ class Snapshot:
         return self._without_ids(ids, ending) if ids else self
 
     def _without_ids(self, ids: set[str], ending: bool = True) -> Snapshot:
-        running = self._running
-        changed: dict[str, Resources] = {}
         gone = tuple(sorted(ids))
-        removed: list[RunningGang] = []
-        for gid in gone:
-            rg = running.get(gid)
-            if rg is None:
-                raise KeyError(f"gang {gid} is not running in this snapshot")
-            for name, res in rg.allocations:
-                now = changed.get(name)
-                if now is None:
-                    now = self._free.get(name)
-                if now is not None:
-                    changed[name] = now + res
-            removed.append(rg)
-        queues = self._queues.moved(self._index.nodes, removed)
-        left = running.without(gone)
-        terminating = self._terminating
-        if not terminating.isdisjoint(ids):
-            terminating = terminating - ids
-        timed = self._timed
-        if not timed.isdisjoint(ids):
-            timed = timed - ids
-        snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed, queues,
-                                self._occupancy.derive(left, (), gone), terminating, timed)
-        devices = self._volumes.devices
-        if ending and devices.claims:  # their device claims go with them (PodGroups' too)
-            freed = devices.released([*(p.uid for rg in removed for p in rg.gang.pods),
-                                      *(rg.gang.native.uid for rg in removed
-                                        if rg.gang.native is not None)])
-            if freed is not devices:
-                snap._volumes = replace(self._volumes, devices=freed)
+        missing = [gid for gid in gone if gid not in self._running]
+        if missing:
+            raise KeyError(f"gang {missing[0]} is not running in this snapshot")
+        removed = [self._running[gid] for gid in gone]
+        changed = releasing.free_after(self._free, removed)
+        left = self._running.without(gone)
+        snap = Snapshot._derive(self, self._free.set(changed.items()), left, changed,
+                                self._queues.moved(self._index.nodes, removed),
+                                self._occupancy.derive(left, (), gone),
+                                self._terminating - ids if self._terminating & ids else None,
+                                self._timed - ids if self._timed & ids else None)
+        if ending:  # their device claims go with them (PodGroups' too)
+            snap._volumes = releasing.claims_released(self._volumes,
+                                                      releasing.leaving_uids(removed))
         return snap
+
+
+def _flagged(ids: frozenset[str], gid: str, flag: bool) -> frozenset[str]:
+    """*ids* with *gid* in it when *flag*, else without it (itself when unchanged)."""
+    if flag:
+        return ids if gid in ids else ids | {gid}
+    return ids - {gid} if gid in ids else ids
 
 
 def _accumulate(into: dict[str, int], res: Mapping[str, int]) -> None:
