@@ -1,8 +1,9 @@
 """Reservations and EASY backfill: the first gang that cannot start is not starved.
 
 The reserved gang gets nodes, quota and an estimated start: running gangs are released (each
-a whole-gang ``Release``) in the order of their expected ends until both its queue's quota
-admits it and it fits on the nodes.
+a whole-gang ``Release``; an elastic gang shrinking, its leaving members now and the rest at
+its end) in the order of their expected ends until both its queue's quota admits it and it
+fits on the nodes.
 Later gangs may then start ahead of it only where they cannot delay it (EASY backfill): they
 end before the estimated start, or they keep off the reserved nodes *and* fit in the quota
 left with the reserved gang's share set aside. Without the quota part, a big gang waiting for
@@ -96,33 +97,45 @@ Event = tuple[float, tuple[Release, ...]]
 
 
 def release_events(snapshot: Snapshot, queues: QueueSet, now: float,
-                   reclaimable: Mapping[str, float] | None = None) -> list[Event]:
+                   reclaimable: Mapping[str, float] | None = None,
+                   leaving: Mapping[str, Release] | None = None) -> list[Event]:
     """Running gangs grouped by when they release their nodes and quota, earliest first:
     their expected end or, for a gang the applicant may reclaim once its minimum runtime is
     over (*reclaimable*: gang id -> that time), that time if sooner. Unknown ends are left
-    out. Each is released whole."""
+    out. Each is released whole, except an elastic gang giving back some members now
+    (*leaving*: gang id -> those members, a shrink under way or decided this cycle): those
+    count now and the rest, which runs on, at the gang's end (counted whole now, a shrink
+    once promised a start now on the nodes of the members that stay)."""
     by_time: dict[float, list[Release]] = {}
     reclaimable = reclaimable or {}
+    leaving = leaving or {}
     for gid, rg in snapshot.running.items():
         end = expected_end(rg, queues, now)
         if gid in reclaimable:
             at = max(reclaimable[gid], now)
             end = at if end is None else min(end, at)
-        if end is not None:
+        part = leaving.get(gid)
+        if part is not None and part.part is not None:
+            by_time.setdefault(now, []).append(part)
+            stay = [p for p in rg.gang.pods if p not in part.part]
+            if end is not None and stay:
+                by_time.setdefault(end, []).append(Release.of_pods(rg, stay))
+        elif end is not None:
             by_time.setdefault(end, []).append(Release.whole(rg))
     return [(t, tuple(sorted(rs, key=lambda r: r.id))) for t, rs in sorted(by_time.items())]
 
 
 def reserve(applicant: Applicant, world: World, queues: QueueSet, now: float,
-            reclaimable: Mapping[str, float] | None = None) -> Reservation | None:
+            reclaimable: Mapping[str, float] | None = None,
+            leaving: Mapping[str, Release] | None = None) -> Reservation | None:
     """The earliest release event after which the applicant fits in *world*, with its nodes
-    (*reclaimable*: see ``release_events``).
+    (*reclaimable*, *leaving*: see ``release_events``).
 
     A quota check and a GPU count skip events cheaply; then a galloping search over the
     remaining events (both only get easier as gangs leave) keeps solves logarithmic.
     """
     gang, snapshot = applicant.gang, world.snapshot
-    events = release_events(snapshot, queues, now, reclaimable)
+    events = release_events(snapshot, queues, now, reclaimable, leaving)
     if not events:
         return None
     # A search: whether it fits after each event, never why not (see ``Question``).

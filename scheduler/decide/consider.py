@@ -186,7 +186,8 @@ def reserve_nodes(t: Trial) -> Reserved | None:
         return None
     draft, queues = t.draft, t.context.policies.queues
     world = World(draft.snapshot, draft.ledger, params, t.context.solver)
-    found = reserve(t.applicant, world, queues, now, _released_early(t))
+    early, leaving = _released_early(t)
+    found = reserve(t.applicant, world, queues, now, early, leaving)
     if found is None:
         return None
     # The estimated start is the reason's own field, never in the message: a message that
@@ -242,20 +243,33 @@ def _unreserved(t: Trial) -> PlacementParams | None:
     return replace(t.base, excluded_nodes=t.base.excluded_nodes | nodes)
 
 
-def _released_early(t: Trial) -> dict[str, float]:
+def _released_early(t: Trial) -> tuple[dict[str, float], dict[str, Release]]:
     """Running gangs that release their nodes and quota before their expected end, with
     when: gangs being evicted (by this plan or before it) at once, since the nodes their
     preemptors take are nominated and off limits anyway; and, when the gang may preempt,
     the gangs it could reclaim once their ``minRuntimeSeconds`` are over. Without the first,
     a gang estimated in the cycle that evicts what it waits for was promised the victims'
-    expected ends (``benchmarks/bench_eta.py`` names that cause)."""
+    expected ends (``benchmarks/bench_eta.py`` names that cause).
+
+    An elastic gang losing only some members (a shrink under way, ``elastic.draining``, or
+    decided by this plan) is the second mapping: those members go now, the rest runs on."""
     draft, now = t.draft, t.context.now
     released = (protected_until(t.applicant, draft.snapshot, t.ledger, t.context.policies.queues,
                                 now, untouchable(draft)) if t.policy.preemption else {})
+    shrinking = {e.release.id: e.release for e in draft.evictions if not e.release.is_whole}
+    leaving: dict[str, Release] = {}
     for gid in draft.obstacles.terminating:
-        if gid in draft.snapshot.running:
+        rg = draft.snapshot.running.get(gid)
+        if rg is None:
+            continue
+        part = shrinking.get(gid)
+        if part is None and (pods := draining(rg)) is not None:
+            part = Release.of_pods(rg, pods)
+        if part is None:
             released[gid] = now
-    return released
+        else:
+            leaving[gid] = part
+    return released, leaving
 
 
 def awaiting_terminating(gang_id: str, gangs: tuple[str, ...], nodes: tuple[str, ...]) -> str:

@@ -20,6 +20,20 @@ from scheduler.model.resources import Resources
 from scheduler.model.volumes import VolumeCatalog
 
 
+def merged(releases: Iterable[Release]) -> tuple[Release, ...]:
+    """One release per gang, in first-seen order: a whole one wins; parts of one gang are
+    joined, and parts that name every member are the whole gang (an estimate counts a
+    draining gang's leaving members now and the rest at its end)."""
+    by_id: dict[str, Release] = {}
+    for r in releases:
+        known = by_id.get(r.id)
+        if known is None or r.part is None:
+            by_id[r.id] = r
+        elif known.part is not None:
+            by_id[r.id] = Release.of_pods(known.running, known.part | r.part)
+    return tuple(by_id.values())
+
+
 def free_after(free: Mapping[str, Resources], gangs: Iterable[RunningGang]
                ) -> dict[str, Resources]:
     """Node -> its free resources once *gangs* are gone (only the nodes that change; nodes

@@ -373,16 +373,16 @@ class Snapshot:
     def without(self, releases: Iterable[Release]) -> Snapshot:
         """A snapshot with these releases taken (simulated preemption, gangs that will have
         ended). A whole release takes the gang away as this snapshot has it; a partial one
-        leaves the gang running without the released members (``elastic.shrunk``). Either
-        way the members taken free their resources and their device claims
-        (``scheduler.world.releasing``).
+        leaves the gang running without the released members (``elastic.shrunk``); parts
+        of one gang that add up to all of it are the whole gang. Either way the members
+        taken free their resources and their device claims (``scheduler.world.releasing``).
 
         The receiver is unchanged, so the removal is undone by keeping the old snapshot.
         """
-        releases = tuple(releases)
+        releases = releasing.merged(releases)
         ids = {r.id for r in releases if r.part is None}
         snap = self._without_ids(ids) if ids else self
-        partial = [r for r in releases if r.part is not None and r.id not in ids]
+        partial = [r for r in releases if r.part is not None]
         for r in partial:
             snap = snap.with_replaced(shrunk(snap.running.get(r.id, r.running), frozenset(r.pods)))
         if partial:
