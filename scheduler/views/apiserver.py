@@ -164,7 +164,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
             priority=g.priority, cluster_position=position, reason=category or "Unknown",
             message=text or "not considered by the scheduler yet",
             eta_seconds=None if estimate is None else max(0.0, estimate - now),
-            failures=failure_rows.of_gang(failures, g.id, now)))
+            failures=failure_rows.of_gang(failures, g.id, now), tier=str(g.tier)))
     pending.sort(key=lambda r: (r.cluster_position is None, r.cluster_position or 0, r.id))
     counted: dict[str, int] = {}
     ranked = []
@@ -181,7 +181,7 @@ def build(gangs: GangSet, pods_of: Callable[[str], Sequence[PodInfo]],
             workload=workload_of(rg.gang, pods), gpus=gpus_of(rg.usage), pods=len(pods),
             priority=rg.gang.priority, age_seconds=max(0.0, now - rg.start_time),
             nodes=rg.nodes, ranks=ranks_of(pods),
-            failures=failure_rows.of_gang(failures, gid, now)))
+            failures=failure_rows.of_gang(failures, gid, now), tier=str(rg.gang.tier)))
     rows = queue_rows(queues)
     nodes = None
     if snapshot is not None:

@@ -22,6 +22,9 @@ from scheduler.views.state import (
     budget_text,
     budgets,
     gang_labels,
+    interactive,
+    interactive_counts,
+    interactive_text,
     queue_names,
     remembered,
     remembers,
@@ -56,6 +59,7 @@ th { background: #f5f5f7; } td.n { text-align: right; font-variant-numeric: tabu
           margin-right: .35rem; }
 .tag { display: inline-block; padding: 0 .35rem; border-radius: .6rem; background: #eef;
        font-size: .75rem; }
+.tag.interactive { background: #f3e5f5; color: #6a1b9a; }
 .failed { color: #b00020; } .disrupted { color: #8a5a00; }
 .failures h3 { font-size: .9rem; margin: .8rem 0 .3rem; }
 """
@@ -105,11 +109,13 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
     memory = remembers(view)  # fair share with memory on: what each queue is remembered for
     idle = any(q.idle_gpus is not None for q in view.queues)  # GPU metrics read
     budgeted = budgets(view)  # a queue has a GPU-hour budget
+    tiers = interactive_counts(view)  # interactive gangs shown
     rows = [f"<table id='queues'><tr><th>queue</th><th>weight</th>{head}<th>fair share</th>"
             "<th>usage share</th><th>running</th><th>pending</th>"
             f"{'<th>remembered GPU-h</th>' if memory else ''}"
             f"{'<th>idle GPUs</th>' if idle else ''}"
-            f"{'<th>budget: used / GPU-h</th>' if budgeted else ''}</tr>"]
+            f"{'<th>budget: used / GPU-h</th>' if budgeted else ''}"
+            f"{'<th>interactive: running / pending</th>' if tiers is not None else ''}</tr>"]
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -129,9 +135,21 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
             f"<td class='n'>{q.pending}</td>"
             f"{_remembered_cell(q) if memory else ''}"
             f"{_idle_cell(q.idle_gpus) if idle else ''}"
-            f"{_budget_cell(q) if budgeted else ''}</tr>")
+            f"{_budget_cell(q) if budgeted else ''}"
+            f"{_tier_cell(tiers, q.name) if tiers is not None else ''}</tr>")
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def _tier_cell(counts: dict[str, tuple[int, int]], queue: str) -> str:
+    return f"<td class='n'>{interactive_text(counts, queue)}</td>"
+
+
+def _name(g: GangRow, labels: dict[str, str]) -> str:
+    """A gang's name cell; an interactive gang's marked (a notebook or debugging session:
+    considered first, never preempted by batch)."""
+    mark = " <span class='tag interactive'>interactive</span>" if interactive(g) else ""
+    return f"<td>{escape(labels[g.id])}{mark}</td>"
 
 
 def _remembered_cell(q: QueueRow) -> str:
@@ -159,7 +177,7 @@ def _pending(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     for g in rows:
         out.append(
             f"<tr data-gang='{escape(g.id)}'><td class='n'>{_pos(g.cluster_position)}</td>"
-            f"<td class='n'>{_pos(g.queue_position)}</td><td>{escape(labels[g.id])}</td>"
+            f"<td class='n'>{_pos(g.queue_position)}</td>{_name(g, labels)}"
             f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td><td>{escape(g.reason)}</td>"
             f"<td class='n'>{format_duration(g.eta_seconds)}</td>"
             f"<td class='why'>{escape(g.message)}</td>"
@@ -179,7 +197,7 @@ def _running(rows: tuple[GangRow, ...], labels: dict[str, str]) -> str:
     for g in rows:
         ranks = "<br>".join(f"rank {escape(r.rank)}: {escape(r.node or '-')} "
                             f"({escape(r.phase)})" for r in g.ranks)
-        out.append(f"<tr data-gang='{escape(g.id)}'><td>{escape(labels[g.id])}</td>"
+        out.append(f"<tr data-gang='{escape(g.id)}'>{_name(g, labels)}"
                    f"<td>{escape(g.queue)}</td><td class='n'>{g.gpus}</td>"
                    f"<td class='n'>{format_duration(g.age_seconds)}</td>"
                    f"{html_use.use_cell(g) if measured else ''}<td>{ranks}</td>"

@@ -166,6 +166,7 @@ def _pending(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]]) -> tuple
             priority=g.priority,
             queue_position=per_queue[g.queue] if ordered else None,
             cluster_position=reason.position if ordered and reason else None,
+            tier=str(g.tier),
             reason=str(reason.category) if reason else "Backoff",
             message=reason.message if reason else "waiting out a retry after a failed bind",
             eta_seconds=(max(0.0, reservation.estimated_start - plan.now)
@@ -186,6 +187,7 @@ def _running(cycle: Cycle, pods_of: Callable[[str], Sequence[PodInfo]],
             priority=g.priority,
             age_seconds=max(0.0, now - rg.start_time), nodes=rg.nodes,
             ranks=ranks_of(pods),
-            use=gpu_use.use_of(rg, pods, gpu) if gpu is not None else None))
+            use=gpu_use.use_of(rg, pods, gpu) if gpu is not None else None,
+            tier=str(g.tier)))
     return tuple(rows)
 

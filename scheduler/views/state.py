@@ -17,7 +17,7 @@ from typing import Any
 from policies.guards import PERIOD_WORDS, BudgetUse, Period
 from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
-from scheduler.model import Gang
+from scheduler.model import Gang, Tier
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
 from scheduler.report.chargeback import Row as ChargebackRow
@@ -134,6 +134,9 @@ class GangRow:
     #: Running: what its GPUs do, joined from the GPU metrics (None: no metrics source, or
     #: none of its pods has a series yet).
     use: GangUse | None = None
+    #: ``interactive`` (a notebook or debugging session: ``gangscheduler.io/tier``) or
+    #: ``batch`` (``scheduler.model.Tier``).
+    tier: str = Tier.BATCH.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +252,27 @@ def remembers(view: ClusterView) -> bool:
 def budgets(view: ClusterView) -> bool:
     """Does any queue row carry a GPU-hour budget? The tables show the column only then."""
     return any(q.budget is not None for q in view.queues)
+
+
+def interactive(g: GangRow) -> bool:
+    return g.tier == Tier.INTERACTIVE.value
+
+
+def interactive_counts(view: ClusterView) -> dict[str, tuple[int, int]] | None:
+    """Queue -> (running, pending) interactive gangs among the gangs the view shows; None
+    when it shows none (the tables show the column only then). Counted from the gang rows,
+    so a view narrowed to some namespaces counts only theirs."""
+    running = Counter(g.queue for g in view.running if interactive(g))
+    pending = Counter(g.queue for g in view.pending if interactive(g))
+    if not running and not pending:
+        return None
+    return {q: (running[q], pending[q]) for q in sorted(running.keys() | pending.keys())}
+
+
+def interactive_text(counts: Mapping[str, tuple[int, int]], queue: str) -> str:
+    """``1 / 2``: a queue's interactive gangs running / pending ("-": none)."""
+    running, pending = counts.get(queue, (0, 0))
+    return f"{running} / {pending}" if running or pending else "-"
 
 
 def budget_text(q: QueueRow) -> str:

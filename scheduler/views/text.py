@@ -21,6 +21,9 @@ from scheduler.views.state import (
     budget_text,
     budgets,
     gang_labels,
+    interactive,
+    interactive_counts,
+    interactive_text,
     remembered,
     remembers,
     use_text,
@@ -48,6 +51,9 @@ def queues_table(view: ClusterView) -> Table:
     budgeted = budgets(view)
     if budgeted:  # a queue has a GPU-hour budget (spec.guards.budget)
         table.add_column("budget GPU-h", justify="right")
+    tiers = interactive_counts(view)
+    if tiers is not None:  # interactive gangs shown: how many of each queue's are
+        table.add_column("interactive run/pend", justify="right")
     for q in view.queues:
         cells = []
         for pool in pools:
@@ -65,7 +71,8 @@ def queues_table(view: ClusterView) -> Table:
                       f"{q.fair_share:.2f}", f"{q.usage_share:.2f}", str(q.running),
                       str(q.pending), *([remembered(q)] if memory else []),
                       *([_idle(q.idle_gpus)] if measured else []),
-                      *([_budget(q)] if budgeted else []))
+                      *([_budget(q)] if budgeted else []),
+                      *([interactive_text(tiers, q.name)] if tiers is not None else []))
     flagged = [f"{q.name} [{q.state}]: {q.why}" for q in view.queues if q.state]
     if flagged:  # under the table: the why of each queue marked in it
         table.caption = "\n".join(flagged)
@@ -83,12 +90,13 @@ def pending_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
                          ("queue", "left"), ("GPUs", "right"), ("reason", "left"),
                          ("ETA", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    tiers = _tier_column(table, rows)
     failing = _failure_column(table, rows)
     why = Text()
     for g in rows:
         table.add_row(_pos(g.cluster_position), _pos(g.queue_position), labels[g.id], g.queue,
                       str(g.gpus), g.reason, format_duration(g.eta_seconds),
-                      *_last_failure(g, failing))
+                      *_tier(g, tiers), *_last_failure(g, failing))
         why.append(f"{labels[g.id]}: ", style="bold")
         why.append(f"{g.message}\n")
     return Group(table, why) if rows else table
@@ -103,6 +111,7 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
                          ("age", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     measured = any(g.use is not None for g in rows)
+    tiers = _tier_column(table, rows)
     if measured:
         table.add_column("GPU use", justify="right", no_wrap=True)
     table.add_column("ranks (rank:node)")
@@ -115,7 +124,7 @@ def running_table(rows: tuple[GangRow, ...], labels: dict[str, str]) -> Renderab
                          + (f"[{marks[r.rank]}]" if marks.get(r.rank) else "")
                          for r in g.ranks)
         table.add_row(labels[g.id], g.queue, str(g.gpus), format_duration(g.age_seconds),
-                      *([use_cell(g)] if measured else []),
+                      *_tier(g, tiers), *([use_cell(g)] if measured else []),
                       Text(ranks or ", ".join(g.nodes), overflow="fold"),
                       *_last_failure(g, failing))
         if g.use is not None and g.use.summary:
@@ -140,6 +149,20 @@ def _budget(q: QueueRow) -> Text:
 def _idle(gpus: int | None) -> Text:
     return Text("-", style="dim") if gpus is None else Text(str(gpus),
                                                             style="yellow" if gpus else "")
+
+
+def _tier_column(table: Table, rows: tuple[GangRow, ...]) -> bool:
+    """A "tier" column, only when one of *rows* is interactive (most clusters have none)."""
+    shown = any(interactive(g) for g in rows)
+    if shown:
+        table.add_column("tier", no_wrap=True)
+    return shown
+
+
+def _tier(g: GangRow, shown: bool) -> tuple[Text, ...]:
+    if not shown:
+        return ()
+    return (Text(g.tier, style="bold magenta" if interactive(g) else "dim"),)
 
 
 def _failure_column(table: Table, rows: tuple[GangRow, ...]) -> bool:
