@@ -20,6 +20,7 @@ from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
 from scheduler.decide.tallies import queue_tallies
 from scheduler.feed.cache import CycleInput
+from scheduler.model import Tier
 from scheduler.report.queue_report import QueueReport, queue_reports
 
 #: Gang id -> when it may be tried again, for gangs in backoff at a given time.
@@ -48,13 +49,36 @@ class LastCycle:
         (worked out once)."""
         if self._waiting is None:
             queue_of = {g.id: g.queue for g in self.inp.gangs.pending}
-            pending = Counter((queue_of.get(gid, ""), r.category.value)
-                              for gid, r in self.plan.pending.items())
-            for gid in self.backing_off(self.plan.now):
-                if gid in queue_of and gid not in self.plan.pending:
-                    pending[(queue_of[gid], "Backoff")] += 1
-            self._waiting = pending
+            self._waiting = Counter((queue_of.get(gid, ""), why)
+                                    for gid, why in self._waiting_ids())
         return self._waiting
+
+    def _waiting_ids(self) -> list[tuple[str, str]]:
+        """(gang id, reason category) of each waiting gang, those backing off included."""
+        known = {g.id for g in self.inp.gangs.pending}
+        out = [(gid, r.category.value) for gid, r in self.plan.pending.items()]
+        out += [(gid, "Backoff") for gid in self.backing_off(self.plan.now)
+                if gid in known and gid not in self.plan.pending]
+        return out
+
+    def tiers(self) -> Counter[tuple[str, str, str]]:
+        """Gangs by (queue, tier, state): ``pending`` are those ``waiting`` counts,
+        ``running`` those running after the plan (the cycle's and those it binds). A tier is
+        ``interactive`` or ``batch`` (``scheduler.model.Tier``), so the series stay bounded
+        by the queues."""
+        gangs = {g.id: g for g in self.inp.gangs.pending}
+        running = self.inp.snapshot.running
+        gangs.update((gid, rg.gang) for gid, rg in running.items())
+
+        def key(gid: str, state: str) -> tuple[str, str, str]:
+            g = gangs.get(gid)
+            return ("", Tier.BATCH.value, state) if g is None else (g.queue, g.tier.value,
+                                                                    state)
+
+        out = Counter(key(gid, "pending") for gid, _ in self._waiting_ids())
+        out.update(key(gid, "running") for gid in {*running, *(b.gang_id
+                                                               for b in self.plan.binds)})
+        return out
 
     def queues(self) -> tuple[QueueReport, ...]:
         """Per-queue figures (worked out on first use)."""

@@ -55,6 +55,11 @@ class SchedulerMetrics:
         self.pending_gangs = Gauge(
             "gang_scheduler_pending_gangs", "Gangs waiting, by queue and reason category.",
             ["queue", "reason"], registry=r)
+        self.gangs = Gauge(
+            "gang_scheduler_gangs",
+            "Gangs by queue, tier (interactive or batch: the gangscheduler.io/tier label) and "
+            "state (pending or running); pending_gangs says why they wait.",
+            ["queue", "tier", "state"], registry=r)
         self.scheduling_latency = Histogram(
             "gang_scheduler_gang_scheduling_latency_seconds",
             "From all required members present to all members bound.",
@@ -252,6 +257,10 @@ class SchedulerMetrics:
 
     def set_pending(self, counts: Mapping[tuple[str, str], int]) -> None:
         self._replace(self.pending_gangs, {k: float(v) for k, v in counts.items()})
+
+    def set_tiers(self, counts: Mapping[tuple[str, str, str], int]) -> None:
+        """Gangs by (queue, tier, state) (``LastCycle.tiers``)."""
+        self._replace(self.gangs, {k: float(v) for k, v in counts.items()})
 
     def set_allocation(self, allocated: Mapping[tuple[str, str], int],
                        nominal: Mapping[tuple[str, str], int]) -> None:

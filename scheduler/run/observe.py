@@ -84,6 +84,7 @@ class CycleObserver:
         m.cycle_duration.observe(decide_s)
         m.apply_duration.observe(apply_s)
         m.set_pending(last.waiting())
+        m.set_tiers(last.tiers())
         m.set_queues(last.queues())
         self._accrual_of(m).cycle(inp.snapshot, plan, inp.gangs.pending, last.policies.queues)
         for r in plan.rollbacks:

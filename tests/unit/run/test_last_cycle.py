@@ -5,15 +5,16 @@ gangs backing off counted as Backoff, and the per-queue figures."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
-from scheduler.decide.plan import CyclePlan, PendingReason, ReasonCategory
+from scheduler.decide.plan import Bind, CyclePlan, PendingReason, ReasonCategory
 from scheduler.decide.recall import Recall
 from scheduler.feed.cache import CycleInput
 from scheduler.feed.grouping import GangSet
-from scheduler.model import Gang
+from scheduler.model import Gang, Tier
+from scheduler.placement.types import Placement
 from scheduler.run.last_cycle import LastCycle
 from scheduler.world.snapshot import Snapshot
 from tests.unit.policies import builders as b
@@ -102,3 +103,22 @@ def test_queue_figures_count_every_waiting_gang_and_what_runs() -> None:
     assert (team.running, team.allocated_gpus, other.allocated_gpus) == (1, 8, 0)
     assert not team.warnings and other.warnings  # capacity: the pool's 16 GPUs
     assert cycle.queues() is cycle.queues()  # worked out once
+
+
+def test_gangs_by_queue_tier_and_state() -> None:
+    """Interactive and batch gangs counted apart, waiting (backing off included) and running
+    (what the cycle saw run, and what it binds); bounded: the tier is one of two values."""
+    notebook = replace(b.gang("nb", "team"), tier=Tier.INTERACTIVE)
+    debug = replace(b.gang("dbg", "other"), tier=Tier.INTERACTIVE)
+    cycle = last((G1, G2, debug), {G1.id: reason(ReasonCategory.QUOTA),
+                                   debug.id: reason(ReasonCategory.PLACEMENT)},
+                 {G2.id: NOW + 5}, running=(notebook, G3))
+    assert cycle.tiers() == Counter({("team", "batch", "pending"): 2,
+                                     ("other", "interactive", "pending"): 1,
+                                     ("team", "interactive", "running"): 1,
+                                     ("other", "batch", "running"): 1})
+    bound = LastCycle(cycle.inp, cycle.policies, cycle.recall,
+                      CyclePlan(NOW, binds=(Bind(debug.id, "other", Placement(debug.id, ())),)),
+                      lambda _: {})
+    assert bound.tiers()[("other", "interactive", "running")] == 1
+    assert {tier for _, tier, _ in bound.tiers()} <= {"batch", "interactive"}
