@@ -24,10 +24,15 @@ Estimates come from the gang (annotation or Job deadline) or its queue's
 ``defaultRuntimeSeconds``; a running gang with no estimate at all is assumed never to end.
 A running gang the reserved gang may preempt once its ``minRuntimeSeconds`` are over (a
 borrower whose quota it reclaims, a lower priority gang of its queue) counts as released
-then (now, if they are over), and a gang being evicted counts as released now, if that is
-sooner: the estimate stands when the start comes from a reclaim. What it cannot know is
-what arrives later (a higher priority gang preempting what it waits for, a backfilled gang
-it preempts); ``benchmarks/bench_eta.py`` measures how often that moves the start.
+then, and a gang being evicted counts as released now, if that is sooner: the estimate
+stands when the start comes from a reclaim. One it may preempt already is not counted early
+(``preemption.protected_until``: the same cycle's victim search just found it not enough,
+and counting it now promised a start now). An elastic gang's members above its minimum
+follow that rule with their gang (the victim search may take the whole gang by then); a
+shrink under way counts its leaving members now and the rest at the gang's end. What it
+cannot know is what arrives later (a higher priority gang preempting what it waits for, a
+backfilled gang it preempts); ``benchmarks/bench_eta.py`` measures how often that moves the
+start.
 """
 
 from __future__ import annotations
