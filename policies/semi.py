@@ -139,3 +139,21 @@ def describe_at_risk(queue: Queue, rg: RunningGang, snapshot: Snapshot,
                 f"back ({FIELD})")
     return (f"; members {describe_members(release.pods)} run above {queue.name}'s quota "
             f"and may be taken back ({FIELD})")
+
+
+def describe_shielding(ledger: QuotaLedger, queue: str, pool: str) -> str:
+    """What a queue waiting for its lent quota is told about the semi-preemptible queues of
+    its tree that borrow in *pool*: reclaim gives back only what runs above their quota
+    ("" when there is none)."""
+    tree = ledger.tree
+    root = tree.paths[queue][0]
+    names = [q.name for q in tree.queues if q.preemption.semi_preemptible
+             and q.name != queue and tree.paths[q.name][0] == root
+             and ledger.borrowing(q.name, pool)]
+    if not names:
+        return ""
+    one = len(names) == 1
+    return (f"; {'queue' if one else 'queues'} {', '.join(names)} "
+            f"{'is' if one else 'are'} semi-preemptible ({FIELD}): reclaim takes back only "
+            f"what runs above {'its' if one else 'their'} quota, never a gang's minimum "
+            f"within it")

@@ -80,11 +80,15 @@ def test_the_eviction_names_the_policy_and_what_is_kept() -> None:
         "minimum runs within the quota and is kept")
 
 
-def test_a_waiting_reclaimer_is_not_told_a_shielded_minimum_could_be_taken() -> None:
+def test_a_waiting_reclaimer_is_told_the_minimum_is_kept() -> None:
     plan = plan_of([*_ELASTIC, *job("x", [None, None, None], queue="b")], {"e": 4, "x": 3},
                    tree(16, 24))
     assert not plan.evictions and not plan.nominations
-    assert "evicting" not in plan.pending["ns/x"].message
+    message = plan.pending["ns/x"].message
+    assert "evicting" not in message
+    assert message.endswith("; queue a is semi-preemptible (spec.preemption.semiPreemptible): "
+                            "reclaim takes back only what runs above its quota, never a "
+                            "gang's minimum within it")
 
 
 def test_a_bind_says_which_members_run_above_the_quota() -> None:
