@@ -99,7 +99,8 @@ def test_reclaim_never_takes_a_kept_minimum_nor_goes_below_one_nor_over_capacity
         for node, res in ev.release.freed:
             used[node] -= res[GPU]
     requests = {p.name: p.requirements.requests[GPU] for p in pods}
-    for placed in (*plan.binds, *plan.nominations):
-        for pod, node in placed.pod_nodes:
+    placed = [*(b.pod_nodes for b in plan.binds), *(n.pod_nodes for n in plan.nominations)]
+    for pod_nodes in placed:
+        for pod, node in pod_nodes:
             used[node] += requests[pod.name]
     assert all(used[n] <= CAPACITY[n] for n in CAPACITY)
