@@ -119,6 +119,14 @@ def why_reclaimed(rg: RunningGang, shield: Shield, pool: str, reclaimer: str) ->
             f"started before it, so {FIELD} does not keep it")
 
 
+def at_risk(queue: Queue, rg: RunningGang, snapshot: Snapshot,
+            tree: QuotaTree) -> Release | None:
+    """What reclaim by another queue could take of *rg* (running in *snapshot*) by the rule
+    of *queue*, a semi-preemptible queue (None: nothing, it runs at a kept minimum)."""
+    mates = [g for g in snapshot.running.values() if g.gang.queue == queue.name]
+    return reclaimable(rg, shield_of(queue, mates, tree, snapshot))
+
+
 def describe_at_risk(queue: Queue, rg: RunningGang, snapshot: Snapshot,
                      ledger: QuotaLedger) -> str:
     """What a bind into a semi-preemptible queue adds to its message (*snapshot* and *ledger*
@@ -128,9 +136,7 @@ def describe_at_risk(queue: Queue, rg: RunningGang, snapshot: Snapshot,
     if not queue.preemption.semi_preemptible or not any(
             ledger.borrowing(queue.name, pool) for pool in snapshot.pool_usage(rg)):
         return ""
-    mates = [g for g in snapshot.running.values() if g.gang.queue == queue.name]
-    shield = shield_of(queue, mates, ledger.tree, snapshot)
-    release = reclaimable(rg, shield)
+    release = at_risk(queue, rg, snapshot, ledger.tree)
     if release is None:
         return ""
     if release.is_whole:
@@ -139,6 +145,25 @@ def describe_at_risk(queue: Queue, rg: RunningGang, snapshot: Snapshot,
                 f"back ({FIELD})")
     return (f"; members {describe_members(release.pods)} run above {queue.name}'s quota "
             f"and may be taken back ({FIELD})")
+
+
+def describe_standing(queue: Queue, rg: RunningGang, snapshot: Snapshot,
+                      tree: QuotaTree) -> str:
+    """Where a running gang of a semi-preemptible queue stands against reclaim, for
+    ``explain`` ("" for a queue without the field)."""
+    if not queue.preemption.semi_preemptible:
+        return ""
+    release = at_risk(queue, rg, snapshot, tree)
+    if release is None:
+        return (f"its minimum runs within {queue.name}'s quota: other queues' reclaim never "
+                f"takes it ({FIELD})")
+    if release.is_whole:
+        return (f"its minimum does not fit within {queue.name}'s quota beside the gangs "
+                f"started before it: while {queue.name} borrows, reclaim may take the whole "
+                f"gang ({FIELD})")
+    return (f"its minimum runs within {queue.name}'s quota and is kept; members "
+            f"{describe_members(release.pods)} above it may be taken back while "
+            f"{queue.name} borrows ({FIELD})")
 
 
 def describe_shielding(ledger: QuotaLedger, queue: str, pool: str) -> str:
