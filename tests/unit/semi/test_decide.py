@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from policies.queues import PolicySet
+from scheduler.kube.write.actuator import scheduled_message
 from scheduler.model.workloads import PodInfo
 from tests.unit.semi.helpers import N0, N1, N2, N3, job, plan_of, tree
 
@@ -98,6 +99,8 @@ def test_a_bind_says_which_members_run_above_the_quota() -> None:
     assert bind.growth == ("started with 4 of 4 optional members (minimum 4); members "
                            "e-4..e-7 run above a's quota and may be taken back "
                            "(spec.preemption.semiPreemptible)")
+    # The Scheduled event says it too.
+    assert scheduled_message(bind).endswith("; " + bind.growth)
 
 
 def test_a_bind_within_the_quota_says_nothing_more() -> None:
