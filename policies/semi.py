@@ -70,13 +70,13 @@ def shield_of(queue: Queue, running: Iterable[RunningGang], tree: QuotaTree,
     earliest started first, whose minimum fits within its quota with those before it."""
     if not queue.preemption.semi_preemptible:
         return None
-    used: dict[tuple[str, str], int] = {}
+    quota = tree.subtree_quota
+    used: dict[tuple[str, str], int] = {}  # (pool, resource) -> kept minimums' charge
     shielded = set()
     for rg in sorted(running, key=lambda g: (g.start_time, g.id)):
         need = minimum_usage(rg, snapshot)
         adds = {(pool, r): v for pool, res in need.items()
                 for r in tree.covered_in(queue.name, pool) if (v := res.get(r, 0))}
-        quota = tree.subtree_quota
         if all(used.get(k, 0) + v <= quota.get((queue.name, k[0]), {}).get(k[1], 0)
                for k, v in adds.items()):
             shielded.add(rg.id)
