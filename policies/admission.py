@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from policies import semi
 from policies.queues import Queue
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.kit.memo import Slot, Slots
@@ -169,7 +170,8 @@ def describe_shortfall(queue: str, pool: str, request: Resources, missing: Resou
     lent = all(used[r] + request[r] <= nominal[r] for r in missing)
     if parent is not None and lent:
         hint = (f"its idle nominal quota is lent to other queues under {parent}; it comes back "
-                "as their gangs finish, or by preemption where spec.preemption allows")
+                "as their gangs finish, or by preemption where spec.preemption allows"
+                + semi.describe_shielding(ledger, queue, pool))
     elif parent is not None:
         hint = (f"beyond its nominal quota it can only borrow what queues under {parent} leave "
                 "idle; wait for gangs to finish, or raise the quota")

@@ -45,7 +45,8 @@ _RESOURCE_NAME = re.compile(
 _QUEUE_FIELDS = {"parent", "weight", "namespaces", "quotas", "preemption", "queueing",
                  "guards", "interactive"}
 _QUOTA_FIELDS = {"pool", "nominal", "borrowingLimit", "lendingLimit"}
-_PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds"}
+_PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds",
+                      "semiPreemptible"}
 _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds",
                     "ownerFairness"}
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement",
@@ -285,7 +286,17 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
                                      ReclaimPolicy, ReclaimPolicy.ANY),
         min_runtime_seconds=err.seconds(pre.get("minRuntimeSeconds"),
                                        "spec.preemption.minRuntimeSeconds", 0.0),
+        semi_preemptible=err.boolean(pre.get("semiPreemptible"),
+                                     "spec.preemption.semiPreemptible", False),
     )
+    if preemption.semi_preemptible and parent is None:
+        err.add("spec.preemption.semiPreemptible",
+                "only meaningful for a queue with spec.parent: a top-level queue borrows "
+                "from nobody, so no other queue ever reclaims from it")
+    if preemption.semi_preemptible and not quotas_raw:
+        err.add("spec.preemption.semiPreemptible",
+                "needs spec.quotas: it keeps what runs within the queue's quota, and a "
+                "queue without quota has none")
     qing = err.mapping(spec.get("queueing"), "spec.queueing")
     err.unknown(qing, "spec.queueing", _QUEUEING_FIELDS)
     queueing = QueueingPolicy(

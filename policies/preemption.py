@@ -13,7 +13,10 @@ A running gang is a candidate victim of a pending gang only when the policy says
 - never an interactive gang for a batch preemptor, and an interactive preemptor ranks above
   every batch gang where a lower priority is asked for (``policies.interactive``);
 - never for a preemptor whose pods have ``preemptionPolicy: Never`` (Kubernetes' non-
-  preempting priority classes): its priority orders it, it evicts nobody.
+  preempting priority classes): its priority orders it, it evicts nobody;
+- by reclaim from a semi-preemptible queue, only what runs above that queue's quota: a gang
+  whose minimum the queue's quota shields offers only its members above the minimum, and
+  one at its minimum is no victim (``policies.semi``).
 
 ``could_preempt_back`` is the same rule the other way round, checked on the state after the
 preemption; a victim that could at once preempt its preemptor is never chosen (no loops).
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from policies import interactive
+from policies import interactive, semi
 from policies.admission import charge_all
 from policies.fit import Applicant
 from policies.queues import Queue, QueueSet, ReclaimPolicy, WithinQueuePreemption
@@ -89,12 +92,14 @@ def within_quota_pools(ledger: QuotaLedger, queue: str,
 
 def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue,
                   ledger: QuotaLedger, snapshot: Snapshot,
-                  reclaim_pools: frozenset[str]) -> str | None:
+                  reclaim_pools: frozenset[str], shield: semi.Shield | None = None) -> str | None:
     """Why *rg* may be preempted for *gang* (None: it may not), ignoring time and state.
 
     The one place the tier enters the candidate rules (``policies.interactive``): a batch
     gang never takes an interactive one, and "lower priority" means "ranked lower", where
-    an interactive gang ranks above every batch gang."""
+    an interactive gang ranks above every batch gang. *shield*: the victim queue's, when it
+    is semi-preemptible (``policies.semi``): reclaim leaves a shielded gang at its minimum
+    alone (what it may take of the others is ``semi.reclaimable``)."""
     if interactive.shielded(rg.gang, gang):
         return None
     lower = interactive.outranks(gang, rg.gang)
@@ -108,9 +113,13 @@ def victim_reason(gang: Gang, queue: Queue, rg: RunningGang, victim_queue: Queue
     paths = ledger.tree.paths
     if not reclaim_pools or paths[victim_queue.name][0] != paths[queue.name][0]:
         return None
+    if shield is not None and semi.reclaimable(rg, shield) is None:
+        return None
     for pool in snapshot.pool_usage(rg):
         if pool in reclaim_pools and borrowing_below(ledger, victim_queue.name, queue.name,
                                                      pool):
+            if shield is not None:
+                return semi.why_reclaimed(rg, shield, pool, queue.name)
             return (f"queue {victim_queue.name} borrows quota in pool {pool} that queue "
                     f"{queue.name} reclaims")
     return None
@@ -177,9 +186,9 @@ def scan(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: 
     when it may reclaim at all, the other queues of its tree.
     """
     out = []
-    for rg, vq, why in _eligible(applicant, snapshot, ledger, queues, untouchable, by_queue):
+    for rg, vq, why, release in _eligible(applicant, snapshot, ledger, queues, untouchable,
+                                          by_queue):
         if now - rg.start_time >= vq.preemption.min_runtime_seconds:
-            release = Release.whole(rg)
             out.append(Candidate(release, vq.name, release.work_at_risk(now), why))
     out.sort(key=lambda c: c.id)
     return out
@@ -197,7 +206,7 @@ def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedge
     if not applicant.gang.may_preempt:
         return {}
     return {rg.id: rg.start_time + vq.preemption.min_runtime_seconds
-            for rg, vq, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
+            for rg, vq, _, _ in _eligible(applicant, snapshot, ledger, queues, untouchable)
             if now - rg.start_time < vq.preemption.min_runtime_seconds
             and rg.id != applicant.gang.id}
 
@@ -205,9 +214,10 @@ def protected_until(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedge
 def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, queues: QueueSet,
               untouchable: frozenset[str],
               by_queue: Mapping[str, list[RunningGang]] | None = None,
-              ) -> Iterator[tuple[RunningGang, Queue, str]]:
+              ) -> Iterator[tuple[RunningGang, Queue, str, Release]]:
     """Running gangs the rules let the applicant preempt whatever their runtime so far,
-    with their queue and why."""
+    with their queue, why, and what of them it may take (the whole gang, but of a gang of
+    another, semi-preemptible queue only what runs above that queue's quota)."""
     gang, queue = applicant.gang, applicant.queue
     reclaim_pools = within_quota_pools(ledger, queue.name, applicant.bounds)
     names: list[str] = []
@@ -223,12 +233,15 @@ def _eligible(applicant: Applicant, snapshot: Snapshot, ledger: QuotaLedger, que
         by_queue = running_by_queue(snapshot)
     for name in names:
         vq = queues.queues[name]
-        for rg in by_queue.get(name, ()):
+        running = by_queue.get(name, ())
+        shield = (semi.shield_of(vq, running, ledger.tree, snapshot)
+                  if name != queue.name else None)
+        for rg in running:
             if rg.id in untouchable or rg.id not in snapshot.running:
                 continue
-            why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools)
+            why = victim_reason(gang, queue, rg, vq, ledger, snapshot, reclaim_pools, shield)
             if why is not None:
-                yield rg, vq, why
+                yield rg, vq, why, semi.reclaimable(rg, shield) or Release.whole(rg)
 
 
 def could_preempt_back(victim: Candidate, gang: Gang, queue: Queue,

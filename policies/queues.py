@@ -91,6 +91,9 @@ class PreemptionPolicy:
     reclaim_from_others: ReclaimPolicy = ReclaimPolicy.ANY
     #: A running gang of this queue is never preempted before it has run this long.
     min_runtime_seconds: float = 0.0
+    #: Reclaim by other queues takes only what runs above this queue's quota: each running
+    #: gang's minimum, while it fits within the quota, is kept (``policies.semi``).
+    semi_preemptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,9 @@ def explain_text(gang_id: str, cache: Any, policies: Any, now: float,
                       row("queue", running.gang.queue), row("nodes", nodes)]
             if short is not None:
                 lines.append(row("members", short.describe()))
+            standing = _reclaim_standing(running, inp.snapshot, policies.current())
+            if standing:
+                lines.append(row("reclaim", standing))
             return "\n".join(lines), True
         problem = inp.gangs.problems.get(gang_id)
         if problem:
@@ -141,6 +144,17 @@ def memory_line(queue: str, policies: Any, usage: Any, now: float) -> str:
         text += ("; ahead of it while both borrow, having borrowed less: "
                  + ", ".join(f"{s} {h:,.1f}" for h, s in ahead))
     return text
+
+
+def _reclaim_standing(running: Any, snapshot: Any, in_force: Any) -> str:
+    """Of a gang of a semi-preemptible queue, what reclaim could take (``policies.semi``)."""
+    from policies import semi
+    from policies.quota import QuotaTree
+
+    queue = in_force.queues.get(running.gang.queue)
+    if queue is None or not queue.preemption.semi_preemptible:
+        return ""
+    return semi.describe_standing(queue, running, snapshot, QuotaTree.build(in_force.queues))
 
 
 def _running_state(running: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from policies import semi
 from policies.admission import charge_all
 from policies.queues import PolicySet, Queue
 from policies.quota import QuotaLedger
@@ -218,10 +219,12 @@ class Draft:
         self._snapshot = self._snapshot.with_replaced(running)
         self._claim(fit.placement.prebinds)
         self._ledger = charge_all(self._ledger, queue.name, fit.charges)
+        growth = elastic.describe_growth(gang, fit.placement.pods_placed(), growing is not None)
+        if queue.preemption.semi_preemptible:
+            growth += semi.describe_at_risk(queue, running, self._snapshot, self._ledger)
         self._binds.append(Bind(gang.id, queue.name, fit.placement, pod_nodes,
                                 gang.uid if gang.pod_group else None, gang.native,
-                                elastic.describe_growth(gang, fit.placement.pods_placed(),
-                                                        growing is not None)))
+                                growth.removeprefix("; ")))
 
     def _claim(self, prebinds: tuple[PreBind, ...]) -> None:
         """Later gangs see the claims decided (a PV taken, a claim provisioned for a node)."""

@@ -203,10 +203,7 @@ class KubeActuator:
     def _bound(self, b: Bind) -> None:
         """What a person reads of a gang just bound: its event and its native PodGroup's
         condition; its pods' remembered conditions forgotten."""
-        nodes = sorted({node for _, node in b.pod_nodes})
-        message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
-                   f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
-                   f"{' ...' if len(nodes) > 8 else ''}")
+        message = scheduled_message(b)
         for ref, _ in b.pod_nodes:
             self.statuses.forget_pod(ref.uid)
         if b.native is not None:
@@ -295,3 +292,14 @@ class KubeActuator:
 
 def _members(b: Bind) -> Members:
     return Members(tuple(ref for ref, _ in b.pod_nodes), b.group_uid, b.native)
+
+
+def scheduled_message(b: Bind) -> str:
+    """The ``Scheduled`` event of a bound gang: where it went and, for an elastic gang, what
+    its bind says of its optional members (how many started; in a semi-preemptible queue,
+    which run above the quota and may be taken back: ``Bind.growth``)."""
+    nodes = sorted({node for _, node in b.pod_nodes})
+    message = (f"gang {b.gang_id} ({len(b.pod_nodes)} pods, queue {b.queue}) bound "
+               f"to {len(nodes)} nodes: {', '.join(nodes[:8])}"
+               f"{' ...' if len(nodes) > 8 else ''}")
+    return f"{message}; {b.growth}" if b.growth else message
