@@ -38,7 +38,7 @@ from tests.e2e.contention import (
     running_whole,
 )
 from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
-from tests.e2e.test_guards import guard
+from tests.e2e.test_guards import guard, job_condition
 from tests.e2e.test_jobset_gangs import (
     RJOB_LABEL,
     conditions,
@@ -156,9 +156,12 @@ def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_restarted_then_fa
                      RUN_TIMEOUT_S, what="the restarted JobSet running whole")
     assert conditions(jobset_status(tenant, name)).get("Failed") != "True"
     evicted_whole(tenant, again)
-    wait_for(lambda: conditions(jobset_status(tenant, name)).get("Failed") == "True", 90,
-             what="the JobSet failed once its restarts were used up")
-    assert jobset_status(tenant, name).get("restarts") == 1
+    status = wait_for(lambda: s if conditions(s := jobset_status(tenant, name)).get("Failed")
+                      == "True" else None, 90,
+                      what="the JobSet failed once its restarts were used up")
+    (failed,) = (c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "ReachedMaxRestarts", failed
+    assert status.get("restarts") == 1, status
 
 
 def trainjob_condition(tenant: Tenant, name: str, kind: str) -> dict[str, Any] | None:
@@ -202,4 +205,8 @@ def test_a_trainjob_podgroup_gang_past_its_queues_max_runtime_is_evicted_whole_a
     failed = wait_for(lambda: trainjob_condition(tenant, name, "Failed"), 120,
                       what="the TrainJob failed")
     assert trainjob_condition(tenant, name, "Complete") is None
-    assert pods() == [] or not tenant.bound(pods()), failed
+    assert failed.get("reason") == "FailedJobs", failed  # its JobSet's, passed on
+    assert f"first failed job: {name}-node-0" in failed.get("message", ""), failed
+    job_failed = job_condition(tenant, f"{name}-node-0", "Failed")
+    assert job_failed is not None and job_failed.get("reason") == "PodFailurePolicy", job_failed
+    assert not tenant.bound(pods()), "a failed TrainJob's pods placed again"
