@@ -10,8 +10,8 @@ Each test goes through the same phases on the tenant's pool:
    evicted by the guard (its PodGroup's ``Preempted`` event names the limit), and the workload
    starts whole in the room it leaves;
 3. the workload runs past the limit and is evicted as a whole gang: every member pod gets a
-   ``Preempted`` event naming the limit, as do its Jobs (and its PodGroup), and none stays
-   bound;
+   ``Preempted`` event naming the limit, as do its Jobs, its JobSet (or its PodGroup), and
+   none stays bound;
 4. the operator reacts as it is told to: a JobSet's ``failurePolicy`` restarts it once (the
    restart is placed whole and is itself held to the limit), then fails it; a TrainJob whose
    Jobs fail on a disruption is failed.
@@ -39,6 +39,7 @@ from tests.e2e.contention import (
 )
 from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
 from tests.e2e.test_guards import guard, job_condition
+from tests.e2e.test_job_deadline import condition
 from tests.e2e.test_jobset_gangs import (
     RJOB_LABEL,
     conditions,
@@ -148,6 +149,10 @@ def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_restarted_then_fa
                              if n.startswith(f"{name}-")} or None, 60,
                     what="Preempted events naming the limit on the JobSet's Jobs")
     assert jobs == {f"{name}-leader-0", f"{name}-workers-0"}, jobs
+    # ... and on the JobSet, which outlives the Jobs its failure policy replaces.
+    note = wait_for(lambda: overrun_events(tenant, "JobSet").get(name, ""), 60,
+                    what="a Preempted event naming the limit on the JobSet")
+    assert "(3 pod(s) of its Jobs evicted)" in note, note
 
     # The JobSet controller's reaction: a restart, placed whole, held to the limit in turn.
     wait_for(lambda: jobset_status(tenant, name).get("restarts") == 1, 90,
@@ -156,19 +161,15 @@ def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_restarted_then_fa
                      RUN_TIMEOUT_S, what="the restarted JobSet running whole")
     assert conditions(jobset_status(tenant, name)).get("Failed") != "True"
     evicted_whole(tenant, again)
-    status = wait_for(lambda: s if conditions(s := jobset_status(tenant, name)).get("Failed")
-                      == "True" else None, 90,
+    failed = wait_for(lambda: condition({"status": jobset_status(tenant, name)}, "Failed"), 90,
                       what="the JobSet failed once its restarts were used up")
-    (failed,) = (c for c in status["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "ReachedMaxRestarts", failed
-    assert status.get("restarts") == 1, status
+    assert failed is not None and failed.get("reason") == "ReachedMaxRestarts", failed
+    assert jobset_status(tenant, name).get("restarts") == 1
 
 
 def trainjob_condition(tenant: Tenant, name: str, kind: str) -> dict[str, Any] | None:
-    job = rest.call(tenant.cp.custom.get_namespaced_custom_object, *TRAINJOBS[:2],
-                    tenant.namespace, TRAINJOBS[2], name)
-    return next((c for c in job.get("status", {}).get("conditions") or ()
-                 if c.get("type") == kind and c.get("status") == "True"), None)
+    return condition(rest.call(tenant.cp.custom.get_namespaced_custom_object, *TRAINJOBS[:2],
+                               tenant.namespace, TRAINJOBS[2], name), kind)
 
 
 def test_a_trainjob_podgroup_gang_past_its_queues_max_runtime_is_evicted_whole_and_fails(
@@ -205,7 +206,7 @@ def test_a_trainjob_podgroup_gang_past_its_queues_max_runtime_is_evicted_whole_a
     failed = wait_for(lambda: trainjob_condition(tenant, name, "Failed"), 120,
                       what="the TrainJob failed")
     assert trainjob_condition(tenant, name, "Complete") is None
-    assert failed.get("reason") == "FailedJobs", failed  # its JobSet's, passed on
+    assert failed is not None and failed.get("reason") == "FailedJobs", failed  # its JobSet's
     assert f"first failed job: {name}-node-0" in failed.get("message", ""), failed
     job_failed = job_condition(tenant, f"{name}-node-0", "Failed")
     assert job_failed is not None and job_failed.get("reason") == "PodFailurePolicy", job_failed
