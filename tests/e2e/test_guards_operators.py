@@ -175,8 +175,9 @@ def trainjob_condition(tenant: Tenant, name: str, kind: str) -> dict[str, Any] |
 def test_a_trainjob_podgroup_gang_past_its_queues_max_runtime_is_evicted_whole_and_fails(
         tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
     """3 training nodes of 4 GPUs in Trainer's coscheduling PodGroup, behind the blocker past
-    the PodGroup's timeout, evicted whole at the limit (the PodGroup and the Job told why);
-    its Job fails on the disruption (``podFailurePolicy``), and Trainer fails the TrainJob."""
+    the PodGroup's timeout, evicted whole at the limit (the PodGroup, the Job and the JobSet
+    told why); its Job fails on the disruption (``podFailurePolicy``), and Trainer fails the
+    TrainJob."""
     cp = tenant.cp
     tenant.create_nodes(2, gpus=8)
     name = "tj"
@@ -201,6 +202,8 @@ def test_a_trainjob_podgroup_gang_past_its_queues_max_runtime_is_evicted_whole_a
              what="Trainer's PodGroup told it was evicted for its runtime")
     wait_for(lambda: f"{name}-node-0" in overrun_events(tenant, "Job"), 60,
              what="its Job told it was evicted for its runtime")
+    wait_for(lambda: name in overrun_events(tenant, "JobSet"), 60,
+             what="the JobSet Trainer made told it was evicted for its runtime")
 
     # Trainer's reaction: its Job failed by the podFailurePolicy, the TrainJob is failed.
     failed = wait_for(lambda: trainjob_condition(tenant, name, "Failed"), 120,
