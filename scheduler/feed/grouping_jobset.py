@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from scheduler.model.workloads import (
+    JOBSET_NAME_LABEL,
     POD_GROUP_LABEL,
     JobInfo,
     JobSetInfo,
@@ -50,7 +51,6 @@ from scheduler.model.workloads import (
     ReplicatedJobInfo,
 )
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 GANG_SCOPE_ANNOTATION = "gangscheduler.io/gang-scope"
 SCOPE_JOBSET = "jobset"

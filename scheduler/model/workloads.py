@@ -38,6 +38,10 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 #: Volcano's pod annotation naming its PodGroup.
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: Set by the JobSet controller on its Jobs and their pods: the JobSet's name and uid.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 #: Set on a TrainJob's pods by Kubeflow Trainer releases that label them with it.
 TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
 #: Where a member's rank is written, by the operators that write one (views show it).

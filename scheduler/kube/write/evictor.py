@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,6 +47,7 @@ from scheduler.kube.write.binder import FENCED, Binder, EvictOutcome
 from scheduler.model import PodRef
 from scheduler.model.durations import format_time
 from scheduler.model.labels import LabelSelector
+from scheduler.model.workloads import JOBSET_API_VERSION, JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 
 log = structlog.get_logger("gang_scheduler.evictor")
 
@@ -87,6 +89,10 @@ class VictimPod:
     #: go, the Job stays, and it is what a user describes while its controller recreates
     #: them. None: no Job controls it.
     job: tuple[str, str] | None = None
+    #: The JobSet that made that Job as (name, uid), from the labels its controller puts on
+    #: its pods: told too, since a JobSet's restart replaces its Jobs (and, with them, the
+    #: events on them a user would describe). None: no JobSet.
+    jobset: tuple[str, str] | None = None
 
     @classmethod
     def from_json(cls, ref: PodRef, obj: Mapping[str, Any]) -> VictimPod:
@@ -98,9 +104,12 @@ class VictimPod:
         job = ((str(owner.get("name") or ""), str(owner.get("uid") or ""))
                if owner is not None and owner.get("kind") == "Job" and owner.get("name")
                else None)
-        return cls(ref, {str(k): str(v) for k, v in labels.items()},
+        named = {str(k): str(v) for k, v in labels.items()}
+        jobset = ((named[JOBSET_NAME_LABEL], named.get(JOBSET_UID_LABEL, ""))
+                  if named.get(JOBSET_NAME_LABEL) else None)
+        return cls(ref, named,
                    grace if isinstance(grace, int) and not isinstance(grace, bool) else None,
-                   job)
+                   job, jobset)
 
 
 def budget_refusal(pods: Sequence[VictimPod], budgets: Sequence[Budget]) -> str | None:
@@ -227,16 +236,19 @@ class Evictor:
     def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:
         """A ``Preempted`` event on each Job whose pods were evicted (``explain`` of the
         Job reads it while the Job controller recreates them, and counts the pods:
-        ``explain_workload.EVICTED``)."""
-        jobs: dict[tuple[str, str], int] = {}
-        for p in pods:
-            if p.job is not None:
-                jobs[p.job] = jobs.get(p.job, 0) + 1
+        ``explain_workload.EVICTED``), and on each JobSet that made them (``kubectl
+        describe jobset`` shows it whatever its failure policy does with the Jobs)."""
+        jobs = Counter(p.job for p in pods if p.job is not None)
         for (name, uid), count in sorted(jobs.items()):
             job = ObjectRef("Job", namespace, name, uid, "batch/v1")
             self._event_on(job, EventReason.PREEMPTED, f"{message} ({count} pod(s) evicted; "
                            "the Job controller recreates them after its pod-failure backoff)",
                            "Preempting")
+        jobsets = Counter(p.jobset for p in pods if p.jobset is not None)
+        for (name, uid), count in sorted(jobsets.items()):
+            jobset = ObjectRef("JobSet", namespace, name, uid, JOBSET_API_VERSION)
+            self._event_on(jobset, EventReason.PREEMPTED,
+                           f"{message} ({count} pod(s) of its Jobs evicted)", "Preempting")
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
         """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor;

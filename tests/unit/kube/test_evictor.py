@@ -31,6 +31,8 @@ from scheduler.kube.write.evictor import (
 from scheduler.model import PodRef, PodRequirements, Resources
 from scheduler.model.labels import EVERYTHING, NOTHING, LabelSelector
 from scheduler.model.workloads import (
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     PodGroupInfo,
@@ -55,6 +57,7 @@ class Api:
     budgets: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudget JSON
     graces: dict[str, int] = field(default_factory=dict)  # pod name -> its own grace period
     job: str = ""  # the Job controlling every victim pod ("" none)
+    jobset: str = ""  # the JobSet that made that Job ("" none)
 
     def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                 content_type: str = "", timeout: Any = None) -> Response:
@@ -66,9 +69,13 @@ class Api:
                     if name in self.graces else {})
             owners = ([{"kind": "Job", "name": self.job, "uid": f"uid-{self.job}",
                         "controller": True}] if self.job else [])
+            labels = {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}
+            if self.jobset:
+                labels |= {JOBSET_NAME_LABEL: self.jobset,
+                           JOBSET_UID_LABEL: f"uid-{self.jobset}"}
             return Response(200, json.dumps({
                 "metadata": {"name": name, "uid": f"uid-{name}", "ownerReferences": owners,
-                             "labels": {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}},
+                             "labels": labels},
                 "spec": spec}).encode())
         if path.endswith("/eviction"):
             name = path.split("/")[6]
@@ -160,6 +167,27 @@ def test_the_victims_job_is_told_once_with_how_many_pods_went(setup: Any) -> Non
     assert [(e["reason"], e["regarding"]["name"], e["regarding"]["uid"]) for e in on_job] == [
         ("Preempted", "train", "uid-train")]
     assert "ns/high" in on_job[0]["note"] and "2 pod(s) evicted" in on_job[0]["note"]
+
+
+def test_the_jobset_that_made_the_victims_job_is_told_too(setup: Any) -> None:
+    """A JobSet's failure policy may replace its Jobs (and the events on them): the JobSet
+    itself says why its pods went, once, with how many."""
+    api, _, evictor = setup
+    api.job, api.jobset = "train-workers-0", "train"
+    evictor.evict(plan(True), 0.0)
+    on_jobset = [e for e in api.events if e["regarding"]["kind"] == "JobSet"]
+    assert [(e["reason"], e["regarding"]["name"], e["regarding"]["uid"],
+             e["regarding"]["apiVersion"]) for e in on_jobset] == [
+        ("Preempted", "train", "uid-train", "jobset.x-k8s.io/v1alpha2")]
+    assert "ns/high" in on_jobset[0]["note"], on_jobset
+    assert "2 pod(s) of its Jobs evicted" in on_jobset[0]["note"], on_jobset
+
+
+def test_no_jobset_is_told_when_the_victim_has_none(setup: Any) -> None:
+    api, _, evictor = setup
+    api.job = "train"
+    evictor.evict(plan(True), 0.0)
+    assert not [e for e in api.events if e["regarding"]["kind"] == "JobSet"]
 
 
 def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> None:
