@@ -19,7 +19,11 @@ from kubernetes import client
 
 from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
-from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
+from tests.e2e.contention import (
+    IGNORE_DISRUPTIONS,
+    PER_RANK_BACKOFF,
+    queued_preempted_resumed,
+)
 from tests.e2e.live import GPU, GROUP_LABEL, POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
 
 pytestmark = pytest.mark.e2e
@@ -255,8 +259,9 @@ def test_a_trainjob_without_coscheduling_is_grouped_by_its_jobset_after_its_init
 # Under contention (issue 33): queued behind a running gang, preempted, resumed ------------------
 def contended_runtime(tenant: Tenant, name: str, priority: str, coscheduling: bool,
                       initializer: bool, timeout_s: int = 5) -> dict[str, Any]:
-    """``training_runtime`` at *priority*, its Jobs recreating evicted pods, optionally with
-    a dataset initializer and a coscheduling PodGroup timing out after *timeout_s*."""
+    """``training_runtime`` at *priority*, its Jobs recreating evicted pods (after their
+    per-rank backoff), optionally with a dataset initializer and a coscheduling PodGroup
+    timing out after *timeout_s*."""
     runtime = training_runtime(tenant, name, coscheduling)
     if coscheduling:
         runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"] = timeout_s
@@ -264,7 +269,7 @@ def contended_runtime(tenant: Tenant, name: str, priority: str, coscheduling: bo
         runtime = with_initializer(runtime, tenant)
     for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         job = rjob["template"]["spec"]
-        job["podFailurePolicy"] = IGNORE_DISRUPTIONS
+        job.update(PER_RANK_BACKOFF, podFailurePolicy=IGNORE_DISRUPTIONS)
         job["template"]["spec"]["priorityClassName"] = priority
         if rjob["name"] == "node":  # the trainer step runs until preempted, then again
             job["template"]["metadata"]["annotations"].pop(SIMULATED_RUNTIME, None)
