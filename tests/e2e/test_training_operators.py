@@ -317,24 +317,34 @@ def test_a_trainjob_queued_past_its_timeout_preempted_and_resumed_runs_whole(
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer-runtime-coscheduling.yaml"
+#: The example's PodGroup timeout here (its own is 120 s): see the test below.
+EXAMPLE_TIMEOUT_S = 10
 
 
 def test_the_coscheduling_example_on_a_busy_pool_runs_past_its_timeout_and_resumes(
         tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
     """``examples/trainer-runtime-coscheduling.yaml`` (4 nodes of 8 GPUs, a PodGroup with
     ``scheduleTimeoutSeconds: 120``), changed only to run in the tenant's namespace, pool,
-    queue and scheduler, at the contention's priority: applied while the pool is busy, it
-    waits past its 120 s timeout (issue 33 saw it given up after 2 min 14 s), runs once the
-    pool frees, and runs again after a preemption (Trainer never recreates its PodGroup)."""
+    queue and scheduler, at the contention's priority, and with a timeout of
+    ``EXAMPLE_TIMEOUT_S``: applied while the pool is busy, it waits past its timeout (issue 33
+    saw it given up after 2 min 14 s), runs once the pool frees, and runs again after a
+    preemption (Trainer never recreates its PodGroup).
+
+    Why 10 s rather than the example's 120 s: the scheduler reads a PodGroup's timeout as a
+    length like any other (``scheduler/decide/housekeeping.py``: it bounds only how long a
+    gang stays partly bound; one that waits is never given up), so waiting past 10 s puts
+    the gang past a real timeout as waiting past 120 s did, two minutes sooner."""
     runner = start_scheduler(eviction_grace_period_seconds=5)  # its pods ask 120 s
     tenant.create_nodes(4, gpus=8)
     docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d["kind"] != "Namespace"]
     runtime, job = (next(d for d in docs if d["kind"] == kind)
                     for kind in ("TrainingRuntime", "TrainJob"))
-    name, timeout = job["metadata"]["name"], (
-        runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"])
+    coscheduling = runtime["spec"]["podGroupPolicy"]["coscheduling"]
+    assert coscheduling["scheduleTimeoutSeconds"] > EXAMPLE_TIMEOUT_S, coscheduling
+    name, timeout = job["metadata"]["name"], EXAMPLE_TIMEOUT_S
 
     def create(low: str) -> None:
+        coscheduling["scheduleTimeoutSeconds"] = timeout
         for doc in (runtime, job):
             doc["metadata"].pop("namespace", None)
         (rjob,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
@@ -352,6 +362,8 @@ def test_the_coscheduling_example_on_a_busy_pool_runs_past_its_timeout_and_resum
                       and not p["metadata"].get("deletionTimestamp"))
 
     def not_given_up() -> None:
+        group = tenant.cp.get_pod_group(tenant.namespace, name)
+        assert group["spec"]["scheduleTimeoutSeconds"] == timeout, group["spec"]  # waited past
         status = tenant.group_status(name)
         assert status.get("phase") not in ("Failed", "Scheduled", "Running"), status
 
