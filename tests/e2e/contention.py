@@ -49,6 +49,13 @@ from tests.e2e.live import (
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
                                  "onPodConditions": [{"type": "DisruptionTarget",
                                                       "status": "True"}]}]}
+#: On a Job's spec beside ``IGNORE_DISRUPTIONS`` (the README's resume recipe): the Job
+#: controller's wait before it recreates evicted pods counts each rank's own failures (10 s
+#: after a first preemption), where the Job-wide ``backoffLimit`` counts every pod of the Job,
+#: ignored preemptions included (80 s for 4 pods: README, "Preemption and resume"). A real
+#: failure still fails the Job at once.
+PER_RANK_BACKOFF = {"completionMode": "Indexed", "backoffLimitPerIndex": 0,
+                    "maxFailedIndexes": 0}
 #: How long the preemptor runs before it frees the pool again (seconds).
 PREEMPTOR_RUNTIME_S = 3
 #: Generous waits: a loaded machine, and controllers with backoffs of their own.

@@ -16,7 +16,11 @@ import pytest
 from scheduler.tools.devcluster import rest
 from tests.e2e import native_support
 from tests.e2e.cluster_api import SIMULATED_EXIT_CODE, SIMULATED_RUNTIME, ControlPlane, wait_for
-from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
+from tests.e2e.contention import (
+    IGNORE_DISRUPTIONS,
+    PER_RANK_BACKOFF,
+    queued_preempted_resumed,
+)
 from tests.e2e.live import QUEUE_LABEL, InProcessScheduler, Tenant, unschedulable_message
 
 pytestmark = pytest.mark.e2e
@@ -136,8 +140,9 @@ def test_a_failure_policy_restart_is_placed_whole_again(
 def contended_jobset(tenant: Tenant, name: str, priority: str, jobs: dict[str, int],
                      **spec: Any) -> None:
     """A JobSet of one-GPU pods at *priority* (replicated Job -> pods of its one Job), each
-    Job recreating evicted pods (``podFailurePolicy``); the first replicated Job's container
-    has the readiness probe of jobset's startup-driver-ready example."""
+    Job recreating evicted pods (``podFailurePolicy``, after its per-rank backoff); the
+    first replicated Job's container has the readiness probe of jobset's startup-driver-ready
+    example."""
     rjobs = []
     for i, (rjob, pods) in enumerate(jobs.items()):
         pod_spec = {**tenant.pod_spec(gpus=1), "priorityClassName": priority}
@@ -145,7 +150,7 @@ def contended_jobset(tenant: Tenant, name: str, priority: str, jobs: dict[str, i
             pod_spec["containers"] = [{**pod_spec["containers"][0], "readinessProbe": {
                 "exec": {"command": ["echo", "ready"]}, "initialDelaySeconds": 30}}]
         rjobs.append({"name": rjob, "template": {"spec": {
-            "parallelism": pods, "completions": pods, "backoffLimit": 0,
+            "parallelism": pods, "completions": pods, **PER_RANK_BACKOFF,
             "podFailurePolicy": IGNORE_DISRUPTIONS,
             "template": {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
                          "spec": pod_spec}}}})

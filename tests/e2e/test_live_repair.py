@@ -29,7 +29,7 @@ from scheduler.kube.write.binder import UNKNOWN, PodFailure
 from scheduler.model import PodRef
 from scheduler.tools.devcluster import rest
 from scheduler.tools.devcluster.nodes import cordon_node
-from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
 from tests.e2e.live import GROUP_LABEL, InProcessScheduler, PodWatch, Tenant
 
 pytestmark = pytest.mark.e2e
@@ -210,6 +210,20 @@ def test_a_job_gang_whose_room_was_taken_is_released_with_disruption_target(
         # Counted once the deletes return, which may be after the watch saw them.
         wait_for(lambda: deleted_by_scheduler(runner)["NoRoom"] == 2, 30,
                  what="the two deletes counted as NoRoom")
+        # The replacements come (after the Job controller's backoff) while the node is still
+        # cordoned; they and the two members never bound finish 1 s after they start: the
+        # 30 s runtime was for the released members only.
+        def rest_of_gang() -> list[str]:
+            names = [n for n, p in tenant.job_pods("j").items()
+                     if n not in first and not p["metadata"].get("deletionTimestamp")]
+            return names if len(names) == 4 else []
+
+        waiting = wait_for(rest_of_gang, 120, what="the Job's two replacements")
+        assert tenant.bound(waiting) == [], "bound on the cordoned node"
+        for name in waiting:
+            rest.call(tenant.cp.core.patch_namespaced_pod, name, tenant.namespace,
+                      {"metadata": {"annotations": {SIMULATED_RUNTIME: "1"}}},
+                      _content_type=rest.MERGE_PATCH)
         cordon_node(control_plane.api, node, on=False)
         wait_for(lambda: job_status(tenant, "j").get("succeeded") == 4, 180,
                  what="the Job completed with its replacements")

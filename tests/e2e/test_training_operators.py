@@ -19,7 +19,11 @@ from kubernetes import client
 
 from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import SIMULATED_RUNTIME, ControlPlane, wait_for
-from tests.e2e.contention import IGNORE_DISRUPTIONS, queued_preempted_resumed
+from tests.e2e.contention import (
+    IGNORE_DISRUPTIONS,
+    PER_RANK_BACKOFF,
+    queued_preempted_resumed,
+)
 from tests.e2e.live import GPU, GROUP_LABEL, POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
 
 pytestmark = pytest.mark.e2e
@@ -255,8 +259,9 @@ def test_a_trainjob_without_coscheduling_is_grouped_by_its_jobset_after_its_init
 # Under contention (issue 33): queued behind a running gang, preempted, resumed ------------------
 def contended_runtime(tenant: Tenant, name: str, priority: str, coscheduling: bool,
                       initializer: bool, timeout_s: int = 5) -> dict[str, Any]:
-    """``training_runtime`` at *priority*, its Jobs recreating evicted pods, optionally with
-    a dataset initializer and a coscheduling PodGroup timing out after *timeout_s*."""
+    """``training_runtime`` at *priority*, its Jobs recreating evicted pods (after their
+    per-rank backoff), optionally with a dataset initializer and a coscheduling PodGroup
+    timing out after *timeout_s*."""
     runtime = training_runtime(tenant, name, coscheduling)
     if coscheduling:
         runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"] = timeout_s
@@ -264,7 +269,7 @@ def contended_runtime(tenant: Tenant, name: str, priority: str, coscheduling: bo
         runtime = with_initializer(runtime, tenant)
     for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         job = rjob["template"]["spec"]
-        job["podFailurePolicy"] = IGNORE_DISRUPTIONS
+        job.update(PER_RANK_BACKOFF, podFailurePolicy=IGNORE_DISRUPTIONS)
         job["template"]["spec"]["priorityClassName"] = priority
         if rjob["name"] == "node":  # the trainer step runs until preempted, then again
             job["template"]["metadata"]["annotations"].pop(SIMULATED_RUNTIME, None)
@@ -312,24 +317,34 @@ def test_a_trainjob_queued_past_its_timeout_preempted_and_resumed_runs_whole(
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer-runtime-coscheduling.yaml"
+#: The example's PodGroup timeout here (its own is 120 s): see the test below.
+EXAMPLE_TIMEOUT_S = 10
 
 
 def test_the_coscheduling_example_on_a_busy_pool_runs_past_its_timeout_and_resumes(
         tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
     """``examples/trainer-runtime-coscheduling.yaml`` (4 nodes of 8 GPUs, a PodGroup with
     ``scheduleTimeoutSeconds: 120``), changed only to run in the tenant's namespace, pool,
-    queue and scheduler, at the contention's priority: applied while the pool is busy, it
-    waits past its 120 s timeout (issue 33 saw it given up after 2 min 14 s), runs once the
-    pool frees, and runs again after a preemption (Trainer never recreates its PodGroup)."""
+    queue and scheduler, at the contention's priority, and with a timeout of
+    ``EXAMPLE_TIMEOUT_S``: applied while the pool is busy, it waits past its timeout (issue 33
+    saw it given up after 2 min 14 s), runs once the pool frees, and runs again after a
+    preemption (Trainer never recreates its PodGroup).
+
+    Why 10 s rather than the example's 120 s: the scheduler reads a PodGroup's timeout as a
+    length like any other (``scheduler/decide/housekeeping.py``: it bounds only how long a
+    gang stays partly bound; one that waits is never given up), so waiting past 10 s puts
+    the gang past a real timeout as waiting past 120 s did, two minutes sooner."""
     runner = start_scheduler(eviction_grace_period_seconds=5)  # its pods ask 120 s
     tenant.create_nodes(4, gpus=8)
     docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d["kind"] != "Namespace"]
     runtime, job = (next(d for d in docs if d["kind"] == kind)
                     for kind in ("TrainingRuntime", "TrainJob"))
-    name, timeout = job["metadata"]["name"], (
-        runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"])
+    coscheduling = runtime["spec"]["podGroupPolicy"]["coscheduling"]
+    assert coscheduling["scheduleTimeoutSeconds"] > EXAMPLE_TIMEOUT_S, coscheduling
+    name, timeout = job["metadata"]["name"], EXAMPLE_TIMEOUT_S
 
     def create(low: str) -> None:
+        coscheduling["scheduleTimeoutSeconds"] = timeout
         for doc in (runtime, job):
             doc["metadata"].pop("namespace", None)
         (rjob,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
@@ -347,6 +362,8 @@ def test_the_coscheduling_example_on_a_busy_pool_runs_past_its_timeout_and_resum
                       and not p["metadata"].get("deletionTimestamp"))
 
     def not_given_up() -> None:
+        group = tenant.cp.get_pod_group(tenant.namespace, name)
+        assert group["spec"]["scheduleTimeoutSeconds"] == timeout, group["spec"]  # waited past
         status = tenant.group_status(name)
         assert status.get("phase") not in ("Failed", "Scheduled", "Running"), status
 
