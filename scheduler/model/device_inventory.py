@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from scheduler.kit.memo import Slot, Slots
 from scheduler.model.devices import (
@@ -24,6 +25,7 @@ from scheduler.model.devices import (
     DeviceSlice,
     ResourceClaim,
     allocated_devices,
+    consumed_capacity,
 )
 
 #: The node-local slices by node (``DeviceInventory.slices_by_node``).
@@ -34,6 +36,8 @@ NETWORK: Slot[tuple[()], tuple[DeviceSlice, ...]] = Slot("device_inventory.netwo
 CONSUMERS: Slot[tuple[()], dict[str, tuple[str, ...]]] = Slot("device_inventory.consumers")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
+#: Shareable device -> the capacity its shares take (``DeviceInventory.consumed``).
+CONSUMED: Slot[tuple[()], dict[DeviceId, dict[str, Fraction]]] = Slot("device_inventory.consumed")
 #: Node -> its node-local devices no claim holds (``DeviceInventory.free_by_node``).
 FREE: Slot[tuple[()], dict[str, int]] = Slot("device_inventory.free")
 
@@ -82,6 +86,11 @@ class DeviceInventory:
     def taken(self) -> frozenset[DeviceId]:
         """Every device some claim's allocation holds (admin access aside)."""
         return self.slots.get_or_make(TAKEN, (), lambda: allocated_devices(
+            self.claims.values()))
+
+    def consumed(self) -> Mapping[DeviceId, Mapping[str, Fraction]]:
+        """Per shareable device, the capacity the claims' shares of it take together."""
+        return self.slots.get_or_make(CONSUMED, (), lambda: consumed_capacity(
             self.claims.values()))
 
     def free_by_node(self) -> Mapping[str, int]:

@@ -120,6 +120,19 @@ class DeviceId(tuple[str, str, str]):
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """A capacity's ``requestPolicy``: what a request consumes when it names no amount
+    (``default``), and the amounts it may consume (``valid_values``, or a range from
+    ``minimum`` up to ``maximum`` in steps of ``step``); ``None``: unbounded."""
+
+    default: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+    minimum: Fraction | None = None
+    maximum: Fraction | None = None
+    step: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     """One device of a slice: its attributes and capacities by fully qualified name."""
 
@@ -128,6 +141,11 @@ class Device:
     capacity: tuple[tuple[str, Fraction], ...] = ()  # sorted by name, exact
     #: Field paths we do not implement (``taints``, ``consumesCounters``...): not offered.
     unsupported: tuple[str, ...] = ()
+    #: ``allowMultipleAllocations``: many claims may each hold a share of its capacity
+    #: (consumable capacity, ``scheduler.model.device_capacity``).
+    shareable: bool = False
+    #: Capacity name -> its ``requestPolicy`` (sorted by name; only a shareable device's).
+    policies: tuple[tuple[str, CapacityPolicy], ...] = ()
 
     def attribute(self, name: str) -> AttributeValue | None:
         for key, value in self.attributes:
@@ -236,6 +254,9 @@ class Ask:
     count: int = 1
     admin_access: bool = False
     unsupported: tuple[str, ...] = ()
+    #: ``capacity.requests``: capacity name (as written: a name without a domain is the
+    #: device's driver's) -> amount, sorted by name.
+    capacity: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +310,10 @@ class DeviceResult:
     request: str
     device: DeviceId
     admin_access: bool = False
+    #: A share of a shareable device: its ``shareID`` and the ``consumedCapacity`` it holds
+    #: (sorted by name); "" for a device held whole.
+    share_id: str = ""
+    consumed: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +373,23 @@ class ClaimTemplate:
 
 
 def allocated_devices(claims: Iterable[ResourceClaim]) -> frozenset[DeviceId]:
-    """The devices the allocations of *claims* hold, admin access aside (an admin-access
-    result never takes a device from anyone)."""
+    """The devices the allocations of *claims* hold whole, admin access aside (an
+    admin-access result never takes a device from anyone) and shares aside (a share takes
+    capacity, not the device: ``consumed_capacity``)."""
     return frozenset(r.device for c in claims if c.allocation is not None
-                     for r in c.allocation.results if not r.admin_access)
+                     for r in c.allocation.results if not r.admin_access and not r.share_id)
+
+
+def consumed_capacity(claims: Iterable[ResourceClaim]) -> dict[DeviceId, dict[str, Fraction]]:
+    """Per shareable device, the capacity the shares allocated to *claims* consume together."""
+    out: dict[DeviceId, dict[str, Fraction]] = {}
+    for c in claims:
+        if c.allocation is None:
+            continue
+        for r in c.allocation.results:
+            if not r.share_id:
+                continue
+            used = out.setdefault(r.device, {})
+            for name, amount in r.consumed:
+                used[name] = used.get(name, Fraction(0)) + amount
+    return out
