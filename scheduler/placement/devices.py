@@ -31,6 +31,7 @@ same search writes the same allocation.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -476,10 +477,8 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
     last = ""
     if any(o.device.shareable for o in probe.offered):  # which share was the one too many
         together = _Search(node, claims, classes, taken, budget, consumed)
-        try:
+        with contextlib.suppress(_Stop):  # a search that gives up still names a share
             together.request(0, 0)
-        except _Stop:
-            pass
         last = f"; {together.share_misfit}" if together.share_misfit else ""
     return DeviceMisfit("", "", f"claims {keys} together need more devices than are free"
                         + last + note, node.node)
