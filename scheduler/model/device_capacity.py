@@ -92,6 +92,29 @@ def overflow(device: Device, used: Mapping[str, Fraction],
     return None
 
 
+#: How many shares a capacity without a lower bound on a share is counted to hold (a request
+#: may name any amount of it, however small).
+UNBOUNDED_SHARES = 1024
+
+
+def most_shares(device: Device, used: Mapping[str, Fraction]) -> int:
+    """At most how many more requests *device* can serve beside the shares *used*: each
+    takes at least its capacity's smallest valid amount (the policy's minimum or smallest
+    valid value) of every capacity; a capacity without one bounds nothing
+    (``UNBOUNDED_SHARES``). For quick "could it fit" counts: never fewer than the truth."""
+    most = UNBOUNDED_SHARES
+    policies = dict(device.policies)
+    for name, value in device.capacity:
+        policy = policies.get(name)
+        least = None
+        if policy is not None:
+            least = policy.minimum if policy.minimum is not None else min(
+                policy.valid_values, default=None)
+        if least:
+            most = min(most, int((value - used.get(name, Fraction(0))) // least))
+    return max(most, 0)
+
+
 def _text(amount: Fraction) -> str:
     """An amount as a quantity-like text: bytes in Gi/Mi when exact, else the number."""
     for unit, size in (("Gi", 2**30), ("Mi", 2**20)):

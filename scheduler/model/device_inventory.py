@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from scheduler.kit.memo import Slot, Slots
+from scheduler.model.device_capacity import most_shares
 from scheduler.model.devices import (
     ClaimTemplate,
     DeviceClass,
@@ -100,9 +101,10 @@ class DeviceInventory:
         devices, and what quick "could it fit" counts compare with demand). Which class
         selects a device is known only per request, so each free device counts the most GPUs
         any class gives one device: never less than the truth, so a count that says "too
-        few" is right."""
+        few" is right. A shareable device counts the shares it may still serve
+        (``device_capacity.most_shares``), since each claim counts at least one GPU."""
         def make() -> dict[str, int]:
-            taken = self.taken()
+            taken, consumed = self.taken(), self.consumed()
             per_device = max((c.gpus_per_device for c in self.classes.values()), default=1)
             out: dict[str, int] = {}
             for node, slices in self.slices_by_node().items():
@@ -111,7 +113,9 @@ class DeviceInventory:
                     key = (s.driver, s.pool.name)
                     newest[key] = max(newest.get(key, s.pool.generation), s.pool.generation)
                 out[node] = per_device * sum(
-                    1 for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]
+                    most_shares(d, consumed.get(DeviceId(s.driver, s.pool.name, d.name), {}))
+                    if d.shareable else 1
+                    for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]
                     for d in s.devices
                     if DeviceId(s.driver, s.pool.name, d.name) not in taken)
             return out

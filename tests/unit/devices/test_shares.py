@@ -208,3 +208,9 @@ def test_a_claim_with_shares_round_trips_through_the_writer() -> None:
     read = resource_claim(raw)
     assert read.allocation is not None and read.allocation.results == allocation.results
     assert read.spec.requests[0].asks[0].capacity == (("memory", Fraction(20 * GI)),)
+
+
+def test_most_shares_bounds_what_a_shareable_device_may_still_serve() -> None:
+    from scheduler.model.device_capacity import UNBOUNDED_SHARES, most_shares
+    assert most_shares(shared_gpu(0, policy=STEP_4GI), {MEM: Fraction(32 * GI)}) == 2
+    assert most_shares(shared_gpu(0), {}) == UNBOUNDED_SHARES
