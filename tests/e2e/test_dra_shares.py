@@ -8,6 +8,11 @@ gang-scheduler allocates the first Job's four claims on the two GPUs, two halves
 with ``shareID`` and ``consumedCapacity`` (which the apiserver validates) and binds the Job
 whole; a second such Job does not fit (the GPUs are full), waits whole with a reason naming
 the device and the share, and starts whole when the first is deleted.
+
+The real kube-scheduler agrees both ways: before the gangs, it allocates a half of a GPU to a
+pod of its own (the pinned release serves consumable capacity), written in the shape our
+reader reads; with the first gang running, it refuses another half (it counts the shares
+gang-scheduler wrote, so the two schedulers never put a GPU over its memory).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
+from scheduler.kube.read.devices_convert import resource_claim
 from scheduler.tools.devcluster import dra, dra_driver, rest
 from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import ControlPlane, wait_for
@@ -49,6 +55,28 @@ def test_a_gang_of_half_gpus_shares_two_gpus_and_the_next_waits_whole_for_the_sh
     assert all(d.get("allowMultipleAllocations") for d in ds.devices_of(cp, node).values())
     ds.create_template(cp, tenant.namespace, "half-gpu", _half_gpu())
     batch = client.BatchV1Api(cp.api)
+    core = client.CoreV1Api(cp.api)
+
+    def kube_scheduler_pod(name: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, "default-scheduler",
+                                             template="half-gpu")}
+        rest.call(core.create_namespaced_pod, tenant.namespace, body)
+
+    def claim_of(pod: str) -> dict[str, object]:
+        return next((c for c in ds.claims(cp, tenant.namespace)
+                     if c["metadata"]["ownerReferences"][0]["name"] == pod), {})
+
+    # kube-scheduler allocates a share; our reader takes its allocation as ours would be.
+    kube_scheduler_pod("ks-half")
+    theirs = wait_for(lambda: (lambda c: c if c and ds.results(c) else {})(claim_of("ks-half")),
+                      TIMEOUT_S, what="kube-scheduler allocated a half GPU")
+    (result,) = ds.results(theirs)
+    assert result["consumedCapacity"] == {"memory": HALF} and result.get("shareID"), result
+    read = resource_claim(theirs)
+    assert read.allocation is not None and read.allocation.results[0].share_id
+    rest.code_of(core.delete_namespaced_pod, "ks-half", tenant.namespace, grace_period_seconds=0)
+    wait_for(lambda: not claim_of("ks-half"), TIMEOUT_S, what="ks-half's claim deleted")
 
     def submit(name: str) -> None:
         job = ds.indexed_job(name, 4, ds.claiming_pod_spec(
@@ -73,6 +101,20 @@ def test_a_gang_of_half_gpus_shares_two_gpus_and_the_next_waits_whole_for_the_sh
         assert ds.reserved_for(claims[name]) == [name]
         per_device[result["device"]] += 1
     assert per_device == {"gpu-0": 2, "gpu-1": 2}  # two halves on each GPU, never over
+
+    # kube-scheduler counts the shares gang-scheduler wrote: no room for another half.
+    kube_scheduler_pod("ks-late")
+
+    def refused() -> bool:
+        events = rest.call(client.EventsV1Api(cp.api).list_namespaced_event,
+                           tenant.namespace)["items"]
+        return any(e.get("reason") == "FailedScheduling"
+                   and (e.get("regarding") or {}).get("name") == "ks-late"
+                   and "cannot allocate all claims" in (e.get("note") or "") for e in events)
+
+    wait_for(refused, TIMEOUT_S, what="kube-scheduler refusing a half on the full GPUs")
+    assert not ds.results(claim_of("ks-late"))
+    rest.code_of(core.delete_namespaced_pod, "ks-late", tenant.namespace, grace_period_seconds=0)
 
     submit("second")
 
