@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from scheduler.kube.read.devices_convert import resource_claim, resource_slice
 from scheduler.kube.read.fields import ConversionError
 from scheduler.kube.write.claim_allocation import allocation_json
-from scheduler.model.device_capacity import consumption, overflow
+from scheduler.model.device_capacity import (
+    UNBOUNDED_SHARES,
+    consumption,
+    most_shares,
+    overflow,
+)
 from scheduler.model.devices import (
     Allocation,
     CapacityPolicy,
@@ -211,6 +216,5 @@ def test_a_claim_with_shares_round_trips_through_the_writer() -> None:
 
 
 def test_most_shares_bounds_what_a_shareable_device_may_still_serve() -> None:
-    from scheduler.model.device_capacity import UNBOUNDED_SHARES, most_shares
     assert most_shares(shared_gpu(0, policy=STEP_4GI), {MEM: Fraction(32 * GI)}) == 2
     assert most_shares(shared_gpu(0), {}) == UNBOUNDED_SHARES
