@@ -9,12 +9,13 @@ values: the allocator memoises selector results per device, and a snapshot carri
 
 Why a field list per value (``unsupported``): the v1 API has fields whose meaning we do not
 implement yet (partitionable devices and their counters, binding conditions, device taints
-and request tolerations, ``distinctAttribute``, list-typed attributes). Consumable capacity
-is implemented (issue 36): a shareable device, its capacities' request policies, a request's
-capacity amounts and an allocation's shares (``scheduler.model.device_capacity``). Dropping them silently would hand out a device a driver shares, a device
-tainted off limits, or a wrong set; so the converter keeps the path of each such field, and
-the allocator refuses what carries one with a reason that names it (a claim: it waits; a
-device or a pool: not offered, and a failure says it was left out).
+and request tolerations, ``distinctAttribute``, list-typed attributes). Dropping them
+silently would hand out a device tainted off limits, or a wrong set; so the converter keeps
+the path of each such field, and the allocator refuses what carries one with a reason that
+names it (a claim: it waits; a device or a pool: not offered, and a failure says it was left
+out). Consumable capacity is implemented (issue 36): a shareable device, its capacities'
+request policies, a request's capacity amounts and an allocation's shares
+(``scheduler.model.device_capacity``).
 """
 
 from __future__ import annotations
