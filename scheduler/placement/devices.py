@@ -8,8 +8,9 @@ earlier claim of this search), the class's selectors and then the request's sele
 every ``matchAttribute`` constraint of the claim still holds with it. A dead end undoes the
 last choice and tries the next device (backtracking), so a constraint that the first devices
 break is satisfied by later ones. ``firstAvailable`` tries its sub-requests in order and keeps
-the first that leads to a whole solution; ``All`` takes every device the request selects,
-which must all be free. The first solution wins (no scoring, as upstream).
+the first that leads to a whole solution; ``All`` takes every device the request selects
+(and, upstream's rule for consumable capacity, that has room for its capacity request beside
+the cluster's shares), which must all be free. The first solution wins (no scoring, as upstream).
 
 One difference in the walk, not in the answer: within one request, devices are tried in
 increasing order only. Constraints depend on the set of devices, not on the order they were
@@ -229,8 +230,18 @@ class _Search:
                     raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
                                              f"asks for all devices, but pool {pool.name} is "
                                              f"{state}", self.node.node))
-            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o))
+            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o)
+                                         and self._has_room(ask, o))
         return self.everything[key]
+
+    def _has_room(self, ask: Ask, o: Offered) -> bool:
+        """Whether *o* could take *ask*'s capacity request beside the cluster's shares: as
+        upstream, ``All`` means every selected device that can, not every one selected."""
+        wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
+        if isinstance(wanted, str):
+            return False
+        return not o.device.shareable or overflow(o.device, self.consumed.get(o.id, {}),
+                                                  wanted) is None
 
     # Holding devices ----------------------------------------------------------------------
     def _free_for(self, ci: int, ask: Ask, did: DeviceId) -> bool:

@@ -25,6 +25,7 @@ from scheduler.model.device_capacity import (
 )
 from scheduler.model.devices import (
     Allocation,
+    AllocationMode,
     CapacityPolicy,
     Device,
     ResourceClaim,
@@ -218,3 +219,13 @@ def test_a_claim_with_shares_round_trips_through_the_writer() -> None:
 def test_most_shares_bounds_what_a_shareable_device_may_still_serve() -> None:
     assert most_shares(shared_gpu(0, policy=STEP_4GI), {MEM: Fraction(32 * GI)}) == 2
     assert most_shares(shared_gpu(0), {}) == UNBOUNDED_SHARES
+
+
+def test_all_takes_the_selected_devices_with_room_for_the_request() -> None:
+    """Upstream's rule: an ``All`` request with consumable capacity takes every selected
+    device that can still hold its share, not every device selected."""
+    everything = replace(ask("gpu"), mode=AllocationMode.ALL, count=0)
+    node_ids = [o.id for o in NODE.offered()]
+    answer = allocate(NODE, [claim("c0", everything)], CLASSES,
+                      consumed={node_ids[0]: {MEM: Fraction(GI)}})
+    assert shares(answer) == {"ns/c0": [("gpu-1", 40)]}
