@@ -13,7 +13,11 @@ capability (``semver``), ``has()`` and an attribute no device has (a CEL runtime
 ``firstAvailable`` alternatives, two requests in a claim, ``matchAttribute`` over all or some
 requests (on an attribute all devices of a node share, on one no two devices share, and on
 one no device has), a pod with two claims, a claim shared by two pending pods, and a pod
-using a filler's claim that is already allocated and reserved.
+using a filler's claim that is already allocated and reserved. Consumable capacity (issue
+36): some nodes publish shareable GPUs (``dra.SHARED_GPUS_LABEL``), filled with shares of
+1Gi to all of a GPU's memory, and some requests ask for GiB of memory per device (a share of
+a shareable GPU, a lower bound on one held whole); a share gang-scheduler would write is
+checked to take what was asked and to keep each GPU within its memory.
 
 How kube-scheduler's answer is read without it changing the cluster: the trial pods go to a
 second kube-scheduler (``differential.FeasibleSets``) whose filter extender records the nodes
@@ -332,6 +336,8 @@ class Tally:
     feasible: int = 0
     infeasible: int = 0
     allocations: int = 0
+    share_trials: int = 0  # compared trials asking for memory capacity
+    shares: int = 0  # shares of a device in the allocations checked
     problems: list[str] = field(default_factory=list)
 
 
@@ -354,7 +360,7 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
     def where(c: dd.Case) -> str:
         return f"seed {seed} batch {index} ({batch.label}) {c.describe()}"
 
-    for uid, (c, _claims) in batch.pods.items():
+    for uid, (c, parts) in batch.pods.items():
         message = batch.messages[uid]
         known = c.selector_errs or c.may_fail(message)
         if known:
@@ -363,6 +369,8 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
             tally.known += 1
         else:
             tally.trials += 1
+            tally.share_trials += any(r.memory_gib is not None for part, _ in parts
+                                      for r in part.requests)
             tally.feasible += bool(kube[uid])
             tally.infeasible += not kube[uid]
         if not known and kube[uid] != set(core[uid]):
@@ -374,6 +382,8 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
                             f"{batch.messages.get(uid)!r}")
         for node, answer in core[uid].items():
             tally.allocations += 1
+            tally.shares += sum(1 for p in answer.prebinds if p.allocation is not None
+                                for r in p.allocation.results if r.share_id)
             bad = check_allocation(batch, uid, node, answer, devices[node], taken[node],
                                    consumed[node])
             if bad:
@@ -395,7 +405,8 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
         run_batch(control_plane, feasible_sets, seed, index, tally)
         print(f"[dra-differential] seed {seed} batch {index}: {tally.trials} trials "
               f"({tally.feasible} feasible, {tally.infeasible} not, {tally.known} known "
-              f"difference), {tally.allocations} allocations checked, "
+              f"difference, {tally.share_trials} asking memory), {tally.allocations} "
+              f"allocations checked ({tally.shares} shares), "
               f"{len(tally.problems)} problems, {time.monotonic() - t0:.0f}s")
     problems = tally.problems
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:20])
@@ -404,4 +415,6 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
     # empty sets would prove nothing.
     assert tally.feasible >= tally.trials // 5 and tally.infeasible >= tally.trials // 10, tally
     assert tally.allocations >= tally.feasible, tally
+    # Shares were asked for and written (issue 36), not only whole devices.
+    assert tally.share_trials >= tally.trials // 10 and tally.shares >= 20, tally
 
