@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from scheduler.kit.memo import Slot, Slots
+from scheduler.model.device_capacity import most_shares
 from scheduler.model.devices import (
     ClaimTemplate,
     DeviceClass,
@@ -24,6 +26,7 @@ from scheduler.model.devices import (
     DeviceSlice,
     ResourceClaim,
     allocated_devices,
+    consumed_capacity,
 )
 
 #: The node-local slices by node (``DeviceInventory.slices_by_node``).
@@ -34,6 +37,8 @@ NETWORK: Slot[tuple[()], tuple[DeviceSlice, ...]] = Slot("device_inventory.netwo
 CONSUMERS: Slot[tuple[()], dict[str, tuple[str, ...]]] = Slot("device_inventory.consumers")
 #: The devices allocated to claims (``DeviceInventory.taken``).
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
+#: Shareable device -> the capacity its shares take (``DeviceInventory.consumed``).
+CONSUMED: Slot[tuple[()], dict[DeviceId, dict[str, Fraction]]] = Slot("device_inventory.consumed")
 #: Node -> its node-local devices no claim holds (``DeviceInventory.free_by_node``).
 FREE: Slot[tuple[()], dict[str, int]] = Slot("device_inventory.free")
 
@@ -84,6 +89,11 @@ class DeviceInventory:
         return self.slots.get_or_make(TAKEN, (), lambda: allocated_devices(
             self.claims.values()))
 
+    def consumed(self) -> Mapping[DeviceId, Mapping[str, Fraction]]:
+        """Per shareable device, the capacity the claims' shares of it take together."""
+        return self.slots.get_or_make(CONSUMED, (), lambda: consumed_capacity(
+            self.claims.values()))
+
     def free_by_node(self) -> Mapping[str, int]:
         """Node -> at most how many GPUs the devices of its node-local slices (the newest
         generation of each pool) that no claim holds can still count for
@@ -91,9 +101,10 @@ class DeviceInventory:
         devices, and what quick "could it fit" counts compare with demand). Which class
         selects a device is known only per request, so each free device counts the most GPUs
         any class gives one device: never less than the truth, so a count that says "too
-        few" is right."""
+        few" is right. A shareable device counts the shares it may still serve
+        (``device_capacity.most_shares``), since each claim counts at least one GPU."""
         def make() -> dict[str, int]:
-            taken = self.taken()
+            taken, consumed = self.taken(), self.consumed()
             per_device = max((c.gpus_per_device for c in self.classes.values()), default=1)
             out: dict[str, int] = {}
             for node, slices in self.slices_by_node().items():
@@ -102,7 +113,9 @@ class DeviceInventory:
                     key = (s.driver, s.pool.name)
                     newest[key] = max(newest.get(key, s.pool.generation), s.pool.generation)
                 out[node] = per_device * sum(
-                    1 for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]
+                    most_shares(d, consumed.get(DeviceId(s.driver, s.pool.name, d.name), {}))
+                    if d.shareable else 1
+                    for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]
                     for d in s.devices
                     if DeviceId(s.driver, s.pool.name, d.name) not in taken)
             return out

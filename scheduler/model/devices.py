@@ -8,12 +8,14 @@ devices of a whole gang jointly, so the placement layer needs these as plain, ha
 values: the allocator memoises selector results per device, and a snapshot carries them.
 
 Why a field list per value (``unsupported``): the v1 API has fields whose meaning we do not
-implement yet (partitionable devices and their counters, consumable capacity, binding
-conditions, device taints and request tolerations, ``distinctAttribute``, list-typed
-attributes). Dropping them silently would hand out a device a driver shares, a device
-tainted off limits, or a wrong set; so the converter keeps the path of each such field, and
-the allocator refuses what carries one with a reason that names it (a claim: it waits; a
-device or a pool: not offered, and a failure says it was left out).
+implement yet (partitionable devices and their counters, binding conditions, device taints
+and request tolerations, ``distinctAttribute``, list-typed attributes). Dropping them
+silently would hand out a device tainted off limits, or a wrong set; so the converter keeps
+the path of each such field, and the allocator refuses what carries one with a reason that
+names it (a claim: it waits; a device or a pool: not offered, and a failure says it was left
+out). Consumable capacity is implemented (issue 36): a shareable device, its capacities'
+request policies, a request's capacity amounts and an allocation's shares
+(``scheduler.model.device_capacity``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,19 @@ class DeviceId(tuple[str, str, str]):
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """A capacity's ``requestPolicy``: what a request consumes when it names no amount
+    (``default``), and the amounts it may consume (``valid_values``, or a range from
+    ``minimum`` up to ``maximum`` in steps of ``step``); ``None``: unbounded."""
+
+    default: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+    minimum: Fraction | None = None
+    maximum: Fraction | None = None
+    step: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     """One device of a slice: its attributes and capacities by fully qualified name."""
 
@@ -128,6 +143,11 @@ class Device:
     capacity: tuple[tuple[str, Fraction], ...] = ()  # sorted by name, exact
     #: Field paths we do not implement (``taints``, ``consumesCounters``...): not offered.
     unsupported: tuple[str, ...] = ()
+    #: ``allowMultipleAllocations``: many claims may each hold a share of its capacity
+    #: (consumable capacity, ``scheduler.model.device_capacity``).
+    shareable: bool = False
+    #: Capacity name -> its ``requestPolicy`` (sorted by name; only a shareable device's).
+    policies: tuple[tuple[str, CapacityPolicy], ...] = ()
 
     def attribute(self, name: str) -> AttributeValue | None:
         for key, value in self.attributes:
@@ -236,6 +256,9 @@ class Ask:
     count: int = 1
     admin_access: bool = False
     unsupported: tuple[str, ...] = ()
+    #: ``capacity.requests``: capacity name (as written: a name without a domain is the
+    #: device's driver's) -> amount, sorted by name.
+    capacity: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +312,10 @@ class DeviceResult:
     request: str
     device: DeviceId
     admin_access: bool = False
+    #: A share of a shareable device: its ``shareID`` and the ``consumedCapacity`` it holds
+    #: (sorted by name); "" for a device held whole.
+    share_id: str = ""
+    consumed: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +375,23 @@ class ClaimTemplate:
 
 
 def allocated_devices(claims: Iterable[ResourceClaim]) -> frozenset[DeviceId]:
-    """The devices the allocations of *claims* hold, admin access aside (an admin-access
-    result never takes a device from anyone)."""
+    """The devices the allocations of *claims* hold whole, admin access aside (an
+    admin-access result never takes a device from anyone) and shares aside (a share takes
+    capacity, not the device: ``consumed_capacity``)."""
     return frozenset(r.device for c in claims if c.allocation is not None
-                     for r in c.allocation.results if not r.admin_access)
+                     for r in c.allocation.results if not r.admin_access and not r.share_id)
+
+
+def consumed_capacity(claims: Iterable[ResourceClaim]) -> dict[DeviceId, dict[str, Fraction]]:
+    """Per shareable device, the capacity the shares allocated to *claims* consume together."""
+    out: dict[DeviceId, dict[str, Fraction]] = {}
+    for c in claims:
+        if c.allocation is None:
+            continue
+        for r in c.allocation.results:
+            if not r.share_id:
+                continue
+            used = out.setdefault(r.device, {})
+            for name, amount in r.consumed:
+                used[name] = used.get(name, Fraction(0)) + amount
+    return out

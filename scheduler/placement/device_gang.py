@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from scheduler.model.devices import Allocation, DeviceClass, DeviceId, ResourceClaim
 from scheduler.placement.device_pools import NodeDevices
-from scheduler.placement.devices import BUDGET, DeviceMisfit, allocate, precheck
+from scheduler.placement.devices import BUDGET, Consumed, DeviceMisfit, allocate, precheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +45,16 @@ def allocate_gang(placement: Mapping[str, Sequence[ResourceClaim]],
                   nodes: Mapping[str, NodeDevices], classes: Mapping[str, DeviceClass],
                   labels: Mapping[str, Mapping[str, str]],
                   taken: frozenset[DeviceId] = frozenset(), *, admin_access: bool = False,
-                  budget: int = BUDGET) -> GangDevices | DeviceMisfit:
+                  budget: int = BUDGET,
+                  consumed: Consumed | None = None) -> GangDevices | DeviceMisfit:
     """Allocations for every unallocated claim of *placement* (node -> the claims of the
     members placed there), or the first reason one cannot be had: all or nothing.
 
     *nodes* has each node's devices (``device_pools.node_devices``), *labels* each node's
-    labels (for where an allocation reaches), *taken* every device allocated by anyone."""
+    labels (for where an allocation reaches), *taken* every device allocated by anyone whole,
+    *consumed* the capacity the cluster's shares take of each shareable device (a device this
+    gang shares on one node is held whole for the others: never over, at the cost of a
+    network-attached device shared across the gang's nodes)."""
     seen: set[str] = set()
     for claims in placement.values():
         for claim in claims:
@@ -77,7 +81,7 @@ def allocate_gang(placement: Mapping[str, Sequence[ResourceClaim]],
             continue
         devices = nodes.get(node, NodeDevices(node))
         answer = allocate(devices, todo, classes, frozenset(held), admin_access=admin_access,
-                          budget=budget)
+                          budget=budget, consumed=consumed)
         if isinstance(answer, DeviceMisfit):
             return answer
         for key, allocation in answer.allocations:

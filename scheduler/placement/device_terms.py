@@ -231,7 +231,8 @@ class DeviceRule:
         inventory = self.world.inventory
         answer = allocate(self.world.devices(node), claims, inventory.classes,
                           Held(inventory.taken(), taken), explain=False, budget=FIT_BUDGET,
-                          selections=inventory.slots.table(SELECTIONS))
+                          selections=inventory.slots.table(SELECTIONS),
+                          consumed=inventory.consumed())
         return answer if isinstance(answer, NodeAllocation) else None
 
     def alone(self, role: str, node: str, most: int) -> int:
@@ -252,7 +253,7 @@ class DeviceRule:
         claims = [c for c in self._shared_claims(role) if c.allocation is None]
         claims += self.copies(role, members)
         answer = allocate(self.world.devices(node), claims, self.world.inventory.classes,
-                          self.world.inventory.taken())
+                          self.world.inventory.taken(), consumed=self.world.inventory.consumed())
         if not isinstance(answer, DeviceMisfit):
             return ""
         if answer.claim:  # one member's claim (a copy): named as the claim it copies
@@ -284,7 +285,7 @@ class DeviceRule:
         nodes = {n: world.devices(n) for n in placement}
         labels = {n: world.labels(n) for n in placement}
         answer = allocate_gang(placement, nodes, world.inventory.classes, labels,
-                               world.inventory.taken())
+                               world.inventory.taken(), consumed=world.inventory.consumed())
         self._last = (key, answer)
         return answer
 

@@ -8,8 +8,9 @@ earlier claim of this search), the class's selectors and then the request's sele
 every ``matchAttribute`` constraint of the claim still holds with it. A dead end undoes the
 last choice and tries the next device (backtracking), so a constraint that the first devices
 break is satisfied by later ones. ``firstAvailable`` tries its sub-requests in order and keeps
-the first that leads to a whole solution; ``All`` takes every device the request selects,
-which must all be free. The first solution wins (no scoring, as upstream).
+the first that leads to a whole solution; ``All`` takes every device the request selects
+(and, upstream's rule for consumable capacity, that has room for its capacity request beside
+the cluster's shares), which must all be free. The first solution wins (no scoring, as upstream).
 
 One difference in the walk, not in the answer: within one request, devices are tried in
 increasing order only. Constraints depend on the set of devices, not on the order they were
@@ -21,13 +22,23 @@ implement (named), a missing DeviceClass, admin access unless ``admin_access`` a
 more than ``MAX_DEVICES_PER_CLAIM`` devices for one claim, a selector that does not compile
 or fails at evaluation (kube-scheduler stops there too), an ``All`` request over a pool that
 is being updated, and a search longer than ``budget`` steps.
+
+A device that allows multiple allocations (``Device.shareable``) is not held whole: each
+request takes a share of its capacities (``scheduler.model.device_capacity``), and it stays a
+candidate while the shares of the cluster's claims (``consumed``) and of this search fit in
+its capacity. Each share gets a ``shareID`` derived from the claim, request and device, so the
+same search writes the same allocation.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
+from scheduler.model.device_capacity import consumption, overflow
 from scheduler.model.devices import (
     MAX_DEVICES_PER_CLAIM,
     Allocation,
@@ -52,6 +63,16 @@ NO_DEVICES = "not enough free devices match"
 #: (class, selectors, device) -> whether the device is selected: kept by a caller that
 #: searches the same devices many times (a gang's placement), passed to ``allocate``.
 Selections = dict[tuple[str, tuple[str, ...], DeviceId], bool]
+#: Per shareable device, the capacity its shares consume (``consumed_capacity``).
+Consumed = Mapping[DeviceId, Mapping[str, Fraction]]
+#: Namespace of the share IDs the allocator derives (``share_id``).
+_SHARES = uuid.UUID("5b0e3a4c-6f1d-4d0e-9a57-2f6b8c1d7e31")
+
+
+def share_id(claim: ResourceClaim, request: str, device: DeviceId) -> str:
+    """The ``shareID`` of *claim*'s share of *device* for *request*: a UUID (the API's
+    format) that is a function of the three, so a search repeated gives the same answer."""
+    return str(uuid.uuid5(_SHARES, f"{claim.uid}/{claim.key}/{request}/{device}"))
 
 
 class Held:
@@ -154,6 +175,7 @@ class _Search:
     classes: Mapping[str, DeviceClass]
     taken: Container[DeviceId]
     budget: int
+    consumed: Consumed = field(default_factory=dict)
     offered: tuple[Offered, ...] = ()
     steps: int = 0
     holding: dict[DeviceId, set[int]] = field(default_factory=dict)
@@ -163,6 +185,10 @@ class _Search:
     #: alike claims (a role's members) and later searches (``Selections``) share answers.
     selectable: Selections = field(default_factory=dict)
     everything: dict[tuple[int, str], tuple[Offered, ...]] = field(default_factory=dict)
+    #: Shares this search has handed out, per shareable device.
+    sharing: dict[DeviceId, dict[str, Fraction]] = field(default_factory=dict)
+    #: The last reason a share did not fit (for ``_explain``).
+    share_misfit: str = ""
 
     def __post_init__(self) -> None:
         self.offered = tuple(self.node.offered())
@@ -204,8 +230,18 @@ class _Search:
                     raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
                                              f"asks for all devices, but pool {pool.name} is "
                                              f"{state}", self.node.node))
-            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o))
+            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o)
+                                         and self._has_room(ask, o))
         return self.everything[key]
+
+    def _has_room(self, ask: Ask, o: Offered) -> bool:
+        """Whether *o* could take *ask*'s capacity request beside the cluster's shares: as
+        upstream, ``All`` means every selected device that can, not every one selected."""
+        wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
+        if isinstance(wanted, str):
+            return False
+        return not o.device.shareable or overflow(o.device, self.consumed.get(o.id, {}),
+                                                  wanted) is None
 
     # Holding devices ----------------------------------------------------------------------
     def _free_for(self, ci: int, ask: Ask, did: DeviceId) -> bool:
@@ -213,7 +249,37 @@ class _Search:
             return ci not in self.holding.get(did, ())
         return did not in self.taken and not self.holding.get(did)
 
-    def _take(self, ci: int, ask: Ask, o: Offered, must: bool) -> bool:
+    def _used(self, did: DeviceId) -> dict[str, Fraction]:
+        """What the cluster's shares and this search's take of a shareable device."""
+        used = dict(self.consumed.get(did, {}))
+        for name, amount in self.sharing.get(did, {}).items():
+            used[name] = used.get(name, Fraction(0)) + amount
+        return used
+
+    def _share(self, ci: int, ask: Ask, o: Offered) -> dict[str, Fraction] | None:
+        """The share of *o* that *ask* would take if it fits: ``{}`` for a device held
+        whole (free and big enough), None if it cannot be had."""
+        if not o.device.shareable or ask.admin_access:
+            if not self._free_for(ci, ask, o.id):
+                return None
+            if not ask.capacity:
+                return {}
+        elif o.id in self.taken:
+            return None
+        wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
+        if isinstance(wanted, str):
+            self.share_misfit = wanted
+            return None
+        if not o.device.shareable or ask.admin_access:
+            return {}
+        why = overflow(o.device, self._used(o.id), wanted)
+        if why is not None:
+            self.share_misfit = why
+            return None
+        return wanted
+
+    def _take(self, ci: int, ask: Ask, o: Offered, must: bool,
+              share: Mapping[str, Fraction] | None = None) -> bool:
         added: list[_Tally] = []
         for tally in self.tallies[ci]:
             if not tally.constraint.covers(ask.name):
@@ -233,13 +299,27 @@ class _Search:
                 tally.value = value
             tally.count += 1
             added.append(tally)
-        self.holding.setdefault(o.id, set()).add(ci)
-        self.results[ci].append((DeviceResult(ask.name, o.id, ask.admin_access), o))
+        if share:
+            used = self.sharing.setdefault(o.id, {})
+            for name, amount in share.items():
+                used[name] = used.get(name, Fraction(0)) + amount
+            result = DeviceResult(ask.name, o.id, False,
+                                  share_id(self.claims[ci], ask.name, o.id),
+                                  tuple(sorted(share.items())))
+        else:
+            self.holding.setdefault(o.id, set()).add(ci)
+            result = DeviceResult(ask.name, o.id, ask.admin_access)
+        self.results[ci].append((result, o))
         return True
 
     def _give_back(self, ci: int, ask: Ask, o: Offered) -> None:
-        self.results[ci].pop()
-        self.holding[o.id].discard(ci)
+        result, _ = self.results[ci].pop()
+        if result.share_id:
+            used = self.sharing[o.id]
+            for name, amount in result.consumed:
+                used[name] -= amount
+        else:
+            self.holding[o.id].discard(ci)
         for tally in self.tallies[ci]:
             if tally.constraint.covers(ask.name):
                 tally.count -= 1
@@ -268,9 +348,11 @@ class _Search:
             return False
         for index in range(start, len(self.offered)):
             o = self.offered[index]
-            if not self._free_for(ci, ask, o.id) or not self._selects(ci, ask, o):
+            whole = not o.device.shareable or ask.admin_access
+            if (whole and not self._free_for(ci, ask, o.id)) or not self._selects(ci, ask, o):
                 continue
-            if not self._take(ci, ask, o, must=False):
+            share = self._share(ci, ask, o)
+            if share is None or not self._take(ci, ask, o, must=False, share=share):
                 continue
             if self.device(ci, ri, ask, k + 1, index + 1):
                 return True
@@ -286,7 +368,8 @@ class _Search:
         if len(self.results[ci]) + len(chosen) - k > MAX_DEVICES_PER_CLAIM:
             return False
         o = chosen[k]
-        if not self._free_for(ci, ask, o.id) or not self._take(ci, ask, o, must=True):
+        share = self._share(ci, ask, o)
+        if share is None or not self._take(ci, ask, o, must=True, share=share):
             return False
         if self.device(ci, ri, ask, k + 1, 0):
             return True
@@ -319,8 +402,10 @@ class _Search:
                 asks.setdefault(key, (ci, ask))
         for key, wanted in need.items():
             ci, ask = asks[key]
-            free = sum(1 for o in self.offered
-                       if o.id not in self.taken and self._selects(ci, ask, o))
+            selected = [o for o in self.offered if self._selects(ci, ask, o)]
+            if any(o.device.shareable for o in selected):
+                continue  # one device may serve many requests: only the search can tell
+            free = sum(1 for o in selected if o.id not in self.taken)
             if free < wanted:
                 return True
         return False
@@ -340,39 +425,42 @@ class _Search:
 def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
              classes: Mapping[str, DeviceClass], taken: Container[DeviceId] = frozenset(),
              *, admin_access: bool = False, budget: int = BUDGET, explain: bool = True,
-             selections: Selections | None = None) -> NodeAllocation | DeviceMisfit:
+             selections: Selections | None = None,
+             consumed: Consumed | None = None) -> NodeAllocation | DeviceMisfit:
     """Devices on *node* for every one of *claims* (unallocated claims, each once), none of
-    them in *taken*; or the reason there are none (without *explain*, a plain "no devices":
-    a placement search asking many nodes wants the verdict, not the second search that
-    explains it)."""
+    them in *taken* and no share over what *consumed* leaves of a device; or the reason
+    there are none (without *explain*, a plain "no devices": a placement search asking many
+    nodes wants the verdict, not the second search that explains it)."""
     for claim in claims:
         early = precheck(claim, classes, admin_access=admin_access)
         if early is not None:
             return DeviceMisfit(early.claim, early.request, early.reason, node.node)
-    search = _Search(node, claims, classes, taken, budget)
+    consumed = consumed or {}
+    search = _Search(node, claims, classes, taken, budget, consumed)
     if selections is not None:
         search.selectable = selections
     try:
         if search.counts_fall_short():
             if not explain:
                 return DeviceMisfit("", "", NO_DEVICES, node.node)
-            return _explain(node, claims, classes, taken, budget)
+            return _explain(node, claims, classes, taken, budget, consumed)
         if search.request(0, 0):
             return search.answer()
         if not explain:
             return DeviceMisfit("", "", NO_DEVICES, node.node)
-        return _explain(node, claims, classes, taken, budget)
+        return _explain(node, claims, classes, taken, budget, consumed)
     except _Stop as stop:
         return stop.misfit
 
 
 def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
              classes: Mapping[str, DeviceClass], taken: Container[DeviceId],
-             budget: int) -> DeviceMisfit:
+             budget: int, consumed: Consumed) -> DeviceMisfit:
     """Why the search found nothing: a request short of devices; else a claim whose
-    constraints no set satisfies; else the claims together want more than is free."""
+    constraints no set satisfies; else the claims together want more than is free (and the
+    last share that did not fit, naming its device and amounts)."""
     note = f" (left out: {'; '.join(node.left_out)})" if node.left_out else ""
-    probe = _Search(node, claims, classes, taken, budget)
+    probe = _Search(node, claims, classes, taken, budget, consumed)
     for ci, claim in enumerate(claims):
         for request in claim.spec.requests:
             shortfalls = []
@@ -386,8 +474,10 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
                 return DeviceMisfit(claim.key, request.name, "; ".join(shortfalls) + note,
                                     node.node)
     for claim in claims:
-        alone = _Search(node, (claim,), classes, taken, budget)
+        alone = _Search(node, (claim,), classes, taken, budget, consumed)
         if not alone.request(0, 0):
+            if alone.share_misfit:
+                return DeviceMisfit(claim.key, "", alone.share_misfit + note, node.node)
             names = ", ".join(f"matchAttribute {c.attribute}"
                               + (f" across {', '.join(c.requests)}" if c.requests else "")
                               for c in claim.spec.constraints)
@@ -395,8 +485,14 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
                    else "its requests cannot all be satisfied together")
             return DeviceMisfit(claim.key, "", why + note, node.node)
     keys = ", ".join(c.key for c in claims)
+    last = ""
+    if any(o.device.shareable for o in probe.offered):  # which share was the one too many
+        together = _Search(node, claims, classes, taken, budget, consumed)
+        with contextlib.suppress(_Stop):  # a search that gives up still names a share
+            together.request(0, 0)
+        last = f"; {together.share_misfit}" if together.share_misfit else ""
     return DeviceMisfit("", "", f"claims {keys} together need more devices than are free"
-                        + note, node.node)
+                        + last + note, node.node)
 
 
 def _short(ask: Ask, free: int, held: int) -> str:

@@ -31,6 +31,9 @@ REQUEST = "gpu"
 CONSTRAINT_ERROR = "because a claim constraint would not be satisfied"
 ATTR = f'device.attributes["{dra.DRIVER}"]'
 MEMORY = f'device.capacity["{dra.DRIVER}"].memory'
+#: GiB of memory a generated request may ask per device: a small or large share of the
+#: products' 40-80Gi, a whole one, and more than any has.
+SHARE_GIB = (1, 5, 8, 20, 40, 48, 80, 100)
 
 
 def attr(d: Device, name: str) -> Any:
@@ -131,6 +134,9 @@ class Request:
     product: str | None
     sel: Selector | None
     count: int | None
+    #: GiB of ``memory`` asked per device (``capacity.requests``): a share of a shareable
+    #: device, a lower bound on a device held whole.
+    memory_gib: int | None = None
 
     @property
     def device_class(self) -> str:
@@ -148,11 +154,15 @@ class Request:
             out["count"] = self.count
         if self.sel:
             out["selectors"] = [{"cel": {"expression": self.sel.cel}}]
+        if self.memory_gib is not None:
+            out["capacity"] = {"requests": {"memory": f"{self.memory_gib}Gi"}}
         return out
 
     def describe(self) -> str:
         n = "All" if self.count is None else str(self.count)
-        return f"{self.name}:{n}x{self.product or 'any'}[{self.sel.text if self.sel else ''}]"
+        mem = f" memory {self.memory_gib}Gi" if self.memory_gib is not None else ""
+        return (f"{self.name}:{n}x{self.product or 'any'}[{self.sel.text if self.sel else ''}]"
+                f"{mem}")
 
 
 @dataclass(frozen=True)
@@ -216,7 +226,9 @@ class Case:
 def _request(rng: random.Random, name: str, products: Sequence[str]) -> Request:
     product = rng.choice(products) if rng.random() < 0.35 else None
     count = None if rng.random() < 0.1 else rng.choice((1, 1, 2, 2, 3, 4, 5, 8))
-    return Request(name, product, selector(rng, products), count)
+    # A share of memory (not with All, whose meaning with capacity is not compared here).
+    memory = (rng.choice(SHARE_GIB) if count is not None and rng.random() < 0.3 else None)
+    return Request(name, product, selector(rng, products), count, memory)
 
 
 def case(rng: random.Random, name: str, products: Sequence[str], nodes: Sequence[str],
@@ -244,16 +256,35 @@ def _claim(rng: random.Random, name: str, products: Sequence[str]) -> Case:
     return Case(name, reqs, match=match, match_requests=subset)
 
 
+def shared(d: Device) -> bool:
+    return bool(d.get("allowMultipleAllocations"))
+
+
+def consumed_gib(result: Mapping[str, Any]) -> int:
+    """The GiB of memory a result's share takes (0: a device held whole)."""
+    return _quantity_gib(str((result.get("consumedCapacity") or {}).get("memory", "0")))
+
+
+def _quantity_gib(text: str) -> int:
+    if text.endswith("Gi"):
+        return int(text[:-2])
+    assert int(text) % 2**30 == 0, text
+    return int(text) // 2**30
+
+
 def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
           devices: Mapping[str, Device], taken: set[str],
-          has_second: bool = False) -> list[str]:
+          has_second: bool = False, consumed: Mapping[str, int] | None = None) -> list[str]:
     """What is wrong with *results* (``status.allocation.devices.results``) as an allocation
-    of *c* on *node*, whose devices are *devices* and of which *taken* are allocated to other
-    claims; [] when it satisfies the claim. *has_second*: the pod has another claim,
-    which may hold devices this one would have preferred."""
+    of *c* on *node*, whose devices are *devices* and of which *taken* are held whole by
+    other claims; [] when it satisfies the claim. *has_second*: the pod has another claim,
+    which may hold devices this one would have preferred. *consumed*: GiB the others' shares
+    take of each shared device. (Whether shares fit their devices beside the others' is
+    checked per pod: ``test_dra_differential.check_allocation``.)"""
     bad: list[str] = []
     names = [str(r["device"]) for r in results]
-    if len(set(names)) != len(names):
+    whole = [n for n in names if n not in devices or not shared(devices[n])]
+    if len(set(whole)) != len(whole):
         bad.append(f"a device twice: {names}")
     for r in results:
         if r["driver"] != dra.DRIVER or r["pool"] != node or r["device"] not in devices:
@@ -262,6 +293,11 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         return bad
     if set(names) & taken:
         bad.append(f"allocated elsewhere already: {sorted(set(names) & taken)}")
+    for r in results:
+        d = devices[str(r["device"])]
+        if shared(d) != bool(r.get("shareID")):
+            bad.append(f"{r['device']}: shareID {r.get('shareID')!r} on a device "
+                       f"{'shared' if shared(d) else 'held whole'}")
     by_request: dict[str, list[str]] = {}
     for r in results:
         by_request.setdefault(str(r["request"]), []).append(str(r["device"]))
@@ -274,7 +310,8 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         # is a plain count (an exact count, no constraint, no second claim competing).
         first = c.requests[0]
         if (chosen[0] is not first and first.count is not None and not c.match
-                and not has_second):
+                and not has_second and first.memory_gib is None
+                and not any(shared(d) for d in devices.values())):
             free = [n for n, d in devices.items() if n not in taken and first.matches(d)]
             if len(free) >= first.count:
                 bad.append(f"{first.describe()} fits ({free}) but was passed over")
@@ -287,8 +324,18 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         for n in got:
             if not req.matches(devices[n]):
                 bad.append(f"{n} does not match {req.describe()}")
-        if req.count is None:
-            matching = sorted(n for n, d in devices.items() if req.matches(d))
+            if req.memory_gib is not None and req.memory_gib > memory_gib(devices[n]):
+                bad.append(f"{n} has less memory than {req.describe()} asks")
+        for r in results:
+            if str(r["request"]) != key or not shared(devices[str(r["device"])]):
+                continue
+            whole_gib = memory_gib(devices[str(r["device"])])
+            want = whole_gib if req.memory_gib is None else req.memory_gib
+            if consumed_gib(r) != want:  # the fake driver's policy: whole GiB, all by default
+                bad.append(f"{r['device']}: consumed {consumed_gib(r)}Gi, asked {want}Gi")
+        if req.count is None:  # every matching device with room for a whole share
+            matching = sorted(n for n, d in devices.items() if req.matches(d)
+                              and not (shared(d) and (consumed or {}).get(n)))
             if sorted(got) != matching:
                 bad.append(f"All of {req.describe()}: {sorted(got)}, matching {matching}")
         elif len(got) != req.count:

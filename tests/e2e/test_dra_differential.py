@@ -13,7 +13,11 @@ capability (``semver``), ``has()`` and an attribute no device has (a CEL runtime
 ``firstAvailable`` alternatives, two requests in a claim, ``matchAttribute`` over all or some
 requests (on an attribute all devices of a node share, on one no two devices share, and on
 one no device has), a pod with two claims, a claim shared by two pending pods, and a pod
-using a filler's claim that is already allocated and reserved.
+using a filler's claim that is already allocated and reserved. Consumable capacity (issue
+36): some nodes publish shareable GPUs (``dra.SHARED_GPUS_LABEL``), filled with shares of
+1Gi to all of a GPU's memory, and some requests ask for GiB of memory per device (a share of
+a shareable GPU, a lower bound on one held whole); a share gang-scheduler would write is
+checked to take what was asked and to keep each GPU within its memory.
 
 How kube-scheduler's answer is read without it changing the cluster: the trial pods go to a
 second kube-scheduler (``differential.FeasibleSets``) whose filter extender records the nodes
@@ -118,6 +122,8 @@ class Batch:
             labels = {BATCH_LABEL: self.label, GPU_PRODUCT_LABEL: product}
             if self.rng.random() < 0.6:
                 labels[dd.RACK_LABEL] = f"{self.label}-r{self.rng.randrange(2)}"
+            if self.rng.random() < 0.4:  # GPUs shared by memory (consumable capacity)
+                labels[dra.SHARED_GPUS_LABEL] = "true"
             name = self.cp.create_node(f"{self.label}-n{i}",
                                        gpus=self.rng.choice((2, 4, 4, 8)), labels=labels)
             self.nodes.append(name)
@@ -141,9 +147,14 @@ class Batch:
     def fill(self) -> None:
         """Claims of pinned pods that the dev cluster's kube-scheduler allocates: a node
         left whole, partly used or exhausted."""
-        pods = []
+        pods: list[dict[str, Any]] = []
         for node in self.nodes:
-            devices = len(ds.devices_of(self.cp, node))
+            published = ds.devices_of(self.cp, node)
+            devices = len(published)
+            if any(dd.shared(d) for d in published.values()):
+                self._fill_shares(node, dd.memory_gib(next(iter(published.values()))), devices,
+                                  pods)
+                continue
             left = self.rng.choice((0, 0, self.rng.randrange(1, devices + 1), devices))
             i = 0
             while left:
@@ -162,6 +173,22 @@ class Batch:
                        for c in self.fillers)
 
         wait_for(allocated, TIMEOUT_S, interval_s=0.5, what=f"{self.label}: fillers allocated")
+
+    def _fill_shares(self, node: str, memory: int, devices: int,
+                     pods: list[dict[str, Any]]) -> None:
+        """Up to one share per device of a shared node, of 1Gi to all of a GPU's memory:
+        kube-scheduler fits each (first fit of at most as many shares as devices always
+        does), leaving devices free, partly used and full."""
+        for i in range(self.rng.choice((0, self.rng.randrange(1, devices + 1), devices))):
+            name = f"fill-{node}-{i}"
+            spec = ds.exactly(dra.DRIVER)
+            gib = self.rng.choice((1, memory // 4, memory // 2, memory))
+            spec["devices"]["requests"][0]["exactly"]["capacity"] = {
+                "requests": {"memory": f"{gib}Gi"}}
+            ds.create_claim(self.cp, self.namespace, name, spec)
+            pods.append(self.pod(name, name, "default-scheduler",
+                                 {"kubernetes.io/hostname": node}))
+            self.fillers.append(name)
 
     def make_trials(self, count: int) -> None:
         for i in range(count):
@@ -228,27 +255,48 @@ def core_answers(cp: ControlPlane, batch: Batch
 
 
 def _taken(cp: ControlPlane, namespace: str, node: str) -> set[str]:
+    """The devices of *node* the batch's claims hold whole."""
     return {str(r["device"]) for c in ds.claims(cp, namespace) for r in ds.results(c)
-            if r["pool"] == node}
+            if r["pool"] == node and not r.get("shareID")}
+
+
+def _consumed(cp: ControlPlane, namespace: str, node: str) -> dict[str, int]:
+    """GiB of memory the batch's shares take of each shared device of *node*."""
+    out: dict[str, int] = {}
+    for c in ds.claims(cp, namespace):
+        for r in ds.results(c):
+            if r["pool"] == node and r.get("shareID"):
+                out[str(r["device"])] = out.get(str(r["device"]), 0) + dd.consumed_gib(r)
+    return out
 
 
 def check_allocation(batch: Batch, uid: str, node: str, answer: placement.Placement,
-                     devices: dict[str, dict[str, Any]], taken: set[str]) -> list[str]:
+                     devices: dict[str, dict[str, Any]], taken: set[str],
+                     consumed: dict[str, int]) -> list[str]:
     """What is wrong with gang-scheduler's allocations of *uid*'s claims on *node*: one
-    unsatisfied by its allocation or refused by the apiserver, or a device in two."""
+    unsatisfied by its allocation or refused by the apiserver, a device held whole in two,
+    or a shared device's memory over its capacity with the shares *consumed* already."""
     bad: list[str] = []
     used: list[str] = []
+    shares: list[dict[str, Any]] = []
     for c, claim in batch.pods[uid][1]:
-        bad += _check_claim(batch, c, claim, node, answer, devices, taken, used,
-                            len(batch.pods[uid][1]) > 1)
+        bad += _check_claim(batch, c, claim, node, answer, devices, taken, consumed, used,
+                            shares, len(batch.pods[uid][1]) > 1)
     if len(set(used)) != len(used):
         bad.append(f"a device in two claims: {sorted(used)}")
+    total = dict(consumed)
+    for r in shares:
+        total[str(r["device"])] = total.get(str(r["device"]), 0) + dd.consumed_gib(r)
+    for name, gib in total.items():
+        if gib > dd.memory_gib(devices[name]):
+            bad.append(f"{name}: {gib}Gi of memory shared, over its capacity")
     return bad
 
 
 def _check_claim(batch: Batch, c: dd.Case, claim: str, node: str,
                  answer: placement.Placement, devices: dict[str, dict[str, Any]],
-                 taken: set[str], used: list[str], two_claims: bool) -> list[str]:
+                 taken: set[str], consumed: dict[str, int], used: list[str],
+                 shares: list[dict[str, Any]], two_claims: bool) -> list[str]:
     key = f"{batch.namespace}/{claim}"
     decisions = [p for p in answer.prebinds if p.claim == key and p.kind is PreBindKind.DEVICES]
     if c.shares:
@@ -263,8 +311,9 @@ def _check_claim(batch: Batch, c: dd.Case, claim: str, node: str,
     status: dict[str, Any] = {"allocation": allocation_json(decision.allocation, decision.config),
               "reservedFor": [consumer_json(x) for x in decision.consumers]}
     results = status["allocation"]["devices"]["results"]
-    used += [str(r["device"]) for r in results]
-    bad = dd.check(c, results, node, devices, taken, two_claims)
+    used += [str(r["device"]) for r in results if not r.get("shareID")]
+    shares += [r for r in results if r.get("shareID")]
+    bad = dd.check(c, results, node, devices, taken, two_claims, consumed)
     if decision.target != node:
         bad.append(f"decided on {decision.target}")
     body["status"] = status
@@ -287,6 +336,8 @@ class Tally:
     feasible: int = 0
     infeasible: int = 0
     allocations: int = 0
+    share_trials: int = 0  # compared trials asking for memory capacity
+    shares: int = 0  # shares of a device in the allocations checked
     problems: list[str] = field(default_factory=list)
 
 
@@ -303,12 +354,13 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
     core = core_answers(cp, batch)
     devices = {n: ds.devices_of(cp, n) for n in batch.nodes}
     taken = {n: _taken(cp, batch.namespace, n) for n in batch.nodes}
+    consumed = {n: _consumed(cp, batch.namespace, n) for n in batch.nodes}
     problems = tally.problems
 
     def where(c: dd.Case) -> str:
         return f"seed {seed} batch {index} ({batch.label}) {c.describe()}"
 
-    for uid, (c, _claims) in batch.pods.items():
+    for uid, (c, parts) in batch.pods.items():
         message = batch.messages[uid]
         known = c.selector_errs or c.may_fail(message)
         if known:
@@ -317,17 +369,23 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
             tally.known += 1
         else:
             tally.trials += 1
+            tally.share_trials += any(r.memory_gib is not None for part, _ in parts
+                                      for r in part.requests)
             tally.feasible += bool(kube[uid])
             tally.infeasible += not kube[uid]
         if not known and kube[uid] != set(core[uid]):
             state = {n: f"{batch.products[n]} {len(devices[n])} GPUs, taken {sorted(taken[n])}"
+                     + (f", shares {consumed[n]}Gi" if consumed[n] else "")
                      for n in batch.nodes}
             problems.append(f"{where(c)}: kube-scheduler {sorted(kube[uid])}, gang-scheduler "
                             f"{sorted(core[uid])}; nodes {state}; kube-scheduler said "
                             f"{batch.messages.get(uid)!r}")
         for node, answer in core[uid].items():
             tally.allocations += 1
-            bad = check_allocation(batch, uid, node, answer, devices[node], taken[node])
+            tally.shares += sum(1 for p in answer.prebinds if p.allocation is not None
+                                for r in p.allocation.results if r.share_id)
+            bad = check_allocation(batch, uid, node, answer, devices[node], taken[node],
+                                   consumed[node])
             if bad:
                 problems.append(f"{where(c)} on {node}: {bad}")
     # The session cluster is shared: later tests must not find these pods and nodes (the
@@ -347,7 +405,8 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
         run_batch(control_plane, feasible_sets, seed, index, tally)
         print(f"[dra-differential] seed {seed} batch {index}: {tally.trials} trials "
               f"({tally.feasible} feasible, {tally.infeasible} not, {tally.known} known "
-              f"difference), {tally.allocations} allocations checked, "
+              f"difference, {tally.share_trials} asking memory), {tally.allocations} "
+              f"allocations checked ({tally.shares} shares), "
               f"{len(tally.problems)} problems, {time.monotonic() - t0:.0f}s")
     problems = tally.problems
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:20])
@@ -356,4 +415,6 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
     # empty sets would prove nothing.
     assert tally.feasible >= tally.trials // 5 and tally.infeasible >= tally.trials // 10, tally
     assert tally.allocations >= tally.feasible, tally
+    # Shares were asked for and written (issue 36), not only whole devices.
+    assert tally.share_trials >= tally.trials // 10 and tally.shares >= 20, tally
 

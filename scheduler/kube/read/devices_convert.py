@@ -30,6 +30,7 @@ from scheduler.model.devices import (
     AllocationMode,
     Ask,
     AttributeValue,
+    CapacityPolicy,
     ClaimSpec,
     ClaimTemplate,
     Constraint,
@@ -51,12 +52,12 @@ from scheduler.model.resources import QuantityError, exact_quantity
 
 #: Device fields we do not implement (a device with one is not offered).
 _DEVICE_UNSUPPORTED = ("consumesCounters", "taints", "bindsToNode", "bindingConditions",
-                       "bindingFailureConditions", "allowMultipleAllocations",
+                       "bindingFailureConditions",
                        "nodeAllocatableResourceMappings", "nodeName", "nodeSelector",
                        "allNodes")
 _LIST_ATTRIBUTES = ("ints", "bools", "strings", "versions")
 #: Request fields we do not implement (a claim with one waits).
-_ASK_UNSUPPORTED = ("tolerations", "capacity")
+_ASK_UNSUPPORTED = ("tolerations",)
 
 
 def _str(obj: Mapping[str, Any], key: str, path: str, required: bool = True) -> str:
@@ -139,17 +140,53 @@ def _device(raw: Any, driver: str, path: str) -> Device:
         if full in attributes:
             raise FieldError(where, f"{full} given twice")
         attributes[full] = got
+    shareable = dev.get("allowMultipleAllocations")
+    if shareable is not None and not isinstance(shareable, bool):
+        raise FieldError(f"{path}.allowMultipleAllocations", f"expected a bool, got {shareable!r}")
     capacity: dict[str, Fraction] = {}
+    policies: dict[str, CapacityPolicy] = {}
     for key, value in read_map(dev, "capacity", f"{path}.capacity").items():
         where = f"{path}.capacity[{key}]"
         cap = _obj(value, where)
         if "value" not in cap:
             raise FieldError(f"{where}.value", "missing")
+        full = qualify(str(key), driver)
+        capacity[full] = _quantity(cap["value"], f"{where}.value")
         if cap.get("requestPolicy") is not None:
-            unsupported.append(f"{where}.requestPolicy")
-        capacity[qualify(str(key), driver)] = _quantity(cap["value"], f"{where}.value")
+            if not shareable:
+                raise FieldError(f"{where}.requestPolicy",
+                                 "only a device that allowMultipleAllocations may set one")
+            policies[full] = _policy(_obj(cap["requestPolicy"], f"{where}.requestPolicy"),
+                                     f"{where}.requestPolicy")
     return Device(name, tuple(sorted(attributes.items())), tuple(sorted(capacity.items())),
-                  tuple(unsupported))
+                  tuple(unsupported), bool(shareable), tuple(sorted(policies.items())))
+
+
+def _optional_quantity(raw: Mapping[str, Any], key: str, path: str) -> Fraction | None:
+    return _quantity(raw[key], f"{path}.{key}") if raw.get(key) is not None else None
+
+
+def _policy(raw: Mapping[str, Any], path: str) -> CapacityPolicy:
+    """A capacity's ``requestPolicy``: a default, and valid values or a valid range."""
+    values = tuple(_quantity(v, f"{path}.validValues[{i}]")
+                   for i, v in enumerate(read_list(raw, "validValues", f"{path}.validValues")))
+    if list(values) != sorted(values):
+        raise FieldError(f"{path}.validValues", "not in ascending order")
+    span = raw.get("validRange")
+    if span is None:
+        return CapacityPolicy(_optional_quantity(raw, "default", path), values)
+    if values:
+        raise FieldError(path, "validValues and validRange are both set")
+    where = f"{path}.validRange"
+    span = _obj(span, where)
+    minimum = _optional_quantity(span, "min", where)
+    if minimum is None:
+        raise FieldError(f"{where}.min", "missing")
+    step = _optional_quantity(span, "step", where)
+    if step is not None and step <= 0:
+        raise FieldError(f"{where}.step", "must be positive")
+    return CapacityPolicy(_optional_quantity(raw, "default", path), (), minimum,
+                          _optional_quantity(span, "max", where), step)
 
 
 def _slice(obj: Mapping[str, Any]) -> DeviceSlice:
@@ -255,8 +292,11 @@ def _ask(raw: Mapping[str, Any], name: str, path: str, sub: bool) -> Ask:
         raise FieldError(f"{path}.adminAccess", f"expected a bool, got {admin!r}")
     if sub and admin is not None:
         raise FieldError(f"{path}.adminAccess", "not a field of a sub-request")
+    asked = read_map(_obj(raw.get("capacity") or {}, f"{path}.capacity"), "requests",
+                     f"{path}.capacity.requests")
+    capacity = {str(k): _quantity(v, f"{path}.capacity.requests[{k}]") for k, v in asked.items()}
     return Ask(name, _str(raw, "deviceClassName", f"{path}.deviceClassName"), selectors, mode,
-               count, bool(admin), tuple(unsupported))
+               count, bool(admin), tuple(unsupported), tuple(sorted(capacity.items())))
 
 
 def _request(raw: Any, path: str) -> Request:
@@ -317,11 +357,16 @@ def _allocation(raw: Mapping[str, Any]) -> Allocation:
     for i, r in enumerate(read_list(devices, "results", f"{path}.devices.results")):
         where = f"{path}.devices.results[{i}]"
         res = _obj(r, where)
+        consumed = read_map(res, "consumedCapacity", f"{where}.consumedCapacity")
         results.append(DeviceResult(
             _str(res, "request", f"{where}.request"),
             DeviceId(_str(res, "driver", f"{where}.driver"), _str(res, "pool", f"{where}.pool"),
                      _str(res, "device", f"{where}.device")),
-            res.get("adminAccess") is True))
+            res.get("adminAccess") is True,
+            _str(res, "shareID", f"{where}.shareID", required=False),
+            tuple(sorted((qualify(str(k), res["driver"]),
+                          _quantity(v, f"{where}.consumedCapacity[{k}]"))
+                         for k, v in consumed.items()))))
     selector = (_selector(raw["nodeSelector"], f"{path}.nodeSelector")
                 if raw.get("nodeSelector") is not None else None)
     return Allocation(tuple(results), selector)

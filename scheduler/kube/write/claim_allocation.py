@@ -32,7 +32,9 @@ claim no pod uses).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from scheduler.kube.client import path_segment
@@ -85,6 +87,22 @@ def config_json(c: AllocatedConfig) -> dict[str, Any]:
     return out
 
 
+def capacity_name(name: str, driver: str) -> str:
+    """A capacity's name as a slice of *driver* writes it: without the driver's own domain
+    (the model qualifies names; kube-scheduler sums a device's shares by the slice's key)."""
+    prefix = f"{driver}/"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def quantity_text(amount: Fraction) -> str:
+    """An exact amount as a Kubernetes quantity: whole numbers as they are, else in
+    thousandths (``m``), which every share of a byte count or core count can be written in
+    when it is one; anything finer is rounded up (never claims less than it took)."""
+    if amount.denominator == 1:
+        return str(amount.numerator)
+    return f"{math.ceil(amount * 1000)}m"
+
+
 def allocation_json(allocation: Allocation,
                     config: tuple[AllocatedConfig, ...] = ()) -> dict[str, Any]:
     """``status.allocation`` as ``resource.k8s.io/v1`` has it."""
@@ -94,6 +112,10 @@ def allocation_json(allocation: Allocation,
                                  "pool": r.device.pool, "device": r.device.device}
         if r.admin_access:
             entry["adminAccess"] = True
+        if r.share_id:
+            entry["shareID"] = r.share_id
+            entry["consumedCapacity"] = {capacity_name(name, r.device.driver): quantity_text(v)
+                                         for name, v in r.consumed}
         results.append(entry)
     devices: dict[str, Any] = {"results": results}
     if config:

@@ -41,6 +41,12 @@ API_VERSION = "resource.k8s.io/v1"
 #: The hash of what the driver last wrote, so a re-list rewrites only what changed (the
 #: apiserver defaults fields, so comparing specs would see a change every time).
 SPEC_HASH_ANNOTATION = "gangscheduler.io/dra-spec-hash"
+#: A node label: ``"true"`` publishes the node's GPUs as shareable (``allowMultipleAllocations``
+#: with a consumable ``memory`` capacity: DRA consumable capacity, beta and on by default in
+#: Kubernetes 1.36). Off unless a node says so, so every other test sees whole GPUs.
+SHARED_GPUS_LABEL = "gangscheduler.io/dra-shared-gpus"
+#: The steps a share of a shareable GPU's memory is counted in (its ``requestPolicy``).
+SHARE_STEP = "1Gi"
 
 __all__ = ["CUDA_DRIVER_VERSION", "DRIVER", "DRIVER_VERSION", "UNLABELLED_PRODUCT", "GpuModel",
            "class_name", "gpu_model", "slice_name"]
@@ -89,9 +95,31 @@ def devices(node: Mapping[str, Any],
     """One device per GPU of *node*, ``gpu-0`` ... ``gpu-N`` (``gpu_devices.gpu_devices``)."""
     found = gpu_devices.gpu_devices(str(node["metadata"]["name"]), product_of(node),
                                     gpu_count(node), clique_id(node, topology_labels))
-    return [{"name": d.name,
-             "attributes": {k: _attribute(v) for k, v in d.attributes},
-             "capacity": {"memory": {"value": d.memory}}} for d in found]
+    shared = shares_gpus(node)
+    out = []
+    for d in found:
+        device: dict[str, Any] = {"name": d.name,
+                                  "attributes": {k: _attribute(v) for k, v in d.attributes},
+                                  "capacity": {"memory": _memory(d.memory, shared)}}
+        if shared:
+            device["allowMultipleAllocations"] = True
+        out.append(device)
+    return out
+
+
+def shares_gpus(node: Mapping[str, Any]) -> bool:
+    """Whether *node*'s GPUs are published shareable (``SHARED_GPUS_LABEL``)."""
+    labels = node.get("metadata", {}).get("labels") or {}
+    return labels.get(SHARED_GPUS_LABEL) == "true"
+
+
+def _memory(value: str, shared: bool) -> dict[str, Any]:
+    """A GPU's ``memory`` capacity. Shared: a request takes whole GiB of it (rounded up), and
+    one that names no amount takes all of it, so a plain request still gets a whole GPU."""
+    if not shared:
+        return {"value": value}
+    return {"value": value, "requestPolicy": {
+        "default": value, "validRange": {"min": SHARE_STEP, "max": value, "step": SHARE_STEP}}}
 
 
 def resource_slice(node: Mapping[str, Any], generation: int = 1,

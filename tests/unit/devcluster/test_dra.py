@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.kube.read.devices_convert import resource_slice
 from scheduler.tools.devcluster import dra
 from scheduler.world import clusterspec
 
@@ -97,3 +98,16 @@ def test_device_classes_select_the_driver_and_one_product() -> None:
     assert h100["spec"]["selectors"][0]["cel"]["expression"] == (
         'device.driver == "gpu.example.com" && '
         'device.attributes["gpu.example.com"].productName == "NVIDIA-H100-80GB-HBM3"')
+
+
+def test_a_node_labelled_shared_publishes_shareable_gpus_that_our_reader_accepts() -> None:
+    """Off by default (every other node's GPUs stay whole); on, each GPU allows multiple
+    allocations and its memory is taken in whole GiB, all of it by a request naming none."""
+    assert "allowMultipleAllocations" not in dra.devices(node())[0]
+    shared = node(**{dra.SHARED_GPUS_LABEL: "true"})
+    device = dra.devices(shared)[0]
+    assert device["allowMultipleAllocations"] is True
+    assert device["capacity"]["memory"]["requestPolicy"] == {
+        "default": "16Gi", "validRange": {"min": "1Gi", "max": "16Gi", "step": "1Gi"}}
+    read = resource_slice(dra.resource_slice(shared)).devices[0]
+    assert read.shareable and not read.unsupported and read.policies

@@ -133,13 +133,8 @@ UNSUPPORTED = [
      "spec.devices[0].consumesCounters"),
     ("resourceslice", "spec.devices[0].bindingConditions", ["ready"],
      "spec.devices[0].bindingConditions"),
-    ("resourceslice", "spec.devices[0].allowMultipleAllocations", True,
-     "spec.devices[0].allowMultipleAllocations"),
     ("resourceslice", "spec.devices[0].attributes.model", {"strings": ["a", "b"]},
      "spec.devices[0].attributes[model] (a list value)"),
-    ("resourceslice", "spec.devices[0].capacity.memory",
-     {"value": "40Gi", "requestPolicy": {"default": "1Gi"}},
-     "spec.devices[0].capacity[memory].requestPolicy"),
 ]
 
 
@@ -159,14 +154,12 @@ def test_unsupported_slice_and_claim_fields_are_noted_by_path() -> None:
     devices = raw["spec"]["devices"]
     devices["constraints"].append({"distinctAttribute": f"{D}/index"})
     devices["requests"][0]["exactly"]["tolerations"] = [{"operator": "Exists"}]
-    devices["requests"][1]["firstAvailable"][1]["capacity"] = {"requests": {"memory": "1Gi"}}
     devices["requests"][0]["exactly"]["selectors"].append({"future": {}})
     c = resource_claim(raw)
     assert set(c.spec.all_unsupported()) == {
         "spec.devices.constraints[1].distinctAttribute",
         "spec.devices.requests[0].exactly.tolerations",
-        "spec.devices.requests[0].exactly.selectors[1] (not a CEL selector)",
-        "spec.devices.requests[1].firstAvailable[1].capacity"}
+        "spec.devices.requests[0].exactly.selectors[1] (not a CEL selector)"}
 
 
 MALFORMED = [
