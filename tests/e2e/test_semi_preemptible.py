@@ -51,7 +51,7 @@ def test_reclaim_takes_only_the_members_above_a_kept_minimum(ops: Ops) -> None:
         indexed_job(tenant, "el", 4, annotations={"gangscheduler.io/min-member": "2"},
                     queue=a)
         wait_for(lambda: len(live_pods(tenant, "el")) == 4, 30, what="el's 4 pods created")
-        ops.start_scheduler()
+        runner = ops.start_scheduler()
         wait_for(lambda: bound_indexes(tenant, "el") == {"0", "1", "2", "3"}, 60,
                  what="el on all 4 nodes, 2 of them on b's quota")
         first = {name: pod["spec"]["nodeName"] for name, pod in live_pods(tenant, "el").items()
@@ -72,6 +72,7 @@ def test_reclaim_takes_only_the_members_above_a_kept_minimum(ops: Ops) -> None:
             return {e["regarding"]["name"]: e.get("note") or ""
                     for e in tenant.events("Preempted") if e["regarding"]["kind"] == kind
                     and FIELD in (e.get("note") or "")}
+
         def on_each_above() -> dict[str, str]:
             found = semi_events("Pod")
             return found if set(found) == set(above) else {}
@@ -87,15 +88,20 @@ def test_reclaim_takes_only_the_members_above_a_kept_minimum(ops: Ops) -> None:
         # The Job controller recreates indexes 2 and 3: they wait to grow again, while the
         # minimum stays where it was bound (never rebound) and b keeps its whole Job.
         wait_for(lambda: len(live_pods(tenant, "el")) == 4, 60, what="el's members recreated")
-        waiting = sorted(set(live_pods(tenant, "el")) - set(first))
+        recreated = {n: p for n, p in live_pods(tenant, "el").items() if n not in first}
+        assert {p["metadata"]["labels"].get(INDEX_LABEL) for p in recreated.values()} == {
+            "2", "3"}
+        waiting = sorted(recreated)
         wait_for(lambda: all(unschedulable_message(live_pods(tenant, "el").get(n, {}))
                              for n in waiting), 30, what="a reason on each new member")
         for name in waiting:
             message = unschedulable_message(live_pods(tenant, "el")[name])
             assert "growing: 0 of 2 optional members placed" in message, message
+        runner.run_cycles(3)
         pods = live_pods(tenant, "el")
         assert {n: pods[n]["spec"].get("nodeName") for n in first} == first
         assert bound_indexes(tenant, "el") == {"0", "1"}
         assert len(bound_indexes(tenant, "bj")) == 2
+        assert not {e["regarding"]["name"] for e in tenant.events("Preempted")} & set(first)
         watch.seen_bound(first)
         assert not set(watch.rebinds()) & set(first), watch.rebinds()
