@@ -8,12 +8,14 @@ Run from the repository root:
 ``mixed`` replays ``synthetic-mixed-sample`` on ``simulator/samples/mixed_cluster.yaml`` with
 the queues of ``mixed_queues_policies.yaml`` taken apart: ``none`` (no guard, no usage memory,
 every notebook batch: ``mixed_queues.yaml`` with ``simulate --batch-only``), then each policy
-alone (``tier``: notebooks interactive with the per-user caps; ``guards``; ``memory``), then
-``all`` (the file as it is). ``philly`` replays a Philly trace on ``sim-philly.yaml`` (or
-``--cluster``) with the simulator's default queues (one per virtual cluster): ``none``,
-``guards`` (every queue stops a gang after ``--max-runtime-hours``), ``memory`` (a six-hour
-usage half-life, ``fair_memory_policy.yaml``) and ``all``. The Philly trace names no class
-of work, so its jobs are grouped by size (``simulator.classes``).
+alone (``tier``: notebooks interactive with the per-user caps; ``guards``; ``memory``;
+``semi``: every team semi-preemptible), then ``all`` (the file as it is) and
+``all-but-semi`` (the file without ``semiPreemptible``: what the field changes beside the
+other policies). ``philly`` replays a Philly trace on ``sim-philly.yaml`` (or ``--cluster``)
+with the simulator's default queues (one per virtual cluster): ``none``, ``guards`` (every
+queue stops a gang after ``--max-runtime-hours``), ``memory`` (a six-hour usage half-life,
+``fair_memory_policy.yaml``), ``semi`` (every queue semi-preemptible) and ``all``. The Philly
+trace names no class of work, so its jobs are grouped by size (``simulator.classes``).
 
 Prints two Markdown tables: per (variant, class) the jobs, p50 and p95 queueing delay in
 hours, GPU-hours lost, gangs preempted and jobs stopped by guards; per variant the overall
@@ -41,12 +43,18 @@ from simulator.metrics import PolicyReport  # noqa: E402
 
 SAMPLES = ROOT / "simulator" / "samples"
 CLUSTERS = ROOT / "scheduler" / "examples" / "clusters"
-VARIANTS = {"mixed": ("none", "tier", "guards", "memory", "all"),
-            "philly": ("none", "guards", "memory", "all")}
+VARIANTS = {"mixed": ("none", "tier", "guards", "memory", "semi", "all", "all-but-semi"),
+            "philly": ("none", "guards", "memory", "semi", "all")}
 
 
 def _queues(queues: QueueSet, change: Callable[[Queue], Queue]) -> QueueSet:
     return QueueSet.of([change(q) for q in queues])
+
+
+def _semi(queue: Queue, on: bool) -> Queue:
+    """*queue* with ``spec.preemption.semiPreemptible`` set to *on*."""
+    return dataclasses.replace(
+        queue, preemption=dataclasses.replace(queue.preemption, semi_preemptible=on))
 
 
 def _no_memory(policy: SchedulerPolicy | None) -> SchedulerPolicy | None:
@@ -58,13 +66,17 @@ def mixed_inputs(variant: str, trace: str, limit: int | None) -> session.Inputs:
     spec = session.SessionSpec(
         cluster=str(SAMPLES / "mixed_cluster.yaml"), trace=trace,
         queues=str(SAMPLES / "mixed_queues_policies.yaml"),
-        trace_options=session.trace_options(limit), batch_only=variant not in ("tier", "all"))
+        trace_options=session.trace_options(limit),
+        batch_only=variant not in ("tier", "all", "all-but-semi"))
     inputs = session.load_inputs(spec)
-    keep_guards, keep_caps = variant in ("guards", "all"), variant in ("tier", "all")
+    everything = ("all", "all-but-semi")
+    keep_guards, keep_caps = variant in ("guards", *everything), variant in ("tier", *everything)
+    keep_semi = variant in ("semi", "all")
     queues = _queues(inputs.queues, lambda q: dataclasses.replace(
-        q, guards=q.guards if keep_guards else NO_GUARDS,
+        _semi(q, q.preemption.semi_preemptible and keep_semi),
+        guards=q.guards if keep_guards else NO_GUARDS,
         interactive=q.interactive if keep_caps else NO_CAPS))
-    scheduler = inputs.scheduler if variant in ("memory", "all") else _no_memory(
+    scheduler = inputs.scheduler if variant in ("memory", *everything) else _no_memory(
         inputs.scheduler)
     return dataclasses.replace(inputs, queues=queues, scheduler=scheduler)
 
@@ -81,6 +93,9 @@ def philly_inputs(variant: str, trace: str, cluster: str, limit: int | None,
         guards = Guards(max_runtime_seconds=max_runtime_hours * 3600)
         inputs = dataclasses.replace(inputs, queues=_queues(inputs.queues, lambda q: (
             dataclasses.replace(q, guards=guards) if inputs.queues.is_leaf(q.name) else q)))
+    if variant in ("semi", "all"):
+        inputs = dataclasses.replace(inputs, queues=_queues(inputs.queues, lambda q: (
+            _semi(q, True) if inputs.queues.is_leaf(q.name) else q)))
     return inputs
 
 

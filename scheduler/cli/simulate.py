@@ -48,7 +48,8 @@ examples:
   gang-scheduler simulate --policy gang-scheduler --gpus-as-devices --limit 300
 
   # a week of notebooks, HPO searches and training with the policies of issue 38 (guards,
-  # usage memory, per-user notebook caps); the summary adds a table per class of work
+  # usage memory, per-user notebook caps, semi-preemptible teams); the summary adds a table
+  # per class of work
   gang-scheduler simulate --cluster simulator/samples/mixed_cluster.yaml \
       --queues simulator/samples/mixed_queues_policies.yaml --trace synthetic-mixed-sample \
       --policy gang-scheduler

@@ -35,18 +35,19 @@ INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 def indexed_job(tenant: Tenant, name: str, parallelism: int, *,
-                annotations: dict[str, str] | None = None, priority: str | None = None) -> None:
-    """An Indexed Job of *parallelism* pods of 8 GPUs each (one per node)."""
+                annotations: dict[str, str] | None = None, priority: str | None = None,
+                queue: str | None = None) -> None:
+    """An Indexed Job of *parallelism* pods of 8 GPUs each (one per node), in *queue* (the
+    tenant's own by default)."""
     spec: dict[str, Any] = tenant.pod_spec(8)
     if priority is not None:
         spec["priorityClassName"] = priority
+    labels = {QUEUE_LABEL: queue or tenant.queue}
     body = {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {QUEUE_LABEL: tenant.queue},
-                         "annotations": annotations or {}},
+            "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
             "spec": {"parallelism": parallelism, "completions": parallelism,
                      "completionMode": "Indexed", "backoffLimit": 20,
-                     "template": {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
-                                  "spec": spec}}}
+                     "template": {"metadata": {"labels": labels}, "spec": spec}}}
     rest.call(client.BatchV1Api(tenant.cp.api).create_namespaced_job, tenant.namespace, body)
 
 

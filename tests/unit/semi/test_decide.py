@@ -41,6 +41,10 @@ CASES = [
     Case("a shielded gang gives back its members above the minimum, highest rank first",
          [*_ELASTIC, *job("x", [None], queue="b")], {"e": 4, "x": 1},
          tree(16, 16), {"ns/e": {"e-3"}}),
+    Case("without the field the same members go when they suffice (the victim search "
+         "prefers them to whole gangs): the field only adds its words to the event",
+         [*_ELASTIC, *job("x", [None, None], queue="b")], {"e": 4, "x": 2},
+         tree(16, 16, on=False), {"ns/e": {"e-2", "e-3"}}),
     Case("never more than runs above the minimum: x waits for the shielded minimum",
          [*_ELASTIC, *job("x", [None, None, None], queue="b")], {"e": 4, "x": 3},
          tree(16, 24), {}),
@@ -79,6 +83,16 @@ def test_the_eviction_names_the_policy_and_what_is_kept() -> None:
         "ns/x (priority 0): queue a is semi-preemptible (spec.preemption.semiPreemptible): "
         "these members run above its quota in pool a100, which queue b reclaims; the gang's "
         "minimum runs within the quota and is kept")
+
+
+def test_without_the_field_the_eviction_does_not_name_it() -> None:
+    plan = plan_of([*_ELASTIC, *job("x", [None, None], queue="b")], {"e": 4, "x": 2},
+                   tree(16, 16, on=False))
+    (ev,) = plan.evictions
+    assert ev.headline.startswith(
+        "preempted by gang ns/x: members e-2, e-3 above the gang's minimum 2 are released for "
+        "ns/x (priority 0)"), ev.headline
+    assert "semiPreemptible" not in ev.headline and "is kept" not in ev.headline
 
 
 def test_a_waiting_reclaimer_is_told_the_minimum_is_kept() -> None:
