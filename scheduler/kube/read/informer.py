@@ -1,8 +1,7 @@
 """List+watch on raw JSON: one thread per resource keeps a handler in step with the apiserver.
 
 Why our own (client-go's reflector, in small): the official ``watch.Watch`` builds model objects
-and hides the bookmark/410 mechanics we need control of. This one lists in pages (the first
-list's objects handed over page by page while the next page is fetched), parses with
+and hides the bookmark/410 mechanics we need control of. This one lists in pages, parses with
 ``json.loads``, watches from the list's resourceVersion with bookmarks, and on ``410 Gone``
 re-lists and hands the handler a *diff* against what it already delivered: objects that
 vanished while we were away arrive as DELETED, so the cache never keeps a ghost.
@@ -20,7 +19,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -112,12 +110,8 @@ class ResourceAbsent(Exception):
     """An optional resource's API is not served (CRD not installed)."""
 
 
-Page = list[dict[str, Any]]
-
-
 def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
-             resource_version: str | None = None,
-             on_page: Callable[[Page], None] | None = None) -> tuple[Page, str]:
+             resource_version: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """Every object of *kind* in pages, and the list's resourceVersion.
 
     ``resource_version="0"`` lets the apiserver answer from its watch cache (what client-go's
@@ -126,53 +120,32 @@ def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
     that follows from the list's resourceVersion makes up. None asks for the latest state.
     A continue token that expires mid-list restarts the list; an absent optional CRD raises
     ``ResourceAbsent``; any other failure raises ``ApiError``.
-
-    With *on_page*, each page is handed over as soon as it is decoded, while the next one is
-    already being fetched: on a busy cluster the apiserver takes about as long to serve a page
-    as the caller to convert it, so the two overlap instead of adding up. After a restart the
-    pages come again from the start (the caller tells what it has seen already).
     """
-    items: Page = []
+    items: list[dict[str, Any]] = []
+    cont: str | None = None
     said = time.monotonic()
-    with ThreadPoolExecutor(1, thread_name_prefix=f"list-{kind.name}") as ahead:
-        reply = ahead.submit(_list_page, client, kind, page_size, None, resource_version)
-        while True:
-            if time.monotonic() - said >= PROGRESS_EVERY_S:  # a long list says how far it got
-                said = time.monotonic()
-                log.info("listing", resource=kind.name, objects=len(items))
-            page, cont, rv = reply.result()
-            if page is None:  # continue token expired mid-list: start over
-                items = []
-                reply = ahead.submit(_list_page, client, kind, page_size, None, None)
-                continue
-            if cont:
-                reply = ahead.submit(_list_page, client, kind, page_size, cont, None)
-            items.extend(page)
-            if on_page is not None:
-                on_page(page)
-            if not cont:
-                return items, rv
-
-
-def _list_page(client: KubeClient, kind: ResourceKind, page_size: int, cont: str | None,
-               resource_version: str | None) -> tuple[Page | None, str | None, str]:
-    """One page of a list: (its objects, the continue token, the list's resourceVersion);
-    (None, None, "") when the continue token has expired."""
-    query = {"limit": page_size, "continue": cont,
-             "resourceVersion": None if cont else resource_version}
-    resp = client.request("GET", kind.path, query=query, timeout=(5.0, 120.0))
-    if resp.status == 410 and cont:
-        return None, None, ""
-    if resp.status == 410:
-        raise _Gone
-    if resp.status == 404 and kind.optional:
-        raise ResourceAbsent(kind.path)
-    if not resp.ok:
-        raise ApiError("GET", f"{kind.path} (list)", resp)
-    body = json.loads(resp.data)
-    meta = body.get("metadata") or {}
-    return (body.get("items") or [], meta.get("continue") or None,
-            str(meta.get("resourceVersion") or ""))
+    while True:
+        if time.monotonic() - said >= PROGRESS_EVERY_S:  # a long list says how far it got
+            said = time.monotonic()
+            log.info("listing", resource=kind.name, objects=len(items))
+        query = {"limit": page_size, "continue": cont,
+                 "resourceVersion": None if cont else resource_version}
+        resp = client.request("GET", kind.path, query=query, timeout=(5.0, 120.0))
+        if resp.status == 410 and cont:  # continue token expired mid-list: start over
+            items, cont = [], None
+            continue
+        if resp.status == 410:
+            raise _Gone
+        if resp.status == 404 and kind.optional:
+            raise ResourceAbsent(kind.path)
+        if not resp.ok:
+            raise ApiError("GET", f"{kind.path} (list)", resp)
+        body = json.loads(resp.data)
+        items.extend(body.get("items") or ())
+        meta = body.get("metadata") or {}
+        cont = meta.get("continue") or None
+        if not cont:
+            return items, str(meta.get("resourceVersion") or "")
 
 
 @dataclass(slots=True)
@@ -331,24 +304,12 @@ class Informer:
         # The first list may come from the watch cache; a re-list (after 410 Gone) may not:
         # the cache could be as far behind as the watch that expired.
         first = not self._synced.is_set()
-        items, rv = list_all(self.client, self.kind, self.page_size, "0" if first else None,
-                             self._add_unknown if first else None)
+        items, rv = list_all(self.client, self.kind, self.page_size, "0" if first else None)
         if self._synced.is_set():
             self.relists += 1
         self._absent = False
         self._replace(items, rv)
         self._log.info("listed", objects=len(items), resource_version=rv)
-
-    def _add_unknown(self, page: Page) -> None:
-        """The first list's objects, page by page as they arrive (``list_all``), so that they
-        are converted while the next page is served. Only the unknown ones: ``_replace``, at
-        the end of the list, settles everything else (an object a restarted list no longer
-        has, or has in a newer version), as for any re-list."""
-        for obj in page:
-            oid = object_id(obj)
-            if oid not in self._store:
-                self._store[oid] = obj
-                self._deliver(EventType.ADDED, obj)
 
     def _replace(self, items: list[dict[str, Any]], rv: str) -> None:
         """Deliver the difference between a full list and what the handler knows."""

@@ -78,49 +78,6 @@ def test_410_relists_and_emits_a_consistent_diff(gone: FakeStream) -> None:
     assert [q["resourceVersion"] for q in client.list_queries()] == ["0", None]
 
 
-def test_first_list_hands_over_each_page_while_the_next_is_fetched() -> None:
-    """The second page's request is answered only once the first page's object was handed
-    over, and the handler waits until that request is under way: both wait in vain (5 s)
-    when the pages are fetched first and handed over after."""
-    fetching, handed_over = threading.Event(), threading.Event()
-    answered_after_handover: list[bool] = []
-
-    class PagedClient(FakeClient):
-        def request(self, method: str, path: str, **kw: Any) -> Response:
-            if (kw.get("query") or {}).get("continue") == "tok":
-                fetching.set()
-                answered_after_handover.append(handed_over.wait(5))
-            return super().request(method, path, **kw)
-
-    client = PagedClient()
-    client.lists.extend([page([pod("a", "5")], "9", cont="tok"), page([pod("b", "7")], "10")])
-    client.watches.append(FakeStream(b""))
-
-    def handler(kind: EventType, obj: dict[str, Any]) -> None:
-        if obj["metadata"]["name"] == "a":
-            fetching.wait(5)
-            handed_over.set()
-
-    inf, _ = run(client, handler=handler, page_size=1)
-    assert answered_after_handover == [True]
-    assert sorted(o["metadata"]["name"] for o in inf.objects()) == ["a", "b"]
-
-
-def test_a_first_list_restarted_midway_ends_consistent() -> None:
-    client = FakeClient()
-    client.lists.extend([page([pod("a", "5"), pod("b", "7")], "9", cont="tok"),
-                         Response(410, b'{"kind":"Status","code":410}'),
-                         page([pod("a", "5"), pod("c", "8")], "12")])
-    client.watches.append(FakeStream(b""))
-    inf, seen = run(client)
-    # b was handed over from the abandoned pages; the finished list no longer has it.
-    assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "7"), ("ADDED", "c", "8"),
-                    ("DELETED", "b", "7")]
-    assert [q["continue"] for q in client.list_queries()] == [None, "tok", None]
-    assert client.watch_queries()[0]["resourceVersion"] == "12"
-    assert sorted(o["metadata"]["name"] for o in inf.objects()) == ["a", "c"]
-
-
 def test_vanished_objects_are_deleted_on_relist() -> None:
     client = FakeClient()
     client.lists.extend([page([pod("a", "5"), pod("b", "6")], "10"), page([pod("b", "6")], "30")])
