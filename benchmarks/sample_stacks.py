@@ -20,6 +20,7 @@ import runpy
 import sys
 import threading
 import time
+from types import FrameType
 
 #: Innermost Python frames of a thread that is waiting, not working.
 WAITS = frozenset({"wait", "select", "poll", "_wait_for_tstate_lock", "readinto", "accept",
@@ -39,7 +40,7 @@ def sample() -> None:
             if ident == me or frame.f_code.co_name in WAITS:
                 continue
             stack = []
-            f = frame
+            f: FrameType | None = frame
             while f is not None:
                 code = f.f_code
                 stack.append(f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}:"
