@@ -41,13 +41,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
-
-import cel
-from cel import stdlib as cel_stdlib
+from typing import TYPE_CHECKING, Any
 
 from scheduler.model.devices import Device, Version
 from scheduler.model.resources import QuantityError, exact_quantity
+
+if TYPE_CHECKING:
+    import cel
+
+# ``cel`` is imported where first used: its package imports its command line (typer,
+# prompt_toolkit, pydantic, rich), a few hundred milliseconds of every scheduler's start-up
+# that a cluster without device selectors never needs.
 
 _Q = "__k8s_quantity__"
 _V = "__k8s_semver__"
@@ -180,6 +184,9 @@ logging.getLogger("cel").addFilter(_OwnFailures())
 def _context() -> cel.Context:
     ctx = getattr(_local, "context", None)
     if ctx is None:
+        import cel
+        from cel import stdlib as cel_stdlib
+
         ctx = cel.Context()
         cel_stdlib.add_stdlib_to_context(ctx, extensions=["strings"])
         for name, fn in _FUNCTIONS.items():
@@ -271,6 +278,8 @@ def compile_selector(expression: str) -> Compiled:
     literals = frozenset(a or b for a, b in _LITERAL.findall(expression))
     if not expression.strip():
         return Compiled(expression, error="empty expression", literals=literals)
+    import cel
+
     try:
         program = cel.compile(expand_bind(expression))
     except Exception as exc:  # the library raises ValueError, or worse on odd input

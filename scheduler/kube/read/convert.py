@@ -170,13 +170,18 @@ def _requirements(spec: Mapping[str, Any], namespace: str,
         # Positions are kept (errors name them); the per-pod token volume's name is dropped.
         shape["volumes"] = [{f: v[f] for f in _VOLUME_FIELDS if f in v}
                             if isinstance(v, Mapping) else v for v in shape["volumes"]]
-    text = json.dumps(shape, separators=(",", ":"), sort_keys=True)
-    # Namespace and labels matter only to pod affinity terms and label-key merging.
+    text = _compact(shape)
+    # Namespace and labels matter only to pod affinity terms and label-key merging. The key
+    # is ``_compact([shape, namespace, labels])`` spelled out, so the shape (the bulk of a
+    # pod) is serialised once.
     uses_ns = "podAffinity" in text or "podAntiAffinity" in text
     uses_labels = "LabelKeys" in text
-    return _requirements_of(json.dumps([shape, namespace if uses_ns else "",
-                                        dict(labels) if uses_labels else {}],
-                                       separators=(",", ":"), sort_keys=True))
+    return _requirements_of(f"[{text},{_compact(namespace if uses_ns else '')},"
+                            f"{_compact(dict(labels) if uses_labels else {})}]")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 

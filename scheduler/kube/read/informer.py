@@ -32,6 +32,11 @@ log = structlog.get_logger()
 #: How often a list that takes long (tens of thousands of pods on a busy apiserver) logs how
 #: many objects it has so far.
 PROGRESS_EVERY_S = 5.0
+#: Objects per page of a list. Why not client-go's 500: the apiserver (1.36) pages a list from
+#: its watch cache, and each page has a cost of its own; measured listing 22,400 pods, 500 per
+#: page took 2.8-3.3 s of apiserver CPU and 5,000 per page 1.3 s (one page: 1.2 s). A page of
+#: 5,000 pods is about 15 MB of JSON.
+PAGE_SIZE = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +110,7 @@ class ResourceAbsent(Exception):
     """An optional resource's API is not served (CRD not installed)."""
 
 
-def list_all(client: KubeClient, kind: ResourceKind, page_size: int = 500,
+def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
              resource_version: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """Every object of *kind* in pages, and the list's resourceVersion.
 
@@ -189,7 +194,7 @@ class Informer:
     """Keeps *handler* in step with one resource; ``start()`` runs it in a daemon thread."""
 
     def __init__(self, client: KubeClient, kind: ResourceKind, handler: Handler, *,
-                 page_size: int = 500, watch_timeout: tuple[int, int] = (240, 360),
+                 page_size: int = PAGE_SIZE, watch_timeout: tuple[int, int] = (240, 360),
                  absent_retry: float = 30.0, backoff: Backoff | None = None,
                  rng: random.Random | None = None,
                  on_absent: Callable[[ResourceKind], None] | None = None) -> None:
