@@ -32,8 +32,9 @@ from scheduler.model.devices import (
     consumed_capacity,
 )
 from scheduler.placement.device_gang import allocate_gang
+from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import DeviceMisfit, NodeAllocation, allocate
+from scheduler.placement.devices import allocate
 from tests.unit.devices.builders import CLASSES, D, ask, claim, node_slice
 
 GI = 2**30
