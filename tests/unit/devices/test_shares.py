@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kube.read.devices_convert import resource_claim, resource_slice
+from scheduler.kube.read.devices_convert import resource_claim
 from scheduler.kube.read.fields import ConversionError
+from scheduler.kube.read.slices_convert import resource_slice
 from scheduler.kube.write.claim_allocation import allocation_json
 from scheduler.model.device_capacity import (
     UNBOUNDED_SHARES,
