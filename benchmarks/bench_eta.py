@@ -52,7 +52,8 @@ from eta_causes import Causes, merge  # noqa: E402
 from policies.queues import QueueSet  # noqa: E402
 from scheduler.decide import consider  # noqa: E402
 from scheduler.decide.plan import CyclePlan, ReasonCategory  # noqa: E402
-from scheduler.feed.cache import ClusterCache, CycleInput  # noqa: E402
+from scheduler.feed.cache import ClusterCache  # noqa: E402
+from scheduler.feed.cache_cycle import CycleInput  # noqa: E402
 from scheduler.kube.write.status import same_estimate  # noqa: E402
 from scheduler.run.loop import ApplyResult  # noqa: E402
 from simulator import session  # noqa: E402

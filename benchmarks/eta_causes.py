@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from policies.queues import QueueSet
 from policies.reservation import expected_end
 from scheduler.decide.plan import CyclePlan, ReasonCategory
-from scheduler.feed.cache import CycleInput
+from scheduler.feed.cache_cycle import CycleInput
 
 EARLY = 600.0  # seconds: "started more than 10 min early"
 

@@ -33,7 +33,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from itertools import chain
 
 import structlog
 
@@ -42,13 +41,14 @@ from policies.validation import PolicyStore
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.grouping import GroupingConfig
 from scheduler.kube.client import KubeClient, connect
-from scheduler.kube.events import EventRecorder, EventType, ObjectRef
+from scheduler.kube.events import EventRecorder
 from scheduler.kube.lead import fence_policy
 from scheduler.kube.lead.fence import FencedClient, FenceToken
 from scheduler.kube.lead.leader import LeaderElector
 from scheduler.kube.read import feed, informer
 from scheduler.kube.read.input_warnings import InputWarnings
 from scheduler.kube.read.policy_feed import LivePolicies
+from scheduler.kube.tending import Tending
 from scheduler.kube.write.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.gang_notices import GangNotices
@@ -89,7 +89,7 @@ def _answering(client: KubeClient) -> Callable[[], bool] | None:
     return None if outages is None else lambda: not outages.down
 
 
-class LiveScheduler:
+class LiveScheduler(Tending):
     def __init__(self, config: SchedulerConfig, client: KubeClient,
                  metrics: SchedulerMetrics | None = None, health: Health | None = None,
                  identity: str | None = None, poll_interval: float = 0.05,
@@ -298,62 +298,6 @@ class LiveScheduler:
             return
         self.wake.ended(self.scheduler.next_due())
 
-    def _follow_the_pods(self) -> None:
-        """PodGroup status, running gangs short of members and gang notices, from the gangs
-        as the cache has them once the cycle's plan went out (``ClusterCache.gangs_now``),
-        not from the cycle's own input.
-
-        Why read the cache again rather than reuse the cycle's input and result: the cache
-        after ``apply`` differs from the cycle's input in what these writers are for, and
-        nothing in the plan or ``ApplyResult`` carries it without grouping the pods again
-        (which only the cache does):
-
-        - the plan's binds are assumed in it (handed to the binder, or bound): a gang bound
-          this cycle is running here, pending in the cycle's input, so a JobSet's other
-          PodGroups are marked scheduled (``GroupStatusSync``) right after the hand-over,
-          not a cycle later (when the bind lands);
-        - watch events that arrived during ``decide`` and ``apply`` are in it: a gang that
-          lost a member meanwhile is reported short (its settle time starting) and a new
-          notice is told now, not after the next cycle;
-        - reading it expires the assumptions that lapsed by now (bumping the generation the
-          wake compares), as every ``cycle_input`` does.
-
-        Why ``gangs_now`` and not a second ``cycle_input``: these writers read gangs only.
-        Both rebuild the gangs changed since the cycle's input (most of the cost, and what
-        the writers need); ``gangs_now`` leaves deriving the snapshot and the gang set to the
-        next cycle's input, which takes in everything changed since, once
-        (``benchmarks/bench_after_cycle.py`` has the figures). The gangs are the same.
-
-        The cycle's input is already reused where the cycle's view is what is wanted: Queue
-        figures (``last_queues``), finalizers (``last_cycle``) and the views."""
-        gangs = self.cache.gangs_now(self.scheduler.clock())
-        running = gangs.running
-        self.group_sync.sync(running)
-        self.shortfalls.report(running, time.monotonic())
-        self.gang_notices.report(chain(gangs.pending, (r.gang for r in running.values())))
-
-    def _between_cycles(self) -> None:
-        """No cycle is due: write what is due without one (queue figures, a shortfall that
-        has settled), then sleep until something changes, the next cycle or write is due, or
-        ``cycle_interval`` (the heartbeat) at most."""
-        self._warn_of_inputs()
-        self._sync_finalizers()
-        if self.gpu_use is not None and self.gpu_use.due:
-            self._gpu_gauges()
-        figures = self.queue_status.due_in()
-        if figures is not None and figures <= 0:
-            self.queue_status.publish(self.scheduler.last_queues)
-            figures = self.queue_status.due_in()
-        short_in = self.shortfalls.due_in(time.monotonic())
-        if short_in is not None and short_in <= 0:
-            self.shortfalls.settle(time.monotonic())
-            short_in = self.shortfalls.due_in(time.monotonic())
-        longest = self.config.cycle_interval_seconds
-        for deadline in (figures, short_in):
-            if deadline is not None:
-                longest = min(longest, deadline)
-        self.wake.event.wait(self.wake.sleep(time.time(), longest))
-
     def chargeback(self, period: Period) -> tuple[Row, ...] | None:
         """The chargeback rows of *period* (``/api/v1/chargeback``), charged up to now; None on
         a replica that has not led a cycle."""
@@ -376,39 +320,6 @@ class LiveScheduler:
                                failures=self.cache,
                                charged=accrual.rows(since=month) if accrual else (),
                                gpu=self.gpu_use.source() if self.gpu_use is not None else None)
-
-    def _gpu_gauges(self) -> None:
-        """The GPU-use gauges and the idle GPUs the chargeback charges (``Accrual.set_idle``)
-        from the last cycle's running gangs and the last good GPU samples (after a cycle, and
-        after a read between cycles)."""
-        last = self.scheduler.last_cycle
-        if self.gpu_use is None or last is None:
-            return
-        snapshot = last[0].snapshot
-        accrual = self.scheduler.observer.accrual
-        self.gpu_use.update(snapshot.running, self.cache.gang_pods,
-                            {name: n.pool for name, n in snapshot.nodes.items()},
-                            accrual.set_idle if accrual is not None else None)
-
-    def _sync_finalizers(self) -> None:
-        """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being
-        deleted once no running gang was admitted under it and no queue names it as parent.
-        Running gangs as of the last cycle (a change since would have run one)."""
-        last = self.scheduler.last_cycle
-        if last is None:
-            return  # nothing known to run yet: remove nothing
-        queues = self.policies.current().queues
-        in_use = {rg.gang.queue for rg in last[0].snapshot.running.values()}
-        in_use |= {p for q in queues.queues if (p := queues.parent_of(q)) is not None}
-        self.finalizers.sync(in_use | self.policies.waiting_parents())
-
-    def _warn_of_inputs(self) -> None:
-        """A Warning event on each object whose annotations the informers found unreadable,
-        or that they could not use at all, since the last cycle (the leader only: standbys
-        log them, see ``InputWarnings``)."""
-        for f in self.input_warnings.drain():
-            self.events.emit(ObjectRef(f.kind, f.namespace, f.name, f.uid, f.api_version),
-                             f.reason, f.message, EventType.WARNING)
 
     def _quiesce(self) -> None:
         """Called by the elector before it gives the Lease up: let the current cycle end,

@@ -10,7 +10,7 @@ next valid value, or to ``minimum + n*step``); a capacity it does not name costs
 policy's default, or the whole capacity when there is no policy. A rounded amount the policy
 still refuses (above every valid value, above the maximum) makes the device unfit.
 
-One place for the rule: the allocator (``scheduler.placement.devices``) asks ``consumption``
+One place for the rule: the allocator (``scheduler.placement.device_search``) asks ``consumption``
 and ``overflow``; the reasons they give name the capacity and the amounts, so a claim that
 waits says which share did not fit on which device.
 """

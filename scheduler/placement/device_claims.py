@@ -30,7 +30,7 @@ from scheduler.model.devices import DeviceClass, ResourceClaim
 from scheduler.model.gangs import PodRef, Role
 from scheduler.model.native import NativeGroupInfo
 from scheduler.placement.device_cel import compile_selector
-from scheduler.placement.devices import DeviceMisfit, precheck
+from scheduler.placement.device_outcome import DeviceMisfit, precheck
 
 
 @dataclass(frozen=True, slots=True)

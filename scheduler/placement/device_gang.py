@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.model.devices import Allocation, DeviceClass, DeviceId, ResourceClaim
+from scheduler.placement.device_outcome import DeviceMisfit, precheck
 from scheduler.placement.device_pools import NodeDevices
-from scheduler.placement.devices import BUDGET, Consumed, DeviceMisfit, allocate, precheck
+from scheduler.placement.device_search import Consumed
+from scheduler.placement.devices import BUDGET, allocate
 
 
 @dataclass(frozen=True, slots=True)

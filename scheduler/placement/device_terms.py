@@ -47,8 +47,9 @@ from scheduler.model.devices import Allocation, Consumer, DeviceId, ResourceClai
 from scheduler.model.prebind import PreBind, PreBindKind, device_names
 from scheduler.placement.device_claims import Member, MemberClaims, resolve_claims
 from scheduler.placement.device_gang import GangDevices, allocate_gang
+from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation
 from scheduler.placement.device_pools import NodeDevices, node_devices
-from scheduler.placement.devices import DeviceMisfit, Held, NodeAllocation, allocate
+from scheduler.placement.devices import Held, allocate
 from scheduler.placement.rules import Blocks, Encoding
 from scheduler.placement.types import Assignment, spread_members
 from scheduler.world.snapshot import Snapshot

@@ -1,78 +1,31 @@
 """The structured device allocator: devices for the claims of the members placed on one node,
 chosen as kube-scheduler's DRA allocator chooses them, or the reason there are none.
 
-The search is the upstream one: claims in order, each claim's requests in order, each
-request's devices one at a time from the node's pools in (driver, pool, slice, device) order;
-a device is a candidate when no one holds it (``taken``: allocated by anyone, or chosen for an
-earlier claim of this search), the class's selectors and then the request's select it, and
-every ``matchAttribute`` constraint of the claim still holds with it. A dead end undoes the
-last choice and tries the next device (backtracking), so a constraint that the first devices
-break is satisfied by later ones. ``firstAvailable`` tries its sub-requests in order and keeps
-the first that leads to a whole solution; ``All`` takes every device the request selects
-(and, upstream's rule for consumable capacity, that has room for its capacity request beside
-the cluster's shares), which must all be free. The first solution wins (no scoring, as upstream).
-
-One difference in the walk, not in the answer: within one request, devices are tried in
-increasing order only. Constraints depend on the set of devices, not on the order they were
-picked in, so the first solution is the one upstream finds; the same set is just never tried
-twice in another order.
-
-Refused with a reason rather than guessed (``DeviceMisfit``): a claim field we do not
-implement (named), a missing DeviceClass, admin access unless ``admin_access`` allows it,
-more than ``MAX_DEVICES_PER_CLAIM`` devices for one claim, a selector that does not compile
-or fails at evaluation (kube-scheduler stops there too), an ``All`` request over a pool that
-is being updated, and a search longer than ``budget`` steps.
-
-A device that allows multiple allocations (``Device.shareable``) is not held whole: each
-request takes a share of its capacities (``scheduler.model.device_capacity``), and it stays a
-candidate while the shares of the cluster's claims (``consumed``) and of this search fit in
-its capacity. Each share gets a ``shareID`` derived from the claim, request and device, so the
-same search writes the same allocation.
+This module drives the search (``device_search``, where its rules are described): it refuses
+early what ``precheck`` refuses, skips a search that counts alone show to be hopeless, and
+explains a failure by probing claim by claim. Answers are ``device_outcome``'s types.
 """
 
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
 
-from scheduler.model.device_capacity import consumption, overflow
 from scheduler.model.devices import (
-    MAX_DEVICES_PER_CLAIM,
-    Allocation,
     AllocationMode,
     Ask,
-    AttributeValue,
-    Constraint,
     DeviceClass,
     DeviceId,
-    DeviceResult,
     ResourceClaim,
-    same_value,
 )
-from scheduler.placement.device_cel import matches
-from scheduler.placement.device_pools import NodeDevices, Offered, reach_of
+from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation, precheck
+from scheduler.placement.device_pools import NodeDevices
+from scheduler.placement.device_search import Consumed, NodeSearch, SearchStop, Selections
 
 #: Steps (devices tried) one node's search may take before it gives up with a reason.
 BUDGET = 200_000
 #: The reason an unexplained search gives (``allocate(..., explain=False)``).
 NO_DEVICES = "not enough free devices match"
-
-#: (class, selectors, device) -> whether the device is selected: kept by a caller that
-#: searches the same devices many times (a gang's placement), passed to ``allocate``.
-Selections = dict[tuple[str, tuple[str, ...], DeviceId], bool]
-#: Per shareable device, the capacity its shares consume (``consumed_capacity``).
-Consumed = Mapping[DeviceId, Mapping[str, Fraction]]
-#: Namespace of the share IDs the allocator derives (``share_id``).
-_SHARES = uuid.UUID("5b0e3a4c-6f1d-4d0e-9a57-2f6b8c1d7e31")
-
-
-def share_id(claim: ResourceClaim, request: str, device: DeviceId) -> str:
-    """The ``shareID`` of *claim*'s share of *device* for *request*: a UUID (the API's
-    format) that is a function of the three, so a search repeated gives the same answer."""
-    return str(uuid.uuid5(_SHARES, f"{claim.uid}/{claim.key}/{request}/{device}"))
 
 
 class Held:
@@ -86,340 +39,6 @@ class Held:
 
     def __contains__(self, device: object) -> bool:
         return any(device in s for s in self.sets)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceMisfit:
-    """Why the claims cannot get devices: which claim, which request (or constraint)."""
-
-    claim: str = ""
-    request: str = ""
-    reason: str = ""
-    node: str = ""
-
-    def describe(self) -> str:
-        where = f"claim {self.claim}" if self.claim else "device claims"
-        if self.request:
-            where += f", request {self.request}"
-        on = f" on node {self.node}" if self.node else ""
-        return f"{where}{on}: {self.reason}"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeAllocation:
-    """Per claim key, the allocation found for it on ``node``."""
-
-    node: str
-    allocations: tuple[tuple[str, Allocation], ...] = ()
-
-    def as_dict(self) -> dict[str, Allocation]:
-        return dict(self.allocations)
-
-    @property
-    def devices(self) -> frozenset[DeviceId]:
-        return frozenset(r.device for _, a in self.allocations for r in a.results
-                         if not r.admin_access)
-
-
-class _Stop(Exception):
-    def __init__(self, misfit: DeviceMisfit) -> None:
-        super().__init__(misfit.reason)
-        self.misfit = misfit
-
-
-@dataclass(slots=True)
-class _Tally:
-    """One ``matchAttribute`` constraint's state: the value shared and how many hold it."""
-
-    constraint: Constraint
-    value: AttributeValue | None = None
-    count: int = 0
-
-
-def precheck(claim: ResourceClaim, classes: Mapping[str, DeviceClass], *,
-             admin_access: bool = False) -> DeviceMisfit | None:
-    """What makes *claim* unallocatable anywhere, before any device is looked at."""
-    unsupported = claim.spec.all_unsupported()
-    if unsupported:
-        return DeviceMisfit(claim.key, "", f"{', '.join(unsupported)} not supported by "
-                                           "gang-scheduler's device allocator")
-    if claim.terminating:
-        return DeviceMisfit(claim.key, "", "the claim is being deleted")
-    if not claim.spec.requests:
-        return DeviceMisfit(claim.key, "", "no device requests")
-    least = 0
-    for request in claim.spec.requests:
-        for ask in request.asks:
-            cls = classes.get(ask.class_name)
-            if cls is None:
-                return DeviceMisfit(claim.key, ask.name, f"device class {ask.class_name} "
-                                                         "not found")
-            if cls.unsupported:
-                return DeviceMisfit(claim.key, ask.name, f"device class {cls.name}: "
-                                    f"{', '.join(cls.unsupported)} not supported")
-            if ask.admin_access and not admin_access:
-                return DeviceMisfit(claim.key, ask.name, "admin access is requested, but "
-                                                         "it is not enabled")
-        least += min(a.count if a.mode is AllocationMode.EXACT_COUNT else 1
-                     for a in request.asks)
-    if least > MAX_DEVICES_PER_CLAIM:
-        return DeviceMisfit(claim.key, "", f"{least} devices requested, more than the limit "
-                                           f"of {MAX_DEVICES_PER_CLAIM} per claim")
-    return None
-
-
-@dataclass(slots=True)
-class _Search:
-    node: NodeDevices
-    claims: Sequence[ResourceClaim]
-    classes: Mapping[str, DeviceClass]
-    taken: Container[DeviceId]
-    budget: int
-    consumed: Consumed = field(default_factory=dict)
-    offered: tuple[Offered, ...] = ()
-    steps: int = 0
-    holding: dict[DeviceId, set[int]] = field(default_factory=dict)
-    results: list[list[tuple[DeviceResult, Offered]]] = field(default_factory=list)
-    tallies: list[list[_Tally]] = field(default_factory=list)
-    #: (class, request's selectors, device) -> selected: what a selection depends on, so
-    #: alike claims (a role's members) and later searches (``Selections``) share answers.
-    selectable: Selections = field(default_factory=dict)
-    everything: dict[tuple[int, str], tuple[Offered, ...]] = field(default_factory=dict)
-    #: Shares this search has handed out, per shareable device.
-    sharing: dict[DeviceId, dict[str, Fraction]] = field(default_factory=dict)
-    #: The last reason a share did not fit (for ``_explain``).
-    share_misfit: str = ""
-
-    def __post_init__(self) -> None:
-        self.offered = tuple(self.node.offered())
-        self.results = [[] for _ in self.claims]
-        self.tallies = [[_Tally(c) for c in claim.spec.constraints] for claim in self.claims]
-
-    # Selection ----------------------------------------------------------------------------
-    def _selects(self, ci: int, ask: Ask, o: Offered) -> bool:
-        """Class selectors, then the request's (memoised per class, selectors and device)."""
-        key = (ask.class_name, ask.selectors, o.id)
-        known = self.selectable.get(key)
-        if known is not None:
-            return known
-        cls = self.classes[ask.class_name]
-        ok = True
-        for whose, selectors in ((f"class {cls.name}", cls.selectors),
-                                 (f"request {ask.name}", ask.selectors)):
-            for i, expression in enumerate(selectors):
-                answer = matches(expression, o.id.driver, o.device)
-                if isinstance(answer, str):
-                    raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
-                                             f"{whose}: selector #{i}: {answer}",
-                                             self.node.node))
-                if not answer:
-                    ok = False
-                    break
-            if not ok:
-                break
-        self.selectable[key] = ok
-        return ok
-
-    def _all(self, ci: int, ask: Ask) -> tuple[Offered, ...]:
-        """An ``All`` request's devices: every one it selects on the node."""
-        key = (ci, ask.name)
-        if key not in self.everything:
-            for pool in self.node.pools:
-                if not pool.usable:
-                    state = "being updated" if pool.incomplete else f"invalid ({pool.invalid})"
-                    raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
-                                             f"asks for all devices, but pool {pool.name} is "
-                                             f"{state}", self.node.node))
-            self.everything[key] = tuple(o for o in self.offered if self._selects(ci, ask, o)
-                                         and self._has_room(ask, o))
-        return self.everything[key]
-
-    def _has_room(self, ask: Ask, o: Offered) -> bool:
-        """Whether *o* could take *ask*'s capacity request beside the cluster's shares: as
-        upstream, ``All`` means every selected device that can, not every one selected."""
-        wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
-        if isinstance(wanted, str):
-            return False
-        return not o.device.shareable or overflow(o.device, self.consumed.get(o.id, {}),
-                                                  wanted) is None
-
-    # Holding devices ----------------------------------------------------------------------
-    def _free_for(self, ci: int, ask: Ask, did: DeviceId) -> bool:
-        if ask.admin_access:
-            return ci not in self.holding.get(did, ())
-        return did not in self.taken and not self.holding.get(did)
-
-    def _used(self, did: DeviceId) -> dict[str, Fraction]:
-        """What the cluster's shares and this search's take of a shareable device."""
-        used = dict(self.consumed.get(did, {}))
-        for name, amount in self.sharing.get(did, {}).items():
-            used[name] = used.get(name, Fraction(0)) + amount
-        return used
-
-    def _share(self, ci: int, ask: Ask, o: Offered) -> dict[str, Fraction] | None:
-        """The share of *o* that *ask* would take if it fits: ``{}`` for a device held
-        whole (free and big enough), None if it cannot be had."""
-        if not o.device.shareable or ask.admin_access:
-            if not self._free_for(ci, ask, o.id):
-                return None
-            if not ask.capacity:
-                return {}
-        elif o.id in self.taken:
-            return None
-        wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
-        if isinstance(wanted, str):
-            self.share_misfit = wanted
-            return None
-        if not o.device.shareable or ask.admin_access:
-            return {}
-        why = overflow(o.device, self._used(o.id), wanted)
-        if why is not None:
-            self.share_misfit = why
-            return None
-        return wanted
-
-    def _take(self, ci: int, ask: Ask, o: Offered, must: bool,
-              share: Mapping[str, Fraction] | None = None) -> bool:
-        added: list[_Tally] = []
-        for tally in self.tallies[ci]:
-            if not tally.constraint.covers(ask.name):
-                continue
-            value = o.device.attribute(tally.constraint.attribute)
-            if value is None or (tally.value is not None and tally.count
-                                 and not same_value(value, tally.value)):
-                for t in added:
-                    t.count -= 1
-                if must:
-                    raise _Stop(DeviceMisfit(
-                        self.claims[ci].key, ask.name,
-                        f"cannot add device {o.id}: matchAttribute "
-                        f"{tally.constraint.attribute} would not hold", self.node.node))
-                return False
-            if not tally.count:
-                tally.value = value
-            tally.count += 1
-            added.append(tally)
-        if share:
-            used = self.sharing.setdefault(o.id, {})
-            for name, amount in share.items():
-                used[name] = used.get(name, Fraction(0)) + amount
-            result = DeviceResult(ask.name, o.id, False,
-                                  share_id(self.claims[ci], ask.name, o.id),
-                                  tuple(sorted(share.items())))
-        else:
-            self.holding.setdefault(o.id, set()).add(ci)
-            result = DeviceResult(ask.name, o.id, ask.admin_access)
-        self.results[ci].append((result, o))
-        return True
-
-    def _give_back(self, ci: int, ask: Ask, o: Offered) -> None:
-        result, _ = self.results[ci].pop()
-        if result.share_id:
-            used = self.sharing[o.id]
-            for name, amount in result.consumed:
-                used[name] -= amount
-        else:
-            self.holding[o.id].discard(ci)
-        for tally in self.tallies[ci]:
-            if tally.constraint.covers(ask.name):
-                tally.count -= 1
-
-    # The walk -----------------------------------------------------------------------------
-    def request(self, ci: int, ri: int) -> bool:
-        if ci == len(self.claims):
-            return True
-        claim = self.claims[ci]
-        if ri == len(claim.spec.requests):
-            return self.request(ci + 1, 0)
-        return any(self.device(ci, ri, ask, 0, 0) for ask in claim.spec.requests[ri].asks)
-
-    def device(self, ci: int, ri: int, ask: Ask, k: int, start: int) -> bool:
-        """Choose the *k*-th device of *ask*, from ``offered[start:]`` on."""
-        self.steps += 1
-        if self.steps > self.budget:
-            raise _Stop(DeviceMisfit(self.claims[ci].key, ask.name,
-                                     f"device search gave up after {self.budget} steps",
-                                     self.node.node))
-        if ask.mode is AllocationMode.ALL:
-            return self._device_all(ci, ri, ask, k)
-        if k == ask.count:
-            return self.request(ci, ri + 1)
-        if len(self.results[ci]) + ask.count - k > MAX_DEVICES_PER_CLAIM:
-            return False
-        for index in range(start, len(self.offered)):
-            o = self.offered[index]
-            whole = not o.device.shareable or ask.admin_access
-            if (whole and not self._free_for(ci, ask, o.id)) or not self._selects(ci, ask, o):
-                continue
-            share = self._share(ci, ask, o)
-            if share is None or not self._take(ci, ask, o, must=False, share=share):
-                continue
-            if self.device(ci, ri, ask, k + 1, index + 1):
-                return True
-            self._give_back(ci, ask, o)
-        return False
-
-    def _device_all(self, ci: int, ri: int, ask: Ask, k: int) -> bool:
-        chosen = self._all(ci, ask)
-        if not chosen:
-            return False
-        if k == len(chosen):
-            return self.request(ci, ri + 1)
-        if len(self.results[ci]) + len(chosen) - k > MAX_DEVICES_PER_CLAIM:
-            return False
-        o = chosen[k]
-        share = self._share(ci, ask, o)
-        if share is None or not self._take(ci, ask, o, must=True, share=share):
-            return False
-        if self.device(ci, ri, ask, k + 1, 0):
-            return True
-        self._give_back(ci, ask, o)
-        return False
-
-    def answer(self) -> NodeAllocation:
-        out = []
-        for claim, got in zip(self.claims, self.results, strict=True):
-            reach = reach_of((o for _, o in got), self.node.node)
-            out.append((claim.key, Allocation(tuple(r for r, _ in got), reach)))
-        return NodeAllocation(self.node.node, tuple(out))
-
-    def counts_fall_short(self) -> bool:
-        """Do the plain requests (one ask, a count) of one kind ask for more devices than
-        the node has free of that kind? Then no search can succeed, and one would try every
-        way of giving alike claims the devices there are before saying so (a role's
-        members, a device short: factorially many)."""
-        need: dict[tuple[str, tuple[str, ...]], int] = {}
-        asks: dict[tuple[str, tuple[str, ...]], tuple[int, Ask]] = {}
-        for ci, claim in enumerate(self.claims):
-            for request in claim.spec.requests:
-                if len(request.asks) != 1:
-                    continue
-                ask = request.asks[0]
-                if ask.mode is not AllocationMode.EXACT_COUNT or ask.admin_access:
-                    continue
-                key = (ask.class_name, ask.selectors)
-                need[key] = need.get(key, 0) + ask.count
-                asks.setdefault(key, (ci, ask))
-        for key, wanted in need.items():
-            ci, ask = asks[key]
-            selected = [o for o in self.offered if self._selects(ci, ask, o)]
-            if any(o.device.shareable for o in selected):
-                continue  # one device may serve many requests: only the search can tell
-            free = sum(1 for o in selected if o.id not in self.taken)
-            if free < wanted:
-                return True
-        return False
-
-    def count(self, ci: int, ask: Ask) -> tuple[int, int]:
-        """(devices *ask* selects that are free, that are held by others)."""
-        free = held = 0
-        for o in self.offered:
-            if self._selects(ci, ask, o):
-                if o.id in self.taken and not ask.admin_access:
-                    held += 1
-                else:
-                    free += 1
-        return free, held
 
 
 def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
@@ -436,7 +55,7 @@ def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
         if early is not None:
             return DeviceMisfit(early.claim, early.request, early.reason, node.node)
     consumed = consumed or {}
-    search = _Search(node, claims, classes, taken, budget, consumed)
+    search = NodeSearch(node, claims, classes, taken, budget, consumed)
     if selections is not None:
         search.selectable = selections
     try:
@@ -449,7 +68,7 @@ def allocate(node: NodeDevices, claims: Sequence[ResourceClaim],
         if not explain:
             return DeviceMisfit("", "", NO_DEVICES, node.node)
         return _explain(node, claims, classes, taken, budget, consumed)
-    except _Stop as stop:
+    except SearchStop as stop:
         return stop.misfit
 
 
@@ -460,7 +79,7 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
     constraints no set satisfies; else the claims together want more than is free (and the
     last share that did not fit, naming its device and amounts)."""
     note = f" (left out: {'; '.join(node.left_out)})" if node.left_out else ""
-    probe = _Search(node, claims, classes, taken, budget, consumed)
+    probe = NodeSearch(node, claims, classes, taken, budget, consumed)
     for ci, claim in enumerate(claims):
         for request in claim.spec.requests:
             shortfalls = []
@@ -474,7 +93,7 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
                 return DeviceMisfit(claim.key, request.name, "; ".join(shortfalls) + note,
                                     node.node)
     for claim in claims:
-        alone = _Search(node, (claim,), classes, taken, budget, consumed)
+        alone = NodeSearch(node, (claim,), classes, taken, budget, consumed)
         if not alone.request(0, 0):
             if alone.share_misfit:
                 return DeviceMisfit(claim.key, "", alone.share_misfit + note, node.node)
@@ -487,8 +106,8 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
     keys = ", ".join(c.key for c in claims)
     last = ""
     if any(o.device.shareable for o in probe.offered):  # which share was the one too many
-        together = _Search(node, claims, classes, taken, budget, consumed)
-        with contextlib.suppress(_Stop):  # a search that gives up still names a share
+        together = NodeSearch(node, claims, classes, taken, budget, consumed)
+        with contextlib.suppress(SearchStop):  # a search that gives up still names a share
             together.request(0, 0)
         last = f"; {together.share_misfit}" if together.share_misfit else ""
     return DeviceMisfit("", "", f"claims {keys} together need more devices than are free"

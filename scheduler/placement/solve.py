@@ -35,7 +35,7 @@ from scheduler.model.prebind import PreBind
 from scheduler.placement import constrained, greedy, reasons
 from scheduler.placement.candidates import Candidates, candidates, domain_loads
 from scheduler.placement.cpsat import Budget, solve_counts
-from scheduler.placement.devices import DeviceMisfit
+from scheduler.placement.device_outcome import DeviceMisfit
 from scheduler.placement.diagnose import rule_shortfall
 from scheduler.placement.eligibility import Problem, prepare
 from scheduler.placement.greedy import Assign

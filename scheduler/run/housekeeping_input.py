@@ -17,7 +17,8 @@ from scheduler.decide.housekeeping import (
     PartlyBound,
     cut_while_binding,
 )
-from scheduler.feed.cache import ClusterCache, CycleInput
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.model import PodRef
 from scheduler.model.workloads import PodPhase
 from scheduler.run.backoff import Backoffs

@@ -19,7 +19,7 @@ from scheduler.decide.guards import budgets
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
 from scheduler.decide.tallies import queue_tallies
-from scheduler.feed.cache import CycleInput
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.model import Tier
 from scheduler.report.queue_report import QueueReport, queue_reports
 

@@ -43,7 +43,8 @@ from scheduler.decide.due import SLACK_SECONDS
 from scheduler.decide.housekeeping import REPAIR_GRACE_SECONDS, PartlyBound
 from scheduler.decide.plan import Bind, CyclePlan
 from scheduler.decide.recall import Recall
-from scheduler.feed.cache import ClusterCache, CycleInput
+from scheduler.feed.cache import ClusterCache
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.model import PodRef
 from scheduler.report.chargeback import Ledger
 from scheduler.report.queue_report import QueueReport

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from policies.queues import PolicySet
 from scheduler.decide.plan import CyclePlan
-from scheduler.feed.cache import CycleInput
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.model.demand import gpus_of
 from scheduler.model.durations import format_duration
 from scheduler.model.workloads import PodInfo

@@ -1,5 +1,6 @@
-"""Apiserver JSON -> device model: ResourceSlices, DeviceClasses, ResourceClaims and
-ResourceClaimTemplates of ``resource.k8s.io/v1`` (Dynamic Resource Allocation, issue 35).
+"""Apiserver JSON -> device model: DeviceClasses, ResourceClaims and ResourceClaimTemplates
+of ``resource.k8s.io/v1`` (Dynamic Resource Allocation, issue 35); ResourceSlices are read by
+``slices_convert``, the fields both read by ``device_fields``.
 
 Same contract as ``convert``: pure functions over dicts; a malformed object raises
 ``ConversionError`` naming the object and the field, and the feed keeps its last good state.
@@ -13,9 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
+from scheduler.kube.read.device_fields import (
+    as_map,
+    node_selector,
+    quantity,
+    string,
+)
 from scheduler.kube.read.fields import (
     FieldError,
     converted,
@@ -29,191 +35,21 @@ from scheduler.model.devices import (
     Allocation,
     AllocationMode,
     Ask,
-    AttributeValue,
-    CapacityPolicy,
     ClaimSpec,
     ClaimTemplate,
     Constraint,
     Consumer,
-    Device,
     DeviceClass,
     DeviceConfig,
     DeviceId,
     DeviceResult,
-    DeviceSlice,
-    PoolRef,
     Request,
     ResourceClaim,
-    Version,
     qualify,
 )
-from scheduler.model.pods import NodeSelectorTerm, node_selector_term
-from scheduler.model.resources import QuantityError, exact_quantity
 
-#: Device fields we do not implement (a device with one is not offered).
-_DEVICE_UNSUPPORTED = ("consumesCounters", "taints", "bindsToNode", "bindingConditions",
-                       "bindingFailureConditions",
-                       "nodeAllocatableResourceMappings", "nodeName", "nodeSelector",
-                       "allNodes")
-_LIST_ATTRIBUTES = ("ints", "bools", "strings", "versions")
 #: Request fields we do not implement (a claim with one waits).
 _ASK_UNSUPPORTED = ("tolerations",)
-
-
-def _str(obj: Mapping[str, Any], key: str, path: str, required: bool = True) -> str:
-    value = obj.get(key)
-    if value is None or value == "":
-        if required:
-            raise FieldError(path, "missing")
-        return ""
-    if not isinstance(value, str):
-        raise FieldError(path, f"expected a string, got {value!r}")
-    return value
-
-
-def _obj(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise FieldError(path, f"expected an object, got {type(value).__name__}")
-    return value
-
-
-def _selector(raw: Any, path: str) -> NodeSelectorTerm:
-    terms = read_list(_obj(raw, path), "nodeSelectorTerms", f"{path}.nodeSelectorTerms")
-    if len(terms) != 1:
-        raise FieldError(f"{path}.nodeSelectorTerms", f"must have one term, has {len(terms)}")
-    try:
-        return node_selector_term(_obj(terms[0], f"{path}.nodeSelectorTerms[0]"),
-                                  f"{path}.nodeSelectorTerms[0]")
-    except ValueError as exc:
-        where, _, reason = str(exc).partition(": ")
-        raise FieldError(where, reason) from None
-
-
-# ResourceSlices ---------------------------------------------------------------------------
-def _attribute(raw: Any, path: str) -> AttributeValue | None:
-    """One attribute; None for a list-typed one (unsupported, noted by the caller)."""
-    value = _obj(raw, path)
-    set_ = [k for k in ("int", "bool", "string", "version", *_LIST_ATTRIBUTES) if k in value]
-    if len(set_) != 1:
-        raise FieldError(path, f"must set exactly one value, sets {set_ or 'none'}")
-    kind = set_[0]
-    v = value[kind]
-    if kind == "int":
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise FieldError(f"{path}.int", f"expected an integer, got {v!r}")
-        return v
-    if kind == "bool":
-        if not isinstance(v, bool):
-            raise FieldError(f"{path}.bool", f"expected a bool, got {v!r}")
-        return v
-    if kind == "string":
-        if not isinstance(v, str):
-            raise FieldError(f"{path}.string", f"expected a string, got {v!r}")
-        return v
-    if kind == "version":
-        try:
-            return Version(str(v))
-        except ValueError as exc:
-            raise FieldError(f"{path}.version", str(exc)) from None
-    return None
-
-
-def _quantity(raw: Any, path: str) -> Fraction:
-    try:
-        return exact_quantity(str(raw))
-    except QuantityError as exc:
-        raise FieldError(path, str(exc)) from None
-
-
-def _device(raw: Any, driver: str, path: str) -> Device:
-    dev = _obj(raw, path)
-    name = _str(dev, "name", f"{path}.name")
-    unsupported = [f"{path}.{f}" for f in _DEVICE_UNSUPPORTED if dev.get(f) not in (None, [], {})]
-    attributes: dict[str, AttributeValue] = {}
-    for key, value in read_map(dev, "attributes", f"{path}.attributes").items():
-        where = f"{path}.attributes[{key}]"
-        got = _attribute(value, where)
-        if got is None:
-            unsupported.append(f"{where} (a list value)")
-            continue
-        full = qualify(str(key), driver)
-        if full in attributes:
-            raise FieldError(where, f"{full} given twice")
-        attributes[full] = got
-    shareable = dev.get("allowMultipleAllocations")
-    if shareable is not None and not isinstance(shareable, bool):
-        raise FieldError(f"{path}.allowMultipleAllocations", f"expected a bool, got {shareable!r}")
-    capacity: dict[str, Fraction] = {}
-    policies: dict[str, CapacityPolicy] = {}
-    for key, value in read_map(dev, "capacity", f"{path}.capacity").items():
-        where = f"{path}.capacity[{key}]"
-        cap = _obj(value, where)
-        if "value" not in cap:
-            raise FieldError(f"{where}.value", "missing")
-        full = qualify(str(key), driver)
-        capacity[full] = _quantity(cap["value"], f"{where}.value")
-        if cap.get("requestPolicy") is not None:
-            if not shareable:
-                raise FieldError(f"{where}.requestPolicy",
-                                 "only a device that allowMultipleAllocations may set one")
-            policies[full] = _policy(_obj(cap["requestPolicy"], f"{where}.requestPolicy"),
-                                     f"{where}.requestPolicy")
-    return Device(name, tuple(sorted(attributes.items())), tuple(sorted(capacity.items())),
-                  tuple(unsupported), bool(shareable), tuple(sorted(policies.items())))
-
-
-def _optional_quantity(raw: Mapping[str, Any], key: str, path: str) -> Fraction | None:
-    return _quantity(raw[key], f"{path}.{key}") if raw.get(key) is not None else None
-
-
-def _policy(raw: Mapping[str, Any], path: str) -> CapacityPolicy:
-    """A capacity's ``requestPolicy``: a default, and valid values or a valid range."""
-    values = tuple(_quantity(v, f"{path}.validValues[{i}]")
-                   for i, v in enumerate(read_list(raw, "validValues", f"{path}.validValues")))
-    if list(values) != sorted(values):
-        raise FieldError(f"{path}.validValues", "not in ascending order")
-    span = raw.get("validRange")
-    if span is None:
-        return CapacityPolicy(_optional_quantity(raw, "default", path), values)
-    if values:
-        raise FieldError(path, "validValues and validRange are both set")
-    where = f"{path}.validRange"
-    span = _obj(span, where)
-    minimum = _optional_quantity(span, "min", where)
-    if minimum is None:
-        raise FieldError(f"{where}.min", "missing")
-    step = _optional_quantity(span, "step", where)
-    if step is not None and step <= 0:
-        raise FieldError(f"{where}.step", "must be positive")
-    return CapacityPolicy(_optional_quantity(raw, "default", path), (), minimum,
-                          _optional_quantity(span, "max", where), step)
-
-
-def _slice(obj: Mapping[str, Any]) -> DeviceSlice:
-    meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
-    driver = _str(spec, "driver", "spec.driver")
-    pool_raw = _obj(spec.get("pool"), "spec.pool")
-    pool = PoolRef(_str(pool_raw, "name", "spec.pool.name"),
-                   read_int(pool_raw, "generation", "spec.pool.generation", 0, 0) or 0,
-                   read_int(pool_raw, "resourceSliceCount", "spec.pool.resourceSliceCount",
-                            None, 1) or 0)
-    if pool.slice_count < 1:
-        raise FieldError("spec.pool.resourceSliceCount", "missing")
-    node_name = _str(spec, "nodeName", "spec.nodeName", required=False)
-    selector = (_selector(spec["nodeSelector"], "spec.nodeSelector")
-                if spec.get("nodeSelector") is not None else None)
-    all_nodes = spec.get("allNodes") is True
-    unsupported = [f"spec.{f}" for f in ("sharedCounters", "perDeviceNodeSelection")
-                   if spec.get(f) not in (None, [], False)]
-    chosen = sum((bool(node_name), selector is not None, all_nodes,
-                  spec.get("perDeviceNodeSelection") is True))
-    if chosen != 1 and not spec.get("sharedCounters"):
-        raise FieldError("spec", "exactly one of nodeName, nodeSelector, allNodes and "
-                                 f"perDeviceNodeSelection must be set, {chosen} are")
-    devices = tuple(_device(d, driver, f"spec.devices[{i}]")
-                    for i, d in enumerate(read_list(spec, "devices", "spec.devices")))
-    return DeviceSlice(read_name(meta), driver, pool, devices, node_name, selector, all_nodes,
-                       tuple(unsupported))
 
 
 # Classes and claims -----------------------------------------------------------------------
@@ -221,11 +57,11 @@ def _selectors(raw: Mapping[str, Any], path: str) -> tuple[tuple[str, ...], list
     out, unsupported = [], []
     for i, s in enumerate(read_list(raw, "selectors", f"{path}.selectors")):
         where = f"{path}.selectors[{i}]"
-        cel = _obj(s, where).get("cel")
+        cel = as_map(s, where).get("cel")
         if cel is None:
             unsupported.append(f"{where} (not a CEL selector)")
             continue
-        out.append(_str(_obj(cel, f"{where}.cel"), "expression", f"{where}.cel.expression"))
+        out.append(string(as_map(cel, f"{where}.cel"), "expression", f"{where}.cel.expression"))
     return tuple(out), unsupported
 
 
@@ -254,16 +90,16 @@ def _configs(raw: Mapping[str, Any], path: str,
     out, unsupported = [], []
     for i, c in enumerate(read_list(raw, "config", f"{path}.config")):
         where = f"{path}.config[{i}]"
-        entry = _obj(c, where)
+        entry = as_map(c, where)
         requests = (tuple(str(r) for r in read_list(entry, "requests", f"{where}.requests"))
                     if claim else ())
         if entry.get("opaque") is None:
             unsupported.append(f"{where} (not opaque)")
             continue
-        opaque = _obj(entry["opaque"], f"{where}.opaque")
+        opaque = as_map(entry["opaque"], f"{where}.opaque")
         if "parameters" not in opaque:
             raise FieldError(f"{where}.opaque.parameters", "missing")
-        out.append(DeviceConfig(_str(opaque, "driver", f"{where}.opaque.driver"),
+        out.append(DeviceConfig(string(opaque, "driver", f"{where}.opaque.driver"),
                                 json.dumps(opaque["parameters"], separators=(",", ":")),
                                 requests))
     return tuple(out), unsupported
@@ -292,37 +128,37 @@ def _ask(raw: Mapping[str, Any], name: str, path: str, sub: bool) -> Ask:
         raise FieldError(f"{path}.adminAccess", f"expected a bool, got {admin!r}")
     if sub and admin is not None:
         raise FieldError(f"{path}.adminAccess", "not a field of a sub-request")
-    asked = read_map(_obj(raw.get("capacity") or {}, f"{path}.capacity"), "requests",
+    asked = read_map(as_map(raw.get("capacity") or {}, f"{path}.capacity"), "requests",
                      f"{path}.capacity.requests")
-    capacity = {str(k): _quantity(v, f"{path}.capacity.requests[{k}]") for k, v in asked.items()}
-    return Ask(name, _str(raw, "deviceClassName", f"{path}.deviceClassName"), selectors, mode,
+    capacity = {str(k): quantity(v, f"{path}.capacity.requests[{k}]") for k, v in asked.items()}
+    return Ask(name, string(raw, "deviceClassName", f"{path}.deviceClassName"), selectors, mode,
                count, bool(admin), tuple(unsupported), tuple(sorted(capacity.items())))
 
 
 def _request(raw: Any, path: str) -> Request:
-    req = _obj(raw, path)
-    name = _str(req, "name", f"{path}.name")
+    req = as_map(raw, path)
+    name = string(req, "name", f"{path}.name")
     exactly, first = req.get("exactly"), read_list(req, "firstAvailable",
                                                    f"{path}.firstAvailable")
     if (exactly is None) == (not first):
         raise FieldError(path, "exactly one of exactly and firstAvailable must be set")
     if exactly is not None:
-        return Request(name, (_ask(_obj(exactly, f"{path}.exactly"), name,
+        return Request(name, (_ask(as_map(exactly, f"{path}.exactly"), name,
                                    f"{path}.exactly", sub=False),))
     asks = []
     for i, s in enumerate(first):
         where = f"{path}.firstAvailable[{i}]"
-        sub = _obj(s, where)
-        asks.append(_ask(sub, f"{name}/{_str(sub, 'name', f'{where}.name')}", where, sub=True))
+        sub = as_map(s, where)
+        asks.append(_ask(sub, f"{name}/{string(sub, 'name', f'{where}.name')}", where, sub=True))
     return Request(name, tuple(asks), first_available=True)
 
 
 def _constraint(raw: Any, path: str) -> tuple[Constraint | None, str]:
-    c = _obj(raw, path)
+    c = as_map(raw, path)
     requests = tuple(str(r) for r in read_list(c, "requests", f"{path}.requests"))
     if c.get("distinctAttribute") is not None:
         return None, f"{path}.distinctAttribute"
-    attribute = _str(c, "matchAttribute", f"{path}.matchAttribute", required=False)
+    attribute = string(c, "matchAttribute", f"{path}.matchAttribute", required=False)
     if not attribute:
         return None, f"{path} (no matchAttribute)"
     if "/" not in attribute:
@@ -356,18 +192,18 @@ def _allocation(raw: Mapping[str, Any]) -> Allocation:
     results = []
     for i, r in enumerate(read_list(devices, "results", f"{path}.devices.results")):
         where = f"{path}.devices.results[{i}]"
-        res = _obj(r, where)
+        res = as_map(r, where)
         consumed = read_map(res, "consumedCapacity", f"{where}.consumedCapacity")
         results.append(DeviceResult(
-            _str(res, "request", f"{where}.request"),
-            DeviceId(_str(res, "driver", f"{where}.driver"), _str(res, "pool", f"{where}.pool"),
-                     _str(res, "device", f"{where}.device")),
+            string(res, "request", f"{where}.request"),
+            DeviceId(string(res, "driver", f"{where}.driver"), string(res, "pool", f"{where}.pool"),
+                     string(res, "device", f"{where}.device")),
             res.get("adminAccess") is True,
-            _str(res, "shareID", f"{where}.shareID", required=False),
+            string(res, "shareID", f"{where}.shareID", required=False),
             tuple(sorted((qualify(str(k), res["driver"]),
-                          _quantity(v, f"{where}.consumedCapacity[{k}]"))
+                          quantity(v, f"{where}.consumedCapacity[{k}]"))
                          for k, v in consumed.items()))))
-    selector = (_selector(raw["nodeSelector"], f"{path}.nodeSelector")
+    selector = (node_selector(raw["nodeSelector"], f"{path}.nodeSelector")
                 if raw.get("nodeSelector") is not None else None)
     return Allocation(tuple(results), selector)
 
@@ -375,16 +211,16 @@ def _allocation(raw: Mapping[str, Any]) -> Allocation:
 def _claim(obj: Mapping[str, Any]) -> ResourceClaim:
     meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     status = read_map(obj, "status", "status")
-    allocation = (_allocation(_obj(status["allocation"], "status.allocation"))
+    allocation = (_allocation(as_map(status["allocation"], "status.allocation"))
                   if status.get("allocation") is not None else None)
     consumers = []
     for i, r in enumerate(read_list(status, "reservedFor", "status.reservedFor")):
         where = f"status.reservedFor[{i}]"
-        ref = _obj(r, where)
-        consumers.append(Consumer(_str(ref, "resource", f"{where}.resource"),
-                                  _str(ref, "name", f"{where}.name"),
-                                  _str(ref, "uid", f"{where}.uid", required=False),
-                                  _str(ref, "apiGroup", f"{where}.apiGroup", required=False)))
+        ref = as_map(r, where)
+        consumers.append(Consumer(string(ref, "resource", f"{where}.resource"),
+                                  string(ref, "name", f"{where}.name"),
+                                  string(ref, "uid", f"{where}.uid", required=False),
+                                  string(ref, "apiGroup", f"{where}.apiGroup", required=False)))
     return ResourceClaim(str(meta.get("namespace") or "default"), read_name(meta),
                          claim_spec(spec), str(meta.get("uid") or ""), allocation,
                          tuple(consumers), bool(meta.get("deletionTimestamp")),
@@ -395,11 +231,6 @@ def _template(obj: Mapping[str, Any]) -> ClaimTemplate:
     meta, spec = read_map(obj, "metadata", "metadata"), read_map(obj, "spec", "spec")
     return ClaimTemplate(str(meta.get("namespace") or "default"), read_name(meta),
                          claim_spec(read_map(spec, "spec", "spec.spec"), "spec.spec"))
-
-
-def resource_slice(obj: Any) -> DeviceSlice:
-    """A ``resource.k8s.io/v1`` ResourceSlice; ``ConversionError`` names the bad field."""
-    return converted("resourceslice", obj, lambda: _slice(obj))
 
 
 def device_class(obj: Any) -> DeviceClass:

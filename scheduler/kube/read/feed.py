@@ -31,6 +31,7 @@ from scheduler.kube.read import (
     informer,
     jobset_convert,
     native_convert,
+    slices_convert,
     storage,
 )
 from scheduler.kube.read.input_warnings import InputWarnings
@@ -293,7 +294,7 @@ def device_informers(client: KubeClient, cache: Cache) -> list[informer.Informer
     tables: tuple[tuple[informer.ResourceKind, Callable[[dict[str, Any]], Any],
                         Callable[[ClusterFacts, str, Any], bool]], ...] = (
         (informer.DEVICE_CLASSES, devices_convert.device_class, ClusterFacts.set_device_class),
-        (informer.RESOURCE_SLICES, devices_convert.resource_slice, ClusterFacts.set_slice),
+        (informer.RESOURCE_SLICES, slices_convert.resource_slice, ClusterFacts.set_slice),
         (informer.RESOURCE_CLAIMS, devices_convert.resource_claim,
          ClusterFacts.set_resource_claim),
         (informer.CLAIM_TEMPLATES, devices_convert.claim_template,

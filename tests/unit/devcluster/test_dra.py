@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.read.devices_convert import resource_slice
+from scheduler.kube.read.slices_convert import resource_slice
 from scheduler.tools.devcluster import dra
 from scheduler.world import clusterspec
 

@@ -17,8 +17,9 @@ from scheduler.model.devices import (
     ResourceClaim,
 )
 from scheduler.model.pods import NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator
+from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import DeviceMisfit, Held, NodeAllocation, allocate
+from scheduler.placement.devices import Held, allocate
 from tests.unit.devices.builders import (
     CLASSES,
     D,

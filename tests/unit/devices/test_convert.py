@@ -15,9 +15,9 @@ from scheduler.kube.read.devices_convert import (
     claim_template,
     device_class,
     resource_claim,
-    resource_slice,
 )
 from scheduler.kube.read.fields import ConversionError
+from scheduler.kube.read.slices_convert import resource_slice
 from scheduler.model.devices import AllocationMode, Constraint, DeviceConfig, DeviceId, Version
 
 FIXTURES = Path(__file__).parent / "fixtures"

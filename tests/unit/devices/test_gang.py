@@ -8,8 +8,8 @@ from dataclasses import replace
 from scheduler.model.devices import DeviceId, DeviceSlice, PoolRef
 from scheduler.model.pods import NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator
 from scheduler.placement.device_gang import GangDevices, allocate_gang
+from scheduler.placement.device_outcome import DeviceMisfit
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import DeviceMisfit
 from tests.unit.devices.builders import CLASSES, D, ask, claim, eight_gpus, gpu
 
 LABELS = {"n1": {"rack": "r1"}, "n2": {"rack": "r1"}, "n3": {"rack": "r2"}}

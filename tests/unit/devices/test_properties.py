@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from scheduler.model.devices import Constraint, DeviceId, ResourceClaim
 from scheduler.placement.device_gang import GangDevices, allocate_gang
+from scheduler.placement.device_outcome import NodeAllocation
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import NodeAllocation, allocate
+from scheduler.placement.devices import allocate
 from tests.unit.devices.builders import CLASSES, D, ask, claim, gpu, node_slice
 
 NUMA = Constraint(f"{D}/numa")

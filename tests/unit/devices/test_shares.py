@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kube.read.devices_convert import resource_claim, resource_slice
+from scheduler.kube.read.devices_convert import resource_claim
 from scheduler.kube.read.fields import ConversionError
+from scheduler.kube.read.slices_convert import resource_slice
 from scheduler.kube.write.claim_allocation import allocation_json
 from scheduler.model.device_capacity import (
     UNBOUNDED_SHARES,
@@ -32,8 +33,9 @@ from scheduler.model.devices import (
     consumed_capacity,
 )
 from scheduler.placement.device_gang import allocate_gang
+from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation
 from scheduler.placement.device_pools import node_devices
-from scheduler.placement.devices import DeviceMisfit, NodeAllocation, allocate
+from scheduler.placement.devices import allocate
 from tests.unit.devices.builders import CLASSES, D, ask, claim, node_slice
 
 GI = 2**30

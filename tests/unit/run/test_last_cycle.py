@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.decide.plan import Bind, CyclePlan, PendingReason, ReasonCategory
 from scheduler.decide.recall import Recall
-from scheduler.feed.cache import CycleInput
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.feed.grouping import GangSet
 from scheduler.model import Gang, Tier
 from scheduler.placement.types import Placement

@@ -21,7 +21,7 @@ from scheduler.decide.plan import (
     RollbackCause,
 )
 from scheduler.decide.recall import Recall
-from scheduler.feed.cache import CycleInput
+from scheduler.feed.cache_cycle import CycleInput
 from scheduler.feed.grouping import GangSet
 from scheduler.model import PodRef
 from scheduler.placement.types import (

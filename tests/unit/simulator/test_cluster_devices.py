@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.read import devices_convert
+from scheduler.kube.read import devices_convert, slices_convert
 from scheduler.model.devices import Version
 from scheduler.model.resources import GPU
 from scheduler.tools.devcluster import dra
@@ -89,7 +89,7 @@ def test_the_simulator_publishes_what_the_dev_clusters_driver_does() -> None:
                                    "status": {"allocatable": d.allocatable}},
                                   topology_labels=spec.topology_labels)
         body["metadata"].pop("annotations")
-        assert devices_convert.resource_slice(body) == mine[d.name]
+        assert slices_convert.resource_slice(body) == mine[d.name]
     assert {c.name: c for c in cluster_devices(spec).classes} == {
         c.name: c for c in (devices_convert.device_class(dra.device_class(p))
                             for p in (None, H100))}
