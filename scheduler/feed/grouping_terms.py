@@ -9,6 +9,7 @@ them, shared by pending and running gangs.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -27,6 +28,7 @@ from scheduler.model.workloads import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
+    RUNTIME_SECONDS_ANNOTATION,
     TIER_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
@@ -207,6 +209,20 @@ def max_runtime(meta: list[Mapping[str, str]]) -> float | None:
     except ValueError:
         return None
     return seconds if seconds > 0 else None
+
+
+def ran_before(meta: list[Mapping[str, str]]) -> float:
+    """Seconds the workload ran in earlier runs (``gangscheduler.io/runtime-seconds``, which
+    the scheduler writes on its owner); 0 when none is written or it cannot be read (the
+    edges warn about it: ``scheduler.model.annotation_checks``)."""
+    text = annotation(RUNTIME_SECONDS_ANNOTATION, *meta)
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        return 0.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
 def tier(labeled: list[tuple[str, Mapping[str, str]]]) -> Tier:

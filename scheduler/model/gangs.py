@@ -130,6 +130,9 @@ class Gang:
     #: Seconds it may run before it is evicted (``gangscheduler.io/max-runtime``; its
     #: queue's ``spec.guards.maxRuntimeSeconds`` caps it: ``policies.guards``).
     max_runtime: float | None = None
+    #: Seconds its workload ran in earlier runs (``gangscheduler.io/runtime-seconds`` on its
+    #: owner): a runtime limit counts them with the current run's.
+    ran_before: float = 0.0
     #: ``interactive`` for a notebook or debugging session (``policies.interactive``).
     tier: Tier = Tier.BATCH
     #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).
