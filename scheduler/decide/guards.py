@@ -83,6 +83,12 @@ def overruns(snapshot: Snapshot, queues: QueueSet, now: float,
     return tuple(out)
 
 
+def limit_of(queues: QueueSet, gang: Gang) -> tuple[float, str] | None:
+    """*gang*'s runtime limit and who sets it (its queues' ``maxRuntimeSeconds`` and its own
+    annotation); None: it has none, and the runtime of its runs need not be kept."""
+    return rules.runtime_limit(_path(queues, _guarded(queues), gang.queue), gang.max_runtime)
+
+
 def runs(running: Iterable[RunningGang]) -> tuple[Run, ...]:
     """The running gangs as budget runs (their GPUs read through the demand seam)."""
     return tuple(Run(rg.gang.queue, rg.gang.gpus, rg.start_time) for rg in running)

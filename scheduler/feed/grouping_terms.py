@@ -23,6 +23,7 @@ from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
+    JOBSET_NAME_LABEL,
     MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
@@ -32,6 +33,7 @@ from scheduler.model.workloads import (
     TIER_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
+    OwnerRef,
     PodGroupInfo,
     PodInfo,
 )
@@ -223,6 +225,22 @@ def ran_before(meta: list[Mapping[str, str]]) -> float:
     except ValueError:
         return 0.0
     return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+def workload_owner(pods: list[PodInfo], group: PodGroupInfo | None,
+                   job: JobInfo | None) -> OwnerRef | None:
+    """The object a user submitted for the gang, which outlives its runs (a JobSet restarted
+    by its failurePolicy, a Job whose pods are recreated): where the runtime of its runs is
+    kept (``RUNTIME_SECONDS_ANNOTATION``). Its JobSet, else its Job, else its PodGroup; None
+    for a lone pod (it never runs twice) and a native PodGroup's gang without a Job."""
+    if job is not None and job.uid:
+        labelled = next((p for p in pods if p.labels.get(JOBSET_NAME_LABEL)), None)
+        if labelled is not None:
+            return OwnerRef("JobSet", labelled.labels[JOBSET_NAME_LABEL], job.uid)
+        return OwnerRef("Job", job.name, job.uid)
+    if group is not None and group.uid:
+        return OwnerRef("PodGroup", group.name, group.uid)
+    return None
 
 
 def tier(labeled: list[tuple[str, Mapping[str, str]]]) -> Tier:
