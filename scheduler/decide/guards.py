@@ -124,8 +124,11 @@ class Guarded:
         """*gangs*: the pending gangs about to be considered; *leaving*: running gangs
         evicted this cycle (they no longer count as running)."""
         guarded = _guarded(queues)
+        ran_before = [g for g in gangs if g.ran_before]  # (most cycles: none)
+        if not guarded and not ran_before:
+            return cls(queues)
         started = frozenset(snapshot.running)
-        spent = {g.id: hold for g in gangs if g.ran_before and g.id not in started
+        spent = {g.id: hold for g in ran_before if g.id not in started
                  and (hold := _spent(g, _path(queues, guarded, g.queue))) is not None}
         if not guarded:
             return cls(queues, spent=spent, started=started) if spent else cls(queues)
