@@ -3,8 +3,12 @@
 Why apart from quota: quota bounds what a queue holds *at once*; a guard bounds what it does
 over time or in count. A queue's ``spec.guards``:
 
-- ``maxRuntimeSeconds``: a running gang is evicted once it has run this long (a gang's own
-  ``gangscheduler.io/max-runtime`` annotation may ask for less, never more);
+- ``maxRuntimeSeconds``: a running gang is evicted once its workload has run this long, in
+  all its runs (a gang's own ``gangscheduler.io/max-runtime`` annotation may ask for less,
+  never more). The earlier runs' seconds come with the gang (``Gang.ran_before``, from the
+  ``gangscheduler.io/runtime-seconds`` annotation the scheduler writes on the workload's
+  owner when a run ends), so a Job or JobSet its controller restarts does not get the full
+  limit again each time; a gang whose workload already used it up is not started again;
 - ``budget: {gpuHours, period}``: once the queue's GPU-hours in the current calendar period
   (UTC day, week from Monday, month) reach the budget, it starts no new gang until the next
   period; what runs keeps running;
@@ -154,11 +158,29 @@ def runtime_limit(path_guards: Iterable[tuple[str, Guards]], own: float | None
     return best
 
 
-def overrun_message(limit: tuple[float, str], ran: float) -> str:
-    """What an eviction for running too long says (on the pods, the Job, the PodGroup)."""
+def overrun_message(limit: tuple[float, str], ran: float, ran_before: float = 0.0) -> str:
+    """What an eviction for running too long says (on the pods, the Job, the PodGroup):
+    *ran* counts the workload's earlier runs (*ran_before*) too, when it had any."""
     seconds, who = limit
+    earlier = (f" (this run {format_duration(ran - ran_before)}, earlier runs "
+               f"{format_duration(ran_before)})" if ran_before > 0 else "")
     return (f"preempted: {who} allows {format_duration(seconds)} of runtime; this gang ran "
-            f"{format_duration(ran)}")
+            f"{format_duration(ran)}{earlier}")
+
+
+def runtime_spent(gang_id: str, limit: tuple[float, str] | None, ran_before: float
+                  ) -> str | None:
+    """Why a gang whose workload already ran its whole runtime limit in earlier runs is not
+    started again (None: it has time left). Holding it, rather than starting it and evicting
+    it at once, spares the cluster a start (pulling images, loading a checkpoint) that could
+    do no work, and says plainly on the pending gang what its user must change: raise the
+    limit, or clear the ``gangscheduler.io/runtime-seconds`` annotation of its owner."""
+    if limit is None or ran_before < limit[0]:
+        return None
+    seconds, who = limit
+    return (f"{gang_id} ran {_seconds(ran_before)} of the {_seconds(seconds)} runtime limit "
+            f"of {who} in earlier runs: not started again (raise the limit, or remove the "
+            "gangscheduler.io/runtime-seconds annotation of its owner to start afresh)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +249,11 @@ def period_end(guards: Mapping[str, Guards], now: float) -> float | None:
     ends = [period_bounds(g.budget.period, now)[1] for g in guards.values()
             if g.budget is not None]
     return min(ends, default=None)
+
+
+def _seconds(seconds: float) -> str:
+    """``3,612 s``: whole seconds, as the limit is written (``maxRuntimeSeconds``)."""
+    return f"{seconds:,.0f} s"
 
 
 def _gpu_h(hours: float) -> str:

@@ -34,7 +34,7 @@ from scheduler.model import Node, PodRef
 from scheduler.model.demand import gpus_of
 from scheduler.model.devices import ClaimTemplate
 from scheduler.model.release import Release
-from scheduler.model.workloads import PodInfo, PodPhase
+from scheduler.model.workloads import RUNTIME_SECONDS_ANNOTATION, PodInfo, PodPhase
 from scheduler.run.loop import ApplyResult
 from simulator.claims import SimulatedClaims
 from simulator.clock import EventKind, VirtualClock
@@ -63,6 +63,9 @@ class JobState:
     #: Stopped by a runaway guard (its queue's maxRuntimeSeconds): it never ends.
     stopped: bool = False
     stopped_at: float | None = None  # when the guard stopped it
+    #: Seconds of its runs that ended (interrupted): what its queue's maxRuntimeSeconds
+    #: counts before the current run, as ``gangscheduler.io/runtime-seconds`` does live.
+    ran_seconds: float = 0.0
 
     @property
     def running(self) -> bool:
@@ -307,14 +310,28 @@ class SimulatedCluster:
             st.checkpoint_gpu_seconds += written * gpus
             st.work_done += kept
             self.busy -= st.bound_gpus()
+            st.ran_seconds += now - st.run_start
             st.run_start = None
             self.running_jobs -= 1
+            self._note_runtime(st)
         st.epoch += 1
         if preempted:
             st.preemptions += 1
         else:
             st.failures += 1
         self._unbind_all(st, now)
+
+    def _note_runtime(self, st: JobState) -> None:
+        """The runtime of *st*'s ended runs on its pods, where the grouping reads it
+        (``Gang.ran_before``): the simulator's edge writes what the live ledger writes on
+        the owner (``scheduler.kube.write.runtime_ledger``), so that its guards count a
+        job's runs across preemptions and failures the same way."""
+        text = f"{st.ran_seconds:.0f}"
+        for uid in st.pod_uids:
+            pod = self.cache.pod(uid)
+            if pod is not None and pod.annotations.get(RUNTIME_SECONDS_ANNOTATION) != text:
+                self.cache.upsert_pod(dataclasses.replace(
+                    pod, annotations={**pod.annotations, RUNTIME_SECONDS_ANNOTATION: text}))
 
     def complete(self, job_id: str, epoch: int, now: float) -> bool:
         """A completion event fired; False if it was stale (the run was interrupted)."""

@@ -183,7 +183,7 @@ class _Turn:
                  queue_of: Mapping[str, str], caps: UserCaps | None = None,
                  by_id: Mapping[str, Gang] | None = None) -> None:
         self.draft, self.queues, self.queue_of = draft, queues, queue_of
-        self.guarded = guarded if guarded.guarded else None
+        self.guarded = guarded if guarded.holds else None
         self.caps, self.by_id = caps, by_id or {}
         policies = draft.context.policies
         self.by_gang = draft.context.memo.recall.hopeless(policies.queues,

@@ -2,12 +2,15 @@
 a queue's budget or caps (the rules are ``policies.guards``).
 
 Why a step of its own: guards are not about fitting. A gang past its ``maxRuntimeSeconds``
-is evicted whether or not anyone waits for its nodes, through the plan's evictions like a
-preemption victim (the same actuators, live and simulated), with a message that names the
-limit; it is then terminating, so no preemptor picks it again and a gang that needs its
+(counting its workload's earlier runs, ``Gang.ran_before``) is evicted whether or not
+anyone waits for its nodes, through the plan's evictions like a preemption victim (the
+same actuators, live and simulated), with a message that names the limit; it is then
+terminating, so no preemptor picks it again and a gang that needs its
 nodes waits for it to go. A queue over its GPU-hour budget or at its running cap starts
 nothing; gangs beyond its pending cap are not considered at all. Each hold is a
-``QueueLimit`` pending reason naming the guard. Guards act under every scheduler policy
+``QueueLimit`` pending reason naming the guard; so is a gang whose workload used up its
+runtime limit in earlier runs (``policies.guards.runtime_spent`` says why it is held rather
+than started and evicted at once). Guards act under every scheduler policy
 (``fifo-gang`` too): they are the queue's, not the ordering's.
 
 ``Guarded.of`` works out, once per cycle, what does not change while gangs are considered
@@ -73,11 +76,17 @@ def overruns(snapshot: Snapshot, queues: QueueSet, now: float,
         if rg.terminating or rg.id in evicted:
             continue
         limit = rules.runtime_limit(_path(queues, guarded, rg.gang.queue), rg.gang.max_runtime)
-        ran = now - rg.start_time
+        ran = rg.gang.ran_before + now - rg.start_time
         if limit is not None and ran >= limit[0]:
             out.append(Eviction(Release.whole(rg), NO_PREEMPTOR,
-                                rules.overrun_message(limit, ran)))
+                                rules.overrun_message(limit, ran, rg.gang.ran_before)))
     return tuple(out)
+
+
+def limit_of(queues: QueueSet, gang: Gang) -> tuple[float, str] | None:
+    """*gang*'s runtime limit and who sets it (its queues' ``maxRuntimeSeconds`` and its own
+    annotation); None: it has none, and the runtime of its runs need not be kept."""
+    return rules.runtime_limit(_path(queues, _guarded(queues), gang.queue), gang.max_runtime)
 
 
 def runs(running: Iterable[RunningGang]) -> tuple[Run, ...]:
@@ -100,6 +109,14 @@ class Guarded:
     #: Gangs with members bound already (a partly bound gang being completed): guards gate
     #: starts, and these have started; holding their rest would only roll them back.
     started: frozenset[str] = frozenset()
+    #: Gang id -> why it is not started again: its workload used up its runtime limit in
+    #: earlier runs (a queue's, or its own annotation's: held without queue guards too).
+    spent: Mapping[str, Waiting] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        """Something may hold a gang this cycle (else the cycle does not ask ``held``)."""
+        return bool(self.guarded or self.spent)
 
     @classmethod
     def of(cls, snapshot: Snapshot, gangs: Sequence[Gang], queues: QueueSet, now: float,
@@ -107,8 +124,14 @@ class Guarded:
         """*gangs*: the pending gangs about to be considered; *leaving*: running gangs
         evicted this cycle (they no longer count as running)."""
         guarded = _guarded(queues)
-        if not guarded:
+        ran_before = [g for g in gangs if g.ran_before]  # (most cycles: none)
+        if not guarded and not ran_before:
             return cls(queues)
+        started = frozenset(snapshot.running)
+        spent = {g.id: hold for g in ran_before if g.id not in started
+                 and (hold := _spent(g, _path(queues, guarded, g.queue))) is not None}
+        if not guarded:
+            return cls(queues, spent=spent, started=started) if spent else cls(queues)
         live = [rg for gid, rg in snapshot.running.items()
                 if not rg.terminating and gid not in leaving]
         over: dict[str, str] = {}
@@ -119,10 +142,9 @@ class Guarded:
         capped = [q for q, g in guarded.items() if g.max_running_gangs is not None]
         counts = {q: sum(1 for rg in live if q in queues.path_of(rg.gang.queue))
                   for q in capped}
-        started = frozenset(snapshot.running)
         return cls(queues, guarded, over,
                    _beyond_pending_caps([g for g in gangs if g.id not in started], queues,
-                                        guarded), counts, started)
+                                        guarded), counts, started, spent)
 
     def held(self, gang: Gang, binds: Sequence[Bind], nominations: Sequence[Nomination],
              queue_of: Mapping[str, str]) -> Waiting | None:
@@ -130,8 +152,11 @@ class Guarded:
         guard holds it. *binds* and *nominations*: this cycle's so far (they run, or will;
         the completion of a gang already running is no new one); *queue_of*: the queue of
         each gang considered."""
-        if not self.guarded or gang.id in self.started:
+        if gang.id in self.started:
             return None
+        spent = self.spent.get(gang.id)
+        if spent is not None or not self.guarded:
+            return spent
         path = self.queues.path_of(gang.queue)
         why = self.beyond_cap.get(gang.id)
         if why is None:
@@ -148,6 +173,16 @@ class Guarded:
                 if why is not None:
                     break
         return None if why is None else Waiting(ReasonCategory.QUEUE_LIMIT, why)
+
+
+def _spent(gang: Gang, path_guards: list[tuple[str, Guards]]) -> Waiting | None:
+    """*gang* held: its workload ran its whole runtime limit in earlier runs (only a gang
+    that ran before, ``Gang.ran_before``, is asked)."""
+    if not gang.ran_before:
+        return None
+    why = rules.runtime_spent(gang.id, rules.runtime_limit(path_guards, gang.max_runtime),
+                              gang.ran_before)
+    return None if why is None else Waiting(ReasonCategory.QUEUE_LIMIT, why)
 
 
 def budgets(snapshot: Snapshot, queues: QueueSet, usage: Usage, now: float,
@@ -200,7 +235,7 @@ def wake(snapshot: Snapshot, queues: QueueSet, guarded: Guarded, now: float) -> 
         if rg.terminating:
             continue
         limit = rules.runtime_limit(_path(queues, g, rg.gang.queue), rg.gang.max_runtime)
-        at = rules.overrun_deadline(limit, rg.start_time)
+        at = rules.overrun_deadline(limit, rg.start_time - rg.gang.ran_before)
         if at is not None and at > now:
             times.append(at)
     if guarded.over_budget:

@@ -45,7 +45,6 @@ from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang, elastic, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
-from scheduler.model.gangs import Tier
 from scheduler.model.native import ResolvedGroup
 from scheduler.model.resources import Resources, total
 from scheduler.model.workloads import (
@@ -186,9 +185,12 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     runtime = grouping_terms.runtime(meta, job)
     running = _running_gang(gid, bound, queue, runtime, meta, devices) if bound else None
     limit = grouping_terms.max_runtime(meta)
+    ran_before = grouping_terms.ran_before(meta)
+    owner = grouping_terms.workload_owner(gang_pods, group, job)
     tier = grouping_terms.tier(labeled)
-    if running is not None and (limit is not None or tier is not Tier.BATCH):
-        running = replace(running, gang=replace(running.gang, max_runtime=limit, tier=tier))
+    if running is not None:
+        running = replace(running, gang=replace(running.gang, max_runtime=limit,
+                                                ran_before=ran_before, owner=owner, tier=tier))
     if running is not None and notices:
         running = replace(running, gang=replace(running.gang, notices=notices))
     if running is not None and terms is not None:
@@ -232,6 +234,8 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                       else grouping_terms.topology(*meta)),
             runtime_estimate=runtime,
             max_runtime=limit,
+            ran_before=ran_before,
+            owner=owner,
             tier=tier,
             preemption_policy=(terms.preemption_policy if terms and terms.preemption_policy
                                else grouping_terms.preemption_policy(gang_pods)),

@@ -9,6 +9,7 @@ them, shared by pending and running gangs.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -22,14 +23,17 @@ from scheduler.model.numerals import parse_int
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.workloads import (
     EXPECTED_RUNTIME_ANNOTATION,
+    JOBSET_NAME_LABEL,
     MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     ROLE_LABEL,
+    RUNTIME_SECONDS_ANNOTATION,
     TIER_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
+    OwnerRef,
     PodGroupInfo,
     PodInfo,
 )
@@ -207,6 +211,36 @@ def max_runtime(meta: list[Mapping[str, str]]) -> float | None:
     except ValueError:
         return None
     return seconds if seconds > 0 else None
+
+
+def ran_before(meta: list[Mapping[str, str]]) -> float:
+    """Seconds the workload ran in earlier runs (``gangscheduler.io/runtime-seconds``, which
+    the scheduler writes on its owner); 0 when none is written or it cannot be read (the
+    edges warn about it: ``scheduler.model.annotation_checks``)."""
+    text = annotation(RUNTIME_SECONDS_ANNOTATION, *meta)
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        return 0.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+def workload_owner(pods: list[PodInfo], group: PodGroupInfo | None,
+                   job: JobInfo | None) -> OwnerRef | None:
+    """The object a user submitted for the gang, which outlives its runs (a JobSet restarted
+    by its failurePolicy, a Job whose pods are recreated): where the runtime of its runs is
+    kept (``RUNTIME_SECONDS_ANNOTATION``). Its JobSet, else its Job, else its PodGroup; None
+    for a lone pod (it never runs twice) and a native PodGroup's gang without a Job."""
+    if job is not None and job.uid:
+        labelled = next((p for p in pods if p.labels.get(JOBSET_NAME_LABEL)), None)
+        if labelled is not None:
+            return OwnerRef("JobSet", labelled.labels[JOBSET_NAME_LABEL], job.uid)
+        return OwnerRef("Job", job.name, job.uid)
+    if group is not None and group.uid:
+        return OwnerRef("PodGroup", group.name, group.uid)
+    return None
 
 
 def tier(labeled: list[tuple[str, Mapping[str, str]]]) -> Tier:

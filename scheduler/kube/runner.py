@@ -56,6 +56,7 @@ from scheduler.kube.write.group_sync import GroupStatusSync
 from scheduler.kube.write.owner_estimates import OwnerEstimates
 from scheduler.kube.write.queue_finalizer import QueueFinalizers
 from scheduler.kube.write.queue_status import QueueStatusPublisher
+from scheduler.kube.write.runtime_ledger import RuntimeLedger
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.kube.write.status import StatusWriter
 from scheduler.kube.write.writer import Retry
@@ -147,6 +148,7 @@ class LiveScheduler(Tending):
         self.gang_notices = GangNotices(self.events, self.cache.group, self.cache.gang_pods)
         self.owner_estimates = OwnerEstimates(self.actuator.statuses, self.actuator.writer,
                                               self.cache.gang_pods)
+        self.runtime_ledger = RuntimeLedger(self.actuator.statuses, self.actuator.writer)
         self.scheduler = Scheduler(
             self.cache, self.policies, time.time, self.actuator, self.metrics,
             backoff_initial=config.bind_backoff_initial_seconds,
@@ -278,6 +280,7 @@ class LiveScheduler(Tending):
             log.info("leading", identity=self.identity, term=term)
             self.queue_status.took_over()
             self.scheduler.forget_accounting()
+            self.runtime_ledger.forget()
             # Fair share with memory: start from what the last leader wrote on the Queues.
             self.scheduler.remembered.restore(self.policies.remembered(), self.scheduler.clock(),
                                               self.policies.current())
@@ -286,6 +289,7 @@ class LiveScheduler(Tending):
             plan = self.scheduler.run_once(takeover=takeover)
             self.recent.observe(plan)
             self.owner_estimates.publish(plan)
+            self._count_runtime(plan.now)
             self.queue_status.publish(self.scheduler.last_queues)
             self._sync_finalizers()
             self._follow_the_pods()

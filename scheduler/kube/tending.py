@@ -1,6 +1,7 @@
 """What the leader keeps up to date around its cycles that is not the plan: PodGroup status,
 shortfalls and gang notices following the pods, Queue finalizers, Warning events on unreadable
-inputs, the GPU-use gauges, and the queue figures and settled shortfalls due between cycles.
+inputs, the GPU-use gauges, the runtime each workload ran (``RuntimeLedger``), and the queue
+figures and settled shortfalls due between cycles.
 
 Separate from ``runner`` because none of it decides or binds: ``runner`` is the loop, its
 leadership and fencing; this is the housekeeping each pass runs after a cycle or instead of
@@ -20,6 +21,7 @@ from scheduler.kube.write.gang_notices import GangNotices
 from scheduler.kube.write.group_sync import GroupStatusSync
 from scheduler.kube.write.queue_finalizer import QueueFinalizers
 from scheduler.kube.write.queue_status import QueueStatusPublisher
+from scheduler.kube.write.runtime_ledger import RuntimeLedger
 from scheduler.kube.write.shortfalls import ShortfallReporter
 from scheduler.run.config import SchedulerConfig
 from scheduler.run.gpu_use import GpuUse
@@ -43,6 +45,7 @@ class Tending:
     shortfalls: ShortfallReporter
     gang_notices: GangNotices
     gpu_use: GpuUse | None
+    runtime_ledger: RuntimeLedger
 
     def _between_cycles(self) -> None:
         """No cycle is due: write what is due without one (queue figures, a shortfall that
@@ -99,6 +102,13 @@ class Tending:
         self.group_sync.sync(running)
         self.shortfalls.report(running, time.monotonic())
         self.gang_notices.report(chain(gangs.pending, (r.gang for r in running.values())))
+
+    def _count_runtime(self, now: float) -> None:
+        """Runs that ended this cycle, added to their owners' runtime (``RuntimeLedger``)."""
+        last = self.scheduler.last_cycle
+        if last is not None:
+            inp, policies = last
+            self.runtime_ledger.observe(inp.snapshot.running, policies.queues, now)
 
     def _sync_finalizers(self) -> None:
         """The finalizer on each Queue (``queue_finalizer``): removed from a Queue being

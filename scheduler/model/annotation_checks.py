@@ -12,6 +12,7 @@ warning event on the object and a log line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -29,6 +30,7 @@ from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     MAX_RUNTIME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
+    RUNTIME_SECONDS_ANNOTATION,
     TIER_LABEL,
 )
 
@@ -41,6 +43,13 @@ def _positive_duration(text: str, now: float | None) -> object:
     if parse_duration(text) <= 0:
         raise ValueError(text)
     return None
+
+
+def _seconds_ran(text: str, now: float | None) -> object:
+    seconds = float(text)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(text)
+    return seconds
 
 
 def _checkpoint(text: str, now: float | None) -> object:
@@ -75,6 +84,9 @@ CHECKED: Mapping[str, Check] = {
     LAST_CHECKPOINT_ANNOTATION: Check(_checkpoint, TIME_ACCEPTED,
                                       "treated as never checkpointed (preemption counts all "
                                       "the gang's run time as lost)"),
+    RUNTIME_SECONDS_ANNOTATION: Check(_seconds_ran, "seconds, a number from 0 such as 3612.5",
+                                      "treated as 0 (a runtime limit counts this run only); "
+                                      "the scheduler writes it anew when the run ends"),
     MIN_MEMBER_ANNOTATION: Check(_positive_int, "a positive integer such as 4",
                                  "the gang size cannot be known from it"),
 }

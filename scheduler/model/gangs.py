@@ -16,6 +16,7 @@ from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
 from scheduler.model.resources import Resources, total
 from scheduler.model.shortfall import Shortfall
+from scheduler.model.workloads import OwnerRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,13 @@ class Gang:
     #: Seconds it may run before it is evicted (``gangscheduler.io/max-runtime``; its
     #: queue's ``spec.guards.maxRuntimeSeconds`` caps it: ``policies.guards``).
     max_runtime: float | None = None
+    #: Seconds its workload ran in earlier runs (``gangscheduler.io/runtime-seconds`` on its
+    #: owner): a runtime limit counts them with the current run's.
+    ran_before: float = 0.0
+    #: The object its user submitted, where ``ran_before`` is kept (its JobSet, Job or
+    #: scheduler-plugins PodGroup; None for a lone pod, which never runs twice, and a native
+    #: PodGroup's gang without a Job). Where to write, not what to decide: not compared.
+    owner: OwnerRef | None = field(default=None, compare=False, repr=False)
     #: ``interactive`` for a notebook or debugging session (``policies.interactive``).
     tier: Tier = Tier.BATCH
     #: Pods that exist so far (a gang with fewer than ``min_member`` waits for members).

@@ -19,6 +19,11 @@ QUEUE_LABEL = "gangscheduler.io/queue"
 EXPECTED_RUNTIME_ANNOTATION = "gangscheduler.io/expected-runtime"
 #: The longest a gang may run before it is evicted (its queue's maxRuntimeSeconds caps it).
 MAX_RUNTIME_ANNOTATION = "gangscheduler.io/max-runtime"
+#: Written by the scheduler on a workload's top owner (the Job, JobSet, TrainJob or PodGroup
+#: users submit) at the end of each run: the seconds its earlier runs lasted, in all. Runtime
+#: limits count it, so a workload restarted by its controller does not run the full limit
+#: again each time (``policies.guards``; ``scheduler.kube.write.runtime_ledger``).
+RUNTIME_SECONDS_ANNOTATION = "gangscheduler.io/runtime-seconds"
 LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
 #: Written by the scheduler on a pending gang's pods: when it is expected to start (RFC 3339)
 #: and when that was worked out. Every gang's pods carry it (lone pods, Jobs, JobSets,

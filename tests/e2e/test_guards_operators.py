@@ -12,9 +12,10 @@ Each test goes through the same phases on the tenant's pool:
 3. the workload runs past the limit and is evicted as a whole gang: every member pod gets a
    ``Preempted`` event naming the limit, as do its Jobs, its JobSet (or its PodGroup), and
    none stays bound;
-4. the operator reacts as it is told to: a JobSet's ``failurePolicy`` restarts it once (the
-   restart is placed whole and is itself held to the limit), then fails it; a TrainJob whose
-   Jobs fail on a disruption is failed.
+4. the operator reacts as it is told to: a JobSet's ``failurePolicy`` restarts it once, and
+   the restart is not started (the limit counts the JobSet's runs together: its first run
+   used it up, and the JobSet carries ``gangscheduler.io/runtime-seconds``); a TrainJob
+   whose Jobs fail on a disruption is failed.
 
 Pods under kwok run until deleted (no simulated runtime): each workload here is a runaway.
 Skipped when the session cluster runs without the training operators.
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.model.workloads import RUNTIME_SECONDS_ANNOTATION as RUNTIME_SECONDS
 from scheduler.tools.devcluster import rest
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.contention import (
@@ -41,6 +43,7 @@ from tests.e2e.live import InProcessScheduler, Tenant, unschedulable_message
 from tests.e2e.test_guards import guard, job_condition
 from tests.e2e.test_job_deadline import condition
 from tests.e2e.test_jobset_gangs import (
+    JOBSETS,
     RJOB_LABEL,
     conditions,
     create_jobset,
@@ -124,12 +127,13 @@ def evicted_whole(tenant: Tenant, members: list[str]) -> None:
     wait_for(lambda: not staying(), 60, what="no member of the evicted gang left running")
 
 
-def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_restarted_then_failed(
+def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_and_its_restart_held(
         tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
     """A leader and 2 workers (one gang) behind the blocker, evicted whole at the limit; its
     Jobs fail (``backoffLimit: 0``) and the JobSet's ``failurePolicy`` (``maxRestarts: 1``)
-    recreates them: the new pods run whole and are evicted at the limit again, and with no
-    restart left the JobSet is failed."""
+    recreates them. The limit is the JobSet's, across its runs: the first run's seconds are
+    written on the JobSet, and the new pods are held, never bound, with a reason naming the
+    limit and the time used (a per-run limit would run them for the limit again)."""
     tenant.create_nodes(1, gpus=8)
     name = "runaway"
 
@@ -145,26 +149,42 @@ def test_a_jobset_past_its_queues_max_runtime_is_evicted_whole_restarted_then_fa
     assert {tenant.pods()[n]["metadata"]["labels"][RJOB_LABEL] for n in first} == {
         "leader", "workers"}
     evicted_whole(tenant, first)
-    jobs = wait_for(lambda: {n for n in overrun_events(tenant, "Job")
-                             if n.startswith(f"{name}-")} or None, 60,
+    # (Each Job's event is written on its own: wait for both, not the first.)
+    expected = {f"{name}-leader-0", f"{name}-workers-0"}
+    jobs = wait_for(lambda: (evented := {n for n in overrun_events(tenant, "Job")
+                                         if n.startswith(f"{name}-")}) >= expected
+                    and evented, 60,
                     what="Preempted events naming the limit on the JobSet's Jobs")
-    assert jobs == {f"{name}-leader-0", f"{name}-workers-0"}, jobs
+    assert jobs == expected, jobs
     # ... and on the JobSet, which outlives the Jobs its failure policy replaces.
     note = wait_for(lambda: overrun_events(tenant, "JobSet").get(name, ""), 60,
                     what="a Preempted event naming the limit on the JobSet")
     assert "(3 pod(s) of its Jobs evicted)" in note, note
 
-    # The JobSet controller's reaction: a restart, placed whole, held to the limit in turn.
+    # The first run's seconds, kept on the JobSet (which outlives its Jobs and pods).
+    written = wait_for(lambda: jobset_annotations(tenant, name).get(RUNTIME_SECONDS), 60,
+                       what=f"{RUNTIME_SECONDS} written on the JobSet")
+    assert written is not None and float(written) >= LIMIT_S, written
+    ran = float(written)
+    # The JobSet controller's reaction: a restart, which is not started again.
     wait_for(lambda: jobset_status(tenant, name).get("restarts") == 1, 90,
              what="the JobSet restarted by its failure policy")
-    again = wait_for(lambda: running_whole(tenant, pods, 3, not_in=frozenset(first)),
-                     RUN_TIMEOUT_S, what="the restarted JobSet running whole")
+    again = wait_for(lambda: [n for n in pods() if n not in first] or None, RUN_TIMEOUT_S,
+                     what="the restarted JobSet's pods")
+    assert again is not None
+    held = f"{tenant.namespace}/{name} ran {ran:,.0f} s of the {LIMIT_S} s runtime limit"
+    wait_for(lambda: all(held in unschedulable_message(tenant.pods().get(n, {}))
+                         for n in again), 60,
+             what="every pod of the restart told the workload used up its limit")
+    for _ in live_scheduler.during_cycles(4):
+        assert tenant.bound(again) == [], "the restart bound although its limit is used up"
     assert conditions(jobset_status(tenant, name)).get("Failed") != "True"
-    evicted_whole(tenant, again)
-    failed = wait_for(lambda: condition({"status": jobset_status(tenant, name)}, "Failed"), 90,
-                      what="the JobSet failed once its restarts were used up")
-    assert failed is not None and failed.get("reason") == "ReachedMaxRestarts", failed
-    assert jobset_status(tenant, name).get("restarts") == 1
+
+
+def jobset_annotations(tenant: Tenant, name: str) -> dict[str, str]:
+    js = rest.call(tenant.cp.custom.get_namespaced_custom_object, *JOBSETS[:2],
+                   tenant.namespace, JOBSETS[2], name)
+    return dict((js.get("metadata") or {}).get("annotations") or {})
 
 
 def trainjob_condition(tenant: Tenant, name: str, kind: str) -> dict[str, Any] | None:

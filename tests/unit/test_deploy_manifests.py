@@ -151,9 +151,9 @@ EXPECTED_CLUSTER_RULES = {
     *(("resource.k8s.io", "resourceclaims/status", v) for v in ("update", "patch")),
     *(("resource.k8s.io", "resourceclaims/binding", v) for v in ("update", "patch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
-    *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")),
+    *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch", "patch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
-    *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch")),
+    *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch", "patch")),
     *(("scheduling.x-k8s.io", "podgroups/status", v) for v in ("update", "patch")),
     *(("scheduling.k8s.io", r, v) for r in ("workloads", "podgroups")
       for v in ("get", "list", "watch")),

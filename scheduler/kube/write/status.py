@@ -22,7 +22,13 @@ from scheduler.kube.client import path_segment as seg
 from scheduler.kube.write.writer import Once
 from scheduler.model import PodRef
 from scheduler.model.durations import format_time
-from scheduler.model.workloads import ESTIMATE_TIME_ANNOTATION, ESTIMATED_START_ANNOTATION
+from scheduler.model.workloads import (
+    ESTIMATE_TIME_ANNOTATION,
+    ESTIMATED_START_ANNOTATION,
+    JOBSET_API_VERSION,
+    RUNTIME_SECONDS_ANNOTATION,
+    OwnerRef,
+)
 
 log = structlog.get_logger()
 
@@ -91,6 +97,11 @@ class PodGroupStatus:
 #: if more) is the same estimate: a gang whose running gangs overrun their estimates gets a
 #: new one every cycle, which must not cost a write each time.
 ESTIMATE_SLACK_SECONDS = 60.0
+
+#: Where each kind of workload owner lives (``set_runtime_seconds``).
+OWNER_PATHS = {"Job": "/apis/batch/v1", "JobSet": f"/apis/{JOBSET_API_VERSION}",
+               "PodGroup": "/apis/scheduling.x-k8s.io/v1alpha1"}
+OWNER_RESOURCES = {"Job": "jobs", "JobSet": "jobsets", "PodGroup": "podgroups"}
 
 
 def same_estimate(old: float | None, new: float | None, now: float) -> bool:
@@ -195,6 +206,19 @@ class StatusWriter:
             else:
                 self._estimates[key] = start
         return True
+
+    def set_runtime_seconds(self, namespace: str, owner: OwnerRef, seconds: float) -> bool:
+        """``gangscheduler.io/runtime-seconds`` on a workload's owner (a Job, JobSet or
+        scheduler-plugins PodGroup): the runtime of its runs so far. Guarded by the owner's
+        uid, so a recreated namesake is not charged with its predecessor's runs."""
+        base = OWNER_PATHS.get(owner.kind)
+        if base is None:
+            return False
+        body = {"metadata": {"uid": owner.uid, "annotations": {
+            RUNTIME_SECONDS_ANNOTATION: f"{seconds:.0f}"}}}
+        return self._patch(f"{base}/namespaces/{seg(namespace)}/{OWNER_RESOURCES[owner.kind]}/"
+                           f"{seg(owner.name)}", body, MERGE_PATCH, gone_ok=True,
+                           namespace=namespace, owner=f"{owner.kind}/{owner.name}")
 
     def forget_pod(self, uid: str) -> None:
         """The pod was bound or deleted: its next pending spell starts fresh."""

@@ -71,3 +71,14 @@ def test_without_guards_the_clock_wakes_for_nothing_new() -> None:
                        SimulationOptions()).run()
     assert plain.cycles == again.cycles and plain.events == again.events
     assert plain.outcomes == again.outcomes
+
+
+def test_the_limit_counts_a_jobs_runs_across_a_preemption() -> None:
+    """"long" runs 300 s, is preempted by "high" (100 s), and runs again: its queue's 500 s
+    count both runs, so it is stopped 200 s into the second, not 500 s."""
+    jobs = [job("long", 0, 1, 8, duration=10_000),
+            job("high", 300, 1, 8, duration=100, priority=100)]
+    res = replay("gang-scheduler", jobs, Guards(max_runtime_seconds=500))
+    out = {o.job_id: o for o in res.outcomes}
+    assert out["long"].preemptions == 2  # preempted, then stopped by the guard
+    assert out["long"].stopped and out["long"].stop_time == 600.0
