@@ -56,6 +56,9 @@ class Role:
     #: GPUs one member's device claims count for (``scheduler.model.demand.claims_gpus``,
     #: from the device inventory where the gang is built): part of its ``demand``.
     device_gpus: int = 0
+    #: GPU-equivalents (thousandths) of the same claims when a share of a device makes them
+    #: less than ``device_gpus`` whole (``claims_demand``); None: ``device_gpus`` whole.
+    device_milli: int | None = None
     #: ``demand`` and ``charge``, worked out on first use (every fit, shape and running
     #: gang's charges read them).
     _demand: Demand | None = field(default=None, init=False, compare=False, repr=False)
