@@ -344,3 +344,20 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
     for node, gpus in more.items():
         out[node] = out.get(node, Resources()) + {GPU: gpus}
     return tuple(sorted(out.items()))
+
+
+def node_equivalents(roles: Iterable[_Role], members: Iterable[tuple[str, str, int]],
+                     ) -> dict[str, int]:
+    """Per node, the GPU-equivalents (thousandths) members placed as *members* say ((role,
+    node, pods)) hold there, when a share of a device makes some role's differ from its
+    whole GPUs; empty when none does (each node then holds its charged GPUs whole) or when
+    the gang is known by its totals only (no members)."""
+    demands = {r.name: r.demand for r in roles}
+    if all(d.shares_milli is None for d in demands.values()):
+        return {}
+    out: dict[str, int] = {}
+    for role_name, node, pods in members:
+        demand = demands.get(role_name)
+        if demand is not None:
+            out[node] = out.get(node, 0) + demand.milli * pods
+    return out

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.demand import Demand, charge_of, gang_demand, node_charges, role_demand
+from scheduler.model.demand import (
+    Demand,
+    charge_of,
+    gang_demand,
+    node_charges,
+    node_equivalents,
+    role_demand,
+)
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
@@ -282,6 +289,13 @@ class RunningGang:
             known = node_charges(self.allocations, self.gang.roles, self.members)
             object.__setattr__(self, "_charges", known)
         return known
+
+    @property
+    def held_milli(self) -> dict[str, int]:
+        """Per node, the GPU-equivalents (thousandths) the gang holds there when a share of a
+        device makes them less than its charged GPUs (``node_equivalents``); empty: every
+        node holds its charged GPUs whole. What accounting and the queues view count."""
+        return node_equivalents(self.gang.roles, self.members)
 
     @property
     def usage(self) -> Resources:

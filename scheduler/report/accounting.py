@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from policies.queues import QueueSet
 from scheduler.decide.plan import CyclePlan
-from scheduler.model import Gang, RunningGang
+from scheduler.model import Gang
 from scheduler.model.demand import MILLI, gpus_of
 from scheduler.model.resources import GPU
 from scheduler.world.snapshot import Snapshot
@@ -74,7 +74,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
     allocated: dict[tuple[str, str, str], int] = defaultdict(int)  # in thousandths
     on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
-        equivalents = running_milli(rg)
+        equivalents = rg.held_milli
         for where, res in rg.charges:
             gpus = gpus_of(res)
             if where in nodes and gpus:
@@ -128,21 +128,6 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
         cell[3] += n.free if n.reserved else 0
     pools = tuple(PoolGpus(p, *c) for p, c in sorted(per_pool.items()))
     return Accounting(in_gpus, pools, states)
-
-
-def running_milli(rg: RunningGang) -> dict[str, int]:
-    """Per node, the GPU-equivalents (thousandths) a running gang holds there, when a share
-    of a device makes them differ from its whole-GPU charges; empty when they do not (every
-    node then counts its charged GPUs whole) or when the gang is known by totals only."""
-    roles = {r.name: r.demand for r in rg.gang.roles}
-    if all(d.shares_milli is None for d in roles.values()):
-        return {}
-    out: dict[str, int] = {}
-    for role_name, node, pods in rg.members:
-        demand = roles.get(role_name)
-        if demand is not None:
-            out[node] = out.get(node, 0) + demand.milli * pods
-    return out
 
 
 def open_pools(queues: QueueSet) -> dict[str, frozenset[str]]:
