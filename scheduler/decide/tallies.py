@@ -82,8 +82,9 @@ def queue_tallies(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet
 
 
 def _charged_not_held(snapshot: Snapshot) -> dict[tuple[str, str], int]:
-    """Per (queue, pool), the thousandths of a GPU quota charges running gangs whole but
-    they hold only a share of (``RunningGang.held_milli``); absent: none."""
+    """Per (queue, pool), the thousandths of a GPU quota charges running gangs but they do
+    not hold (``RunningGang.held_milli``: a node's shares are charged rounded up to whole
+    GPUs); absent: none."""
     out: dict[tuple[str, str], int] = {}
     nodes = snapshot.nodes
     for rg in snapshot.running.values():
@@ -91,7 +92,8 @@ def _charged_not_held(snapshot: Snapshot) -> dict[tuple[str, str], int]:
         if not held:
             continue
         for where, res in rg.charges:
-            if where in held and where in nodes:
+            less = gpus_of(res) * MILLI - held.get(where, gpus_of(res) * MILLI)
+            if less > 0 and where in nodes:
                 key = (rg.gang.queue, nodes[where].pool)
-                out[key] = out.get(key, 0) + gpus_of(res) * MILLI - held[where]
+                out[key] = out.get(key, 0) + less
     return out

@@ -25,8 +25,10 @@ holds of any of the device's capacities (half of a GPU's memory: 500), known onc
 allocated; until then (and for a claim not made yet) it counts a whole device, so a figure is
 never below what the share will turn out to be. Integers, not floats: a queue's sum of many
 shares stays exact (each share rounded up to a thousandth: a sum never below its shares).
-``gpus`` stays whole (each member's share rounded up to a device): quota, fair share and every
-recorded placement decision are in whole GPUs, and a whole GPU per share never undercounts.
+``gpus`` stays whole (each member's share rounded up to a device): what a gang is admitted by,
+in whole GPUs like quotas and every recorded decision. A running gang's quota charge
+(``node_charges``) lowers a node's GPUs to the shares held there rounded up to whole GPUs, so
+quota and fair share count shares without ever charging less than is held.
 """
 
 from __future__ import annotations
@@ -319,10 +321,15 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
     """Per node, sorted by node, what quota charges for members placed as *members* say
     ((role, node, pods)), whose requests there are *allocations* ((node, requests)).
 
-    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``):
-    the very *allocations* object while every role's charge is its requests (today, always;
-    *members* is then not read). A gang known by its totals only (no members) is charged its
-    allocations."""
+    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``),
+    then, where members hold shares of devices (``node_equivalents``), the node's GPUs
+    lowered to its GPU-equivalents rounded up to whole GPUs (four halves on a node: 2, not
+    4): never below what is held, and a GPU free in quota as soon as the shares on it are.
+    The very *allocations* object while every role's charge is its requests and no share
+    is held (*members* is then not read). A gang known by its totals only (no members) is
+    charged its allocations."""
+    roles = tuple(roles)
+    members = tuple(members)
     extra: dict[str, int] | None = None  # role name -> GPUs one member is charged beyond
     for role in roles:
         requests = role.requests
@@ -338,11 +345,19 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
         gpus = extra.get(role_name, 0) * pods
         if gpus:
             more[node] = more.get(node, 0) + gpus
-    if not more:
+    held = node_equivalents(roles, members)
+    if not more and not held:
         return allocations
     out = dict(allocations)
     for node, gpus in more.items():
         out[node] = out.get(node, Resources()) + {GPU: gpus}
+    for node, milli in held.items():
+        charged = out.get(node)
+        if charged is None:
+            continue
+        rounded = -(-milli // MILLI)
+        if rounded < gpus_of(charged):
+            out[node] = charged + {GPU: rounded - gpus_of(charged)}
     return tuple(sorted(out.items()))
 
 
