@@ -172,7 +172,8 @@ class Recall:
             numbers.clear()
         # Requirements name device claims by template, not what they count for in quota
         # (the namespace's templates and classes do): the count is part of the shape.
-        key = tuple((r.name, r.count, r.min_count, r.requirements, r.device_gpus)
+        key = tuple((r.name, r.count, r.min_count, r.requirements, r.device_gpus,
+                     r.device_milli)
                     for r in roles)
         number = numbers.get(key)
         if number is None:

@@ -20,6 +20,7 @@ from policies.queues import PolicySet
 from scheduler.decide.plan import CyclePlan
 from scheduler.decide.recall import Recall
 from scheduler.model import Gang
+from scheduler.model.demand import MILLI, gpus_of
 from scheduler.model.resources import Resources
 from scheduler.world.snapshot import Snapshot
 
@@ -35,6 +36,10 @@ class QueueTally:
     admitted: int  # gangs bound by the plan
     pending: int  # gangs the plan left pending
     borrowed_share: float  # weighted dominant share of what the queue borrows (0: within quota)
+    #: Per pool where a share of a device is held, the GPU-equivalents (thousandths) held
+    #: there (``RunningGang.held_milli``): less than ``usage``'s GPUs, which quota charges
+    #: whole. Pools without a share are absent (they hold their usage's GPUs whole).
+    held: tuple[tuple[str, int], ...] = ()
 
 
 def queue_tallies(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet,
@@ -66,8 +71,29 @@ def queue_tallies(snapshot: Snapshot, gangs: Iterable[Gang], policies: PolicySet
     for g in by_id.values():
         if g.id in plan.pending:
             waiting[g.queue] = waiting.get(g.queue, 0) + 1
+    not_held = _charged_not_held(after)
     return tuple(QueueTally(
         name=name, usage=tuple(usage.get(name, ())), running=running.get(name, 0),
         admitted=admitted.get(name, 0), pending=waiting.get(name, 0),
-        borrowed_share=fairshare.dominant_share(ledger, name))
+        borrowed_share=fairshare.dominant_share(ledger, name),
+        held=tuple((pool, gpus_of(res) * MILLI - not_held[(name, pool)])
+                   for pool, res in usage.get(name, ()) if (name, pool) in not_held))
         for name in policies.queues.queues)
+
+
+def _charged_not_held(snapshot: Snapshot) -> dict[tuple[str, str], int]:
+    """Per (queue, pool), the thousandths of a GPU quota charges running gangs but they do
+    not hold (``RunningGang.held_milli``: a node's shares are charged rounded up to whole
+    GPUs); absent: none."""
+    out: dict[tuple[str, str], int] = {}
+    nodes = snapshot.nodes
+    for rg in snapshot.running.values():
+        held = rg.held_milli
+        if not held:
+            continue
+        for where, res in rg.charges:
+            less = gpus_of(res) * MILLI - held.get(where, gpus_of(res) * MILLI)
+            if less > 0 and where in nodes:
+                key = (rg.gang.queue, nodes[where].pool)
+                out[key] = out.get(key, 0) + less
+    return out

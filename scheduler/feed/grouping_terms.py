@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from scheduler.model import PodRef, PodRequirements, Role, TopologyConstraint
-from scheduler.model.demand import claim_key, claims_gpus
+from scheduler.model.demand import MILLI, claim_key, claims_demand
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import MAX_DURATION_SECONDS, parse_duration
 from scheduler.model.gangs import Tier, TopologyMode
@@ -60,7 +60,7 @@ def roles(pods: list[PodInfo], min_total: int,
 
     Pods are also split by the labels the gang's own affinity and spread selectors read, so
     that whether a member matches a fellow member's term is a property of its role. A
-    role's device claims count for the GPUs of its first member's (``claims_gpus``: its
+    role's device claims count for the GPUs of its first member's (``claims_demand``: its
     members' claims are made from the same templates).
     """
     keys = sorted(frozenset().union(*(p.requirements.constraints.selector_keys for p in pods)))
@@ -80,13 +80,16 @@ def roles(pods: list[PodInfo], min_total: int,
         common, mixed = _shared_labels(members)
         first = members[0]
         uses = first.requirements.constraints.device_claims
-        device_gpus = (claims_gpus(uses, first.namespace, first.claim_statuses, devices,
-                                   users) if uses else 0)
+        device_gpus, device_milli = (claims_demand(uses, first.namespace,
+                                                   first.claim_statuses, devices, users)
+                                     if uses else (0, 0))
         roles.append(Role(name=name, count=len(members), requirements=first.requirements,
                           min_count=required,
                           pods=tuple(PodRef(p.namespace, p.name, p.uid, p.claim_statuses)
                                      for p in members),
-                          labels=common, mixed_labels=mixed, device_gpus=device_gpus))
+                          labels=common, mixed_labels=mixed, device_gpus=device_gpus,
+                          device_milli=(None if device_milli == device_gpus * MILLI
+                                        else device_milli)))
     return tuple(roles)
 
 

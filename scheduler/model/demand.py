@@ -18,18 +18,41 @@ requests (``allocations``): what the kubelet counts.
 This is the one module that reads the GPU resource key of a resource vector (``gpus_of``);
 ``tests/unit/test_demand_seam.py`` keeps the others off it. Without device claims a role's
 demand is exactly its GPU request.
+
+GPU-equivalents (``Demand.milli``, thousandths of a GPU): what a demand is worth when a device
+is shared by consumable capacity. A share of a shareable device counts the largest fraction it
+holds of any of the device's capacities (half of a GPU's memory: 500), known once the claim is
+allocated; until then (and for a claim not made yet) it counts a whole device, so a figure is
+never below what the share will turn out to be. Integers, not floats: a queue's sum of many
+shares stays exact (each share rounded up to a thousandth: a sum never below its shares).
+``gpus`` stays whole (each member's share rounded up to a device): what a gang is admitted by,
+in whole GPUs like quotas and every recorded decision. A running gang's quota charge
+(``node_charges``) lowers a node's GPUs to the shares held there rounded up to whole GPUs, so
+quota and fair share count shares without ever charging less than is held.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol
 
 from scheduler.model.constraints import DeviceClaimUse
 from scheduler.model.device_inventory import DeviceInventory
-from scheduler.model.devices import AllocationMode, ClaimSpec, DeviceClass
+from scheduler.model.devices import (
+    AllocationMode,
+    ClaimSpec,
+    DeviceClass,
+    DeviceResult,
+    ResourceClaim,
+    qualify,
+)
 from scheduler.model.resources import GPU, Resources, parse_quantity
+
+#: Thousandths of a GPU in one GPU: the unit of GPU-equivalents (``Demand.milli``).
+MILLI = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,22 +62,46 @@ class Demand:
     ``device_claims`` names the ResourceClaims (``namespace/name``, or a template's name) whose
     devices count towards ``gpus``; empty until claims are read, so today ``gpus`` is the GPU
     request. Kept with the figure so an explanation can say where a GPU came from.
+
+    ``shares_milli``: the GPU-equivalents in thousandths when a share of a device makes them
+    differ from ``gpus`` whole (``None``: they do not); read ``milli``, which says both.
+    Build through ``demand_of`` so equal demands compare equal.
     """
 
     gpus: int = 0
     device_claims: tuple[str, ...] = ()
+    shares_milli: int | None = None
+
+    @property
+    def milli(self) -> int:
+        """GPU-equivalents in thousandths: a whole GPU 1000, half a GPU's memory 500."""
+        return self.gpus * MILLI if self.shares_milli is None else self.shares_milli
 
     def __add__(self, other: Demand) -> Demand:
-        if not other.device_claims and not self.device_claims:
+        if (not other.device_claims and not self.device_claims
+                and self.shares_milli is None and other.shares_milli is None):
             return Demand(self.gpus + other.gpus)
-        return Demand(self.gpus + other.gpus, self.device_claims + other.device_claims)
+        return demand_of(self.gpus + other.gpus, self.device_claims + other.device_claims,
+                         self.milli + other.milli)
 
     def times(self, members: int) -> Demand:
         """The demand of *members* members alike: GPUs multiply, claims are named once.
 
         A role's claims come from one template per member (each member gets its own claim),
         so the names stay the template's; the count is what multiplies."""
-        return Demand(self.gpus * members, self.device_claims)
+        return demand_of(self.gpus * members, self.device_claims, self.milli * members)
+
+
+def demand_of(gpus: int, device_claims: tuple[str, ...] = (), milli: int | None = None) -> Demand:
+    """A demand of *gpus* whole GPUs worth *milli* thousandths (None: exactly *gpus*)."""
+    shares = None if milli is None or milli == gpus * MILLI else milli
+    return Demand(gpus, device_claims, shares)
+
+
+def gpus_text(milli: int) -> str:
+    """GPU-equivalents for people: ``"2"``, ``"2.5"``, ``"0.125"`` (no trailing zeros)."""
+    whole, part = divmod(milli, MILLI)
+    return str(whole) if not part else f"{whole}.{part:03d}".rstrip("0")
 
 
 #: Asks for nothing: the start of a sum.
@@ -63,13 +110,14 @@ NO_DEMAND = Demand()
 
 def total(demands: Iterable[Demand]) -> Demand:
     """The sum of many demands (``Demand.__add__`` folded, claims in order)."""
-    gpus = 0
+    gpus = milli = 0
     claims: tuple[str, ...] = ()
     for d in demands:
         gpus += d.gpus
+        milli += d.milli
         if d.device_claims:
             claims += d.device_claims
-    return Demand(gpus, claims)
+    return demand_of(gpus, claims, milli)
 
 
 def gpus_of(resources: Mapping[str, int]) -> int:
@@ -136,7 +184,12 @@ def role_demand(role: _Member) -> Demand:
     """What one member of *role* (or one pod) asks for: its GPU request plus the GPUs its
     device claims count for (``Role.device_gpus``, worked out from the device inventory by
     ``claims_gpus`` where gangs are built). Readers ask ``Role.demand``, which is this."""
-    return Demand(gpus_of(role.requests) + getattr(role, "device_gpus", 0))
+    requested = gpus_of(role.requests)
+    device_gpus = getattr(role, "device_gpus", 0)
+    device_milli = getattr(role, "device_milli", None)
+    if device_milli is None:
+        return Demand(requested + device_gpus)
+    return demand_of(requested + device_gpus, milli=requested * MILLI + device_milli)
 
 
 def claim_gpus(spec: ClaimSpec, classes: Mapping[str, DeviceClass]) -> int:
@@ -169,25 +222,75 @@ def claim_key(use: DeviceClaimUse, namespace: str, made: Sequence[tuple[str, str
 def claims_gpus(uses: Iterable[DeviceClaimUse], namespace: str,
                 made: Sequence[tuple[str, str]], devices: DeviceInventory,
                 users: Mapping[str, int] | None = None) -> int:
-    """GPUs one member's ``spec.resourceClaims`` count for: each entry's claim (named, or
-    made for it from a template: *made*, its ``status.resourceClaimStatuses``), or while
-    that claim is not seen yet its template's spec. A claim the gang's members share
-    (*users*: claim key -> how many of them use it; a PodGroup's claim, a named one) is
-    split among them, each share rounded up: 8 devices shared by 8 members count 8 in all,
-    not 64; 1 device shared by 4 counts 4 (too much rather than ever for free)."""
-    total_gpus = 0
+    """GPUs one member's ``spec.resourceClaims`` count for (``claims_demand``'s whole GPUs)."""
+    return claims_demand(uses, namespace, made, devices, users)[0]
+
+
+def claims_demand(uses: Iterable[DeviceClaimUse], namespace: str,
+                  made: Sequence[tuple[str, str]], devices: DeviceInventory,
+                  users: Mapping[str, int] | None = None) -> tuple[int, int]:
+    """(GPUs, GPU-equivalents in thousandths) one member's ``spec.resourceClaims`` count for:
+    each entry's claim (named, or made for it from a template: *made*, its
+    ``status.resourceClaimStatuses``), or while that claim is not seen yet its template's spec.
+    A claim the gang's members share (*users*: claim key -> how many of them use it; a
+    PodGroup's claim, a named one) is split among them, each share rounded up: 8 devices
+    shared by 8 members count 8 in all, not 64; 1 device shared by 4 counts 4 GPUs (too much
+    rather than ever for free) and 1000 thousandths (250 each)."""
+    total_gpus = total_milli = 0
     for use in uses:
         key = claim_key(use, namespace, made)
         claim = devices.claims.get(key) if key else None
         if claim is not None:
             gpus = claim_gpus(claim.spec, devices.classes)
+            milli = claim_milli(claim, devices)
             sharing = max(1, (users or {}).get(key, 1))
             total_gpus += -(-gpus // sharing)
+            total_milli += -(-milli // sharing)
         elif use.template:
             template = devices.templates.get(f"{namespace}/{use.template}")
             if template is not None:
-                total_gpus += claim_gpus(template.spec, devices.classes)
-    return total_gpus
+                gpus = claim_gpus(template.spec, devices.classes)
+                total_gpus += gpus
+                total_milli += gpus * MILLI
+    return total_gpus, total_milli
+
+
+def claim_milli(claim: ResourceClaim, devices: DeviceInventory) -> int:
+    """GPU-equivalents (thousandths) *claim* counts for: ``claim_gpus`` whole until it holds
+    a share; then each allocated device its class's GPUs per device, a share of one only the
+    largest fraction it holds of any of the device's capacities (rounded up to a thousandth).
+    Never more than ``claim_gpus`` whole, so the figure only ever lowers a whole-GPU count."""
+    whole = claim_gpus(claim.spec, devices.classes) * MILLI
+    allocation = claim.allocation
+    if allocation is None or not any(r.share_id for r in allocation.results):
+        return whole
+    class_of = {ask.name: ask.class_name for request in claim.spec.requests
+                for ask in request.asks}
+    milli = 0
+    for result in allocation.results:
+        if result.admin_access:
+            continue
+        cls = devices.classes.get(class_of.get(result.request, ""))
+        per_device = (cls.gpus_per_device if cls is not None else 1) * MILLI
+        held = _share_held(result, devices) if result.share_id else None
+        milli += per_device if held is None else math.ceil(per_device * held)
+    return min(milli, whole)
+
+
+def _share_held(result: DeviceResult, devices: DeviceInventory) -> Fraction | None:
+    """The largest fraction of a capacity of its device the share *result* holds; None when
+    the device is not in a slice seen (then it counts whole)."""
+    driver, pool, name = result.device
+    for slice_ in devices.slices.values():
+        if slice_.driver != driver or slice_.pool.name != pool:
+            continue
+        for device in slice_.devices:
+            if device.name == name:
+                capacity = dict(device.capacity)
+                return max((amount / capacity[qualify(cap, driver)]
+                            for cap, amount in result.consumed
+                            if capacity.get(qualify(cap, driver))), default=None)
+    return None
 
 
 def gang_demand(gang: _Gang) -> Demand:
@@ -218,10 +321,15 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
     """Per node, sorted by node, what quota charges for members placed as *members* say
     ((role, node, pods)), whose requests there are *allocations* ((node, requests)).
 
-    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``):
-    the very *allocations* object while every role's charge is its requests (today, always;
-    *members* is then not read). A gang known by its totals only (no members) is charged its
-    allocations."""
+    *allocations* with each member's GPU entry taken from its role's demand (``Role.charge``),
+    then, where members hold shares of devices (``node_equivalents``), the node's GPUs
+    lowered to its GPU-equivalents rounded up to whole GPUs (four halves on a node: 2, not
+    4): never below what is held, and a GPU free in quota as soon as the shares on it are.
+    The very *allocations* object while every role's charge is its requests and no share
+    is held (*members* is then not read). A gang known by its totals only (no members) is
+    charged its allocations."""
+    roles = tuple(roles)
+    members = tuple(members)
     extra: dict[str, int] | None = None  # role name -> GPUs one member is charged beyond
     for role in roles:
         requests = role.requests
@@ -237,9 +345,34 @@ def node_charges(allocations: tuple[tuple[str, Resources], ...], roles: Iterable
         gpus = extra.get(role_name, 0) * pods
         if gpus:
             more[node] = more.get(node, 0) + gpus
-    if not more:
+    held = node_equivalents(roles, members)
+    if not more and not held:
         return allocations
     out = dict(allocations)
     for node, gpus in more.items():
         out[node] = out.get(node, Resources()) + {GPU: gpus}
+    for node, milli in held.items():
+        charged = out.get(node)
+        if charged is None:
+            continue
+        rounded = -(-milli // MILLI)
+        if rounded < gpus_of(charged):
+            out[node] = charged + {GPU: rounded - gpus_of(charged)}
     return tuple(sorted(out.items()))
+
+
+def node_equivalents(roles: Iterable[_Role], members: Iterable[tuple[str, str, int]],
+                     ) -> dict[str, int]:
+    """Per node, the GPU-equivalents (thousandths) members placed as *members* say ((role,
+    node, pods)) hold there, when a share of a device makes some role's differ from its
+    whole GPUs; empty when none does (each node then holds its charged GPUs whole) or when
+    the gang is known by its totals only (no members)."""
+    demands = {r.name: r.demand for r in roles}
+    if all(d.shares_milli is None for d in demands.values()):
+        return {}
+    out: dict[str, int] = {}
+    for role_name, node, pods in members:
+        demand = demands.get(role_name)
+        if demand is not None:
+            out[node] = out.get(node, 0) + demand.milli * pods
+    return out

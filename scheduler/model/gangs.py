@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model.demand import Demand, charge_of, gang_demand, node_charges, role_demand
+from scheduler.model.demand import (
+    Demand,
+    charge_of,
+    gang_demand,
+    node_charges,
+    node_equivalents,
+    role_demand,
+)
 from scheduler.model.labels import NO_LABELS, Labels
 from scheduler.model.native import NativeGroupInfo
 from scheduler.model.pods import PodRequirements, PreemptionPolicy
@@ -57,6 +64,9 @@ class Role:
     #: GPUs one member's device claims count for (``scheduler.model.demand.claims_gpus``,
     #: from the device inventory where the gang is built): part of its ``demand``.
     device_gpus: int = 0
+    #: GPU-equivalents (thousandths) of the same claims when a share of a device makes them
+    #: less than ``device_gpus`` whole (``claims_demand``); None: ``device_gpus`` whole.
+    device_milli: int | None = None
     #: ``demand`` and ``charge``, worked out on first use (every fit, shape and running
     #: gang's charges read them).
     _demand: Demand | None = field(default=None, init=False, compare=False, repr=False)
@@ -287,6 +297,13 @@ class RunningGang:
             known = node_charges(self.allocations, self.gang.roles, self.members)
             object.__setattr__(self, "_charges", known)
         return known
+
+    @property
+    def held_milli(self) -> dict[str, int]:
+        """Per node, the GPU-equivalents (thousandths) the gang holds there when a share of a
+        device makes them less than its charged GPUs (``node_equivalents``); empty: every
+        node holds its charged GPUs whole. What accounting and the queues view count."""
+        return node_equivalents(self.gang.roles, self.members)
 
     @property
     def usage(self) -> Resources:

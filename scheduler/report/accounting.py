@@ -5,8 +5,10 @@ the pure ``decide`` knows nothing of it and the live scheduler and a simulation 
 count the same way. Pure: no clock, no I/O.
 
 - ``allocated``: GPUs allocated to running gangs (this plan's binds included, its evictions too: a
-  victim keeps its GPUs until its pods are gone) per (queue, namespace, pool). The loop
-  integrates it over time into GPU-seconds and, at the configured price, cost.
+  victim keeps its GPUs until its pods are gone) per (queue, namespace, pool), in
+  GPU-equivalents (``Demand.milli``): a member holding half a GPU's memory counts 0.5, so a
+  share is charged what it holds, not a whole GPU. Summed in exact thousandths, then made
+  GPUs. The loop integrates it over time into GPU-seconds and, at the configured price, cost.
 - per pool, of the GPUs free on ready, schedulable nodes (``idle``):
   ``stranded``: idle while a gang that could use the pool waits, on nodes where no waiting
   gang could place even one pod (the shape of the free space, a selector or a taint keeps
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from policies.queues import QueueSet
 from scheduler.decide.plan import CyclePlan
 from scheduler.model import Gang
-from scheduler.model.demand import gpus_of
+from scheduler.model.demand import MILLI, gpus_of
 from scheduler.model.resources import GPU
 from scheduler.world.snapshot import Snapshot
 
@@ -55,7 +57,8 @@ class NodeGpus:
 
 @dataclass(frozen=True, slots=True)
 class Accounting:
-    allocated: Mapping[tuple[str, str, str], int]  # (queue, namespace, pool) -> GPUs
+    #: (queue, namespace, pool) -> GPU-equivalents (2.5: two GPUs and half of one)
+    allocated: Mapping[tuple[str, str, str], float]
     pools: tuple[PoolGpus, ...]  # sorted by pool
     nodes: tuple[NodeGpus, ...] = ()  # sorted by name
 
@@ -68,13 +71,15 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
     cluster, and the loop needs ``allocated`` every cycle but the pool gauges less often)."""
     nodes = snapshot.nodes
     free = {name: snapshot.free(name) for name in snapshot.node_names}
-    allocated: dict[tuple[str, str, str], int] = defaultdict(int)
+    allocated: dict[tuple[str, str, str], int] = defaultdict(int)  # in thousandths
     on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for rg in snapshot.running.values():
+        equivalents = rg.held_milli
         for where, res in rg.charges:
             gpus = gpus_of(res)
             if where in nodes and gpus:
-                allocated[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += gpus
+                allocated[(rg.gang.queue, rg.gang.namespace, nodes[where].pool)] += (
+                    equivalents.get(where, gpus * MILLI))
                 on_node[where][rg.gang.queue] += gpus
     by_id = {g.id: g for g in pending}
     for bind in plan.binds:
@@ -85,12 +90,13 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
             role = roles.get(a.role)
             if a.node in free and role is not None:
                 free[a.node] = free[a.node] - role.requests * a.count
-            gpus = role.demand.gpus * a.count if role is not None else 0
-            if a.node in nodes and gpus:
-                allocated[(bind.queue, gang_ns, nodes[a.node].pool)] += gpus
-                on_node[a.node][bind.queue] += gpus
+            demand = role.demand.times(a.count) if role is not None else None
+            if a.node in nodes and demand is not None and demand.gpus:
+                allocated[(bind.queue, gang_ns, nodes[a.node].pool)] += demand.milli
+                on_node[a.node][bind.queue] += demand.gpus
+    in_gpus = {key: milli / MILLI for key, milli in sorted(allocated.items())}
     if not with_pools:
-        return Accounting(dict(sorted(allocated.items())), ())
+        return Accounting(in_gpus, ())
     bound = {b.gang_id for b in plan.binds}
     waiting = [g for g in by_id.values() if g.id not in bound and g.is_complete]
     opened = None if queues is None else open_pools(queues)
@@ -121,8 +127,7 @@ def account(snapshot: Snapshot, plan: CyclePlan, pending: Iterable[Gang],
         cell[2] += n.free if n.stranded else 0
         cell[3] += n.free if n.reserved else 0
     pools = tuple(PoolGpus(p, *c) for p, c in sorted(per_pool.items()))
-    return Accounting(dict(sorted(allocated.items())), pools, states)
-
+    return Accounting(in_gpus, pools, states)
 
 
 def open_pools(queues: QueueSet) -> dict[str, frozenset[str]]:

@@ -42,15 +42,16 @@ EPOCH_DAY = dt.date(1970, 1, 1)
 
 @dataclass(frozen=True, slots=True)
 class Interval:
-    """*gpus* of *key* allocated from *start* to *end* (epoch seconds), *idle* of them idle
+    """*gpus* (GPU-equivalents: 0.5 is half a GPU held as a share) of *key* allocated from
+    *start* to *end* (epoch seconds), *idle* of them idle
     (None: unknown, no utilisation source), at *price* per GPU-hour. The one place a charge
     is computed: the counters and the ledger both take these figures."""
 
     start: float
     end: float
     key: Key
-    gpus: int
-    idle: int | None
+    gpus: float
+    idle: float | None
     price: float
 
     @property

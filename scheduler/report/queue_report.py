@@ -37,7 +37,7 @@ from policies.guards import BudgetUse
 from policies.queues import PolicySet
 from policies.quota import QuotaTree
 from scheduler.decide.tallies import QueueTally
-from scheduler.model.demand import gpus_of
+from scheduler.model.demand import MILLI, gpus_of
 from scheduler.model.resources import Resources, total
 
 
@@ -47,6 +47,9 @@ class PoolUsage:
     allocated: Resources  # allocated to the subtree's running gangs (this cycle's binds included)
     nominal: Resources  # the subtree's quota (covered resources; zeros dropped)
     covered: frozenset[str]  # resources quota governs in this pool
+    #: GPU-equivalents (thousandths) the subtree holds here when some is a share of a device
+    #: (``QueueTally.held``); None: it holds ``allocated``'s GPUs whole.
+    held_milli: int | None = None
 
     @property
     def borrowed(self) -> Resources:
@@ -110,13 +113,22 @@ def queue_reports(tallies: Iterable[QueueTally], policies: PolicySet,
     usage: dict[str, tuple[PoolUsage, ...]] = {}
     for name in sorted(queues.queues):
         used: dict[str, list[Resources]] = {}
+        held: dict[str, int] = {}  # pool -> thousandths a share makes less than whole
         for m in subtree.get(name, ()):
-            for pool, res in by_name[m].usage if m in by_name else ():
+            tally = by_name.get(m)
+            if tally is None:
+                continue
+            shares = dict(tally.held)
+            for pool, res in tally.usage:
                 used.setdefault(pool, []).append(res)
+                if pool in shares:
+                    held[pool] = held.get(pool, 0) + gpus_of(res) * MILLI - shares[pool]
         usage[name] = tuple(
             PoolUsage(pool, total(used.get(pool, ())),
                       Resources(tree.subtree_quota.get((name, pool), {})),
-                      tree.covered_in(name, pool))
+                      tree.covered_in(name, pool),
+                      (gpus_of(total(used[pool])) * MILLI - held[pool]) if pool in held
+                      else None)
             for pool in sorted(set(tree.pools_of(name)) | set(used)))
     out = []
     for name in sorted(queues.queues):

@@ -31,7 +31,7 @@ from scheduler.run.metrics import SchedulerMetrics
 from scheduler.world.snapshot import Snapshot
 
 Key = tuple[str, str, str]  # (queue, namespace, pool)
-Allocated = Mapping[Key, int]  # -> GPUs
+Allocated = Mapping[Key, float]  # -> GPU-equivalents (0.5: half a GPU)
 
 
 class Accrual:
@@ -47,7 +47,7 @@ class Accrual:
         self._lock = threading.Lock()
         self._accounted: tuple[float, Allocated] | None = None  # since when, what is allocated
         #: Idle GPUs of each key allocated (absent: none idle); None while no source told.
-        self._idle: dict[Key, int] | None = None
+        self._idle: dict[Key, float] | None = None
         self._pools_at: float | None = None  # when the pool gauges were last set
         #: The last cycle, when it skipped the pool gauges (the next scrape sets them).
         self._skipped: tuple[Snapshot, CyclePlan, tuple[Gang, ...], QueueSet | None] | None = None

@@ -125,7 +125,7 @@ def _queues(view: ClusterView, colors: dict[str, str]) -> str:
                 continue
             extra = (f" <span class='tag'>borrowed {p.borrowed}</span>" if p.borrowed else "")
             extra += f" <span class='tag'>lent {p.lent}</span>" if p.lent else ""
-            cells.append(f"<td class='n'>{p.allocated} / {p.nominal}{extra}</td>")
+            cells.append(f"<td class='n'>{p.allocated_text()} / {p.nominal}{extra}</td>")
         swatch = f"<span class='swatch' style='background:{colors[q.name]}'></span>"
         name = "&nbsp;&nbsp;&nbsp;&nbsp;" * q.depth + swatch + escape(q.name)
         rows.append(

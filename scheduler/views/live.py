@@ -138,7 +138,7 @@ def _queues(cycle: Cycle) -> tuple[QueueRow, ...]:
             name=r.name, parent=r.parent or "", depth=0, weight=q.weight if q else 1.0,
             namespaces=q.namespaces if q else (),
             pools=tuple(QueuePool(p.pool, gpus_of(p.nominal), gpus_of(p.allocated),
-                                  gpus_of(p.borrowed), 0) for p in r.pools),
+                                  gpus_of(p.borrowed), 0, p.held_milli) for p in r.pools),
             fair_share=r.fair_share, usage_share=r.usage_share, running=r.running,
             pending=r.pending, state=state, why=why,
             remembered_gpu_hours=r.remembered_gpu_hours, budget=r.budget))

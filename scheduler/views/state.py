@@ -18,6 +18,7 @@ from policies.guards import PERIOD_WORDS, BudgetUse, Period
 from scheduler.feed.grouping_jobset import JOBSET_NAME_LABEL
 from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.model import Gang, Tier
+from scheduler.model.demand import gpus_text
 from scheduler.model.numerals import is_digits
 from scheduler.model.workloads import TRAINJOB_NAME_LABEL, PodInfo, rank_label
 from scheduler.report.chargeback import Row as ChargebackRow
@@ -31,6 +32,15 @@ class QueuePool:
     allocated: int  # GPUs allocated to running gangs
     borrowed: int  # allocated above nominal: idle quota of others in use
     lent: int  # own idle quota that others of the same parent use now
+    #: GPU-equivalents (thousandths) held when some of ``allocated`` is a share of a GPU
+    #: (quota charges a share whole); None: ``allocated`` is held whole.
+    held_milli: int | None = None
+
+    def allocated_text(self) -> str:
+        """``3`` or, with shares, ``3 (2.5 held)``: what quota charges, and what is held."""
+        if self.held_milli is None:
+            return str(self.allocated)
+        return f"{self.allocated} ({gpus_text(self.held_milli)} held)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,7 @@ def queues_table(view: ClusterView) -> Table:
                 cells.append(Text("-", style="dim"))
                 continue
             extra = (f" +{p.borrowed}" if p.borrowed else "") + (f" -{p.lent}" if p.lent else "")
-            cells.append(Text(f"{p.allocated}/{p.nominal}{extra}",
+            cells.append(Text(f"{p.allocated_text()}/{p.nominal}{extra}",
                               style="bold" if p.borrowed else ""))
         name = Text("  " * q.depth + q.name)
         if q.state:

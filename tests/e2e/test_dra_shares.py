@@ -102,6 +102,16 @@ def test_a_gang_of_half_gpus_shares_two_gpus_and_the_next_waits_whole_for_the_sh
         per_device[result["device"]] += 1
     assert per_device == {"gpu-0": 2, "gpu-1": 2}  # two halves on each GPU, never over
 
+    # The queue's usage counts the shares (item 1): once allocated, the four halves on the
+    # node are charged their two GPUs' worth, not a whole GPU each (4, at bind time).
+    def usage() -> int | None:
+        view = live_scheduler.live.view()
+        row = next((q for q in view.queues if q.name == tenant.queue), None) if view else None
+        pool = next((p for p in row.pools if p.pool == tenant.pool), None) if row else None
+        return pool.allocated if pool is not None and pool.allocated == 2 else None
+
+    assert wait_for(usage, TIMEOUT_S, what="the queue charged two GPUs for four halves") == 2
+
     # kube-scheduler counts the shares gang-scheduler wrote: no room for another half.
     kube_scheduler_pod("ks-late")
 
