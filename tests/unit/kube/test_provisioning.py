@@ -1,0 +1,68 @@
+"""A gang's ProvisioningRequest: the objects written for a scale-up, and its state read back."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from scheduler.decide.scale_up import ATOMIC_SCALE_UP_CLASS, PodSet, ScaleUp
+from scheduler.kube.read.provisioning_state import ProvisioningState, Stage, provisioning_state
+from scheduler.kube.write.provisioning import GANG_LABEL, provisioning_objects
+
+PLAN = ScaleUp("ml/train", "a100", 4, (PodSet("launcher", 1), PodSet("worker", 4)))
+SPEC = {"nodeName": "n1", "hostname": "train-0", "subdomain": "train",
+        "nodeSelector": {"pool": "train"},
+        "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}
+
+
+def test_one_template_per_role_then_the_request_naming_them_with_counts() -> None:
+    templates, request = provisioning_objects("ml", "train", PLAN,
+                                              {"launcher": SPEC, "worker": SPEC})
+    assert [t["metadata"]["name"] for t in templates] == ["gang-train-launcher",
+                                                          "gang-train-worker"]
+    assert request["apiVersion"] == "autoscaling.x-k8s.io/v1"
+    assert request["metadata"] == {"name": "gang-train", "namespace": "ml",
+                                   "labels": {GANG_LABEL: "train"}}
+    assert request["spec"] == {
+        "provisioningClassName": ATOMIC_SCALE_UP_CLASS,
+        "podSets": [{"podTemplateRef": {"name": "gang-train-launcher"}, "count": 1},
+                    {"podTemplateRef": {"name": "gang-train-worker"}, "count": 4}],
+    }
+
+
+def test_a_template_keeps_what_the_autoscaler_simulates_and_drops_the_pods_own_fields() -> None:
+    templates, _ = provisioning_objects("ml", "train", PLAN, {"launcher": SPEC, "worker": SPEC})
+    spec = templates[1]["template"]["spec"]
+    assert spec == {"nodeSelector": {"pool": "train"}, "containers": SPEC["containers"]}
+
+
+def test_a_role_without_a_member_spec_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=re.escape("ml/train: no member pod spec for role(s) worker")):
+        provisioning_objects("ml", "train", PLAN, {"launcher": SPEC})
+
+
+def cond(kind: str, status: str, message: str = "") -> dict[str, Any]:
+    return {"type": kind, "status": status, "message": message}
+
+
+@pytest.mark.parametrize(("conditions", "expected"), [
+    ([], ProvisioningState(Stage.ASKED)),
+    ([cond("Accepted", "True")], ProvisioningState(Stage.ASKED)),
+    ([cond("Provisioned", "True", "Capacity is provisioned")],
+     ProvisioningState(Stage.PROVISIONED, "Capacity is provisioned")),
+    ([cond("Provisioned", "False", "Capacity is not found, CA will try to find it later.")],
+     ProvisioningState(Stage.NOT_FOUND, "Capacity is not found, CA will try to find it later.")),
+    ([cond("Provisioned", "False", "x"), cond("Failed", "True", "request expired")],
+     ProvisioningState(Stage.FAILED, "request expired")),
+    ([cond("Provisioned", "True"), cond("BookingExpired", "True", "not used in time")],
+     ProvisioningState(Stage.EXPIRED, "not used in time")),
+])
+def test_the_deciding_condition_gives_the_stage_and_the_autoscalers_words(
+        conditions: list[dict[str, Any]], expected: ProvisioningState) -> None:
+    assert provisioning_state({"status": {"conditions": conditions}}) == expected
+
+
+def test_a_request_without_status_is_asked() -> None:
+    assert provisioning_state({"metadata": {"name": "gang-train"}}).stage is Stage.ASKED
