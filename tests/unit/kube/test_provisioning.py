@@ -39,7 +39,8 @@ def test_a_template_keeps_what_the_autoscaler_simulates_and_drops_the_pods_own_f
 
 
 def test_a_role_without_a_member_spec_is_refused_naming_it() -> None:
-    with pytest.raises(ValueError, match=re.escape("ml/train: no member pod spec for role(s) worker")):
+    refusal = re.escape("ml/train: no member pod spec for role(s) worker")
+    with pytest.raises(ValueError, match=refusal):
         provisioning_objects("ml", "train", PLAN, {"launcher": SPEC})
 
 
