@@ -58,6 +58,12 @@ class NoScaleUp:
     message: str
 
 
+def takes(group: NodeGroup, gang: Gang) -> bool:
+    """Would every role's pods be allowed on a new node of *group* (selectors, required
+    affinity, taints), capacity aside? The same rule as for an existing node."""
+    return all(role.requirements.allows(group.template) for role in gang.roles)
+
+
 def nodes_for(gang: Gang, group: NodeGroup) -> int | None:
     """New nodes of *group* that the gang's required members need, or None if a member does
     not fit on even an empty node of the group."""
@@ -65,21 +71,23 @@ def nodes_for(gang: Gang, group: NodeGroup) -> int | None:
     for role in gang.roles:
         if role.required == 0:
             continue
-        per_node = role.requests.copies_in(group.node_allocatable)
+        per_node = role.requests.copies_in(group.template.allocatable)
         if per_node == 0:
             return None
         total += -(-role.required // per_node)
     return total
 
 
-def plan_scale_up(gang: Gang, pool: str, groups: tuple[NodeGroup, ...]) -> ScaleUp | NoScaleUp:
-    """The scale-up for *gang* in *pool*: the group that needs the fewest new nodes (then by
-    name, so the choice is stable), or a reason naming the nearest miss.
+def plan_scale_up(gang: Gang, groups: tuple[NodeGroup, ...]) -> ScaleUp | NoScaleUp:
+    """The scale-up for *gang*: of the groups whose new nodes its pods may use, the one that
+    needs the fewest new nodes (then by name, so the choice is stable), or a reason naming
+    each group's miss.
 
     Call only for a gang that fits no current node: this step does not look at them."""
-    candidates = sorted((g for g in groups if g.pool == pool), key=lambda g: g.name)
+    candidates = sorted((g for g in groups if takes(g, gang)), key=lambda g: g.name)
     if not candidates:
-        return NoScaleUp(gang.id, f"pool {pool} has no node group the autoscaler can grow")
+        return NoScaleUp(gang.id, "no node group the autoscaler can grow takes its pods "
+                                  "(node selector, affinity or taints)")
     best: tuple[int, NodeGroup] | None = None
     too_big: list[str] = []
     for group in candidates:

@@ -1,17 +1,19 @@
-"""Node groups an autoscaler can grow: what a new node of the group offers, and how many more.
+"""Node groups an autoscaler can grow: a template of the node it adds, and how many more.
 
 The cluster-autoscaler's ProvisioningRequest (class ``best-effort-atomic-scale-up``) adds the
 nodes for a whole gang or none, so gang-scheduler only has to choose *whether* to ask and in which
-group: a gang that fits no current node, in a pool whose group could add enough nodes for all of
-its members. A ``NodeGroup`` is that group as the decision sees it, built from the autoscaler's
-configuration (its node template) at the edge; nothing here knows where it came from.
+group: a gang that fits no current node, whose pods a new node of the group would take. A
+``NodeGroup`` is that group as the decision sees it: its template is an ordinary ``Node`` (labels,
+taints, allocatable with its ``pods`` slots, pool), so whether a pod may use a new node is the
+same rule as for a node that exists (``PodRequirements.allows``). It is built from the
+autoscaler's configuration at the edge; nothing here knows where it came from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.model.resources import Resources
+from scheduler.model.nodes import Node
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,9 +21,7 @@ class NodeGroup:
     """One group of identical nodes: ``size`` exist now and it may grow to ``max_size``."""
 
     name: str
-    pool: str  # the pool its nodes join (the gangs' pool selector names it)
-    #: What one new node offers pods: its template's allocatable, with its ``pods`` slots.
-    node_allocatable: Resources
+    template: Node  # a node the group adds, as the autoscaler's template describes it
     size: int
     max_size: int
 
@@ -33,6 +33,10 @@ class NodeGroup:
         if self.max_size < self.size:
             raise ValueError(f"node group {self.name}: max_size {self.max_size} is below "
                              f"its size {self.size}")
+
+    @property
+    def pool(self) -> str:
+        return self.template.pool
 
     @property
     def headroom(self) -> int:

@@ -13,19 +13,21 @@ from scheduler.decide.scale_up import (
     plan_scale_up,
 )
 from scheduler.model.node_groups import NodeGroup
+from scheduler.model.nodes import Node, Taint, TaintEffect
 from scheduler.model.resources import GPU, Resources
-from tests.unit.policies.builders import gang
+from tests.unit.policies.builders import POOL, gang
 
 EIGHT_GPU_NODE = Resources({GPU: 8, "cpu": 64000, "pods": 110})
 
 
 def group(name: str = "a100", *, pool: str = "train", size: int = 0, max_size: int = 4,
-          node: Resources = EIGHT_GPU_NODE) -> NodeGroup:
-    return NodeGroup(name, pool, node, size, max_size)
+          node: Resources = EIGHT_GPU_NODE, taints: tuple[Taint, ...] = ()) -> NodeGroup:
+    template = Node.build(f"{name}-template", node, {POOL: pool}, taints)
+    return NodeGroup(name, template, size, max_size)
 
 
 def test_a_four_by_eight_gpu_gang_asks_for_four_nodes_of_its_pool_at_once() -> None:
-    plan = plan_scale_up(gang("big", gpus=8, pods=4), "train", (group(),))
+    plan = plan_scale_up(gang("big", gpus=8, pods=4, pool="train"), (group(),))
     assert plan == ScaleUp("ns/big", "a100", 4, (PodSet("worker", 4),))
     assert plan.class_name == ATOMIC_SCALE_UP_CLASS
     assert plan.message == "waiting for 4 new nodes of node group a100 (autoscaler)"
@@ -36,33 +38,36 @@ def test_members_that_share_a_node_are_packed() -> None:
 
 
 def test_a_gang_beyond_the_groups_max_size_gets_a_reason_naming_the_limit() -> None:
-    plan = plan_scale_up(gang("huge", gpus=8, pods=6), "train", (group(size=1),))
+    plan = plan_scale_up(gang("huge", gpus=8, pods=6), (group(size=1),))
     assert plan == NoScaleUp("ns/huge", "no node group can add the whole gang: group a100 can "
                              "add 3 of the 6 nodes needed (max size 4)")
 
 
 def test_a_member_larger_than_a_node_is_named() -> None:
-    plan = plan_scale_up(gang("wide", gpus=16), "train", (group(),))
+    plan = plan_scale_up(gang("wide", gpus=16), (group(),))
     assert isinstance(plan, NoScaleUp)
     assert "a member does not fit on one node of group a100" in plan.message
 
 
-def test_only_the_gangs_pool_is_grown() -> None:
-    plan = plan_scale_up(gang("big", gpus=8, pods=2), "infer", (group(),))
-    assert plan == NoScaleUp("ns/big", "pool infer has no node group the autoscaler can grow")
+def test_only_a_group_whose_nodes_the_pods_may_use_is_grown() -> None:
+    tainted = Taint("gpu", "reserved", TaintEffect.NO_SCHEDULE)
+    groups = (group("other-pool", pool="infer"), group("tainted", taints=(tainted,)))
+    plan = plan_scale_up(gang("big", gpus=8, pods=2, pool="train"), groups)
+    assert plan == NoScaleUp("ns/big", "no node group the autoscaler can grow takes its pods "
+                             "(node selector, affinity or taints)")
 
 
 def test_the_group_needing_fewest_nodes_wins_then_by_name() -> None:
     sixteen = Resources({GPU: 16, "cpu": 64000, "pods": 110})
     groups = (group("z-big", node=sixteen), group("a-small"), group("b-big", node=sixteen))
-    plan = plan_scale_up(gang("big", gpus=8, pods=4), "train", groups)
+    plan = plan_scale_up(gang("big", gpus=8, pods=4), groups)
     assert isinstance(plan, ScaleUp)
     assert (plan.group, plan.nodes) == ("b-big", 2)
 
 
 def test_a_group_too_small_is_skipped_for_one_that_can_take_the_gang() -> None:
     groups = (group("a-full", size=4), group("b-empty"))
-    plan = plan_scale_up(gang("big", gpus=8, pods=4), "train", groups)
+    plan = plan_scale_up(gang("big", gpus=8, pods=4), groups)
     assert isinstance(plan, ScaleUp) and plan.group == "b-empty"
 
 
