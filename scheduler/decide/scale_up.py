@@ -16,38 +16,12 @@ the pending reason say how many nodes are coming.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
+from scheduler.decide.plan import PendingReason, PodSet, ReasonCategory, ScaleUp
 from scheduler.model.gangs import Gang
-from scheduler.model.node_groups import NodeGroup
-
-#: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
-ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-
-
-@dataclass(frozen=True, slots=True)
-class PodSet:
-    """``count`` members alike: one role, the unit a ProvisioningRequest names a template for."""
-
-    role: str
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleUp:
-    """Ask ``group`` for ``nodes`` new nodes that take the whole gang ``gang_id``."""
-
-    gang_id: str
-    group: str
-    nodes: int
-    pod_sets: tuple[PodSet, ...]
-    class_name: str = ATOMIC_SCALE_UP_CLASS
-
-    @property
-    def message(self) -> str:
-        """What the gang's pending reason says while the nodes are being added."""
-        noun = "node" if self.nodes == 1 else "nodes"
-        return f"waiting for {self.nodes} new {noun} of node group {self.group} (autoscaler)"
+from scheduler.model.node_groups import NodeGroup, ProvisioningState, Stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +77,58 @@ def plan_scale_up(gang: Gang, groups: tuple[NodeGroup, ...]) -> ScaleUp | NoScal
         return NoScaleUp(gang.id, "no node group can add the whole gang: " + "; ".join(too_big))
     pod_sets = tuple(PodSet(role.name, role.required) for role in gang.roles if role.required)
     return ScaleUp(gang.id, best[1].name, best[0], pod_sets)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUps:
+    """What the provision step adds to a cycle's plan: the requests to keep (create if absent)
+    and the pending reasons it rewrites."""
+
+    requests: tuple[ScaleUp, ...] = ()
+    pending: Mapping[str, PendingReason] | None = None  # None: unchanged
+
+
+def provision(gangs: Iterable[Gang], pending: Mapping[str, PendingReason],
+              groups: tuple[NodeGroup, ...], pools: frozenset[str],
+              asked: Mapping[str, ProvisioningState]) -> ScaleUps:
+    """Scale-ups for the gangs left pending for want of room (``PLACEMENT``) whose pods a node
+    group of a pool in *pools* would take; *asked*: the state of the requests made earlier.
+
+    A gang already asked for keeps its request while the autoscaler tries, and its reason
+    quotes the autoscaler's words; a failed request is not asked again (the reason says why, and
+    deleting the request is how a person retries); an expired one is asked again. Gangs in no
+    such pool keep their reason: with no pools (the default) nothing changes."""
+    enabled = tuple(g for g in groups if g.pool in pools)
+    if not enabled:
+        return ScaleUps()
+    requests: list[ScaleUp] = []
+    reasons = dict(pending)
+    for gang in sorted(gangs, key=lambda g: g.id):
+        reason = pending.get(gang.id)
+        if reason is None or reason.category is not ReasonCategory.PLACEMENT:
+            continue
+        usable = tuple(g for g in enabled if takes(g, gang))
+        if not usable:
+            continue
+        state = asked.get(gang.id)
+        plan = plan_scale_up(gang, usable)
+        if state is not None and state.stage is not Stage.EXPIRED:
+            said = _STAGE_WORDS[state.stage]
+            note = f"{said}: {state.message}" if state.message else said
+            if state.stage is not Stage.FAILED and isinstance(plan, ScaleUp):
+                requests.append(plan)
+        else:
+            note = plan.message
+            if isinstance(plan, ScaleUp):
+                requests.append(plan)
+        reasons[gang.id] = replace(reason, message=f"{reason.message}; {note}")
+    return ScaleUps(tuple(requests), reasons)
+
+
+#: How the reason introduces the autoscaler's answer to a request made earlier.
+_STAGE_WORDS = {
+    Stage.ASKED: "asked the autoscaler for new nodes, no answer yet",
+    Stage.PROVISIONED: "the autoscaler is adding its nodes",
+    Stage.NOT_FOUND: "the autoscaler cannot add its nodes yet",
+    Stage.FAILED: "the autoscaler gave up on its nodes",
+}

@@ -12,6 +12,7 @@ autoscaler's configuration at the edge; nothing here knows where it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from scheduler.model.nodes import Node
 
@@ -42,3 +43,21 @@ class NodeGroup:
     def headroom(self) -> int:
         """How many nodes the autoscaler may still add to this group."""
         return self.max_size - self.size
+
+
+class Stage(StrEnum):
+    """Where a gang's ProvisioningRequest stands (``scheduler.kube.read.provisioning_state``)."""
+
+    ASKED = "Asked"  # no answer yet
+    PROVISIONED = "Provisioned"
+    NOT_FOUND = "NotFound"  # Provisioned=False: the autoscaler keeps trying
+    FAILED = "Failed"
+    EXPIRED = "Expired"  # BookingExpired or CapacityRevoked: ask again
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningState:
+    """A gang's request as the autoscaler last answered it: what the decision reads."""
+
+    stage: Stage
+    message: str = ""  # the deciding condition's message

@@ -12,24 +12,9 @@ not used in time and are no longer held for the gang.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-
-class Stage(StrEnum):
-    ASKED = "Asked"  # no answer yet
-    PROVISIONED = "Provisioned"
-    NOT_FOUND = "NotFound"  # Provisioned=False: the autoscaler keeps trying
-    FAILED = "Failed"
-    EXPIRED = "Expired"  # BookingExpired or CapacityRevoked: ask again
-
-
-@dataclass(frozen=True, slots=True)
-class ProvisioningState:
-    stage: Stage
-    message: str = ""  # the deciding condition's message
-
+from scheduler.model.node_groups import ProvisioningState, Stage
 
 #: The conditions that end a request, first match wins: a failure outweighs an old success.
 _ENDINGS = (("Failed", Stage.FAILED), ("CapacityRevoked", Stage.EXPIRED),

@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.decide.scale_up import ScaleUp
+from scheduler.decide.plan import ScaleUp
 
 API_VERSION = "autoscaling.x-k8s.io/v1"
+#: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
+ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 #: Marks the objects gang-scheduler made for a gang, so that its own are found and deleted.
 GANG_LABEL = "gangscheduler.io/gang"
 #: Spec fields of a member pod that belong to that pod only, not to the pods to provision for.
@@ -56,7 +58,7 @@ def provisioning_request(namespace: str, gang_name: str, plan: ScaleUp) -> dict[
         "metadata": {"name": request_name(gang_name), "namespace": namespace,
                      "labels": {GANG_LABEL: gang_name}},
         "spec": {
-            "provisioningClassName": plan.class_name,
+            "provisioningClassName": ATOMIC_SCALE_UP_CLASS,
             "podSets": [{"podTemplateRef": {"name": template_name(gang_name, s.role)},
                          "count": s.count} for s in plan.pod_sets],
         },

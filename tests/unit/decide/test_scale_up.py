@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.decide.scale_up import (
-    ATOMIC_SCALE_UP_CLASS,
-    NoScaleUp,
-    PodSet,
-    ScaleUp,
-    nodes_for,
-    plan_scale_up,
-)
-from scheduler.model.node_groups import NodeGroup
+from scheduler.decide.plan import PendingReason, PodSet, ReasonCategory, ScaleUp
+from scheduler.decide.scale_up import NoScaleUp, ScaleUps, nodes_for, plan_scale_up, provision
+from scheduler.model.node_groups import NodeGroup, ProvisioningState, Stage
 from scheduler.model.nodes import Node, Taint, TaintEffect
 from scheduler.model.resources import GPU, Resources
 from tests.unit.policies.builders import POOL, gang
@@ -29,7 +23,6 @@ def group(name: str = "a100", *, pool: str = "train", size: int = 0, max_size: i
 def test_a_four_by_eight_gpu_gang_asks_for_four_nodes_of_its_pool_at_once() -> None:
     plan = plan_scale_up(gang("big", gpus=8, pods=4, pool="train"), (group(),))
     assert plan == ScaleUp("ns/big", "a100", 4, (PodSet("worker", 4),))
-    assert plan.class_name == ATOMIC_SCALE_UP_CLASS
     assert plan.message == "waiting for 4 new nodes of node group a100 (autoscaler)"
 
 
@@ -76,3 +69,44 @@ def test_a_bad_node_group_is_refused_naming_the_field(size: int, max_size: int,
                                                       field: str) -> None:
     with pytest.raises(ValueError, match=field):
         group(size=size, max_size=max_size)
+
+
+NO_ROOM = PendingReason(ReasonCategory.PLACEMENT, "no room")
+BIG = gang("big", gpus=8, pods=4, pool="train")
+
+
+def test_a_gang_without_room_in_an_enabled_pool_is_asked_for_and_told_so() -> None:
+    out = provision([BIG], {BIG.id: NO_ROOM}, (group(),), frozenset({"train"}), {})
+    assert out.requests == (ScaleUp("ns/big", "a100", 4, (PodSet("worker", 4),)),)
+    assert out.pending is not None
+    assert out.pending[BIG.id].message == ("no room; waiting for 4 new nodes of node group "
+                                           "a100 (autoscaler)")
+
+
+def test_without_enabled_pools_nothing_changes() -> None:
+    out = provision([BIG], {BIG.id: NO_ROOM}, (group(),), frozenset(), {})
+    assert out == ScaleUps()
+
+
+def test_a_gang_pending_for_another_reason_is_not_asked_for() -> None:
+    quota = PendingReason(ReasonCategory.QUOTA, "over quota")
+    out = provision([BIG], {BIG.id: quota}, (group(),), frozenset({"train"}), {})
+    assert out.requests == () and out.pending == {BIG.id: quota}
+
+
+@pytest.mark.parametrize(("state", "asks", "said"), [
+    (ProvisioningState(Stage.PROVISIONED, "Capacity is provisioned"), True,
+     "the autoscaler is adding its nodes: Capacity is provisioned"),
+    (ProvisioningState(Stage.NOT_FOUND, "Capacity is not found, CA will try to find it later."),
+     True, "the autoscaler cannot add its nodes yet: Capacity is not found, CA will try to "
+     "find it later."),
+    (ProvisioningState(Stage.FAILED, "request expired"), False,
+     "the autoscaler gave up on its nodes: request expired"),
+    (ProvisioningState(Stage.EXPIRED, "booking expired"), True,
+     "waiting for 4 new nodes of node group a100 (autoscaler)"),
+])
+def test_an_earlier_request_is_kept_and_its_answer_quoted(state: ProvisioningState, asks: bool,
+                                                          said: str) -> None:
+    out = provision([BIG], {BIG.id: NO_ROOM}, (group(),), frozenset({"train"}), {BIG.id: state})
+    assert bool(out.requests) is asks
+    assert out.pending is not None and out.pending[BIG.id].message == f"no room; {said}"

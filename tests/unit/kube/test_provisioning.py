@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.decide.scale_up import ATOMIC_SCALE_UP_CLASS, PodSet, ScaleUp
-from scheduler.kube.read.provisioning_state import ProvisioningState, Stage, provisioning_state
-from scheduler.kube.write.provisioning import GANG_LABEL, provisioning_objects
+from scheduler.decide.plan import PodSet, ScaleUp
+from scheduler.kube.read.provisioning_state import provisioning_state
+from scheduler.kube.write.provisioning import (
+    ATOMIC_SCALE_UP_CLASS,
+    GANG_LABEL,
+    provisioning_objects,
+)
+from scheduler.model.node_groups import ProvisioningState, Stage
 
 PLAN = ScaleUp("ml/train", "a100", 4, (PodSet("launcher", 1), PodSet("worker", 4)))
 SPEC = {"nodeName": "n1", "hostname": "train-0", "subdomain": "train",
