@@ -92,6 +92,8 @@ class PodSet:
 
     role: str
     count: int
+    #: One pending member of the role: the pod whose spec the autoscaler's template copies.
+    sample: PodRef | None = None
 
 
 @dataclass(frozen=True, slots=True)

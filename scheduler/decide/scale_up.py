@@ -75,7 +75,8 @@ def plan_scale_up(gang: Gang, groups: tuple[NodeGroup, ...]) -> ScaleUp | NoScal
             best = (needed, group)
     if best is None:
         return NoScaleUp(gang.id, "no node group can add the whole gang: " + "; ".join(too_big))
-    pod_sets = tuple(PodSet(role.name, role.required) for role in gang.roles if role.required)
+    pod_sets = tuple(PodSet(role.name, role.required, role.pods[0] if role.pods else None)
+                     for role in gang.roles if role.required)
     return ScaleUp(gang.id, best[1].name, best[0], pod_sets)
 
 
