@@ -179,6 +179,7 @@ class SchedulerPolicy:
     usage_half_life_seconds: float = 0.0
     #: Pools whose gangs, when no current node has room, may ask the cluster-autoscaler for
     #: all their nodes at once (``scheduler.decide.scale_up``). Empty (the default): never.
+    #: Read by ``decide`` when it is given node groups; the live loop does not feed them yet.
     scale_up_pools: frozenset[str] = frozenset()
 
     @classmethod

@@ -41,16 +41,19 @@ def _count(template: str, annotations: Mapping[str, str], key: str, default: int
 
 
 def node_groups(templates: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-                label_config: NodeLabelConfig | None = None) -> tuple[NodeGroup, ...]:
-    """One group per template (named by its group-name annotation, else by itself), sized by
-    the nodes that carry that name; sorted by name. A bad count is refused naming the
-    template and the annotation."""
+                label_config: NodeLabelConfig | None = None, *,
+                group_label: str | None = None) -> tuple[NodeGroup, ...]:
+    """One group per template, sized by the nodes that carry its name; sorted by name. The name
+    is the template's *group_label* (the provider's ``nodegroups.fromNodeLabelKey``) when
+    given, else its group-name annotation, else the template's own name. A bad count is refused
+    naming the template and the annotation."""
     sizes = Counter(_annotations(n).get(GROUP_NAME_ANNOTATION) for n in nodes)
     groups = []
     for obj in templates:
         template = replace(node_from_json(obj, label_config), ready=True)
         notes = _annotations(obj)
-        name = notes.get(GROUP_NAME_ANNOTATION) or template.name
+        labelled = template.labels.get(group_label) if group_label else None
+        name = labelled or notes.get(GROUP_NAME_ANNOTATION) or template.name
         max_size = _count(template.name, notes, MAX_COUNT_ANNOTATION, DEFAULT_MAX_COUNT)
         size = sizes.get(name, 0)
         # A group above its maximum (lowered since) may add nothing: headroom 0.

@@ -51,3 +51,10 @@ def test_a_bad_count_is_refused_naming_the_template_and_the_annotation() -> None
                         "a whole number >= 0, got 'four'")
     with pytest.raises(ValueError, match=refusal):
         node_groups([bad], [])
+
+
+def test_a_provider_that_groups_by_a_label_names_the_group_by_it() -> None:
+    labelled = node("t", {}, {"gangscheduler.io/pool": "train", "group": "a100"})
+    made = [node("a100-x1", {GROUP_NAME_ANNOTATION: "a100"})]
+    (group,) = node_groups([labelled], made, group_label="group")
+    assert (group.name, group.size) == ("a100", 1)
