@@ -50,7 +50,8 @@ _PREEMPTION_FIELDS = {"withinQueue", "reclaimFromOthers", "minRuntimeSeconds",
 _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAfterSeconds",
                     "ownerFairness"}
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement",
-                  "fairShare"}
+                  "fairShare", "scaleUp"}
+_SCALE_UP_FIELDS = {"pools"}
 _PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
 _RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
 _FAIR_SHARE_FIELDS = {"usageHalfLifeSeconds"}
@@ -80,10 +81,11 @@ QUEUE_FIELDS: tuple[str, ...] = (
 )
 #: The same for a SchedulerPolicy.
 POLICY_FIELDS: tuple[str, ...] = (
-    *_paths("spec", _POLICY_FIELDS, frozenset({"placement", "fairShare"})),
+    *_paths("spec", _POLICY_FIELDS, frozenset({"placement", "fairShare", "scaleUp"})),
     *_paths("spec.placement", _PLACEMENT_FIELDS),
     *_paths("spec.reservation", _RESERVATION_FIELDS),
     *_paths("spec.fairShare", _FAIR_SHARE_FIELDS),
+    *_paths("spec.scaleUp", _SCALE_UP_FIELDS),
 )
 
 
@@ -359,8 +361,22 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
         usage_half_life_seconds=err.seconds(fair.get("usageHalfLifeSeconds"),
                                             "spec.fairShare.usageHalfLifeSeconds",
                                             base.usage_half_life_seconds),
+        scale_up_pools=_scale_up_pools(spec.get("scaleUp"), base, err),
     )
     return (None, err.errors) if err.errors else (policy, [])
+
+
+def _scale_up_pools(raw: Any, base: SchedulerPolicy, err: _Errors) -> frozenset[str]:
+    """``scaleUp: {pools: [names]}``: the pools whose gangs may ask the autoscaler for nodes."""
+    scale_up = err.mapping(raw, "spec.scaleUp")
+    err.unknown(scale_up, "spec.scaleUp", _SCALE_UP_FIELDS)
+    pools = scale_up.get("pools")
+    if pools is None:
+        return base.scale_up_pools
+    if not isinstance(pools, list) or not all(isinstance(p, str) and p for p in pools):
+        err.add("spec.scaleUp.pools", f"must be a list of pool names, got {pools!r}")
+        return base.scale_up_pools
+    return frozenset(pools)
 
 
 def _reservation(raw: Any, base: SchedulerPolicy,

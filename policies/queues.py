@@ -177,6 +177,10 @@ class SchedulerPolicy:
     #: fair-share rank, decayed by half every this many seconds (``policies.usage_memory``).
     #: 0: off, ranks look only at what runs now.
     usage_half_life_seconds: float = 0.0
+    #: Pools whose gangs, when no current node has room, may ask the cluster-autoscaler for
+    #: all their nodes at once (``scheduler.decide.scale_up``). Empty (the default): never.
+    #: Read by ``decide`` when it is given node groups; the live loop does not feed them yet.
+    scale_up_pools: frozenset[str] = frozenset()
 
     @classmethod
     def preset(cls, name: str) -> SchedulerPolicy:

@@ -46,8 +46,10 @@ from scheduler.decide.plan import (
     map_pods,
 )
 from scheduler.decide.recall import Recall
+from scheduler.decide.scale_up import provision
 from scheduler.decide.trial import Trial, find_footing, hopeless_of
 from scheduler.model import Gang
+from scheduler.model.node_groups import NodeGroup, ProvisioningState
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
 
@@ -56,13 +58,16 @@ Policies = PolicySet
 
 _ID_UID = operator.attrgetter("id", "uid")
 _NO_HOUSEKEEPING = Housekeeping()
+_NOTHING_ASKED: Mapping[str, ProvisioningState] = {}
 
 
 def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySet, now: float,
            previous: CyclePlan | None = None, *, solver: Solver | None = None,
            recall: Recall | None = None, house: Housekeeping = _NO_HOUSEKEEPING,
            usage: Usage = NO_USAGE,
-           memory: usage_memory.UsageMemory | None = None) -> CyclePlan:
+           memory: usage_memory.UsageMemory | None = None,
+           node_groups: tuple[NodeGroup, ...] = (),
+           asked: Mapping[str, ProvisioningState] = _NOTHING_ASKED) -> CyclePlan:
     """Decide binds, evictions, nominations, reservations (at most one per node pool),
     reasons and rollbacks for one cycle.
 
@@ -74,7 +79,9 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     the queues' budgets (``policies.guards``; the loop remembers them). *memory*: what
     queues borrowed in earlier cycles (fair share with memory, ``policies.usage_memory``; the
     scheduler loop keeps it), decayed here to *now*; it counts only when the scheduler
-    policy sets a half-life.
+    policy sets a half-life. *node_groups*: what the cluster-autoscaler can add, and *asked*: its
+    answers to the scale-ups asked for earlier, by gang; with the policy's ``scale_up_pools``
+    they let a gang with no room ask for its nodes (``scale_up.provision``).
     """
     if recall is None:
         recall = Recall(snapshot.index)
@@ -144,12 +151,16 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         members[gid] = pods
     pending = dict(sorted({**draft.pending,
                            **{gid: r for gid, (r, _) in backing_off.items()}}.items()))
+    scale_ups = provision(by_id.values(), pending, node_groups,
+                          policies.scheduler.scale_up_pools, asked)
+    if scale_ups.pending is not None:
+        pending = dict(scale_ups.pending)
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=overruns + tuple(draft.evictions),
         nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
-        pending=pending, order=tuple(draft.order),
+        scale_ups=scale_ups.requests, pending=pending, order=tuple(draft.order),
         members=_of_pending(members, draft.binds, pending),
         unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,

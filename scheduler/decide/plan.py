@@ -87,6 +87,34 @@ class Provision:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` members alike: one role, the unit a ProvisioningRequest names a template for."""
+
+    role: str
+    count: int
+    #: One pending member of the role: the pod whose spec the autoscaler's template copies.
+    sample: PodRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUp:
+    """Ask the autoscaler for ``nodes`` new nodes of ``group`` that take the whole gang
+    ``gang_id``, all or none (``scheduler.decide.scale_up``; written as a ProvisioningRequest
+    by ``scheduler.kube.write.provisioning``)."""
+
+    gang_id: str
+    group: str
+    nodes: int
+    pod_sets: tuple[PodSet, ...]
+
+    @property
+    def message(self) -> str:
+        """What the gang's pending reason says while the nodes are being added."""
+        noun = "node" if self.nodes == 1 else "nodes"
+        return f"waiting for {self.nodes} new {noun} of node group {self.group} (autoscaler)"
+
+
+@dataclass(frozen=True, slots=True)
 class Eviction:
     """What a preemptor takes from a running gang (its victim): the whole gang, so far."""
 
@@ -220,6 +248,8 @@ class CyclePlan:
     nominations: tuple[Nomination, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     provisions: tuple[Provision, ...] = ()
+    #: Gangs for which the autoscaler is asked for new nodes (the request kept while it tries).
+    scale_ups: tuple[ScaleUp, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()

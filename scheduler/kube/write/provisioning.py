@@ -1,0 +1,164 @@
+"""The objects that ask the cluster-autoscaler for a whole gang's nodes: what the "provision"
+step (``scheduler.decide.scale_up.ScaleUp``) becomes on the apiserver.
+
+A ProvisioningRequest (``autoscaling.x-k8s.io/v1``, as cluster-autoscaler 1.31 serves it) names
+one PodTemplate per pod set and how many pods of it must fit; with the class
+``best-effort-atomic-scale-up`` the autoscaler adds nodes for all of them or for none. The
+templates are copies of one member pod of each role, so the autoscaler simulates exactly the pods
+that will bind (their requests, selectors, tolerations), without the fields that tie a copy to a
+node or to this pod. The names derive from the gang's, so a request is found again (and deleted
+once the gang is placed or gone) without remembering anything between cycles.
+
+The builders are pure; ``ScaleUpWriter`` makes the writes, through the client it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+from typing import Any
+
+import structlog
+
+from scheduler.decide.plan import CyclePlan, ScaleUp
+from scheduler.kube.client import ApiError, Requester, Response, TransportError, path_segment
+
+API_VERSION = "autoscaling.x-k8s.io/v1"
+#: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
+ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+log = structlog.get_logger()
+
+#: Marks the objects gang-scheduler made for a gang, so that its own are found and deleted.
+GANG_LABEL = "gangscheduler.io/gang"
+#: Spec fields of a member pod that belong to that pod only, not to the pods to provision for.
+_POD_ONLY_FIELDS = ("nodeName", "hostname", "subdomain")
+
+
+def request_name(gang_name: str) -> str:
+    """The ProvisioningRequest of gang *gang_name* (its PodTemplates add the role)."""
+    return f"gang-{gang_name}"
+
+
+def template_name(gang_name: str, role: str) -> str:
+    return f"{request_name(gang_name)}-{role}"
+
+
+def pod_template(namespace: str, gang_name: str, role: str,
+                 member_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A PodTemplate of one role, from one member pod's ``spec``."""
+    spec = {k: v for k, v in member_spec.items() if k not in _POD_ONLY_FIELDS}
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": template_name(gang_name, role), "namespace": namespace,
+                     "labels": {GANG_LABEL: gang_name}},
+        "template": {"spec": spec},
+    }
+
+
+def provisioning_request(namespace: str, gang_name: str, plan: ScaleUp) -> dict[str, Any]:
+    """The ProvisioningRequest for *plan*: one pod set per role, each naming its template."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": request_name(gang_name), "namespace": namespace,
+                     "labels": {GANG_LABEL: gang_name}},
+        "spec": {
+            "provisioningClassName": ATOMIC_SCALE_UP_CLASS,
+            "podSets": [{"podTemplateRef": {"name": template_name(gang_name, s.role)},
+                         "count": s.count} for s in plan.pod_sets],
+        },
+    }
+
+
+def provisioning_objects(namespace: str, gang_name: str, plan: ScaleUp,
+                         member_specs: Mapping[str, Mapping[str, Any]]
+                         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The PodTemplates (to create first: the request refers to them) and the request.
+
+    *member_specs* maps each role of the plan to one of its pods' ``spec``; a role without one
+    is a defect of the caller, refused naming the role."""
+    missing = [s.role for s in plan.pod_sets if s.role not in member_specs]
+    if missing:
+        raise ValueError(f"gang {plan.gang_id}: no member pod spec for role(s) "
+                         f"{', '.join(missing)} to build the ProvisioningRequest from")
+    templates = [pod_template(namespace, gang_name, s.role, member_specs[s.role])
+                 for s in plan.pod_sets]
+    return templates, provisioning_request(namespace, gang_name, plan)
+
+
+class ScaleUpWriter:
+    """Keeps one ProvisioningRequest (and its PodTemplates) for each gang the plan asks nodes
+    for, and deletes a gang's once it is no longer pending: placed, or gone.
+
+    A request is created once and then left to the autoscaler; a gang still pending keeps its
+    request whatever the autoscaler answered (a failed one stays, quoted in the gang's reason,
+    until a person deletes it to ask again). *existing*: gangs whose requests the read side
+    listed, so a request made before a restart is withdrawn too. A write that fails is logged
+    and tried again on the next cycle."""
+
+    def __init__(self, client: Requester) -> None:
+        self.client = client
+        self._made: set[str] = set()  # gang ids with a request, made or listed
+
+    def apply(self, plan: CyclePlan, existing: Iterable[str] = ()) -> None:
+        self._made.update(existing)
+        for scale_up in plan.scale_ups:
+            if scale_up.gang_id not in self._made and self._ask(scale_up):
+                self._made.add(scale_up.gang_id)
+        asked = {s.gang_id for s in plan.scale_ups}
+        for gang_id in sorted(self._made - asked - plan.pending.keys()):
+            if self._withdraw(gang_id):
+                self._made.discard(gang_id)
+
+    def _ask(self, scale_up: ScaleUp) -> bool:
+        namespace, gang_name = scale_up.gang_id.split("/", 1)
+        specs: dict[str, Mapping[str, Any]] = {}
+        try:
+            for pod_set in scale_up.pod_sets:
+                if pod_set.sample is None:
+                    log.warning("scale_up_without_pod", gang=scale_up.gang_id, role=pod_set.role)
+                    return False
+                pod = self._call("GET", f"/api/v1/namespaces/{path_segment(namespace)}/pods/"
+                                        f"{path_segment(pod_set.sample.name)}").json()
+                specs[pod_set.role] = pod.get("spec") or {}
+            templates, request = provisioning_objects(namespace, gang_name, scale_up, specs)
+            for template in templates:
+                self._create(f"/api/v1/namespaces/{path_segment(namespace)}/podtemplates",
+                             template)
+            self._create(_requests_path(namespace), request)
+        except (ApiError, TransportError) as error:
+            log.warning("scale_up_not_asked", gang=scale_up.gang_id, error=str(error))
+            return False
+        log.info("scale_up_asked", gang=scale_up.gang_id, group=scale_up.group,
+                 nodes=scale_up.nodes)
+        return True
+
+    def _withdraw(self, gang_id: str) -> bool:
+        namespace, gang_name = gang_id.split("/", 1)
+        try:
+            self._call("DELETE", f"{_requests_path(namespace)}/"
+                                 f"{path_segment(request_name(gang_name))}", missing_ok=True)
+            self._call("DELETE", f"/api/v1/namespaces/{path_segment(namespace)}/podtemplates",
+                       query={"labelSelector": f"{GANG_LABEL}={gang_name}"})
+        except (ApiError, TransportError) as error:
+            log.warning("scale_up_not_withdrawn", gang=gang_id, error=str(error))
+            return False
+        log.info("scale_up_withdrawn", gang=gang_id)
+        return True
+
+    def _create(self, path: str, body: Mapping[str, Any]) -> None:
+        response = self.client.request("POST", path, body=body)
+        if not response.ok and response.status != HTTPStatus.CONFLICT:  # made already: kept
+            raise ApiError("POST", path, response)
+
+    def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+              missing_ok: bool = False) -> Response:
+        response = self.client.request(method, path, query=query)
+        if not response.ok and not (missing_ok and response.status == HTTPStatus.NOT_FOUND):
+            raise ApiError(method, path, response)
+        return response
+
+
+def _requests_path(namespace: str) -> str:
+    return f"/apis/{API_VERSION}/namespaces/{path_segment(namespace)}/provisioningrequests"
