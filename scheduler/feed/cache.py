@@ -71,6 +71,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
         self._groups: dict[str, PodGroupInfo] = {}  # by namespace/name
         self._jobs: dict[str, JobInfo] = {}
         self._jobsets: dict[str, JobSetInfo] = {}
+        #: Operators' objects that size their pods' gangs, by ``operator_key``.
+        self._operators: dict[str, JobInfo] = {}
         self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
         self._assumed: dict[str, Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.
@@ -335,7 +337,8 @@ class ClusterCache(WorkloadFeeding, Assuming):
                 pods = [self._effective(u) for u in uids]
                 entry = build_gang(gid, pods,
                                    gang_group(self._groups.get(gid), pods, self._jobsets),
-                                   gang_job(gid, pods, self._jobs, native, self._jobsets),
+                                   gang_job(gid, pods, self._jobs, native, self._jobsets,
+                                            self._operators),
                                    self.grouping, native, self.facts.devices())
                 if entry != GangEntry():
                     self._entries[gid] = entry
