@@ -50,6 +50,8 @@ class ClusterCache(WorkloadFeeding, Assuming, CycleReading):
         self._groups: dict[str, PodGroupInfo] = {}  # by namespace/name
         self._jobs: dict[str, JobInfo] = {}
         self._jobsets: dict[str, JobSetInfo] = {}
+        #: Operators' objects that size their pods' gangs, by ``operator_key``.
+        self._operators: dict[str, JobInfo] = {}
         self._native = NativeStore()  # Kubernetes' own gang API (scheduling.k8s.io)
         self._assumed: dict[str, Assumption] = {}  # pod uid -> node
         # Derived indexes, maintained on every change.

@@ -58,6 +58,7 @@ class CycleReading:
     _groups: dict[str, PodGroupInfo]
     _jobs: dict[str, JobInfo]
     _jobsets: dict[str, JobSetInfo]
+    _operators: dict[str, JobInfo]
     _native: NativeStore
     _others: OtherPods
     _gid_of: dict[str, str]
@@ -155,7 +156,8 @@ class CycleReading:
                 pods = [self._effective(u) for u in uids]
                 entry = build_gang(gid, pods,
                                    gang_group(self._groups.get(gid), pods, self._jobsets),
-                                   gang_job(gid, pods, self._jobs, native, self._jobsets),
+                                   gang_job(gid, pods, self._jobs, native, self._jobsets,
+                                            self._operators),
                                    self.grouping, native, self.facts.devices())
                 if entry != GangEntry():
                     self._entries[gid] = entry

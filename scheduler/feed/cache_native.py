@@ -1,5 +1,6 @@
-"""The cache's record of the objects that lend gangs their size and labels: Jobs, JobSets, and
-Kubernetes' own gang API objects (PodGroups, Workloads) with who refers to whom.
+"""The cache's record of the objects that lend gangs their size and labels: Jobs, JobSets,
+operators' objects (PyTorchJob, MPIJob, RayCluster), and Kubernetes' own gang API objects
+(PodGroups, Workloads) with who refers to whom.
 
 Why apart: a Workload or a Job changes the gangs of the PodGroups made from it (their labels
 name the queue, their annotations the runtime), so the cache must know which gangs to rebuild
@@ -15,7 +16,7 @@ import threading
 from scheduler.feed import grouping_jobset
 from scheduler.feed.cache_failures import FailureLog
 from scheduler.model.native import NativeGroupInfo, ResolvedGroup, WorkloadInfo
-from scheduler.model.workloads import JobInfo, JobSetInfo, PodInfo
+from scheduler.model.workloads import JobInfo, JobSetInfo, PodInfo, operator_key
 
 
 class NativeStore:
@@ -67,6 +68,7 @@ class WorkloadFeeding:
     _lock: threading.RLock
     _jobs: dict[str, JobInfo]
     _jobsets: dict[str, JobSetInfo]
+    _operators: dict[str, JobInfo]
     _native: NativeStore
     _dirty: set[str]
     _pods: dict[str, PodInfo]
@@ -117,6 +119,25 @@ class WorkloadFeeding:
         with self._lock:
             if self._jobsets.pop(key, None) is not None:
                 self._regroup(key)
+
+    def upsert_operator_job(self, kind: str, job: JobInfo) -> None:
+        """An operator's object (PyTorchJob, MPIJob, RayCluster) as the Job that sizes the
+        gang of the pods it owns, named after it."""
+        with self._lock:
+            key = operator_key(kind, job.namespace, job.name)
+            if self._operators.get(key) == job:  # a status change: nothing it sizes
+                return
+            self._operators[key] = job
+            self._dirty.add(job.key)
+            self._touch()
+
+    def delete_operator_job(self, kind: str, key: str) -> None:
+        """*key* is the object's ``namespace/name``."""
+        with self._lock:
+            ns, name = key.split("/", 1)
+            if self._operators.pop(operator_key(kind, ns, name), None) is not None:
+                self._dirty.add(key)
+                self._touch()
 
     def _regroup(self, jobset: str) -> None:
         """Index again the pods of *jobset*: which gang each is in follows its spec."""

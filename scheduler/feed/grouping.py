@@ -15,10 +15,12 @@ A pod belongs to, in order of precedence:
 4. its controlling ``batch/v1`` Job, whose gang size is what its controller runs at once:
    parallelism, capped by the completions still to go (`JobInfo.gang_size`; its pods wait
    until the Job itself is seen, so they are never placed one by one meanwhile);
-5. its controlling training operator's job (PyTorchJob, MPIJob, TFJob, ...: kinds in
-   ``OPERATOR_KINDS``), whose size gang-scheduler does not read: with the
-   ``gangscheduler.io/min-member`` annotation that is the gang; without, its pods wait with
-   a reason naming the PodGroup that is missing (never a gang of one each);
+5. its controlling operator's object (PyTorchJob, MPIJob, RayCluster, TFJob, ...: kinds in
+   ``OPERATOR_KINDS``): the ``gangscheduler.io/min-member`` annotation, else for the kinds
+   whose object is read (``SIZED_OPERATOR_KINDS``) the replicas its operator creates and
+   its own minimum (``scheduler.kube.read.operator_convert``; its pods wait until the
+   object is seen), else its pods wait with a reason naming the PodGroup that is missing
+   (never a gang of one each);
 6. otherwise, itself: a lone pod is a gang of one.
 
 Members already bound and running count towards ``minMember`` (as in the coscheduling
@@ -41,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduler.feed import grouping_jobset, grouping_native, grouping_terms
-from scheduler.feed.grouping_terms import OPERATOR_KINDS
+from scheduler.feed.grouping_terms import OPERATOR_KINDS, SIZED_OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang, elastic, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
@@ -56,6 +58,7 @@ from scheduler.model.workloads import (
     PodGroupInfo,
     PodInfo,
     PodPhase,
+    operator_key,
 )
 
 
@@ -265,13 +268,29 @@ def gang_set(entries: Mapping[str, GangEntry], other_usage: Mapping[str, Resourc
 
 def gang_job(gid: str, pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo],
              native: ResolvedGroup | None,
-             jobsets: Mapping[str, JobSetInfo] | None = None) -> JobInfo | None:
-    """The Job behind a gang: the gang's own id, the Job that made its native PodGroup, or
-    its JobSet's Jobs that start together, as one (``grouping_jobset.set_job``)."""
+             jobsets: Mapping[str, JobSetInfo] | None = None,
+             operators: Mapping[str, JobInfo] | None = None) -> JobInfo | None:
+    """The Job behind a gang: the gang's own id, the Job that made its native PodGroup,
+    its JobSet's Jobs that start together, as one (``grouping_jobset.set_job``), or the
+    operator's object that owns its pods (*operators* by ``operator_key``)."""
     job_key = native.group.job_key if native is not None else None
     if job_key:
         return jobs.get(job_key)
-    return grouping_jobset.set_job(gid, pods, jobsets or {}, jobs) or jobs.get(gid)
+    pods = list(pods)
+    return (grouping_jobset.set_job(gid, pods, jobsets or {}, jobs)
+            or operator_job(gid, pods, operators or {}) or jobs.get(gid))
+
+
+def operator_job(gid: str, pods: Iterable[PodInfo],
+                 operators: Mapping[str, JobInfo]) -> JobInfo | None:
+    """The object of a sized operator kind that owns gang *gid*'s pods (the gang is named
+    after it), as the Job its gang is sized by; None if none is (or is not seen yet)."""
+    for pod in pods:
+        owner = pod.owner
+        if (owner is not None and owner.kind in SIZED_OPERATOR_KINDS
+                and f"{pod.namespace}/{owner.name}" == gid):
+            return operators.get(operator_key(owner.kind, pod.namespace, owner.name))
+    return None
 
 
 def gang_group(group: PodGroupInfo | None, pods: Iterable[PodInfo],
@@ -289,9 +308,11 @@ def build_gangs(
     natives: Mapping[str, ResolvedGroup] | None = None,
     jobsets: Mapping[str, JobSetInfo] | None = None,
     devices: DeviceInventory = EMPTY_INVENTORY,
+    operators: Mapping[str, JobInfo] | None = None,
 ) -> GangSet:
     """Group *pods* (all pods in the cluster) into pending and running gangs; *natives* are
-    the ``scheduling.k8s.io`` PodGroups and *jobsets* the JobSets by ``namespace/name``."""
+    the ``scheduling.k8s.io`` PodGroups and *jobsets* the JobSets by ``namespace/name``,
+    *operators* the operators' objects by ``operator_key``."""
     natives = natives or {}
     jobsets = jobsets or {}
     other: dict[str, list[Resources]] = defaultdict(list)
@@ -303,7 +324,8 @@ def build_gangs(
             continue
         members[group_id(pod, jobs, config, jobsets)].append(pod)
     entries = {gid: build_gang(gid, ps, gang_group(groups.get(gid), ps, jobsets),
-                               gang_job(gid, ps, jobs, natives.get(gid), jobsets),
+                               gang_job(gid, ps, jobs, natives.get(gid), jobsets,
+                                        operators),
                                config, natives.get(gid), devices)
                for gid, ps in members.items()}
     return gang_set(entries, {node: total(res) for node, res in sorted(other.items())})

@@ -40,10 +40,13 @@ from scheduler.model.workloads import (
 
 TOPOLOGY_REQUIRED_ANNOTATION = "gangscheduler.io/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "gangscheduler.io/topology-preferred"
-#: Controllers that create pods themselves, one gang per job, without a size gang-scheduler
-#: reads (Kubeflow's training operator v1 kinds).
+#: Controllers that create pods themselves, one gang per object they own (Kubeflow's
+#: training operator v1 kinds, KubeRay's RayCluster).
 OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
-                            "JAXJob"})
+                            "JAXJob", "RayCluster"})
+#: Those whose own object gang-scheduler reads to size the gang
+#: (``scheduler.kube.read.operator_convert``); the others need a PodGroup or annotation.
+SIZED_OPERATOR_KINDS = frozenset({"PyTorchJob", "MPIJob", "RayCluster"})
 
 
 def annotation(key: str, *sources: Mapping[str, str]) -> str | None:
@@ -159,12 +162,16 @@ def min_member(gid: str, pods: list[PodInfo], group: PodGroupInfo | None, job: J
         return 1, (f"PodGroup {gid} does not exist; create it (or set annotation "
                    f"{MIN_MEMBER_ANNOTATION} on the pods) so the gang size is known")
     if job is not None:
-        return job.gang_size, job.unknown or None
+        return job.min_member, job.unknown or None
     if any(p.owner is not None and p.owner.kind == "Job" for p in pods):
         return 1, (f"Job {gid} is not known (yet); its pods wait for it so that the gang "
                    "size (parallelism) is known")
     operator = next((p.owner for p in pods if p.owner is not None
                      and p.owner.kind in OPERATOR_KINDS), None)
+    if operator is not None and operator.kind in SIZED_OPERATOR_KINDS:
+        return 1, (f"{operator.kind} {gid} is not known (yet); its pods wait for it so that "
+                   "the gang size (its replicas) is known (is its CRD served, and may "
+                   f"gang-scheduler list {operator.kind}s?)")
     if operator is not None:
         return 1, (f"{operator.kind} {gid} names no gang: gang-scheduler does not read "
                    f"{operator.kind} replicas, so the PodGroup {gid} is missing; enable the "

@@ -41,6 +41,9 @@ FIELDS: tuple[UserField, ...] = (
               "it; at most 365d)"),
     UserField(workloads.LAST_CHECKPOINT_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"),
               "2026-11-30T09:00:00Z", "work lost if preempted is counted from it"),
+    UserField(workloads.RUNTIME_SECONDS_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"),
+              "3612.5", "seconds the workload ran in earlier runs, counted against its queue's "
+              "maxRuntimeSeconds (written by the scheduler after each run; remove to reset)"),
     UserField(workloads.MIN_MEMBER_ANNOTATION, "annotation", (*_WORKLOAD, "JobSet"), "2",
               "the gang size without a PodGroup"),
     UserField(workloads.ROLE_LABEL, "label", ("Pod",), "worker", "the name of a pod's role"),
@@ -64,6 +67,8 @@ FIELDS: tuple[UserField, ...] = (
               "topology.gangscheduler.io/block", "members in as few domains as possible"),
     UserField(grouping_jobset.JOBSET_NAME_LABEL, "label", ("Pod", "Job"), "train",
               "the JobSet of a pod or Job"),
+    UserField(workloads.JOBSET_UID_LABEL, "label", ("Pod",), "0b7c",
+              "the uid of a pod's JobSet: an eviction's Preempted event goes on the JobSet too"),
     UserField(grouping_jobset.REPLICATED_JOB_LABEL, "label", ("Pod", "Job"), "workers",
               "the replicated Job of a JobSet's pod or Job"),
     UserField(grouping_jobset.GANG_SCOPE_ANNOTATION, "annotation", ("JobSet",), "jobset",

@@ -214,6 +214,10 @@ class JobInfo:
     #: What its JobSet creates only after this gang's Jobs (later steps), said in the
     #: gang's pending reason; "" if nothing (``grouping_jobset``).
     later_steps: str = ""
+    #: The fewest pods that may run, below its size (an operator's own minimum: a
+    #: PyTorchJob's ``minAvailable`` or elastic ``minReplicas``, an autoscaled RayCluster's
+    #: ``minReplicas``): an elastic gang. None: the whole size (``gang_size``).
+    min_available: int | None = None
 
     @property
     def remaining(self) -> int:
@@ -229,6 +233,12 @@ class JobInfo:
     def gang_size(self) -> int:
         """``remaining``, at least 1: the gang of the Job's pods that still run."""
         return max(1, self.remaining)
+
+    @property
+    def min_member(self) -> int:
+        """The gang's minimum: ``min_available`` (never above ``gang_size``), else the size."""
+        size = self.gang_size
+        return size if self.min_available is None else max(1, min(self.min_available, size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,3 +276,9 @@ class JobSetInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def operator_key(kind: str, namespace: str, name: str) -> str:
+    """The key of an operator's object (PyTorchJob, MPIJob, RayCluster) among the objects
+    that size gangs: its kind too, as two kinds may share a name in one namespace."""
+    return f"{kind}:{namespace}/{name}"

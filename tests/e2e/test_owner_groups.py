@@ -1,14 +1,18 @@
-"""A pod made by a training operator (PyTorchJob, MPIJob, TFJob, ...) that names no group is
-never a gang of one: it waits, told (condition and warning event) which PodGroup is missing,
-until the gang's size is known.
+"""A training operator's pods (PyTorchJob) with no PodGroup form the gang their own object asks
+for: 1 master + 3 workers wait whole behind a running gang and start whole when room appears;
+a PyTorchJob whose spec does not read keeps its pods waiting, told which field, until an
+explicit size (the min-member annotation) is given.
 
-The operator itself is not installed: a stand-in ``pytorchjobs.kubeflow.org`` CRD gives the
-pods a real owner (the garbage collector would otherwise remove pods of an unknown owner),
-which is all gang-scheduler reads of it.
+The operator itself is not run here: a stand-in ``pytorchjobs.kubeflow.org`` CRD holds real
+PyTorchJob objects (the garbage collector would otherwise remove pods of an unknown owner) and
+the test creates the pods as the training-operator v1 would (its labels, a controller
+ownerReference). The scheduler is started once the CRD is served, so its informer lists it at
+once instead of after its absent-CRD retry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -50,40 +54,64 @@ def install_pytorchjob_crd(cp: ControlPlane) -> None:
     wait_for(served, 60, what="the PyTorchJob CRD served")
 
 
-def create_pytorchjob(tenant: Tenant, name: str) -> dict[str, Any]:
+def create_pytorchjob(tenant: Tenant, name: str, master: Any, workers: Any,
+                      gpus: int) -> list[str]:
+    """A PyTorchJob and the pods its operator would make for it; their names."""
+    replica = {"restartPolicy": "OnFailure",
+               "template": {"spec": tenant.pod_spec(gpus)}}
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJob",
             "metadata": {"name": name},
-            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1},
-                                             "Worker": {"replicas": 1}}}}
-    return rest.call(tenant.cp.custom.create_namespaced_custom_object, GROUP, VERSION,
-                     tenant.namespace, PLURAL, body)
+            "spec": {"runPolicy": {},
+                     "pytorchReplicaSpecs": {"Master": {**replica, "replicas": master},
+                                             "Worker": {**replica, "replicas": workers}}}}
+    job = rest.call(tenant.cp.custom.create_namespaced_custom_object, GROUP, VERSION,
+                    tenant.namespace, PLURAL, body)
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJob", "name": name,
+             "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    names = []
+    for rtype, count in (("master", 1), ("worker", 3)):
+        for index in range(count):
+            pod = f"{name}-{rtype}-{index}"
+            tenant.create_pod(pod, gpus=gpus, owner=owner, labels={
+                "training.kubeflow.org/job-name": name,
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                "training.kubeflow.org/replica-type": rtype,
+                "training.kubeflow.org/replica-index": str(index)})
+            names.append(pod)
+    return names
 
 
-def test_an_operators_pods_without_a_group_wait_and_say_which_group_is_missing(
-        tenant: Tenant, live_scheduler: InProcessScheduler) -> None:
+def test_a_pytorchjob_without_a_podgroup_waits_whole_then_starts_whole(
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
     install_pytorchjob_crd(tenant.cp)
-    tenant.create_nodes(1, gpus=8)
-    job = create_pytorchjob(tenant, "ptj")
-    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJob", "name": "ptj",
-             "uid": job["metadata"]["uid"], "controller": True}
-    names = ["ptj-master-0", "ptj-worker-0"]
-    for name in names:
-        tenant.create_pod(name, owner=owner)
-    missing = f"the PodGroup {tenant.namespace}/ptj is missing"
-    messages = wait_for(lambda: {n: unschedulable_message(tenant.pods()[n]) for n in names}
-                        if all(missing in unschedulable_message(tenant.pods()[n])
-                               for n in names) else {}, 30,
-                        what="both pods told which PodGroup is missing")
-    assert all("PyTorchJob" in m for m in messages.values()), messages
-    events = wait_for(lambda: [e for e in tenant.events("FailedScheduling")
-                               if missing in (e.get("note") or "")], 30,
-                      what="a FailedScheduling warning naming the missing group")
-    assert {e["type"] for e in events} == {"Warning"}
-    live_scheduler.run_cycles()  # several chances: neither pod placed alone
+    scheduler = start_scheduler()
+    tenant.create_nodes(2, gpus=8)
+    blocker = tenant.create_gang("blocker", size=2, gpus=8)
+    wait_for(lambda: tenant.all_bound(blocker), 30, what="the blocking gang bound")
+    names = create_pytorchjob(tenant, "ptj", 1, 3, gpus=4)  # 16 GPUs: the whole pool
+    wait_for(lambda: all(unschedulable_message(p) for n, p in tenant.pods().items()
+                         if n in names), 30, what="the PyTorchJob's pods told why they wait")
+    scheduler.run_cycles()  # several chances: none placed alone
     assert tenant.bound(names) == []
-    # The size given (what the operator's gang support would have written): placed together.
+    for pod in blocker:
+        tenant.delete_pod(pod)
+    wait_for(lambda: tenant.all_bound(names), 30, what="the PyTorchJob's gang of 4 bound")
+    assert len(set(tenant.nodes_of(names).values())) == 2
+
+
+def test_an_unreadable_pytorchjob_waits_naming_the_field_until_sized_explicitly(
+        tenant: Tenant, start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    install_pytorchjob_crd(tenant.cp)
+    start_scheduler()
+    tenant.create_nodes(1, gpus=8)
+    names = create_pytorchjob(tenant, "bad", 1, "three", gpus=1)
+    field = "spec.pytorchReplicaSpecs.Worker.replicas"
+    wait_for(lambda: all(field in unschedulable_message(p) for n, p in tenant.pods().items()
+                         if n in names), 30, what="the pods told which field does not read")
+    assert tenant.bound(names) == []
+    # An explicit size keeps precedence over the object: placed together.
     for name in names:
         rest.call(tenant.cp.core.patch_namespaced_pod, name, tenant.namespace,
-                  {"metadata": {"annotations": {"gangscheduler.io/min-member": "2"}}},
+                  {"metadata": {"annotations": {"gangscheduler.io/min-member": "4"}}},
                   _content_type=rest.MERGE_PATCH)
-    wait_for(lambda: tenant.all_bound(names), 30, what="the operator's gang of 2 bound")
+    wait_for(lambda: tenant.all_bound(names), 30, what="the explicitly sized gang bound")

@@ -152,6 +152,9 @@ EXPECTED_CLUSTER_RULES = {
     *(("resource.k8s.io", "resourceclaims/binding", v) for v in ("update", "patch")),
     *(("batch", "jobs", v) for v in ("get", "list", "watch", "patch")),
     *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch", "patch")),
+    *(("kubeflow.org", r, v) for r in ("pytorchjobs", "mpijobs")
+      for v in ("get", "list", "watch")),
+    *(("ray.io", "rayclusters", v) for v in ("get", "list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
     *(("scheduling.x-k8s.io", "podgroups", v) for v in ("get", "list", "watch", "patch")),
     *(("scheduling.x-k8s.io", "podgroups/status", v) for v in ("update", "patch")),

@@ -31,6 +31,7 @@ from scheduler.kube.read import (
     informer,
     jobset_convert,
     native_convert,
+    operator_convert,
     slices_convert,
     storage,
 )
@@ -55,6 +56,8 @@ class Cache(Protocol):
     def delete_job(self, key: str) -> None: ...
     def upsert_jobset(self, jobset: JobSetInfo) -> None: ...
     def delete_jobset(self, key: str) -> None: ...
+    def upsert_operator_job(self, kind: str, job: JobInfo) -> None: ...
+    def delete_operator_job(self, kind: str, key: str) -> None: ...
     def upsert_native_group(self, group: NativeGroupInfo) -> None: ...
     def delete_native_group(self, key: str) -> None: ...
     def upsert_workload(self, workload: WorkloadInfo) -> None: ...
@@ -212,6 +215,7 @@ def cache_informers(client: KubeClient, cache: Cache,
         watch(informer.JOBSETS, checked("JobSet", "jobset.x-k8s.io/v1alpha2", converting_handler(
             jobset_convert.jobset_from_json, cache.upsert_jobset,
             lambda o: cache.delete_jobset(informer.object_id(o))))),
+        *operator_informers(client, cache),
         *native_informers(client, cache, classes),
         *fact_informers(client, cache),
         *device_informers(client, cache),
@@ -233,6 +237,27 @@ def _fact(client: KubeClient, cache: Cache, kind: informer.ResourceKind,
 
     return informer.Informer(client, kind, converting_handler(to_model, upsert, delete),
                              on_absent=on_absent)
+
+
+def operator_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:
+    """The operators' objects that size their pods' gangs (each CRD optional: absent, it
+    has no objects, and pods it would own wait with a reason)."""
+    def watch(kind: str, resource: informer.ResourceKind) -> informer.Informer:
+        size_of = operator_convert.SIZERS[kind]
+        return informer.Informer(client, resource, converting_handler(
+            lambda o: operator_convert.operator_job(kind, o, size_of),
+            lambda job: _upsert_operator(cache, kind, job),
+            lambda o: cache.delete_operator_job(kind, informer.object_id(o))))
+
+    return [watch(kind, resource) for kind, resource in informer.OPERATOR_OBJECTS.items()]
+
+
+def _upsert_operator(cache: Cache, kind: str, job: JobInfo) -> None:
+    """Keep *job*; one whose spec does not read is kept too (its pods wait with why) and
+    logged, naming the field."""
+    if job.unknown:
+        log.warning("operator_object_unreadable", kind=kind, object=job.key, reason=job.unknown)
+    cache.upsert_operator_job(kind, job)
 
 
 def fact_informers(client: KubeClient, cache: Cache) -> list[informer.Informer]:

@@ -60,6 +60,12 @@ NODES = ResourceKind("nodes", "/api/v1/nodes", namespaced=False)
 PODS = ResourceKind("pods", "/api/v1/pods")
 JOBS = ResourceKind("jobs", "/apis/batch/v1/jobs")
 JOBSETS = ResourceKind("jobsets", "/apis/jobset.x-k8s.io/v1alpha2/jobsets", optional=True)
+#: Operators' objects that size their pods' gangs (``operator_convert``), by kind.
+OPERATOR_OBJECTS = {
+    "PyTorchJob": ResourceKind("pytorchjobs", "/apis/kubeflow.org/v1/pytorchjobs", optional=True),
+    "MPIJob": ResourceKind("mpijobs", "/apis/kubeflow.org/v1/mpijobs", optional=True),
+    "RayCluster": ResourceKind("rayclusters", "/apis/ray.io/v1/rayclusters", optional=True),
+}
 PRIORITY_CLASSES = ResourceKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 namespaced=False)
 PODGROUPS = ResourceKind("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)

@@ -199,10 +199,12 @@ def test_cache_informers_feed_the_cluster_cache() -> None:
     workloads, groups = informer.WORKLOADS, informer.NATIVE_PODGROUPS
     assert [i.kind for i in informers] == [
         informer.PRIORITY_CLASSES, informer.NODES, informer.PODS, informer.PODGROUPS,
-        informer.JOBS, informer.JOBSETS, workloads[0], groups[0], workloads[1], groups[1],
+        informer.JOBS, informer.JOBSETS, *informer.OPERATOR_OBJECTS.values(),
+        workloads[0], groups[0], workloads[1], groups[1],
         informer.NAMESPACES, informer.CLAIMS, informer.VOLUMES, informer.STORAGE_CLASSES,
         informer.CSINODES, *informer.DEVICE_KINDS]
-    assert all(k.optional for k in (*workloads, *groups, informer.JOBSETS))
+    assert all(k.optional for k in (*workloads, *groups, informer.JOBSETS,
+                                     *informer.OPERATOR_OBJECTS.values()))
     pods = informers[2]
     pods.start()
     assert feed.wait_for_sync([pods], 30) and client.idle.wait(30)
