@@ -90,6 +90,30 @@ def test_fragmentation_reads_the_mix_it_is_given() -> None:
     assert choice is not None and choice.node == "b"
 
 
+@pytest.mark.parametrize(("node", "kinds", "expected"), [
+    # a share at least the kind's per-GPU demand is usable; a smaller one is not
+    (state(1000, 1000), [HALF], 0),
+    (state(1000, 600, 300), [HALF], 300),
+    # a whole-GPU kind uses wholly free GPUs only: a partly taken one is fragment
+    (state(1000, 600), [WHOLE], 600),
+    # the kind does not fit the node at all: every free share is fragment to it
+    (state(1000, 600), [TWO], 1600),
+    (state(1000, 600, cpu=500), [HALF], 1600),
+    (state(1000, 600, memory=10), [HALF], 1600),
+    (state(1000, 600, model="T4"), [ShareRequest(1000, 1024, 1, 500, frozenset({"V100"}))],
+     1600),
+    # kinds weigh by their share of the GPU demand: one whole and two halves weigh alike
+    (state(1000, 600), [WHOLE, HALF, HALF], 300),
+    # pods asking no GPU weigh nothing
+    (state(1000, 600, cpu=500), [ShareRequest(1000, 1)], 0),
+])
+def test_fragmentation_of_a_node_under_a_mix(node: NodeState, kinds: list[ShareRequest],
+                                             expected: float) -> None:
+    """The per-kind measure (what a kind cannot use of the node's free shares) and its
+    weighting; CPU- or memory-exhausted nodes count all their free GPU shares."""
+    assert Fragmentation(Mix.observed(kinds)).of(node) == pytest.approx(expected)
+
+
 def test_random_is_a_seeded_draw_over_feasible_nodes() -> None:
     names = {f"n{i}": state(1000) for i in range(20)} | {"full": state(0)}
 
