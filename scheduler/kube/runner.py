@@ -262,7 +262,8 @@ class LiveScheduler(Tending):
             self.metrics.loop_passes.inc()
             self.wake.event.clear()  # before the marks are read: a change after sets it
             marks = Marks(self.cache.generation, self.policies.current(), term,
-                          self.scheduler.flights.any_landed, self.scheduler.answered())
+                          self.scheduler.flights.any_landed, self.scheduler.answered(),
+                          self.scale_up_feed.view)
             why = self.wake.why(marks, time.time())
             if why is None:
                 self._between_cycles()

@@ -83,9 +83,10 @@ class ScaleUpFeed:
             except (ApiError, TransportError, ValueError, yaml.YAMLError) as error:
                 log.warning("scale_up_feed_unread", error=str(error))
                 return False
-        changed = view != self.view
-        self.view = view
-        return changed
+        if view == self.view:
+            return False
+        self.view = view  # a new object only on a change: the loop's wake-up compares them
+        return True
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

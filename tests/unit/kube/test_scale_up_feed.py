@@ -59,7 +59,9 @@ def test_groups_from_the_templates_and_the_requests_stage_by_gang() -> None:
     assert (group.name, group.size, group.max_size, group.pool) == ("a100", 0, 4, "a100")
     assert feed.asked() == {"ml/train": ProvisioningState(Stage.FAILED, "no capacity")}
     assert feed.listed() == ("ml/train",)
+    view = feed.view
     assert feed.poll() is False  # nothing changed: the loop is not woken again
+    assert feed.view is view  # and its wake-up mark stays the same
 
 
 def test_without_the_crd_nothing_was_asked_and_the_groups_still_count() -> None:
