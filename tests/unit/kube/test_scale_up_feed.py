@@ -41,7 +41,7 @@ class Api:
 
 CM_PATH = "/api/v1/namespaces/kube-system/configmaps/kwok-provider-templates"
 PR_PATH = "/apis/autoscaling.x-k8s.io/v1/provisioningrequests"
-NODES = {"/api/v1/nodes": {"items": []}}
+NODES: dict[str, Any] = {"/api/v1/nodes": {"items": []}}
 
 
 def test_no_pool_scales_up_so_nothing_is_read() -> None:
