@@ -179,7 +179,8 @@ class SchedulerPolicy:
     usage_half_life_seconds: float = 0.0
     #: Pools whose gangs, when no current node has room, may ask the cluster-autoscaler for
     #: all their nodes at once (``scheduler.decide.scale_up``). Empty (the default): never.
-    #: Read by ``decide`` when it is given node groups; the live loop does not feed them yet.
+    #: The live scheduler reads the node groups and the autoscaler's answers only while this
+    #: is not empty (``scheduler.kube.read.scale_up_feed``).
     scale_up_pools: frozenset[str] = frozenset()
 
     @classmethod

@@ -48,12 +48,14 @@ from scheduler.kube.lead.leader import LeaderElector
 from scheduler.kube.read import feed, informer
 from scheduler.kube.read.input_warnings import InputWarnings
 from scheduler.kube.read.policy_feed import LivePolicies
+from scheduler.kube.read.scale_up_feed import ScaleUpFeed
 from scheduler.kube.tending import Tending
 from scheduler.kube.write.actuator import ActuatorConfig, KubeActuator
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.gang_notices import GangNotices
 from scheduler.kube.write.group_sync import GroupStatusSync
 from scheduler.kube.write.owner_estimates import OwnerEstimates
+from scheduler.kube.write.provisioning import ScaleUpWriter
 from scheduler.kube.write.queue_finalizer import QueueFinalizers
 from scheduler.kube.write.queue_status import QueueStatusPublisher
 from scheduler.kube.write.runtime_ledger import RuntimeLedger
@@ -137,10 +139,16 @@ class LiveScheduler(Tending):
         self.binder = Binder(writes, concurrency=config.bind_concurrency,
                              queue_of=self.cache.queue_of)
         self.events = EventRecorder(writes, interval=config.event_min_interval_seconds)
+        # Whole-gang scale-up (spec.scaleUp.pools): read on its own thread, only while some
+        # pool may scale up; the requests are written by the actuator's background writer.
+        self.scale_up_feed = ScaleUpFeed(
+            client, lambda: self.policies.current().scheduler.scale_up_pools,
+            config.node_labels, refreshed=self.wake.poke)
         self.actuator = KubeActuator(
             writes, self.binder, StatusWriter(writes), self.events,
             ActuatorConfig(config.scheduler_name, config.eviction_grace_period_seconds),
-            self.metrics, retry=retry)
+            self.metrics, retry=retry, scale_ups=ScaleUpWriter(writes),
+            asked_before=self.scale_up_feed.listed)
         self.group_sync = GroupStatusSync(self.cache, self.actuator.statuses,
                                           self.actuator.writer, self.actuator.native_statuses)
         self.shortfalls = ShortfallReporter(self.events, self.metrics, self.cache.group,
@@ -154,7 +162,8 @@ class LiveScheduler(Tending):
             backoff_initial=config.bind_backoff_initial_seconds,
             backoff_max=config.bind_backoff_max_seconds,
             repair_grace=config.partial_gang_grace_seconds,
-            answering=answering, pool_gauge_interval=POOL_GAUGE_SECONDS)
+            answering=answering, pool_gauge_interval=POOL_GAUGE_SECONDS,
+            scale_up=self.scale_up_feed)
         self.scheduler.flights.on_land = self.wake.poke
         le = config.leader_election
         self.elector = (LeaderElector(client, le.lease_namespace, le.lease_name, self.identity,
@@ -227,6 +236,7 @@ class LiveScheduler(Tending):
         self.health.set_ready(True)
         if self.gpu_use is not None:
             self._threads.append(self.gpu_use.reader.start(self.stop_event))
+        self._threads.append(self.scale_up_feed.start(self.stop_event))
         log.info("caches_synced", identity=self.identity, nodes=len(self.cache.nodes()),
                  pods=len(self.cache.pods()), seconds=round(time.monotonic() - started, 2))
         if self.elector is not None:
@@ -252,7 +262,8 @@ class LiveScheduler(Tending):
             self.metrics.loop_passes.inc()
             self.wake.event.clear()  # before the marks are read: a change after sets it
             marks = Marks(self.cache.generation, self.policies.current(), term,
-                          self.scheduler.flights.any_landed, self.scheduler.answered())
+                          self.scheduler.flights.any_landed, self.scheduler.answered(),
+                          self.scale_up_feed.view)
             why = self.wake.why(marks, time.time())
             if why is None:
                 self._between_cycles()

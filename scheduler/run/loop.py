@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -46,6 +46,7 @@ from scheduler.decide.recall import Recall
 from scheduler.feed.cache import ClusterCache
 from scheduler.feed.cache_cycle import CycleInput
 from scheduler.model import PodRef
+from scheduler.model.node_groups import NodeGroup, ProvisioningState
 from scheduler.report.chargeback import Ledger
 from scheduler.report.queue_report import QueueReport
 from scheduler.run.backoff import Backoffs
@@ -58,7 +59,7 @@ from scheduler.run.metrics import SchedulerMetrics
 from scheduler.run.observe import CycleObserver
 from scheduler.run.remembered import RememberedUsage
 
-__all__ = ["Actuator", "ApplyResult", "PolicySource", "Scheduler"]
+__all__ = ["Actuator", "ApplyResult", "PolicySource", "ScaleUpSource", "Scheduler"]
 
 log = structlog.get_logger("gang_scheduler.loop")
 
@@ -67,6 +68,15 @@ class Actuator(Protocol):
     """Carries out a plan: the only side effects of a cycle."""
 
     def apply(self, plan: CyclePlan, now: float) -> ApplyResult: ...
+
+
+class ScaleUpSource(Protocol):
+    """What the cluster-autoscaler can add and its answers to the scale-ups asked for
+    (``scheduler.decide.scale_up``); the live scheduler reads them on their own thread."""
+
+    def node_groups(self) -> tuple[NodeGroup, ...]: ...
+
+    def asked(self) -> Mapping[str, ProvisioningState]: ...
 
 
 class PolicySource(Protocol):
@@ -93,17 +103,20 @@ class Scheduler:
         answering: Callable[[], bool] | None = None,
         pool_gauge_interval: float = 0.0,
         ledger: Ledger | None = None,
+        scale_up: ScaleUpSource | None = None,
     ) -> None:
         """*repair_grace*: see ``housekeeping``. *answering*: does the cluster answer
         requests right now (the live scheduler's outage tracker)? Without it, a backoff
         after a failure without an answer runs its course like any other.
         *pool_gauge_interval*: seconds between updates of the per-pool GPU gauges, a pass
         over every node (GPU-seconds allocated are accrued every cycle). *ledger*: the
-        chargeback ledger the accrual sums into (default: its own)."""
+        chargeback ledger the accrual sums into (default: its own). *scale_up*: node groups and
+        the autoscaler's answers, for gangs of pools that may scale up (none: never ask)."""
         self.cache = cache
         self.policies = policies
         self.clock = clock
         self.actuator = actuator
+        self.scale_up = scale_up
         self.backoffs = Backoffs(backoff_initial, backoff_max, answering)
         self.housekeeping = HousekeepingInput(cache, self.backoffs, repair_grace)
         self.guard_usage = GuardUsage()
@@ -143,7 +156,8 @@ class Scheduler:
         plan = cycle.decide(inp.snapshot, inp.gangs.pending, policies, now,
                             previous=self.last_plan, solver=solver,
                             recall=self._recall, house=house, usage=usage,
-                            memory=self.remembered.memory)
+                            memory=self.remembered.memory,
+                            **self._scale_up_input())
         decided = time.perf_counter()
         result = self.actuator.apply(plan, now)
         applied = time.perf_counter()
@@ -168,6 +182,11 @@ class Scheduler:
         self.observer.cycle(self._last, result, decided - started, applied - decided,
                             len(self.flights))
         return plan
+
+    def _scale_up_input(self) -> dict[str, Any]:
+        if self.scale_up is None:
+            return {}
+        return {"node_groups": self.scale_up.node_groups(), "asked": self.scale_up.asked()}
 
     # Binds in flight ----------------------------------------------------------------------
     def _take(self, binds: Iterable[Bind], result: ApplyResult,

@@ -11,7 +11,8 @@ plan's ``due``: ``scheduler.decide.due``) give the same plan. What counts as a c
 - the policies in force changed (a Queue accepted, deleted...: a new ``PolicySet``);
 - this replica took over (a new leadership term);
 - binds handed to the binding stage landed (their outcome is taken in by a cycle);
-- the apiserver answers again, ending a backoff that waited for it (``Backoffs.answered``).
+- the apiserver answers again, ending a backoff that waited for it (``Backoffs.answered``);
+- the node groups or the autoscaler's answers read for scale-ups changed (a new reading).
 
 ``Wake`` compares those marks with the ones the last cycle began with; its ``event`` is set
 by whatever may have changed one of them (the cache, the policies, a flight landing), so
@@ -33,6 +34,7 @@ class Marks:
     term: int | None  # the current leadership term (None: not leading)
     landed: bool = False  # a bind outcome waits to be taken in
     answered: bool = False  # the apiserver answers again, ending a backoff
+    scale_up: object = None  # the scale-up reading (by identity: a change is a new one)
 
 
 class Wake:
@@ -63,6 +65,8 @@ class Wake:
             return "policies_changed"
         if marks.answered:
             return "apiserver_answers"
+        if marks.scale_up is not last.scale_up:
+            return "autoscaler_changed"
         if self._due is not None and now >= self._due:
             return "due"
         return None

@@ -163,6 +163,8 @@ EXPECTED_CLUSTER_RULES = {
     ("scheduling.k8s.io", "podgroups/status", "patch"),
     *(("gangscheduler.io", "queues", v) for v in ("get", "list", "watch", "patch")),
     *(("gangscheduler.io", "queues/status", v) for v in ("update", "patch")),
+    *(("", "podtemplates", v) for v in ("create", "deletecollection")),
+    *(("autoscaling.x-k8s.io", "provisioningrequests", v) for v in ("list", "create", "delete")),
 }
 
 

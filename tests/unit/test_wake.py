@@ -37,6 +37,7 @@ def test_no_cycle_while_nothing_changes() -> None:
     (replace(MARKS, term=2), "takeover"),
     (replace(MARKS, landed=True), "binds_landed"),
     (replace(MARKS, answered=True), "apiserver_answers"),
+    (replace(MARKS, scale_up=object()), "autoscaler_changed"),
 ])
 def test_one_cycle_for_each_change(change: Marks, why: str) -> None:
     wake = settled()

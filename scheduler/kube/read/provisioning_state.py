@@ -16,6 +16,11 @@ from typing import Any
 
 from scheduler.model.node_groups import ProvisioningState, Stage
 
+API_VERSION = "autoscaling.x-k8s.io/v1"
+#: Marks the objects gang-scheduler made for a gang, so that its own are found (by the feed,
+#: and by the writer to delete them).
+GANG_LABEL = "gangscheduler.io/gang"
+
 #: The conditions that end a request, first match wins: a failure outweighs an old success.
 _ENDINGS = (("Failed", Stage.FAILED), ("CapacityRevoked", Stage.EXPIRED),
             ("BookingExpired", Stage.EXPIRED), ("Provisioned", Stage.PROVISIONED))

@@ -21,7 +21,7 @@ bound PodGroup's status follows its pods (``group_sync``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -35,6 +35,7 @@ from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.evictor import Evictor
 from scheduler.kube.write.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
 from scheduler.kube.write.prebind import PreBindWriter
+from scheduler.kube.write.provisioning import ScaleUpWriter
 from scheduler.kube.write.rollback import Releaser
 from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.write.writer import BackgroundWriter, Retry, Task
@@ -63,8 +64,12 @@ class KubeActuator:
                  events: EventRecorder, config: ActuatorConfig = ActuatorConfig(),
                  metrics: SchedulerMetrics | None = None,
                  native_statuses: NativeStatusWriter | None = None,
-                 retry: Retry | None = None) -> None:
+                 retry: Retry | None = None, scale_ups: ScaleUpWriter | None = None,
+                 asked_before: Callable[[], Iterable[str]] = tuple) -> None:
+        """*scale_ups*: writes the plan's ProvisioningRequests (none: the cluster's autoscaler
+        is never asked); *asked_before*: the gangs whose requests the read side listed."""
         self.client, self.binder = client, binder
+        self.scale_ups, self.asked_before = scale_ups, asked_before
         self.statuses, self.events, self.config, self.metrics = statuses, events, config, metrics
         # Kubernetes' own PodGroups (scheduling.k8s.io): the condition kube-scheduler writes.
         self.native_statuses = native_statuses or NativeStatusWriter(statuses.client)
@@ -99,6 +104,9 @@ class KubeActuator:
         retries.append(self.evictor.retry_seconds if self.releaser.roll_back(plan.rollbacks)
                        else None)
         self._explain(plan)
+        if self.scale_ups is not None:  # in the background, the latest plan's only
+            self.writer.submit("scale-ups", partial(self.scale_ups.apply, plan,
+                                                    tuple(self.asked_before())))
         return ApplyResult(evicted=evictions.evicted, blocked=evictions.blocked,
                            prebinds=tuple(prebinds), binding=binding,
                            retry_in=min((r for r in retries if r is not None), default=None))

@@ -22,14 +22,12 @@ import structlog
 
 from scheduler.decide.plan import CyclePlan, ScaleUp
 from scheduler.kube.client import ApiError, Requester, Response, TransportError, path_segment
+from scheduler.kube.read.provisioning_state import API_VERSION, GANG_LABEL
 
-API_VERSION = "autoscaling.x-k8s.io/v1"
 #: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
 ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 log = structlog.get_logger()
 
-#: Marks the objects gang-scheduler made for a gang, so that its own are found and deleted.
-GANG_LABEL = "gangscheduler.io/gang"
 #: Spec fields of a member pod that belong to that pod only, not to the pods to provision for.
 _POD_ONLY_FIELDS = ("nodeName", "hostname", "subdomain")
 

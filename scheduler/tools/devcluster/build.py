@@ -149,6 +149,13 @@ KUEUE = Component(
      "config/components/rbac/role.yaml",
      "config/components/rbac/manager_secrets_role.yaml"),
 )
+#: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``):
+#: the autoscaler itself cannot be built here (see the dev cluster's README), the CRD is what
+#: gang-scheduler writes its whole-gang scale-ups to.
+AUTOSCALER_APIS = Component(
+    "autoscaler-apis", HACK_DIR / "autoscaler-apis", "k8s.io/autoscaler/cluster-autoscaler/apis",
+    "", (), ("config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml",),
+)
 # For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
 HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
 # One component per line, so that additions merge cleanly.
@@ -286,6 +293,26 @@ def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
     return binary
 
 
+def ensure_manifests(component: Component, log: Callable[[str], None] = say) -> list[Path]:
+    """The cached manifests of a component that has no binary (``AUTOSCALER_APIS``), copied
+    from its pinned module, downloaded (``go mod download``, go.sum enforced) if missing."""
+    paths = [component.manifest(relative) for relative in component.manifests]
+    if all(p.is_file() for p in paths):
+        return paths
+    if shutil.which("go") is None:
+        raise BuildError(f"{component.name}: manifests not cached under {component.cache_dir()} "
+                         "and `go` is not on PATH")
+    out = subprocess.run(["go", "mod", "download", "-json", component.pinned_module],
+                         cwd=component.source_dir, env=go_env(), capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        raise BuildError(f"go mod download {component.pinned_module} failed:\n"
+                         f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    _cache_manifests(component, str(json.loads(out.stdout).get("Dir", "")))
+    log(f"{component.name} {component.version}: manifests cached in {component.cache_dir()}")
+    return paths
+
+
 def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str],
                        started: float, log: Callable[[str], None]) -> None:
     done = threading.Event()
@@ -325,6 +352,7 @@ def ensure_all(log: Callable[[str], None] = say, operators: bool = True) -> dict
     """Build or reuse every component (`components`); returns name -> binary path."""
     started = time.monotonic()
     paths = {c.name: ensure(c, log) for c in components(operators)}
+    ensure_manifests(AUTOSCALER_APIS, log)
     log(f"control plane binaries ready in {time.monotonic() - started:.1f}s")
     return paths
 

@@ -161,6 +161,7 @@ class DevCluster:
         kubeconfig.write_admin(self.kubeconfig, st.server, pki)
         if install_crds:
             crds.apply(self.api_client())
+            crds.apply_provisioning_requests(self.api_client())
         self._start_controllers(binaries, pki, log, node_liveness)
         t0 = time.monotonic()
         st.processes.append(kwok.start_kwok(binaries["kwok"], st.server, pki, self.state_dir,

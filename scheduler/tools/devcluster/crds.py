@@ -1,4 +1,5 @@
-"""Install the project's CustomResourceDefinitions (``deploy/crds/*.yaml``) and wait for them.
+"""Install the project's CustomResourceDefinitions (``deploy/crds/*.yaml``), and the
+ProvisioningRequest CRD of cluster-autoscaler's pinned API module, and wait for them.
 
 Why wait: a CRD is accepted before its REST endpoint serves; creating a PodGroup right after
 creating the CRD fails with 404 until the ``Established`` condition is true.
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from scheduler.tools.devcluster import rest
+from scheduler.tools.devcluster import build, rest
 from scheduler.tools.devcluster.build import REPO_ROOT
 
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
@@ -24,6 +25,15 @@ def apply(api: client.ApiClient, directory: Path = CRD_DIR, timeout_s: float = 3
     documents = [doc for path in sorted(directory.glob("*.yaml"))
                  for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))]
     return apply_documents(api, documents, timeout_s)
+
+
+def apply_provisioning_requests(api: client.ApiClient) -> list[str]:
+    """The ProvisioningRequest CRD (``autoscaling.x-k8s.io``) as its pinned module ships it,
+    so the apiserver validates gang-scheduler's scale-ups as a cluster with the autoscaler
+    would (``build.AUTOSCALER_APIS``)."""
+    documents = [doc for path in build.ensure_manifests(build.AUTOSCALER_APIS)
+                 for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))]
+    return apply_documents(api, documents)
 
 
 def apply_documents(api: client.ApiClient, documents: list[Any],
