@@ -82,7 +82,7 @@ def recalled(draft: Draft, gang: Gang, queue: Queue, footing: Footing) -> Waitin
     made (most turns of a backlog end there: lookalikes of a gang that already failed);
     None when an earlier step (``behind_reservation``) decides or nothing is remembered."""
     shape, concern, restricted = footing
-    if _held_behind(gang, queue, concern):
+    if concern and _held_behind(gang, queue, concern):
         return None  # ``behind_reservation`` decides: the trial's way
     return draft.context.memo.failed(_failure_key(draft, gang, queue, restricted, shape))
 

@@ -121,21 +121,23 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     members: dict[str, Members] = {}
     # (The recall lives with the snapshot's nodes: a node change starts a fresh one, so a
     # minResources answer, which depends on the nodes, is never stale.)
+    beyond_cap = guarded.beyond_cap
     for gang, verdict, pods in recall.admissible(
             queues, gangs, lambda g: admissible(g, snapshot, queues, tree, parents)):
         members[gang.id] = pods
-        if isinstance(verdict, Queue) and gang.id in guarded.beyond_cap:
-            draft.set_aside(gang, ReasonCategory.QUEUE_LIMIT, guarded.beyond_cap[gang.id])
-        elif isinstance(verdict, Queue):
-            by_queue.setdefault(verdict.name, []).append(gang)
-        else:
+        if not isinstance(verdict, Queue):
             draft.set_aside(gang, *verdict)
+        elif beyond_cap and gang.id in beyond_cap:
+            draft.set_aside(gang, ReasonCategory.QUEUE_LIMIT, beyond_cap[gang.id])
+        else:
+            by_queue.setdefault(verdict.name, []).append(gang)
     by_id = {g.id: g for gs in by_queue.values() for g in gs}
     carried = _carry_over(draft, previous, by_id)
     repairs = [by_id[gid] for gid in housekeeping.repairs(house)
                if gid in by_id and gid not in draft.pending]
     first = repairs + [g for g in carried if g.id not in house.partly_bound]
-    queue_of = {gid: g.queue for gid, g in by_id.items()}
+    # Only the guards read it (hundreds of gangs a cycle in a backlog: not made for nothing).
+    queue_of = {gid: g.queue for gid, g in by_id.items()} if guarded.guarded else {}
     turn = _Turn(draft, queues.queues, guarded, queue_of,
                  UserCaps.of(snapshot, queues, leaving), by_id)
     for gang in first:
@@ -187,8 +189,8 @@ class _Turn:
     backlog, so what stays the same for the cycle (the queues, the guards, the recall's
     table of gangs that can never start) is looked up once, not on every turn."""
 
-    __slots__ = ("by_gang", "by_id", "caps", "draft", "guarded", "obstacles", "queue_of",
-                 "queues", "waits")
+    __slots__ = ("anti", "by_gang", "by_id", "caps", "draft", "guarded", "obstacles",
+                 "queue_of", "queues", "snapshot", "waits")
 
     def __init__(self, draft: Draft, queues: Mapping[str, Queue], guarded: guards.Guarded,
                  queue_of: Mapping[str, str], caps: UserCaps | None = None,
@@ -203,6 +205,10 @@ class _Turn:
         #: object is made whenever they change, so identity says they are the same).
         self.obstacles: Obstacles | None = None
         self.waits: dict[str, Waiting | None] = {}
+        #: Whether the draft's snapshot (the one read last) has running pods with required
+        #: anti-affinity: read again only when a bind makes a new snapshot.
+        self.snapshot: Snapshot | None = None
+        self.anti = False
 
     def __call__(self, gang: Gang, name: str) -> bool:
         draft = self.draft
@@ -231,7 +237,11 @@ class _Turn:
             waits = self.waits[name] = deferred(draft, queue)
         if waits is not None:  # waits behind another gang, blocking nobody: only its reason,
             # unless it can never start (asked without a trial: most of a FIFO backlog is here)
-            draft.fold(gang, queue, hopeless_of(draft, gang, queue, self.by_gang) or waits)
+            snapshot = draft.snapshot
+            if snapshot is not self.snapshot:
+                self.snapshot, self.anti = snapshot, snapshot.pods.has_anti_affinity
+            draft.fold(gang, queue,
+                       hopeless_of(draft, gang, queue, self.by_gang, self.anti) or waits)
             return False
         return self._trial(gang, queue)
 

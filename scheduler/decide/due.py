@@ -90,6 +90,9 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
     # adding it keeps the order of floats).
     of_queue: dict[str, tuple[float, float | None] | None] = {}
     starving: float | None = None
+    # Likewise the earliest instant a waiting gang would no longer end before a reservation
+    # starts (a gang per reservation per cycle otherwise offered one at a time).
+    ends: float | None = None
     backoff, queues_by_name = house.backoff, queues.queues
     for g in gangs:
         if g.id in backoff or g.id not in pending:
@@ -114,8 +117,11 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
             runtime = g.runtime_estimate if g.runtime_estimate is not None else default_runtime
             if runtime is not None:  # it would start only if it ends before (``ends_before``)
                 for t in starts:
-                    due.after(t - runtime)
+                    t -= runtime
+                    if t >= now and (ends is None or t < ends):  # ``_Earliest.after``
+                        ends = t
     due.at_or_after(starving)
+    due.after(ends)
     if not waiting:
         return due.at
     for rg in snapshot.running.values():

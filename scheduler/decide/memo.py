@@ -43,12 +43,15 @@ Epoch = tuple[Snapshot, QuotaLedger, Obstacles]
 class Memo:
     """See the module docstring."""
 
-    __slots__ = ("_epoch", "_failures", "recall", "slots")
+    __slots__ = ("_anti", "_epoch", "_failures", "recall", "slots")
 
     def __init__(self, recall: Recall) -> None:
         self.recall = recall
         self.slots = Slots()
         self._epoch: Epoch | None = None
+        #: The epoch's snapshot has running pods with required anti-affinity (read once per
+        #: epoch rather than on each of the millions of keys a long simulation makes).
+        self._anti = False
         # Not a slot: its answers hold only in their epoch (three objects by identity, not in
         # the key), so the table is emptied when the epoch changes, not when it is full.
         self._failures: dict[FailureKey, Waiting] = {}  # in the epoch
@@ -63,14 +66,21 @@ class Memo:
         The reservations it must keep off are part of the key: gangs of one shape may differ
         in runtime (so in which reservations they end before) and in age (so in whether they
         may reserve, *may_reserve*)."""
-        if gang.id in epoch[0].running:
+        snapshot = epoch[0]
+        if gang.id in snapshot.running:
             return None
-        if not self._same(epoch):
+        now = self._epoch
+        if now is None or now[0] is not snapshot or now[1] is not epoch[1] \
+                or now[2] is not epoch[2]:  # ``_same``, inline: asked on every turn
             self._failures.clear()
             self._epoch = epoch
+            self._anti = snapshot.pods.has_anti_affinity
+        # ``context_key`` is () unless the gang is constrained or running pods have
+        # anti-affinity: its own first test, with the epoch's anti-affinity read above.
         return (queue, gang.priority, gang.tier, gang.preemption_policy, gang.topology,
-                tuple(r.gang_id for r in restricting), may_reserve, shape.number,
-                context_key(gang, epoch[0]))
+                tuple(r.gang_id for r in restricting) if restricting else (), may_reserve,
+                shape.number,
+                context_key(gang, snapshot) if gang.constrained or self._anti else ())
 
     def failed(self, key: FailureKey | None) -> Waiting | None:
         """The outcome of a gang of this key that failed in the current epoch: its reason,

@@ -49,7 +49,8 @@ def find_footing(gang: Gang, queue: Queue, draft: Draft) -> Footing:
     """What every turn past ``deferred`` reads first: the gang's shape, the reservations
     in its pools (``concern``) and, of those, the ones it would still be running at."""
     shape = draft.context.memo.recall.shape(gang, draft.snapshot)
-    concern = draft.obstacles.concerning(shape.pools)
+    obstacles = draft.obstacles
+    concern = obstacles.concerning(shape.pools) if obstacles.reservations else ()
     restricted = restricting(concern, queue.runtime_of(gang.runtime_estimate),
                              draft.context.now) if concern else ()
     return shape, concern, restricted
@@ -239,13 +240,16 @@ def hopeless(draft: Draft, gang: Gang, queue: Queue, shape: Shape) -> Waiting | 
 
 
 def hopeless_of(draft: Draft, gang: Gang, queue: Queue,
-                by_gang: dict[int, tuple[Gang, str, Waiting | None]]) -> Waiting | None:
+                by_gang: dict[int, tuple[Gang, str, Waiting | None]],
+                anti: bool) -> Waiting | None:
     """``hopeless`` of a gang deferred before its trial (its shape not looked up yet): most
     turns of a long FIFO backlog, the same gang objects cycle after cycle, so the answer is
     kept per gang object where its placement depends on its shape alone, in *by_gang* (the
-    recall's table: ``Recall.hopeless``, looked up once a cycle)."""
+    recall's table: ``Recall.hopeless``, looked up once a cycle). *anti*: the draft's
+    snapshot has running pods with required anti-affinity (the caller reads it once per
+    snapshot)."""
     snapshot = draft.snapshot
-    if gang.constrained or snapshot.pods.has_anti_affinity:  # ``context_key`` may not be ()
+    if gang.constrained or anti:  # ``context_key`` may not be ()
         return hopeless(draft, gang, queue, draft.context.memo.recall.shape(gang, snapshot))
     hit = by_gang.get(id(gang))
     if hit is not None and hit[0] is gang and hit[1] == queue.name:

@@ -172,27 +172,19 @@ class Gang:
     #: said once to its user (``scheduler.kube.write.gang_notices``). Not what to decide: not
     #: compared.
     notices: tuple[str, ...] = field(default=(), compare=False)
-    #: ``constrained``, worked out on first use (asked on every turn of the gang).
-    _constrained: bool | None = field(default=None, init=False, compare=False, repr=False)
+    #: Some role's pods have constraints involving other pods or volumes (affinity, spread,
+    #: ports, claims): where it may go can depend on more than its shape. A slot set at
+    #: construction: ``placement.terms.context_key`` and the deferred gangs' never-starts
+    #: answer ask it of every gang on every turn (millions of times in a long simulation).
+    constrained: bool = field(default=False, init=False, compare=False, repr=False)
     #: ``tier`` is ``interactive``: a slot rather than a property, as the order of every
     #: turn asks it (millions of times in a simulation of a long backlog).
     interactive: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interactive", self.tier is Tier.INTERACTIVE)
-
-    @property
-    def constrained(self) -> bool:
-        """Some role's pods have constraints involving other pods or volumes (affinity,
-        spread, ports, claims): where it may go can depend on more than its shape.
-
-        Kept on the gang: ``placement.terms.context_key`` asks it of every gang on every turn
-        (millions of times in a simulation of a long backlog)."""
-        known = self._constrained
-        if known is None:
-            known = not all(r.requirements.constraints.empty for r in self.roles)
-            object.__setattr__(self, "_constrained", known)
-        return known
+        object.__setattr__(self, "constrained",
+                           not all(r.requirements.constraints.empty for r in self.roles))
 
     @property
     def min_member(self) -> int:

@@ -37,21 +37,17 @@ class CompleteSince:
             return  # the same gangs as last cycle: nothing to add or forget
         self._tracked = pending
         # Completeness of a gang object never changes: reuse last cycle's for the same objects.
-        before = self._complete_of
+        before, since = self._complete_of, self.since
         known: dict[str, tuple[Gang, bool]] = {}
-        complete: set[str] = set()
+        kept: dict[str, float] = {}  # the complete ones' first times: all others forgotten
         for g in pending:  # every pending gang, every cycle: the hit is read inline
             gid = g.id
             hit = before.get(gid)
             done = hit[1] if hit is not None and hit[0] is g else g.is_complete
             known[gid] = (g, done)
             if done:
-                complete.add(gid)
-        self._complete_of = known
-        for gid in [gid for gid in self.since if gid not in complete]:
-            del self.since[gid]
-        for gid in complete:
-            self.since.setdefault(gid, now)
+                kept[gid] = since.get(gid, now)
+        self._complete_of, self.since = known, kept
 
     def take(self, gang_ids: list[str]) -> dict[str, float]:
         """The start of each of *gang_ids* known (no longer kept: their binds are out)."""
