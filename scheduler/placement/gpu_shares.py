@@ -187,8 +187,10 @@ class Fragmentation:
         95.92%): kept at one, the plain expectation, rather than tune a constant for a tenth
         of a point; memory starving too (95.79%, 95.76%, twice the time): no clear gain; a
         fractional pod charged the leftover of its GPU when it is under the mix's smallest
-        share (94.80%, 95.04%): worse; breaking ties by free CPU per free GPU share: the
-        same figures to the last pod (the GPU tie-breaks decide first)."""
+        share (94.80%, 95.04%): worse; an 0.81-GPU pod sent, among equal costs, to a GPU
+        already holding a pod of at most 0.19: the same figures (95.75%, 95.79%); breaking
+        ties by free CPU per free GPU share: the same figures to the last pod (the GPU
+        tie-breaks decide first)."""
         if not self._cpu_per_share:
             return 0.0
         return max(0.0, sum(s.gpus) - s.cpu / self._cpu_per_share)
