@@ -9,8 +9,10 @@ choice (``Policy``): a random feasible node, best fit (fewest GPU shares left, t
 "Fragmentation Gradient Descent"): a node's free GPU shares are fragmented for a kind of pod
 if that pod cannot use them (it does not fit on the node at all, or a share is smaller than
 what it asks of one GPU); weighting each kind by how often the workload asks for it gives the
-node's expected fragmentation (``Fragmentation.of``), and a pod goes where placing it adds
-the least. The weights come from the observed request mix (``Mix``), never from a constant.
+node's expected fragmentation (``Fragmentation.of``); to it is added the free GPU shares
+the node's free CPU can no longer feed at the mix's CPU per share (``Fragmentation.starved``),
+and a pod goes where placing it adds the least of the two. The weights come from the
+observed request mix (``Mix``), never from a constant.
 
 Why the work is per distinct node state rather than per node: thousands of nodes share a
 few hundred states (same free CPU, memory and GPU shares, same model), and every answer here
@@ -145,13 +147,24 @@ class Mix:
                                             kv[0].memory, sorted(kv[0].models)))
             if r.gpus))
 
+    @property
+    def cpu_per_share(self) -> float:
+        """CPU (millicores) the workload asks per GPU share, weighed as the kinds are (by GPU
+        demand): the CPU a node's free shares will want to be used."""
+        return sum(w * r.cpu / r.shares for r, w in self.kinds)
+
 
 @dataclass(slots=True)
 class Fragmentation:
-    """Expected fragmented GPU shares of a node state under *mix* (memoised per state)."""
+    """Expected fragmented GPU shares of a node state under *mix* (memoised per state), and
+    the shares its CPU cannot feed (``starved``)."""
 
     mix: Mix
     _known: dict[tuple[int, int, tuple[int, ...], str], float] = field(default_factory=dict)
+    _cpu_per_share: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self._cpu_per_share = self.mix.cpu_per_share
 
     def of(self, s: NodeState) -> float:
         key = s.key
@@ -159,6 +172,35 @@ class Fragmentation:
         if hit is None:
             hit = self._known[key] = sum(w * _fragmented(s, r) for r, w in self.mix.kinds)
         return hit
+
+    def starved(self, s: NodeState) -> float:
+        """Free GPU shares of *s* beyond what its free CPU can feed at the mix's CPU per GPU
+        share: what the pods to come will most likely leave idle for want of CPU.
+
+        Why beside ``of``: a kind is counted there as fitting or not, one pod at a time, so
+        eating most of a node's CPU with a small-GPU pod costs nothing until the CPU left is
+        under one pod's; yet the node's free GPUs can then take fewer pods than they have
+        room for. Charging the expected shortfall steers CPU-hungry pods away from nodes with
+        free GPUs and little CPU (openb default, 100% arrived: 95.13% and 95.15% allocated on
+        seeds 0 and 1 without it, 95.75% and 95.79% with it). Tried beside, same seeds: the
+        term halved (95.62%, 95.63%), doubled (95.80%, 95.89%) or times four (95.78%,
+        95.92%): kept at one, the plain expectation, rather than tune a constant for a tenth
+        of a point; memory starving too (95.79%, 95.76%, twice the time): no clear gain; a
+        fractional pod charged the leftover of its GPU when it is under the mix's smallest
+        share (94.80%, 95.04%): worse; an 0.81-GPU pod sent, among equal costs, to a GPU
+        already holding a pod of at most 0.19: the same figures (95.75%, 95.79%); breaking
+        ties by free CPU per free GPU share: the same figures to the last pod (the GPU
+        tie-breaks decide first)."""
+        if not self._cpu_per_share:
+            return 0.0
+        return max(0.0, sum(s.gpus) - s.cpu / self._cpu_per_share)
+
+    def added(self, before: NodeState, after: NodeState) -> float:
+        """What a placement turning *before* into *after* costs: the fragmentation and the
+        starved shares it adds (rounded: sums of weights differ in their last bits, not in
+        shares)."""
+        return round(self.of(after) - self.of(before)
+                     + self.starved(after) - self.starved(before), 3)
 
 
 class Policy(StrEnum):
@@ -216,9 +258,8 @@ class Nodes:
                 tight = sum(after.gpus[i] for i in gpus)  # left on the GPUs it takes
                 if policy is Policy.FRAGMENTATION:
                     assert frag is not None, "fragmentation needs the workload's mix"
-                    # (rounded: sums of weights differ in their last bits, not in shares)
-                    added = round(frag.of(after) - frag.of(s), 3)
-                    score: tuple[float, ...] = (added, tight, sum(after.gpus), after.cpu)
+                    score: tuple[float, ...] = (frag.added(s, after), tight, sum(after.gpus),
+                                                after.cpu)
                 else:
                     score = (sum(after.gpus), tight, after.cpu, after.memory)
                 cand = (score, group[0], gpus, after)

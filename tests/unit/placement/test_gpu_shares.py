@@ -81,6 +81,39 @@ def test_fragmentation_leaves_whole_gpus_usable_where_best_fit_strands_them() ->
     assert least_fragmented is not None and least_fragmented.node == "b"
 
 
+def test_fragmentation_keeps_cpu_for_the_free_gpus_of_a_node() -> None:
+    """A CPU-hungry half-GPU pod; the mix is mostly whole-GPU pods with a CPU core per GPU.
+    On a (three free GPUs, 9 cores) it leaves one core for 2.5 free GPUs; on b (four free
+    GPUs, 64 cores) CPU is plenty. Counted kind by kind both add the same half GPU (a whole
+    GPU still fits on a), and the tie-breaks would take a (fewer shares left); the starved
+    shares (GPUs the CPU left cannot feed) send it to b."""
+    hungry = ShareRequest(8000, 1024, 1, 500)
+    nodes = Nodes({"a": state(1000, 1000, 1000, cpu=9000),
+                   "b": state(1000, 1000, 1000, 1000, cpu=64_000)})
+    frag = Fragmentation(Mix.observed([WHOLE] * 9 + [HALF]))
+    after_a = NodeState(1000, 64_512, (1000, 1000, 500), "V100")
+    assert frag.of(after_a) - frag.of(nodes.states["a"]) == pytest.approx(
+        frag.of(NodeState(56_000, 64_512, (1000, 1000, 1000, 500), "V100"))
+        - frag.of(nodes.states["b"]))
+    assert frag.starved(after_a) > 0
+    choice = nodes.choose(hungry, Policy.FRAGMENTATION, frag)
+    assert choice is not None and choice.node == "b"
+
+
+@pytest.mark.parametrize(("node", "kinds", "expected"), [
+    # one core per GPU asked (1 millicore a share): 1,500 free shares, 500 millicores
+    (state(1000, 500, cpu=500), [WHOLE], 1000),
+    (state(1000, 500, cpu=1500), [WHOLE], 0),
+    # the CPU per share is weighed by GPU demand: a half at 1 core is 2 millicores a share
+    (state(1000, 1000, cpu=1000), [WHOLE, HALF, HALF], 1000 * 2 - 1000 / 1.5),
+    # a mix asking no CPU starves nothing
+    (state(1000, 1000, cpu=0), [ShareRequest(0, 1024, 1)], 0),
+])
+def test_starved_shares_are_those_the_free_cpu_cannot_feed(
+        node: NodeState, kinds: list[ShareRequest], expected: float) -> None:
+    assert Fragmentation(Mix.observed(kinds)).starved(node) == pytest.approx(expected)
+
+
 def test_fragmentation_reads_the_mix_it_is_given() -> None:
     """The same cluster, a mix of only quarter-GPU pods: filling b to 0 or a to 500 leaves
     nothing a quarter cannot use; ties go to the tighter GPU (b)."""
