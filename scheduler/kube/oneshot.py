@@ -136,6 +136,10 @@ def read_visible(client: KubeClient, config: SchedulerConfig,
                     continue
                 if exc.status == 403 and inf.kind in informer.DEVICE_KINDS:
                     continue  # a tenant's Role need not grant DRA: explain does without
+                if exc.status == 403 and inf.kind in informer.OPERATOR_OBJECTS.values():
+                    # A tenant Role from before these kinds were read: their pods' gangs
+                    # show as waiting for their object; the scheduler's own message says more.
+                    continue
                 raise
             for obj in items:
                 inf.handler(informer.EventType.ADDED, obj)

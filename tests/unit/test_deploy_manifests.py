@@ -227,6 +227,9 @@ def test_user_roles_only_read_and_cover_what_explain_reads() -> None:
                                     "name": "system:authenticated"}]
     tenant = {(g, r) for g, r, _ in grants(roles["gang-scheduler-tenant"])}
     assert {("", "pods"), ("batch", "jobs"), ("scheduling.x-k8s.io", "podgroups")} <= tenant
+    # The views size an operator's gang from its object as the scheduler does.
+    assert {("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
+            ("ray.io", "rayclusters")} <= tenant
     # The viewer reads every collection the scheduler itself lists (its informers).
     reads = {(g, r) for g, r, v in EXPECTED_CLUSTER_RULES if v == "list"}
     assert reads <= {(g, r) for g, r, _ in grants(roles["gang-scheduler-viewer"])}
