@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bound", type=int, default=20000, help="pods bound before any start")
     parser.add_argument("--pending", type=int, default=200, help="pending pods per start")
     parser.add_argument("--checkout", action="append", default=[],
-                        help="a source tree to start (repeat: alternated in this order)")
+                        help="a source tree to start (repeat: this order in odd rounds, "
+                             "reversed in even ones)")
     parser.add_argument("--kube", action="store_true", help="also start kube-scheduler")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--stall", type=float, default=300.0)
@@ -157,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             ensure_bound(client, args.bound, pool)
             times: dict[str, list[float]] = {c: [] for c in contenders}
             for round_no in range(1, args.rounds + 1):
-                for contender in contenders:
+                # Odd rounds in the given order, even rounds reversed: each start binds its
+                # pending pods, so a contender always going first would always see the fewest.
+                for contender in contenders if round_no % 2 else contenders[::-1]:
                     took = one_start(cluster, client, contender, args, pool, workdir)
                     say(f"round {round_no} {contender}: start-up "
                         f"{'stalled' if took is None else f'{took:.2f}s'}; {load()}")
