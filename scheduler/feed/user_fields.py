@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.feed import admission, grouping_jobset, grouping_terms
-from scheduler.model import nodes, shortfall, workloads
+from scheduler.model import hami, nodes, shortfall, workloads
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +87,24 @@ FIELDS: tuple[UserField, ...] = (
     UserField(nodes.HOSTNAME_LABEL, "label", ("Node",), "n1", "the innermost topology level"),
     UserField(nodes.GPU_PRODUCT_LABEL, "label", ("Node",), "NVIDIA-A100-SXM4-80GB",
               "the GPU model, shown in views"),
+    UserField(hami.HAMI_REGISTER_ANNOTATION, "annotation", ("Node",),
+              '[{"id":"GPU-0","count":10,"devmem":16384,"devcore":100,"type":"A10",'
+              '"health":true}]',
+              "the GPUs HAMi's device plugin registered: shared by nvidia.com/gpumem / "
+              "gpucores asks (scheduler.kube.read.hami_convert)"),
+    UserField(hami.HAMI_ALLOCATED_ANNOTATION, "annotation", ("Pod",),
+              "GPU-0,NVIDIA,8192,0:;", "the GPU shares a bound pod holds (written by the "
+              "scheduler that placed it, read back to count them)"),
 )
 
 #: Keys the scheduler writes and never reads as input.
 WRITTEN: frozenset[str] = frozenset({workloads.ESTIMATED_START_ANNOTATION,
-                                     workloads.ESTIMATE_TIME_ANNOTATION})
+                                     workloads.ESTIMATE_TIME_ANNOTATION,
+                                     # for HAMi's device plugin, before a share's binding
+                                     hami.HAMI_TO_ALLOCATE_ANNOTATION,
+                                     hami.HAMI_NODE_ANNOTATION, hami.HAMI_TIME_ANNOTATION,
+                                     hami.HAMI_BIND_PHASE_ANNOTATION,
+                                     hami.HAMI_BIND_TIME_ANNOTATION})
 
 
 def on(kind: str, where: str) -> tuple[UserField, ...]:

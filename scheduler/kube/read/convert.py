@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler import model
 from scheduler.kit.memo import Slot, Slots
-from scheduler.kube.read import pod_claims, pod_failure, podspec
+from scheduler.kube.read import hami_convert, pod_claims, pod_failure, podspec
 from scheduler.kube.read.fields import (
     ConversionError,
     FieldError,
@@ -31,7 +31,7 @@ from scheduler.kube.read.fields import (
     read_owner,
     read_str_map,
 )
-from scheduler.model import workloads
+from scheduler.model import hami, workloads
 from scheduler.model.nodes import Node, NodeLabelConfig, Taint, TaintEffect
 from scheduler.model.pods import PreemptionPolicy
 from scheduler.model.resources import QuantityError, Resources, parse_quantity
@@ -144,8 +144,12 @@ def _requirements_of(shape: str) -> model.PodRequirements:
 
 def _requirements_built(shape: str) -> model.PodRequirements:
     spec, namespace, labels = json.loads(shape)
+    spec, shares = hami_convert.without_shared_gpus(spec)
     requirements = model.requirements_from_pod_spec(spec)
     constraints = podspec.pod_constraints(spec, namespace, labels)
+    if shares:  # GPU shares through HAMi's device plugin: a claim of the pod's own
+        constraints = replace(constraints,
+                              device_claims=(*constraints.device_claims, hami.USE))
     return replace(requirements, constraints=constraints) if not constraints.empty \
         else requirements
 
@@ -211,6 +215,11 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
     status = read_map(obj, "status", "status")
     namespace = str(meta.get("namespace") or "default")
     labels = read_str_map(meta, "labels", "metadata.labels")
+    # A bad GPU-share ask is named by its field (checked here: requirements are memoised).
+    shares = hami_convert.share_requests(read_list(spec, "containers", "spec.containers"))
+    claims = pod_claims.claim_statuses(status)
+    if shares:
+        claims = (*claims, (hami.USE.entry, hami_convert.claim_name(read_name(meta))))
     try:
         requirements = _requirements(spec, namespace, labels)
         gates = podspec.scheduling_gates(spec)
@@ -247,7 +256,7 @@ def _pod(obj: Mapping[str, Any]) -> workloads.PodInfo:
         grace_period_seconds=read_int(spec, "terminationGracePeriodSeconds",
                                   "spec.terminationGracePeriodSeconds", None, minimum=0),
         disruption=_disruption(status),
-        claim_statuses=pod_claims.claim_statuses(status),
+        claim_statuses=claims,
         failure=pod_failure.pod_failure(obj) if phase is workloads.PodPhase.FAILED else None,
     )
 

@@ -28,6 +28,7 @@ from scheduler.kube.client import KubeClient
 from scheduler.kube.read import (
     convert,
     devices_convert,
+    hami_feed,
     informer,
     jobset_convert,
     native_convert,
@@ -179,7 +180,10 @@ def cache_informers(client: KubeClient, cache: Cache,
         with pod_lock:
             to_pod(event, obj)
 
-    pods = informer.Informer(client, informer.PODS, checked("Pod", "v1", on_pod))
+    on_node = converting_handler(lambda o: convert.node_from_json(o, label_config),
+                                 cache.upsert_node, lambda o: cache.delete_node(_meta(o, "name")))
+    on_node, on_pod_shares = hami_feed.with_shares(cache.change_facts, on_node, on_pod)
+    pods = informer.Informer(client, informer.PODS, checked("Pod", "v1", on_pod_shares))
 
     def reresolve(changed: bool) -> None:
         """Convert again the pods whose priority comes from the classes. The informer stores
@@ -199,9 +203,7 @@ def cache_informers(client: KubeClient, cache: Cache,
 
     return [
         watch(informer.PRIORITY_CLASSES, on_class),
-        watch(informer.NODES, converting_handler(
-            lambda o: convert.node_from_json(o, label_config), cache.upsert_node,
-            lambda o: cache.delete_node(_meta(o, "name")))),
+        watch(informer.NODES, on_node),
         pods,
         watch(informer.PODGROUPS, checked(
             "PodGroup", "scheduling.x-k8s.io/v1alpha1", converting_handler(

@@ -30,6 +30,7 @@ import structlog
 
 from scheduler.kube.client import Requester, path_segment
 from scheduler.kube.lead.fence import Fenced
+from scheduler.kube.write import hami_annotations
 from scheduler.kube.write.claim_allocation import undo_devices, write_devices
 from scheduler.kube.write.conditional import Api
 from scheduler.model.prebind import PreBind, PreBindKind
@@ -147,7 +148,11 @@ def _undo_claim_ref(api: Api, d: PreBind) -> str:
 WRITES: Mapping[PreBindKind, KindWrites] = {
     PreBindKind.CLAIM_REF: KindWrites(_write_claim_ref, _undo_claim_ref),
     PreBindKind.SELECTED_NODE: KindWrites(_write_selected_node, _undo_selected_node),
-    PreBindKind.DEVICES: KindWrites(write_devices, undo_devices),
+    PreBindKind.DEVICES: KindWrites(
+        lambda api, d: (hami_annotations.write if hami_annotations.is_share_claim(d.claim)
+                        else write_devices)(api, d),
+        lambda api, d: (hami_annotations.undo if hami_annotations.is_share_claim(d.claim)
+                        else undo_devices)(api, d)),
 }
 
 

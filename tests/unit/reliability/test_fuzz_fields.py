@@ -259,9 +259,10 @@ def test_the_field_lists_are_the_ones_the_code_reads() -> None:
     """A key a module defines is read somewhere: it must be in ``user_fields`` (fuzzed) or
     written only. And every Queue field path is one the full example Queue has."""
     from scheduler.feed import grouping_jobset, grouping_terms
-    from scheduler.model import nodes, shortfall, workloads
+    from scheduler.model import hami, nodes, shortfall, workloads
 
-    defined = {value for module in (workloads, grouping_terms, grouping_jobset, shortfall, nodes)
+    defined = {value for module in (workloads, grouping_terms, grouping_jobset, shortfall, nodes,
+                                    hami)
                for name, value in vars(module).items()
                if isinstance(value, str) and name.endswith(("_LABEL", "_ANNOTATION"))}
     listed = {f.key for f in user_fields.FIELDS}
