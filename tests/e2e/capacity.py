@@ -34,6 +34,13 @@ Requests = dict[str, Decimal]
 TERMINAL = ("Succeeded", "Failed")
 
 
+def _extended(resource: str) -> bool:
+    """An extended resource (``example.com/thing``): the kubelet's admission leaves out those
+    its node does not advertise (``removeMissingExtendedResources``: a scheduler extender's,
+    such as HAMi's ``nvidia.com/gpumem``), so they never over-commit it."""
+    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests."))
+
+
 def pod_requests(pod: dict[str, Any]) -> Requests:
     """What a pod occupies on its node, as the kubelet's admission computes it."""
     spec = pod.get("spec", {})
@@ -125,7 +132,8 @@ class CapacityWatch:
             for resource, amount in requests.items():
                 used[resource] += amount
         return [(r, amount, allocatable.get(r, Decimal(0))) for r, amount in sorted(used.items())
-                if amount > allocatable.get(r, Decimal(0))]
+                if amount > allocatable.get(r, Decimal(0))
+                and (r in allocatable or not _extended(r))]
 
     def _check(self, node: str) -> None:
         pods = tuple(sorted(n for n, _ in self.occupying.get(node, {}).values()))

@@ -92,13 +92,14 @@ class ControlPlane:
     # Nodes -------------------------------------------------------------------------------
     def create_node(self, name: str | None = None, gpus: int = 8, cpu: str = "64",
                     memory: str = "512Gi", pods: int = 110, labels: Mapping[str, str] | None = None,
-                    taints: list[dict[str, str]] | None = None) -> str:
+                    taints: list[dict[str, str]] | None = None,
+                    annotations: Mapping[str, str] | None = None) -> str:
         """An ad hoc fake GPU node (unique name by default), Ready and without extra taints."""
         name = name or f"node-{uuid.uuid4().hex[:8]}"
         allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods),
                        "ephemeral-storage": "1Ti", "nvidia.com/gpu": str(gpus)}
         nodes.create_node(self.api, name, {"kubernetes.io/hostname": name, **(labels or {})},
-                          allocatable, taints)
+                          allocatable, taints, annotations=annotations)
         return name
 
     def create_nodes(self, spec: clusterspec.ClusterSpec) -> list[str]:

@@ -49,6 +49,7 @@ from scheduler.model.resources import GPU, QuantityError, parse_quantity
 _INT32 = 2**31 - 1
 #: Modes whose GPUs are shared by memory and cores (MIG and the rest are not offered).
 _SHARED_MODES = ("", "hami-core")
+_DEVICE_RESOURCES = (GPU, hami.GPUMEM, hami.GPUCORES)
 _SHARES = uuid.UUID("0d1f6c1e-3b8a-4f5e-a7c2-6e9b4d2a8f10")
 
 
@@ -221,10 +222,14 @@ def share_claim(pod: Mapping[str, Any]) -> ResourceClaim | None:
 
 
 def without_shared_gpus(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
-    """*spec* with the ``nvidia.com/gpu`` entries of the containers asking for shares left
-    out (their GPUs are devices of the pod's share claim, counted there and placed per GPU;
+    """*spec* with the ``nvidia.com/gpu``, ``gpumem`` and ``gpucores`` entries of the
+    containers asking for shares left out, and whether any container asks for shares.
+
+    Their GPUs are devices of the pod's share claim, counted there and placed per GPU;
     counted again as extended resources, each would also take a whole GPU of the node's
-    allocatable), and whether any container asks for shares."""
+    allocatable (HAMi's plugin advertises GPUs times tasks per GPU), and ``gpumem`` /
+    ``gpucores`` are advertised by no node (the kubelet leaves out extended resources its
+    node does not have: they are the share scheduler's)."""
     containers = spec.get("containers")
     if not isinstance(containers, list) or not share_requests(containers):
         return spec, False
@@ -237,7 +242,7 @@ def without_shared_gpus(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], boo
                 for p in ("limits", "requests")):
             out.append(c)
             continue
-        kept = {p: {k: v for k, v in resources[p].items() if k != GPU}
+        kept = {p: {k: v for k, v in resources[p].items() if k not in _DEVICE_RESOURCES}
                 if isinstance(resources.get(p), Mapping) else resources.get(p)
                 for p in resources}
         out.append({**c, "resources": kept})

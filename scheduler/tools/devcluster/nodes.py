@@ -15,6 +15,7 @@ The ``gangscheduler.io/fake-node`` label marks the nodes the dev cluster made.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,7 @@ from typing import Any
 
 from kubernetes import client
 
+from scheduler.model import hami
 from scheduler.tools.devcluster import rest
 from scheduler.world import clusterspec
 
@@ -62,15 +64,27 @@ def status_body(allocatable: Mapping[str, str], ip: str, name: str) -> dict[str,
     }}
 
 
+def hami_registration(node: str, gpus: int, memory_mib: int = 16384, slots: int = 10,
+                      product: str = "NVIDIA-A10") -> dict[str, str]:
+    """The node annotation HAMi's device plugin writes for *gpus* GPUs of *memory_mib* MiB,
+    each shared by at most *slots* tasks (``scheduler.model.hami``): a fake node carrying it
+    offers its GPUs by share, as a real node running the plugin does. UUIDs are derived
+    from the node's name, so a node registered again keeps its GPUs."""
+    registered = [{"id": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node}/{i}')}", "index": i,
+                   "count": slots, "devmem": memory_mib, "devcore": 100, "type": product,
+                   "numa": 0, "mode": "hami-core", "health": True} for i in range(gpus)]
+    return {hami.HAMI_REGISTER_ANNOTATION: json.dumps(registered)}
+
+
 def register(api: client.ApiClient, name: str, labels: Mapping[str, str],
              allocatable: Mapping[str, str], taints: list[dict[str, str]] | None = None,
-             index: int = 0) -> None:
+             index: int = 0, annotations: Mapping[str, str] | None = None) -> None:
     """Register a fake node for kwok and write its machine status (not waiting for Ready)."""
     core = client.CoreV1Api(api)
     body = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {**labels, FAKE_NODE_LABEL: "true"},
-                     "annotations": {KWOK_ANNOTATION: KWOK_VALUE}},
+                     "annotations": {**(annotations or {}), KWOK_ANNOTATION: KWOK_VALUE}},
         "spec": {"taints": taints or []},
     }
     try:
@@ -126,9 +140,9 @@ def wait_ready(api: client.ApiClient, names: Iterable[str],
 
 def create_node(api: client.ApiClient, name: str, labels: Mapping[str, str],
                 allocatable: Mapping[str, str], taints: list[dict[str, str]] | None = None,
-                index: int = 0) -> None:
+                index: int = 0, annotations: Mapping[str, str] | None = None) -> None:
     """Register a fake node and return once it is Ready with only its own `taints`."""
-    register(api, name, labels, allocatable, taints, index)
+    register(api, name, labels, allocatable, taints, index, annotations)
     wait_ready(api, [name])
 
 

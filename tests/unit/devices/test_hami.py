@@ -151,6 +151,7 @@ def pod(name: str, *containers: dict[str, Any], node: str = "",
 def test_a_sharing_pod_asks_through_its_own_claim_and_not_through_its_gpu_request() -> None:
     info = convert.pod_from_json(pod("p-0", share(mem="8192")))
     assert gpus_of(info.requirements.requests) == 0  # counted by its claim, not twice
+    assert hami.GPUMEM not in info.requirements.requests  # a device capacity, no node's
     assert hami.USE in info.requirements.constraints.device_claims
     assert dict(info.claim_statuses)[hami.USE.entry] == "p-0~hami.io"
     claim = hami_convert.share_claim(pod("p-0", share(mem="8192")))
