@@ -12,7 +12,9 @@ already made are undone where nothing has acted on them yet (the PV still unboun
 still unbound); a claim the controller has bound stays bound, as it does in kube-scheduler,
 and the gang's next placement honours it. ``DEVICES`` (a ResourceClaim's allocation and
 reservation, issue 35) is written as kube-scheduler's DynamicResources writes it:
-``scheduler.kube.write.claim_allocation``.
+``scheduler.kube.write.claim_allocation``; a pod's HAMi share claim (a ``~hami.io``
+claim no apiserver holds) is written as the pod's annotations HAMi's device plugin reads:
+``scheduler.kube.write.hami_annotations``.
 
 The writes go through the actuator's client, the binder's, which is fenced: a write refused
 because this replica no longer leads raises ``Fenced``, which fails the gang's pre-bind
