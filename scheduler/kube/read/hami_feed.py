@@ -64,8 +64,12 @@ def with_shares(change_facts: Callable[[Callable[[ClusterFacts], bool]], None],
         if event is not informer.EventType.DELETED and phase not in _FINISHED:
             try:
                 claim = hami_convert.share_claim(obj)
-            except FieldError:
-                claim = None  # the pod's conversion names the field and skips the pod
+            except FieldError as e:
+                # A bad ask: the pod's conversion names the field and skips the pod. A bad
+                # record of the GPUs a bound pod holds: they cannot be counted; said here.
+                if e.path.startswith("metadata."):
+                    log.warning("gpu_shares_unreadable", pod=f"{namespace}/{pod}",
+                                field=e.path, reason=e.reason)
         with lock:
             if claim is not None or key in claims:
                 (claims.add if claim is not None else claims.discard)(key)
