@@ -131,16 +131,27 @@ def _amount(resources: Mapping[str, Any], name: str, path: str) -> int | None:
     return None
 
 
+def _names_a_share(resources: Mapping[str, Any]) -> bool:
+    """Does a container's resources name a share at all? (Every pod event asks: the quick
+    answer for the many that do not.)"""
+    for part in ("limits", "requests"):
+        given = resources.get(part)
+        if isinstance(given, dict) and (hami.GPUMEM in given or hami.GPUCORES in given
+                                        or hami.GPUMEM_PERCENTAGE in given):
+            return True
+    return False
+
+
 def share_requests(containers: Sequence[Any],
                    path: str = "spec.containers") -> tuple[Request, ...]:
     """One request per container that asks for a share of its GPUs (``nvidia.com/gpumem`` or
     ``gpucores`` beside ``nvidia.com/gpu``), named after the container; () when none does."""
     out = []
     for i, c in enumerate(containers):
-        if not isinstance(c, Mapping):
+        if not isinstance(c, dict):
             continue
         resources = c.get("resources")
-        if not isinstance(resources, Mapping):
+        if not isinstance(resources, dict) or not _names_a_share(resources):
             continue
         where = f"{path}[{i}].resources"
         if _amount(resources, hami.GPUMEM_PERCENTAGE, where) is not None:
