@@ -9,8 +9,8 @@ not run in, so it passes only if the files travel with the runs.
 
 Ray is the optional extra ``ray``; .ci/run installs it, and under CI a missing Ray fails
 this test instead of skipping it. The head gets 2 CPUs and a small object store, runs in its
-own process group, and is killed by that group at the end (not ``ray stop``, which stops
-every Ray on the machine).
+own process group, and at the end that group and every process it started are killed by
+their ids (not ``ray stop``, which stops every Ray on the machine).
 """
 
 from __future__ import annotations

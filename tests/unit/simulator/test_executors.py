@@ -6,6 +6,8 @@ The Ray side itself runs against a real Ray head in tests/e2e/test_ray_sweeps.py
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -32,21 +34,29 @@ def _cli_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield from quiet_cli_logging(monkeypatch)
 
 
-def slow_then_fast(n: int) -> int:
-    """The first item finishes last (so finishing order differs from the order given)."""
-    time.sleep(0.5 if n == 0 else 0.0)
+def square_last_first(n: int, markers: Path | None = None) -> int:
+    """With *markers*, run 0 finishes only after runs 1 and 2 have (each leaves a file):
+    the finishing order is then 1, 2, 0 or 2, 1, 0, never the order given."""
+    if markers is not None:
+        if n == 0:
+            deadline = time.monotonic() + 60
+            while not all((markers / str(i)).exists() for i in (1, 2)):
+                assert time.monotonic() < deadline, "runs 1 and 2 never finished"
+                time.sleep(0.01)
+        else:
+            (markers / str(n)).touch()
     return n * n
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_results_come_back_in_the_order_given(processes: int) -> None:
+def test_results_come_back_in_the_order_given(tmp_path: Path) -> None:
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("two local processes need two CPUs (LocalProcesses uses at most one each)")
     finished: list[int] = []
-    out = LocalProcesses(processes).run_all(slow_then_fast, [0, 1, 2],
-                                            lambda i, _r: finished.append(i))
+    out = LocalProcesses(2).run_all(functools.partial(square_last_first, markers=tmp_path),
+                                    [0, 1, 2], lambda i, _r: finished.append(i))
     assert out == [0, 1, 4]
-    assert sorted(finished) == [0, 1, 2]  # done once per run, in finishing order
-    if processes == 2:
-        assert finished[-1] == 0
+    assert finished[-1] == 0 and sorted(finished) == [0, 1, 2]  # done as each finished
+    assert LocalProcesses(1).run_all(square_last_first, [0, 1, 2]) == [0, 1, 4]
 
 
 @pytest.mark.parametrize("processes", [1, 2])
