@@ -109,7 +109,8 @@ class LocalProcesses:
 @dataclass(frozen=True, slots=True)
 class RayCluster:
     """The Ray cluster at *address* (``HOST:PORT`` of its head, or ``ray://HOST:PORT`` for
-    Ray Client); one CPU per run. Connects for one ``run_all`` and disconnects after."""
+    Ray Client); one CPU per run. Connects for one ``run_all`` and disconnects after (a
+    command runs one sweep)."""
 
     address: str
 
@@ -127,7 +128,9 @@ class RayCluster:
 
         self._connect(ray)
         try:
-            task: Any = ray.remote(num_cpus=1, max_retries=0)(_apply)
+            # Ray retries a run whose worker or node died (its default, 3 times): a run is
+            # deterministic, so a retry gives the same result; a run that raised is not retried.
+            task: Any = ray.remote(num_cpus=1)(_apply)
             shared = ray.put(fn)  # once, not once per run (a packing run carries the cluster)
             refs = [task.remote(shared, item) for item in items]
             index = {ref: i for i, ref in enumerate(refs)}
