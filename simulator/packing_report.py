@@ -3,8 +3,9 @@ their means per arrived load, a CSV, a Markdown table and a plot with the paper'
 drawn beside.
 
 Why processes: a run is pure Python and the protocol is 10 seeds x several policies x two
-traces; runs share nothing, so they go to a process pool (``jobs``), and each run is the same
-whether it ran alone or beside others (its seed is its own).
+traces; runs share nothing, so they go to an executor (local processes, or a Ray cluster:
+``simulator.executors``), and each run is the same whether it ran alone, beside others or on
+another machine (its seed is its own; the cluster and the pods travel with it).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import csv
 import statistics
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.placement.gpu_shares import NodeState, Policy, ShareRequest
+from simulator.executors import Executor, LocalProcesses
 from simulator.packing import LOADS, PUBLISHED, REPORTED, Curve, run
 
 
@@ -40,28 +41,34 @@ class Experiment:
         return [p for p in Policy if any(c.policy is p for c in self.curves)]
 
 
-def _one(args: tuple[dict[str, NodeState], tuple[ShareRequest, ...], Policy, int]) -> Curve:
-    return run(*args)
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """One run per ``(policy, seed)``: the cluster and the pods are shipped once, with this."""
+
+    nodes: dict[str, NodeState]
+    requests: tuple[ShareRequest, ...]
+
+    def __call__(self, run_of: tuple[Policy, int]) -> Curve:
+        policy, seed = run_of
+        return run(self.nodes, self.requests, policy, seed)
 
 
 def experiment(trace: str, nodes: dict[str, NodeState], requests: Sequence[ShareRequest],
                policies: Sequence[Policy], seeds: Sequence[int], jobs: int = 2,
-               done: Callable[[Curve], None] | None = None) -> Experiment:
-    """Every policy at every seed, on *jobs* processes (1: in this process)."""
-    work = [(nodes, tuple(requests), p, s) for p in policies for s in seeds]
-    curves: list[Curve] = []
-    if jobs <= 1:
-        for w in work:
-            curves.append(_one(w))
-            if done is not None:
-                done(curves[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for curve in pool.map(_one, work):
-                curves.append(curve)
-                if done is not None:
-                    done(curve)
+               done: Callable[[Curve], None] | None = None,
+               executor: Executor | None = None) -> Experiment:
+    """Every policy at every seed, on *executor* (default: *jobs* local processes, 1: in
+    this process). A failing run raises ``executors.RunFailed``; its ``index`` is that of
+    ``runs(policies, seeds)``."""
+    runner = executor or LocalProcesses(jobs)
+    curves = runner.run_all(_Runs(nodes, tuple(requests)), runs(policies, seeds),
+                            None if done is None else lambda _i, curve: done(curve))
     return Experiment(trace, tuple(sorted(curves, key=lambda c: (c.policy, c.seed))))
+
+
+def runs(policies: Sequence[Policy], seeds: Sequence[int]) -> list[tuple[Policy, int]]:
+    """The experiment's runs, in the order it submits them."""
+    return [(p, s) for p in policies for s in seeds]
 
 
 def write_csv(exp: Experiment, path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,9 @@ class SessionSpec:
     #: ``--batch-only``: every job is batch, the trace's interactive tier dropped (the
     #: baseline against which the tier's effect is measured).
     batch_only: bool = False
+    #: The input files by value, ``(name as given, content)`` (``carry_files``): a run on
+    #: another machine reads these, not whatever that machine has under the same path.
+    carried: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +83,27 @@ def quiet_scheduler_logs() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
+def carry_files(s: SessionSpec) -> SessionSpec:
+    """*s* carrying the files it names (cluster, trace, queues), for runs on other machines
+    (a Ray cluster's workers), where those paths may not exist or may hold other data. A
+    shipped sample named by name travels with the code and is not carried."""
+    named = dict.fromkeys(n for n in (s.cluster, s.trace, s.queues)
+                          if n is not None and Path(n).is_file())
+    return dataclasses.replace(s, carried=tuple((n, Path(n).read_bytes()) for n in named))
+
+
 def load_inputs(s: SessionSpec) -> Inputs:
+    if s.carried:  # written where this machine can read them, under their own file names
+        with tempfile.TemporaryDirectory(prefix="gang-scheduler-inputs-") as tmp:
+            where: dict[str, str] = {}
+            for i, (name, content) in enumerate(s.carried):
+                path = Path(tmp, str(i), Path(name).name)
+                path.parent.mkdir()
+                path.write_bytes(content)
+                where[name] = str(path)
+            return load_inputs(dataclasses.replace(
+                s, cluster=where.get(s.cluster, s.cluster), trace=where.get(s.trace, s.trace),
+                queues=None if s.queues is None else where.get(s.queues, s.queues), carried=()))
     spec = clusterspec.load(s.cluster)
     if s.pool_override is not None:
         pool, count = s.pool_override

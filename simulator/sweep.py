@@ -1,10 +1,11 @@
 """Capacity planning: simulate several cluster sizes and find the smallest that is good enough.
 
-Why processes: one simulation is CPU-bound Python, so sizes run in parallel processes
-(`ProcessPoolExecutor`, 2 workers by default: this project's reference machine has 2 cores).
-The sweep is generic: it takes ``run_one(size) -> PolicyReport``, which must be picklable, i.e.
-a module-level function, or `functools.partial` of one with picklable arguments. A lambda or a
-closure fails up front with a clear message instead of deep inside the pool.
+Why processes: one simulation is CPU-bound Python, so sizes run in parallel, on local
+processes (2 by default: this project's reference machine has 2 cores) or on a Ray cluster
+(``simulator.executors``). The sweep is generic: it takes ``run_one(size) -> PolicyReport``,
+which must be picklable, i.e. a module-level function, or `functools.partial` of one with
+picklable arguments. A lambda or a closure fails up front with a clear message instead of
+deep inside the pool.
 
 "Good enough" means the p95 queueing delay is at most the target and (by default) every job
 started: a cluster so small that some jobs never start can show a low p95 over the jobs that
@@ -16,29 +17,23 @@ When none meets it, `suggest_size` names the next size to try (see there).
 from __future__ import annotations
 
 import math
-import os
-import pickle
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 from rich.console import Console
 
 from scheduler.model.numerals import parse_int
+from simulator.executors import DEFAULT_PROCESSES, Executor, LocalProcesses, RunFailed
 from simulator.metrics import PolicyReport
 from simulator.progress import progress_bar
-
-DEFAULT_WORKERS = 2
 
 
 class SweepError(RuntimeError):
     """One size's simulation failed; the message names the size and the error."""
 
-    def __init__(self, size: int, exc: BaseException) -> None:
+    def __init__(self, size: int, failed: RunFailed) -> None:
         self.size = size
-        detail = str(exc).strip().splitlines()
-        reason = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
-        super().__init__(f"sweep size {size} failed: {reason}")
+        super().__init__(f"sweep size {size} failed{failed.where}: {failed.reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,38 +86,25 @@ def sweep(
     *,
     target_p95_seconds: float,
     max_workers: int | None = None,
+    executor: Executor | None = None,
     require_all_started: bool = True,
     progress: bool = True,
     console: Console | None = None,
 ) -> SweepResult:
-    """Run *run_one* for every size (in parallel when *max_workers* > 1) and pick the smallest
-    size whose p95 queueing delay is at most *target_p95_seconds*."""
+    """Run *run_one* for every size (on *executor*; default: *max_workers* local processes)
+    and pick the smallest size whose p95 queueing delay is at most *target_p95_seconds*."""
     ordered = sorted(set(sizes))
     if not ordered:
         raise ValueError("sweep needs at least one size")
-    workers = max(1, min(max_workers or DEFAULT_WORKERS, len(ordered), os.cpu_count() or 1))
-    reports: dict[int, PolicyReport] = {}
+    runner = executor or LocalProcesses(max_workers or DEFAULT_PROCESSES)
     with progress_bar(
         f"sweeping {len(ordered)} sizes", len(ordered), enabled=progress, console=console
     ) as advance:
-        if workers == 1:
-            for size in ordered:
-                reports[size] = _call(run_one, size)
-                advance(1)
-        else:
-            _check_picklable(run_one)
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures: dict[Future[PolicyReport], int] = {
-                    pool.submit(run_one, size): size for size in ordered
-                }
-                try:
-                    for future in as_completed(futures):
-                        size = futures[future]
-                        reports[size] = _result(future, size)
-                        advance(1)
-                except SweepError:
-                    pool.shutdown(cancel_futures=True)  # do not wait for the other sizes
-                    raise
+        try:
+            in_order = runner.run_all(run_one, ordered, lambda _i, _report: advance(1))
+        except RunFailed as failed:
+            raise SweepError(ordered[failed.index], failed) from failed.cause
+    reports = dict(zip(ordered, in_order, strict=True))
     points = tuple(
         SweepPoint(s, reports[s], meets_target(reports[s], target_p95_seconds, require_all_started))
         for s in ordered
@@ -145,27 +127,3 @@ def suggest_size(result: SweepResult, gpus_per_node: int) -> int | None:
     if backlog is None:
         return 2 * largest.size
     return largest.size + max(1, math.ceil(backlog / max(1, gpus_per_node)))
-
-
-def _call(run_one: Callable[[int], PolicyReport], size: int) -> PolicyReport:
-    try:
-        return run_one(size)
-    except Exception as exc:
-        raise SweepError(size, exc) from exc
-
-
-def _result(future: Future[PolicyReport], size: int) -> PolicyReport:
-    try:
-        return future.result()
-    except Exception as exc:  # the worker's exception, or BrokenProcessPool if it died
-        raise SweepError(size, exc) from exc
-
-
-def _check_picklable(run_one: Callable[[int], PolicyReport]) -> None:
-    try:
-        pickle.dumps(run_one)
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        raise TypeError(
-            "sweep: run_one must be picklable to run in worker processes (a module-level "
-            f"function or functools.partial of one), got {run_one!r}: {exc}"
-        ) from exc

@@ -1,8 +1,8 @@
 """The two sweeps of `gang-scheduler simulate`: cluster sizes and checkpoint intervals.
 
-Both run the gang-scheduler policy once per point in worker processes (simulator/sweep.py),
-print one line per point with its units, and with ``--out`` write CSV, JSON and a trade-off
-plot (simulator/report/sweeps.py).
+Both run the gang-scheduler policy once per point, in local worker processes or on a Ray
+cluster (``args.executor``, simulator/sweep.py), print one line per point with its units, and
+with ``--out`` write CSV, JSON and a trade-off plot (simulator/report/sweeps.py).
 """
 
 from __future__ import annotations
@@ -34,19 +34,29 @@ def parse_intervals(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _portable(args: argparse.Namespace, spec: SessionSpec) -> SessionSpec:
+    """*spec* as the runs need it: by path for runs that read this machine's files, carrying
+    its input files for runs elsewhere (a Ray cluster's machines do not have them)."""
+    from simulator.session import carry_files
+
+    return spec if args.executor.shares_files else carry_files(spec)
+
+
 def capacity(args: argparse.Namespace, spec: SessionSpec, inputs: Inputs,
              swept: tuple[str, tuple[int, ...]], target: float, console: Console) -> int:
     from rich.markup import escape
 
+    from simulator.executors import ExecutorError
     from simulator.report import sweeps
     from simulator.session import SizedRun
     from simulator.sweep import SweepError, suggest_size, sweep
 
     pool, sizes = swept
     try:
-        result = sweep(SizedRun(spec, pool, POLICY), sizes, target_p95_seconds=target,
+        result = sweep(SizedRun(_portable(args, spec), pool, POLICY), sizes,
+                       target_p95_seconds=target, executor=args.executor,
                        progress=not args.no_progress, console=console)
-    except SweepError as exc:
+    except (SweepError, ExecutorError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 1
     per_node = next(p.gpus_per_node for p in inputs.spec.pools if p.name == pool)
@@ -80,16 +90,17 @@ def intervals(args: argparse.Namespace, spec: SessionSpec, points: tuple[int, ..
               mtbf_hours: float, console: Console) -> int:
     from rich.markup import escape
 
+    from simulator.executors import ExecutorError
     from simulator.report import sweeps
     from simulator.session import IntervalRun
     from simulator.sweep import SweepError, sweep
 
     write, mtbf = float(args.checkpoint_write), mtbf_hours * 3600.0
     try:
-        result = sweep(IntervalRun(spec, POLICY), points, target_p95_seconds=math.inf,
-                       require_all_started=False, progress=not args.no_progress,
-                       console=console)
-    except SweepError as exc:
+        result = sweep(IntervalRun(_portable(args, spec), POLICY), points,
+                       target_p95_seconds=math.inf, require_all_started=False,
+                       executor=args.executor, progress=not args.no_progress, console=console)
+    except (SweepError, ExecutorError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc).replace('size', 'interval'))}",
                       soft_wrap=True)
         return 1

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scheduler.cli._args import integer, output_dir_problem
+from scheduler.cli._executor import add_ray_address, executor
 
 EPILOG = """\
 Pods are drawn from the pod list with a seed until they ask for 130% of the cluster's GPUs,
@@ -27,6 +28,12 @@ examples:
   # the multi-GPU variant, fragmentation and best fit only
   gang-scheduler packing --pods ../shared/traces/openb/openb_pod_list_multigpu20.csv \\
       --policy fragmentation --policy best-fit --seeds 10 --out packing-multigpu20
+
+  # the same runs on a Ray cluster (pip install 'gang-scheduler[ray]'; the head started
+  # with `ray start --head` on 10.0.0.5): the files are byte for byte those of a local run
+  gang-scheduler packing --pods ../shared/traces/openb/openb_pod_list_multigpu20.csv \\
+      --policy fragmentation --policy best-fit --seeds 10 --out packing-multigpu20 \\
+      --ray-address 10.0.0.5:6379
 
 policies:
   random         a feasible node drawn uniformly (seeded)
@@ -50,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seeds", type=integer(minimum=1), default=10, metavar="N",
                    help="runs per policy, seeds 0..N-1 (default: %(default)s)")
     p.add_argument("--jobs", type=integer(minimum=1), default=2, metavar="N",
-                   help="processes to run them on (default: %(default)s)")
+                   help="local processes to run them on (default: %(default)s; ignored "
+                   "with --ray-address)")
+    add_ray_address(p)
     p.add_argument("--out", metavar="DIR", help="write packing.csv, packing.md and packing.png")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
@@ -67,6 +76,7 @@ def _trace_name(path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from scheduler.placement.gpu_shares import Policy
     from simulator import packing, packing_report
+    from simulator.executors import ExecutorError, RunFailed
     from simulator.progress import progress_bar
     from simulator.samples import sample_path
     from simulator.trace import TraceError
@@ -75,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and (problem := output_dir_problem(out)):
         print(f"gang-scheduler packing: --out {out}: {problem}", file=sys.stderr)
         return 2
+    try:
+        runner = executor(args, args.jobs)
+    except ExecutorError as exc:
+        print(f"gang-scheduler packing: {exc}", file=sys.stderr)
+        return 2
+
     def find(name: str) -> Path:
         """A file by its path, else a shipped sample by name."""
         return Path(name) if Path(name).is_file() else sample_path(name)
@@ -93,10 +109,19 @@ def run(args: argparse.Namespace) -> int:
     policies = [Policy(p) for p in (args.policy or [p.value for p in Policy])]
     seeds = range(args.seeds)
     total = len(policies) * len(seeds)
-    with progress_bar(f"packing {pods_path.name}", total,
-                      enabled=not args.no_progress) as advance:
-        exp = packing_report.experiment(_trace_name(pods_path), nodes, requests, policies,
-                                        seeds, jobs=args.jobs, done=lambda _: advance(1))
+    try:
+        with progress_bar(f"packing {pods_path.name}", total,
+                          enabled=not args.no_progress) as advance:
+            exp = packing_report.experiment(_trace_name(pods_path), nodes, requests, policies,
+                                            seeds, done=lambda _: advance(1), executor=runner)
+    except RunFailed as failed:
+        policy, seed = packing_report.runs(policies, seeds)[failed.index]
+        print(f"gang-scheduler packing: the {policy} run with seed {seed} failed{failed.where}: "
+              f"{failed.reason}", file=sys.stderr)
+        return 1
+    except ExecutorError as exc:
+        print(f"gang-scheduler packing: {exc}", file=sys.stderr)
+        return 1
     text = packing_report.table(exp)
     print(text)
     if out is not None:

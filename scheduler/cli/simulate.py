@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.cli import _simulate_sweeps
 from scheduler.cli._args import integer, iso_date, number, output_dir_problem, output_file_problem
+from scheduler.cli._executor import add_ray_address, executor
 from scheduler.model.numerals import parse_float
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ examples:
   # sweep_tradeoff.png (waiting, utilization and cost per size). If no size does, the
   # sweep suggests the next size to try.
   gang-scheduler simulate --sweep v100=32,48,52 --target-p95 3600 --out sweep-out
+
+  # the same sweep on a Ray cluster (pip install 'gang-scheduler[ray]'), one size a run;
+  # the input files travel with the runs and the output is the same as on local processes
+  gang-scheduler simulate --sweep v100=32,48,52 --target-p95 3600 --out sweep-out \\
+      --ray-address 10.0.0.5:6379
 
   # how often to checkpoint? 60 s per checkpoint, a node fails every 24 h on average: the
   # waste at each interval against T* = sqrt(2 W MTBF)
@@ -117,6 +123,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "T* = sqrt(2 W MTBF)")
     p.add_argument("--sweep", metavar="POOL=N1,N2,...",
                    help="run the gang-scheduler policy at several sizes of POOL in parallel")
+    add_ray_address(p)  # --sweep and --checkpoint-sweep
     p.add_argument("--target-p95", type=number(), metavar="S",
                    help=f"sweep target: p95 queueing delay in seconds (default: "
                    f"{DEFAULT_TARGET_P95:g}; only with --sweep)")
@@ -200,6 +207,7 @@ def _check_flags(args: argparse.Namespace) -> tuple[dict[str, float], tuple[str,
             raise _Usage(str(exc)) from None
     elif args.target_p95 is not None:
         raise _Usage("--target-p95: only meaningful with --sweep POOL=N1,N2,...")
+    _check_executor(args)
     unknown = [p for p in args.policy or () if p not in (*POLICY_NAMES, "greedy-gang")]
     if unknown:
         raise _Usage(f"--policy: unknown {', '.join(map(repr, unknown))} "
@@ -208,6 +216,19 @@ def _check_flags(args: argparse.Namespace) -> tuple[dict[str, float], tuple[str,
         raise _Usage(f"--out {args.out}: {problem}")
     _check_chargeback(args)
     return mtbf, swept
+
+
+def _check_executor(args: argparse.Namespace) -> None:
+    """Where a sweep's runs go (``args.executor``): --ray-address applies to sweeps only."""
+    from simulator.executors import DEFAULT_PROCESSES, ExecutorError
+
+    if args.ray_address is not None and args.sweep is None and args.checkpoint_sweep is None:
+        raise _Usage("--ray-address: only meaningful with --sweep or --checkpoint-sweep (a "
+                     "single replay runs here)")
+    try:
+        args.executor = executor(args, DEFAULT_PROCESSES)
+    except ExecutorError as exc:
+        raise _Usage(str(exc)) from None
 
 
 def _check_chargeback(args: argparse.Namespace) -> None:

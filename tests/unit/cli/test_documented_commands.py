@@ -138,6 +138,9 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^(\.venv/bin/)?gang-scheduler (\S+ )?--help$"),
     Run(r"^(\.venv/bin/)?gang-scheduler --version$"),
     Run(r"^(\.venv/bin/)?gang-scheduler policy validate "),
+    # Sweeps on a Ray cluster need a Ray head: the e2e test starts one and runs both.
+    Covered(r"^(\.venv/bin/)?gang-scheduler (simulate|packing) .*--ray-address ",
+            "tests/e2e/test_ray_sweeps.py", '"--ray-address"'),
     Run(r"^(\.venv/bin/)?gang-scheduler simulate .*--sweep ", writes="sweep.csv"),
     Run(r"^(\.venv/bin/)?gang-scheduler simulate .*--checkpoint-sweep ",
         writes="checkpoint_sweep.csv"),
@@ -145,6 +148,7 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^(\.venv/bin/)?gang-scheduler packing ", writes="packing.png"),
     Covered(r"^python3 -m venv \.venv$", ".ci/run", "python3 -m venv .venv"),
     Covered(r"^\.venv/bin/pip install -e '\.\[dev\]'$", ".ci/run", "pip install"),
+    Covered(r"^\.venv/bin/pip install -e '\.\[dev,ray\]'$", ".ci/run", "'.[dev,ray]'"),
     Covered(r"^\.venv/bin/pytest( |$)", ".ci/run", ".venv/bin/pytest"),
     # Re-records the decision digests: run on purpose only (it rewrites plans.json); the
     # test replays exactly what it records.
