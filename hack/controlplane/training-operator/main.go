@@ -34,6 +34,7 @@ import (
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	"github.com/kubeflow/training-operator/pkg/config"
 	"github.com/kubeflow/training-operator/pkg/controller.v1/common"
 	mpicontroller "github.com/kubeflow/training-operator/pkg/controller.v1/mpi"
 	pytorchcontroller "github.com/kubeflow/training-operator/pkg/controller.v1/pytorch"
@@ -44,6 +45,16 @@ func main() {
 	var threads int
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "127.0.0.1:8081", "address of /healthz and /readyz")
 	flag.IntVar(&threads, "controller-threads", 1, "worker threads of each controller")
+	// The operator's own settings, with its defaults (its main sets them through these flags;
+	// left unset, the PyTorchJob workers' init container gets no image and is refused).
+	flag.StringVar(&config.Config.PyTorchInitContainerImage, "pytorch-init-container-image",
+		config.PyTorchInitContainerImageDefault, "image of the PyTorch workers' init container")
+	flag.StringVar(&config.Config.PyTorchInitContainerTemplateFile, "pytorch-init-container-template-file",
+		config.PyTorchInitContainerTemplateFileDefault, "template of that init container (built-in when absent)")
+	flag.IntVar(&config.Config.PyTorchInitContainerMaxTries, "pytorch-init-container-max-tries",
+		config.PyTorchInitContainerMaxTriesDefault, "tries of that init container")
+	flag.StringVar(&config.Config.MPIKubectlDeliveryImage, "mpi-kubectl-delivery-image",
+		config.MPIKubectlDeliveryImageDefault, "image of the MPI launcher's init container")
 	opts := zap.Options{Development: true, StacktraceLevel: zapcore.DPanicLevel}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
