@@ -1,4 +1,5 @@
-"""Start the training operators, JobSet and Kubeflow Trainer, with their CRDs, RBAC and webhooks.
+"""Start the training operators, JobSet and Kubeflow Trainer, with their CRDs, RBAC and webhooks
+(and, on demand, Kueue and Kubeflow training-operator v1).
 
 Why the real ones: a TrainJob becomes a JobSet, a PodGroup and pods only through Trainer, and a
 JobSet becomes Jobs (and restarts them by its failure policy) only through the JobSet
