@@ -84,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="build or reuse the dev cluster's binaries",
                        description="Build the pinned etcd, kube-apiserver, "
                        "kube-controller-manager, kube-scheduler, kubectl, kwok, JobSet, "
-                       "Kubeflow Trainer and Kueue with Go, or reuse the cached binaries (a "
-                       "no-op taking well under a second when cached).")
+                       "Kubeflow Trainer, Kueue and training-operator v1 with Go, or reuse the "
+                       "cached binaries (a no-op taking well under a second when cached).")
     p.set_defaults(handler=_checked(_build))
 
     p = sub.add_parser("up", parents=[state], help="start a fresh dev cluster",
@@ -106,6 +106,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="also start Kueue (its CRDs, webhooks and controller manager, for "
                    "batch/v1 Jobs): quota and admission above gang-scheduler, see the README's "
                    "'Under Kueue'")
+    p.add_argument("--with-training-operator-v1", action="store_true",
+                   help="also start Kubeflow training-operator v1's PyTorchJob and MPIJob "
+                   "controllers (their CRDs; no webhooks, no PodGroups: gang-scheduler sizes "
+                   "the gang from the job), see the README's operator recipe")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -198,12 +202,14 @@ def _up(args: argparse.Namespace) -> int:
                    training_operators=not args.without_training_operators,
                    node_liveness=liveness.by_name(args.node_liveness),
                    dra_devices=not args.without_dra_devices)
-        if args.with_kueue:
-            try:
+        try:
+            if args.with_kueue:
                 cluster.start_kueue()
-            except BaseException:
-                cluster.down()
-                raise
+            if args.with_training_operator_v1:
+                cluster.start_training_operator_v1()
+        except BaseException:
+            cluster.down()
+            raise
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -91,11 +91,17 @@ def priority_class(tenant: Tenant, suffix: str, value: int) -> str:
 def fill_pool(tenant: Tenant, name: str, priority: str,
               runtime_s: float | None = None) -> list[str]:
     """A PodGroup gang with one pod per node of the pool, each taking all its GPUs."""
-    sizes = sorted(pool_gpus(tenant).values())
-    tenant.create_group(name, len(sizes))
+    return priority_gang(tenant, name, sorted(pool_gpus(tenant).values()), priority, runtime_s)
+
+
+def priority_gang(tenant: Tenant, name: str, gpus: list[int], priority: str,
+                  runtime_s: float | None = None) -> list[str]:
+    """A PodGroup gang at PriorityClass *priority*: pod ``<name>-<i>`` asks ``gpus[i]`` GPUs
+    (and runs *runtime_s* seconds when given, else until deleted)."""
+    tenant.create_group(name, len(gpus))
     names = []
-    for i, gpus in enumerate(sizes):
-        spec = {**tenant.pod_spec(gpus), "priorityClassName": priority}
+    for i, count in enumerate(gpus):
+        spec = {**tenant.pod_spec(count), "priorityClassName": priority}
         notes = {SIMULATED_RUNTIME: str(runtime_s)} if runtime_s is not None else {}
         rest.call(tenant.cp.core.create_namespaced_pod, tenant.namespace, {
             "apiVersion": "v1", "kind": "Pod",

@@ -283,6 +283,9 @@ class PodWatch:
         self.finished: dict[str, float] = {}  # name -> monotonic time first seen finished
         self.deleted: dict[str, float] = {}  # name -> monotonic time its deletion was seen
         self.seen: dict[str, list[dict[str, Any]]] = {}  # name -> every version, in order
+        #: Every change in the order the watch delivered it (the namespace's resourceVersion
+        #: order): (event, name, uid, nodeName, phase); for pods recreated under one name.
+        self.history: list[tuple[informer.EventType, str, str, str, str]] = []
         kind = informer.ResourceKind("pods", f"/api/v1/namespaces/{namespace}/pods")
         self.informer = informer.Informer(self.client, kind, self._handle)
 
@@ -299,6 +302,8 @@ class PodWatch:
         meta, node = obj["metadata"], str(obj.get("spec", {}).get("nodeName") or "")
         with self._lock:
             self.seen.setdefault(meta["name"], []).append(obj)
+            self.history.append((event, meta["name"], meta["uid"], node,
+                                 str(obj.get("status", {}).get("phase") or "")))
             seen = self.nodes.setdefault(meta["uid"], [])
             self.names[meta["uid"]] = meta["name"]
             if node and (not seen or seen[-1] != node):

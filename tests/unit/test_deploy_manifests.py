@@ -532,6 +532,9 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
         return [obj]
     if obj["kind"] == "Job":
         return [obj["spec"]["template"]]
+    if obj["kind"] in ("PyTorchJob", "MPIJob"):  # training-operator v1: one per replica type
+        return [replica["template"] for field, specs in obj["spec"].items()
+                if field.endswith("ReplicaSpecs") for replica in specs.values()]
     if obj["kind"] in ("TrainingRuntime", "ClusterTrainingRuntime"):
         return [rj["template"]["spec"]["template"]
                 for rj in obj["spec"]["template"]["spec"]["replicatedJobs"]]

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler.decide.plan import CyclePlan, Eviction
+from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
@@ -93,6 +94,10 @@ class VictimPod:
     #: its pods: told too, since a JobSet's restart replaces its Jobs (and, with them, the
     #: events on them a user would describe). None: no JobSet.
     jobset: tuple[str, str] | None = None
+    #: Its controlling training operator's object (a PyTorchJob, MPIJob, RayCluster...:
+    #: ``OPERATOR_KINDS``), told too: it stays while its operator recreates the pods (or
+    #: fails by its restart policy), and ``kubectl describe`` of it is where its user looks.
+    operator: ObjectRef | None = None
 
     @classmethod
     def from_json(cls, ref: PodRef, obj: Mapping[str, Any]) -> VictimPod:
@@ -107,9 +112,13 @@ class VictimPod:
         named = {str(k): str(v) for k, v in labels.items()}
         jobset = ((named[JOBSET_NAME_LABEL], named.get(JOBSET_UID_LABEL, ""))
                   if named.get(JOBSET_NAME_LABEL) else None)
+        operator = (ObjectRef(str(owner["kind"]), ref.namespace, str(owner["name"]),
+                              str(owner.get("uid") or ""), str(owner.get("apiVersion") or ""))
+                    if owner is not None and owner.get("kind") in OPERATOR_KINDS
+                    and owner.get("name") else None)
         return cls(ref, named,
                    grace if isinstance(grace, int) and not isinstance(grace, bool) else None,
-                   job, jobset)
+                   job, jobset, operator)
 
 
 def budget_refusal(pods: Sequence[VictimPod], budgets: Sequence[Budget]) -> str | None:
@@ -236,13 +245,19 @@ class Evictor:
     def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:
         """A ``Preempted`` event on each Job whose pods were evicted (``explain`` of the
         Job reads it while the Job controller recreates them, and counts the pods:
-        ``explain_workload.EVICTED``), and on each JobSet that made them (``kubectl
-        describe jobset`` shows it whatever its failure policy does with the Jobs)."""
+        ``explain_workload.EVICTED``), on each JobSet that made them (``kubectl
+        describe jobset`` shows it whatever its failure policy does with the Jobs), and on
+        each training operator's object that owns them (a PyTorchJob's pods come back under
+        the same names: the job is what says why they went)."""
         jobs = Counter(p.job for p in pods if p.job is not None)
         for (name, uid), count in sorted(jobs.items()):
             job = ObjectRef("Job", namespace, name, uid, "batch/v1")
             self._event_on(job, EventReason.PREEMPTED, f"{message} ({count} pod(s) evicted; "
                            "the Job controller recreates them after its pod-failure backoff)",
+                           "Preempting")
+        operators = Counter(p.operator for p in pods if p.operator is not None)
+        for ref, count in sorted(operators.items(), key=lambda item: item[0].uid):
+            self._event_on(ref, EventReason.PREEMPTED, f"{message} ({count} pod(s) evicted)",
                            "Preempting")
         jobsets = Counter(p.jobset for p in pods if p.jobset is not None)
         for (name, uid), count in sorted(jobsets.items()):

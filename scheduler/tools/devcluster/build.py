@@ -129,6 +129,16 @@ TRAINER = Component(
      "manifests/base/rbac/role.yaml",
      "manifests/base/runtimes/torch_distributed.yaml"),
 )
+#: Kubeflow training-operator v1's PyTorchJob and MPIJob controllers, from a wrapper main with
+#: no webhooks, certificate manager or PodGroups (why: hack/controlplane/training-operator/main.go).
+#: Started on demand (``DevCluster.start_training_operator_v1``), as Kueue is.
+TRAINING_OPERATOR = Component(
+    "training-operator", HACK_DIR / "training-operator", "github.com/kubeflow/training-operator",
+    "gangscheduler.dev/hack/controlplane/training-operator", (),
+    ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
+     "manifests/base/crds/kubeflow.org_mpijobs.yaml",
+     "manifests/base/rbac/role.yaml"),
+)
 #: Kueue's manager (sigs.k8s.io/kueue/cmd/kueue): quota and admission above gang-scheduler in the
 #: Kueue mode. Its own main is used as released; the dev cluster gives it a configuration file.
 KUEUE = Component(
@@ -169,6 +179,7 @@ COMPONENTS: tuple[Component, ...] = (
     JOBSET,
     TRAINER,
     KUEUE,
+    TRAINING_OPERATOR,
     HELM,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
@@ -339,7 +350,7 @@ def kubectl_path() -> Path:
 
 
 #: What the training operators need beyond the control plane: left out by ``operators=False``.
-OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER, KUEUE)
+OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER, KUEUE, TRAINING_OPERATOR)
 
 
 def components(operators: bool = True) -> tuple[Component, ...]:

@@ -1,4 +1,5 @@
-"""Start the training operators, JobSet and Kubeflow Trainer, with their CRDs, RBAC and webhooks.
+"""Start the training operators, JobSet and Kubeflow Trainer, with their CRDs, RBAC and webhooks
+(and, on demand, Kueue and Kubeflow training-operator v1).
 
 Why the real ones: a TrainJob becomes a JobSet, a PodGroup and pods only through Trainer, and a
 JobSet becomes Jobs (and restarts them by its failure policy) only through the JobSet
@@ -45,7 +46,7 @@ class Operator:
     name: str  # identity stem in certs.CLIENTS, and prefix of its cluster-scoped objects
     component: build.Component
     crds: tuple[str, ...]
-    webhooks: str
+    webhooks: str  # "" when it serves none
     webhook_patches: tuple[str, ...]  # JSON patches (replace ops) kustomize would apply
     role: str
     #: Rules its release's ClusterRole lacks but its controller needs (each says why).
@@ -85,6 +86,14 @@ KUEUE = Operator(
     "kueue", build.KUEUE, build.KUEUE.manifests[0:11], build.KUEUE.manifests[11], (),
     build.KUEUE.manifests[12], webhook_paths=("-kueue-x-k8s-io-", "-batch-v1-job"),
     namespace_role=build.KUEUE.manifests[13], namespace="kueue-system")
+#: Kubeflow training-operator v1 (PyTorchJob, MPIJob), started on demand
+#: (``DevCluster.start_training_operator_v1``): its controllers watch every pod and Service,
+#: which the other tests need not pay for. It runs without webhooks (they only validate; each
+#: controller defaults its jobs itself) and without creating PodGroups: gang-scheduler sizes
+#: the gang from the job object (see hack/controlplane/training-operator/main.go).
+TRAINING_OPERATOR_V1 = Operator(
+    "training-operator", build.TRAINING_OPERATOR, build.TRAINING_OPERATOR.manifests[0:2], "",
+    (), build.TRAINING_OPERATOR.manifests[2])
 #: Kueue's label naming a Job's LocalQueue, and the kinds the dev cluster runs it for.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_FRAMEWORKS = ("batch/job",)
@@ -212,6 +221,8 @@ def _grant_in_namespace(api: client.ApiClient, operator: Operator, name: str) ->
 def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
           probe_port: int) -> list[str]:
     binary = str(operator.component.binary())
+    if operator is TRAINING_OPERATOR_V1:
+        return [binary, f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
     if operator is TRAINER:
         return [binary, "--webhook-host=127.0.0.1", f"--webhook-port={webhook_port}",
                 f"--cert-dir={cert_dir}", f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
@@ -305,8 +316,9 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
         return proc, webhook_port
 
     proc, webhook_port = procs.start_listening(serve)
-    for doc in webhook_configurations(operator, webhook_port, pki.ca_cert):
-        _apply(api, doc)
+    if operator.webhooks:
+        for doc in webhook_configurations(operator, webhook_port, pki.ca_cert):
+            _apply(api, doc)
     return proc
 
 

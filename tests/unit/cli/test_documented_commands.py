@@ -187,9 +187,12 @@ RULES: tuple[Run | Covered, ...] = (
             "tests/e2e/test_day_one.py", "readme_block()"),
     # The README's "Under Kueue" block, run line by line on a fresh dev cluster with Kueue.
     Covered(r"^kubectl apply -f examples/kueue/(queues|job)\.yaml$",
-            "tests/e2e/test_kueue_recipe.py", "readme_block()"),
+            "tests/e2e/test_kueue_recipe.py", "readme_block(HEADING)"),
     Covered(r"^kubectl get workloads\.kueue\.x-k8s\.io$", "tests/e2e/test_kueue_recipe.py",
-            "readme_block()"),
+            "readme_block(HEADING)"),
+    # The README's training-operator v1 block, on a fresh dev cluster with the operator.
+    Covered(r"^kubectl apply -f examples/pytorchjob\.yaml$",
+            "tests/e2e/test_pytorchjob_recipe.py", "readme_block(HEADING)"),
     Covered(r"^kubectl apply -f examples/dra-indexed-job\.yaml$",
             "tests/e2e/test_examples_apply.py", '"dra-indexed-job.yaml"'),
     Covered(r"^kubectl apply -k deploy/webhook$", "tests/e2e/test_deploy_install.py",

@@ -58,6 +58,7 @@ class Api:
     graces: dict[str, int] = field(default_factory=dict)  # pod name -> its own grace period
     job: str = ""  # the Job controlling every victim pod ("" none)
     jobset: str = ""  # the JobSet that made that Job ("" none)
+    operator: str = ""  # the PyTorchJob controlling every victim pod instead ("" none)
 
     def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                 content_type: str = "", timeout: Any = None) -> Response:
@@ -69,6 +70,10 @@ class Api:
                     if name in self.graces else {})
             owners = ([{"kind": "Job", "name": self.job, "uid": f"uid-{self.job}",
                         "controller": True}] if self.job else [])
+            if self.operator:
+                owners = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                           "name": self.operator, "uid": f"uid-{self.operator}",
+                           "controller": True}]
             labels = {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}
             if self.jobset:
                 labels |= {JOBSET_NAME_LABEL: self.jobset,
@@ -188,6 +193,19 @@ def test_no_jobset_is_told_when_the_victim_has_none(setup: Any) -> None:
     api.job = "train"
     evictor.evict(plan(True), 0.0)
     assert not [e for e in api.events if e["regarding"]["kind"] == "JobSet"]
+
+
+def test_the_training_operator_job_owning_the_victims_is_told_once(setup: Any) -> None:
+    """The operator recreates a PyTorchJob's pods under the same names: the job is what
+    says why they went, once, with how many; no Job or JobSet is invented."""
+    api, _, evictor = setup
+    api.operator = "ptj"
+    evictor.evict(plan(True), 0.0)
+    told = [e for e in api.events if e["regarding"]["kind"] != "Pod"]
+    assert [(e["reason"], e["regarding"]["kind"], e["regarding"]["name"],
+             e["regarding"]["uid"], e["regarding"]["apiVersion"]) for e in told] == [
+        ("Preempted", "PyTorchJob", "ptj", "uid-ptj", "kubeflow.org/v1")]
+    assert "ns/high" in told[0]["note"] and "2 pod(s) evicted" in told[0]["note"], told
 
 
 def test_a_budget_refusing_one_pod_leaves_the_whole_gang_running(setup: Any) -> None:
