@@ -106,6 +106,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="also start Kueue (its CRDs, webhooks and controller manager, for "
                    "batch/v1 Jobs): quota and admission above gang-scheduler, see the README's "
                    "'Under Kueue'")
+    p.add_argument("--with-kuberay", action="store_true",
+                   help="also start the KubeRay operator (RayCluster, RayJob, RayService; no "
+                   "webhooks), see the README's 'With KubeRay'")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -198,12 +201,14 @@ def _up(args: argparse.Namespace) -> int:
                    training_operators=not args.without_training_operators,
                    node_liveness=liveness.by_name(args.node_liveness),
                    dra_devices=not args.without_dra_devices)
-        if args.with_kueue:
-            try:
+        try:
+            if args.with_kueue:
                 cluster.start_kueue()
-            except BaseException:
-                cluster.down()
-                raise
+            if args.with_kuberay:
+                cluster.start_kuberay()
+        except BaseException:
+            cluster.down()
+            raise
     except AlreadyRunning as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,18 @@ from scheduler.tools.devcluster.state import STATE_DIR_ENV
 REPO = Path(__file__).resolve().parents[2]
 
 
+def readme_block(heading: str) -> list[str]:
+    """The commands of the first code block (indented four spaces) under *heading* in the
+    README, ``\\`` continuations joined, comments off."""
+    section = (REPO / "README.md").read_text().split(f"\n{heading}\n", 1)[1]
+    lines = section.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("    "))
+    block = [ln[4:] for ln in lines[first:next(i for i in range(first, len(lines))
+                                                if not lines[i].startswith("    "))]]
+    joined = re.sub(r"\\\n\s*", "", "\n".join(block)).splitlines()
+    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in joined]
+
+
 def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The environment the block's lines run in (a fixture's body); whatever cluster it left
     running is taken down after."""

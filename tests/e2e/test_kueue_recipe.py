@@ -10,7 +10,6 @@ gets a state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,20 +24,7 @@ from tests.e2e.test_deploy_support import stop_process
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 HEADING = "### Under Kueue"
-
-
-def readme_block() -> list[str]:
-    """The commands of the section's code block (indented four spaces), continuations
-    joined, comments off."""
-    section = (REPO / "README.md").read_text().split(f"\n{HEADING}\n", 1)[1]
-    lines = section.splitlines()
-    first = next(i for i, ln in enumerate(lines) if ln.startswith("    "))
-    block = [ln[4:] for ln in lines[first:next(i for i in range(first, len(lines))
-                                                if not lines[i].startswith("    "))]]
-    joined = re.sub(r"\\\n\s*", "", "\n".join(block)).splitlines()
-    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in joined]
 
 
 @pytest.fixture
@@ -58,7 +44,7 @@ def test_the_readme_block_runs_a_job_under_kueue(shell: dict[str, str], tmp_path
     env, started = shell, time.monotonic()
     background: list[subprocess.Popen[bytes]] = []
     try:
-        for line in readme_block():
+        for line in recipe.readme_block(HEADING):
             recipe.run_line(line, env, tmp_path, background, timeout=900)
 
         def bound_whole() -> list[dict[str, Any]]:

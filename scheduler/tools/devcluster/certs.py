@@ -55,6 +55,7 @@ CLIENTS: dict[str, Identity] = {
     "jobset": Identity("jobset-controller"),
     "trainer": Identity("trainer-controller"),
     "kueue": Identity("kueue-controller"),
+    "kuberay": Identity("kuberay-operator"),
     # The fake DRA driver (dra_driver.py), with its own ClusterRole.
     "dra-driver": Identity("gang-scheduler-dev-dra-driver"),
 }

@@ -193,17 +193,26 @@ class DevCluster:
         """Start Kueue (its CRDs, RBAC, webhooks and controller manager, batch/v1 Jobs only)
         in a running cluster: quota and admission above gang-scheduler (``operators.KUEUE``).
         Not part of `up`: its Job webhook would see every Job of every test."""
+        self._start_on_demand(operators.KUEUE, log)
+
+    def start_kuberay(self, log: Log = build.say) -> None:
+        """Start the KubeRay operator (its CRDs, RBAC and controllers, no webhooks) in a
+        running cluster (``operators.KUBERAY``). Not part of `up`: only RayCluster and RayJob
+        tests need it, and its CRDs alone are 3 MB to install."""
+        self._start_on_demand(operators.KUBERAY, log)
+
+    def _start_on_demand(self, operator: operators.Operator, log: Log) -> None:
         st = self.state
         if st is None:
             raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
-        build.ensure(operators.KUEUE.component, log)
+        build.ensure(operator.component, log)
         t0 = time.monotonic()
         pki = certs.CertPaths.under(self.state_dir / "pki")
-        st.processes.append(operators.start(operators.KUEUE, self.api_client(), st.server, pki,
+        st.processes.append(operators.start(operator, self.api_client(), st.server, pki,
                                             self.state_dir, self.owned))
-        st.versions[operators.KUEUE.component.name] = operators.KUEUE.component.version
+        st.versions[operator.component.name] = operator.component.version
         state.save(st)
-        log(f"{operators.KUEUE.component.name} ready in {time.monotonic() - t0:.1f}s")
+        log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
 
     def _start_dra_driver(self, spec: clusterspec.ClusterSpec | None, log: Log) -> None:
         """The fake DRA driver, with the topology labels of *spec* (its devices' NVLink

@@ -1,0 +1,227 @@
+"""RayClusters and RayJobs run by the real KubeRay operator (v1.5.0) on a busy pool: their pods
+form the gang the RayCluster asks for (``scheduler/kube/read/operator_convert.py``: the head
+plus each worker group's replicas), with no PodGroup.
+
+1. A RayCluster of 1 head + 3 workers (4 GPUs each: the whole pool) is created behind a
+   running gang at its own priority: KubeRay creates all 4 pods at once, and none binds, each
+   told why, while that gang runs; once it goes, all 4 bind together (no pod of the cluster
+   before the last blocker pod went) and KubeRay calls the cluster ``ready``.
+2. A gang of higher priority needing the whole pool preempts it: every pod of the cluster
+   gets a ``Preempted`` event and goes; KubeRay recreates them; the new pods wait whole, none
+   bound, while the preemptor runs, and start whole again once it ends.
+
+A RayJob's cluster is sized the same way: its pods start whole, and only then (KubeRay waits
+for the cluster to be ready) does KubeRay create the submitter Job, a gang of its own.
+
+KubeRay runs with no webhook and no batch-scheduler integration (``operators.KUBERAY``): kwok
+marks the pods Running and Ready, which is all KubeRay waits for (it probes nothing itself;
+the RayJob's dashboard is never reached, so the RayJob stays ``Running``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scheduler.tools.devcluster import build, rest
+from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.contention import RUN_TIMEOUT_S, fill_pool, priority_class
+from tests.e2e.live import (
+    QUEUE_LABEL,
+    QUEUES,
+    InProcessScheduler,
+    PodWatch,
+    Tenant,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.e2e
+
+RAY = ("ray.io", "v1")
+CLUSTER_LABEL = "ray.io/cluster"
+NODE_TYPE_LABEL = "ray.io/node-type"
+
+
+@pytest.fixture
+def kuberay(control_plane: ControlPlane) -> None:
+    """KubeRay in the session cluster, started once (built first if `dev-cluster build` has
+    not). Before any scheduler of the test: its informer then lists RayClusters at once."""
+    state = control_plane.cluster.state
+    assert state is not None
+    if build.KUBERAY.name not in state.versions:
+        control_plane.cluster.start_kuberay(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+def ray_pod_template(tenant: Tenant, container: str, gpus: int,
+                     priority: str | None) -> dict[str, Any]:
+    """A head or worker template: the tenant's scheduler, queue and pool, *gpus* GPUs."""
+    spec = tenant.pod_spec(gpus)
+    spec.pop("restartPolicy")  # KubeRay's own default
+    spec["containers"][0].update(name=container, image="registry.invalid/ray:2.46.0")
+    if priority:
+        spec["priorityClassName"] = priority
+    return {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}}, "spec": spec}
+
+
+def raycluster_spec(tenant: Tenant, workers: int, gpus: int,
+                    priority: str | None = None) -> dict[str, Any]:
+    return {"headGroupSpec": {"rayStartParams": {},
+                              "template": ray_pod_template(tenant, "ray-head", gpus, priority)},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers, "minReplicas": 0,
+                                  "maxReplicas": workers, "rayStartParams": {},
+                                  "template": ray_pod_template(tenant, "ray-worker", gpus,
+                                                               priority)}]}
+
+
+def create(tenant: Tenant, plural: str, kind: str, name: str,
+           spec: dict[str, Any]) -> dict[str, Any]:
+    return rest.call(tenant.cp.custom.create_namespaced_custom_object, *RAY, tenant.namespace,
+                     plural, {"apiVersion": "/".join(RAY), "kind": kind,
+                              "metadata": {"name": name}, "spec": spec})
+
+
+def read(tenant: Tenant, plural: str, name: str) -> dict[str, Any]:
+    return rest.call(tenant.cp.custom.get_namespaced_custom_object, *RAY, tenant.namespace,
+                     plural, name)
+
+
+def cluster_pods(tenant: Tenant, cluster: str) -> list[str]:
+    """The RayCluster's pods not being deleted, by name."""
+    return sorted(n for n, p in tenant.pods().items()
+                  if (p["metadata"].get("labels") or {}).get(CLUSTER_LABEL) == cluster
+                  and not p["metadata"].get("deletionTimestamp"))
+
+
+def waiting_whole(tenant: Tenant, runner: InProcessScheduler, pods: Callable[[], list[str]],
+                  size: int) -> list[str]:
+    """Wait until *size* pods exist, each with a reason to wait, then check none binds over
+    4 scheduler passes; returns them."""
+    def all_made() -> list[str]:
+        names = pods()
+        return names if len(names) == size else []
+
+    names = wait_for(all_made, RUN_TIMEOUT_S, what=f"{size} pods of the RayCluster")
+    wait_for(lambda: all(unschedulable_message(tenant.pods().get(n, {})) for n in names), 60,
+             what="every pod of the RayCluster told why it waits")
+    for _ in runner.during_cycles(4):
+        assert tenant.bound(pods()) == [], "a pod of the RayCluster bound beside the gang"
+    assert pods() == names, "KubeRay replaced waiting pods"
+    return names
+
+
+def running_whole(tenant: Tenant, pods: Callable[[], list[str]], size: int) -> list[str]:
+    names = pods()
+    if len(names) == size and tenant.all_bound(names) and set(
+            tenant.phases(names).values()) == {"Running"}:
+        return names
+    return []
+
+
+def ray_state(tenant: Tenant, name: str) -> str:
+    return str((read(tenant, "rayclusters", name).get("status") or {}).get("state") or "")
+
+
+def preempted_pods(tenant: Tenant) -> set[str]:
+    return {(e.get("regarding") or {}).get("name", "") for e in tenant.events("Preempted")
+            if (e.get("regarding") or {}).get("kind") == "Pod"}
+
+
+def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_whole(
+        tenant: Tenant, kuberay: None,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    runner = start_scheduler()
+    tenant.create_nodes(2, gpus=8)
+    rest.call(tenant.cp.custom.patch_cluster_custom_object, *QUEUES, tenant.queue,
+              {"spec": {"preemption": {"withinQueue": "LowerPriority"}}})
+    low, high = priority_class(tenant, "low", 100), priority_class(tenant, "high", 1000)
+    name = "rc"
+
+    def pods() -> list[str]:
+        return cluster_pods(tenant, name)
+
+    with PodWatch(tenant.cp, tenant.namespace) as watch:
+        # 1. Queued whole behind a running gang at its own priority.
+        blocker = fill_pool(tenant, "blocker", low)
+        wait_for(lambda: tenant.all_bound(blocker), 60, what="the blocker gang bound")
+        create(tenant, "rayclusters", "RayCluster", name,
+               raycluster_spec(tenant, workers=3, gpus=4, priority=low))
+        first = waiting_whole(tenant, runner, pods, 4)
+        roles = {tenant.pods()[n]["metadata"]["labels"][NODE_TYPE_LABEL] for n in first}
+        assert roles == {"head", "worker"}, roles
+        assert tenant.all_bound(blocker), "the blocker went while the RayCluster waited"
+
+        for pod in blocker:
+            tenant.delete_pod(pod)
+        wait_for(lambda: running_whole(tenant, pods, 4), RUN_TIMEOUT_S,
+                 what="the RayCluster running whole once the blocker went")
+        watch.seen_deleted(blocker)
+        watch.seen_bound(first)
+        assert min(watch.first_bound[n] for n in first) > max(
+            watch.deleted[n] for n in blocker), "a RayCluster pod bound before the room was free"
+        assert len(set(tenant.nodes_of(first).values())) == 2
+        wait_for(lambda: ray_state(tenant, name) == "ready", 120,
+                 what="KubeRay calling the RayCluster ready")
+
+        # 2. Preempted whole by a higher-priority gang; KubeRay recreates the pods, which
+        # wait whole while it runs and start whole once it ends.
+        preemptor = fill_pool(tenant, "preemptor", high)
+        wait_for(lambda: set(first) <= preempted_pods(tenant), RUN_TIMEOUT_S,
+                 what="a Preempted event on every pod of the RayCluster")
+        wait_for(lambda: tenant.all_bound(preemptor), RUN_TIMEOUT_S,
+                 what="the preemptor bound once the RayCluster was evicted")
+        watch.seen_deleted(first)
+        again = waiting_whole(tenant, runner,
+                              lambda: [n for n in pods() if n not in first], 4)
+        assert tenant.all_bound(preemptor)
+        for pod in preemptor:
+            tenant.delete_pod(pod)
+        wait_for(lambda: running_whole(tenant, lambda: [n for n in pods() if n not in first], 4),
+                 RUN_TIMEOUT_S, what="the recreated RayCluster running whole")
+        watch.seen_deleted(preemptor)
+        watch.seen_bound(again)
+        assert min(watch.first_bound[n] for n in again) > max(
+            watch.deleted[n] for n in preemptor), "a recreated pod bound beside the preemptor"
+        assert watch.rebinds() == {}
+        wait_for(lambda: ray_state(tenant, name) == "ready", 120,
+                 what="KubeRay calling the recreated RayCluster ready")
+
+    # KubeRay's side of it, from its own events on the RayCluster.
+    created = [e for e in tenant.events()
+               if (e.get("regarding") or {}).get("kind") == "RayCluster"
+               and e.get("reason") in ("CreatedHeadPod", "CreatedWorkerPod")]
+    assert len(created) >= 2, created  # events of one reason may be aggregated
+
+
+def test_a_rayjobs_cluster_starts_whole_before_its_submitter(
+        tenant: Tenant, kuberay: None,
+        start_scheduler: Callable[..., InProcessScheduler]) -> None:
+    start_scheduler()
+    tenant.create_nodes(1, gpus=8)
+    submitter = {"metadata": {"labels": {QUEUE_LABEL: tenant.queue}},
+                 "spec": {**tenant.pod_spec(0), "restartPolicy": "Never"}}
+    submitter["spec"]["containers"][0].update(name="submitter",
+                                              image="registry.invalid/ray:2.46.0")
+    create(tenant, "rayjobs", "RayJob", "rj", {
+        "entrypoint": "python train.py", "submissionMode": "K8sJobMode",
+        "rayClusterSpec": raycluster_spec(tenant, workers=1, gpus=4),
+        "submitterPodTemplate": submitter})
+    cluster = wait_for(lambda: str((read(tenant, "rayjobs", "rj").get("status") or {}).get(
+        "rayClusterName") or ""), 60, what="the RayJob's RayCluster named")
+
+    def pods() -> list[str]:
+        return cluster_pods(tenant, cluster)
+
+    with PodWatch(tenant.cp, tenant.namespace) as watch:
+        names = wait_for(lambda: running_whole(tenant, pods, 2), RUN_TIMEOUT_S,
+                         what="the RayJob's cluster (head + worker) running whole")
+        job_pods = wait_for(lambda: list(tenant.job_pods("rj")), RUN_TIMEOUT_S,
+                            what="the submitter Job's pod (once the cluster is ready)")
+        wait_for(lambda: tenant.all_bound(job_pods), RUN_TIMEOUT_S,
+                 what="the submitter pod bound (a gang of its own)")
+        watch.seen_bound([*names, *job_pods])
+        assert max(watch.first_bound[n] for n in names) < min(
+            watch.first_bound[n] for n in job_pods), "the submitter ran before its cluster"
+    status = read(tenant, "rayjobs", "rj").get("status") or {}
+    assert status.get("jobDeploymentStatus") == "Running", status
