@@ -6,9 +6,10 @@ plus each worker group's replicas), with no PodGroup.
    running gang at its own priority: KubeRay creates all 4 pods at once, and none binds, each
    told why, while that gang runs; once it goes, all 4 bind together (no pod of the cluster
    before the last blocker pod went) and KubeRay calls the cluster ``ready``.
-2. A gang of higher priority needing the whole pool preempts it: every pod of the cluster
-   gets a ``Preempted`` event and goes; KubeRay recreates them; the new pods wait whole, none
-   bound, while the preemptor runs, and start whole again once it ends.
+2. A gang of higher priority needing the whole pool preempts it: every pod of the cluster,
+   and the RayCluster, gets a ``Preempted`` event, and the pods go; KubeRay recreates them;
+   the new pods wait whole, none bound, while the preemptor runs, and start whole again once
+   it ends (KubeRay's status follows: no worker ready, then 3).
 
 A RayJob's cluster is sized the same way: its pods start whole, and only then (KubeRay waits
 for the cluster to be ready) does KubeRay create the submitter Job, a gang of its own.
@@ -119,13 +120,19 @@ def running_whole(tenant: Tenant, pods: Callable[[], list[str]], size: int) -> l
     return []
 
 
-def ray_state(tenant: Tenant, name: str) -> str:
-    return str((read(tenant, "rayclusters", name).get("status") or {}).get("state") or "")
+def ray_status(tenant: Tenant, name: str) -> tuple[str, int, str]:
+    """KubeRay's view of RayCluster *name*: its state, ready workers, and whether its head is
+    ready (the ``HeadPodReady`` condition's status)."""
+    status = read(tenant, "rayclusters", name).get("status") or {}
+    head = next((c.get("status") for c in status.get("conditions") or ()
+                 if c.get("type") == "HeadPodReady"), "")
+    return str(status.get("state") or ""), int(status.get("readyWorkerReplicas") or 0), head
 
 
-def preempted_pods(tenant: Tenant) -> set[str]:
+def preempted(tenant: Tenant, kind: str) -> set[str]:
+    """The names of the objects of *kind* with a ``Preempted`` event."""
     return {(e.get("regarding") or {}).get("name", "") for e in tenant.events("Preempted")
-            if (e.get("regarding") or {}).get("kind") == "Pod"}
+            if (e.get("regarding") or {}).get("kind") == kind}
 
 
 def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_whole(
@@ -161,17 +168,21 @@ def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_wh
         assert min(watch.first_bound[n] for n in first) > max(
             watch.deleted[n] for n in blocker), "a RayCluster pod bound before the room was free"
         assert len(set(tenant.nodes_of(first).values())) == 2
-        wait_for(lambda: ray_state(tenant, name) == "ready", 120,
-                 what="KubeRay calling the RayCluster ready")
+        wait_for(lambda: ray_status(tenant, name) == ("ready", 3, "True"), 120,
+                 what="KubeRay calling the RayCluster ready, its head and 3 workers too")
 
         # 2. Preempted whole by a higher-priority gang; KubeRay recreates the pods, which
         # wait whole while it runs and start whole once it ends.
         preemptor = fill_pool(tenant, "preemptor", high)
-        wait_for(lambda: set(first) <= preempted_pods(tenant), RUN_TIMEOUT_S,
+        wait_for(lambda: set(first) <= preempted(tenant, "Pod"), RUN_TIMEOUT_S,
                  what="a Preempted event on every pod of the RayCluster")
+        wait_for(lambda: name in preempted(tenant, "RayCluster"), 60,
+                 what="a Preempted event on the RayCluster itself")
         wait_for(lambda: tenant.all_bound(preemptor), RUN_TIMEOUT_S,
                  what="the preemptor bound once the RayCluster was evicted")
         watch.seen_deleted(first)
+        wait_for(lambda: ray_status(tenant, name)[1:] == (0, "False"), 120,
+                 what="KubeRay seeing the head and the workers gone")
         again = waiting_whole(tenant, runner,
                               lambda: [n for n in pods() if n not in first], 4)
         assert tenant.all_bound(preemptor)
@@ -184,8 +195,8 @@ def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_wh
         assert min(watch.first_bound[n] for n in again) > max(
             watch.deleted[n] for n in preemptor), "a recreated pod bound beside the preemptor"
         assert watch.rebinds() == {}
-        wait_for(lambda: ray_state(tenant, name) == "ready", 120,
-                 what="KubeRay calling the recreated RayCluster ready")
+        wait_for(lambda: ray_status(tenant, name)[1:] == (3, "True"), 120,
+                 what="KubeRay seeing the recreated head and 3 workers ready")
 
     # KubeRay's side of it, from its own events on the RayCluster.
     created = [e for e in tenant.events()

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler.decide.plan import CyclePlan, Eviction
+from scheduler.feed.grouping_terms import OPERATOR_KINDS
 from scheduler.kube.client import STRATEGIC_MERGE_PATCH, TransportError
 from scheduler.kube.client import path_segment as seg
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
@@ -93,6 +94,10 @@ class VictimPod:
     #: its pods: told too, since a JobSet's restart replaces its Jobs (and, with them, the
     #: events on them a user would describe). None: no JobSet.
     jobset: tuple[str, str] | None = None
+    #: The operator's object controlling it (a RayCluster, a PyTorchJob: kinds in
+    #: ``OPERATOR_KINDS``) as (apiVersion, kind, name, uid): told too, since that is what its
+    #: user describes while the operator recreates the pods. None: no such owner.
+    operator: tuple[str, str, str, str] | None = None
 
     @classmethod
     def from_json(cls, ref: PodRef, obj: Mapping[str, Any]) -> VictimPod:
@@ -104,12 +109,16 @@ class VictimPod:
         job = ((str(owner.get("name") or ""), str(owner.get("uid") or ""))
                if owner is not None and owner.get("kind") == "Job" and owner.get("name")
                else None)
+        operator = ((str(owner.get("apiVersion") or ""), str(owner["kind"]),
+                     str(owner.get("name") or ""), str(owner.get("uid") or ""))
+                    if owner is not None and owner.get("kind") in OPERATOR_KINDS
+                    and owner.get("name") else None)
         named = {str(k): str(v) for k, v in labels.items()}
         jobset = ((named[JOBSET_NAME_LABEL], named.get(JOBSET_UID_LABEL, ""))
                   if named.get(JOBSET_NAME_LABEL) else None)
         return cls(ref, named,
                    grace if isinstance(grace, int) and not isinstance(grace, bool) else None,
-                   job, jobset)
+                   job, jobset, operator)
 
 
 def budget_refusal(pods: Sequence[VictimPod], budgets: Sequence[Budget]) -> str | None:
@@ -236,8 +245,9 @@ class Evictor:
     def _tell_jobs(self, pods: Sequence[VictimPod], namespace: str, message: str) -> None:
         """A ``Preempted`` event on each Job whose pods were evicted (``explain`` of the
         Job reads it while the Job controller recreates them, and counts the pods:
-        ``explain_workload.EVICTED``), and on each JobSet that made them (``kubectl
-        describe jobset`` shows it whatever its failure policy does with the Jobs)."""
+        ``explain_workload.EVICTED``), on each JobSet that made them (``kubectl
+        describe jobset`` shows it whatever its failure policy does with the Jobs), and on
+        each operator's object that owns them (``kubectl describe raycluster``)."""
         jobs = Counter(p.job for p in pods if p.job is not None)
         for (name, uid), count in sorted(jobs.items()):
             job = ObjectRef("Job", namespace, name, uid, "batch/v1")
@@ -249,6 +259,12 @@ class Evictor:
             jobset = ObjectRef("JobSet", namespace, name, uid, JOBSET_API_VERSION)
             self._event_on(jobset, EventReason.PREEMPTED,
                            f"{message} ({count} pod(s) of its Jobs evicted)", "Preempting")
+        owners = Counter(p.operator for p in pods if p.operator is not None)
+        for (api_version, kind, name, uid), count in sorted(owners.items()):
+            self._event_on(ObjectRef(kind, namespace, name, uid, api_version),
+                           EventReason.PREEMPTED,
+                           f"{message} ({count} pod(s) evicted; its operator recreates them)",
+                           "Preempting")
 
     def _mark(self, pod: PodRef, message: str, keys: dict[str, str]) -> None:
         """``DisruptionTarget=True``, reason ``PreemptionByScheduler``, naming the preemptor;

@@ -58,6 +58,7 @@ class Api:
     graces: dict[str, int] = field(default_factory=dict)  # pod name -> its own grace period
     job: str = ""  # the Job controlling every victim pod ("" none)
     jobset: str = ""  # the JobSet that made that Job ("" none)
+    owner: dict[str, Any] = field(default_factory=dict)  # a controlling owner instead of job
 
     def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                 content_type: str = "", timeout: Any = None) -> Response:
@@ -69,6 +70,8 @@ class Api:
                     if name in self.graces else {})
             owners = ([{"kind": "Job", "name": self.job, "uid": f"uid-{self.job}",
                         "controller": True}] if self.job else [])
+            if self.owner:
+                owners = [{**self.owner, "controller": True}]
             labels = {POD_GROUP_LABEL: name.rsplit("-", 1)[0]}
             if self.jobset:
                 labels |= {JOBSET_NAME_LABEL: self.jobset,
@@ -181,6 +184,26 @@ def test_the_jobset_that_made_the_victims_job_is_told_too(setup: Any) -> None:
         ("Preempted", "train", "uid-train", "jobset.x-k8s.io/v1alpha2")]
     assert "ns/high" in on_jobset[0]["note"], on_jobset
     assert "2 pod(s) of its Jobs evicted" in on_jobset[0]["note"], on_jobset
+
+
+def test_the_operators_object_owning_the_victims_pods_is_told_too(setup: Any) -> None:
+    """KubeRay recreates a RayCluster's evicted pods: ``kubectl describe raycluster`` says
+    why they went, once, with how many."""
+    api, _, evictor = setup
+    api.owner = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u-rc"}
+    evictor.evict(plan(True), 0.0)
+    on_owner = [e for e in api.events if e["regarding"]["kind"] == "RayCluster"]
+    assert [(e["reason"], e["regarding"]["name"], e["regarding"]["uid"],
+             e["regarding"]["apiVersion"]) for e in on_owner] == [
+        ("Preempted", "rc", "u-rc", "ray.io/v1")]
+    assert "ns/high" in on_owner[0]["note"] and "2 pod(s) evicted" in on_owner[0]["note"]
+
+
+def test_an_owner_of_another_kind_is_not_told(setup: Any) -> None:
+    api, _, evictor = setup
+    api.owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-rs"}
+    evictor.evict(plan(True), 0.0)
+    assert {e["regarding"]["kind"] for e in api.events} == {"Pod"}
 
 
 def test_no_jobset_is_told_when_the_victim_has_none(setup: Any) -> None:
