@@ -2,14 +2,16 @@
 form the gang the RayCluster asks for (``scheduler/kube/read/operator_convert.py``: the head
 plus each worker group's replicas), with no PodGroup.
 
-1. A RayCluster of 1 head + 3 workers (4 GPUs each: the whole pool) is created behind a
-   running gang at its own priority: KubeRay creates all 4 pods at once, and none binds, each
-   told why, while that gang runs; once it goes, all 4 bind together (no pod of the cluster
-   before the last blocker pod went) and KubeRay calls the cluster ``ready``.
-2. A gang of higher priority needing the whole pool preempts it: every pod of the cluster,
-   and the RayCluster, gets a ``Preempted`` event, and the pods go; KubeRay recreates them;
-   the new pods wait whole, none bound, while the preemptor runs, and start whole again once
-   it ends (KubeRay's status follows: no worker ready, then 3).
+1. A RayCluster of 1 head + 3 workers (4 GPUs each: the whole pool of 2 x 8 GPUs) is created
+   behind a running gang of one 8-GPU pod at its own priority: KubeRay creates all 4 pods at
+   once, and none binds, each told why, while that gang runs, though half of them would fit
+   beside it; once it goes, all 4 bind together (no pod of the cluster before the blocker
+   went) and KubeRay calls the cluster ``ready``.
+2. A gang of higher priority (8 + 4 GPUs) preempts it: every pod of the cluster, and the
+   RayCluster, gets a ``Preempted`` event, and all 4 pods go; KubeRay recreates them; the new
+   pods wait whole, none bound (though one would fit beside the preemptor), while the
+   preemptor runs, and start whole again once it ends (KubeRay's status follows: no worker
+   ready, then 3).
 
 A RayJob's cluster is sized the same way: its pods start whole, and only then (KubeRay waits
 for the cluster to be ready) does KubeRay create the submitter Job, a gang of its own.
@@ -28,8 +30,9 @@ import pytest
 
 from scheduler.tools.devcluster import build, rest
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.contention import RUN_TIMEOUT_S, fill_pool, priority_class
+from tests.e2e.contention import RUN_TIMEOUT_S, priority_class
 from tests.e2e.live import (
+    GROUP_LABEL,
     QUEUE_LABEL,
     QUEUES,
     InProcessScheduler,
@@ -43,6 +46,8 @@ pytestmark = pytest.mark.e2e
 RAY = ("ray.io", "v1")
 CLUSTER_LABEL = "ray.io/cluster"
 NODE_TYPE_LABEL = "ray.io/node-type"
+#: The RayCluster of the first test: a head and 3 workers of 4 GPUs each.
+GANG_GPUS = 16
 
 
 @pytest.fixture
@@ -53,6 +58,18 @@ def kuberay(control_plane: ControlPlane) -> None:
     assert state is not None
     if build.KUBERAY.name not in state.versions:
         control_plane.cluster.start_kuberay(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+def gang(tenant: Tenant, name: str, gpus: list[int], priority: str) -> list[str]:
+    """A PodGroup gang of one pod per entry of *gpus* (that many GPUs each) at *priority*."""
+    tenant.create_group(name, len(gpus))
+    names = [f"{name}-{i}" for i in range(len(gpus))]
+    for pod, count in zip(names, gpus, strict=True):
+        rest.call(tenant.cp.core.create_namespaced_pod, tenant.namespace, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "labels": {QUEUE_LABEL: tenant.queue, GROUP_LABEL: name}},
+            "spec": {**tenant.pod_spec(count), "priorityClassName": priority}})
+    return names
 
 
 def ray_pod_template(tenant: Tenant, container: str, gpus: int,
@@ -97,15 +114,17 @@ def cluster_pods(tenant: Tenant, cluster: str) -> list[str]:
 
 def waiting_whole(tenant: Tenant, runner: InProcessScheduler, pods: Callable[[], list[str]],
                   size: int) -> list[str]:
-    """Wait until *size* pods exist, each with a reason to wait, then check none binds over
-    4 scheduler passes; returns them."""
+    """Wait until *size* pods exist, each waiting for the gang's GPUs (the RayCluster's 4 x 4:
+    sized from it, not from the pods seen), then check none binds over 4 scheduler passes;
+    returns them."""
     def all_made() -> list[str]:
         names = pods()
         return names if len(names) == size else []
 
     names = wait_for(all_made, RUN_TIMEOUT_S, what=f"{size} pods of the RayCluster")
-    wait_for(lambda: all(unschedulable_message(tenant.pods().get(n, {})) for n in names), 60,
-             what="every pod of the RayCluster told why it waits")
+    wait_for(lambda: all(f"needs {GANG_GPUS} nvidia.com/gpu" in unschedulable_message(
+        tenant.pods().get(n, {})) for n in names), 60,
+        what=f"every pod of the RayCluster told it waits for {GANG_GPUS} GPUs together")
     for _ in runner.during_cycles(4):
         assert tenant.bound(pods()) == [], "a pod of the RayCluster bound beside the gang"
     assert pods() == names, "KubeRay replaced waiting pods"
@@ -150,7 +169,7 @@ def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_wh
 
     with PodWatch(tenant.cp, tenant.namespace) as watch:
         # 1. Queued whole behind a running gang at its own priority.
-        blocker = fill_pool(tenant, "blocker", low)
+        blocker = gang(tenant, "blocker", [8], low)
         wait_for(lambda: tenant.all_bound(blocker), 60, what="the blocker gang bound")
         create(tenant, "rayclusters", "RayCluster", name,
                raycluster_spec(tenant, workers=3, gpus=4, priority=low))
@@ -173,7 +192,7 @@ def test_a_raycluster_waits_whole_starts_whole_and_is_preempted_and_recreated_wh
 
         # 2. Preempted whole by a higher-priority gang; KubeRay recreates the pods, which
         # wait whole while it runs and start whole once it ends.
-        preemptor = fill_pool(tenant, "preemptor", high)
+        preemptor = gang(tenant, "preemptor", [8, 4], high)
         wait_for(lambda: set(first) <= preempted(tenant, "Pod"), RUN_TIMEOUT_S,
                  what="a Preempted event on every pod of the RayCluster")
         wait_for(lambda: name in preempted(tenant, "RayCluster"), 60,
