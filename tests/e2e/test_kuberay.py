@@ -255,3 +255,10 @@ def test_a_rayjobs_cluster_starts_whole_before_its_submitter(
             watch.first_bound[n] for n in job_pods), "the submitter ran before its cluster"
     status = read(tenant, "rayjobs", "rj").get("status") or {}
     assert status.get("jobDeploymentStatus") == "Running", status
+    # Deleted, or KubeRay would ask the (never reached) dashboard for the job's state for
+    # the rest of the session; its finalizer goes even though stopping the job fails.
+    rest.call(tenant.cp.custom.delete_namespaced_custom_object, *RAY, tenant.namespace,
+              "rayjobs", "rj")
+    wait_for(lambda: "rj" not in {j["metadata"]["name"] for j in rest.call(
+        tenant.cp.custom.list_namespaced_custom_object, *RAY, tenant.namespace,
+        "rayjobs")["items"]}, 60, what="the RayJob deleted (KubeRay's finalizer removed)")
