@@ -110,6 +110,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="also start Kubeflow training-operator v1's PyTorchJob and MPIJob "
                    "controllers (their CRDs; no webhooks, no PodGroups: gang-scheduler sizes "
                    "the gang from the job), see the README's operator recipe")
+    p.add_argument("--with-kuberay", action="store_true",
+                   help="also start the KubeRay operator (RayCluster, RayJob, RayService; no "
+                   "webhooks), see the README's 'With KubeRay'")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -207,6 +210,8 @@ def _up(args: argparse.Namespace) -> int:
                 cluster.start_kueue()
             if args.with_training_operator_v1:
                 cluster.start_training_operator_v1()
+            if args.with_kuberay:
+                cluster.start_kuberay()
         except BaseException:
             cluster.down()
             raise

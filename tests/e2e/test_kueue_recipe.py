@@ -24,7 +24,6 @@ from tests.e2e.test_deploy_support import stop_process
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 HEADING = "### Under Kueue"
 
 

@@ -120,3 +120,16 @@ def test_kueue_registers_only_the_webhooks_of_what_it_runs(
     [mutating] = operators.webhook_configurations(op, 9443, ca)
     assert [h["name"] for h in mutating["webhooks"]] == ["mclusterqueue.kb.io", "mjob.kb.io"]
     assert operators.KUEUE_FRAMEWORKS == ("batch/job",)
+
+
+def test_kuberay_runs_without_webhooks_or_a_batch_scheduler(tmp_path: Path) -> None:
+    # Its release registers its webhook only with ENABLE_WEBHOOKS=true; with a batch
+    # scheduler KubeRay would write that scheduler's name over its pods' schedulerName.
+    op = operators.KUBERAY
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"fake")
+    assert operators.webhook_configurations(op, 9443, ca) == []
+    argv = operators.argv(op, tmp_path, tmp_path / "certs", 9443, 8081)
+    assert "--metrics-addr=0" in argv and "--enable-leader-election=false" in argv
+    assert "--health-probe-bind-address=127.0.0.1:8081" in argv
+    assert not [a for a in argv if "batch-scheduler" in a or "webhook" in a]

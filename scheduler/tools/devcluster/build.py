@@ -159,6 +159,19 @@ KUEUE = Component(
      "config/components/rbac/role.yaml",
      "config/components/rbac/manager_secrets_role.yaml"),
 )
+#: The KubeRay operator (its own main, github.com/ray-project/kuberay/ray-operator): RayCluster,
+#: RayJob and RayService controllers, started on demand (``DevCluster.start_kuberay``). Its
+#: webhook is off (the release's main registers it only with ``ENABLE_WEBHOOKS=true``). Its
+#: Kubernetes dependencies (k8s.io v0.34.1, controller-runtime v0.22.1) are JobSet's, so a
+#: build after JobSet's reuses much of the Go build cache.
+KUBERAY = Component(
+    "kuberay-operator", HACK_DIR / "kuberay", "github.com/ray-project/kuberay/ray-operator",
+    "github.com/ray-project/kuberay/ray-operator", (),
+    ("config/crd/bases/ray.io_rayclusters.yaml",
+     "config/crd/bases/ray.io_rayjobs.yaml",
+     "config/crd/bases/ray.io_rayservices.yaml",
+     "config/rbac/role.yaml"),
+)
 #: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``):
 #: the autoscaler itself cannot be built here (see the dev cluster's README), the CRD is what
 #: gang-scheduler writes its whole-gang scale-ups to.
@@ -180,6 +193,7 @@ COMPONENTS: tuple[Component, ...] = (
     TRAINER,
     KUEUE,
     TRAINING_OPERATOR,
+    KUBERAY,
     HELM,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
@@ -350,7 +364,7 @@ def kubectl_path() -> Path:
 
 
 #: What the training operators need beyond the control plane: left out by ``operators=False``.
-OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER, KUEUE, TRAINING_OPERATOR)
+OPERATOR_COMPONENTS: tuple[Component, ...] = (JOBSET, TRAINER, KUEUE, TRAINING_OPERATOR, KUBERAY)
 
 
 def components(operators: bool = True) -> tuple[Component, ...]:

@@ -56,6 +56,7 @@ CLIENTS: dict[str, Identity] = {
     "trainer": Identity("trainer-controller"),
     "kueue": Identity("kueue-controller"),
     "training-operator": Identity("training-operator-controller"),
+    "kuberay": Identity("kuberay-operator"),
     # The fake DRA driver (dra_driver.py), with its own ClusterRole.
     "dra-driver": Identity("gang-scheduler-dev-dra-driver"),
 }

@@ -201,6 +201,11 @@ class DevCluster:
         (``operators.TRAINING_OPERATOR_V1``). Not part of `up`: they watch every pod and
         Service of every test."""
         self._start_on_demand(operators.TRAINING_OPERATOR_V1, log)
+    def start_kuberay(self, log: Log = build.say) -> None:
+        """Start the KubeRay operator (its CRDs, RBAC and controllers, no webhooks) in a
+        running cluster (``operators.KUBERAY``). Not part of `up`: only RayCluster and RayJob
+        tests need it, and its CRDs alone are 3 MB to install."""
+        self._start_on_demand(operators.KUBERAY, log)
 
     def _start_on_demand(self, operator: operators.Operator, log: Log) -> None:
         st = self.state

@@ -63,7 +63,9 @@ class Operator:
     def load(self, relative: str) -> list[Any]:
         """The YAML documents of one of its cached manifests."""
         path = self.component.manifest(relative)
-        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+        # libyaml when present: KubeRay's CRDs are 3 MB of YAML, seconds even so.
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader) if d]
 
 
 JOBSET = Operator(
@@ -94,6 +96,13 @@ KUEUE = Operator(
 TRAINING_OPERATOR_V1 = Operator(
     "training-operator", build.TRAINING_OPERATOR, build.TRAINING_OPERATOR.manifests[0:2], "",
     (), build.TRAINING_OPERATOR.manifests[2])
+#: KubeRay, started on demand (``DevCluster.start_kuberay``): RayClusters and RayJobs make
+#: their pods themselves, so only the tests of them need it. No webhooks (its release runs
+#: without them by default) and no batch-scheduler integration: with one (``--batch-scheduler
+#: scheduler-plugins``, volcano, ...) KubeRay would write that scheduler's name over every
+#: pod's ``schedulerName``, taking its pods away from gang-scheduler.
+KUBERAY = Operator(
+    "kuberay", build.KUBERAY, build.KUBERAY.manifests[0:3], "", (), build.KUBERAY.manifests[3])
 #: Kueue's label naming a Job's LocalQueue, and the kinds the dev cluster runs it for.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_FRAMEWORKS = ("batch/job",)
@@ -121,6 +130,8 @@ def replace_ops(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any
 
 def webhook_configurations(operator: Operator, port: int, ca: Path) -> list[dict[str, Any]]:
     """The operator's webhook configurations, pointed at its loopback server."""
+    if not operator.webhooks:
+        return []
     patches = [op for relative in operator.webhook_patches for op in _ops(operator, relative)]
     bundle = base64.b64encode(ca.read_bytes()).decode("ascii")
     out = []
@@ -218,14 +229,19 @@ def _grant_in_namespace(api: client.ApiClient, operator: Operator, name: str) ->
                 raise
 
 
-def _argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
-          probe_port: int) -> list[str]:
+def argv(operator: Operator, state_dir: Path, cert_dir: Path, webhook_port: int,
+         probe_port: int) -> list[str]:
+    """The operator's command line (writing its config file where it reads one)."""
     binary = str(operator.component.binary())
     if operator is TRAINING_OPERATOR_V1:
         return [binary, f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
     if operator is TRAINER:
         return [binary, "--webhook-host=127.0.0.1", f"--webhook-port={webhook_port}",
                 f"--cert-dir={cert_dir}", f"--health-probe-bind-address=127.0.0.1:{probe_port}"]
+    if operator is KUBERAY:  # flags: no webhook, no batch scheduler (see KUBERAY)
+        return [binary, "--metrics-addr=0", f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+                "--enable-leader-election=false", "--log-stdout-encoder=console",
+                f"--qps={API_QPS}", f"--burst={API_BURST}"]
     config = state_dir / "config" / f"{operator.name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     if operator is KUEUE:
@@ -309,7 +325,7 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
     def serve() -> tuple[procs.ManagedProcess, int]:
         webhook_port, probe_port = procs.free_port(), procs.free_port()
         proc = procs.spawn(operator.component.name,
-                           _argv(operator, state_dir, cert_dir, webhook_port, probe_port),
+                           argv(operator, state_dir, cert_dir, webhook_port, probe_port),
                            state_dir / "logs" / f"{operator.component.name}.log", owned, env=env)
         procs.wait_until(lambda: _ready(probe_port), READY_TIMEOUT_S,
                          f"{operator.component.name} /readyz", proc, interval_s=0.25)

@@ -193,6 +193,11 @@ RULES: tuple[Run | Covered, ...] = (
     # The README's training-operator v1 block, on a fresh dev cluster with the operator.
     Covered(r"^kubectl apply -f examples/pytorchjob\.yaml$",
             "tests/e2e/test_pytorchjob_recipe.py", "readme_block(HEADING)"),
+    # The README's "With KubeRay" block, run line by line on a fresh dev cluster with KubeRay.
+    Covered(r"^kubectl apply -f examples/kuberay/raycluster\.yaml$",
+            "tests/e2e/test_kuberay_recipe.py", "readme_block(HEADING)"),
+    Covered(r"^kubectl -n team-a get rayclusters$", "tests/e2e/test_kuberay_recipe.py",
+            "readme_block(HEADING)"),
     Covered(r"^kubectl apply -f examples/dra-indexed-job\.yaml$",
             "tests/e2e/test_examples_apply.py", '"dra-indexed-job.yaml"'),
     Covered(r"^kubectl apply -k deploy/webhook$", "tests/e2e/test_deploy_install.py",
