@@ -20,9 +20,10 @@ by ``MILLI`` too, and ``F`` is the fragmentation the outcome adds in GPU shares,
 same rule as the greedy share placement (``cpsat_fragmentation``). Why these weights: a node
 and a preference keep the worth they had against a free GPU (a GPU is ``MILLI`` shares), so
 the choice of how many nodes and domains is made as before; fragmentation, counted in the
-same GPUs, takes the place best fit had (one share of it outweighs one free GPU of best
-fit, which is left to break ties), as the greedy policy puts it before best fit. Without
-the policy nothing is added: the model, and so every decision and its speed, is unchanged.
+same GPUs, takes the place best fit had (best fit keeps its weight of one per free GPU,
+the weight of one share: it only breaks near-ties), as the greedy policy puts fragmentation
+before best fit. Without the policy, or for a gang that takes no GPU, nothing is added:
+the model, and so every decision and its speed, is unchanged.
 
 Reproducible by construction: fixed seed, one worker by default, and a deterministic-time
 limit; the wall-clock limit only guards a slow machine (hitting it may change the answer).
