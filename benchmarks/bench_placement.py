@@ -12,7 +12,9 @@ Scenarios (targets on a 2-core machine in brackets):
 (c) 1,000 single-GPU pods placed one after another on the cluster of (a), each placement
     applied with ``snapshot.with_running`` before the next [> 5,000 placements/s];
 (d) tight multi-role packings (a launcher and four worker shapes filling 24 nodes' free
-    GPUs and cpus exactly) where the greedy pass fails and CP-SAT finds the placement.
+    GPUs and cpus exactly) where the greedy pass fails and CP-SAT finds the placement;
+    (d-frag) the same instances under the ``fragmentation`` packing policy, the mix being
+    (d)'s GPU pod shapes: CP-SAT's objective with its fragmentation term.
 
 (a+) and (b+) are (a) and (b) with pod-level constraints on, to show what they cost:
 (a+) adds required anti-affinity ``app=trainer`` per hostname and a required topology spread
@@ -59,6 +61,7 @@ from scheduler.model.constraints import (
 from scheduler.model.labels import Labels, LabelSelector
 from scheduler.model.resources import Resources
 from scheduler.placement import Placement, PlacementParams, Unplaceable, solve
+from scheduler.placement.gpu_shares import Mix, ShareRequest
 from scheduler.placement.types import PlacementResult
 from scheduler.world.snapshot import Snapshot
 
@@ -246,9 +249,16 @@ def tight_instance(rng: random.Random) -> tuple[Snapshot, Gang]:
     return snap, make_gang("d", roles)
 
 
+#: The request mix of (d-frag): the pod shapes of (d) that ask for GPUs, equally often.
+SHAPES_MIX = Mix.observed(ShareRequest(c * 1000, 0, g) for g, c in SHAPES if g)
+
+
 def scenario_d(rng: random.Random, runs: int) -> None:
+    """(d), then (d-frag): the same instances with the ``fragmentation`` packing policy, so
+    CP-SAT's objective carries the fragmentation term (what the term costs when it is on)."""
     times: list[tuple[float, float]] = []
     results: list[PlacementResult] = []
+    instances: list[tuple[Snapshot, Gang]] = []
     tries = 0
     while len(times) < runs and tries < 50 * runs:
         tries += 1
@@ -258,9 +268,15 @@ def scenario_d(rng: random.Random, runs: int) -> None:
         t, r = timed(partial(solve, gang, snap))
         times.append(t)
         results.append(r)
-    if times:
-        report(f"(d) tight multi-role packing, greedy fails ({len(times)} of {tries} drawn)",
-               times, results, "CP-SAT must place them")
+        instances.append((snap, gang))
+    if not times:
+        return
+    report(f"(d) tight multi-role packing, greedy fails ({len(times)} of {tries} drawn)",
+           times, results, "CP-SAT must place them")
+    policy = PlacementParams(fragmentation_mix=SHAPES_MIX)
+    timed_frag = [timed(partial(solve, gang, snap, policy)) for snap, gang in instances]
+    report("(d-frag) the same instances, fragmentation packing policy (CP-SAT's term on)",
+           [t for t, _ in timed_frag], [r for _, r in timed_frag], "CP-SAT must place them")
 
 
 def main() -> None:

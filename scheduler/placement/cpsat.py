@@ -14,6 +14,17 @@ best-fit rule of the greedy pass), less the members' preference scores. The rule
 couple members (``rules``: pod anti-affinity and affinity, spread, claims, attach limits)
 add their own constraints. The greedy result, when there is one, is a full hint.
 
+Under the ``fragmentation`` packing policy (``PlacementParams.fragmentation_mix``) a used
+node's term becomes ``MILLI * B + free GPUs + F(GPUs taken)``, preference scores are scaled
+by ``MILLI`` too, and ``F`` is the fragmentation the outcome adds in GPU shares, from the
+same rule as the greedy share placement (``cpsat_fragmentation``). Why these weights: a node
+and a preference keep the worth they had against a free GPU (a GPU is ``MILLI`` shares), so
+the choice of how many nodes and domains is made as before; fragmentation, counted in the
+same GPUs, takes the place best fit had (best fit keeps its weight of one per free GPU,
+the weight of one share: it only breaks near-ties), as the greedy policy puts fragmentation
+before best fit. Without the policy, or for a gang that takes no GPU, nothing is added:
+the model, and so every decision and its speed, is unchanged.
+
 Reproducible by construction: fixed seed, one worker by default, and a deterministic-time
 limit; the wall-clock limit only guards a slow machine (hitting it may change the answer).
 """
@@ -28,8 +39,10 @@ if TYPE_CHECKING:
     from ortools.sat.python import cp_model
 
 from scheduler.model.resources import GPU
+from scheduler.placement import cpsat_fragmentation as fragmentation
 from scheduler.placement.candidates import Candidates, primary_resource
 from scheduler.placement.eligibility import Problem
+from scheduler.placement.gpu_shares import MILLI
 from scheduler.placement.greedy import Assign
 from scheduler.placement.rules import Encoding
 
@@ -115,7 +128,11 @@ def solve_counts(
         enc = Encoding(model, x, bounds, nodes)
         for rule in problem.terms.rules:
             rule.encode(enc)
-    cost = {n: base + (weights[n] if unit else 0) for n in used}
+    mix = problem.params.fragmentation_mix
+    frag = fragmentation.encode(model, problem, mix, per_node, roles) if (
+        mix is not None and unit) else {}
+    scale = MILLI if frag else 1  # with the term, nodes and scores are weighed in shares
+    cost = {n: scale * base + (weights[n] if unit else 0) for n in used}
     objective_vars: list[cp_model.IntVar] = list(used.values())
     coefficients = [cost[n] for n in used]
     for rv in roles:
@@ -124,9 +141,12 @@ def solve_counts(
             s = score.get(n, 0)
             if s and (rv.name, n) in x:
                 objective_vars.append(x[(rv.name, n)])
-                coefficients.append(-s)
+                coefficients.append(-s * scale)
+    for term in frag.values():
+        objective_vars.append(term.cost)
+        coefficients.append(1)
     if domain_of is not None:
-        big = sum(cost.values()) + 1
+        big = sum(cost.values()) + sum(t.highest - t.lowest for t in frag.values()) + 1
         zs: dict[str, cp_model.IntVar] = {}
         for n in sorted(used):
             d = domain_of[n]

@@ -16,6 +16,7 @@ from scheduler.model import Gang, RunningGang
 from scheduler.model.demand import node_charges
 from scheduler.model.prebind import PreBind
 from scheduler.model.resources import Resources, total
+from scheduler.placement.gpu_shares import Mix
 
 if TYPE_CHECKING:
     from scheduler.world.snapshot import Snapshot
@@ -55,6 +56,10 @@ class PlacementParams:
     allowed_nodes: frozenset[str] | None = None
     #: Why it does not fit, or only whether (see ``Question``); a search asks ``WHETHER``.
     question: Question = Question.WHY
+    #: The ``fragmentation`` packing policy, under this observed request mix: CP-SAT adds
+    #: the expected fragmentation of the GPUs it leaves (``cpsat_fragmentation``). None:
+    #: best fit alone, the model of every solve before the policy existed.
+    fragmentation_mix: Mix | None = None
 
     def asking(self, question: Question) -> PlacementParams:
         """These knobs with *question* asked (the same object if it is already)."""
