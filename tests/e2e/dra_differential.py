@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.tools.devcluster import dra
+from tests.e2e import dra_differential_mig as dm
 
 Device = Mapping[str, Any]  # a device of a ResourceSlice, as the apiserver returns it
 Predicate = Callable[[Device], bool]
@@ -70,6 +71,8 @@ def _atom(rng: random.Random, products: Sequence[str]) -> Selector:
         # is an error, kube-scheduler fails the pod on every node).
         return Selector(f'{ATTR}.nvlinkDomain == "x"', lambda d: False, "nvlinkDomain=x",
                         errs=True)
+    if rng.random() < 0.15:  # MIG nodes' devices (issue 36)
+        return Selector(*dm.atom(rng))
     kind = rng.randrange(9)
     if kind == 7:
         return Selector(f"has({ATTR}.nvlinkDomain)", lambda d: False, "has(nvlinkDomain)")
@@ -311,7 +314,7 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         first = c.requests[0]
         if (chosen[0] is not first and first.count is not None and not c.match
                 and not has_second and first.memory_gib is None
-                and not any(shared(d) for d in devices.values())):
+                and not any(shared(d) or dm.partitionable(d) for d in devices.values())):
             free = [n for n, d in devices.items() if n not in taken and first.matches(d)]
             if len(free) >= first.count:
                 bad.append(f"{first.describe()} fits ({free}) but was passed over")

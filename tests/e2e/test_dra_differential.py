@@ -68,6 +68,7 @@ from scheduler.model.prebind import PreBindKind
 from scheduler.run.config import SchedulerConfig
 from scheduler.tools.devcluster import build, dra, dra_driver, gates, rest
 from tests.e2e import dra_differential as dd
+from tests.e2e import dra_differential_mig as dm
 from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.differential import PROFILE, FeasibleSets, kube_feasible, unschedulable
@@ -124,6 +125,8 @@ class Batch:
                 labels[dd.RACK_LABEL] = f"{self.label}-r{self.rng.randrange(2)}"
             if self.rng.random() < 0.4:  # GPUs shared by memory (consumable capacity)
                 labels[dra.SHARED_GPUS_LABEL] = "true"
+            elif self.rng.random() < dm.MIG_NODES:  # partitionable GPUs (MIG)
+                labels[dra.MIG_GPUS_LABEL] = "true"
             name = self.cp.create_node(f"{self.label}-n{i}",
                                        gpus=self.rng.choice((2, 4, 4, 8)), labels=labels)
             self.nodes.append(name)
@@ -155,14 +158,18 @@ class Batch:
                 self._fill_shares(node, dd.memory_gib(next(iter(published.values()))), devices,
                                   pods)
                 continue
-            left = self.rng.choice((0, 0, self.rng.randrange(1, devices + 1), devices))
-            i = 0
+            specs: list[dict[str, Any]] = []
+            if dm.has_mig(published):
+                specs = dm.filler_specs(self.rng, dm.gpus(published))
+            left = 0 if specs else self.rng.choice(
+                (0, 0, self.rng.randrange(1, devices + 1), devices))
             while left:
                 count = self.rng.randrange(1, left + 1)
                 left -= count
+                specs.append(ds.exactly(dra.DRIVER, count))
+            for i, spec in enumerate(specs):
                 name = f"fill-{node}-{i}"
-                i += 1
-                ds.create_claim(self.cp, self.namespace, name, ds.exactly(dra.DRIVER, count))
+                ds.create_claim(self.cp, self.namespace, name, spec)
                 pods.append(self.pod(name, name, "default-scheduler",
                                      {"kubernetes.io/hostname": node}))
                 self.fillers.append(name)
@@ -284,6 +291,7 @@ def check_allocation(batch: Batch, uid: str, node: str, answer: placement.Placem
                             shares, len(batch.pods[uid][1]) > 1)
     if len(set(used)) != len(used):
         bad.append(f"a device in two claims: {sorted(used)}")
+    bad += [f"counters over: {o}" for o in dm.counters_over(devices, {*taken, *used})]
     total = dict(consumed)
     for r in shares:
         total[str(r["device"])] = total.get(str(r["device"]), 0) + dd.consumed_gib(r)

@@ -11,8 +11,10 @@ Modelled on an A100/H100 80GB: a GPU has 7 compute slices and 8 memory slices (1
 * every MIG device a profile could take at once: 1g.10gb x7 (1 compute, 1 memory slice),
   2g.20gb x3 (2, 2), 3g.40gb x2 (3, 4), 7g.80gb x1 (7, 8), named ``gpu-N-mig-3g40gb-K``
   (device names are DNS labels: no dots), with the attributes NVIDIA's DRA driver gives
-  its MIG devices in spirit: ``type: mig``, ``profile``, ``parentIndex``, ``parentUUID``,
-  ``uuid``, ``productName``, and their ``memory`` as a capacity.
+  its MIG devices in spirit: their GPU's (product, architecture, versions, ``index``...,
+  so a selector written for GPUs evaluates on them without an error), and ``type: mig``,
+  ``profile``, ``parentIndex``, ``parentUUID``, their own ``uuid``, and their ``memory``
+  as a capacity.
 
 So the counters alone say what can be had together: two 3g.40gb, or one 3g.40gb beside
 three 1g.10gb, or the whole GPU, never the whole GPU beside a slice of it. What the
@@ -84,13 +86,12 @@ def gpu_partitions(whole: dict[str, Any]) -> list[dict[str, Any]]:
             name = mig_device_name(gpu, profile, k)
             mig_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"{DRIVER}/{parent}/{name}")
             out.append({"name": name, "attributes": {
+                **attributes,
                 "type": {"string": "mig"},
                 "profile": {"string": profile},
                 "parentIndex": attributes["index"],
                 "parentUUID": {"string": parent},
                 "uuid": {"string": f"MIG-{mig_uuid}"},
-                "productName": attributes["productName"],
-                "cliqueID": attributes["cliqueID"],
             }, "capacity": {"memory": {"value": f"{memory * 10}Gi"}},
                 "consumesCounters": _consumes(gpu, compute, memory)})
     return out
