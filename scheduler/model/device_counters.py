@@ -17,8 +17,9 @@ with its counters added to those the search took so far, every counter of every 
 pool is still within what the cluster's allocated devices leave.
 
 One place for the rule: the search's bookkeeping (``scheduler.placement.device_counting``)
-asks ``shortfall``, whose reason names the set (the GPU), the device and the counter, and
-the GPU-equivalents a claim counts for ask ``partition_fraction``.
+asks ``left`` once per pool and ``shortfall`` per device, whose reason names the set (the
+GPU), the device and the counter; the GPU-equivalents a claim counts for ask
+``partition_fraction``.
 """
 
 from __future__ import annotations
@@ -66,29 +67,40 @@ def add(usage: Usage, consumes: Iterable[tuple[str, Counters]], sign: int = 1) -
             into[name] = into.get(name, Fraction(0)) + sign * amount
 
 
+def left(sets: Mapping[str, Mapping[str, Fraction]],
+         allocated: Mapping[str, Mapping[str, Fraction]]) -> tuple[Usage, str]:
+    """What the cluster's *allocated* devices leave of a pool's counter *sets*, and why no
+    device of the pool can be had at all ("" when one can): upstream checks every counter
+    of every set of the pool for each device, so a set already over-consumed (a driver that
+    shrank it) blocks the whole pool. Worked out once, so that each device after it only
+    needs its own sets checked (``shortfall``)."""
+    free: Usage = {}
+    for set_name, counters in sorted(sets.items()):
+        used = allocated.get(set_name, {})
+        free[set_name] = {name: value - used.get(name, Fraction(0))
+                          for name, value in counters.items()}
+        for name, amount in sorted(free[set_name].items()):
+            if amount < 0:
+                return free, (f"{set_name}: {name} is over-consumed ("
+                              f"{amount_text(counters[name] - amount)} of "
+                              f"{amount_text(counters[name])} taken)")
+    return free, ""
+
+
 def shortfall(device: Device, sets: Mapping[str, Mapping[str, Fraction]],
-              allocated: Mapping[str, Mapping[str, Fraction]],
+              free: Mapping[str, Mapping[str, Fraction]],
               chosen: Mapping[str, Mapping[str, Fraction]]) -> str | None:
-    """Why *device* does not fit in its pool's counter *sets* beside the counters the
-    cluster's *allocated* devices take and those this search has *chosen* (None: it fits).
-    Every counter of every set is checked, as upstream does: a set the cluster already
-    over-consumes (a driver that shrank it) leaves nothing in the pool allocatable."""
-    takes = dict(device.consumes)
-    for set_name in sorted(sets):
-        wanted = dict(takes.get(set_name, ()))
-        for name in sorted(sets[set_name]):
-            value = sets[set_name][name]
-            used = (allocated.get(set_name, {}).get(name, Fraction(0))
-                    + chosen.get(set_name, {}).get(name, Fraction(0)))
-            want = wanted.get(name, Fraction(0))
-            if used + want <= value:
-                continue
-            free = max(value - used, Fraction(0))
-            if not want:
-                return (f"{set_name}: {name} is over-consumed ({amount_text(used)} of "
-                        f"{amount_text(value)} taken)")
-            return (f"{set_name}: device {device.name} needs {amount_text(want)} {name}, "
-                    f"{amount_text(free)} of {amount_text(value)} free")
+    """Why *device* does not fit beside the counters this search has *chosen*, in what the
+    cluster leaves *free* of its pool's counter *sets* (``left``); None: it fits. The
+    reason names the set (the GPU), the device, the counter and the amounts."""
+    for set_name, wanted in device.consumes:
+        mine = chosen.get(set_name, {})
+        for name, want in wanted:
+            room = free[set_name][name] - mine.get(name, Fraction(0))
+            if want > room:
+                return (f"{set_name}: device {device.name} needs {amount_text(want)} {name}, "
+                        f"{amount_text(max(room, Fraction(0)))} of "
+                        f"{amount_text(sets[set_name][name])} free")
     return None
 
 

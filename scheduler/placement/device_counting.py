@@ -14,7 +14,7 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from scheduler.model.device_counters import Usage, add, capacities, shortfall
+from scheduler.model.device_counters import Usage, add, capacities, left, shortfall
 from scheduler.model.devices import DeviceId
 from scheduler.placement.device_pools import NodeDevices, Offered, PoolView
 
@@ -30,7 +30,10 @@ class CounterBook:
     taken: Container[DeviceId]
     consumed: Mapping[DeviceId, Mapping[str, Fraction]]
     sets: dict[PoolKey, Usage] = field(default_factory=dict)
-    allocated: dict[PoolKey, Usage] = field(default_factory=dict)
+    #: What the cluster's allocated devices leave of each set, and why nothing of the pool
+    #: can be had ("" when something can).
+    free: dict[PoolKey, Usage] = field(default_factory=dict)
+    blocked: dict[PoolKey, str] = field(default_factory=dict)
     chosen: dict[PoolKey, Usage] = field(default_factory=dict)
 
     def _pool(self, key: PoolKey) -> PoolView | None:
@@ -46,7 +49,7 @@ class CounterBook:
         for did, device in pool.consumers if pool is not None else ():
             if did in self.taken or did in self.consumed:
                 add(used, device.consumes)
-        self.allocated[key] = used
+        self.free[key], self.blocked[key] = left(self.sets[key], used)
         self.chosen[key] = {}
 
     def shortfall(self, o: Offered) -> str | None:
@@ -57,7 +60,9 @@ class CounterBook:
         key = (o.id.driver, o.id.pool)
         if key not in self.sets:
             self._load(key)
-        return shortfall(o.device, self.sets[key], self.allocated[key], self.chosen[key])
+        if self.blocked[key]:
+            return self.blocked[key]
+        return shortfall(o.device, self.sets[key], self.free[key], self.chosen[key])
 
     def reserve(self, o: Offered, sign: int = 1) -> None:
         """Take *o*'s counters for this search (``sign`` -1: give them back)."""

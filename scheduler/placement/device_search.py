@@ -221,12 +221,6 @@ class NodeSearch:
 
     def _take(self, ci: int, ask: Ask, o: Offered, must: bool,
               share: Mapping[str, Fraction] | None = None) -> bool:
-        counts = self._counts(o)
-        if counts:
-            why = self.counters.shortfall(o)
-            if why is not None:
-                self.last_misfit = why
-                return False
         added: list[_Tally] = []
         for tally in self.tallies[ci]:
             if not tally.constraint.covers(ask.name):
@@ -246,7 +240,14 @@ class NodeSearch:
                 tally.value = value
             tally.count += 1
             added.append(tally)
+        counts = self._counts(o)
         if counts:
+            why = self.counters.shortfall(o)
+            if why is not None:  # (after the constraints: they are cheaper to check)
+                self.last_misfit = why
+                for t in added:
+                    t.count -= 1
+                return False
             self.counters.reserve(o)
         self.counted.append(counts)
         if share:

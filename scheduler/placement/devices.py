@@ -96,13 +96,14 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
     for claim in claims:
         alone = NodeSearch(node, (claim,), classes, taken, budget, consumed)
         if not alone.request(0, 0):
-            if alone.last_misfit:
-                return DeviceMisfit(claim.key, "", alone.last_misfit + note, node.node)
             names = ", ".join(f"matchAttribute {c.attribute}"
                               + (f" across {', '.join(c.requests)}" if c.requests else "")
                               for c in claim.spec.constraints)
-            why = (f"no set of free devices satisfies {names}" if names
-                   else "its requests cannot all be satisfied together")
+            last = f" (last: {alone.last_misfit})" if alone.last_misfit else ""
+            if names:  # (a share or counters that did not fit may be why, or not)
+                why = f"no set of free devices satisfies {names}{last}"
+            else:
+                why = alone.last_misfit or "its requests cannot all be satisfied together"
             return DeviceMisfit(claim.key, "", why + note, node.node)
     keys = ", ".join(c.key for c in claims)
     last = ""

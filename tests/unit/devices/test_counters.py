@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from scheduler.kube.read.fields import ConversionError
 from scheduler.kube.read.slices_convert import resource_slice
 from scheduler.model.demand import claim_milli
-from scheduler.model.device_counters import partition_fraction, pool_problem, shortfall
+from scheduler.model.device_counters import (
+    left,
+    partition_fraction,
+    pool_problem,
+    shortfall,
+)
 from scheduler.model.device_inventory import DeviceInventory
 from scheduler.model.devices import (
     Allocation,
@@ -183,10 +188,15 @@ def test_partition_fraction_and_shortfall_read_the_sets() -> None:
     three = Device("m", consumes=(("gpu-0", (("compute-slices", Fraction(3)),
                                              ("memory-slices", Fraction(4)))),))
     assert partition_fraction(three, sets) == Fraction(1, 2)
-    assert shortfall(three, sets, {}, {}) is None
-    assert shortfall(three, sets, {"gpu-0": {"memory-slices": Fraction(4)}},
-                     {"gpu-0": {"memory-slices": Fraction(1)}}) == (
+    free, blocked = left(sets, {})
+    assert shortfall(three, sets, free, {}) is None and blocked == ""
+    free, _ = left(sets, {"gpu-0": {"memory-slices": Fraction(4)}})
+    assert shortfall(three, sets, free, {"gpu-0": {"memory-slices": Fraction(1)}}) == (
         "gpu-0: device m needs 4 memory-slices, 3 of 8 free")
+    # A set the cluster over-consumes (its driver shrank it) blocks the pool, as upstream.
+    _, blocked = left({**sets, "gpu-1": {"compute-slices": Fraction(1)}},
+                      {"gpu-1": {"compute-slices": Fraction(2)}})
+    assert blocked == "gpu-1: compute-slices is over-consumed (2 of 1 taken)"
 
 
 KINDS = ["gpu", *dra_mig.PROFILES]
