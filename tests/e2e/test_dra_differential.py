@@ -62,12 +62,11 @@ from scheduler import placement
 from scheduler.feed.grouping import GroupingConfig, build_gang
 from scheduler.kube import client as kube_client
 from scheduler.kube.oneshot import read_cluster
-from scheduler.kube.write.claim_allocation import allocation_json, consumer_json
 from scheduler.model.nodes import GPU_PRODUCT_LABEL
-from scheduler.model.prebind import PreBindKind
 from scheduler.run.config import SchedulerConfig
 from scheduler.tools.devcluster import build, dra, dra_driver, gates, rest
 from tests.e2e import dra_differential as dd
+from tests.e2e import dra_differential_checks as dc
 from tests.e2e import dra_differential_mig as dm
 from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import ControlPlane, wait_for
@@ -261,78 +260,6 @@ def core_answers(cp: ControlPlane, batch: Batch
     return out
 
 
-def _taken(cp: ControlPlane, namespace: str, node: str) -> set[str]:
-    """The devices of *node* the batch's claims hold whole."""
-    return {str(r["device"]) for c in ds.claims(cp, namespace) for r in ds.results(c)
-            if r["pool"] == node and not r.get("shareID")}
-
-
-def _consumed(cp: ControlPlane, namespace: str, node: str) -> dict[str, int]:
-    """GiB of memory the batch's shares take of each shared device of *node*."""
-    out: dict[str, int] = {}
-    for c in ds.claims(cp, namespace):
-        for r in ds.results(c):
-            if r["pool"] == node and r.get("shareID"):
-                out[str(r["device"])] = out.get(str(r["device"]), 0) + dd.consumed_gib(r)
-    return out
-
-
-def check_allocation(batch: Batch, uid: str, node: str, answer: placement.Placement,
-                     devices: dict[str, dict[str, Any]], taken: set[str],
-                     consumed: dict[str, int]) -> list[str]:
-    """What is wrong with gang-scheduler's allocations of *uid*'s claims on *node*: one
-    unsatisfied by its allocation or refused by the apiserver, a device held whole in two,
-    or a shared device's memory over its capacity with the shares *consumed* already."""
-    bad: list[str] = []
-    used: list[str] = []
-    shares: list[dict[str, Any]] = []
-    for c, claim in batch.pods[uid][1]:
-        bad += _check_claim(batch, c, claim, node, answer, devices, taken, consumed, used,
-                            shares, len(batch.pods[uid][1]) > 1)
-    if len(set(used)) != len(used):
-        bad.append(f"a device in two claims: {sorted(used)}")
-    bad += [f"counters over: {o}" for o in dm.counters_over(devices, {*taken, *used})]
-    total = dict(consumed)
-    for r in shares:
-        total[str(r["device"])] = total.get(str(r["device"]), 0) + dd.consumed_gib(r)
-    for name, gib in total.items():
-        if gib > dd.memory_gib(devices[name]):
-            bad.append(f"{name}: {gib}Gi of memory shared, over its capacity")
-    return bad
-
-
-def _check_claim(batch: Batch, c: dd.Case, claim: str, node: str,
-                 answer: placement.Placement, devices: dict[str, dict[str, Any]],
-                 taken: set[str], consumed: dict[str, int], used: list[str],
-                 shares: list[dict[str, Any]], two_claims: bool) -> list[str]:
-    key = f"{batch.namespace}/{claim}"
-    decisions = [p for p in answer.prebinds if p.claim == key and p.kind is PreBindKind.DEVICES]
-    if c.shares:
-        # Allocated already: only a reservation is added, on the node of its allocation.
-        return ([] if decisions and all(d.allocation is None for d in decisions)
-                else [f"shared claim: decisions {decisions}"])
-    if len(decisions) != 1 or decisions[0].allocation is None:
-        return [f"decisions {decisions}"]
-    decision = decisions[0]
-    assert decision.allocation is not None
-    body = ds.read_claim(batch.cp, batch.namespace, claim)
-    status: dict[str, Any] = {"allocation": allocation_json(decision.allocation, decision.config),
-              "reservedFor": [consumer_json(x) for x in decision.consumers]}
-    results = status["allocation"]["devices"]["results"]
-    used += [str(r["device"]) for r in results if not r.get("shareID")]
-    shares += [r for r in results if r.get("shareID")]
-    bad = dd.check(c, results, node, devices, taken, two_claims, consumed)
-    if decision.target != node:
-        bad.append(f"decided on {decision.target}")
-    body["status"] = status
-    try:
-        rest.call(batch.resource.replace_namespaced_resource_claim_status, claim,
-                  batch.namespace, body, dry_run="All")
-    except client.ApiException as exc:
-        bad.append(f"refused by the apiserver: {exc.status} {exc.body}")
-    return bad
-
-
 @dataclass
 class Tally:
     """What a run compared: trial pods, those feasible somewhere and nowhere, and the
@@ -361,8 +288,8 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
     kube = batch.answered(sets)
     core = core_answers(cp, batch)
     devices = {n: ds.devices_of(cp, n) for n in batch.nodes}
-    taken = {n: _taken(cp, batch.namespace, n) for n in batch.nodes}
-    consumed = {n: _consumed(cp, batch.namespace, n) for n in batch.nodes}
+    taken = {n: dc.taken_devices(cp, batch.namespace, n) for n in batch.nodes}
+    consumed = {n: dc.consumed_gib(cp, batch.namespace, n) for n in batch.nodes}
     problems = tally.problems
 
     def where(c: dd.Case) -> str:
@@ -392,7 +319,7 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
             tally.allocations += 1
             tally.shares += sum(1 for p in answer.prebinds if p.allocation is not None
                                 for r in p.allocation.results if r.share_id)
-            bad = check_allocation(batch, uid, node, answer, devices[node], taken[node],
+            bad = dc.check_allocation(batch, uid, node, answer, devices[node], taken[node],
                                    consumed[node])
             if bad:
                 problems.append(f"{where(c)} on {node}: {bad}")
