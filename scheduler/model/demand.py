@@ -40,7 +40,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from scheduler.model.constraints import DeviceClaimUse
-from scheduler.model.device_counters import capacities, partition_fraction
+from scheduler.model.device_counters import partition_fraction
 from scheduler.model.device_inventory import DeviceInventory
 from scheduler.model.devices import (
     AllocationMode,
@@ -285,17 +285,12 @@ def _held_fraction(result: DeviceResult, devices: DeviceInventory) -> Fraction |
     """The part of its device that *result* holds: a share's largest fraction of a capacity
     of the device, a partition's of a counter of its counter sets; None when it holds the
     device whole, or the device is not in a slice seen (then it counts whole)."""
-    driver, pool, name = result.device
-    found = None
-    sets: dict[str, dict[str, Fraction]] = {}
-    for slice_ in devices.slices.values():
-        if slice_.driver != driver or slice_.pool.name != pool:
-            continue
-        sets.update(capacities(slice_.counter_sets))
-        found = next((d for d in slice_.devices if d.name == name), found)
-    if found is None:
+    known = devices.published().get(result.device)
+    if known is None:
         return None
+    found, sets = known
     if result.share_id:
+        driver = result.device.driver
         capacity = dict(found.capacity)
         return max((amount / capacity[qualify(cap, driver)] for cap, amount in result.consumed
                     if capacity.get(qualify(cap, driver))), default=None)
