@@ -17,7 +17,10 @@ using a filler's claim that is already allocated and reserved. Consumable capaci
 36): some nodes publish shareable GPUs (``dra.SHARED_GPUS_LABEL``), filled with shares of
 1Gi to all of a GPU's memory, and some requests ask for GiB of memory per device (a share of
 a shareable GPU, a lower bound on one held whole); a share gang-scheduler would write is
-checked to take what was asked and to keep each GPU within its memory.
+checked to take what was asked and to keep each GPU within its memory. Partitionable
+devices (issue 36): some nodes publish MIG devices (``dra.MIG_GPUS_LABEL``), filled with whole
+GPUs and 3g.40gb devices, and some selectors pick a profile or a type
+(``dra_differential_mig``); every allocation is checked to keep each GPU within its counters.
 
 How kube-scheduler's answer is read without it changing the cluster: the trial pods go to a
 second kube-scheduler (``differential.FeasibleSets``) whose filter extender records the nodes
@@ -273,6 +276,7 @@ class Tally:
     allocations: int = 0
     share_trials: int = 0  # compared trials asking for memory capacity
     shares: int = 0  # shares of a device in the allocations checked
+    partitions: int = 0  # devices consuming counters (MIG nodes') in the allocations checked
     problems: list[str] = field(default_factory=list)
 
 
@@ -317,6 +321,9 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
                             f"{batch.messages.get(uid)!r}")
         for node, answer in core[uid].items():
             tally.allocations += 1
+            tally.partitions += sum(1 for p in answer.prebinds if p.allocation is not None
+                                    for r in p.allocation.results
+                                    if dm.partitionable(devices[node][r.device.device]))
             tally.shares += sum(1 for p in answer.prebinds if p.allocation is not None
                                 for r in p.allocation.results if r.share_id)
             bad = dc.check_allocation(batch, uid, node, answer, devices[node], taken[node],
@@ -341,7 +348,8 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
         print(f"[dra-differential] seed {seed} batch {index}: {tally.trials} trials "
               f"({tally.feasible} feasible, {tally.infeasible} not, {tally.known} known "
               f"difference, {tally.share_trials} asking memory), {tally.allocations} "
-              f"allocations checked ({tally.shares} shares), "
+              f"allocations checked ({tally.shares} shares, {tally.partitions} MIG "
+              "node devices), "
               f"{len(tally.problems)} problems, {time.monotonic() - t0:.0f}s")
     problems = tally.problems
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:20])
@@ -352,4 +360,6 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
     assert tally.allocations >= tally.feasible, tally
     # Shares were asked for and written (issue 36), not only whole devices.
     assert tally.share_trials >= tally.trials // 10 and tally.shares >= 20, tally
+    # And devices of MIG nodes, which take counters (issue 36).
+    assert tally.partitions >= 10, tally
 
