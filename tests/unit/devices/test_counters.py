@@ -43,6 +43,7 @@ from scheduler.placement.device_pools import node_devices
 from scheduler.placement.devices import allocate
 from scheduler.tools.devcluster import dra, dra_mig
 from tests.unit.devices.builders import D, ask, claim
+from tests.unit.devices.test_shares import GI, shared_gpu
 
 CLASSES = {D: DeviceClass(D, (f'device.driver == "{D}"',))}
 #: Selectors as a user writes them: a device without the attribute is no match, not an error.
@@ -232,3 +233,18 @@ def test_never_over_a_counter_set(gpus: int, asked: list[list[str]], batch: int)
     for g in range(gpus):
         if f"gpu-{g}" in devices:
             assert not [d for d in devices if d.startswith(f"gpu-{g}-mig-")]
+
+
+def test_a_gang_mixes_a_whole_gpu_a_share_and_a_slice_on_one_node() -> None:
+    """The three kinds side by side: the whole GPU takes gpu-0's counters, so the slice
+    goes to gpu-1; the share takes part of a shareable GPU of another pool."""
+    shared = DeviceSlice("n1-shared", D, PoolRef("n1-shared"), (shared_gpu(9, gib=16),),
+                         node_name="n1")
+    nd = node_devices((*mig_node(gpus=2), shared), "n1", {})
+    share = claim("s", replace(ask("r0", 1, D, f'device.attributes["{D}"].index == 9'),
+                               capacity=(("memory", Fraction(8 * GI)),)))
+    answer = allocate(nd, [wants("a", "gpu"), share, wants("b", "3g.40gb")], CLASSES)
+    assert got(answer) == {"a": ["gpu-0"], "s": ["gpu-9"], "b": [mig(1, "3g.40gb", 0)]}
+    assert isinstance(answer, NodeAllocation)
+    (result,) = answer.as_dict()["ns/s"].results
+    assert result.share_id and dict(result.consumed) == {f"{D}/memory": 8 * GI}
