@@ -1,5 +1,6 @@
-"""The fake DRA driver: a process that keeps one ResourceSlice per fake GPU node in step with
-the nodes, and a DeviceClass per GPU product.
+"""The fake DRA driver: a process that keeps the ResourceSlices of each fake GPU node (one; a
+node of MIG devices has several: ``dra_mig``) in step with the nodes, and a DeviceClass per
+GPU product.
 
 Why a process of its own (not a thread of whoever ran ``up``): a detached dev cluster outlives
 the command that started it, and tests add and delete nodes for as long as the cluster runs.
