@@ -40,6 +40,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from scheduler.model.constraints import DeviceClaimUse
+from scheduler.model.device_counters import partition_fraction
 from scheduler.model.device_inventory import DeviceInventory
 from scheduler.model.devices import (
     AllocationMode,
@@ -257,40 +258,43 @@ def claims_demand(uses: Iterable[DeviceClaimUse], namespace: str,
 
 def claim_milli(claim: ResourceClaim, devices: DeviceInventory) -> int:
     """GPU-equivalents (thousandths) *claim* counts for: ``claim_gpus`` whole until it holds
-    a share; then each allocated device its class's GPUs per device, a share of one only the
-    largest fraction it holds of any of the device's capacities (rounded up to a thousandth).
-    Never more than ``claim_gpus`` whole, so the figure only ever lowers a whole-GPU count."""
+    a share or a partition; then each allocated device its class's GPUs per device, a share
+    of one only the largest fraction it holds of any of the device's capacities, and a
+    partition (a MIG device: one that consumes counters) only the largest fraction it
+    consumes of any counter of its GPU's counter set (``partition_fraction``), each rounded
+    up to a thousandth. Never more than ``claim_gpus`` whole, so the figure only ever lowers
+    a whole-GPU count."""
     whole = claim_gpus(claim.spec, devices.classes) * MILLI
     allocation = claim.allocation
-    if allocation is None or not any(r.share_id for r in allocation.results):
+    if allocation is None:
+        return whole
+    held = [(r, _held_fraction(r, devices)) for r in allocation.results if not r.admin_access]
+    if all(fraction is None for _, fraction in held):
         return whole
     class_of = {ask.name: ask.class_name for request in claim.spec.requests
                 for ask in request.asks}
     milli = 0
-    for result in allocation.results:
-        if result.admin_access:
-            continue
+    for result, fraction in held:
         cls = devices.classes.get(class_of.get(result.request, ""))
         per_device = (cls.gpus_per_device if cls is not None else 1) * MILLI
-        held = _share_held(result, devices) if result.share_id else None
-        milli += per_device if held is None else math.ceil(per_device * held)
+        milli += per_device if fraction is None else math.ceil(per_device * fraction)
     return min(milli, whole)
 
 
-def _share_held(result: DeviceResult, devices: DeviceInventory) -> Fraction | None:
-    """The largest fraction of a capacity of its device the share *result* holds; None when
-    the device is not in a slice seen (then it counts whole)."""
-    driver, pool, name = result.device
-    for slice_ in devices.slices.values():
-        if slice_.driver != driver or slice_.pool.name != pool:
-            continue
-        for device in slice_.devices:
-            if device.name == name:
-                capacity = dict(device.capacity)
-                return max((amount / capacity[qualify(cap, driver)]
-                            for cap, amount in result.consumed
-                            if capacity.get(qualify(cap, driver))), default=None)
-    return None
+def _held_fraction(result: DeviceResult, devices: DeviceInventory) -> Fraction | None:
+    """The part of its device that *result* holds: a share's largest fraction of a capacity
+    of the device, a partition's of a counter of its counter sets; None when it holds the
+    device whole, or the device is not in a slice seen (then it counts whole)."""
+    known = devices.published().get(result.device)
+    if known is None:
+        return None
+    found, sets = known
+    if result.share_id:
+        driver = result.device.driver
+        capacity = dict(found.capacity)
+        return max((amount / capacity[qualify(cap, driver)] for cap, amount in result.consumed
+                    if capacity.get(qualify(cap, driver))), default=None)
+    return partition_fraction(found, sets)
 
 
 def gang_demand(gang: _Gang) -> Demand:

@@ -61,8 +61,8 @@ def consumption(asked_as_written: Mapping[str, Fraction], device: Device,
     if not device.shareable:
         for name, amount in asked.items():
             if amount > capacity[name]:
-                return (f"device {device.name}: {name} {_text(amount)} asked, "
-                        f"{_text(capacity[name])} in all")
+                return (f"device {device.name}: {name} {amount_text(amount)} asked, "
+                        f"{amount_text(capacity[name])} in all")
         return {}
     policies = dict(device.policies)
     out: dict[str, Fraction] = {}
@@ -74,7 +74,8 @@ def consumption(asked_as_written: Mapping[str, Fraction], device: Device,
         else:
             amount = _rounded(named, policy) if policy is not None else named
         if policy is not None and _refused(amount, policy):
-            return f"device {device.name}: {name} {_text(amount)} not allowed by its requestPolicy"
+            return (f"device {device.name}: {name} {amount_text(amount)} not allowed by its "
+                    "requestPolicy")
         out[name] = amount
     return out
 
@@ -87,8 +88,8 @@ def overflow(device: Device, used: Mapping[str, Fraction],
         want = wanted.get(name, Fraction(0))
         have = used.get(name, Fraction(0))
         if have + want > value:
-            return (f"device {device.name}: a share of {name} {_text(want)} does not fit, "
-                    f"{_text(value - have)} of {_text(value)} free")
+            return (f"device {device.name}: a share of {name} {amount_text(want)} does not fit, "
+                    f"{amount_text(value - have)} of {amount_text(value)} free")
     return None
 
 
@@ -115,7 +116,7 @@ def most_shares(device: Device, used: Mapping[str, Fraction]) -> int:
     return max(most, 0)
 
 
-def _text(amount: Fraction) -> str:
+def amount_text(amount: Fraction) -> str:
     """An amount as a quantity-like text: bytes in Gi/Mi when exact, else the number."""
     for unit, size in (("Gi", 2**30), ("Mi", 2**20)):
         if amount and amount % size == 0:

@@ -19,8 +19,10 @@ from fractions import Fraction
 
 from scheduler.kit.memo import Slot, Slots
 from scheduler.model.device_capacity import most_shares
+from scheduler.model.device_counters import capacities
 from scheduler.model.devices import (
     ClaimTemplate,
+    Device,
     DeviceClass,
     DeviceId,
     DeviceSlice,
@@ -39,6 +41,9 @@ CONSUMERS: Slot[tuple[()], dict[str, tuple[str, ...]]] = Slot("device_inventory.
 TAKEN: Slot[tuple[()], frozenset[DeviceId]] = Slot("device_inventory.taken")
 #: Shareable device -> the capacity its shares take (``DeviceInventory.consumed``).
 CONSUMED: Slot[tuple[()], dict[DeviceId, dict[str, Fraction]]] = Slot("device_inventory.consumed")
+#: Device -> it and its pool's counter sets (``DeviceInventory.published``).
+PUBLISHED: Slot[tuple[()], dict[DeviceId, tuple[Device, dict[str, dict[str, Fraction]]]]] = Slot(
+    "device_inventory.published")
 #: Node -> its node-local devices no claim holds (``DeviceInventory.free_by_node``).
 FREE: Slot[tuple[()], dict[str, int]] = Slot("device_inventory.free")
 
@@ -93,6 +98,17 @@ class DeviceInventory:
         """Per shareable device, the capacity the claims' shares of it take together."""
         return self.slots.get_or_make(CONSUMED, (), lambda: consumed_capacity(
             self.claims.values()))
+
+    def published(self) -> Mapping[DeviceId, tuple[Device, Mapping[str, Mapping[str, Fraction]]]]:
+        """Every published device by id, with the counter sets of its pool (by set name):
+        what accounting reads of an allocated device (``demand.claim_milli``)."""
+        def make() -> dict[DeviceId, tuple[Device, dict[str, dict[str, Fraction]]]]:
+            sets: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = defaultdict(dict)
+            for s in self.slices.values():
+                sets[(s.driver, s.pool.name)].update(capacities(s.counter_sets))
+            return {DeviceId(s.driver, s.pool.name, d.name): (d, sets[(s.driver, s.pool.name)])
+                    for s in self.slices.values() for d in s.devices}
+        return self.slots.get_or_make(PUBLISHED, (), make)
 
     def free_by_node(self) -> Mapping[str, int]:
         """Node -> at most how many GPUs the devices of its node-local slices (the newest

@@ -8,25 +8,28 @@ devices of a whole gang jointly, so the placement layer needs these as plain, ha
 values: the allocator memoises selector results per device, and a snapshot carries them.
 
 Why a field list per value (``unsupported``): the v1 API has fields whose meaning we do not
-implement yet (partitionable devices and their counters, binding conditions, device taints
-and request tolerations, ``distinctAttribute``, list-typed attributes). Dropping them
+implement yet (binding conditions, device taints and request tolerations,
+``distinctAttribute``, list-typed attributes, per-device node selection). Dropping them
 silently would hand out a device tainted off limits, or a wrong set; so the converter keeps
 the path of each such field, and the allocator refuses what carries one with a reason that
 names it (a claim: it waits; a device or a pool: not offered, and a failure says it was left
 out). Consumable capacity is implemented (issue 36): a shareable device, its capacities'
 request policies, a request's capacity amounts and an allocation's shares
-(``scheduler.model.device_capacity``).
+(``scheduler.model.device_capacity``), and so are partitionable devices (issue 36, MIG): a
+slice's counter sets and the counters each device consumes from them
+(``scheduler.model.device_counters``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
-from functools import total_ordering
 
+from scheduler.model.device_version import AttributeValue as AttributeValue
+from scheduler.model.device_version import Version as Version
+from scheduler.model.device_version import same_value as same_value
 from scheduler.model.pods import NodeSelectorTerm
 
 #: Most devices one claim's allocation may hold (``AllocationResultsMaxSize``).
@@ -35,62 +38,6 @@ MAX_DEVICES_PER_CLAIM = 32
 GPUS_PER_DEVICE_ANNOTATION = "gangscheduler.io/gpus-per-device"
 #: Most consumers a claim may be reserved for (``ResourceClaimReservedForMaxSize``).
 MAX_RESERVED_FOR = 256
-
-_SEMVER = re.compile(
-    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
-    r"(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?")
-
-
-@total_ordering
-@dataclass(frozen=True, slots=True)
-class Version:
-    """A semantic version (semver.org 2.0.0), ordered by precedence.
-
-    Equality and order ignore build metadata, as semver precedence does; ``text`` keeps what
-    the driver wrote (``matchAttribute`` compares that text, as kube-scheduler does)."""
-
-    text: str
-    core: tuple[int, int, int] = field(init=False, compare=False)
-    pre: tuple[str, ...] = field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        match = _SEMVER.fullmatch(self.text)
-        if match is None:
-            raise ValueError(f"not a semantic version: {self.text!r}")
-        major, minor, patch, pre, _ = match.groups()
-        object.__setattr__(self, "core", (int(major), int(minor), int(patch)))
-        object.__setattr__(self, "pre", tuple(pre.split(".")) if pre else ())
-
-    def _key(self) -> tuple[tuple[int, int, int], int, tuple[tuple[int, int, str], ...]]:
-        # A release ranks above its pre-releases; numeric identifiers below alphanumeric ones.
-        ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
-        return self.core, 0 if self.pre else 1, ids
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Version) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __lt__(self, other: Version) -> bool:
-        return self._key() < other._key()
-
-
-#: A device attribute's value, typed as Kubernetes types it (``int`` is int64).
-AttributeValue = int | bool | str | Version
-
-
-def same_value(a: AttributeValue, b: AttributeValue) -> bool:
-    """Equal and of the same type (``True`` is not ``1``), versions by their text: what
-    ``matchAttribute`` asks of two devices."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Version) and isinstance(b, Version):
-        return a.text == b.text
-    return a == b
-
 
 def qualify(name: str, driver: str) -> str:
     """``domain/id``: a name without a domain belongs to the driver's."""
@@ -134,6 +81,19 @@ class CapacityPolicy:
     step: Fraction | None = None
 
 
+#: Counter name -> amount, sorted by name (exact).
+Counters = tuple[tuple[str, Fraction], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    """One of a slice's ``sharedCounters``: what the devices consuming from it share (a
+    physical GPU's memory and compute slices, which its MIG devices take parts of)."""
+
+    name: str
+    counters: Counters = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One device of a slice: its attributes and capacities by fully qualified name."""
@@ -141,13 +101,16 @@ class Device:
     name: str
     attributes: tuple[tuple[str, AttributeValue], ...] = ()  # sorted by name
     capacity: tuple[tuple[str, Fraction], ...] = ()  # sorted by name, exact
-    #: Field paths we do not implement (``taints``, ``consumesCounters``...): not offered.
+    #: Field paths we do not implement (``taints``, ``bindsToNode``...): not offered.
     unsupported: tuple[str, ...] = ()
     #: ``allowMultipleAllocations``: many claims may each hold a share of its capacity
     #: (consumable capacity, ``scheduler.model.device_capacity``).
     shareable: bool = False
     #: Capacity name -> its ``requestPolicy`` (sorted by name; only a shareable device's).
     policies: tuple[tuple[str, CapacityPolicy], ...] = ()
+    #: ``consumesCounters``: counter set name -> the counters allocating it takes from that
+    #: set of its pool (sorted by set name).
+    consumes: tuple[tuple[str, Counters], ...] = ()
 
     def attribute(self, name: str) -> AttributeValue | None:
         for key, value in self.attributes:
@@ -180,8 +143,10 @@ class DeviceSlice:
     node_name: str = ""
     node_selector: NodeSelectorTerm | None = None
     all_nodes: bool = False
-    #: Field paths we do not implement (``sharedCounters``...): the pool is not offered.
+    #: Field paths we do not implement (``perDeviceNodeSelection``): the pool is not offered.
     unsupported: tuple[str, ...] = ()
+    #: ``sharedCounters`` (a slice has these or devices, never both).
+    counter_sets: tuple[CounterSet, ...] = ()
 
     def reaches(self, node: str, labels: Mapping[str, str]) -> bool:
         if self.node_name:

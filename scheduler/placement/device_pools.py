@@ -5,10 +5,13 @@ A driver republishes a pool by bumping its generation in every slice; until all
 ``resourceSliceCount`` slices of the newest generation are seen the pool is *incomplete*:
 its devices are not handed out (an ``All`` request refuses to go ahead at all, since "all" is
 not known yet). A pool whose newest generation has no slice for this node while an older one
-does is being replaced: ignored. A pool with a device name twice is *invalid*. A slice with a
-field we do not implement (``sharedCounters``, ``perDeviceNodeSelection``) leaves its pool
-out, and a device with one (``taints``, ``consumesCounters``...) is not offered: either is
-kept as a note (``left_out``) that a failure reason shows, never silently.
+does is being replaced: ignored. A pool with a device name twice is *invalid*, and so is one
+whose counters do not add up (``device_counters.pool_problem``). A slice of counter sets
+(``sharedCounters``) belongs to every node its pool reaches, as upstream has it: its sets
+are what the pool's partitionable devices take from. A slice with a field we do not
+implement (``perDeviceNodeSelection``) leaves its pool out, and a device with one
+(``taints``...) is not offered: either is kept as a note (``left_out``) that a failure
+reason shows, never silently.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.model.devices import Device, DeviceId, DeviceSlice
+from scheduler.model.device_counters import pool_problem
+from scheduler.model.devices import CounterSet, Device, DeviceId, DeviceSlice
 from scheduler.model.pods import (
     NODE_NAME_FIELD,
     NodeSelectorRequirement,
@@ -45,6 +49,10 @@ class PoolView:
     devices: tuple[Offered, ...] = ()
     incomplete: bool = False
     invalid: str = ""  # why the pool cannot be used at all
+    #: The pool's ``sharedCounters``, and every device of it that consumes from them (offered
+    #: or not: an allocated one takes its counters either way).
+    counter_sets: tuple[CounterSet, ...] = ()
+    consumers: tuple[tuple[DeviceId, Device], ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -77,7 +85,7 @@ def node_devices(slices: Iterable[DeviceSlice], node: str,
     everything = tuple(slices)
     mine: dict[tuple[str, str], list[DeviceSlice]] = defaultdict(list)
     for s in everything:
-        if not s.reaches(node, labels):
+        if not s.reaches(node, labels) and not s.counter_sets:
             continue
         key = (s.driver, s.pool.name)
         have = mine[key]
@@ -110,8 +118,14 @@ def _pool(driver: str, pool: str, found: list[DeviceSlice], left_out: list[str])
         why = f"{', '.join(unsupported)} not supported"
         left_out.append(f"pool {driver}/{pool}: {why}")
         return PoolView(driver, pool, invalid=why)
+    counter_sets = tuple(c for s in found for c in s.counter_sets)
+    problem = pool_problem(counter_sets, (d for s in found for d in s.devices))
+    if problem:
+        left_out.append(f"pool {driver}/{pool}: {problem}")
+        return PoolView(driver, pool, invalid=problem)
     names: set[str] = set()
     offered: list[Offered] = []
+    consumers: list[tuple[DeviceId, Device]] = []
     for s in found:
         for d in s.devices:
             if d.name in names:
@@ -120,11 +134,14 @@ def _pool(driver: str, pool: str, found: list[DeviceSlice], left_out: list[str])
                 return PoolView(driver, pool, invalid=why)
             names.add(d.name)
             did = DeviceId(driver, pool, d.name)
+            if d.consumes:
+                consumers.append((did, d))
             if d.unsupported:
                 left_out.append(f"{did}: {', '.join(d.unsupported)} not supported")
                 continue
             offered.append(Offered(did, d, s.node_name, s.node_selector))
-    return PoolView(driver, pool, tuple(offered))
+    return PoolView(driver, pool, tuple(offered), counter_sets=counter_sets,
+                    consumers=tuple(consumers))
 
 
 def reach_of(devices: Iterable[Offered], node: str) -> NodeSelectorTerm | None:

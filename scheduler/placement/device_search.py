@@ -28,6 +28,11 @@ candidate while the shares of the cluster's claims (``consumed``) and of this se
 its capacity. Each share gets a ``shareID`` derived from the claim, request and device, so the
 same search writes the same allocation.
 
+A device that consumes counters (a MIG device, or a whole GPU published as partitionable)
+is a candidate only while its counters fit in its pool's counter sets beside what the
+cluster's allocated devices and this search's choices take (``device_counting``); a
+shareable one takes them with its first share only, as upstream.
+
 Separate from ``devices`` (which runs it, short-circuits and explains a failure) so the walk
 and its bookkeeping of held devices, shares and constraints read as one piece.
 """
@@ -54,6 +59,7 @@ from scheduler.model.devices import (
     same_value,
 )
 from scheduler.placement.device_cel import matches
+from scheduler.placement.device_counting import CounterBook
 from scheduler.placement.device_outcome import DeviceMisfit, NodeAllocation
 from scheduler.placement.device_pools import NodeDevices, Offered, reach_of
 
@@ -110,10 +116,14 @@ class NodeSearch:
     everything: dict[tuple[int, str], tuple[Offered, ...]] = field(default_factory=dict)
     #: Shares this search has handed out, per shareable device.
     sharing: dict[DeviceId, dict[str, Fraction]] = field(default_factory=dict)
-    #: The last reason a share did not fit (for ``_explain``).
-    share_misfit: str = ""
+    #: The last reason a share or a device's counters did not fit (for ``_explain``).
+    last_misfit: str = ""
+    counters: CounterBook = field(init=False)
+    #: Per device taken, in taking order: whether it took counters (given back in reverse).
+    counted: list[bool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.counters = CounterBook(self.node, self.taken, self.consumed)
         self.offered = tuple(self.node.offered())
         self.results = [[] for _ in self.claims]
         self.tallies = [[_Tally(c) for c in claim.spec.constraints] for claim in self.claims]
@@ -191,15 +201,23 @@ class NodeSearch:
             return None
         wanted = consumption(dict(ask.capacity), o.device, o.id.driver)
         if isinstance(wanted, str):
-            self.share_misfit = wanted
+            self.last_misfit = wanted
             return None
         if not o.device.shareable or ask.admin_access:
             return {}
         why = overflow(o.device, self._used(o.id), wanted)
         if why is not None:
-            self.share_misfit = why
+            self.last_misfit = why
             return None
         return wanted
+
+    def _counts(self, o: Offered) -> bool:
+        """Does taking *o* take its counters? Not for a shareable device already shared by
+        some claim (upstream skips the check then: its first share took them)."""
+        if not o.device.consumes:
+            return False
+        return not (o.device.shareable and (o.id in self.consumed
+                                            or any(self.sharing.get(o.id, {}).values())))
 
     def _take(self, ci: int, ask: Ask, o: Offered, must: bool,
               share: Mapping[str, Fraction] | None = None) -> bool:
@@ -222,6 +240,16 @@ class NodeSearch:
                 tally.value = value
             tally.count += 1
             added.append(tally)
+        counts = self._counts(o)
+        if counts:
+            why = self.counters.shortfall(o)
+            if why is not None:  # (after the constraints: they are cheaper to check)
+                self.last_misfit = why
+                for t in added:
+                    t.count -= 1
+                return False
+            self.counters.reserve(o)
+        self.counted.append(counts)
         if share:
             used = self.sharing.setdefault(o.id, {})
             for name, amount in share.items():
@@ -237,6 +265,8 @@ class NodeSearch:
 
     def _give_back(self, ci: int, ask: Ask, o: Offered) -> None:
         result, _ = self.results[ci].pop()
+        if self.counted.pop():
+            self.counters.reserve(o, -1)
         if result.share_id:
             used = self.sharing[o.id]
             for name, amount in result.consumed:

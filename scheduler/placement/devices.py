@@ -77,7 +77,8 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
              budget: int, consumed: Consumed) -> DeviceMisfit:
     """Why the search found nothing: a request short of devices; else a claim whose
     constraints no set satisfies; else the claims together want more than is free (and the
-    last share that did not fit, naming its device and amounts)."""
+    last share or device's counters that did not fit, naming the device, the counter set
+    and the amounts)."""
     note = f" (left out: {'; '.join(node.left_out)})" if node.left_out else ""
     probe = NodeSearch(node, claims, classes, taken, budget, consumed)
     for ci, claim in enumerate(claims):
@@ -95,21 +96,23 @@ def _explain(node: NodeDevices, claims: Sequence[ResourceClaim],
     for claim in claims:
         alone = NodeSearch(node, (claim,), classes, taken, budget, consumed)
         if not alone.request(0, 0):
-            if alone.share_misfit:
-                return DeviceMisfit(claim.key, "", alone.share_misfit + note, node.node)
             names = ", ".join(f"matchAttribute {c.attribute}"
                               + (f" across {', '.join(c.requests)}" if c.requests else "")
                               for c in claim.spec.constraints)
-            why = (f"no set of free devices satisfies {names}" if names
-                   else "its requests cannot all be satisfied together")
+            last = f" (last: {alone.last_misfit})" if alone.last_misfit else ""
+            if names:  # (a share or counters that did not fit may be why, or not)
+                why = f"no set of free devices satisfies {names}{last}"
+            else:
+                why = alone.last_misfit or "its requests cannot all be satisfied together"
             return DeviceMisfit(claim.key, "", why + note, node.node)
     keys = ", ".join(c.key for c in claims)
     last = ""
-    if any(o.device.shareable for o in probe.offered):  # which share was the one too many
+    if any(o.device.shareable or o.device.consumes for o in probe.offered):
+        # which share or which device's counters were the ones too many
         together = NodeSearch(node, claims, classes, taken, budget, consumed)
         with contextlib.suppress(SearchStop):  # a search that gives up still names a share
             together.request(0, 0)
-        last = f"; {together.share_misfit}" if together.share_misfit else ""
+        last = f"; {together.last_misfit}" if together.last_misfit else ""
     return DeviceMisfit("", "", f"claims {keys} together need more devices than are free"
                         + last + note, node.node)
 

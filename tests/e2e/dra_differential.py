@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.tools.devcluster import dra
+from tests.e2e import dra_differential_mig as dm
 
 Device = Mapping[str, Any]  # a device of a ResourceSlice, as the apiserver returns it
 Predicate = Callable[[Device], bool]
@@ -29,6 +30,10 @@ REQUEST = "gpu"
 #: kube-scheduler's allocator error for an ``allocationMode: All`` request whose devices on
 #: some node break a ``matchAttribute`` constraint: it fails the pod on every node.
 CONSTRAINT_ERROR = "because a claim constraint would not be satisfied"
+#: Its error for a claim whose requests (an ``All`` one counting every device it selects on
+#: the node) ask for more than 32 devices on some node (a MIG node has 14 per GPU): it too
+#: fails the pod on every node.
+LIMIT_ERROR = "exceeds the claim limit of 32"
 ATTR = f'device.attributes["{dra.DRIVER}"]'
 MEMORY = f'device.capacity["{dra.DRIVER}"].memory'
 #: GiB of memory a generated request may ask per device: a small or large share of the
@@ -70,6 +75,8 @@ def _atom(rng: random.Random, products: Sequence[str]) -> Selector:
         # is an error, kube-scheduler fails the pod on every node).
         return Selector(f'{ATTR}.nvlinkDomain == "x"', lambda d: False, "nvlinkDomain=x",
                         errs=True)
+    if rng.random() < 0.15:  # MIG nodes' devices (issue 36)
+        return Selector(*dm.atom(rng))
     kind = rng.randrange(9)
     if kind == 7:
         return Selector(f"has({ATTR}.nvlinkDomain)", lambda d: False, "has(nvlinkDomain)")
@@ -204,12 +211,14 @@ class Case:
         return any(r.sel is not None and r.sel.errs for p in parts for r in p.requests)
 
     def may_fail(self, message: str) -> bool:
-        """Whether *message*, kube-scheduler's, is the allocator error this case can cause:
-        an ``All`` request whose devices break a ``matchAttribute`` constraint, which fails
-        the pod on every node (README, "Known differences from kube-scheduler")."""
+        """Whether *message*, kube-scheduler's, is an allocator error this case can cause,
+        which fails the pod on every node where gang-scheduler rules out only the node
+        (README, "Known differences from kube-scheduler"): an ``All`` request whose devices
+        break a ``matchAttribute`` constraint, or that selects more than 32 devices."""
         parts = [self] + ([self.second] if self.second else [])
-        return CONSTRAINT_ERROR in message and any(
-            p.match and any(r.count is None for r in p.requests) for p in parts)
+        every = [p for p in parts if any(r.count is None for r in p.requests)]
+        return ((CONSTRAINT_ERROR in message and any(p.match for p in every))
+                or (LIMIT_ERROR in message and bool(every)))
 
     def describe(self) -> str:
         if self.shares:
@@ -311,7 +320,7 @@ def check(c: Case, results: Sequence[Mapping[str, Any]], node: str,
         first = c.requests[0]
         if (chosen[0] is not first and first.count is not None and not c.match
                 and not has_second and first.memory_gib is None
-                and not any(shared(d) for d in devices.values())):
+                and not any(shared(d) or dm.partitionable(d) for d in devices.values())):
             free = [n for n, d in devices.items() if n not in taken and first.matches(d)]
             if len(free) >= first.count:
                 bad.append(f"{first.describe()} fits ({free}) but was passed over")

@@ -107,6 +107,9 @@ def reserved_for(claim: dict[str, Any]) -> list[str]:
 
 
 def devices_of(cp: ControlPlane, node: str) -> dict[str, dict[str, Any]]:
-    """The devices the fake driver published for *node*, by name."""
-    body = rest.call(client.ResourceV1Api(cp.api).read_resource_slice, dra.slice_name(node))
-    return {d["name"]: d for d in body["spec"]["devices"]}
+    """The devices the fake driver published for *node* (in all of its pool's slices: a
+    MIG node has several), by name."""
+    found = rest.call(client.ResourceV1Api(cp.api).list_resource_slice,
+                      field_selector=f"spec.driver={dra.DRIVER},spec.nodeName={node}")
+    return {d["name"]: d for s in sorted(found["items"], key=lambda s: s["metadata"]["name"])
+            for d in s["spec"].get("devices") or ()}

@@ -17,7 +17,10 @@ using a filler's claim that is already allocated and reserved. Consumable capaci
 36): some nodes publish shareable GPUs (``dra.SHARED_GPUS_LABEL``), filled with shares of
 1Gi to all of a GPU's memory, and some requests ask for GiB of memory per device (a share of
 a shareable GPU, a lower bound on one held whole); a share gang-scheduler would write is
-checked to take what was asked and to keep each GPU within its memory.
+checked to take what was asked and to keep each GPU within its memory. Partitionable
+devices (issue 36): some nodes publish MIG devices (``dra.MIG_GPUS_LABEL``), filled with whole
+GPUs and 3g.40gb devices, and some selectors pick a profile or a type
+(``dra_differential_mig``); every allocation is checked to keep each GPU within its counters.
 
 How kube-scheduler's answer is read without it changing the cluster: the trial pods go to a
 second kube-scheduler (``differential.FeasibleSets``) whose filter extender records the nodes
@@ -62,12 +65,12 @@ from scheduler import placement
 from scheduler.feed.grouping import GroupingConfig, build_gang
 from scheduler.kube import client as kube_client
 from scheduler.kube.oneshot import read_cluster
-from scheduler.kube.write.claim_allocation import allocation_json, consumer_json
 from scheduler.model.nodes import GPU_PRODUCT_LABEL
-from scheduler.model.prebind import PreBindKind
 from scheduler.run.config import SchedulerConfig
 from scheduler.tools.devcluster import build, dra, dra_driver, gates, rest
 from tests.e2e import dra_differential as dd
+from tests.e2e import dra_differential_checks as dc
+from tests.e2e import dra_differential_mig as dm
 from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import ControlPlane, wait_for
 from tests.e2e.differential import PROFILE, FeasibleSets, kube_feasible, unschedulable
@@ -124,6 +127,8 @@ class Batch:
                 labels[dd.RACK_LABEL] = f"{self.label}-r{self.rng.randrange(2)}"
             if self.rng.random() < 0.4:  # GPUs shared by memory (consumable capacity)
                 labels[dra.SHARED_GPUS_LABEL] = "true"
+            elif self.rng.random() < dm.MIG_NODES:  # partitionable GPUs (MIG)
+                labels[dra.MIG_GPUS_LABEL] = "true"
             name = self.cp.create_node(f"{self.label}-n{i}",
                                        gpus=self.rng.choice((2, 4, 4, 8)), labels=labels)
             self.nodes.append(name)
@@ -155,14 +160,18 @@ class Batch:
                 self._fill_shares(node, dd.memory_gib(next(iter(published.values()))), devices,
                                   pods)
                 continue
-            left = self.rng.choice((0, 0, self.rng.randrange(1, devices + 1), devices))
-            i = 0
+            specs: list[dict[str, Any]] = []
+            if dm.has_mig(published):
+                specs = dm.filler_specs(self.rng, dm.gpus(published))
+            left = 0 if specs else self.rng.choice(
+                (0, 0, self.rng.randrange(1, devices + 1), devices))
             while left:
                 count = self.rng.randrange(1, left + 1)
                 left -= count
+                specs.append(ds.exactly(dra.DRIVER, count))
+            for i, spec in enumerate(specs):
                 name = f"fill-{node}-{i}"
-                i += 1
-                ds.create_claim(self.cp, self.namespace, name, ds.exactly(dra.DRIVER, count))
+                ds.create_claim(self.cp, self.namespace, name, spec)
                 pods.append(self.pod(name, name, "default-scheduler",
                                      {"kubernetes.io/hostname": node}))
                 self.fillers.append(name)
@@ -254,77 +263,6 @@ def core_answers(cp: ControlPlane, batch: Batch
     return out
 
 
-def _taken(cp: ControlPlane, namespace: str, node: str) -> set[str]:
-    """The devices of *node* the batch's claims hold whole."""
-    return {str(r["device"]) for c in ds.claims(cp, namespace) for r in ds.results(c)
-            if r["pool"] == node and not r.get("shareID")}
-
-
-def _consumed(cp: ControlPlane, namespace: str, node: str) -> dict[str, int]:
-    """GiB of memory the batch's shares take of each shared device of *node*."""
-    out: dict[str, int] = {}
-    for c in ds.claims(cp, namespace):
-        for r in ds.results(c):
-            if r["pool"] == node and r.get("shareID"):
-                out[str(r["device"])] = out.get(str(r["device"]), 0) + dd.consumed_gib(r)
-    return out
-
-
-def check_allocation(batch: Batch, uid: str, node: str, answer: placement.Placement,
-                     devices: dict[str, dict[str, Any]], taken: set[str],
-                     consumed: dict[str, int]) -> list[str]:
-    """What is wrong with gang-scheduler's allocations of *uid*'s claims on *node*: one
-    unsatisfied by its allocation or refused by the apiserver, a device held whole in two,
-    or a shared device's memory over its capacity with the shares *consumed* already."""
-    bad: list[str] = []
-    used: list[str] = []
-    shares: list[dict[str, Any]] = []
-    for c, claim in batch.pods[uid][1]:
-        bad += _check_claim(batch, c, claim, node, answer, devices, taken, consumed, used,
-                            shares, len(batch.pods[uid][1]) > 1)
-    if len(set(used)) != len(used):
-        bad.append(f"a device in two claims: {sorted(used)}")
-    total = dict(consumed)
-    for r in shares:
-        total[str(r["device"])] = total.get(str(r["device"]), 0) + dd.consumed_gib(r)
-    for name, gib in total.items():
-        if gib > dd.memory_gib(devices[name]):
-            bad.append(f"{name}: {gib}Gi of memory shared, over its capacity")
-    return bad
-
-
-def _check_claim(batch: Batch, c: dd.Case, claim: str, node: str,
-                 answer: placement.Placement, devices: dict[str, dict[str, Any]],
-                 taken: set[str], consumed: dict[str, int], used: list[str],
-                 shares: list[dict[str, Any]], two_claims: bool) -> list[str]:
-    key = f"{batch.namespace}/{claim}"
-    decisions = [p for p in answer.prebinds if p.claim == key and p.kind is PreBindKind.DEVICES]
-    if c.shares:
-        # Allocated already: only a reservation is added, on the node of its allocation.
-        return ([] if decisions and all(d.allocation is None for d in decisions)
-                else [f"shared claim: decisions {decisions}"])
-    if len(decisions) != 1 or decisions[0].allocation is None:
-        return [f"decisions {decisions}"]
-    decision = decisions[0]
-    assert decision.allocation is not None
-    body = ds.read_claim(batch.cp, batch.namespace, claim)
-    status: dict[str, Any] = {"allocation": allocation_json(decision.allocation, decision.config),
-              "reservedFor": [consumer_json(x) for x in decision.consumers]}
-    results = status["allocation"]["devices"]["results"]
-    used += [str(r["device"]) for r in results if not r.get("shareID")]
-    shares += [r for r in results if r.get("shareID")]
-    bad = dd.check(c, results, node, devices, taken, two_claims, consumed)
-    if decision.target != node:
-        bad.append(f"decided on {decision.target}")
-    body["status"] = status
-    try:
-        rest.call(batch.resource.replace_namespaced_resource_claim_status, claim,
-                  batch.namespace, body, dry_run="All")
-    except client.ApiException as exc:
-        bad.append(f"refused by the apiserver: {exc.status} {exc.body}")
-    return bad
-
-
 @dataclass
 class Tally:
     """What a run compared: trial pods, those feasible somewhere and nowhere, and the
@@ -338,6 +276,7 @@ class Tally:
     allocations: int = 0
     share_trials: int = 0  # compared trials asking for memory capacity
     shares: int = 0  # shares of a device in the allocations checked
+    partitions: int = 0  # devices consuming counters (MIG nodes') in the allocations checked
     problems: list[str] = field(default_factory=list)
 
 
@@ -353,8 +292,8 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
     kube = batch.answered(sets)
     core = core_answers(cp, batch)
     devices = {n: ds.devices_of(cp, n) for n in batch.nodes}
-    taken = {n: _taken(cp, batch.namespace, n) for n in batch.nodes}
-    consumed = {n: _consumed(cp, batch.namespace, n) for n in batch.nodes}
+    taken = {n: dc.taken_devices(cp, batch.namespace, n) for n in batch.nodes}
+    consumed = {n: dc.consumed_gib(cp, batch.namespace, n) for n in batch.nodes}
     problems = tally.problems
 
     def where(c: dd.Case) -> str:
@@ -382,9 +321,12 @@ def run_batch(cp: ControlPlane, sets: FeasibleSets, seed: int, index: int,
                             f"{batch.messages.get(uid)!r}")
         for node, answer in core[uid].items():
             tally.allocations += 1
+            tally.partitions += sum(1 for p in answer.prebinds if p.allocation is not None
+                                    for r in p.allocation.results
+                                    if dm.partitionable(devices[node][r.device.device]))
             tally.shares += sum(1 for p in answer.prebinds if p.allocation is not None
                                 for r in p.allocation.results if r.share_id)
-            bad = check_allocation(batch, uid, node, answer, devices[node], taken[node],
+            bad = dc.check_allocation(batch, uid, node, answer, devices[node], taken[node],
                                    consumed[node])
             if bad:
                 problems.append(f"{where(c)} on {node}: {bad}")
@@ -406,7 +348,8 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
         print(f"[dra-differential] seed {seed} batch {index}: {tally.trials} trials "
               f"({tally.feasible} feasible, {tally.infeasible} not, {tally.known} known "
               f"difference, {tally.share_trials} asking memory), {tally.allocations} "
-              f"allocations checked ({tally.shares} shares), "
+              f"allocations checked ({tally.shares} shares, {tally.partitions} MIG "
+              "node devices), "
               f"{len(tally.problems)} problems, {time.monotonic() - t0:.0f}s")
     problems = tally.problems
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:20])
@@ -417,4 +360,6 @@ def test_device_feasibility_and_allocations_agree_with_kube_scheduler(
     assert tally.allocations >= tally.feasible, tally
     # Shares were asked for and written (issue 36), not only whole devices.
     assert tally.share_trials >= tally.trials // 10 and tally.shares >= 20, tally
+    # And devices of MIG nodes, which take counters (issue 36).
+    assert tally.partitions >= 10, tally
 

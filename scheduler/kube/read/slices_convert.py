@@ -1,5 +1,6 @@
 """Apiserver JSON -> device model for ResourceSlices: devices with their attributes and
-capacities (and a shareable device's capacity policy), pools and where they reach.
+capacities (and a shareable device's capacity policy, a partitionable device's counters),
+pools, their counter sets and where they reach.
 
 Same contract as ``devices_convert`` (claims, classes, templates), kept apart because a
 slice is the driver's inventory, read on its own informer and with its own unsupported
@@ -24,6 +25,8 @@ from scheduler.kube.read.fields import (
 from scheduler.model.devices import (
     AttributeValue,
     CapacityPolicy,
+    Counters,
+    CounterSet,
     Device,
     DeviceSlice,
     PoolRef,
@@ -32,11 +35,16 @@ from scheduler.model.devices import (
 )
 
 #: Device fields we do not implement (a device with one is not offered).
-_DEVICE_UNSUPPORTED = ("consumesCounters", "taints", "bindsToNode", "bindingConditions",
+_DEVICE_UNSUPPORTED = ("taints", "bindsToNode", "bindingConditions",
                        "bindingFailureConditions",
                        "nodeAllocatableResourceMappings", "nodeName", "nodeSelector",
                        "allNodes")
 _LIST_ATTRIBUTES = ("ints", "bools", "strings", "versions")
+#: API limits (``resource/v1``): counter sets per slice, counters per set or consumption,
+#: consumptions per device.
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS = 32
+MAX_CONSUMPTIONS = 2
 
 
 def _attribute(raw: Any, path: str) -> AttributeValue | None:
@@ -65,6 +73,55 @@ def _attribute(raw: Any, path: str) -> AttributeValue | None:
         except ValueError as exc:
             raise FieldError(f"{path}.version", str(exc)) from None
     return None
+
+
+def _counters(raw: Mapping[str, Any], path: str) -> Counters:
+    """A ``counters`` map: counter name -> ``{value: quantity}``, at most 32, none negative."""
+    counters = read_map(raw, "counters", f"{path}.counters")
+    if not counters:
+        raise FieldError(f"{path}.counters", "missing")
+    if len(counters) > MAX_COUNTERS:
+        raise FieldError(f"{path}.counters", f"{len(counters)} counters, at most "
+                                             f"{MAX_COUNTERS} allowed")
+    out: dict[str, Fraction] = {}
+    for name, counter in counters.items():
+        where = f"{path}.counters[{name}]"
+        value = as_map(counter, where).get("value")
+        if value is None:
+            raise FieldError(f"{where}.value", "missing")
+        out[str(name)] = quantity(value, f"{where}.value")
+        if out[str(name)] < 0:
+            raise FieldError(f"{where}.value", "must not be negative")
+    return tuple(sorted(out.items()))
+
+
+def _counter_sets(spec: Mapping[str, Any]) -> tuple[CounterSet, ...]:
+    raw = read_list(spec, "sharedCounters", "spec.sharedCounters")
+    if len(raw) > MAX_COUNTER_SETS:
+        raise FieldError("spec.sharedCounters", f"{len(raw)} counter sets, at most "
+                                                f"{MAX_COUNTER_SETS} allowed")
+    out = []
+    for i, item in enumerate(raw):
+        where = f"spec.sharedCounters[{i}]"
+        entry = as_map(item, where)
+        out.append(CounterSet(string(entry, "name", f"{where}.name"), _counters(entry, where)))
+    return tuple(out)
+
+
+def _consumes(dev: Mapping[str, Any], path: str) -> tuple[tuple[str, Counters], ...]:
+    raw = read_list(dev, "consumesCounters", f"{path}.consumesCounters")
+    if len(raw) > MAX_CONSUMPTIONS:
+        raise FieldError(f"{path}.consumesCounters", f"{len(raw)} entries, at most "
+                                                     f"{MAX_CONSUMPTIONS} allowed")
+    out: dict[str, Counters] = {}
+    for i, item in enumerate(raw):
+        where = f"{path}.consumesCounters[{i}]"
+        entry = as_map(item, where)
+        name = string(entry, "counterSet", f"{where}.counterSet")
+        if name in out:
+            raise FieldError(f"{where}.counterSet", f"{name} given twice")
+        out[name] = _counters(entry, where)
+    return tuple(sorted(out.items()))
 
 
 def _device(raw: Any, driver: str, path: str) -> Device:
@@ -101,7 +158,8 @@ def _device(raw: Any, driver: str, path: str) -> Device:
             policies[full] = _policy(as_map(cap["requestPolicy"], f"{where}.requestPolicy"),
                                      f"{where}.requestPolicy")
     return Device(name, tuple(sorted(attributes.items())), tuple(sorted(capacity.items())),
-                  tuple(unsupported), bool(shareable), tuple(sorted(policies.items())))
+                  tuple(unsupported), bool(shareable), tuple(sorted(policies.items())),
+                  _consumes(dev, path))
 
 
 def _optional_quantity(raw: Mapping[str, Any], key: str, path: str) -> Fraction | None:
@@ -145,8 +203,7 @@ def _slice(obj: Mapping[str, Any]) -> DeviceSlice:
     selector = (node_selector(spec["nodeSelector"], "spec.nodeSelector")
                 if spec.get("nodeSelector") is not None else None)
     all_nodes = spec.get("allNodes") is True
-    unsupported = [f"spec.{f}" for f in ("sharedCounters", "perDeviceNodeSelection")
-                   if spec.get(f) not in (None, [], False)]
+    unsupported = ["spec.perDeviceNodeSelection"] if spec.get("perDeviceNodeSelection") else []
     chosen = sum((bool(node_name), selector is not None, all_nodes,
                   spec.get("perDeviceNodeSelection") is True))
     if chosen != 1 and not spec.get("sharedCounters"):
@@ -154,8 +211,11 @@ def _slice(obj: Mapping[str, Any]) -> DeviceSlice:
                                  f"perDeviceNodeSelection must be set, {chosen} are")
     devices = tuple(_device(d, driver, f"spec.devices[{i}]")
                     for i, d in enumerate(read_list(spec, "devices", "spec.devices")))
+    counter_sets = _counter_sets(spec)
+    if devices and counter_sets:
+        raise FieldError("spec", "only one of sharedCounters and devices may be set")
     return DeviceSlice(read_name(meta), driver, pool, devices, node_name, selector, all_nodes,
-                       tuple(unsupported))
+                       tuple(unsupported), counter_sets)
 
 
 def resource_slice(obj: Any) -> DeviceSlice:

@@ -24,6 +24,7 @@ from scheduler.model.demand import quantity_gpus
 from scheduler.model.devices import AttributeValue, Version
 from scheduler.model.nodes import DEFAULT_TOPOLOGY_LABELS, GPU_PRODUCT_LABEL
 from scheduler.model.resources import QuantityError
+from scheduler.tools.devcluster import dra_mig
 from scheduler.world import gpu_devices
 from scheduler.world.clusterspec import DRA_DEVICES_LABEL
 from scheduler.world.gpu_devices import (
@@ -47,6 +48,10 @@ SPEC_HASH_ANNOTATION = "gangscheduler.io/dra-spec-hash"
 SHARED_GPUS_LABEL = "gangscheduler.io/dra-shared-gpus"
 #: The steps a share of a shareable GPU's memory is counted in (its ``requestPolicy``).
 SHARE_STEP = "1Gi"
+
+#: A node label: ``"true"`` publishes the node's GPUs partitionable, as MIG devices
+#: consuming counters (``dra_mig``).
+MIG_GPUS_LABEL = dra_mig.MIG_GPUS_LABEL
 
 __all__ = ["CUDA_DRIVER_VERSION", "DRIVER", "DRIVER_VERSION", "UNLABELLED_PRODUCT", "GpuModel",
            "class_name", "gpu_model", "slice_name"]
@@ -122,33 +127,46 @@ def _memory(value: str, shared: bool) -> dict[str, Any]:
         "default": value, "validRange": {"min": SHARE_STEP, "max": value, "step": SHARE_STEP}}}
 
 
-def resource_slice(node: Mapping[str, Any], generation: int = 1,
-                   topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS) -> dict[str, Any]:
-    """The one ResourceSlice of *node* (its own pool, named after it), owned by the Node so
-    the garbage collector deletes it with the node even if the driver is not running."""
+def resource_slices(node: Mapping[str, Any], generation: int = 1,
+                    topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS,
+                    ) -> list[dict[str, Any]]:
+    """The ResourceSlices of *node*'s pool (named after it), each owned by the Node so the
+    garbage collector deletes them with the node even if the driver is not running: one
+    slice of devices, or for partitionable GPUs (``dra_mig``) device and counter slices.
+    Each carries the digest of them all (``spec_hash``)."""
     meta = node["metadata"]
-    spec = {
-        "driver": DRIVER, "nodeName": meta["name"],
-        "pool": {"name": meta["name"], "generation": generation, "resourceSliceCount": 1},
-        "devices": devices(node, topology_labels),
-    }
-    return {
+    found = devices(node, topology_labels)
+    if dra_mig.partitions_gpus(node):
+        specs = dra_mig.pool_specs(meta["name"], found, generation)
+    else:
+        specs = [("", {"driver": DRIVER, "nodeName": meta["name"], "devices": found,
+                       "pool": {"name": meta["name"], "generation": generation,
+                                "resourceSliceCount": 1}})]
+    digest = spec_hash([spec for _, spec in specs], str(meta["uid"]))
+    return [{
         "apiVersion": API_VERSION, "kind": "ResourceSlice",
         "metadata": {
-            "name": slice_name(meta["name"]),
-            "annotations": {SPEC_HASH_ANNOTATION: spec_hash(spec, str(meta["uid"]))},
+            "name": slice_name(meta["name"]) + suffix,
+            "annotations": {SPEC_HASH_ANNOTATION: digest},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": meta["name"],
                                  "uid": meta["uid"], "controller": True}],
         },
         "spec": spec,
-    }
+    } for suffix, spec in specs]
 
 
-def spec_hash(spec: Mapping[str, Any], owner_uid: str) -> str:
-    """A digest of a slice's spec without the pool generation (which every rewrite bumps),
-    and of its owner: a node deleted and made again under the same name gets its slice
-    rewritten with the new owner, or the garbage collector would delete it."""
-    content = {**spec, "pool": {**spec["pool"], "generation": None}, "owner": owner_uid}
+def resource_slice(node: Mapping[str, Any], generation: int = 1,
+                   topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS) -> dict[str, Any]:
+    """The first (for whole or shareable GPUs, the one) ResourceSlice of *node*."""
+    return resource_slices(node, generation, topology_labels)[0]
+
+
+def spec_hash(specs: Sequence[Mapping[str, Any]], owner_uid: str) -> str:
+    """A digest of a pool's slice specs without the pool generation (which every rewrite
+    bumps), and of their owner: a node deleted and made again under the same name gets its
+    slices rewritten with the new owner, or the garbage collector would delete them."""
+    content = {"specs": [{**spec, "pool": {**spec["pool"], "generation": None}}
+                         for spec in specs], "owner": owner_uid}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,5 +1,6 @@
-"""The fake DRA driver: a process that keeps one ResourceSlice per fake GPU node in step with
-the nodes, and a DeviceClass per GPU product.
+"""The fake DRA driver: a process that keeps the ResourceSlices of each fake GPU node (one; a
+node of MIG devices has several: ``dra_mig``) in step with the nodes, and a DeviceClass per
+GPU product.
 
 Why a process of its own (not a thread of whoever ran ``up``): a detached dev cluster outlives
 the command that started it, and tests add and delete nodes for as long as the cluster runs.
@@ -72,53 +73,71 @@ class Publisher:
         self.classes.add(name)
 
     def node(self, node: Mapping[str, Any]) -> None:
-        """Publish, fix or withdraw the slice of one node as it is now."""
+        """Publish, fix or withdraw the slices of one node as it is now. A pool of several
+        slices (partitionable GPUs: devices and counter sets) is rewritten all at once at
+        the next generation, and a slice it no longer has is deleted."""
         name = node["metadata"]["name"]
         if not dra.publishes(node):
             self.withdraw(name)
             return
         self.ensure_class(dra.product_of(node))
-        wanted = dra.resource_slice(node, topology_labels=self.topology_labels)
-        digest = wanted["metadata"]["annotations"][dra.SPEC_HASH_ANNOTATION]
+        wanted = dra.resource_slices(node, topology_labels=self.topology_labels)
+        digest = wanted[0]["metadata"]["annotations"][dra.SPEC_HASH_ANNOTATION]
         if self.written.get(name) == digest:
             return
-        try:  # (created first: on a fresh cluster no slice is there yet)
-            rest.call(self.resource.create_resource_slice, wanted)
-            say(f"published {wanted['metadata']['name']}: {len(wanted['spec']['devices'])} "
-                "devices")
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = rest.call(self.resource.read_resource_slice, wanted["metadata"]["name"])
-            annotations = current["metadata"].get("annotations") or {}
-            if annotations.get(dra.SPEC_HASH_ANNOTATION) != digest:
-                wanted = dra.resource_slice(
-                    node, generation=current["spec"]["pool"]["generation"] + 1,
-                    topology_labels=self.topology_labels)
-                wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                rest.call(self.resource.replace_resource_slice, wanted["metadata"]["name"],
-                          wanted)
-                say(f"updated {wanted['metadata']['name']} (pool generation "
-                    f"{wanted['spec']['pool']['generation']})")
+        current = {s["metadata"]["name"]: s for s in self._slices_of(name)}
+        if current and all((s["metadata"].get("annotations") or {}).get(
+                dra.SPEC_HASH_ANNOTATION) == digest for s in current.values()) and set(
+                current) == {w["metadata"]["name"] for w in wanted}:
+            self.written[name] = digest
+            return
+        if current:
+            generation = max(s["spec"]["pool"]["generation"] for s in current.values()) + 1
+            wanted = dra.resource_slices(node, generation=generation,
+                                         topology_labels=self.topology_labels)
+        for body in wanted:
+            slice_name = body["metadata"]["name"]
+            if slice_name in current:
+                body["metadata"]["resourceVersion"] = (
+                    current[slice_name]["metadata"]["resourceVersion"])
+                rest.call(self.resource.replace_resource_slice, slice_name, body)
+                say(f"updated {slice_name} (pool generation "
+                    f"{body['spec']['pool']['generation']})")
+            else:
+                rest.call(self.resource.create_resource_slice, body)
+                say(f"published {slice_name}: {len(body['spec'].get('devices') or [])} "
+                    f"devices, {len(body['spec'].get('sharedCounters') or [])} counter sets")
+        for stale in current.keys() - {w["metadata"]["name"] for w in wanted}:
+            rest.code_of(self.resource.delete_resource_slice, stale)
         self.written[name] = digest
 
+    def _slices_of(self, node_name: str) -> list[dict[str, Any]]:
+        return list(rest.call(
+            self.resource.list_resource_slice,
+            field_selector=f"spec.driver={dra.DRIVER},spec.nodeName={node_name}")["items"])
+
     def withdraw(self, node_name: str) -> None:
-        """Delete the node's slice, if this driver published one."""
+        """Delete the node's slices, if this driver published any."""
         self.written.pop(node_name, None)
-        try:
-            rest.code_of(self.resource.delete_resource_slice, dra.slice_name(node_name))
-            say(f"withdrew {dra.slice_name(node_name)}")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        for found in self._slices_of(node_name):
+            try:
+                rest.code_of(self.resource.delete_resource_slice, found["metadata"]["name"])
+                say(f"withdrew {found['metadata']['name']}")
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def resync(self) -> str:
         """Every node at once; the slices of nodes that are gone go. Returns the nodes'
         list resourceVersion to watch from."""
         slices = rest.call(self.resource.list_resource_slice,
                            field_selector=f"spec.driver={dra.DRIVER}")["items"]
-        found = {str(s["spec"].get("nodeName")): (s["metadata"].get("annotations") or {}).get(
-            dra.SPEC_HASH_ANNOTATION) for s in slices}
+        hashes: dict[str, set[str | None]] = {}
+        for s in slices:
+            hashes.setdefault(str(s["spec"].get("nodeName")), set()).add(
+                (s["metadata"].get("annotations") or {}).get(dra.SPEC_HASH_ANNOTATION))
+        # (a node whose slices disagree is rewritten)
+        found = {n: next(iter(h)) if len(h) == 1 else None for n, h in hashes.items()}
         # Forget what is no longer there as written (someone deleted or changed a slice).
         self.written = {n: h for n, h in self.written.items() if found.get(n) == h}
         listed = rest.call(self.core.list_node,

@@ -111,3 +111,24 @@ def test_a_node_labelled_shared_publishes_shareable_gpus_that_our_reader_accepts
         "default": "16Gi", "validRange": {"min": "1Gi", "max": "16Gi", "step": "1Gi"}}
     read = resource_slice(dra.resource_slice(shared)).devices[0]
     assert read.shareable and not read.unsupported and read.policies
+
+
+def test_a_mig_node_publishes_one_pool_of_device_and_counter_slices_with_one_digest() -> None:
+    """Devices and counter sets in slices of their own (the 1.36 API allows one or the
+    other), one pool at one generation, every slice carrying the digest of them all: a
+    change to any of them rewrites the node's pool."""
+    mig = node(gpus="2", **{dra.MIG_GPUS_LABEL: "true"})
+    devices, counters = dra.resource_slices(mig, generation=4)
+    assert [s["metadata"]["name"] for s in (devices, counters)] == [
+        dra.slice_name("h100-0000"), dra.slice_name("h100-0000") + "-counters-0"]
+    assert {s["spec"]["pool"]["generation"] for s in (devices, counters)} == {4}
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in (devices, counters)} == {2}
+    assert "sharedCounters" not in devices["spec"] and "devices" not in counters["spec"]
+    assert [c["name"] for c in counters["spec"]["sharedCounters"]] == ["gpu-0", "gpu-1"]
+    assert len(devices["spec"]["devices"]) == 28  # per GPU: whole + 7 + 3 + 2 + 1 MIG
+    digest = {s["metadata"]["annotations"][dra.SPEC_HASH_ANNOTATION] for s in (devices,
+                                                                                 counters)}
+    assert len(digest) == 1
+    other = dra.resource_slices(node(gpus="3", **{dra.MIG_GPUS_LABEL: "true"}))
+    assert other[0]["metadata"]["annotations"][dra.SPEC_HASH_ANNOTATION] not in digest
+    assert len(dra.resource_slices(node(gpus="2"))) == 1  # unlabelled: one slice as before

@@ -203,13 +203,13 @@ def test_only_the_newest_complete_generation_counts() -> None:
     assert "asks for all devices, but pool gpu.example.com/n1 is being updated" in why(every)
 
 
-def test_a_pool_with_a_device_twice_or_shared_counters_is_not_used() -> None:
+def test_a_pool_with_a_device_twice_or_per_device_node_selection_is_not_used() -> None:
     twice = (node_slice("n1", (gpu(0),), count=2, name="a"),
              node_slice("n1", (gpu(0),), count=2, name="b"))
     assert "duplicate device name gpu-0" in why(run(claim("c", ask("r", 1)), slices=twice))
     counters = DeviceSlice("s", D, PoolRef("n1"), (gpu(0),), node_name="n1",
-                           unsupported=("spec.sharedCounters",))
-    assert "spec.sharedCounters not supported" in why(run(claim("c", ask("r", 1)),
+                           unsupported=("spec.perDeviceNodeSelection",))
+    assert "spec.perDeviceNodeSelection not supported" in why(run(claim("c", ask("r", 1)),
                                                           slices=(counters,)))
 
 

@@ -129,8 +129,8 @@ def _with(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 _DROP = object()
 
 UNSUPPORTED = [
-    ("resourceslice", "spec.devices[0].consumesCounters", [{"counterSet": "s"}],
-     "spec.devices[0].consumesCounters"),
+    ("resourceslice", "spec.devices[0].taints", [{"key": "k", "effect": "NoSchedule"}],
+     "spec.devices[0].taints"),
     ("resourceslice", "spec.devices[0].bindingConditions", ["ready"],
      "spec.devices[0].bindingConditions"),
     ("resourceslice", "spec.devices[0].attributes.model", {"strings": ["a", "b"]},
@@ -147,9 +147,10 @@ def test_unsupported_device_fields_are_noted_by_path(kind: str, path: str, value
 
 
 def test_unsupported_slice_and_claim_fields_are_noted_by_path() -> None:
-    s = resource_slice(_with(fixture("resourceslice"), "spec.sharedCounters",
-                             [{"name": "c", "counters": {}}]))
-    assert s.unsupported == ("spec.sharedCounters",)
+    raw = _with(fixture("resourceslice"), "spec.perDeviceNodeSelection", True)
+    del raw["spec"]["nodeName"]
+    s = resource_slice(raw)
+    assert "spec.perDeviceNodeSelection" in s.unsupported
     raw = fixture("resourceclaim")
     devices = raw["spec"]["devices"]
     devices["constraints"].append({"distinctAttribute": f"{D}/index"})
