@@ -106,6 +106,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="also start Kueue (its CRDs, webhooks and controller manager, for "
                    "batch/v1 Jobs): quota and admission above gang-scheduler, see the README's "
                    "'Under Kueue'")
+    p.add_argument("--autoscale", action="append", default=[], metavar="POOL=[MIN:]MAX",
+                   help="also start the real cluster-autoscaler (kwok provider, "
+                   "ProvisioningRequests) with a node group of this pool of --cluster growing "
+                   "up to MAX nodes; repeatable; see the README's 'With the cluster-autoscaler'")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -185,6 +189,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from scheduler.tools.devcluster import autoscaler
     from scheduler.tools.devcluster.cluster import AlreadyRunning
 
     try:
@@ -192,15 +197,25 @@ def _up(args: argparse.Namespace) -> int:
     except clusterspec.ClusterSpecError as exc:  # names the file, the field and the reason
         print(f"error: --cluster {exc}", file=sys.stderr)
         return 2
+    try:
+        groups = [autoscaler.NodeGroupSpec.parse(text) for text in args.autoscale]
+        for group in groups:
+            autoscaler.template(spec, group)  # the pool must be one of --cluster's
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     cluster = _cluster(args, owned=args.foreground)
     try:
         cluster.up(spec, args.cluster.resolve(),
                    training_operators=not args.without_training_operators,
                    node_liveness=liveness.by_name(args.node_liveness),
                    dra_devices=not args.without_dra_devices)
-        if args.with_kueue:
+        if args.with_kueue or groups:
             try:
-                cluster.start_kueue()
+                if args.with_kueue:
+                    cluster.start_kueue()
+                if groups:
+                    cluster.start_autoscaler(spec, groups)
             except BaseException:
                 cluster.down()
                 raise
