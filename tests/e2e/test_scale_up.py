@@ -16,7 +16,9 @@ has no node until the autoscaler adds some. The scheduler's policy lets that poo
   reason, and it adds no node for part of the gang (the members are marked as the request's
   consumers, so its ordinary scale-up for unschedulable pods leaves them alone).
 - With the group's maximum below the gang's size the scheduler asks nothing (it reads the
-  maximum from the same templates) and says why.
+  maximum from the same templates) and says why. The autoscaler, though, then treats the
+  members as ordinary unschedulable pods and adds 3 nodes for 3 of the 4: a known gap, kept as
+  a strict xfail.
 """
 
 from __future__ import annotations
@@ -161,6 +163,14 @@ def test_a_gang_the_autoscaler_cannot_provision_waits_quoting_it_and_gets_no_par
     assert tenant.bound(pods) == []
 
 
+class PartialScaleUp(AssertionError):
+    """The autoscaler added nodes for part of a gang gang-scheduler did not ask for."""
+
+
+@pytest.mark.xfail(raises=PartialScaleUp, strict=True, reason=(
+    "known gap: a gang no group can take whole is not asked for, so its members are ordinary "
+    "unschedulable pods to the autoscaler, whose scale-up adds nodes for as many as the group "
+    "allows (3 of 4 here); strict: once nothing is added, this fails and the marker goes"))
 def test_a_gang_beyond_the_groups_maximum_is_not_asked_for(
         tenant: Tenant, start_autoscaler: Callable[..., None],
         scheduler: InProcessScheduler) -> None:
@@ -170,7 +180,10 @@ def test_a_gang_beyond_the_groups_maximum_is_not_asked_for(
     pods = submit(tenant)
     wait_for(lambda: all("can add 3 of the 4 nodes needed" in unschedulable_message(
         tenant.pods()[p]) for p in pods), 30, what="the scheduler's reason on every member")
-    time.sleep(10)  # ten scans of the autoscaler
+    # The autoscaler waits 30 s for GPU pods to age before it scales up for them at all.
+    time.sleep(45)
     assert requests(tenant) == []
-    print(f"\n[scale-up] nodes the autoscaler added for the un-asked gang: {group_nodes(tenant)}")
     assert tenant.bound(pods) == []
+    added = group_nodes(tenant)
+    if added:
+        raise PartialScaleUp(f"the autoscaler added {added} for part of the un-asked gang")

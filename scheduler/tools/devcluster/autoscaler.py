@@ -149,8 +149,8 @@ def argv(binary: Path, client_config: Path, port: int,
     """The command line (flag names as in the pinned release's main.go). *max_nodes_total*:
     its cluster-wide node limit (all nodes, not only its groups'), none by default."""
     limit = [] if max_nodes_total is None else [f"--max-nodes-total={max_nodes_total}"]
-    return [*limit,
-        str(binary), "--cloud-provider=kwok", f"--kubeconfig={client_config}",
+    return [
+        str(binary), *limit, "--cloud-provider=kwok", f"--kubeconfig={client_config}",
         f"--namespace={NAMESPACE}", f"--address=127.0.0.1:{port}", "--leader-elect=false",
         "--enable-provisioning-requests=true", f"--scan-interval={SCAN_INTERVAL}",
         "--scale-down-enabled=true", f"--scale-down-unneeded-time={SCALE_DOWN_UNNEEDED}",
@@ -159,6 +159,10 @@ def argv(binary: Path, client_config: Path, port: int,
         "--max-node-provision-time=2m",
         # The shared test cluster has nodes failed on purpose: do not halt for them.
         "--max-total-unready-percentage=100", "--ok-total-unready-count=100000",
+        # Its default (protobuf) also goes to its ProvisioningRequest client, and a CRD has no
+        # protobuf encoding: every status update of a request fails ("does not implement the
+        # protobuf marshalling interface") and no request is ever Accepted.
+        "--kube-api-content-type=application/json",
         # client-go's default 5 QPS would pace a scale-up of many nodes.
         "--kube-client-qps=50", "--kube-client-burst=100",
         "--write-status-configmap=true", "--v=2",

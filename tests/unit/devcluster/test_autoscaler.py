@@ -125,3 +125,13 @@ def test_a_source_fix_that_no_longer_applies_fails_the_build_naming_it(
     with pytest.raises(build.BuildError, match=r"fix of main\.go .* does not apply"):
         build.unpack_source(_component(tmp_path, payload, (fix,)), "v1.0.0", tmp_path,
                             log=lambda line: None)
+
+
+def test_the_command_line_starts_with_the_binary_and_carries_the_limit_when_given() -> None:
+    plain = autoscaler.argv(Path("/bin/ca"), Path("/kc"), 8085)
+    limited = autoscaler.argv(Path("/bin/ca"), Path("/kc"), 8085, max_nodes_total=7)
+    assert plain[0] == limited[0] == "/bin/ca"
+    assert "--max-nodes-total=7" in limited and not any("max-nodes-total" in a for a in plain)
+    # the ProvisioningRequest CRD has no protobuf encoding (see autoscaler.py)
+    assert "--kube-api-content-type=application/json" in plain
+    assert "--enable-provisioning-requests=true" in plain
