@@ -26,7 +26,8 @@ How it runs (each choice on purpose):
   Helm chart, which is not part of the module zip it is built from.
 * Flags for tests: a 1 s scan interval; scale-down after 5 s unneeded and 5 s after a scale-up;
   no halt for unready nodes (other tests fail nodes on purpose in the shared cluster); no
-  leader election; ProvisioningRequests on.
+  leader election; ProvisioningRequests on; JSON to the apiserver (see `argv`: with this
+  release's default protobuf no request is ever answered).
 """
 
 from __future__ import annotations

@@ -182,9 +182,9 @@ KUEUE = Component(
      "config/components/rbac/role.yaml",
      "config/components/rbac/manager_secrets_role.yaml"),
 )
-#: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``):
-#: the autoscaler itself cannot be built here (see the dev cluster's README), the CRD is what
-#: gang-scheduler writes its whole-gang scale-ups to.
+#: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``),
+#: which ``up`` installs whether or not the autoscaler runs: the CRD is what gang-scheduler
+#: writes its whole-gang scale-ups to. Pinned at the commit `CLUSTER_AUTOSCALER` is built from.
 AUTOSCALER_APIS = Component(
     "autoscaler-apis", HACK_DIR / "autoscaler-apis", "k8s.io/autoscaler/cluster-autoscaler/apis",
     "", (), ("config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml",),

@@ -135,3 +135,7 @@ def test_the_command_line_starts_with_the_binary_and_carries_the_limit_when_give
     # the ProvisioningRequest CRD has no protobuf encoding (see autoscaler.py)
     assert "--kube-api-content-type=application/json" in plain
     assert "--enable-provisioning-requests=true" in plain
+
+
+def test_the_crd_the_cluster_installs_is_from_the_autoscalers_own_commit() -> None:
+    assert build.AUTOSCALER_APIS.version == build.CLUSTER_AUTOSCALER.version
