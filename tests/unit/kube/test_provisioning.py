@@ -24,6 +24,8 @@ from scheduler.kube.write.provisioning import (
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
     GANG_LABEL,
+    HOLD_DELAY,
+    SCALE_UP_DELAY_ANNOTATION,
     ScaleUpWriter,
     provisioning_objects,
 )
@@ -184,3 +186,15 @@ def test_no_member_is_marked_while_its_request_is_not_made() -> None:
     members = {"ml/train": Members((PodRef("ml", "train-0", "u0"),))}
     ScaleUpWriter(api).apply(replace(plan(ASK, pending=("ml/train",)), members=members))
     assert [p for m, p, _ in api.calls if m == "PATCH"] == []
+
+
+def test_the_members_of_a_held_gang_get_the_autoscalers_scale_up_delay_once() -> None:
+    api = Api()
+    writer = ScaleUpWriter(api)
+    held = replace(plan(pending=("ml/train",)), scale_up_held=("ml/train",),
+                   members={"ml/train": Members((PodRef("ml", "train-0", "u0"),))})
+    writer.apply(held)
+    writer.apply(held)
+    assert [(m, p, body) for m, p, body in api.calls] == [
+        ("PATCH", "/api/v1/namespaces/ml/pods/train-0",
+         {"metadata": {"annotations": {SCALE_UP_DELAY_ANNOTATION: HOLD_DELAY}}})]
