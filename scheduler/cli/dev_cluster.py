@@ -113,6 +113,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--with-kuberay", action="store_true",
                    help="also start the KubeRay operator (RayCluster, RayJob, RayService; no "
                    "webhooks), see the README's 'With KubeRay'")
+    p.add_argument("--autoscale", action="append", default=[], metavar="POOL=[MIN:]MAX",
+                   help="also start the real cluster-autoscaler (kwok provider, "
+                   "ProvisioningRequests) with a node group of this pool of --cluster growing "
+                   "up to MAX nodes; repeatable; see the README's 'With the cluster-autoscaler'")
     p.add_argument("--without-dra-devices", action="store_true",
                    help="start no fake DRA driver: the nodes' GPUs are not published as "
                    "resource.k8s.io ResourceSlices (for thousands of nodes)")
@@ -192,12 +196,20 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from scheduler.tools.devcluster import autoscaler
     from scheduler.tools.devcluster.cluster import AlreadyRunning
 
     try:
         spec = clusterspec.load(args.cluster)
     except clusterspec.ClusterSpecError as exc:  # names the file, the field and the reason
         print(f"error: --cluster {exc}", file=sys.stderr)
+        return 2
+    try:
+        groups = [autoscaler.NodeGroupSpec.parse(text) for text in args.autoscale]
+        for group in groups:
+            autoscaler.template(spec, group)  # the pool must be one of --cluster's
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     cluster = _cluster(args, owned=args.foreground)
     try:
@@ -212,6 +224,8 @@ def _up(args: argparse.Namespace) -> int:
                 cluster.start_training_operator_v1()
             if args.with_kuberay:
                 cluster.start_kuberay()
+            if groups:
+                cluster.start_autoscaler(spec, groups)
         except BaseException:
             cluster.down()
             raise

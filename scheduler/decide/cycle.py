@@ -162,7 +162,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
     return CyclePlan(
         now=now, binds=tuple(draft.binds), evictions=overruns + tuple(draft.evictions),
         nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
-        scale_ups=scale_ups.requests, pending=pending, order=tuple(draft.order),
+        scale_ups=scale_ups.requests, scale_up_held=scale_ups.held, pending=pending,
+        order=tuple(draft.order),
         members=_of_pending(members, draft.binds, pending),
         unformed=housekeeping.unformed(house),
         rollbacks=housekeeping.rollbacks(house, (b.gang_id for b in draft.binds), pending,

@@ -250,6 +250,9 @@ class CyclePlan:
     provisions: tuple[Provision, ...] = ()
     #: Gangs for which the autoscaler is asked for new nodes (the request kept while it tries).
     scale_ups: tuple[ScaleUp, ...] = ()
+    #: Pending gangs in pools that may scale up but without a request: their pods are kept out
+    #: of the autoscaler's own scale-up (``scheduler.decide.scale_up.ScaleUps.held``).
+    scale_up_held: tuple[str, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)
     #: Gang ids in the order they were considered (ordered gangs only).
     order: tuple[str, ...] = ()

@@ -87,6 +87,10 @@ class ScaleUps:
 
     requests: tuple[ScaleUp, ...] = ()
     pending: Mapping[str, PendingReason] | None = None  # None: unchanged
+    #: Pending gangs a group of an enabled pool would take but that have no request: whatever
+    #: they wait for (quota, a group too small), the autoscaler must not add nodes for their
+    #: pods one by one (its scale-up for unschedulable pods knows no gangs).
+    held: tuple[str, ...] = ()
 
 
 def provision(gangs: Iterable[Gang], pending: Mapping[str, PendingReason],
@@ -103,13 +107,17 @@ def provision(gangs: Iterable[Gang], pending: Mapping[str, PendingReason],
     if not enabled:
         return ScaleUps()
     requests: list[ScaleUp] = []
+    held: list[str] = []
     reasons = dict(pending)
     for gang in sorted(gangs, key=lambda g: g.id):
         reason = pending.get(gang.id)
-        if reason is None or reason.category is not ReasonCategory.PLACEMENT:
+        if reason is None:
             continue
         usable = tuple(g for g in enabled if takes(g, gang))
         if not usable:
+            continue
+        if reason.category is not ReasonCategory.PLACEMENT:
+            held.append(gang.id)
             continue
         state = asked.get(gang.id)
         plan = plan_scale_up(gang, usable)
@@ -123,7 +131,9 @@ def provision(gangs: Iterable[Gang], pending: Mapping[str, PendingReason],
             if isinstance(plan, ScaleUp):
                 requests.append(plan)
         reasons[gang.id] = replace(reason, message=f"{reason.message}; {note}")
-    return ScaleUps(tuple(requests), reasons)
+        if not requests or requests[-1].gang_id != gang.id:
+            held.append(gang.id)
+    return ScaleUps(tuple(requests), reasons, tuple(held))
 
 
 #: How the reason introduces the autoscaler's answer to a request made earlier.

@@ -113,10 +113,10 @@ class ClusterSpec:
         """Nodes in pool order then index order; names are ``{pool}-{index:04d}``."""
         for pool in self.pools:
             for index in range(pool.count):
-                yield _describe_node(self, pool, index)
+                yield describe_node(self, pool, index)
 
 
-def _describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescription:
+def describe_node(spec: ClusterSpec, pool: PoolSpec, index: int) -> NodeDescription:
     name = f"{pool.name}-{index:04d}"
     rack_global = index // pool.nodes_per_rack
     block = rack_global // pool.racks_per_block

@@ -9,6 +9,14 @@ that will bind (their requests, selectors, tolerations), without the fields that
 node or to this pod. The names derive from the gang's, so a request is found again (and deleted
 once the gang is placed or gone) without remembering anything between cycles.
 
+The members themselves are annotated as consuming their gang's request (`CONSUME_ANNOTATION`):
+the autoscaler then leaves them out of its ordinary scale-up for unschedulable pods, which knows
+no gangs and would add nodes for part of a gang (up to a group's maximum) beside the
+all-or-nothing request; and it books the provisioned capacity for them. The members of a gang
+in such a pool that has no request (it waits for quota, or no group can take it whole) get the
+autoscaler's per-pod scale-up delay set to ten years (`SCALE_UP_DELAY_ANNOTATION`), for the same
+reason: otherwise it adds nodes for as many of them as a group allows, which the gang cannot use.
+
 The builders are pure; ``ScaleUpWriter`` makes the writes, through the client it is given.
 """
 
@@ -21,11 +29,28 @@ from typing import Any
 import structlog
 
 from scheduler.decide.plan import CyclePlan, ScaleUp
-from scheduler.kube.client import ApiError, Requester, Response, TransportError, path_segment
+from scheduler.kube.client import (
+    MERGE_PATCH,
+    ApiError,
+    Requester,
+    Response,
+    TransportError,
+    path_segment,
+)
 from scheduler.kube.read.provisioning_state import API_VERSION, GANG_LABEL
+from scheduler.model.gangs import PodRef
 
 #: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
 ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+#: On a member pod: the request it will consume, and that request's class (the autoscaler's
+#: ``ProvisioningRequestPodAnnotationKey`` and ``ProvisioningClassPodAnnotationKey``).
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+#: On a member of a gang in a pool that may scale up but without a request (``held``): the
+#: autoscaler considers a pod for its scale-up only once it is older than this, i.e. never.
+#: A request made later takes over (its consumers are left out of that scale-up anyway).
+SCALE_UP_DELAY_ANNOTATION = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
+HOLD_DELAY = "87600h"
 log = structlog.get_logger()
 
 #: Spec fields of a member pod that belong to that pod only, not to the pods to provision for.
@@ -39,6 +64,17 @@ def request_name(gang_name: str) -> str:
 
 def template_name(gang_name: str, role: str) -> str:
     return f"{request_name(gang_name)}-{role}"
+
+
+def consumer_patch(gang_name: str) -> dict[str, Any]:
+    """The merge patch that marks a member pod as consuming its gang's request."""
+    return {"metadata": {"annotations": {CONSUME_ANNOTATION: request_name(gang_name),
+                                         CLASS_ANNOTATION: ATOMIC_SCALE_UP_CLASS}}}
+
+
+def hold_patch() -> dict[str, Any]:
+    """The merge patch that keeps a member out of the autoscaler's scale-up for pods."""
+    return {"metadata": {"annotations": {SCALE_UP_DELAY_ANNOTATION: HOLD_DELAY}}}
 
 
 def pod_template(namespace: str, gang_name: str, role: str,
@@ -98,12 +134,21 @@ class ScaleUpWriter:
     def __init__(self, client: Requester) -> None:
         self.client = client
         self._made: set[str] = set()  # gang ids with a request, made or listed
+        self._marked: set[tuple[str, str]] = set()  # (kind, uid) of members annotated
 
     def apply(self, plan: CyclePlan, existing: Iterable[str] = ()) -> None:
         self._made.update(existing)
         for scale_up in plan.scale_ups:
             if scale_up.gang_id not in self._made and self._ask(scale_up):
                 self._made.add(scale_up.gang_id)
+            members = plan.members.get(scale_up.gang_id)
+            if scale_up.gang_id in self._made and members is not None:
+                self._mark(scale_up.gang_id, members.pods,  # also members recreated since
+                           consumer_patch(scale_up.gang_id.split("/", 1)[1]))
+        for gang_id in plan.scale_up_held:
+            members = plan.members.get(gang_id)
+            if members is not None:
+                self._mark(gang_id, members.pods, hold_patch(), kind="held")
         asked = {s.gang_id for s in plan.scale_ups}
         for gang_id in sorted(self._made - asked - plan.pending.keys()):
             if self._withdraw(gang_id):
@@ -131,6 +176,21 @@ class ScaleUpWriter:
         log.info("scale_up_asked", gang=scale_up.gang_id, group=scale_up.group,
                  nodes=scale_up.nodes)
         return True
+
+    def _mark(self, gang_id: str, pods: Iterable[PodRef], patch: Mapping[str, Any],
+              kind: str = "consumer") -> None:
+        """Merge *patch* into the members' metadata, once per member and *kind*."""
+        for pod in pods:
+            if (kind, pod.uid) in self._marked:
+                continue
+            path = (f"/api/v1/namespaces/{path_segment(pod.namespace)}/pods/"
+                    f"{path_segment(pod.name)}")
+            response = self.client.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+            if response.ok or response.status == HTTPStatus.NOT_FOUND:  # gone: nothing to mark
+                self._marked.add((kind, pod.uid))
+            else:
+                log.warning("scale_up_member_not_marked", gang=gang_id, pod=pod.name, kind=kind,
+                            error=str(ApiError("PATCH", path, response)))
 
     def _withdraw(self, gang_id: str) -> bool:
         namespace, gang_name = gang_id.split("/", 1)

@@ -15,14 +15,18 @@ at exactly the server's version instead of a re-implementation of kustomize in P
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.request
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +61,31 @@ def release() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ZipSource:
+    """A main module built from its source zip on the Go module proxy, for a module the proxy
+    serves only as a zip (it refuses the version's ``.mod`` and ``@v/list``, so neither
+    ``go install`` nor a wrapper module's ``require`` can resolve it).
+
+    The zip is pinned by its sha256 and checked after download; its ``go.mod``/``go.sum`` are
+    replaced by the committed ones in the component's ``module_dir`` (patched so that every
+    module they name is one the proxy serves), so the build needs nothing but the proxy.
+    """
+
+    module: str
+    #: The zip's version is the version ``module_dir/go.mod`` requires the component's
+    #: ``pinned_module`` at (the same commit), so the pin lives in one place.
+    sha256: str
+    #: One-line fixes of the release's own source, ``(file, old, new)``, each of which must
+    #: apply (a bumped version that no longer needs one fails the build, naming it).
+    edits: tuple[tuple[str, str, str], ...] = ()
+
+    def url(self, version: str) -> str:
+        proxy = next((p for p in os.environ.get("GOPROXY", "").split(",")
+                      if p.startswith(("https://", "http://"))), "https://proxy.golang.org")
+        return f"{proxy.rstrip('/')}/{self.module}/@v/{version}.zip"
+
+
+@dataclass(frozen=True, slots=True)
 class Component:
     """One control-plane binary: which wrapper module builds it and from which Go package."""
 
@@ -72,6 +101,10 @@ class Component:
     #: A Kubernetes binary: built from the chosen release's module (``RELEASES``), not
     #: ``module_dir`` (the default release's).
     follows_release: bool = False
+    #: Built from a module's source zip instead of a wrapper module (`ZipSource`).
+    source_zip: ZipSource | None = None
+    #: Go build tags (``go build -tags``).
+    tags: tuple[str, ...] = ()
 
     @property
     def source_dir(self) -> Path:
@@ -172,12 +205,29 @@ KUBERAY = Component(
      "config/crd/bases/ray.io_rayservices.yaml",
      "config/rbac/role.yaml"),
 )
-#: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``):
-#: the autoscaler itself cannot be built here (see the dev cluster's README), the CRD is what
-#: gang-scheduler writes its whole-gang scale-ups to.
+#: cluster-autoscaler's API module, for its ProvisioningRequest CRD only (``ensure_manifests``),
+#: which ``up`` installs whether or not the autoscaler runs: the CRD is what gang-scheduler
+#: writes its whole-gang scale-ups to. Pinned at the commit `CLUSTER_AUTOSCALER` is built from.
 AUTOSCALER_APIS = Component(
     "autoscaler-apis", HACK_DIR / "autoscaler-apis", "k8s.io/autoscaler/cluster-autoscaler/apis",
     "", (), ("config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml",),
+)
+#: The real cluster-autoscaler with its kwok cloud provider only (``-tags kwok``): it adds and
+#: removes the dev cluster's fake nodes for ProvisioningRequests and unschedulable pods
+#: (autoscaler.py). Built from the proxy's source zip (`ZipSource`), with the go.mod/go.sum of
+#: ``hack/cluster-autoscaler/`` (its ``apis`` module required from the proxy at the same commit
+#: instead of the zip's ``replace ../apis``, which the zip does not contain).
+CLUSTER_AUTOSCALER = Component(
+    "cluster-autoscaler", REPO_ROOT / "hack" / "cluster-autoscaler",
+    "k8s.io/autoscaler/cluster-autoscaler/apis", ".",
+    source_zip=ZipSource(
+        "k8s.io/autoscaler/cluster-autoscaler",
+        "bc6d83485b5b5beb8b59d4d618463f2de576ca81c1a841c4cfffb296bbab841a",
+        # builder_all.go (every provider) lacks ``!kwok`` in its build constraint, so with
+        # ``-tags kwok`` it and builder_kwok.go both define the builder: "redeclared".
+        (("cloudprovider/builder/builder_all.go", "//go:build !gce && ",
+          "//go:build !kwok && !gce && "),)),
+    tags=("kwok",),
 )
 # For the Helm chart's tests (deploy/helm): lint, template, install on the dev cluster.
 HELM = Component("helm", REPO_ROOT / "hack" / "helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm")
@@ -195,6 +245,7 @@ COMPONENTS: tuple[Component, ...] = (
     TRAINING_OPERATOR,
     KUBERAY,
     HELM,
+    CLUSTER_AUTOSCALER,
 )
 # Kubernetes binaries: their version is stamped into component-base and client-go.
 _KUBE_STAMPED = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBECTL)
@@ -259,12 +310,13 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def module_info(component: Component, env: dict[str, str]) -> dict[str, str]:
+def module_info(component: Component, env: dict[str, str],
+                cwd: Path | None = None) -> dict[str, str]:
     """``go list -m -json`` of the pinned module: its release ``Time`` (a reproducible build
     date) and ``Dir`` in the module cache (where its manifests are)."""
     out = subprocess.run(
         ["go", "list", "-m", "-json", component.pinned_module],
-        cwd=component.source_dir, env=env, capture_output=True, text=True, check=False,
+        cwd=cwd or component.source_dir, env=env, capture_output=True, text=True, check=False,
     )
     if out.returncode != 0:
         raise BuildError(f"go list -m {component.pinned_module} failed:\n{out.stderr}")
@@ -298,11 +350,15 @@ def ensure(component: Component, log: Callable[[str], None] = say) -> Path:
     started = time.monotonic()
     component.cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
-    info = module_info(component, env)
-    cmd = ["go", "build", "-ldflags",
-           ldflags(component, version, info.get("Time", "1970-01-01T00:00:00Z")),
-           "-o", str(tmp), component.package]
-    _run_with_progress(cmd, component, env, started, log)
+    with tempfile.TemporaryDirectory(dir=component.cache_dir(), prefix=".src-") as scratch:
+        workdir = (unpack_source(component, version, Path(scratch), log)
+                   if component.source_zip else component.source_dir)
+        info = module_info(component, env, workdir)
+        tags = ["-tags", ",".join(component.tags)] if component.tags else []
+        cmd = ["go", "build", *tags, "-ldflags",
+               ldflags(component, version, info.get("Time", "1970-01-01T00:00:00Z")),
+               "-o", str(tmp), component.package]
+        _run_with_progress(cmd, component, env, started, log, workdir)
     if component.manifests and not info.get("Dir"):
         # On an empty module cache `go list -m` knows the version but has no directory until
         # the build has downloaded the module.
@@ -338,8 +394,46 @@ def ensure_manifests(component: Component, log: Callable[[str], None] = say) -> 
     return paths
 
 
+def unpack_source(component: Component, version: str, into: Path,
+                  log: Callable[[str], None] = say) -> Path:
+    """Download `component`'s source zip at *version*, check its sha256, unpack it under
+    *into* and lay the committed ``go.mod``/``go.sum`` over it; returns the module's root."""
+    source = component.source_zip
+    assert source is not None
+    url = source.url(version)
+    archive = into / "source.zip"
+    log(f"{component.name}: downloading {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=300) as reply, archive.open("wb") as out:
+            shutil.copyfileobj(reply, out)
+    except OSError as exc:
+        raise BuildError(f"{component.name}: cannot download {url}: {exc}") from None
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != source.sha256:
+        raise BuildError(f"{component.name}: {url} has sha256 {digest}, expected "
+                         f"{source.sha256} (pinned in build.py): refusing to build it")
+    prefix = f"{source.module}@{version}/"
+    with zipfile.ZipFile(archive) as zipped:
+        names = zipped.namelist()
+        if not names or any(not n.startswith(prefix) for n in names):
+            raise BuildError(f"{component.name}: {url} is not the zip of {prefix}")
+        zipped.extractall(into / "src")
+    archive.unlink()
+    root = into / "src" / prefix
+    for name in ("go.mod", "go.sum"):
+        shutil.copyfile(component.module_dir / name, root / name)
+    for relative, old, new in source.edits:
+        text = (root / relative).read_text(encoding="utf-8")
+        if text.count(old) != 1:
+            raise BuildError(f"{component.name}: the fix of {relative} ({old!r} -> {new!r}) "
+                             "does not apply to this version: drop or update it in build.py")
+        (root / relative).write_text(text.replace(old, new), encoding="utf-8")
+    return root
+
+
 def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str],
-                       started: float, log: Callable[[str], None]) -> None:
+                       started: float, log: Callable[[str], None],
+                       cwd: Path | None = None) -> None:
     done = threading.Event()
 
     def heartbeat() -> None:
@@ -349,7 +443,7 @@ def _run_with_progress(cmd: list[str], component: Component, env: dict[str, str]
     ticker = threading.Thread(target=heartbeat, daemon=True)
     ticker.start()
     try:
-        proc = subprocess.run(cmd, cwd=component.source_dir, env=env, check=False,
+        proc = subprocess.run(cmd, cwd=cwd or component.source_dir, env=env, check=False,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     finally:
         done.set()

@@ -59,6 +59,8 @@ CLIENTS: dict[str, Identity] = {
     "kuberay": Identity("kuberay-operator"),
     # The fake DRA driver (dra_driver.py), with its own ClusterRole.
     "dra-driver": Identity("gang-scheduler-dev-dra-driver"),
+    # cluster-autoscaler (autoscaler.py), bound to cluster-admin there.
+    "cluster-autoscaler": Identity("cluster-autoscaler"),
 }
 
 

@@ -19,7 +19,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,6 +28,7 @@ from kubernetes import client
 
 from scheduler.model.nodes import DEFAULT_TOPOLOGY_LABELS
 from scheduler.tools.devcluster import (
+    autoscaler,
     build,
     certs,
     controllers,
@@ -219,6 +220,42 @@ class DevCluster:
         st.versions[operator.component.name] = operator.component.version
         state.save(st)
         log(f"{operator.component.name} ready in {time.monotonic() - t0:.1f}s")
+
+    def start_autoscaler(self, spec: clusterspec.ClusterSpec,
+                         groups: Sequence[autoscaler.NodeGroupSpec],
+                         log: Log = build.say,
+                         max_nodes_total: int | None = None) -> procs.ManagedProcess:
+        """Start the real cluster-autoscaler (kwok provider, ProvisioningRequests on) with one
+        node group per entry of *groups*, each a pool of *spec* (``autoscaler.template``).
+        Not part of `up`: it acts on every unschedulable pod of the cluster, and it reads its
+        node groups only at start (`stop_autoscaler` first to declare others).
+        *max_nodes_total*: its ``--max-nodes-total`` (the whole cluster's nodes)."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"no dev cluster recorded in {self.state_dir}; run `up` first")
+        templates = [autoscaler.template(spec, g) for g in groups]  # bad groups: before a build
+        build.ensure(build.CLUSTER_AUTOSCALER, log)
+        t0 = time.monotonic()
+        proc = autoscaler.start(self.api_client(), st.server,
+                                certs.CertPaths.under(self.state_dir / "pki"), self.state_dir,
+                                self.owned, templates, max_nodes_total)
+        st.processes.append(proc)
+        st.versions[build.CLUSTER_AUTOSCALER.name] = build.CLUSTER_AUTOSCALER.version
+        state.save(st)
+        log(f"{autoscaler.IDENTITY} ready in {time.monotonic() - t0:.1f}s, node groups: "
+            + ", ".join(f"{g.pool} ({g.min_count}-{g.max_count})" for g in groups))
+        return proc
+
+    def stop_autoscaler(self) -> None:
+        """Stop the autoscaler (SIGTERM: on its way out it deletes its groups' nodes)."""
+        st = self.state
+        if st is None:
+            return
+        for proc in [p for p in st.processes if p.name == autoscaler.IDENTITY]:
+            procs.stop(proc, grace_s=30.0)
+            st.processes.remove(proc)
+        st.versions.pop(build.CLUSTER_AUTOSCALER.name, None)
+        state.save(st)
 
     def _start_dra_driver(self, spec: clusterspec.ClusterSpec | None, log: Log) -> None:
         """The fake DRA driver, with the topology labels of *spec* (its devices' NVLink

@@ -161,7 +161,7 @@ def _ops(operator: Operator, relative: str) -> list[dict[str, Any]]:
     return [{"kind": kind, "op": op} for op in ops]
 
 
-def _apply(api: client.ApiClient, doc: dict[str, Any]) -> None:
+def apply_object(api: client.ApiClient, doc: dict[str, Any]) -> None:
     """Create `doc` (a cluster-scoped RBAC or webhook object), or replace it if it exists."""
     kinds: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = {}
     rbac = client.RbacAuthorizationV1Api(api)
@@ -194,13 +194,13 @@ def grant(api: client.ApiClient, operator: Operator) -> None:
     name = f"{operator.name}-controller"
     role["metadata"] = {"name": name}
     role["rules"] = [*role.get("rules", []), *operator.missing_rules]
-    _apply(api, role)
-    _apply(api, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": name},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": name},
-                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                               "name": certs.CLIENTS[operator.name].user}]})
+    apply_object(api, role)
+    apply_object(api, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                       "metadata": {"name": name},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                   "name": name},
+                       "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                     "name": certs.CLIENTS[operator.name].user}]})
     if operator.namespace_role:
         _grant_in_namespace(api, operator, name)
 
@@ -334,7 +334,7 @@ def start(operator: Operator, api: client.ApiClient, server: str, pki: certs.Cer
     proc, webhook_port = procs.start_listening(serve)
     if operator.webhooks:
         for doc in webhook_configurations(operator, webhook_port, pki.ca_cert):
-            _apply(api, doc)
+            apply_object(api, doc)
     return proc
 
 

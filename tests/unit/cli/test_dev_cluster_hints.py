@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.cli.main import main
-from scheduler.tools.devcluster import cluster, state
+from scheduler.tools.devcluster import autoscaler, cluster, state
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +49,23 @@ def test_env_without_a_cluster_names_the_up_that_would_start_it(
     assert main(["dev-cluster", "--state-dir", str(tmp_path / "x"), "env"]) == 1
     err = capsys.readouterr().err
     assert f"run `gang-scheduler dev-cluster --state-dir {tmp_path / 'x'} up`" in err, err
+
+
+def test_up_autoscale_starts_the_autoscaler_with_groups_of_the_described_pools(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[tuple[list[str], list[autoscaler.NodeGroupSpec]]] = []
+    monkeypatch.setattr(cluster.DevCluster, "start_autoscaler",
+                        lambda self, spec, groups: started.append(
+                            ([p.name for p in spec.pools], list(groups))))
+    assert main(["dev-cluster", "up", "--autoscale", "a100=8", "--autoscale", "h100=1:2"]) == 0
+    assert started == [(["a100", "h100"], [autoscaler.NodeGroupSpec("a100", 8),
+                                           autoscaler.NodeGroupSpec("h100", 2, 1)])]
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    ("v100=8", "no pool of that name in the cluster description (pools: a100, h100)"),
+    ("a100", "expected POOL=MAX or POOL=MIN:MAX")])
+def test_up_refuses_a_bad_autoscale_before_starting_anything(
+        option: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dev-cluster", "up", "--autoscale", option]) == 2
+    assert said in capsys.readouterr().err

@@ -88,10 +88,19 @@ def test_without_enabled_pools_nothing_changes() -> None:
     assert out == ScaleUps()
 
 
-def test_a_gang_pending_for_another_reason_is_not_asked_for() -> None:
+def test_a_gang_pending_for_another_reason_is_not_asked_for_but_held() -> None:
     quota = PendingReason(ReasonCategory.QUOTA, "over quota")
     out = provision([BIG], {BIG.id: quota}, (group(),), frozenset({"train"}), {})
     assert out.requests == () and out.pending == {BIG.id: quota}
+    assert out.held == (BIG.id,)  # kept out of the autoscaler's own scale-up
+
+
+def test_a_gang_no_group_can_take_whole_is_held_and_an_asked_one_is_not() -> None:
+    small = group(max_size=3)
+    out = provision([BIG], {BIG.id: NO_ROOM}, (small,), frozenset({"train"}), {})
+    assert out.requests == () and out.held == (BIG.id,)
+    out = provision([BIG], {BIG.id: NO_ROOM}, (group(),), frozenset({"train"}), {})
+    assert out.held == ()
 
 
 @pytest.mark.parametrize(("state", "asks", "said"), [

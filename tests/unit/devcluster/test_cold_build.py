@@ -21,7 +21,8 @@ def test_manifests_come_from_the_module_directory_the_build_downloaded(
     module = tmp_path / "gomodcache" / "sigs.k8s.io" / "jobset@v0.10.1"
     listed: list[dict[str, str]] = [{"Time": "2026-01-01T00:00:00Z"}]  # cold: no Dir yet
 
-    def module_info(component: build.Component, env: dict[str, str]) -> dict[str, str]:
+    def module_info(component: build.Component, env: dict[str, str],
+                    cwd: Path | None = None) -> dict[str, str]:
         return listed[-1]
 
     def go_build(cmd: list[str], *args: Any) -> None:  # downloads the module, writes the binary

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from scheduler.decide.plan import CyclePlan, PendingReason, PodSet, ReasonCategory, ScaleUp
+from scheduler.decide.plan import (
+    CyclePlan,
+    Members,
+    PendingReason,
+    PodSet,
+    ReasonCategory,
+    ScaleUp,
+)
 from scheduler.kube.client import Response
 from scheduler.kube.read.provisioning_state import provisioning_state
 from scheduler.kube.write.provisioning import (
     ATOMIC_SCALE_UP_CLASS,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
     GANG_LABEL,
+    HOLD_DELAY,
+    SCALE_UP_DELAY_ANNOTATION,
     ScaleUpWriter,
     provisioning_objects,
 )
@@ -149,3 +161,40 @@ def test_a_refused_write_is_tried_again_next_cycle() -> None:
     writer.apply(plan(ASK, pending=("ml/train",)))
     posts = [p for m, p, _ in api.calls if m == "POST" and p.endswith("provisioningrequests")]
     assert len(posts) == 2
+
+
+def test_the_members_are_marked_as_the_requests_consumers_once_each_new_ones_too() -> None:
+    """Unmarked, the autoscaler would also scale up for them as ordinary unschedulable pods:
+    for part of the gang, up to the group's maximum."""
+    api = Api()
+    writer = ScaleUpWriter(api)
+    first = (PodRef("ml", "train-0", "u0"), PodRef("ml", "train-1", "u1"))
+    asked = plan(ASK, pending=("ml/train",))
+    writer.apply(replace(asked, members={"ml/train": Members(first)}))
+    recreated = (first[0], PodRef("ml", "train-1", "u1-again"))
+    writer.apply(replace(asked, members={"ml/train": Members(recreated)}))
+    patches = [(p, body) for m, p, body in api.calls if m == "PATCH"]
+    marks = {"metadata": {"annotations": {CONSUME_ANNOTATION: "gang-train",
+                                          CLASS_ANNOTATION: ATOMIC_SCALE_UP_CLASS}}}
+    assert patches == [("/api/v1/namespaces/ml/pods/train-0", marks),
+                       ("/api/v1/namespaces/ml/pods/train-1", marks),
+                       ("/api/v1/namespaces/ml/pods/train-1", marks)]
+
+
+def test_no_member_is_marked_while_its_request_is_not_made() -> None:
+    api = Api(refuse="provisioningrequests")
+    members = {"ml/train": Members((PodRef("ml", "train-0", "u0"),))}
+    ScaleUpWriter(api).apply(replace(plan(ASK, pending=("ml/train",)), members=members))
+    assert [p for m, p, _ in api.calls if m == "PATCH"] == []
+
+
+def test_the_members_of_a_held_gang_get_the_autoscalers_scale_up_delay_once() -> None:
+    api = Api()
+    writer = ScaleUpWriter(api)
+    held = replace(plan(pending=("ml/train",)), scale_up_held=("ml/train",),
+                   members={"ml/train": Members((PodRef("ml", "train-0", "u0"),))})
+    writer.apply(held)
+    writer.apply(held)
+    assert [(m, p, body) for m, p, body in api.calls] == [
+        ("PATCH", "/api/v1/namespaces/ml/pods/train-0",
+         {"metadata": {"annotations": {SCALE_UP_DELAY_ANNOTATION: HOLD_DELAY}}})]
