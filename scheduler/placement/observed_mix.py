@@ -39,8 +39,8 @@ def member_request(role: Role) -> ShareRequest | None:
 def _running_members(rg: RunningGang) -> Iterable[tuple[Role, int]]:
     """Each role of *rg* with its members running (its required ones when not recorded)."""
     placed: Counter[str] = Counter()
-    for role, _, count in rg.members:
-        placed[role] += count
+    for name, _, count in rg.members:
+        placed[name] += count
     for role in rg.gang.roles:
         yield role, placed[role.name] if rg.members else role.required
 
