@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from policies.queues import Packing, PolicySet
+from scheduler.cli.policy import summarise
 from scheduler.decide.cycle import decide
 from scheduler.decide.recall import Recall
 from scheduler.model import Gang, PodRequirements, Role
@@ -72,3 +73,8 @@ def test_a_share_of_a_gpu_counts_its_fraction() -> None:
     g = replace(gang("half", "q"), roles=(half,))
     mix = observed_mix((), [g, gang("cpu", "q", gpus=0)])
     assert mix.kinds == ((ShareRequest(500, 0, 1, 500), 1.0),)
+
+
+def test_policy_validate_says_the_packing_only_when_not_best_fit() -> None:
+    assert "packing" not in summarise(_policies(Packing.BEST_FIT))
+    assert ", packing fragmentation" in summarise(_policies(Packing.FRAGMENTATION))
