@@ -77,10 +77,14 @@ def _least_fragmenting(problem: Problem, fitting: Iterable[str], mix: Mix, need:
     frag = fragmentation_of(mix)
     cpu, memory = need.get(CPU, 0), need.get(MEMORY, 0) / _MIB
     best: tuple[float, str] | None = None
+    known: dict[tuple[int, int, tuple[int, ...], str], float] = {}  # per node state
     for name in fitting:
         before = node_state(problem, name)
-        # (``fits_in`` saw the GPUs free; the guard keeps ``taking``'s premise explicit)
-        cost = taking(frag, before, gpus, cpu, memory) if len(before.gpus) >= gpus else 0.0
+        cost = known.get(before.key)
+        if cost is None:
+            # (``fits_in`` saw the GPUs free; the guard keeps ``taking``'s premise explicit)
+            cost = known[before.key] = (taking(frag, before, gpus, cpu, memory)
+                                        if len(before.gpus) >= gpus else 0.0)
         if best is None or cost < best[0]:
             best = (cost, name)
     return None if best is None else best[1]
