@@ -21,6 +21,7 @@ from policies.queues import (
     PRESETS,
     Limits,
     OrderingMode,
+    Packing,
     PoolQuota,
     PreemptionPolicy,
     Queue,
@@ -52,7 +53,7 @@ _QUEUEING_FIELDS = {"strategy", "backfill", "defaultRuntimeSeconds", "reserveAft
 _POLICY_FIELDS = {"preset", "ordering", "preemption", "reservation", "backfill", "placement",
                   "fairShare", "scaleUp"}
 _SCALE_UP_FIELDS = {"pools"}
-_PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds"}
+_PLACEMENT_FIELDS = {"cpsat", "cpsatTimeLimitSeconds", "packing"}
 _RESERVATION_FIELDS = {"afterSeconds", "maxGangs"}
 _FAIR_SHARE_FIELDS = {"usageHalfLifeSeconds"}
 _AMOUNT_FIELDS = {"nominal", "borrowingLimit", "lendingLimit"}  # resource -> quantity
@@ -358,6 +359,8 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
         max_reservations=max_reservations,
         backfill=err.boolean(spec.get("backfill"), "spec.backfill", base.backfill),
         placement=params,
+        packing=err.enum(placement.get("packing"), "spec.placement.packing", Packing,
+                         base.packing),
         usage_half_life_seconds=err.seconds(fair.get("usageHalfLifeSeconds"),
                                             "spec.fairShare.usageHalfLifeSeconds",
                                             base.usage_half_life_seconds),

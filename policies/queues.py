@@ -23,6 +23,18 @@ API_GROUP = "gangscheduler.io"
 API_VERSION = f"{API_GROUP}/v1alpha1"
 
 
+class Packing(StrEnum):
+    """How placement chooses among nodes that fit (``spec.placement.packing``).
+
+    ``best-fit``: the fewest GPUs left over, the scheduler's rule from the start.
+    ``fragmentation``: the least expected fragmentation added under the request mix the
+    scheduler observes this cycle (``scheduler.placement.observed_mix``), best fit breaking
+    ties: greedy's single-node choice and CP-SAT's objective both carry it."""
+
+    BEST_FIT = "best-fit"
+    FRAGMENTATION = "fragmentation"
+
+
 class WithinQueuePreemption(StrEnum):
     NEVER = "Never"
     LOWER_PRIORITY = "LowerPriority"
@@ -173,6 +185,10 @@ class SchedulerPolicy:
     #: (strict head-of-line blocking). On: later gangs may start if they delay no reservation.
     backfill: bool = True
     placement: PlacementParams = field(default_factory=PlacementParams)
+    #: How placement chooses among nodes that fit; ``decide`` turns ``fragmentation`` into
+    #: ``placement.fragmentation_mix`` once per cycle. Off (best fit) by default, so the
+    #: decisions of every policy written before it are unchanged.
+    packing: Packing = Packing.BEST_FIT
     #: Fair share with memory: what queues borrowed in the past counts towards their
     #: fair-share rank, decayed by half every this many seconds (``policies.usage_memory``).
     #: 0: off, ranks look only at what runs now.

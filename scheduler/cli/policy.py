@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from policies.guards import Guards
 from policies.interactive import NO_CAPS, InteractivePolicy
-from policies.queues import PolicySet, QueueSet, SchedulerPolicy
+from policies.queues import Packing, PolicySet, QueueSet, SchedulerPolicy
 from policies.validation import read_files
 from scheduler.model.durations import format_duration
 from scheduler.model.resources import Resources, total
@@ -85,12 +85,17 @@ def _memory(s: SchedulerPolicy) -> str:
             f"(half-life {format_duration(s.usage_half_life_seconds)})")
 
 
+def _packing(s: SchedulerPolicy) -> str:
+    """``, packing fragmentation``; nothing for the default (best fit)."""
+    return "" if s.packing is Packing.BEST_FIT else f", packing {s.packing}"
+
+
 def summarise(policies: PolicySet) -> str:
     queues = policies.queues
     s = policies.scheduler
     lines = [f"{len(queues)} queue(s); scheduler policy: ordering {s.ordering}, "
              f"preemption {_on(s.preemption)}, reservation {_reservation(s)}, "
-             f"backfill {_on(s.backfill)}{_memory(s)}", "", "hierarchy:"]
+             f"backfill {_on(s.backfill)}{_memory(s)}{_packing(s)}", "", "hierarchy:"]
     for root in queues.children_of(None):
         lines.extend(_tree(queues, root, "  "))
     per_pool: dict[str, list[Resources]] = {}

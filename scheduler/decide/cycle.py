@@ -22,7 +22,7 @@ from dataclasses import replace
 from policies import fairshare, usage_memory
 from policies.admission import placement_charges
 from policies.guards import NO_USAGE, Usage
-from policies.queues import PolicySet, Queue
+from policies.queues import Packing, PolicySet, Queue
 from scheduler import placement
 from scheduler.decide import guards, housekeeping
 from scheduler.decide.admissible import admissible
@@ -50,6 +50,7 @@ from scheduler.decide.scale_up import provision
 from scheduler.decide.trial import Trial, find_footing, hopeless_of
 from scheduler.model import Gang
 from scheduler.model.node_groups import NodeGroup, ProvisioningState
+from scheduler.placement.observed_mix import observed_mix
 from scheduler.placement.types import Solver
 from scheduler.world.snapshot import Snapshot
 
@@ -108,6 +109,8 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
                          rollbacks=housekeeping.rollbacks(house, (), held, now, rolled_back),
                          due=_sooner(next_due(snapshot, given, held, (), (), policies, house,
                                               now), wake), wake=wake)
+    if policies.scheduler.packing is Packing.FRAGMENTATION:
+        policies = recall.packing(policies, observed_mix(snapshot.running.values(), gangs))
     tree = recall.tree(queues)
     memo = Memo(recall)
     parents = recall.parents(queues)

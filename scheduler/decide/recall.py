@@ -15,7 +15,9 @@ same (the snapshot's ``NodeIndex``) and hands it to every ``decide``:
 - ``hopeless``: per (shape number, topology constraint, queue), why a gang whose placement
   depends on its shape alone can never start (or None), under one queue set and one set of
   placement knobs: it reads only the nodes, the quota tree and the knobs (``trial.hopeless``),
-  so it is asked once while they stay, not once a cycle.
+  so it is asked once while they stay, not once a cycle;
+- ``packing``: under the ``fragmentation`` packing policy, the policy set carrying the
+  cycle's observed mix, the same object while the mix stays equal (``hopeless`` holds on).
 
 Every entry is a pure function of the objects it is kept for, so ``decide`` with a fresh
 recall (tests, benchmarks, the first cycle) decides exactly as with a warm one.
@@ -32,17 +34,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.admission import pool_bounds
-from policies.queues import Queue, QueueSet
+from policies.queues import PolicySet, Queue, QueueSet
 from policies.quota import QuotaLedger, QuotaTree
 from scheduler.decide.housekeeping import members
 from scheduler.decide.plan import Members, ReasonCategory
 from scheduler.kit.memo import BOUND, LARGE, Last, kept_for
 from scheduler.model import Gang, Role
 from scheduler.model.resources import EMPTY, Resources
+from scheduler.placement.gpu_shares import Mix
 from scheduler.world.node_index import NodeIndex
 from scheduler.world.snapshot import Snapshot
 
@@ -68,7 +71,8 @@ class Shape:
 class Recall:
     """See the module docstring."""
 
-    __slots__ = ("_admissible", "_hopeless", "_ledger", "_numbers", "_shapes", "_tree", "index")
+    __slots__ = ("_admissible", "_hopeless", "_ledger", "_numbers", "_packing", "_shapes", "_tree",
+                 "index")
 
     def __init__(self, index: NodeIndex) -> None:
         self.index = index
@@ -84,6 +88,21 @@ class Recall:
             {}, itertools.count())
         #: (the queue set, the placement knobs) it holds for, and the ``hopeless`` answers.
         self._hopeless: tuple[QueueSet, object, dict[Any, Any], dict[Any, Any]] | None = None
+        #: (the policy set, the observed mix) -> the policy set placing under that mix.
+        self._packing: tuple[PolicySet, Mix, PolicySet] | None = None
+
+    def packing(self, policies: PolicySet, mix: Mix) -> PolicySet:
+        """*policies* with ``fragmentation_mix`` set to *mix*: the same object again while
+        *policies* is and *mix* is equal, so the tables kept per placement knobs (``hopeless``,
+        compared by identity) hold across cycles whose mix did not change."""
+        kept = self._packing
+        if kept is not None and kept[0] is policies and kept[1] == mix:
+            return kept[2]
+        sp = policies.scheduler
+        placed = replace(policies, scheduler=replace(
+            sp, placement=replace(sp.placement, fragmentation_mix=mix)))
+        self._packing = (policies, mix, placed)
+        return placed
 
     def tree(self, queues: QueueSet) -> QuotaTree:
         """The quota tree of *queues*."""

@@ -31,7 +31,14 @@ from scheduler.model.demand import gpus_of
 from scheduler.model.nodes import GPU_PRODUCT_LABEL
 from scheduler.model.resources import CPU, MEMORY
 from scheduler.placement.eligibility import Problem, RoleView
-from scheduler.placement.gpu_shares import MILLI, Fragmentation, Mix, NodeState, ShareRequest
+from scheduler.placement.gpu_shares import (
+    MILLI,
+    Fragmentation,
+    Mix,
+    NodeState,
+    ShareRequest,
+    fragmentation_of,
+)
 
 _MIB = 1 << 20
 
@@ -54,18 +61,24 @@ def node_state(problem: Problem, node: str) -> NodeState:
                      snapshot.nodes[node].labels.get(GPU_PRODUCT_LABEL, ""))
 
 
+def taking(frag: Fragmentation, before: NodeState, gpus: int, cpu: float,
+           memory: float) -> float:
+    """Shares of fragmentation added by taking *gpus* whole GPUs of *before* with *cpu*
+    millicores and *memory* MiB (capped at what the node has). *gpus* is at most the node's
+    free GPUs."""
+    taken = ShareRequest(min(math.ceil(cpu), before.cpu), min(math.ceil(memory), before.memory),
+                         gpus)
+    _, after = next(before.options(taken))  # fits: the GPUs are free, CPU and memory capped
+    return frag.added(before, after)
+
+
 def outcome_costs(frag: Fragmentation, before: NodeState, most: int, cpu_per_gpu: float,
                   memory_per_gpu: float) -> tuple[int, ...]:
     """Shares of fragmentation added by taking 0..*most* whole GPUs of *before* (with the
     CPU and memory that go with them, as much as the node has): entry g for g GPUs. *most*
     is at most the node's free GPUs."""
-    costs = [0]
-    for g in range(1, most + 1):
-        taken = ShareRequest(min(math.ceil(g * cpu_per_gpu), before.cpu),
-                             min(math.ceil(g * memory_per_gpu), before.memory), g)
-        _, after = next(before.options(taken))  # fits: g whole GPUs are free, CPU capped
-        costs.append(round(frag.added(before, after)))
-    return tuple(costs)
+    return (0, *(round(taking(frag, before, g, g * cpu_per_gpu, g * memory_per_gpu))
+                 for g in range(1, most + 1)))
 
 
 def encode(model: cp_model.CpModel, problem: Problem, mix: Mix,
@@ -79,7 +92,7 @@ def encode(model: cp_model.CpModel, problem: Problem, mix: Mix,
         return {}
     cpu_per_gpu = sum(rv.request.get(CPU, 0) * rv.required for rv in roles) / gpus
     memory_per_gpu = sum(rv.request.get(MEMORY, 0) * rv.required for rv in roles) / gpus / _MIB
-    frag = Fragmentation(mix)
+    frag = fragmentation_of(mix)
     out: dict[str, NodeTerm] = {}
     for n, entries in sorted(per_node.items()):
         before = node_state(problem, n)

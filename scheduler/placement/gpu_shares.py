@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 #: A whole GPU in shares.
 MILLI = 1000
@@ -201,6 +202,14 @@ class Fragmentation:
         shares)."""
         return round(self.of(after) - self.of(before)
                      + self.starved(after) - self.starved(before), 3)
+
+
+@lru_cache(maxsize=4)
+def fragmentation_of(mix: Mix) -> Fragmentation:
+    """The ``Fragmentation`` of *mix*, shared by every solve under it: its memo per node
+    state then outlives one solve (the live scheduler keeps one mix per cycle, often the
+    same one cycle after cycle)."""
+    return Fragmentation(mix)
 
 
 class Policy(StrEnum):

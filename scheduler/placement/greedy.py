@@ -3,7 +3,9 @@
 Three rules, in order, carry most of the packing quality:
 
 * a gang that fits on one node goes to the node with the fewest free GPUs that still fits
-  it (best fit, found through the free-GPU index without scanning the cluster);
+  it (best fit, found through the free-GPU index without scanning the cluster); under the
+  ``fragmentation`` packing policy (``PlacementParams.fragmentation_mix``) to the fitting
+  node where it adds the least expected fragmentation, best fit breaking ties;
 * a gang that needs several nodes goes into the tightest domain that can take it, trying
   racks before blocks before the whole cluster, so large free domains stay whole;
 * inside that scope a role takes the nodes that fit the most of its pods first (fewest
@@ -16,18 +18,22 @@ packing that has a solution; ``solve`` then asks CP-SAT. Ties are broken by node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from scheduler.model.demand import gpus_of
-from scheduler.model.resources import Resources
+from scheduler.model.resources import CPU, MEMORY, Resources
 from scheduler.placement.candidates import Candidates, domain_loads, ranks
+from scheduler.placement.cpsat_fragmentation import node_state, taking
 from scheduler.placement.eligibility import Problem
+from scheduler.placement.gpu_shares import Mix, fragmentation_of
 from scheduler.placement.index import free_index
 from scheduler.world.topology import Topology
 
 #: (role, node) -> pods.
 Assign = dict[tuple[str, str], int]
 FreeOf = Callable[[str], Resources]
+
+_MIB = 1 << 20
 
 #: Domains per level that greedy tries before moving outwards (it rarely fails on one that
 #: passes the capacity check; only multi-role packings do).
@@ -51,11 +57,37 @@ def single_node(problem: Problem) -> Assign | None:
     free = problem.snapshot.free
     filtered, usable = problem.filtered, problem.usable
     limited = problem.terms.active
-    for name in index.ascending(gpus_of(need) + sum(rv.devices * rv.required for rv in active)):
+    fitting = (name for name in index.ascending(
+        gpus_of(need) + sum(rv.devices * rv.required for rv in active))
         if need.fits_in(free(name)) and (not filtered or usable(name)) and (
-                not limited or all(rv.allowed(name) for rv in active)):
-            return {(rv.name, name): rv.required for rv in active}
-    return None
+            not limited or all(rv.allowed(name) for rv in active)))
+    mix = problem.params.fragmentation_mix
+    gpus = gpus_of(need)
+    best = next(fitting, None) if mix is None or not gpus else _least_fragmenting(
+        problem, fitting, mix, need, gpus)
+    return None if best is None else {(rv.name, best): rv.required for rv in active}
+
+
+def _least_fragmenting(problem: Problem, fitting: Iterable[str], mix: Mix, need: Resources,
+                       gpus: int) -> str | None:
+    """Of the *fitting* nodes (best fit first), the one where taking the gang's *gpus* adds
+    the least expected fragmentation under *mix* (``cpsat_fragmentation.taking``, the rule
+    CP-SAT's objective uses); best fit breaks ties. Every fitting node is weighed: the
+    ``fragmentation`` packing policy trades that scan for the GPUs it keeps usable."""
+    frag = fragmentation_of(mix)
+    cpu, memory = need.get(CPU, 0), need.get(MEMORY, 0) / _MIB
+    best: tuple[float, str] | None = None
+    known: dict[tuple[int, int, tuple[int, ...], str], float] = {}  # per node state
+    for name in fitting:
+        before = node_state(problem, name)
+        cost = known.get(before.key)
+        if cost is None:
+            # (``fits_in`` saw the GPUs free; the guard keeps ``taking``'s premise explicit)
+            cost = known[before.key] = (taking(frag, before, gpus, cpu, memory)
+                                        if len(before.gpus) >= gpus else 0.0)
+        if best is None or cost < best[0]:
+            best = (cost, name)
+    return None if best is None else best[1]
 
 
 def fill(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.queues import Packing
 from scheduler.run.config import (
     ConfigError,
     GpuMetricsConfig,
@@ -91,6 +92,13 @@ def test_the_scheduler_policy_comes_from_the_config(tmp_path: Path) -> None:
      "schedulerPolicy.reservation.maxGangs: must be a whole number >= 1, got 0"),
     ("schedulerPolicy: {preemptoin: false}\n", "schedulerPolicy.preemptoin: unknown field"),
     ("schedulerPolicy: {preset: fastest}\n", "schedulerPolicy.preset: must be one of"),
+    ("schedulerPolicy: {placement: {packing: tightest}}\n",
+     "schedulerPolicy.placement.packing: must be one of best-fit | fragmentation, "
+     "got 'tightest'"),
+    ("schedulerPolicy: {placement: {packing: true}}\n",
+     "schedulerPolicy.placement.packing: must be one of best-fit | fragmentation, got True"),
+    ("schedulerPolicy: {placement: {packnig: fragmentation}}\n",
+     "schedulerPolicy.placement.packnig: unknown field"),
 ])
 def test_a_bad_scheduler_policy_is_refused_naming_the_field(tmp_path: Path, text: str,
                                                             message: str) -> None:
@@ -98,6 +106,15 @@ def test_a_bad_scheduler_policy_is_refused_naming_the_field(tmp_path: Path, text
     path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(path)
+
+
+def test_packing_is_best_fit_unless_configured(tmp_path: Path) -> None:
+    assert SchedulerConfig().policy().packing is Packing.BEST_FIT  # recorded decisions kept
+    path = tmp_path / "c.yaml"
+    path.write_text("schedulerPolicy:\n  placement: {packing: fragmentation}\n")
+    policy = load_config(path).policy()
+    assert policy.packing is Packing.FRAGMENTATION
+    assert policy.placement.fragmentation_mix is None  # the cycle sets it from what it sees
 
 
 def test_gpu_metrics_is_off_unless_configured(tmp_path: Path) -> None:
