@@ -220,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                         results[contender].append(result)
                         print(f"round {round_no + 1} {contender}: {result.bound} bound, "
                               f"start-up {result.startup_s:.1f}s, {result.from_start:.1f} "
-                              f"pods/s from start; {load()}")
+                              f"pods/s from start, " + ", ".join(
+                                  f"{name} {fmt_get[1](result):{fmt_get[0]}}"
+                                  for name, fmt_get in FIGURES.items()
+                                  if name not in ("start-up s", "pods/s from start"))
+                              + f"; {load()}")
                     clean_up(client, namespace, pool)
             print()
             report(results, limit, args.pods)

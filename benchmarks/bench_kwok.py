@@ -25,7 +25,7 @@ from typing import Any
 
 from bench_scheduler_setup import GPU, POOL, cpu_seconds
 
-from scheduler.kube.client import KubeClient
+from scheduler.kube.client import KubeClient, TransportError
 from scheduler.kube.read import informer
 from scheduler.tools.devcluster import build, certs, controllers, liveness, procs
 from scheduler.tools.devcluster.cluster import DevCluster
@@ -230,9 +230,12 @@ def delete_pods(client: KubeClient, namespace: str, pool: ThreadPoolExecutor,
     quicker than as many DELETEs) and the per-pod loop only mops up and verifies."""
     path = f"/api/v1/namespaces/{namespace}/pods"
     if collection:
-        reply = client.request("DELETE", path, query={"gracePeriodSeconds": 0}, timeout=600)
-        if not reply.ok:
-            say(f"deletecollection {namespace}/pods: HTTP {reply.status}: {reply.message()}")
+        try:  # the reply lists every deleted pod (MBs): a broken read leaves the pods deleted
+            reply = client.request("DELETE", path, query={"gracePeriodSeconds": 0}, timeout=600)
+            if not reply.ok:
+                say(f"deletecollection {namespace}/pods: HTTP {reply.status}: {reply.message()}")
+        except TransportError as exc:
+            say(f"deletecollection {namespace}/pods: {exc}; the per-pod loop finishes it")
 
     def delete(name: str) -> None:
         reply = client.request("DELETE", f"{path}/{name}", query={"gracePeriodSeconds": 0})
