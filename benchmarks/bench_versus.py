@@ -5,7 +5,9 @@ scheduler's process starts, and a watch of ours stamps every bind. Contenders, o
 other, each on its own namespace of identical pods. The earlier contenders' pods stay bound
 (deleting 10,000 pods took minutes here), so each contender starts on a cluster with more
 pods than the one before: the order below puts gang-scheduler last, where that weighs most
-(``--delete-between`` deletes them instead):
+(``--delete-between`` deletes them instead). ``bench_fair.py`` is the fair comparison: the
+same cluster content for every contender, alternating order, repeated rounds, medians and
+the apiserver's raw bind limit:
 
 - ``kube``:          kube-scheduler v1.36.3 (the dev cluster's binary, its default plugins) with
                      its shipped client limits (QPS 50, burst 100);
@@ -91,9 +93,10 @@ class Result:
 
 def run_contender(cluster: DevCluster, client: KubeClient, contender: str,
                   pool: ThreadPoolExecutor, args: argparse.Namespace,
-                  workdir: Path) -> Result | None:
-    """Create the pods, start the contender, watch until all are bound; then clean up."""
-    namespace = f"{contender}-{uuid.uuid4().hex[:5]}"
+                  workdir: Path, namespace: str = "") -> Result | None:
+    """Create the pods in *namespace* (default: a fresh one named after the contender), start
+    the contender, watch until all are bound; then clean up."""
+    namespace = namespace or f"{contender}-{uuid.uuid4().hex[:5]}"
     create_namespace(client, namespace)
     gang = contender.startswith("gang")
     scheduler_name = "gang-scheduler" if gang else f"bench-{contender}"

@@ -20,6 +20,11 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 CASES = {
+    "bench_fair.py": (["--nodes", "4", "--bound", "8", "--pods", "16", "--rounds", "2",
+                       "--contenders", "kube-fast,gang-groups", "--concurrencies", "2,4"],
+                      ["the limit: ", "round 2 kube-fast: 16 bound",
+                       "round 2 gang-groups: 16 bound",
+                       "gang-groups / kube-fast (medians): throughput from process start"]),
     "bench_versus.py": (["--nodes", "4", "--pods", "16", "--contenders", "kube-fast,gang-groups"],
                         ["gang-groups / kube-fast: throughput from process start"]),
     "bench_stream.py": (["--nodes", "4", "--gang-size", "2", "--rate", "1", "--duration", "4",

@@ -175,7 +175,8 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^\.venv/bin/python benchmarks/bench_policies\.py "),
     *(Covered(rf"^\.venv/bin/python benchmarks/{name}\.py( |$)",
               "tests/e2e/test_benchmarks_run.py", f'"{name}.py"')
-      for name in ("bench_versus", "bench_stream", "bench_kai", "bench_soak", "bench_scale")),
+      for name in ("bench_versus", "bench_fair", "bench_stream", "bench_kai", "bench_soak",
+                   "bench_scale")),
     Covered(r"^kubectl apply -k deploy/?$", "tests/e2e/test_deploy_support.py",
             '"apply", "-k", str(REPO / "deploy")'),
     Covered(r"^kubectl apply -k deploy/queues$", "tests/e2e/test_deploy_support.py",
