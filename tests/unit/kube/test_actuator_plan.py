@@ -158,3 +158,28 @@ def test_members_kept_from_scale_down_are_marked_before_any_binds(
     assert len(api.paths("POST", "/binding")) == 2
     assert marks == [{"metadata": {"annotations": {SAFE_TO_EVICT_ANNOTATION: "false"}}}] * \
         len(marked)
+
+
+def test_a_gang_whose_members_could_not_be_marked_does_not_bind() -> None:
+    class Refusing(Api):
+        def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                    content_type: str = "", timeout: Any = None) -> Response:
+            if method == "PATCH" and "/pods/g-" in path:
+                with self.lock:
+                    self.calls.append((method, path, body))
+                return Response(500, b'{"message": "etcd unavailable"}')
+            return super().request(method, path, query=query, body=body)
+
+    api = Refusing()
+    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
+    act = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
+    try:
+        placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
+        result = landed(act.apply(CyclePlan(now=0.0, binds=(Bind(
+            "ns/g", "q", placement, ((PODS[0], "n1"), (PODS[1], "n1")),
+            keep_from_scale_down=True),)), 0.0))
+    finally:
+        act.close()
+        binder.close()
+    assert api.paths("POST", "/binding") == []
+    assert "not marked safe from scale-down" in result.failed["ns/g"]
