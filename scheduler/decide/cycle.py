@@ -46,7 +46,7 @@ from scheduler.decide.plan import (
     map_pods,
 )
 from scheduler.decide.recall import Recall
-from scheduler.decide.scale_up import provision
+from scheduler.decide.scale_up import guard_from_scale_down, provision
 from scheduler.decide.trial import Trial, find_footing, hopeless_of
 from scheduler.model import Gang
 from scheduler.model.node_groups import NodeGroup, ProvisioningState
@@ -162,8 +162,11 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         pending = dict(scale_ups.pending)
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
+    binds = guard_from_scale_down(draft.binds, {gid: g.size for gid, g in by_id.items()},
+                                  lambda node: snapshot.nodes[node].pool,
+                                  policies.scheduler.scale_up_pools)
     return CyclePlan(
-        now=now, binds=tuple(draft.binds), evictions=overruns + tuple(draft.evictions),
+        now=now, binds=binds, evictions=overruns + tuple(draft.evictions),
         nominations=nominations, reservations=reservations, provisions=tuple(draft.provisions),
         scale_ups=scale_ups.requests, scale_up_held=scale_ups.held, pending=pending,
         order=tuple(draft.order),

@@ -75,6 +75,9 @@ class Bind:
     #: An elastic gang's members beyond its minimum, placed or not ("growing: 2 of 4
     #: optional members placed"; ``scheduler.model.elastic.describe_growth``); "" otherwise.
     growth: str = ""
+    #: Its members are marked, before they bind, as not to be evicted by the
+    #: cluster-autoscaler's scale-down (``scheduler.decide.scale_up.guard_from_scale_down``).
+    keep_from_scale_down: bool = False
 
 
 @dataclass(frozen=True, slots=True)

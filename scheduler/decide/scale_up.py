@@ -16,10 +16,10 @@ the pending reason say how many nodes are coming.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.decide.plan import PendingReason, PodSet, ReasonCategory, ScaleUp
+from scheduler.decide.plan import Bind, PendingReason, PodSet, ReasonCategory, ScaleUp
 from scheduler.model.gangs import Gang
 from scheduler.model.node_groups import NodeGroup, ProvisioningState, Stage
 
@@ -143,3 +143,27 @@ _STAGE_WORDS = {
     Stage.NOT_FOUND: "the autoscaler cannot add its nodes yet",
     Stage.FAILED: "the autoscaler gave up on its nodes",
 }
+
+
+def guard_from_scale_down(binds: Iterable[Bind], sizes: Mapping[str, int],
+                          pool_of: Callable[[str], str], pools: frozenset[str]
+                          ) -> tuple[Bind, ...]:
+    """*binds*, those of gangs of more than one member (by gang id in *sizes*) placed on a
+    node of a pool in *pools* marked ``keep_from_scale_down``.
+
+    The cluster-autoscaler's scale-down drains an underused node by evicting its pods to
+    repack them elsewhere; it knows no gangs, so it would take one member of a running gang
+    away and stall the others (an all-reduce waits for it forever). Its per-pod opt-out
+    (``safe-to-evict: "false"``) keeps that node. Only pools that may scale up are marked:
+    the autoscaler runs where the policy lets the scheduler ask it for nodes, and elsewhere
+    the mark would be one more write per member for nothing. Every member of an elastic gang
+    is marked, its optional ones too: evicting one of those is survivable, but a gang's
+    collective still stalls until it notices, and a node kept is cheaper than a stalled job.
+    A lone pod is left to the autoscaler: moving it breaks nothing but itself."""
+    if not pools:
+        return tuple(binds)
+    return tuple(
+        replace(b, keep_from_scale_down=True)
+        if sizes.get(b.gang_id, 0) > 1
+        and any(pool_of(a.node) in pools for a in b.placement.assignments)
+        else b for b in binds)

@@ -100,6 +100,8 @@ FIELDS: tuple[UserField, ...] = (
 #: Keys the scheduler writes and never reads as input.
 WRITTEN: frozenset[str] = frozenset({workloads.ESTIMATED_START_ANNOTATION,
                                      workloads.ESTIMATE_TIME_ANNOTATION,
+                                     # for cluster-autoscaler's scale-down
+                                     workloads.SAFE_TO_EVICT_ANNOTATION,
                                      # for HAMi's device plugin, before a share's binding
                                      hami.HAMI_TO_ALLOCATE_ANNOTATION,
                                      hami.HAMI_NODE_ANNOTATION, hami.HAMI_TIME_ANNOTATION,

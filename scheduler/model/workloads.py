@@ -30,6 +30,10 @@ LAST_CHECKPOINT_ANNOTATION = "gangscheduler.io/last-checkpoint"
 #: TrainJobs, native PodGroups), not only PodGroups with ``status.estimatedStart``.
 ESTIMATED_START_ANNOTATION = "gangscheduler.io/estimated-start"
 ESTIMATE_TIME_ANNOTATION = "gangscheduler.io/estimate-time"
+#: Written by the scheduler on the members of a gang of several in a pool that may scale up,
+#: before they bind: the cluster-autoscaler's scale-down then keeps their nodes instead of
+#: evicting a member to repack it (``scheduler.decide.scale_up.guard_from_scale_down``).
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIN_MEMBER_ANNOTATION = "gangscheduler.io/min-member"
 ROLE_LABEL = "gangscheduler.io/role"
 #: ``interactive`` on a gang's pods: a notebook or debugging session (``policies.interactive``).

@@ -19,22 +19,30 @@ has no node until the autoscaler adds some. The scheduler's policy lets that poo
   maximum from the same templates) and says why; its members carry the autoscaler's per-pod
   scale-up delay (ten years), so the autoscaler adds no node for 3 of the 4 (without it, it
   did: it sees them as ordinary unschedulable pods).
+- A running 2-member gang alone on two underused nodes (one 2-GPU member on each 8-GPU node:
+  the autoscaler could repack one member beside the other and remove its node): its members
+  are marked not safe to evict, so the autoscaler's scale-down, which does weigh both nodes,
+  keeps them, and no member is evicted.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from scheduler.kube.read.node_groups import GROUP_NAME_ANNOTATION
 from scheduler.kube.write.provisioning import (
     ATOMIC_SCALE_UP_CLASS,
     CONSUME_ANNOTATION,
+    NOT_SAFE_TO_EVICT,
     SCALE_UP_DELAY_ANNOTATION,
 )
+from scheduler.model.workloads import SAFE_TO_EVICT_ANNOTATION
 from scheduler.tools.devcluster import autoscaler, rest
 from scheduler.world import clusterspec
 from tests.e2e.cluster_api import ControlPlane, wait_for
@@ -187,3 +195,59 @@ def test_a_gang_beyond_the_groups_maximum_is_not_asked_for_nor_partly_scaled_up(
     assert requests(tenant) == []
     assert tenant.bound(pods) == []
     assert group_nodes(tenant) == [], "the autoscaler added nodes for part of the gang"
+
+
+def autoscaler_log(control_plane: ControlPlane) -> Path:
+    return control_plane.cluster.state_dir / "logs" / f"{autoscaler.IDENTITY}.log"
+
+
+def test_scale_down_keeps_the_underused_nodes_of_a_running_gang_whole(
+        tenant: Tenant, control_plane: ControlPlane, start_autoscaler: Callable[..., None],
+        scheduler: InProcessScheduler) -> None:
+    """Two nodes are made for a filler gang (2 x 6 GPUs), so that the 2 x 2-GPU gang "train"
+    can only bind one member on each; the filler then goes. Each node is a quarter used, and
+    either member would fit beside the other: the autoscaler's scale-down would remove one node,
+    evicting its member (a Job's pod: replicated, so drainable), were it not marked."""
+    start_autoscaler(4)
+    log_file = autoscaler_log(control_plane)
+    start = log_file.stat().st_size  # the log is appended to across runs
+    tenant.create_job("filler", parallelism=2, gpus=6, completionMode="Indexed")
+    wait_for(lambda: len(tenant.job_pods("filler")) == 2 and all(
+        p["status"].get("phase") == "Running" for p in tenant.job_pods("filler").values()),
+        180, what="the filler gang running on 2 new nodes")
+    tenant.create_job("train", parallelism=2, gpus=2, completionMode="Indexed")
+    pods = wait_for(lambda: sorted(tenant.job_pods("train")) if len(
+        tenant.job_pods("train")) == 2 else [], 30, what="the Job's 2 pods")
+    wait_for(lambda: all(tenant.phases(pods)[p] == "Running" for p in pods), 60,
+             what="the gang running")
+    placed = tenant.nodes_of(pods)
+    assert len(set(placed.values())) == 2, placed  # one member a node
+    uids = {p: tenant.pods()[p]["metadata"]["uid"] for p in pods}
+    for pod in pods:
+        annotations = tenant.pods()[pod]["metadata"]["annotations"]
+        assert annotations[SAFE_TO_EVICT_ANNOTATION] == NOT_SAFE_TO_EVICT
+    rest.call(client.BatchV1Api(tenant.cp.api).delete_namespaced_job, "filler", tenant.namespace,
+              propagation_policy="Background")
+    wait_for(lambda: not tenant.job_pods("filler"), 60, what="the filler gang gone")
+
+    def weighed_and_kept() -> set[str]:
+        """The gang's nodes the autoscaler simulated removing and found blocked by a member
+        marked not safe to evict (its own words, at --v=2)."""
+        with log_file.open("rb") as log:
+            log.seek(start)
+            text = log.read().decode(errors="replace")
+        return {n for n in placed.values() if any(
+            f"node {n} cannot be removed" in line and "not safe to evict" in line
+            for line in text.splitlines())}
+
+    # Past its timers (5 s unneeded, 5 s after a scale-up) several times over. Unmarked, one
+    # node went within them, its member evicted ("Scale-down: removing node ..., pods to
+    # reschedule: train-0-...").
+    time.sleep(20)
+    assert set(placed.values()) <= set(group_nodes(tenant)), "a running gang's node was removed"
+    now = tenant.pods()
+    assert {p: now[p]["metadata"]["uid"] for p in pods} == uids, "a member was evicted"
+    assert tenant.nodes_of(pods) == placed
+    assert all(tenant.phases(pods)[p] == "Running" for p in pods)
+    wait_for(lambda: weighed_and_kept() == set(placed.values()), 30,
+             what="the autoscaler weighing both of the gang's nodes for scale-down")

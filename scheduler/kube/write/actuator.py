@@ -31,11 +31,12 @@ import structlog
 from scheduler.decide.plan import Bind, CyclePlan, Members
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventReason, EventRecorder, EventType, ObjectRef
+from scheduler.kube.lead.fence import Fenced
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.evictor import Evictor
 from scheduler.kube.write.native_status import SCHEDULER_ERROR, UNSCHEDULABLE, NativeStatusWriter
 from scheduler.kube.write.prebind import PreBindWriter
-from scheduler.kube.write.provisioning import ScaleUpWriter
+from scheduler.kube.write.provisioning import ScaleUpWriter, keep_from_scale_down
 from scheduler.kube.write.rollback import Releaser
 from scheduler.kube.write.status import PodGroupPhase, PodGroupStatus, StatusWriter
 from scheduler.kube.write.writer import BackgroundWriter, Retry, Task
@@ -144,6 +145,16 @@ class KubeActuator:
         and the gangs of those the leader fence refused (not to be backed off)."""
         failed, fenced = {}, []
         for b in binds:
+            if b.keep_from_scale_down:
+                try:
+                    why = keep_from_scale_down(self.binder.client, (r for r, _ in b.pod_nodes))
+                except Fenced:  # not ours to write: the gang neither binds nor backs off
+                    failed[b.gang_id] = "not leading: members not marked for scale-down"
+                    fenced.append(b.gang_id)
+                    continue
+                if why:
+                    failed[b.gang_id] = why
+                    continue
             if b.placement.prebinds:
                 outcome = self.prebinds.apply(b.placement.prebinds, b.gang_id)
                 if not outcome.ok:

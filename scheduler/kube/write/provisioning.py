@@ -16,6 +16,9 @@ all-or-nothing request; and it books the provisioned capacity for them. The memb
 in such a pool that has no request (it waits for quota, or no group can take it whole) get the
 autoscaler's per-pod scale-up delay set to ten years (`SCALE_UP_DELAY_ANNOTATION`), for the same
 reason: otherwise it adds nodes for as many of them as a group allows, which the gang cannot use.
+Whatever asked for its nodes, a gang of several members bound in such a pool is marked
+not safe to evict (``keep_from_scale_down``): the autoscaler's scale-down would otherwise
+repack one member of a running gang elsewhere and stall the rest.
 
 The builders are pure; ``ScaleUpWriter`` makes the writes, through the client it is given.
 """
@@ -39,6 +42,7 @@ from scheduler.kube.client import (
 )
 from scheduler.kube.read.provisioning_state import API_VERSION, GANG_LABEL
 from scheduler.model.gangs import PodRef
+from scheduler.model.workloads import SAFE_TO_EVICT_ANNOTATION
 
 #: The autoscaler's class for "all of these nodes or none" (cluster-autoscaler 1.30+).
 ATOMIC_SCALE_UP_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -51,6 +55,8 @@ CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 #: A request made later takes over (its consumers are left out of that scale-up anyway).
 SCALE_UP_DELAY_ANNOTATION = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
 HOLD_DELAY = "87600h"
+#: The autoscaler's value of ``SAFE_TO_EVICT_ANNOTATION`` that blocks draining the pod's node.
+NOT_SAFE_TO_EVICT = "false"
 log = structlog.get_logger()
 
 #: Spec fields of a member pod that belong to that pod only, not to the pods to provision for.
@@ -75,6 +81,28 @@ def consumer_patch(gang_name: str) -> dict[str, Any]:
 def hold_patch() -> dict[str, Any]:
     """The merge patch that keeps a member out of the autoscaler's scale-up for pods."""
     return {"metadata": {"annotations": {SCALE_UP_DELAY_ANNOTATION: HOLD_DELAY}}}
+
+
+def keep_from_scale_down_patch() -> dict[str, Any]:
+    """The merge patch that stops the autoscaler's scale-down from evicting a gang member."""
+    return {"metadata": {"annotations": {SAFE_TO_EVICT_ANNOTATION: NOT_SAFE_TO_EVICT}}}
+
+
+def keep_from_scale_down(client: Requester, pods: Iterable[PodRef]) -> str:
+    """Mark *pods* (a gang's, before they bind) as not to be evicted by the autoscaler's
+    scale-down: why one could not be, or "". Before the bind, not after: a member bound
+    unmarked could be drained in between. A pod gone is left to the bind to find."""
+    for pod in pods:
+        path = f"/api/v1/namespaces/{path_segment(pod.namespace)}/pods/{path_segment(pod.name)}"
+        try:
+            response = client.request("PATCH", path, body=keep_from_scale_down_patch(),
+                                      content_type=MERGE_PATCH)
+        except TransportError as error:
+            return f"{pod.name} not marked safe from scale-down: {error}"
+        if not response.ok and response.status != HTTPStatus.NOT_FOUND:
+            return f"{pod.name} not marked safe from scale-down: " \
+                   f"{ApiError('PATCH', path, response)}"
+    return ""
 
 
 def pod_template(namespace: str, gang_name: str, role: str,

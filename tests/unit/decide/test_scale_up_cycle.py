@@ -65,3 +65,18 @@ def test_once_the_nodes_are_there_the_gang_binds_whole_and_no_longer_asks() -> N
     bind = plan.bind_of(BIG.id)
     assert bind is not None and bind.placement.pods_placed() == 4
     assert plan.scale_ups == () and BIG.id not in plan.pending
+
+
+def test_a_gang_of_several_bound_in_a_pool_that_may_scale_up_is_kept_from_scale_down() -> None:
+    ready = Snapshot(nodes("train", 4), [])
+    bind = decide(ready, [BIG], scaling("train"), 0.0).bind_of(BIG.id)
+    assert bind is not None and bind.keep_from_scale_down
+
+
+def test_a_gang_is_left_to_scale_down_where_no_autoscaler_runs_or_alone() -> None:
+    ready = Snapshot(nodes("train", 4), [])
+    elsewhere = decide(ready, [BIG], scaling("other"), 0.0).bind_of(BIG.id)
+    assert elsewhere is not None and not elsewhere.keep_from_scale_down
+    lone = gang("lone", gpus=8, pods=1, pool="train")
+    alone = decide(ready, [lone], scaling("train"), 0.0).bind_of(lone.id)
+    assert alone is not None and not alone.keep_from_scale_down

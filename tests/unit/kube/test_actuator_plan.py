@@ -25,6 +25,7 @@ from scheduler.kube.write.actuator import KubeActuator
 from scheduler.kube.write.binder import Binder
 from scheduler.kube.write.status import StatusWriter
 from scheduler.model import PodRef
+from scheduler.model.workloads import SAFE_TO_EVICT_ANNOTATION
 from scheduler.placement.types import Assignment, Placement
 from tests.unit.kube.fakes import landed, stalled
 
@@ -139,3 +140,46 @@ def test_a_pending_podgroup_says_its_reason_category(
     assert conditions["g"]["reason"] == str(category)  # the PodGroup
     assert conditions["g"]["message"] == f"{category}: why"
     assert {conditions[p.name]["reason"] for p in PODS} == {"Unschedulable"}
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_members_kept_from_scale_down_are_marked_before_any_binds(
+        actuator: tuple[Api, KubeActuator], keep: bool) -> None:
+    api, act = actuator
+    placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
+    landed(act.apply(CyclePlan(now=0.0, binds=(Bind(
+        "ns/g", "q", placement, ((PODS[0], "n1"), (PODS[1], "n1")),
+        keep_from_scale_down=keep),)), 0.0))
+    with api.lock:
+        order = [(m, p) for m, p, _ in api.calls if "/pods/g-" in p]
+        marks = [b for m, p, b in api.calls if m == "PATCH" and "/pods/g-" in p]
+    marked = [("PATCH", f"/api/v1/namespaces/ns/pods/{p.name}") for p in PODS] if keep else []
+    assert order[:len(marked)] == marked  # every member marked before the first binds
+    assert len(api.paths("POST", "/binding")) == 2
+    assert marks == [{"metadata": {"annotations": {SAFE_TO_EVICT_ANNOTATION: "false"}}}] * \
+        len(marked)
+
+
+def test_a_gang_whose_members_could_not_be_marked_does_not_bind() -> None:
+    class Refusing(Api):
+        def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                    content_type: str = "", timeout: Any = None) -> Response:
+            if method == "PATCH" and "/pods/g-" in path:
+                with self.lock:
+                    self.calls.append((method, path, body))
+                return Response(500, b'{"message": "etcd unavailable"}')
+            return super().request(method, path, query=query, body=body)
+
+    api = Refusing()
+    binder = Binder(api, concurrency=2)  # type: ignore[arg-type]
+    act = KubeActuator(api, binder, StatusWriter(api), EventRecorder(api))  # type: ignore[arg-type]
+    try:
+        placement = Placement("ns/g", (Assignment("worker", "n1", 2),))
+        result = landed(act.apply(CyclePlan(now=0.0, binds=(Bind(
+            "ns/g", "q", placement, ((PODS[0], "n1"), (PODS[1], "n1")),
+            keep_from_scale_down=True),)), 0.0))
+    finally:
+        act.close()
+        binder.close()
+    assert api.paths("POST", "/binding") == []
+    assert "not marked safe from scale-down" in result.failed["ns/g"]
