@@ -50,21 +50,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A fresh, running dev cluster with no nodes; torn down at the end of the session."""
+def fresh_control_plane(tmp_path_factory: pytest.TempPathFactory, name: str,
+                        operators: bool) -> Iterator[ControlPlane]:
+    """A fresh, running dev cluster with no nodes, watched for over-commit; down afterwards."""
     if e2e_disabled():
         pytest.skip(SKIP_REASON)
-    operators = with_operators()
     build.ensure_all(log=lambda line: print(f"[dev-cluster] {line}"), operators=operators)
     cluster = DevCluster(tmp_path_factory.mktemp("dev-cluster"), owned=True)
     try:
         cluster.up(log=lambda line: print(f"[dev-cluster] {line}"),
                    training_operators=operators)
-        with capacity.watching(cluster.kubeconfig, "the session cluster") as watch:
+        with capacity.watching(cluster.kubeconfig, name) as watch:
             yield ControlPlane(cluster, watch, operators)
     finally:
         cluster.down(log=lambda line: print(f"[dev-cluster] {line}"))
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A fresh, running dev cluster with no nodes; torn down at the end of the session."""
+    yield from fresh_control_plane(tmp_path_factory, "the session cluster", with_operators())
 
 
 @pytest.fixture(autouse=True)

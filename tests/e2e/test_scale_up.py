@@ -46,6 +46,7 @@ from scheduler.model.workloads import SAFE_TO_EVICT_ANNOTATION
 from scheduler.tools.devcluster import autoscaler, rest
 from scheduler.world import clusterspec
 from tests.e2e.cluster_api import ControlPlane, wait_for
+from tests.e2e.conftest import fresh_control_plane
 from tests.e2e.live import POOL_LABEL, InProcessScheduler, Tenant, unschedulable_message
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +56,17 @@ MEMBERS, GPUS = 4, 8
 #: Long enough to watch the autoscaler's scale-down pass the running gang's nodes by
 #: (it would remove an unneeded node after autoscaler.SCALE_DOWN_UNNEEDED).
 RUNTIME_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """This file's own dev cluster, not the session's: the autoscaler counts and simulates
+    every node and pod of its cluster, and in CI, after the whole suite had run on the session
+    cluster, the first three tests here waited 30 s in vain for a ProvisioningRequest (or the
+    scheduler's reason), which came within seconds whenever this file ran alone or after the
+    Kueue or Ray tests. Which leftover did it is not known. No JobSet or Trainer: only
+    batch/v1 Jobs run here."""
+    yield from fresh_control_plane(tmp_path_factory, "the scale-up cluster", operators=False)
 
 
 def pool_description(tenant: Tenant) -> clusterspec.ClusterSpec:
@@ -118,7 +130,7 @@ def test_a_gang_scaled_from_zero_gets_its_nodes_from_the_autoscaler_and_runs_who
     assert group_nodes(tenant) == []
     submitted = time.monotonic()
     pods = submit(tenant, runtime_s=RUNTIME_S)
-    (request,) = wait_for(lambda: requests(tenant), 30, what="the gang's ProvisioningRequest")
+    (request,) = wait_for(lambda: requests(tenant), 120, what="the gang's ProvisioningRequest")
     assert request["spec"]["provisioningClassName"] == ATOMIC_SCALE_UP_CLASS
     assert [s["count"] for s in request["spec"]["podSets"]] == [MEMBERS]
 
@@ -154,7 +166,7 @@ def test_a_gang_the_autoscaler_cannot_provision_waits_quoting_it_and_gets_no_par
     existing = len(rest.call(tenant.cp.core.list_node)["items"])
     start_autoscaler(8, max_nodes_total=existing + MEMBERS - 1)
     pods = submit(tenant)
-    (request,) = wait_for(lambda: requests(tenant), 30, what="the gang's ProvisioningRequest")
+    (request,) = wait_for(lambda: requests(tenant), 120, what="the gang's ProvisioningRequest")
     name = request["metadata"]["name"]
 
     def refused() -> dict[str, Any] | None:
@@ -187,7 +199,7 @@ def test_a_gang_beyond_the_groups_maximum_is_not_asked_for_nor_partly_scaled_up(
     start_autoscaler(MEMBERS - 1)
     pods = submit(tenant)
     wait_for(lambda: all("can add 3 of the 4 nodes needed" in unschedulable_message(
-        tenant.pods()[p]) for p in pods), 30, what="the scheduler's reason on every member")
+        tenant.pods()[p]) for p in pods), 120, what="the scheduler's reason on every member")
     wait_for(lambda: all(SCALE_UP_DELAY_ANNOTATION in (tenant.pods()[p]["metadata"].get(
         "annotations") or {}) for p in pods), 30, what="every member held")
     # The autoscaler waits 30 s for GPU pods to age before it scales up for them at all.
