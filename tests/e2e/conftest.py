@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from scheduler.tools.devcluster import build
 from scheduler.tools.devcluster.cluster import DevCluster
-from tests.e2e import capacity
+from tests.e2e import capacity, recipe
 from tests.e2e.cluster_api import ControlPlane
 from tests.e2e.live import InProcessScheduler, Tenant, tenant_config
 
@@ -87,6 +88,12 @@ def no_overcommit() -> Iterator[None]:
 def namespace(control_plane: ControlPlane) -> str:
     """A fresh namespace for one test (never deleted: see ControlPlane.new_namespace)."""
     return control_plane.new_namespace()
+
+
+@pytest.fixture
+def recipe_shell(tmp_path: Path) -> Iterator[recipe.Shell]:
+    """A shell to run a README block in, on a dev cluster of its own (tests/e2e/recipe.py)."""
+    yield from recipe.shell(tmp_path)
 
 
 # The live scheduler (tests/e2e/live.py) -------------------------------------------------------

@@ -4,20 +4,25 @@ Each line runs in bash with what the earlier lines set (``eval "$(... env)"`` ex
 taken into the environment), a line ending in ``&`` in the background (its output in a log
 file), any other line to its end, which must succeed. The cluster the block starts gets a
 state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``), so the session's and a
-developer's are untouched, and is taken down after the test.
+developer's are untouched, and is taken down after the test. Tests take a ``Shell`` from
+the ``recipe_shell`` fixture (conftest).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scheduler.tools.devcluster import build
 from scheduler.tools.devcluster.state import STATE_DIR_ENV
+from tests.e2e.test_deploy_support import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,33 +39,61 @@ def readme_block(heading: str) -> list[str]:
     return [re.sub(r"\s+#.*$", "", ln).strip() for ln in joined]
 
 
-def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment the block's lines run in (a fixture's body); whatever cluster it left
-    running is taken down after."""
+@dataclass
+class Shell:
+    """Where a block's lines run: their environment (the earlier lines' exports taken in),
+    the test's directory for the background lines' logs, and those lines' processes, which
+    must keep running while the test checks what the block made."""
+
+    env: dict[str, str]
+    tmp_path: Path
+    background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def run_block(self, heading: str, timeout: float = 900) -> None:
+        """Run every line of the README's block under *heading* (``readme_block``)."""
+        for line in readme_block(heading):
+            self.run_line(line, timeout)
+
+    def run_line(self, line: str, timeout: float) -> None:
+        """Run one line of a block (see the module docstring); *timeout*: of a line run to
+        its end."""
+        if line.startswith('eval "$(') and line.endswith(')"'):
+            out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=self.env,
+                                 cwd=REPO, capture_output=True, text=True, timeout=60,
+                                 check=True).stdout
+            for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
+                self.env[name] = shlex.split(value)[0]
+        elif line.endswith("&"):
+            log = (self.tmp_path / f"background-{len(self.background)}.log").open("wb")
+            self.background.append(subprocess.Popen(
+                ["bash", "-c", f"exec {line[:-1]}"], env=self.env, cwd=REPO, stdout=log,
+                stderr=subprocess.STDOUT))
+        else:
+            done = subprocess.run(["bash", "-c", line], env=self.env, cwd=REPO,
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+            assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+
+    def kubectl_items(self, *args: str) -> list[dict[str, Any]]:
+        """``kubectl get ... -o json``'s items, with the block's kubeconfig."""
+        out = subprocess.run(["kubectl", "get", *args, "-o", "json"], env=self.env,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return list(json.loads(out)["items"])
+
+
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    """The body of the ``recipe_shell`` fixture (conftest): a Shell on no cluster yet; after
+    the test, its background processes are stopped and whatever cluster the block left
+    running is taken down."""
     kubectl_dir = str(build.kubectl_path().parent)
     env = {**os.environ, STATE_DIR_ENV: str(tmp_path / "cluster"),
            "PATH": os.pathsep.join([str(REPO / ".venv" / "bin"), kubectl_dir,
                                     os.environ.get("PATH", "")])}
     env.pop("KUBECONFIG", None)
-    yield env
-    subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
-                   capture_output=True, timeout=180, check=False)
-
-
-def run_line(line: str, env: dict[str, str], tmp_path: Path,
-             background: list[subprocess.Popen[bytes]], timeout: float) -> None:
-    """Run one line of the block (see the module docstring); *background* collects the
-    processes of ``&`` lines, for the test to stop; *timeout*: of a line run to its end."""
-    if line.startswith('eval "$(') and line.endswith(')"'):
-        out = subprocess.run(["bash", "-c", line[len('eval "$('):-2]], env=env, cwd=REPO,
-                             capture_output=True, text=True, timeout=60, check=True).stdout
-        for name, value in re.findall(r"^export (\w+)=(.*)$", out, re.M):
-            env[name] = shlex.split(value)[0]
-    elif line.endswith("&"):
-        log = (tmp_path / f"background-{len(background)}.log").open("wb")
-        background.append(subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"], env=env,
-                                           cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
-    else:
-        done = subprocess.run(["bash", "-c", line], env=env, cwd=REPO, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+    ran = Shell(env, tmp_path)
+    try:
+        yield ran
+    finally:
+        for proc in ran.background:
+            stop_process(proc)
+        subprocess.run(["bash", "-c", "gang-scheduler dev-cluster down"], env=env, cwd=REPO,
+                       capture_output=True, timeout=180, check=False)

@@ -12,36 +12,16 @@ its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``): the session's and a developer's ar
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import recipe
 from tests.e2e.cluster_api import wait_for
-from tests.e2e.test_deploy_support import stop_process
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 HEADING = "## A local control plane"
-
-
-def readme_block() -> list[str]:
-    """The commands of the section's first code block (indented four spaces), comments off."""
-    section = (REPO / "README.md").read_text().split(f"\n{HEADING}\n", 1)[1]
-    lines = section.lstrip("\n").splitlines()
-    block = [ln[4:] for ln in lines[:next(i for i, ln in enumerate(lines)
-                                          if not ln.startswith("    "))]]
-    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in block]
-
-
-@pytest.fixture
-def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment the block's lines run in (``recipe.shell``)."""
-    yield from recipe.shell(tmp_path)
 
 
 def job_pods(env: dict[str, str]) -> dict[str, str]:
@@ -53,23 +33,18 @@ def job_pods(env: dict[str, str]) -> dict[str, str]:
             for p in json.loads(out)["items"]}
 
 
-def test_the_readme_block_runs_the_first_example(shell: dict[str, str], tmp_path: Path) -> None:
-    env = shell
-    background: list[subprocess.Popen[bytes]] = []
-    try:
-        for line in readme_block():
-            if line.endswith("dev-cluster down"):
-                def bound_whole() -> dict[str, str]:
-                    nodes = job_pods(env)
-                    return nodes if len(nodes) == 4 and all(nodes.values()) else {}
+def test_the_readme_block_runs_the_first_example(recipe_shell: recipe.Shell) -> None:
+    env = recipe_shell.env
+    for line in recipe.readme_block(HEADING):
+        if line.endswith("dev-cluster down"):
+            def bound_whole() -> dict[str, str]:
+                nodes = job_pods(env)
+                return nodes if len(nodes) == 4 and all(nodes.values()) else {}
 
-                wait_for(bound_whole, 180, what="the example's 4 pods bound")
-                gangs = subprocess.run(["gang-scheduler", "gangs", "-n", "team-a", "-o", "json"],
-                                       env=env, cwd=REPO, capture_output=True, text=True,
-                                       timeout=120, check=True).stdout
-                running = json.loads(gangs)["running"]
-                assert [g["workload"] for g in running] == ["Job/ddp-train"], running
-            recipe.run_line(line, env, tmp_path, background, timeout=600)
-    finally:
-        for proc in background:
-            stop_process(proc)
+            wait_for(bound_whole, 180, what="the example's 4 pods bound")
+            gangs = subprocess.run(["gang-scheduler", "gangs", "-n", "team-a", "-o", "json"],
+                                   env=env, cwd=recipe.REPO, capture_output=True, text=True,
+                                   timeout=120, check=True).stdout
+            running = json.loads(gangs)["running"]
+            assert [g["workload"] for g in running] == ["Job/ddp-train"], running
+        recipe_shell.run_line(line, timeout=600)

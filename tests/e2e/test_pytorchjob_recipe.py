@@ -1,7 +1,7 @@
 """The README's training-operator v1 block, run as written on a fresh dev cluster with the
 real Kubeflow training-operator (v1.8.1).
 
-Its lines run in order, as a person pasting them would (``recipe.run_line``). After the last
+Its lines run in order, as a person pasting them would (``recipe.Shell.run_block``). After the last
 line the operator must have made the example PyTorchJob's 4 pods (no PodGroup) and
 gang-scheduler must have bound all 4, sized from the PyTorchJob alone. The cluster gets a
 state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
@@ -9,11 +9,7 @@ state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,49 +17,28 @@ import pytest
 from tests.e2e import recipe
 from tests.e2e.cluster_api import wait_for
 from tests.e2e.pytorchjob_support import JOB_NAME_LABEL
-from tests.e2e.test_deploy_support import stop_process
 
 pytestmark = pytest.mark.e2e
 
 HEADING = "### Kubeflow training-operator v1 (PyTorchJob)"
 
 
-@pytest.fixture
-def shell(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment the block's lines run in (``recipe.shell``)."""
-    yield from recipe.shell(tmp_path)
+def test_the_readme_block_runs_a_pytorchjob_as_one_gang(recipe_shell: recipe.Shell) -> None:
+    started = time.monotonic()
+    recipe_shell.run_block(HEADING)
 
+    def bound_whole() -> list[dict[str, Any]]:
+        pods = recipe_shell.kubectl_items("pods", "-n", "team-a", "-l",
+                                          f"{JOB_NAME_LABEL}=ptj-train")
+        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) \
+            else []
 
-def kubectl_items(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
-    """``kubectl get ... -o json``'s items."""
-    out = subprocess.run(["kubectl", "get", *args, "-o", "json"], env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout
-    return list(json.loads(out)["items"])
-
-
-def test_the_readme_block_runs_a_pytorchjob_as_one_gang(shell: dict[str, str],
-                                                        tmp_path: Path) -> None:
-    env, started = shell, time.monotonic()
-    background: list[subprocess.Popen[bytes]] = []
-    try:
-        for line in recipe.readme_block(HEADING):
-            recipe.run_line(line, env, tmp_path, background, timeout=900)
-
-        def bound_whole() -> list[dict[str, Any]]:
-            pods = kubectl_items(env, "pods", "-n", "team-a", "-l",
-                                 f"{JOB_NAME_LABEL}=ptj-train")
-            return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) \
-                else []
-
-        pods = wait_for(bound_whole, 180, what="the example PyTorchJob's 4 pods bound")
-        assert sorted(p["metadata"]["name"] for p in pods) == [
-            "ptj-train-master-0", "ptj-train-worker-0", "ptj-train-worker-1",
-            "ptj-train-worker-2"]
-        assert {o["kind"] for p in pods for o in p["metadata"]["ownerReferences"]} == \
-            {"PyTorchJob"}
-        assert kubectl_items(env, "podgroups.scheduling.x-k8s.io", "-n", "team-a") == [], \
-            "the operator's own gang scheduling is off: no PodGroup"
-        print(f"[pytorchjob recipe] {time.monotonic() - started:.1f}s")
-    finally:
-        for proc in background:
-            stop_process(proc)
+    pods = wait_for(bound_whole, 180, what="the example PyTorchJob's 4 pods bound")
+    assert sorted(p["metadata"]["name"] for p in pods) == [
+        "ptj-train-master-0", "ptj-train-worker-0", "ptj-train-worker-1",
+        "ptj-train-worker-2"]
+    assert {o["kind"] for p in pods for o in p["metadata"]["ownerReferences"]} == \
+        {"PyTorchJob"}
+    assert recipe_shell.kubectl_items("podgroups.scheduling.x-k8s.io", "-n", "team-a") == [], \
+        "the operator's own gang scheduling is off: no PodGroup"
+    print(f"[pytorchjob recipe] {time.monotonic() - started:.1f}s")

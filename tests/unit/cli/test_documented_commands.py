@@ -185,20 +185,20 @@ RULES: tuple[Run | Covered, ...] = (
             '"deploy" / "users"'),
     # The README's local control plane block, run line by line on a fresh dev cluster.
     Covered(r"^kubectl apply -f examples/pytorch-ddp-indexed-job\.yaml$",
-            "tests/e2e/test_day_one.py", "readme_block()"),
+            "tests/e2e/test_day_one.py", "readme_block(HEADING)"),
     # The README's "Under Kueue" block, run line by line on a fresh dev cluster with Kueue.
     Covered(r"^kubectl apply -f examples/kueue/(queues|job)\.yaml$",
-            "tests/e2e/test_kueue_recipe.py", "readme_block(HEADING)"),
+            "tests/e2e/test_kueue_recipe.py", "run_block(HEADING)"),
     Covered(r"^kubectl get workloads\.kueue\.x-k8s\.io$", "tests/e2e/test_kueue_recipe.py",
-            "readme_block(HEADING)"),
+            "run_block(HEADING)"),
     # The README's training-operator v1 block, on a fresh dev cluster with the operator.
     Covered(r"^kubectl apply -f examples/pytorchjob\.yaml$",
-            "tests/e2e/test_pytorchjob_recipe.py", "readme_block(HEADING)"),
+            "tests/e2e/test_pytorchjob_recipe.py", "run_block(HEADING)"),
     # The README's "With KubeRay" block, run line by line on a fresh dev cluster with KubeRay.
     Covered(r"^kubectl apply -f examples/kuberay/raycluster\.yaml$",
-            "tests/e2e/test_kuberay_recipe.py", "readme_block(HEADING)"),
+            "tests/e2e/test_kuberay_recipe.py", "run_block(HEADING)"),
     Covered(r"^kubectl -n team-a get rayclusters$", "tests/e2e/test_kuberay_recipe.py",
-            "readme_block(HEADING)"),
+            "run_block(HEADING)"),
     Covered(r"^kubectl apply -f examples/dra-indexed-job\.yaml$",
             "tests/e2e/test_examples_apply.py", '"dra-indexed-job.yaml"'),
     Covered(r"^kubectl apply -k deploy/webhook$", "tests/e2e/test_deploy_install.py",
