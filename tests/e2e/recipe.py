@@ -22,6 +22,7 @@ from typing import Any
 
 from scheduler.tools.devcluster import build
 from scheduler.tools.devcluster.state import STATE_DIR_ENV
+from tests.e2e.cluster_api import wait_for
 from tests.e2e.test_deploy_support import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +79,17 @@ class Shell:
         out = subprocess.run(["kubectl", "get", *args, "-o", "json"], env=self.env,
                              capture_output=True, text=True, timeout=60, check=True).stdout
         return list(json.loads(out)["items"])
+
+    def bound_pods(self, count: int, namespace: str, selector: str,
+                   what: str) -> list[dict[str, Any]]:
+        """The pods of label *selector* in *namespace*, once there are *count* and every one
+        is bound (waits up to 180 s: what the block started binds them)."""
+        def bound_whole() -> list[dict[str, Any]]:
+            pods = self.kubectl_items("pods", "-n", namespace, "-l", selector)
+            return pods if len(pods) == count and all(p["spec"].get("nodeName") for p in pods) \
+                else []
+
+        return wait_for(bound_whole, 180, what=what)
 
 
 def shell(tmp_path: Path) -> Iterator[Shell]:

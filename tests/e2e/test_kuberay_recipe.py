@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from typing import Any
 
 import pytest
 
@@ -35,13 +34,8 @@ def test_the_readme_block_runs_a_raycluster_whole(recipe_shell: recipe.Shell) ->
     started = time.monotonic()
     recipe_shell.run_block(HEADING)
 
-    def bound_whole() -> list[dict[str, Any]]:
-        pods = recipe_shell.kubectl_items("pods", "-n", "team-a", "-l",
-                                          "ray.io/cluster=ray-train")
-        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) \
-            else []
-
-    pods = wait_for(bound_whole, 180, what="the RayCluster's 4 pods bound")
+    pods = recipe_shell.bound_pods(4, "team-a", "ray.io/cluster=ray-train",
+                                   "the RayCluster's 4 pods bound")
     roles = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods)
     assert roles == ["head", "worker", "worker", "worker"], roles
     wait_for(lambda: ray_state(recipe_shell.env) == "ready", 120,

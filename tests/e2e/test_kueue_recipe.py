@@ -10,12 +10,10 @@ gets a state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from tests.e2e import recipe
-from tests.e2e.cluster_api import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -26,13 +24,8 @@ def test_the_readme_block_runs_a_job_under_kueue(recipe_shell: recipe.Shell) -> 
     started = time.monotonic()
     recipe_shell.run_block(HEADING)
 
-    def bound_whole() -> list[dict[str, Any]]:
-        pods = recipe_shell.kubectl_items("pods", "-n", "default", "-l",
-                                          "batch.kubernetes.io/job-name=train-a")
-        return pods if len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods) \
-            else []
-
-    pods = wait_for(bound_whole, 180, what="the example Job's 8 pods bound")
+    pods = recipe_shell.bound_pods(8, "default", "batch.kubernetes.io/job-name=train-a",
+                                   "the example Job's 8 pods bound")
     assert {p["spec"]["nodeSelector"].get("gangscheduler.io/pool") for p in pods} == \
         {"a100"}, "Kueue injected its flavor's node selector"
     [workload] = recipe_shell.kubectl_items("workloads.kueue.x-k8s.io", "-n", "default")

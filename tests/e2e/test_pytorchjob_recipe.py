@@ -10,12 +10,10 @@ state directory of its own (``GANG_SCHEDULER_DEV_CLUSTER_DIR``).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from tests.e2e import recipe
-from tests.e2e.cluster_api import wait_for
 from tests.e2e.pytorchjob_support import JOB_NAME_LABEL
 
 pytestmark = pytest.mark.e2e
@@ -27,13 +25,8 @@ def test_the_readme_block_runs_a_pytorchjob_as_one_gang(recipe_shell: recipe.She
     started = time.monotonic()
     recipe_shell.run_block(HEADING)
 
-    def bound_whole() -> list[dict[str, Any]]:
-        pods = recipe_shell.kubectl_items("pods", "-n", "team-a", "-l",
-                                          f"{JOB_NAME_LABEL}=ptj-train")
-        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) \
-            else []
-
-    pods = wait_for(bound_whole, 180, what="the example PyTorchJob's 4 pods bound")
+    pods = recipe_shell.bound_pods(4, "team-a", f"{JOB_NAME_LABEL}=ptj-train",
+                                   "the example PyTorchJob's 4 pods bound")
     assert sorted(p["metadata"]["name"] for p in pods) == [
         "ptj-train-master-0", "ptj-train-worker-0", "ptj-train-worker-1",
         "ptj-train-worker-2"]
