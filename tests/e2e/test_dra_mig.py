@@ -28,17 +28,11 @@ from scheduler.kube.read.devices_convert import resource_claim
 from scheduler.tools.devcluster import dra, dra_driver, dra_mig, rest
 from tests.e2e import dra_support as ds
 from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import (
-    POOL_LABEL,
-    QUEUE_LABEL,
-    InProcessScheduler,
-    Tenant,
-    unschedulable_message,
-)
+from tests.e2e.live import POOL_LABEL, QUEUE_LABEL, InProcessScheduler, Tenant
+from tests.e2e.shares_support import TIMEOUT_S, KubeSchedulerClaims, ShareJobs
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT_S = 60.0
 D = dra.DRIVER
 
 
@@ -75,44 +69,23 @@ def test_a_gang_of_mig_slices_fills_two_gpus_and_the_next_waits_whole_for_the_co
     ds.create_template(cp, tenant.namespace, "mig-3g", _requests("3g.40gb"))
     ds.create_template(cp, tenant.namespace, "mig-2g", _requests("2g.20gb"))
     ds.create_template(cp, tenant.namespace, "whole-gpu", _requests("gpu"))
-    batch = client.BatchV1Api(cp.api)
-    core = client.CoreV1Api(cp.api)
     where = {POOL_LABEL: tenant.pool, "mig-test": "mig"}
-
-    def kube_scheduler_pod(name: str, template: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                "spec": ds.claiming_pod_spec(where, "default-scheduler", template=template)}
-        rest.call(core.create_namespaced_pod, tenant.namespace, body)
-
-    def claim_of(pod: str) -> dict[str, Any]:
-        return next((c for c in ds.claims(cp, tenant.namespace)
-                     if c["metadata"]["ownerReferences"][0]["name"] == pod), {})
+    jobs = ShareJobs(cp, tenant, live_scheduler)
+    theirs = KubeSchedulerClaims(cp, tenant, where)
 
     # kube-scheduler allocates a MIG device; our reader takes its allocation as ours.
-    kube_scheduler_pod("ks-mig", "mig-3g")
-    theirs = wait_for(lambda: (lambda c: c if c and ds.results(c) else {})(claim_of("ks-mig")),
-                      TIMEOUT_S, what="kube-scheduler allocated a 3g.40gb")
-    (result,) = ds.results(theirs)
+    theirs.create_pod("ks-mig", "mig-3g")
+    claim = theirs.wait_allocated("ks-mig", what="kube-scheduler allocated a 3g.40gb")
+    (result,) = ds.results(claim)
     assert result["device"] == "gpu-0-mig-3g40gb-0", result
-    read = resource_claim(theirs)
+    read = resource_claim(claim)
     assert read.allocation is not None and read.allocation.results[0].device.device == (
         "gpu-0-mig-3g40gb-0")
-    rest.code_of(core.delete_namespaced_pod, "ks-mig", tenant.namespace, grace_period_seconds=0)
-    wait_for(lambda: not claim_of("ks-mig"), TIMEOUT_S, what="ks-mig's claim deleted")
+    theirs.delete_and_wait_gone("ks-mig")
 
-    def submit(name: str, template: str) -> None:
-        job = ds.indexed_job(name, 4, ds.claiming_pod_spec(
-            where, tenant.scheduler_name, template=template), {QUEUE_LABEL: tenant.queue})
-        rest.call(batch.create_namespaced_job, tenant.namespace, job)
-
-    def bound_whole(name: str) -> dict[str, dict[str, Any]]:
-        pods = tenant.job_pods(name)
-        return pods if len(pods) == 4 and tenant.all_bound(list(pods)) else {}
-
-    submit("first", "mig-3g")
-    first = wait_for(lambda: bound_whole("first"), TIMEOUT_S, what="the first Job bound whole")
-    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
-              for c in ds.claims(cp, tenant.namespace)}
+    jobs.submit("first", ds.claiming_pod_spec(where, tenant.scheduler_name, template="mig-3g"))
+    first = jobs.wait_bound_whole("first", what="the first Job bound whole")
+    claims = theirs.claims_by_pod()
     per_gpu: Counter[str] = Counter()
     names = []
     for name in first:
@@ -126,50 +99,25 @@ def test_a_gang_of_mig_slices_fills_two_gpus_and_the_next_waits_whole_for_the_co
     assert len(set(names)) == 4 and per_gpu == {"gpu-0": 2, "gpu-1": 2}
 
     # The queue's usage counts each 3g.40gb as half a GPU (4 of 8 memory slices): two GPUs.
-    def usage() -> int | None:
-        view = live_scheduler.live.view()
-        row = next((q for q in view.queues if q.name == tenant.queue), None) if view else None
-        pool = next((p for p in row.pools if p.pool == tenant.pool), None) if row else None
-        return pool.allocated if pool is not None and pool.allocated == 2 else None
-
-    assert wait_for(usage, TIMEOUT_S, what="the queue charged two GPUs for four halves") == 2
+    jobs.wait_charged_two_gpus()
 
     # kube-scheduler counts the counters of the devices gang-scheduler allocated.
-    kube_scheduler_pod("ks-whole", "whole-gpu")
+    theirs.create_pod("ks-whole", "whole-gpu")
+    theirs.wait_refused("ks-whole", what="kube-scheduler refusing a whole GPU beside the slices")
+    theirs.delete_pod("ks-whole")
 
-    def refused() -> bool:
-        events = rest.call(client.EventsV1Api(cp.api).list_namespaced_event,
-                           tenant.namespace)["items"]
-        return any(e.get("reason") == "FailedScheduling"
-                   and (e.get("regarding") or {}).get("name") == "ks-whole"
-                   and "cannot allocate all claims" in (e.get("note") or "") for e in events)
-
-    wait_for(refused, TIMEOUT_S, what="kube-scheduler refusing a whole GPU beside the slices")
-    assert not ds.results(claim_of("ks-whole"))
-    rest.code_of(core.delete_namespaced_pod, "ks-whole", tenant.namespace,
-                 grace_period_seconds=0)
-
-    submit("second", "mig-2g")
+    jobs.submit("second", ds.claiming_pod_spec(where, tenant.scheduler_name, template="mig-2g"))
     reason = re.compile(r"gpu-[01]: device gpu-[01]-mig-2g20gb-\d needs 2 compute-slices, "
                         r"1 of 7 free")
-
-    def waiting() -> list[str]:
-        pods = tenant.job_pods("second")
-        said = [unschedulable_message(p) for p in pods.values()]
-        return said if len(pods) == 4 and all(reason.search(m) for m in said) else []
-
-    said = wait_for(waiting, TIMEOUT_S, what="the second Job told which counter does not fit")
+    said = jobs.wait_told("second", lambda m: bool(reason.search(m)),
+                          what="the second Job told which counter does not fit")
     assert all(m.startswith("Devices: ") for m in said), said
-    assert tenant.bound(list(tenant.job_pods("second"))) == []
-    live_scheduler.run_cycles(2)  # and it stays so
-    assert tenant.bound(list(tenant.job_pods("second"))) == []
+    jobs.stays_pending("second")
 
-    rest.call(batch.delete_namespaced_job, "first", tenant.namespace,
-              propagation_policy="Background")
-    second = wait_for(lambda: bound_whole("second"), TIMEOUT_S,
-                      what="the second Job bound whole once the first was deleted")
-    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
-              for c in ds.claims(cp, tenant.namespace)}
+    jobs.delete("first")
+    second = jobs.wait_bound_whole("second",
+                                   what="the second Job bound whole once the first was deleted")
+    claims = theirs.claims_by_pod()
     got = sorted(ds.results(claims[name])[0]["device"] for name in second)
     assert all(re.fullmatch(r"gpu-[01]-mig-2g20gb-[012]", d) for d in got), got
     assert len(set(got)) == 4

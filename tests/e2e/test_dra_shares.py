@@ -20,23 +20,16 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kubernetes import client
 
 from scheduler.kube.read.devices_convert import resource_claim
-from scheduler.tools.devcluster import dra, dra_driver, rest
+from scheduler.tools.devcluster import dra, dra_driver
 from tests.e2e import dra_support as ds
-from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import (
-    POOL_LABEL,
-    QUEUE_LABEL,
-    InProcessScheduler,
-    Tenant,
-    unschedulable_message,
-)
+from tests.e2e.cluster_api import ControlPlane
+from tests.e2e.live import POOL_LABEL, InProcessScheduler, Tenant
+from tests.e2e.shares_support import TIMEOUT_S, KubeSchedulerClaims, ShareJobs
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT_S = 60.0
 HALF = "8Gi"  # of the fake GPU's 16Gi (``gpu_devices``: an unlabelled product)
 
 
@@ -54,44 +47,23 @@ def test_a_gang_of_half_gpus_shares_two_gpus_and_the_next_waits_whole_for_the_sh
     dra_driver.wait_published(cp.api, [node], timeout_s=TIMEOUT_S)
     assert all(d.get("allowMultipleAllocations") for d in ds.devices_of(cp, node).values())
     ds.create_template(cp, tenant.namespace, "half-gpu", _half_gpu())
-    batch = client.BatchV1Api(cp.api)
-    core = client.CoreV1Api(cp.api)
-
-    def kube_scheduler_pod(name: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                "spec": ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, "default-scheduler",
-                                             template="half-gpu")}
-        rest.call(core.create_namespaced_pod, tenant.namespace, body)
-
-    def claim_of(pod: str) -> dict[str, object]:
-        return next((c for c in ds.claims(cp, tenant.namespace)
-                     if c["metadata"]["ownerReferences"][0]["name"] == pod), {})
+    jobs = ShareJobs(cp, tenant, live_scheduler)
+    theirs = KubeSchedulerClaims(cp, tenant, {POOL_LABEL: tenant.pool})
 
     # kube-scheduler allocates a share; our reader takes its allocation as ours would be.
-    kube_scheduler_pod("ks-half")
-    theirs = wait_for(lambda: (lambda c: c if c and ds.results(c) else {})(claim_of("ks-half")),
-                      TIMEOUT_S, what="kube-scheduler allocated a half GPU")
-    (result,) = ds.results(theirs)
+    theirs.create_pod("ks-half", "half-gpu")
+    claim = theirs.wait_allocated("ks-half", what="kube-scheduler allocated a half GPU")
+    (result,) = ds.results(claim)
     assert result["consumedCapacity"] == {"memory": HALF} and result.get("shareID"), result
-    read = resource_claim(theirs)
+    read = resource_claim(claim)
     assert read.allocation is not None and read.allocation.results[0].share_id
-    rest.code_of(core.delete_namespaced_pod, "ks-half", tenant.namespace, grace_period_seconds=0)
-    wait_for(lambda: not claim_of("ks-half"), TIMEOUT_S, what="ks-half's claim deleted")
+    theirs.delete_and_wait_gone("ks-half")
 
-    def submit(name: str) -> None:
-        job = ds.indexed_job(name, 4, ds.claiming_pod_spec(
-            {POOL_LABEL: tenant.pool}, tenant.scheduler_name, template="half-gpu"),
-            {QUEUE_LABEL: tenant.queue})
-        rest.call(batch.create_namespaced_job, tenant.namespace, job)
-
-    def bound_whole(name: str) -> dict[str, dict[str, object]]:
-        pods = tenant.job_pods(name)
-        return pods if len(pods) == 4 and tenant.all_bound(list(pods)) else {}
-
-    submit("first")
-    first = wait_for(lambda: bound_whole("first"), TIMEOUT_S, what="the first Job bound whole")
-    claims = {c["metadata"]["ownerReferences"][0]["name"]: c
-              for c in ds.claims(cp, tenant.namespace)}
+    pod_spec = ds.claiming_pod_spec({POOL_LABEL: tenant.pool}, tenant.scheduler_name,
+                                    template="half-gpu")
+    jobs.submit("first", pod_spec)
+    first = jobs.wait_bound_whole("first", what="the first Job bound whole")
+    claims = theirs.claims_by_pod()
     per_device: Counter[str] = Counter()
     for name in first:
         (result,) = ds.results(claims[name])
@@ -102,48 +74,22 @@ def test_a_gang_of_half_gpus_shares_two_gpus_and_the_next_waits_whole_for_the_sh
         per_device[result["device"]] += 1
     assert per_device == {"gpu-0": 2, "gpu-1": 2}  # two halves on each GPU, never over
 
-    # The queue's usage counts the shares (item 1): once allocated, the four halves on the
-    # node are charged their two GPUs' worth, not a whole GPU each (4, at bind time).
-    def usage() -> int | None:
-        view = live_scheduler.live.view()
-        row = next((q for q in view.queues if q.name == tenant.queue), None) if view else None
-        pool = next((p for p in row.pools if p.pool == tenant.pool), None) if row else None
-        return pool.allocated if pool is not None and pool.allocated == 2 else None
-
-    assert wait_for(usage, TIMEOUT_S, what="the queue charged two GPUs for four halves") == 2
+    # The queue's usage counts the shares (item 1).
+    jobs.wait_charged_two_gpus()
 
     # kube-scheduler counts the shares gang-scheduler wrote: no room for another half.
-    kube_scheduler_pod("ks-late")
+    theirs.create_pod("ks-late", "half-gpu")
+    theirs.wait_refused("ks-late", what="kube-scheduler refusing a half on the full GPUs")
+    theirs.delete_pod("ks-late")
 
-    def refused() -> bool:
-        events = rest.call(client.EventsV1Api(cp.api).list_namespaced_event,
-                           tenant.namespace)["items"]
-        return any(e.get("reason") == "FailedScheduling"
-                   and (e.get("regarding") or {}).get("name") == "ks-late"
-                   and "cannot allocate all claims" in (e.get("note") or "") for e in events)
-
-    wait_for(refused, TIMEOUT_S, what="kube-scheduler refusing a half on the full GPUs")
-    assert not ds.results(claim_of("ks-late"))
-    rest.code_of(core.delete_namespaced_pod, "ks-late", tenant.namespace, grace_period_seconds=0)
-
-    submit("second")
-
-    def waiting() -> list[str]:
-        pods = tenant.job_pods("second")
-        said = [unschedulable_message(p) for p in pods.values()]
-        return said if len(pods) == 4 and all(
-            "memory 8Gi does not fit, 0 of 16Gi free" in m for m in said) else []
-
-    said = wait_for(waiting, TIMEOUT_S, what="the second Job told which share does not fit")
+    jobs.submit("second", pod_spec)
+    said = jobs.wait_told("second", lambda m: "memory 8Gi does not fit, 0 of 16Gi free" in m,
+                          what="the second Job told which share does not fit")
     assert all(m.startswith("Devices: ") and "device gpu-" in m for m in said), said
-    assert tenant.bound(list(tenant.job_pods("second"))) == []
     second_claims = [c for c in ds.claims(cp, tenant.namespace)
                      if c["metadata"]["ownerReferences"][0]["name"].startswith("second-")]
     assert [ds.results(c) for c in second_claims] == [[]] * len(second_claims)
-    live_scheduler.run_cycles(2)  # and it stays so
-    assert tenant.bound(list(tenant.job_pods("second"))) == []
+    jobs.stays_pending("second")
 
-    rest.call(batch.delete_namespaced_job, "first", tenant.namespace,
-              propagation_policy="Background")
-    wait_for(lambda: bound_whole("second"), TIMEOUT_S,
-             what="the second Job bound whole once the first was deleted")
+    jobs.delete("first")
+    jobs.wait_bound_whole("second", what="the second Job bound whole once the first was deleted")

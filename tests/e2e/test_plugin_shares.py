@@ -18,23 +18,15 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from scheduler.model import hami
-from scheduler.tools.devcluster import nodes, rest
-from tests.e2e import dra_support as ds
-from tests.e2e.cluster_api import ControlPlane, wait_for
-from tests.e2e.live import (
-    POOL_LABEL,
-    QUEUE_LABEL,
-    InProcessScheduler,
-    Tenant,
-    unschedulable_message,
-)
+from scheduler.tools.devcluster import nodes
+from tests.e2e.cluster_api import ControlPlane
+from tests.e2e.live import POOL_LABEL, InProcessScheduler, Tenant
+from tests.e2e.shares_support import ShareJobs
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT_S = 60.0
 GPU_MIB = 16384
 
 
@@ -57,19 +49,11 @@ def test_a_gang_of_half_gpus_is_written_two_per_gpu_and_the_next_waits_whole_for
                           annotations=registration)
     index_of = {g["id"]: g["index"]
                 for g in json.loads(registration[hami.HAMI_REGISTER_ANNOTATION])}
-    batch = client.BatchV1Api(cp.api)
+    jobs = ShareJobs(cp, tenant, live_scheduler)
+    pod_spec = _half_gpu_spec(tenant.pool, tenant.scheduler_name)
 
-    def submit(job: str) -> None:
-        body = ds.indexed_job(job, 4, _half_gpu_spec(tenant.pool, tenant.scheduler_name),
-                              {QUEUE_LABEL: tenant.queue})
-        rest.call(batch.create_namespaced_job, tenant.namespace, body)
-
-    def bound_whole(job: str) -> dict[str, dict[str, Any]]:
-        pods = tenant.job_pods(job)
-        return pods if len(pods) == 4 and tenant.all_bound(list(pods)) else {}
-
-    submit("first")
-    wait_for(lambda: bound_whole("first"), TIMEOUT_S, what="the first Job bound whole")
+    jobs.submit("first", pod_spec)
+    jobs.wait_bound_whole("first", what="the first Job bound whole")
     per_index: Counter[int] = Counter()
     for pod in tenant.job_pods("first").values():
         notes = pod["metadata"].get("annotations") or {}
@@ -84,35 +68,18 @@ def test_a_gang_of_half_gpus_is_written_two_per_gpu_and_the_next_waits_whole_for
     assert per_index == {0: 2, 1: 2}  # two halves on each GPU, never over
 
     # The queue is charged the GPU-equivalents held: two GPUs for four halves.
-    def usage() -> int | None:
-        view = live_scheduler.live.view()
-        row = next((q for q in view.queues if q.name == tenant.queue), None) if view else None
-        pool = next((p for p in row.pools if p.pool == tenant.pool), None) if row else None
-        return pool.allocated if pool is not None and pool.allocated == 2 else None
+    jobs.wait_charged_two_gpus()
 
-    assert wait_for(usage, TIMEOUT_S, what="the queue charged two GPUs for four halves") == 2
-
-    submit("second")
-
-    def waiting() -> list[str]:
-        pods = tenant.job_pods("second")
-        said = [unschedulable_message(p) for p in pods.values()]
-        return said if len(pods) == 4 and all(
-            "memory 8Gi does not fit, 0 of 16Gi free" in m for m in said) else []
-
-    said = wait_for(waiting, TIMEOUT_S, what="the second Job told which share does not fit")
+    jobs.submit("second", pod_spec)
+    said = jobs.wait_told("second", lambda m: "memory 8Gi does not fit, 0 of 16Gi free" in m,
+                          what="the second Job told which share does not fit")
     assert all("device GPU-" in m for m in said), said
-    second = tenant.job_pods("second")
-    assert tenant.bound(list(second)) == []
     assert not any(hami.HAMI_TO_ALLOCATE_ANNOTATION in (p["metadata"].get("annotations") or {})
-                   for p in second.values())
-    live_scheduler.run_cycles(2)  # and it stays so
-    assert tenant.bound(list(tenant.job_pods("second"))) == []
+                   for p in tenant.job_pods("second").values())
+    jobs.stays_pending("second")
 
-    rest.call(batch.delete_namespaced_job, "first", tenant.namespace,
-              propagation_policy="Background")
-    wait_for(lambda: bound_whole("second"), TIMEOUT_S,
-             what="the second Job bound whole once the first was deleted")
+    jobs.delete("first")
+    jobs.wait_bound_whole("second", what="the second Job bound whole once the first was deleted")
     indexes = Counter(index_of[p["metadata"]["annotations"][hami.HAMI_TO_ALLOCATE_ANNOTATION]
                                .split(",")[0]] for p in tenant.job_pods("second").values())
     assert indexes == {0: 2, 1: 2}
