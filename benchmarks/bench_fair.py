@@ -46,16 +46,22 @@ from bench_kwok import (
     cluster_cpu,
     create_namespace,
     delete_pods,
-    kwok_cluster,
+    kwok_session,
     list_pages,
     load,
     say,
 )
 from bench_scheduler_setup import create_pods
 from bench_startup import ensure_bound
-from bench_versus import CONTENDERS, Result, run_contender
+from bench_versus import (
+    Result,
+    chosen_contenders,
+    contender_arguments,
+    rotated,
+    run_contender,
+)
 
-from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.client import KubeClient
 from scheduler.run.logconfig import configure_logging
 from scheduler.tools.devcluster.cluster import DevCluster
 
@@ -95,13 +101,6 @@ def bind_limit(cluster: DevCluster, client: KubeClient, pool: ThreadPoolExecutor
     clean_up(client, namespace, pool)
     bound = len(plan) - failed
     return bound / took, spent / max(bound, 1) * 1000
-
-
-def rotated(contenders: Sequence[str], round_no: int) -> list[str]:
-    """Round *round_no*'s order: the list rotated by one per round, so each contender goes
-    first, in the middle and last as often as the rounds allow."""
-    shift = round_no % len(contenders)
-    return [*contenders[shift:], *contenders[:shift]]
 
 
 def spread(values: Sequence[float], fmt: str) -> str:
@@ -154,34 +153,17 @@ def report(results: dict[str, list[Result]], limit: float, pods: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    contender_arguments(parser, pods=2000, pods_help="pending pods per contender",
+                        contenders="kube-fast,gang-lone,gang-groups", contenders_help="")
     parser.add_argument("--existing-nodes", action="store_true",
                         help="create no nodes: --nodes of the bench pool are already there")
     parser.add_argument("--bound", type=int, default=30000,
                         help="background pods bound before anything is measured")
-    parser.add_argument("--pods", type=int, default=2000, help="pending pods per contender")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--contenders", default="kube-fast,gang-lone,gang-groups",
-                        help=f"comma-separated (of {', '.join(CONTENDERS)})")
     parser.add_argument("--concurrencies", default="8,32,64",
                         help="thread counts of the raw bind limit; the best is the limit")
-    parser.add_argument("--fast-qps", type=float, default=5000.0,
-                        help="kube-fast's client QPS and burst")
-    parser.add_argument("--concurrency", type=int, default=32,
-                        help="gang-scheduler's bindConcurrency; the pod-creating threads")
-    parser.add_argument("--stall", type=float, default=120.0,
-                        help="give a contender up when no pod was bound for this many seconds")
-    parser.add_argument("--workdir", help="where gang-scheduler's config and logs go")
     args = parser.parse_args(argv)
-    contenders = [c for c in args.contenders.split(",") if c]
-    if unknown := set(contenders) - set(CONTENDERS):
-        parser.error(f"--contenders: unknown {', '.join(sorted(unknown))} "
-                     f"(known: {', '.join(CONTENDERS)})")
-    if "gang-groups" in contenders and args.pods % args.gang_size:
-        parser.error(f"--pods {args.pods} is not a multiple of --gang-size {args.gang_size}")
+    contenders = chosen_contenders(parser, args)
     try:
         concurrencies = [int(c) for c in args.concurrencies.split(",") if c]
     except ValueError:
@@ -192,48 +174,42 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("warning")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-fair-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    with kwok_cluster(args.state_dir) as cluster:
-        client = connect(str(cluster.kubeconfig),
-                         pool_maxsize=max(64, args.concurrency * 2, max(concurrencies) * 2))
-        pool = ThreadPoolExecutor(max_workers=args.concurrency)
-        try:
-            bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
-            ensure_bound(client, args.bound, pool)
-            print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
-                  f"{args.gpus} GPUs, {args.bound} pods bound in the background, {args.pods} "
-                  f"pending one-CPU pods per contender and round, gangs of {args.gang_size}, "
-                  f"{args.rounds} rounds; {load()}")
-            limits = {}
-            for concurrency in concurrencies:
-                rate, cpu = bind_limit(cluster, client, pool, args, concurrency)
-                limits[concurrency] = rate
-                print(f"raw bind at concurrency {concurrency}: {rate:.1f} pods/s, apiserver "
-                      f"CPU {cpu:.1f} ms/pod; {load()}")
-            best = max(limits, key=lambda c: limits[c])
-            limit = limits[best]
-            print(f"the limit: {limit:.1f} pods/s (raw binding POSTs, concurrency {best})")
-            results: dict[str, list[Result]] = {c: [] for c in contenders}
-            for round_no in range(args.rounds):
-                for contender in rotated(contenders, round_no):
-                    namespace = f"{contender}-r{round_no + 1}-{uuid.uuid4().hex[:4]}"
-                    result = run_contender(cluster, client, contender, pool, args,
-                                           workdir / f"r{round_no + 1}", namespace)
-                    if result is not None:
-                        results[contender].append(result)
-                        print(f"round {round_no + 1} {contender}: {result.bound} bound, "
-                              f"start-up {result.startup_s:.1f}s, {result.from_start:.1f} "
-                              f"pods/s from start, " + ", ".join(
-                                  f"{name} {fmt_get[1](result):{fmt_get[0]}}"
-                                  for name, fmt_get in FIGURES.items()
-                                  if name not in ("start-up s", "pods/s from start"))
-                              + f"; {load()}")
-                    clean_up(client, namespace, pool)
-            print()
-            report(results, limit, args.pods)
-            print(f"({load()}; logs in {workdir})")
-        finally:
-            pool.shutdown()
-            client.close()
+    maxsize = max(64, args.concurrency * 2, max(concurrencies) * 2)
+    with kwok_session(args.state_dir, args.concurrency, maxsize) as (cluster, client, pool):
+        bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
+        ensure_bound(client, args.bound, pool)
+        print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
+              f"{args.gpus} GPUs, {args.bound} pods bound in the background, {args.pods} "
+              f"pending one-CPU pods per contender and round, gangs of {args.gang_size}, "
+              f"{args.rounds} rounds; {load()}")
+        limits = {}
+        for concurrency in concurrencies:
+            rate, cpu = bind_limit(cluster, client, pool, args, concurrency)
+            limits[concurrency] = rate
+            print(f"raw bind at concurrency {concurrency}: {rate:.1f} pods/s, apiserver "
+                  f"CPU {cpu:.1f} ms/pod; {load()}")
+        best = max(limits, key=lambda c: limits[c])
+        limit = limits[best]
+        print(f"the limit: {limit:.1f} pods/s (raw binding POSTs, concurrency {best})")
+        results: dict[str, list[Result]] = {c: [] for c in contenders}
+        for round_no in range(args.rounds):
+            for contender in rotated(contenders, round_no):
+                namespace = f"{contender}-r{round_no + 1}-{uuid.uuid4().hex[:4]}"
+                result = run_contender(cluster, client, contender, pool, args,
+                                       workdir / f"r{round_no + 1}", namespace)
+                if result is not None:
+                    results[contender].append(result)
+                    print(f"round {round_no + 1} {contender}: {result.bound} bound, "
+                          f"start-up {result.startup_s:.1f}s, {result.from_start:.1f} "
+                          f"pods/s from start, " + ", ".join(
+                              f"{name} {fmt_get[1](result):{fmt_get[0]}}"
+                              for name, fmt_get in FIGURES.items()
+                              if name not in ("start-up s", "pods/s from start"))
+                          + f"; {load()}")
+                clean_up(client, namespace, pool)
+        print()
+        report(results, limit, args.pods)
+        print(f"({load()}; logs in {workdir})")
     return 0
 
 

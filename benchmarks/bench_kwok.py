@@ -25,7 +25,7 @@ from typing import Any
 
 from bench_scheduler_setup import GPU, POOL, cpu_seconds
 
-from scheduler.kube.client import KubeClient, TransportError
+from scheduler.kube.client import KubeClient, TransportError, connect
 from scheduler.kube.read import informer
 from scheduler.tools.devcluster import build, certs, controllers, liveness, procs
 from scheduler.tools.devcluster.cluster import DevCluster
@@ -92,6 +92,21 @@ def kwok_cluster(state_dir: str | None,
             yield cluster
         finally:
             cluster.down(log=lambda line: None)
+
+
+@contextmanager
+def kwok_session(state_dir: str | None, threads: int,
+                 pool_maxsize: int) -> Iterator[tuple[DevCluster, KubeClient, ThreadPoolExecutor]]:
+    """``kwok_cluster(state_dir)`` with a client of *pool_maxsize* connections and a pool of
+    *threads* workers, both closed on exit (the contender benchmarks' one session)."""
+    with kwok_cluster(state_dir) as cluster:
+        client = connect(str(cluster.kubeconfig), pool_maxsize=pool_maxsize)
+        pool = ThreadPoolExecutor(max_workers=threads)
+        try:
+            yield cluster, client, pool
+        finally:
+            pool.shutdown()
+            client.close()
 
 
 def create_nodes(client: KubeClient, names: Sequence[str], gpus: int,

@@ -35,7 +35,7 @@ from bench_kwok import (
     BindWatch,
     bench_nodes,
     create_namespace,
-    kwok_cluster,
+    kwok_session,
     list_pages,
     load,
     say,
@@ -43,8 +43,9 @@ from bench_kwok import (
     usage,
 )
 from bench_scheduler_setup import create_pods, create_queue, die_with_parent
+from bench_versus import rotated
 
-from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.client import KubeClient
 from scheduler.model import PodRef
 from scheduler.run.logconfig import configure_logging
 from scheduler.tools.devcluster import procs
@@ -139,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bound", type=int, default=20000, help="pods bound before any start")
     parser.add_argument("--pending", type=int, default=200, help="pending pods per start")
     parser.add_argument("--checkout", action="append", default=[],
-                        help="a source tree to start (repeat: this order in odd rounds, "
-                             "reversed in even ones)")
+                        help="a source tree to start (repeat: this order in the first round, "
+                             "rotated by one in each next one)")
     parser.add_argument("--kube", action="store_true", help="also start kube-scheduler")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--stall", type=float, default=300.0)
@@ -150,31 +151,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name at least one --checkout or --kube")
     configure_logging("warning")
     workdir = Path(tempfile.mkdtemp(prefix="bench-startup-"))
-    with kwok_cluster(args.state_dir) as cluster:
-        client = connect(str(cluster.kubeconfig), pool_maxsize=64)
-        pool = ThreadPoolExecutor(max_workers=32)
-        try:
-            bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
-            ensure_bound(client, args.bound, pool)
-            times: dict[str, list[float]] = {c: [] for c in contenders}
-            for round_no in range(1, args.rounds + 1):
-                # Odd rounds in the given order, even rounds reversed: each start binds its
-                # pending pods, so a contender always going first would always see the fewest.
-                for contender in contenders if round_no % 2 else contenders[::-1]:
-                    took = one_start(cluster, client, contender, args, pool, workdir)
-                    say(f"round {round_no} {contender}: start-up "
-                        f"{'stalled' if took is None else f'{took:.2f}s'}; {load()}")
-                    if took is not None:
-                        times[contender].append(took)
-            print(f"{args.nodes} nodes, {args.bound} bound pods, {args.pending} pending per start")
-            for contender, got in times.items():
-                rounds = ", ".join(f"{t:.2f}" for t in got)
-                median = f"{statistics.median(got):.2f}" if got else "-"
-                print(f"{contender:<40} median {median} s  (rounds: {rounds})")
-            print(f"({load()}; logs in {workdir})")
-        finally:
-            pool.shutdown()
-            client.close()
+    with kwok_session(args.state_dir, 32, 64) as (cluster, client, pool):
+        bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
+        ensure_bound(client, args.bound, pool)
+        times: dict[str, list[float]] = {c: [] for c in contenders}
+        for round_no in range(1, args.rounds + 1):
+            # Each start binds its pending pods, so a contender always going first would
+            # always see the fewest: the order rotates by one per round.
+            for contender in rotated(contenders, round_no - 1):
+                took = one_start(cluster, client, contender, args, pool, workdir)
+                say(f"round {round_no} {contender}: start-up "
+                    f"{'stalled' if took is None else f'{took:.2f}s'}; {load()}")
+                if took is not None:
+                    times[contender].append(took)
+        print(f"{args.nodes} nodes, {args.bound} bound pods, {args.pending} pending per start")
+        for contender, got in times.items():
+            rounds = ", ".join(f"{t:.2f}" for t in got)
+            median = f"{statistics.median(got):.2f}" if got else "-"
+            print(f"{contender:<40} median {median} s  (rounds: {rounds})")
+        print(f"({load()}; logs in {workdir})")
     return 0
 
 

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +45,7 @@ from bench_kwok import (
     cluster_cpu,
     create_namespace,
     delete_pods,
-    kwok_cluster,
+    kwok_session,
     load,
     say,
     start_kube_scheduler,
@@ -59,12 +59,52 @@ from bench_scheduler_setup import (
     summarize_log,
 )
 
-from scheduler.kube.client import KubeClient, connect
+from scheduler.kube.client import KubeClient
 from scheduler.run.logconfig import configure_logging
 from scheduler.tools.devcluster import procs
 from scheduler.tools.devcluster.cluster import DevCluster
 
 CONTENDERS = ("kube", "kube-fast", "gang-lone", "gang-groups")
+
+
+def contender_arguments(parser: argparse.ArgumentParser, *, pods: int, pods_help: str,
+                        contenders: str, contenders_help: str) -> None:
+    """The options ``run_contender`` reads, and the cluster's and the work directory's: the
+    same in every benchmark that runs ``CONTENDERS`` (this one, ``bench_fair``)."""
+    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    parser.add_argument("--pods", type=int, default=pods, help=pods_help)
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--contenders", default=contenders,
+                        help=f"comma-separated{contenders_help} (of {', '.join(CONTENDERS)})")
+    parser.add_argument("--fast-qps", type=float, default=5000.0,
+                        help="kube-fast's client QPS and burst")
+    parser.add_argument("--concurrency", type=int, default=32,
+                        help="gang-scheduler's bindConcurrency; the pod-creating threads")
+    parser.add_argument("--stall", type=float, default=120.0,
+                        help="give a contender up when no pod was bound for this many seconds")
+    parser.add_argument("--workdir", help="where gang-scheduler's config and logs go")
+
+
+def chosen_contenders(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """``--contenders`` as a list; an unknown name, or PodGroups that do not divide
+    ``--pods``, is a usage error."""
+    contenders = [c for c in args.contenders.split(",") if c]
+    if unknown := set(contenders) - set(CONTENDERS):
+        parser.error(f"--contenders: unknown {', '.join(sorted(unknown))} "
+                     f"(known: {', '.join(CONTENDERS)})")
+    if "gang-groups" in contenders and args.pods % args.gang_size:
+        parser.error(f"--pods {args.pods} is not a multiple of --gang-size {args.gang_size}")
+    return contenders
+
+
+def rotated(contenders: Sequence[str], round_no: int) -> list[str]:
+    """Round *round_no*'s order: the list rotated by one per round, so each contender goes
+    first, in the middle and last as often as the rounds allow (a contender always first
+    would always see the fewest pods the earlier ones left)."""
+    shift = round_no % len(contenders)
+    return [*contenders[shift:], *contenders[:shift]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,56 +225,34 @@ def report(results: list[Result], header: bool = True) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--state-dir", help="a running dev cluster (default: start one)")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--pods", type=int, default=10000, help="pods per contender")
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help=f"comma-separated, in this order (of {', '.join(CONTENDERS)})")
-    parser.add_argument("--fast-qps", type=float, default=5000.0,
-                        help="kube-fast's client QPS and burst")
-    parser.add_argument("--concurrency", type=int, default=32,
-                        help="gang-scheduler's bindConcurrency; the pod-creating threads")
-    parser.add_argument("--stall", type=float, default=120.0,
-                        help="give a contender up when no pod was bound for this many seconds")
+    contender_arguments(parser, pods=10000, pods_help="pods per contender",
+                        contenders=",".join(CONTENDERS), contenders_help=", in this order")
     parser.add_argument("--delete-between", action="store_true",
                         help="delete each contender's pods before the next starts")
     parser.add_argument("--existing-nodes", action="store_true",
                         help="create no nodes: --nodes of the bench pool are already there "
                         "(a --state-dir cluster a previous run filled)")
-    parser.add_argument("--workdir", help="where gang-scheduler's config and logs go")
     args = parser.parse_args(argv)
-    contenders = [c for c in args.contenders.split(",") if c]
-    if unknown := set(contenders) - set(CONTENDERS):
-        parser.error(f"--contenders: unknown {', '.join(sorted(unknown))} "
-                     f"(known: {', '.join(CONTENDERS)})")
-    if "gang-groups" in contenders and args.pods % args.gang_size:
-        parser.error(f"--pods {args.pods} is not a multiple of --gang-size {args.gang_size}")
+    contenders = chosen_contenders(parser, args)
     configure_logging("warning")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-versus-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    with kwok_cluster(args.state_dir) as cluster:
-        client = connect(str(cluster.kubeconfig), pool_maxsize=max(64, args.concurrency * 2))
-        pool = ThreadPoolExecutor(max_workers=args.concurrency)
-        try:
-            run = uuid.uuid4().hex[:5]
-            bench_nodes(client, args, pool, run)
-            print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
-                  f"{args.gpus} GPUs, {args.pods} one-CPU pods per contender, gangs of "
-                  f"{args.gang_size}; {load()}")
-            results: list[Result] = []
-            for contender in contenders:
-                result = run_contender(cluster, client, contender, pool, args, workdir)
-                if result is not None:
-                    results.append(result)
-                    report(results[-1:], header=len(results) == 1)
-            print()
-            report(results)
-            print(f"({load()}; gang-scheduler logs in {workdir})")
-        finally:
-            pool.shutdown()
-            client.close()
+    with kwok_session(args.state_dir, args.concurrency,
+                      max(64, args.concurrency * 2)) as (cluster, client, pool):
+        run = uuid.uuid4().hex[:5]
+        bench_nodes(client, args, pool, run)
+        print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
+              f"{args.gpus} GPUs, {args.pods} one-CPU pods per contender, gangs of "
+              f"{args.gang_size}; {load()}")
+        results: list[Result] = []
+        for contender in contenders:
+            result = run_contender(cluster, client, contender, pool, args, workdir)
+            if result is not None:
+                results.append(result)
+                report(results[-1:], header=len(results) == 1)
+        print()
+        report(results)
+        print(f"({load()}; gang-scheduler logs in {workdir})")
     return 0
 
 
