@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client
 
 from scheduler.tools.devcluster import build, rest
-from scheduler.tools.devcluster.build import REPO_ROOT
+from scheduler.tools.devcluster.components import REPO_ROOT
 
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
 
