@@ -2,22 +2,22 @@
 
 Pure and total: any input, however malformed, yields a value or a list of ``FieldError``s
 naming each field path and the reason, never an exception. Objects are checked one at a time
-here; checks across objects (parents, cycles, duplicates) live in ``validation``.
+here, each field through ``parsing_checks``; checks across objects (parents, cycles,
+duplicates) live in ``validation``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from policies.errors import FieldError
+from policies.parsing_checks import DNS_SUBDOMAIN, ObjectErrors, check_header, object_name
 from policies.parsing_guards import BUDGET_FIELDS, GUARDS_FIELDS, parse_guards
 from policies.parsing_interactive import INTERACTIVE_FIELDS, parse_interactive
 from policies.queues import (
-    API_VERSION,
     PRESETS,
     Limits,
     OrderingMode,
@@ -31,7 +31,6 @@ from policies.queues import (
     SchedulerPolicy,
     WithinQueuePreemption,
 )
-from scheduler.model.durations import MAX_DURATION, MAX_DURATION_SECONDS
 from scheduler.model.resources import QuantityError, Resources, parse_quantity
 
 QUEUE_KIND = "Queue"
@@ -39,7 +38,6 @@ QUEUE_KIND = "Queue"
 MAX_AMOUNT = 2**63 - 1
 SCHEDULER_POLICY_KIND = "SchedulerPolicy"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _RESOURCE_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
@@ -90,110 +88,7 @@ POLICY_FIELDS: tuple[str, ...] = (
 )
 
 
-class _Errors:
-    """Collects errors for one object so every check can run and report."""
-
-    __slots__ = ("errors", "obj")
-
-    def __init__(self, obj: str) -> None:
-        self.obj = obj
-        self.errors: list[FieldError] = []
-
-    def add(self, path: str, reason: str) -> None:
-        self.errors.append(FieldError(self.obj, path, reason))
-
-    def mapping(self, raw: Any, path: str) -> Mapping[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, Mapping):
-            self.add(path, f"must be a mapping, got {type(raw).__name__}")
-            return {}
-        return raw
-
-    def unknown(self, m: Mapping[str, Any], path: str, known: set[str]) -> None:
-        for key in sorted((k for k in m if k not in known), key=str):
-            self.add(f"{path}.{key}", f"unknown field (known: {', '.join(sorted(known))})")
-
-    def enum(self, raw: Any, path: str, enum: type[Any], default: Any) -> Any:
-        if raw is None:
-            return default
-        try:
-            return enum(raw)
-        except ValueError:
-            allowed = " | ".join(e.value for e in enum)
-            self.add(path, f"must be one of {allowed}, got {raw!r}")
-            return default
-
-    def boolean(self, raw: Any, path: str, default: bool) -> bool:
-        if raw is None:
-            return default
-        if not isinstance(raw, bool):
-            self.add(path, f"must be true or false, got {raw!r}")
-            return default
-        return raw
-
-    def number(self, raw: Any, path: str, default: float | None, positive: bool = False) -> Any:
-        if raw is None:
-            return default
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            self.add(path, f"must be a number, got {raw!r}")
-            return default
-        if not math.isfinite(raw):
-            self.add(path, f"must be a finite number, got {raw!r}")
-            return default
-        if positive and raw <= 0:
-            self.add(path, f"must be > 0, got {raw!r}")
-            return default
-        if raw < 0:
-            self.add(path, f"must be >= 0, got {raw!r}")
-            return default
-        return float(raw)
-
-    def seconds(self, raw: Any, path: str, default: float | None,
-                positive: bool = False) -> Any:
-        """A duration in seconds: a number, at most ``MAX_DURATION_SECONDS`` (a year): any
-        time worked out from more (an expected end, a reservation's start) is beyond what a
-        timestamp can represent."""
-        value = self.number(raw, path, default, positive)
-        if value is not None and value > MAX_DURATION_SECONDS:
-            self.add(path, f"must be at most {MAX_DURATION_SECONDS:.0f} ({MAX_DURATION}), "
-                     f"got {raw!r}")
-            return default
-        return value
-
-
-def object_name(obj: Any, index: int) -> str:
-    """The name to report errors under, even for objects without a usable name."""
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if isinstance(name, str) and name:
-        return name
-    kind = obj.get("kind") if isinstance(obj, Mapping) else None
-    return f"<{kind if isinstance(kind, str) else 'object'} #{index}>"
-
-
-def _header(obj: Any, kind: str, err: _Errors) -> str | None:
-    """Check apiVersion, kind and metadata.name; return the name (None when unusable)."""
-    if not isinstance(obj, Mapping):
-        err.add("", f"must be a mapping, got {type(obj).__name__}")
-        return None
-    if obj.get("apiVersion") != API_VERSION:
-        err.add("apiVersion", f"must be {API_VERSION}, got {obj.get('apiVersion')!r}")
-    if obj.get("kind") != kind:
-        err.add("kind", f"must be {kind}, got {obj.get('kind')!r}")
-    meta = obj.get("metadata")
-    name = err.mapping(meta, "metadata").get("name")
-    if name is None:  # (metadata that is not a mapping was reported just above)
-        if meta is None or isinstance(meta, Mapping):
-            err.add("metadata.name", "required")
-        return None
-    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
-        err.add("metadata.name", f"must be a DNS subdomain (a-z, 0-9, '-', '.'), got {name!r}")
-        return None
-    return name
-
-
-def _amounts(raw: Any, path: str, err: _Errors) -> dict[str, int]:
+def _amounts(raw: Any, path: str, err: ObjectErrors) -> dict[str, int]:
     """A resource -> quantity mapping with zeros kept (they matter for limits and coverage)."""
     out: dict[str, int] = {}
     for key, value in err.mapping(raw, path).items():
@@ -219,7 +114,7 @@ def _amounts(raw: Any, path: str, err: _Errors) -> dict[str, int]:
     return out
 
 
-def _quota(raw: Any, path: str, err: _Errors, has_parent: bool) -> PoolQuota | None:
+def _quota(raw: Any, path: str, err: ObjectErrors, has_parent: bool) -> PoolQuota | None:
     m = err.mapping(raw, path)
     err.unknown(m, path, _QUOTA_FIELDS)
     pool = m.get("pool")
@@ -243,7 +138,7 @@ def _quota(raw: Any, path: str, err: _Errors, has_parent: bool) -> PoolQuota | N
                      borrowing_limit=Limits.of(borrowing), lending_limit=Limits.of(lending))
 
 
-def _namespaces(raw: Any, err: _Errors) -> tuple[str, ...]:
+def _namespaces(raw: Any, err: ObjectErrors) -> tuple[str, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(n, str) and n for n in raw):
@@ -254,12 +149,12 @@ def _namespaces(raw: Any, err: _Errors) -> tuple[str, ...]:
 
 def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError]]:
     """One ``kind: Queue`` object; the queue is None when any error was found."""
-    err = _Errors(object_name(obj, index))
-    name = _header(obj, QUEUE_KIND, err)
+    err = ObjectErrors(object_name(obj, index))
+    name = check_header(obj, QUEUE_KIND, err)
     spec = err.mapping(obj.get("spec") if isinstance(obj, Mapping) else None, "spec")
     err.unknown(spec, "spec", _QUEUE_FIELDS)
     parent = spec.get("parent")
-    if parent is not None and (not isinstance(parent, str) or not _DNS_SUBDOMAIN.match(parent)):
+    if parent is not None and (not isinstance(parent, str) or not DNS_SUBDOMAIN.match(parent)):
         err.add("spec.parent", f"must be a queue name, got {parent!r}")
         parent = None
     if parent is not None and parent == name:
@@ -328,8 +223,8 @@ def parse_queue(obj: Any, index: int = 0) -> tuple[Queue | None, list[FieldError
 def parse_scheduler_policy(obj: Any, index: int = 0,
                            ) -> tuple[SchedulerPolicy | None, list[FieldError]]:
     """One ``kind: SchedulerPolicy``: a preset (default ``gang-scheduler``) plus overrides."""
-    err = _Errors(object_name(obj, index))
-    _header(obj, SCHEDULER_POLICY_KIND, err)
+    err = ObjectErrors(object_name(obj, index))
+    check_header(obj, SCHEDULER_POLICY_KIND, err)
     spec = err.mapping(obj.get("spec") if isinstance(obj, Mapping) else None, "spec")
     err.unknown(spec, "spec", _POLICY_FIELDS)
     preset = spec.get("preset", "gang-scheduler")
@@ -369,7 +264,7 @@ def parse_scheduler_policy(obj: Any, index: int = 0,
     return (None, err.errors) if err.errors else (policy, [])
 
 
-def _scale_up_pools(raw: Any, base: SchedulerPolicy, err: _Errors) -> frozenset[str]:
+def _scale_up_pools(raw: Any, base: SchedulerPolicy, err: ObjectErrors) -> frozenset[str]:
     """``scaleUp: {pools: [names]}``: the pools whose gangs may ask the autoscaler for nodes."""
     scale_up = err.mapping(raw, "spec.scaleUp")
     err.unknown(scale_up, "spec.scaleUp", _SCALE_UP_FIELDS)
@@ -383,7 +278,7 @@ def _scale_up_pools(raw: Any, base: SchedulerPolicy, err: _Errors) -> frozenset[
 
 
 def _reservation(raw: Any, base: SchedulerPolicy,
-                 err: _Errors) -> tuple[bool, float, int]:
+                 err: ObjectErrors) -> tuple[bool, float, int]:
     """``reservation: true | false``, or ``reservation: {afterSeconds: N, maxGangs: K}``: on,
     for gangs pending at least N seconds, at most K reserved gangs at once. Returns
     (reservation, reserve_after_seconds, max_reservations)."""

@@ -8,10 +8,10 @@ the last valid version kept).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from policies.guards import NO_GUARDS, Budget, Guards, Period
+from policies.parsing_checks import ObjectErrors
 
 GUARDS_FIELDS = {"maxRuntimeSeconds", "budget", "maxRunningGangs", "maxPendingGangs"}
 BUDGET_FIELDS = {"gpuHours", "period"}
@@ -19,20 +19,7 @@ BUDGET_FIELDS = {"gpuHours", "period"}
 MAX_GANGS = 1_000_000
 
 
-class Errors(Protocol):
-    """What ``parsing._Errors`` offers (its checks, shared with every other queue field)."""
-
-    def add(self, path: str, reason: str) -> None: ...
-    def mapping(self, raw: Any, path: str) -> Mapping[str, Any]: ...
-    def unknown(self, m: Mapping[str, Any], path: str, known: set[str]) -> None: ...
-    def enum(self, raw: Any, path: str, enum: type[Any], default: Any) -> Any: ...
-    def number(self, raw: Any, path: str, default: float | None,
-               positive: bool = False) -> Any: ...
-    def seconds(self, raw: Any, path: str, default: float | None,
-                positive: bool = False) -> Any: ...
-
-
-def parse_guards(raw: Any, err: Errors) -> Guards:
+def parse_guards(raw: Any, err: ObjectErrors) -> Guards:
     """``spec.guards`` (absent: no guards)."""
     if raw is None:
         return NO_GUARDS
@@ -47,7 +34,7 @@ def parse_guards(raw: Any, err: Errors) -> Guards:
     )
 
 
-def _budget(raw: Any, err: Errors) -> Budget | None:
+def _budget(raw: Any, err: ObjectErrors) -> Budget | None:
     if raw is None:
         return None
     path = "spec.guards.budget"
@@ -64,7 +51,7 @@ def _budget(raw: Any, err: Errors) -> Budget | None:
     return Budget(hours, period)
 
 
-def _count(raw: Any, path: str, err: Errors) -> int | None:
+def _count(raw: Any, path: str, err: ObjectErrors) -> int | None:
     """A whole number of gangs >= 1 (0 would hold the queue for good: delete it instead)."""
     if raw is None:
         return None

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from policies.interactive import NO_CAPS, InteractivePolicy
-from policies.parsing_guards import Errors
+from policies.parsing_checks import ObjectErrors
 from scheduler.model.workloads import USER_LABEL
 
 INTERACTIVE_FIELDS = {"maxGPUsPerUser", "maxGangsPerUser", "userLabel"}
@@ -24,7 +24,7 @@ _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
-def parse_interactive(raw: Any, err: Errors) -> InteractivePolicy:
+def parse_interactive(raw: Any, err: ObjectErrors) -> InteractivePolicy:
     """``spec.interactive`` (absent: interactive gangs allowed, no per-user cap)."""
     if raw is None:
         return NO_CAPS
@@ -41,7 +41,7 @@ def parse_interactive(raw: Any, err: Errors) -> InteractivePolicy:
         user_label=label)
 
 
-def _cap(raw: Any, path: str, err: Errors, least: int) -> int | None:
+def _cap(raw: Any, path: str, err: ObjectErrors, least: int) -> int | None:
     """A whole number from *least* to ``MAX_CAP`` (0 GPUs: CPU-only sessions; 0 gangs would
     forbid interactive work in the queue: leave the label off instead)."""
     if raw is None:
