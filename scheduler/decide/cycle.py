@@ -162,7 +162,9 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
         pending = dict(scale_ups.pending)
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
-    binds = guard_from_scale_down(draft.binds, {gid: g.size for gid, g in by_id.items()},
+    # Sizes of the bound gangs only (every pending gang's, every cycle, cost a backlog dear).
+    binds = guard_from_scale_down(draft.binds, {b.gang_id: by_id[b.gang_id].size
+                                                for b in draft.binds if b.gang_id in by_id},
                                   lambda node: snapshot.nodes[node].pool,
                                   policies.scheduler.scale_up_pools)
     return CyclePlan(
