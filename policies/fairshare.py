@@ -116,9 +116,10 @@ def reads(tree: QuotaTree, queue: str) -> tuple[Key, ...]:
 
 #: (queue, head's bounds key) -> the tree, the ledger entries the rank was worked out from
 #: and their values (a ledger's unchanged entries stay the same objects when it is charged),
-#: the rank.
+#: the rank, and the ledger it was last found for (a ledger is a value: charging makes a new
+#: one, so while the ledger is the same object, nothing it reads changed).
 RANKS: Slot[tuple[str, object], tuple[QuotaTree, tuple[Key, ...], tuple[object, ...],
-                                      QueueKey]] = Slot("fairshare.rank")
+                                      QueueKey, QuotaLedger]] = Slot("fairshare.rank")
 
 
 def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
@@ -131,15 +132,19 @@ def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
     tree, totals = ledger.tree, ledger.total
     hit = slots.table(RANKS).get((queue, key))
     if hit is not None and hit[0] is tree:
-        _, read, seen, found = hit
+        _, read, seen, found, last = hit
+        if last is ledger:  # asked again before any admission (most turns of a backlog)
+            return found
         for k, v in zip(read, seen, strict=True):
             if totals.get(k) is not v:
                 break
         else:
+            slots.put(RANKS, (queue, key), (tree, read, seen, found, ledger))
             return found
     read = reads(tree, queue)
     found = queue_key(ledger, queue, head, remembered)
-    slots.put(RANKS, (queue, key), (tree, read, tuple(totals.get(k) for k in read), found))
+    slots.put(RANKS, (queue, key), (tree, read, tuple(totals.get(k) for k in read), found,
+                                    ledger))
     return found
 
 

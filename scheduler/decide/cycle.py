@@ -42,6 +42,7 @@ from scheduler.decide.plan import (
     CyclePlan,
     Members,
     Nomination,
+    PendingReason,
     ReasonCategory,
     map_pods,
 )
@@ -154,15 +155,17 @@ def decide(snapshot: Snapshot, pending_gangs: Iterable[Gang], policies: PolicySe
              owner_lines(snapshot, queues, policies.scheduler.ordering, leaving))
     for gid, (_, pods) in backing_off.items():
         members[gid] = pods
-    pending = dict(sorted({**draft.pending,
-                           **{gid: r for gid, (r, _) in backing_off.items()}}.items()))
+    pending = _in_id_order(given, {**draft.pending,
+                                   **{gid: r for gid, (r, _) in backing_off.items()}})
     scale_ups = provision(by_id.values(), pending, node_groups,
                           policies.scheduler.scale_up_pools, asked)
     if scale_ups.pending is not None:
         pending = dict(scale_ups.pending)
     nominations = tuple(sorted(draft.nominations, key=lambda n: n.gang_id))
     reservations = draft.obstacles.reservations
-    binds = guard_from_scale_down(draft.binds, {gid: g.size for gid, g in by_id.items()},
+    # Sizes of the bound gangs only (every pending gang's, every cycle, cost a backlog dear).
+    binds = guard_from_scale_down(draft.binds, {b.gang_id: by_id[b.gang_id].size
+                                                for b in draft.binds if b.gang_id in by_id},
                                   lambda node: snapshot.nodes[node].pool,
                                   policies.scheduler.scale_up_pools)
     return CyclePlan(
@@ -275,6 +278,15 @@ def _rank(memo: Memo, draft: Draft, queue: str, head: Gang,
     shape = memo.recall.shape(head, draft.snapshot)
     return fairshare.rank(memo.slots, draft.ledger, queue, shape.key, shape.bounds,
                           remembered)
+
+
+def _in_id_order(given: list[Gang], reasons: dict[str, PendingReason]
+                 ) -> dict[str, PendingReason]:
+    """*reasons* sorted by gang id. Each is a reason of one of *given* (sorted by id), so a
+    pass over those puts them in order without a sort of hundreds of gangs each cycle of a
+    backlog (checked by the count: else sorted)."""
+    out = {g.id: reasons[g.id] for g in given if g.id in reasons}
+    return out if len(out) == len(reasons) else dict(sorted(reasons.items()))
 
 
 def _of_pending(members: dict[str, Members], binds: Iterable[Bind],

@@ -83,43 +83,20 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
         due.after(nom.since + NOMINATION_TIMEOUT_SECONDS)
     queues, policy = policies.queues, policies.scheduler
     starts = tuple(reservations)
-    waiting = False
-    # One pass over every pending gang of the cycle (thousands in a long backlog, each
-    # cycle of a simulation): the queue's figures are looked up once per queue, and the
-    # earliest starvation instant is kept in a local (the slack is added once, at the end:
-    # adding it keeps the order of floats).
-    of_queue: dict[str, tuple[float, float | None] | None] = {}
-    starving: float | None = None
-    # Likewise the earliest instant a waiting gang would no longer end before a reservation
-    # starts (a gang per reservation per cycle otherwise offered one at a time).
-    ends: float | None = None
-    backoff, queues_by_name = house.backoff, queues.queues
-    for g in gangs:
-        if g.id in backoff or g.id not in pending:
-            continue  # a backoff's end is due already; a gang bound or nominated waits not
-        name = g.queue
-        if name in of_queue:
-            figures = of_queue[name]
-        else:
-            queue = queues_by_name.get(name)
-            figures = of_queue[name] = None if queue is None else (
-                queue.reserve_after(policy) if policy.reservation else 0.0,
-                queue.queueing.default_runtime_seconds)
-        if figures is None:
-            continue
-        waiting = True
-        after, default_runtime = figures
-        if after > 0:
-            t = g.creation_time + after
-            if t > now and (starving is None or t < starving):
-                starving = t
-        if starts:
-            runtime = g.runtime_estimate if g.runtime_estimate is not None else default_runtime
-            if runtime is not None:  # it would start only if it ends before (``ends_before``)
-                for t in starts:
-                    t -= runtime
-                    if t >= now and (ends is None or t < ends):  # ``_Earliest.after``
-                        ends = t
+    # The queue's figures: its starvation threshold (0: never) and default runtime.
+    of_queue = {name: (queue.reserve_after(policy) if policy.reservation else 0.0,
+                       queue.queueing.default_runtime_seconds)
+                for name, queue in queues.queues.items()}
+    backoff = house.backoff
+    starving, ends = None, None
+    if not starts and not any(after > 0 for after, _ in of_queue.values()):
+        # No gang can starve into a reservation, none need end before one (every cycle of
+        # a FIFO backlog): all that is asked is whether some gang waits.
+        waiting = any(g.id not in backoff and g.id in pending and g.queue in of_queue
+                      for g in gangs)
+    else:
+        waiting, starving, ends = _waiting_instants(gangs, pending, backoff, of_queue,
+                                                    starts, now)
     due.at_or_after(starving)
     due.after(ends)
     if not waiting:
@@ -135,3 +112,39 @@ def next_due(snapshot: Snapshot, gangs: Sequence[Gang], pending: Mapping[str, ob
             runtime = queue.runtime_of(rg.gang.runtime_estimate)
             due.after(end if end is not None or runtime is None else rg.start_time + runtime)
     return due.at
+
+
+def _waiting_instants(gangs: Sequence[Gang], pending: Mapping[str, object],
+                      backoff: Mapping[str, float],
+                      of_queue: Mapping[str, tuple[float, float | None]],
+                      starts: tuple[float, ...], now: float
+                      ) -> tuple[bool, float | None, float | None]:
+    """Whether some gang waits; the earliest instant after *now* a waiting gang starves
+    (``reservation.starving``); the earliest instant from *now* on a waiting gang would no
+    longer end before a reservation starts (``reservation.ends_before``). One pass over
+    every pending gang (thousands in a long backlog, each cycle of a simulation): the
+    earliest instants are kept in locals (the slack is added once, by the caller: adding it
+    keeps the order of floats)."""
+    waiting = False
+    starving: float | None = None
+    ends: float | None = None
+    for g in gangs:
+        if g.id in backoff or g.id not in pending:
+            continue  # a backoff's end is due already; a gang bound or nominated waits not
+        figures = of_queue.get(g.queue)
+        if figures is None:
+            continue
+        waiting = True
+        after, default_runtime = figures
+        if after > 0:
+            t = g.creation_time + after
+            if t > now and (starving is None or t < starving):
+                starving = t
+        if starts:
+            runtime = g.runtime_estimate if g.runtime_estimate is not None else default_runtime
+            if runtime is not None:  # it would start only if it ends before (``ends_before``)
+                for t in starts:
+                    t -= runtime
+                    if t >= now and (ends is None or t < ends):  # ``_Earliest.after``
+                        ends = t
+    return waiting, starving, ends

@@ -36,10 +36,11 @@ def in_order(by_queue: dict[str, list[Gang]], mode: OrderingMode, turn: Turn,
     if mode is OrderingMode.FIFO:
         # Queue keys play no part: the heap below would merge the queues by (gang key,
         # queue), each queue in the order of its list (equal gang keys last-in first); one
-        # sort gives that merge at once.
-        merged = sorted((fairshare.gang_key(g, mode), q, -i, g)
-                        for q, gs in by_queue.items() for i, g in enumerate(gs))
-        for _, name, _, gang in merged:
+        # stable sort by gang key gives that merge at once, of the queues by name, each list
+        # reversed (every cycle of a long backlog: only the gang keys are compared).
+        merged = [(g, q) for q in sorted(by_queue) for g in reversed(by_queue[q])]
+        merged.sort(key=lambda entry: fairshare.gang_key(entry[0], mode))
+        for gang, name in merged:
             turn(gang, name)
         return
     lists = {q: sorted(gs, key=lambda g: fairshare.gang_key(g, mode), reverse=True)

@@ -248,13 +248,14 @@ def hopeless_of(draft: Draft, gang: Gang, queue: Queue,
     recall's table: ``Recall.hopeless``, looked up once a cycle). *anti*: the draft's
     snapshot has running pods with required anti-affinity (the caller reads it once per
     snapshot)."""
-    snapshot = draft.snapshot
     if gang.constrained or anti:  # ``context_key`` may not be ()
-        return hopeless(draft, gang, queue, draft.context.memo.recall.shape(gang, snapshot))
+        return hopeless(draft, gang, queue,
+                        draft.context.memo.recall.shape(gang, draft.snapshot))
     hit = by_gang.get(id(gang))
     if hit is not None and hit[0] is gang and hit[1] == queue.name:
         return hit[2]
-    found = _by_shape(draft, gang, queue, draft.context.memo.recall.shape(gang, snapshot))
+    found = _by_shape(draft, gang, queue,
+                      draft.context.memo.recall.shape(gang, draft.snapshot))
     by_gang[id(gang)] = (gang, queue.name, found)  # keeps the gang alive: its id not reused
     return found
 

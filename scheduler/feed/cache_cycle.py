@@ -205,7 +205,7 @@ class CycleReading:
         """The pending gangs by id (sorted again only after one changed)."""
         if self._pending_sorted is None:
             pending = self._pending
-            self._pending_sorted = tuple(pending[gid] for gid in sorted(pending))
+            self._pending_sorted = tuple(map(pending.__getitem__, sorted(pending)))
         return self._pending_sorted
 
     def _next_snapshot(self, memo: CycleInput | None, other: dict[str, Resources]) -> Snapshot:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from scheduler.decide.plan import Bind
@@ -56,7 +58,7 @@ def test_complete_since(case: Case) -> None:
 def test_the_same_pending_tuple_again_changes_nothing() -> None:
     complete, pending = CompleteSince(), (WHOLE,)
     complete.track(pending, 1.0)
-    complete.since.clear()  # (what take does to a gang whose binds went out)
+    complete.take(["ns/g"])  # its binds went out
     complete.track(pending, 2.0)
     assert complete.since == {}  # the same tuple: the cache's gangs did not change
     complete.track((WHOLE,), 3.0)
@@ -75,6 +77,47 @@ def test_take_hands_over_the_start_and_restore_keeps_the_first() -> None:
     assert complete.since == {"ns/g": 1.0, "ns/h": 1.0}
     complete.restore("ns/h", 3.0)  # a gang still waiting keeps its own start
     assert complete.since["ns/h"] == 1.0
+
+
+#: Gang objects a cycle may hold: complete and short versions of one gang id, equal copies.
+POOL = (WHOLE, SHORT, b.gang("g", "team", pods=2), OTHER, b.gang("h", "team"),
+        b.gang("k", "team", pods=3, present=2), b.gang("k", "team", pods=3))
+
+
+def _step() -> st.SearchStrategy[tuple[str, object]]:
+    """One thing the loop does between or in cycles."""
+    pending = st.lists(st.sampled_from(range(len(POOL))), max_size=4).map(
+        lambda ix: tuple({POOL[i].id: POOL[i] for i in ix}.values()))  # each gang id once
+    return st.one_of(st.tuples(st.just("track"), pending),
+                     st.tuples(st.just("again"), st.none()),  # the same tuple as last cycle
+                     st.tuples(st.just("take"), st.lists(st.sampled_from(
+                         ["ns/g", "ns/h", "ns/k", "ns/x"]), max_size=2)),
+                     st.tuples(st.just("restore"), st.tuples(
+                         st.sampled_from(["ns/g", "ns/h", "ns/k"]),
+                         st.floats(0, 50, allow_nan=False))))
+
+
+@given(st.lists(_step(), max_size=12))
+def test_kept_incrementally_equals_worked_out_afresh(steps: list[tuple[str, object]]) -> None:
+    """``track`` looks only at what changed; a reference works ``since`` out from every
+    pending gang whenever the tuple is a new one (the rule before it was incremental)."""
+    complete, since = CompleteSince(), {}
+    last: tuple[Gang, ...] | None = None
+    for now, (kind, arg) in enumerate(steps, start=1):
+        if kind in ("track", "again"):
+            pending = last if kind == "again" and last is not None else tuple(arg or ())
+            if pending is not last:
+                since = {g.id: since.get(g.id, float(now)) for g in pending if g.is_complete}
+            complete.track(pending, float(now))
+            last = pending
+        elif kind == "take":
+            assert complete.take(list(arg)) == {gid: since.pop(gid) for gid in arg
+                                                if gid in since}
+        else:
+            gid, t = arg
+            complete.restore(gid, t)
+            since.setdefault(gid, t)
+        assert complete.since == since
 
 
 BIND = Bind("ns/g", "team", Placement("ns/g", (Assignment("worker", "n1", 2),)),
