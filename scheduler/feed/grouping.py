@@ -47,14 +47,17 @@ from scheduler.feed.grouping_terms import OPERATOR_KINDS, SIZED_OPERATOR_KINDS
 from scheduler.model import Gang, PodRef, RunningGang, elastic, shortfall
 from scheduler.model.device_inventory import EMPTY_INVENTORY, DeviceInventory
 from scheduler.model.durations import parse_time
-from scheduler.model.native import ResolvedGroup
+from scheduler.model.gangs import Tier
+from scheduler.model.native import NativeGroupInfo, ResolvedGroup
 from scheduler.model.resources import Resources, total
+from scheduler.model.shortfall import Shortfall
 from scheduler.model.workloads import (
     LAST_CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     JobInfo,
     JobSetInfo,
+    OwnerRef,
     PodGroupInfo,
     PodInfo,
     PodPhase,
@@ -186,25 +189,21 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
     notices = tuple(n for n in (queue_notice, grouping_terms.priority_notice(
         gang_pods, terms.priority if terms is not None else None)) if n)
     runtime = grouping_terms.runtime(meta, job)
-    running = _running_gang(gid, bound, queue, runtime, meta, devices) if bound else None
     limit = grouping_terms.max_runtime(meta)
     ran_before = grouping_terms.ran_before(meta)
     owner = grouping_terms.workload_owner(gang_pods, group, job)
     tier = grouping_terms.tier(labeled)
-    if running is not None:
-        running = replace(running, gang=replace(running.gang, max_runtime=limit,
-                                                ran_before=ran_before, owner=owner, tier=tier))
-    if running is not None and notices:
-        running = replace(running, gang=replace(running.gang, notices=notices))
-    if running is not None and terms is not None:
-        running = replace(running, gang=replace(
-            running.gang, native=native.group if native is not None else None,
-            priority=running.gang.priority if terms.priority is None else terms.priority))
-    if running is not None and group is not None:
-        running = replace(running, group_uid=group.uid)
-    if running is not None:
-        lost = shortfall.of_members(members, min_member, job)
-        running = replace(running, shortfall=lost) if lost else running
+    running = None
+    if bound:
+        # Built once with every term (each gang whose pods changed, every cycle of a long
+        # simulation: a copy per term cost as much as the rest of the entry).
+        running = _running_gang(
+            gid, bound, queue, runtime, meta, devices,
+            priority=terms.priority if terms is not None else None,
+            max_runtime=limit, ran_before=ran_before, owner=owner, tier=tier,
+            native=native.group if terms is not None and native is not None else None,
+            notices=notices, group_uid=group.uid if group is not None else None,
+            lost=shortfall.of_members(members, min_member, job) or None)
     # Elastic: its minimum is below the pods it has (those leaving count for nothing, but
     # its Job's size stands while it gives members back).
     most = max(len(staying) + len(waiting), job.gang_size if job is not None else 0)
@@ -343,8 +342,14 @@ def elastic_terms(running: RunningGang, min_member: int, bound: list[PodInfo]) -
 
 
 def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | None,
-                  meta: list[Mapping[str, str]],
-                  devices: DeviceInventory = EMPTY_INVENTORY) -> RunningGang:
+                  meta: list[Mapping[str, str]], devices: DeviceInventory, *,
+                  priority: int | None, max_runtime: float | None, ran_before: float,
+                  owner: OwnerRef | None, tier: Tier, native: NativeGroupInfo | None,
+                  notices: tuple[str, ...], group_uid: str | None,
+                  lost: Shortfall | None) -> RunningGang:
+    """The running part of a gang from its *bound* members, with the gang's terms as
+    ``build_gang`` read them (*priority*: its native PodGroup's, else its members'
+    highest)."""
     per_node: dict[str, list[Resources]] = defaultdict(list)
     for p in bound:
         if p.occupies_node:
@@ -367,10 +372,12 @@ def _running_gang(gid: str, bound: list[PodInfo], queue: str, runtime: float | N
                 members[(r.name, node_of[ref.uid])] += 1
     gang = Gang(id=gid, uid=bound[0].uid, namespace=ns, name=name, queue=queue,
                 roles=roles,
-                priority=max(p.priority for p in bound), creation_time=start,
-                runtime_estimate=runtime)
+                priority=max(p.priority for p in bound) if priority is None else priority,
+                creation_time=start, runtime_estimate=runtime, max_runtime=max_runtime,
+                ran_before=ran_before, owner=owner, tier=tier, native=native,
+                notices=notices)
     return RunningGang(
-        gang=gang,
+        gang=gang, group_uid=group_uid, shortfall=lost,
         allocations=tuple((node, total(res)) for node, res in sorted(per_node.items())),
         start_time=start, last_checkpoint=checkpoint,
         expected_end=start + runtime if runtime is not None else None,

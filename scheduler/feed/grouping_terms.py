@@ -313,6 +313,9 @@ def priority_notice(pods: list[PodInfo], own: int | None) -> str:
     (*own*, None: it has none), what the gang uses: *own* if given, else the members'
     highest (as a gang it is one priority, the one it waits and is preempted at). "" when
     all agree."""
+    first = own if own is not None else pods[0].priority if pods else None
+    if all(p.priority == first for p in pods):  # (each gang built, most agree)
+        return ""
     says: dict[int, list[str]] = {} if own is None else {own: ["PodGroup"]}
     for p in sorted(pods, key=lambda p: p.name):
         says.setdefault(p.priority, []).append(f"pod {p.name}")
