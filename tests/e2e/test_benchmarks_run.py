@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.tools.devcluster import build
+from tests.e2e.cluster_api import ControlPlane
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +61,20 @@ def test_a_kwok_benchmark_runs_and_prints_its_figures(script: str, tmp_path: Pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     for text in expected:
         assert text in proc.stdout, (text, proc.stdout[-3000:], proc.stderr[-2000:])
+
+
+def test_the_list_encoding_benchmark_reads_a_running_cluster(control_plane: ControlPlane
+                                                             ) -> None:
+    """``bench_list_encoding.py`` needs a cluster that is already up (its ``--state-dir``):
+    on the session cluster, with a pod of this test's, it lists in both encodings and
+    counts that pod among the JSON list's."""
+    namespace = control_plane.new_namespace()
+    control_plane.create_pod(namespace, "listed", scheduler_name="nobody")  # stays pending
+    proc = subprocess.run([sys.executable, "benchmarks/bench_list_encoding.py", "--state-dir",
+                           str(control_plane.cluster.state_dir), "--rounds", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    json_line, protobuf_line = proc.stdout.splitlines()
+    assert json_line.startswith("round 1 json") and "apiserver CPU" in json_line
+    assert int(json_line.split(" pods (")[0].rsplit(" ", 1)[1]) >= 1
+    assert protobuf_line.startswith("round 1 vnd.kubernetes.protobuf")

@@ -13,7 +13,8 @@ must match a rule:
   its ``--nodes``, every tenth node of the openb cluster (``PACKING_NODE_STRIDE``). Exit 0
   is required, and the described effect is checked where it is written (a report, a sweep
   table). A benchmark script runs as a subprocess, bounded the
-  same way: ``--limit 150`` for replays, one seed and the first arrival rate for sweeps.
+  same way: ``--limit 150`` for replays, one seed and the first arrival rate for sweeps,
+  a tenth of the nodes and bound pods for ``bench_first_bind``.
 - ``Covered``: needs a cluster or a build; the named test runs it, and must still contain
   the given text (so renaming the command there, or deleting the test, fails here).
 
@@ -173,6 +174,10 @@ RULES: tuple[Run | Covered, ...] = (
     Run(r"^\.venv/bin/python benchmarks/bench_curves\.py( |$)"),
     Run(r"^\.venv/bin/python benchmarks/bench_fair_memory\.py$"),
     Run(r"^\.venv/bin/python benchmarks/bench_policies\.py "),
+    Run(r"^\.venv/bin/python benchmarks/bench_first_bind\.py( |$)"),
+    # Needs a running dev cluster's state directory: the e2e test runs it on the session's.
+    Covered(r"^\.venv/bin/python benchmarks/bench_list_encoding\.py ",
+            "tests/e2e/test_benchmarks_run.py", '"benchmarks/bench_list_encoding.py"'),
     *(Covered(rf"^\.venv/bin/python benchmarks/{name}\.py( |$)",
               "tests/e2e/test_benchmarks_run.py", f'"{name}.py"')
       for name in ("bench_versus", "bench_fair", "bench_stream", "bench_kai", "bench_soak",
@@ -309,7 +314,10 @@ RUNS = [(c, r) for c in COMMANDS if isinstance(r := rule_of(c), Run)]
 
 BOUNDS = {"--seeds": lambda v: "1", "--rates": lambda v: v.split(",")[0],
           # bench_curves: its plot goes to the temporary directory, not over the committed one
-          "--plot": lambda v: str(Path(tempfile.gettempdir()) / Path(v).name)}
+          "--plot": lambda v: str(Path(tempfile.gettempdir()) / Path(v).name),
+          # bench_first_bind: a canned apiserver's cluster, a tenth of the documented size
+          "--bound": lambda v: str(max(1, int(v) // 10)),
+          "--nodes": lambda v: str(max(1, int(v) // 10))}
 
 
 def _run_script(text: str) -> None:

@@ -1,0 +1,91 @@
+"""What the initial pod list costs, by encoding: the apiserver serving every pod as JSON (what
+gang-scheduler reads) and as protobuf (what kube-scheduler's client asks for), and our
+decoding of the JSON.
+
+Why: on a busy cluster gang-scheduler's start-up is mostly its first pod list
+(``scheduler.kube.read.informer.list_all``), and ``bench_first_bind.py`` shows that our own
+work on it (decoding, converting, the first cycle) is a small part when the objects are
+small. Real pods carry ``managedFields`` and a status, and the apiserver encodes each of them
+per list. This script asks a running dev cluster for the whole pod list from its watch cache
+(``resourceVersion=0``, as the informer's first list does), once per encoding per round,
+alternating, and prints the bytes, the wall seconds, the kube-apiserver's CPU seconds over
+the request (from ``/proc``: other clients' requests count too, so read the rounds side by
+side) and, for JSON, our ``json.loads`` CPU seconds with the cyclic collector paused, as
+the live scheduler's first lists are decoded (``scheduler.run.memory``):
+
+    .venv/bin/python benchmarks/bench_list_encoding.py --state-dir DIR --rounds 3
+
+DIR is a dev cluster's state directory (``gang-scheduler dev-cluster up --state-dir DIR``;
+``bench_fair.py`` prints its own). It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def apiserver_pid(state: dict[str, Any]) -> int:
+    """The kube-apiserver's pid from a dev cluster's ``state.json``."""
+    for proc in state.get("processes") or []:
+        if isinstance(proc, dict) and proc.get("name") == "kube-apiserver":
+            return int(proc["pid"])
+    raise SystemExit("state.json names no kube-apiserver process")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process *pid* so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state-dir", type=Path, required=True,
+                        help="a running dev cluster's state directory (with state.json, pki/)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="lists per encoding, alternating (default 3)")
+    args = parser.parse_args(argv)
+    state_file = args.state_dir / "state.json"
+    if not state_file.is_file():
+        parser.error(f"--state-dir: {state_file} does not exist (is the dev cluster up?)")
+    state = json.loads(state_file.read_text())
+    pid, pki = apiserver_pid(state), args.state_dir / "pki"
+    http = urllib3.PoolManager(ca_certs=str(pki / "ca.crt"), cert_file=str(pki / "admin.crt"),
+                               key_file=str(pki / "admin.key"))
+    url = f"{state['server']}/api/v1/pods?resourceVersion=0"
+    for rnd in range(1, args.rounds + 1):
+        for accept in (JSON, PROTOBUF):
+            cpu, wall = process_cpu(pid), time.monotonic()
+            resp = http.request("GET", url, headers={"Accept": accept,
+                                                     "User-Agent": "bench-list-encoding"},
+                                timeout=urllib3.Timeout(connect=5, read=300))
+            wall, cpu = time.monotonic() - wall, process_cpu(pid) - cpu
+            if resp.status != 200:
+                raise SystemExit(f"GET {url} ({accept}): HTTP {resp.status}")
+            said = (f"round {rnd} {accept.rsplit('/', 1)[-1]:<24} {len(resp.data) / 1e6:6.1f} MB, "
+                    f"wall {wall:5.2f}s, apiserver CPU {cpu:5.2f}s")
+            if accept == JSON:  # decoded as the scheduler's first list is: collector paused
+                gc.disable()
+                started = time.process_time()
+                pods = len(json.loads(resp.data)["items"])
+                gc.enable()
+                said += (f", {pods} pods ({len(resp.data) / max(pods, 1) / 1e3:.1f} kB each), "
+                         f"our json.loads {time.process_time() - started:.2f}s CPU")
+            print(f"{said}; load {os.getloadavg()[0]:.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
