@@ -221,20 +221,20 @@ class Marks:
 
     def __init__(self, live: LiveScheduler, cpu0: float, wall0: float) -> None:
         self.cpu0, self.wall0 = cpu0, wall0
-        self.at: dict[str, float] = {}
+        self.at: dict[str, tuple[float, float]] = {}
         loop = live.scheduler
         self._wrap(loop.cache, "cycle_input", "input")
         self._wrap(loop.actuator, "apply", "applied")
-        from scheduler.run import loop as loop_module
-        decide = loop_module.cycle.decide
+        from scheduler.decide import cycle as decide_module  # the loop calls cycle.decide
+        decide = decide_module.decide
 
         def timed_decide(*a: Any, **kw: Any) -> Any:
             self.mark("decide from")
             out = decide(*a, **kw)
             self.mark("decided")
             return out
-        self._restore = (loop_module.cycle, decide)
-        loop_module.cycle.decide = timed_decide  # type: ignore[assignment]
+        self._decide = decide
+        decide_module.decide = timed_decide
 
     def _wrap(self, obj: Any, name: str, mark: str) -> None:
         method = getattr(obj, name)
@@ -250,8 +250,8 @@ class Marks:
                                   time.monotonic() - self.wall0))
 
     def close(self) -> None:
-        module, decide = self._restore
-        module.decide = decide  # type: ignore[assignment]
+        from scheduler.decide import cycle as decide_module
+        decide_module.decide = self._decide
 
 
 def run_shape(args: argparse.Namespace, shape: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ and observes for each outcome."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -84,7 +85,7 @@ POOL = (WHOLE, SHORT, b.gang("g", "team", pods=2), OTHER, b.gang("h", "team"),
         b.gang("k", "team", pods=3, present=2), b.gang("k", "team", pods=3))
 
 
-def _step() -> st.SearchStrategy[tuple[str, object]]:
+def _step() -> st.SearchStrategy[tuple[str, Any]]:
     """One thing the loop does between or in cycles."""
     pending = st.lists(st.sampled_from(range(len(POOL))), max_size=4).map(
         lambda ix: tuple({POOL[i].id: POOL[i] for i in ix}.values()))  # each gang id once
@@ -98,10 +99,10 @@ def _step() -> st.SearchStrategy[tuple[str, object]]:
 
 
 @given(st.lists(_step(), max_size=12))
-def test_kept_incrementally_equals_worked_out_afresh(steps: list[tuple[str, object]]) -> None:
+def test_kept_incrementally_equals_worked_out_afresh(steps: list[tuple[str, Any]]) -> None:
     """``track`` looks only at what changed; a reference works ``since`` out from every
     pending gang whenever the tuple is a new one (the rule before it was incremental)."""
-    complete, since = CompleteSince(), {}
+    complete, since = CompleteSince(), dict[str, float]()
     last: tuple[Gang, ...] | None = None
     for now, (kind, arg) in enumerate(steps, start=1):
         if kind in ("track", "again"):
