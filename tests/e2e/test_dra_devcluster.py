@@ -172,7 +172,7 @@ def test_kube_scheduler_allocates_a_device_per_pod_of_an_indexed_job(
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "quarantined on 2026-12-07: it failed in 5 of 6 runs on the development machine that "
+    "quarantined on 2026-12-07: it failed in 6 of 8 runs on the development machine that "
     "afternoon, on 6e0d57e (before that day's changes) as on main, after passing in CI that "
     "morning. In the failing run examined, the second Job's gang (its Job controller's native "
     "PodGroup) was bound a second after the first instead of waiting, so its pods were never "
