@@ -138,7 +138,6 @@ class CannedApi:
     first binding POST (the process CPU and the cycles begun by then)."""
 
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
-        self.objects = objects
         #: Each list's reply encoded once, before the clock starts: the apiserver's work of
         #: encoding is not the scheduler's CPU.
         self.bodies = {path: json.dumps({"items": items, "metadata": {"resourceVersion": "1"}})

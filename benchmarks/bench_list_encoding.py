@@ -28,26 +28,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import urllib3
+from bench_kwok import cluster_pids
+from bench_scheduler_setup import cpu_seconds
+
+from scheduler.tools.devcluster.cluster import DevCluster
 
 JSON = "application/json"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
-
-
-def apiserver_pid(state: dict[str, Any]) -> int:
-    """The kube-apiserver's pid from a dev cluster's ``state.json``."""
-    for proc in state.get("processes") or []:
-        if isinstance(proc, dict) and proc.get("name") == "kube-apiserver":
-            return int(proc["pid"])
-    raise SystemExit("state.json names no kube-apiserver process")
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process *pid* so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,18 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     state_file = args.state_dir / "state.json"
     if not state_file.is_file():
         parser.error(f"--state-dir: {state_file} does not exist (is the dev cluster up?)")
-    state = json.loads(state_file.read_text())
-    pid, pki = apiserver_pid(state), args.state_dir / "pki"
+    cluster = DevCluster(args.state_dir)
+    pid = cluster_pids(cluster).get("kube-apiserver")
+    if pid is None:
+        parser.error(f"--state-dir: {args.state_dir} has no live kube-apiserver")
+    assert cluster.state is not None
+    pki = args.state_dir / "pki"
     http = urllib3.PoolManager(ca_certs=str(pki / "ca.crt"), cert_file=str(pki / "admin.crt"),
                                key_file=str(pki / "admin.key"))
-    url = f"{state['server']}/api/v1/pods?resourceVersion=0"
+    url = f"{cluster.state.server}/api/v1/pods?resourceVersion=0"
     for rnd in range(1, args.rounds + 1):
         for accept in (JSON, PROTOBUF):
-            cpu, wall = process_cpu(pid), time.monotonic()
+            cpu, wall = cpu_seconds(pid), time.monotonic()
             resp = http.request("GET", url, headers={"Accept": accept,
                                                      "User-Agent": "bench-list-encoding"},
                                 timeout=urllib3.Timeout(connect=5, read=300))
-            wall, cpu = time.monotonic() - wall, process_cpu(pid) - cpu
+            wall, cpu = time.monotonic() - wall, cpu_seconds(pid) - cpu
             if resp.status != 200:
                 raise SystemExit(f"GET {url} ({accept}): HTTP {resp.status}")
             said = (f"round {rnd} {accept.rsplit('/', 1)[-1]:<24} {len(resp.data) / 1e6:6.1f} MB, "
