@@ -49,10 +49,19 @@ class Assuming:
                      namespaces: bool = False) -> None:
         raise NotImplementedError
 
-    def assume_prebinds(self, decisions: Iterable[PreBind], now: float) -> None:
-        """Pre-bind decisions the actuator carried out, until the watch shows them."""
+    def assume_prebinds(self, decisions: Iterable[PreBind], now: float,
+                        binding: bool = False) -> None:
+        """Pre-bind decisions the actuator carried out, until the watch shows them; or that a
+        bind in flight is carrying out (*binding*: kept until ``land_prebinds``)."""
         done = tuple(decisions)
-        self.change_facts(lambda facts: facts.assume(done, now))
+        self.change_facts(lambda facts: facts.assume(done, now, held=binding))
+
+    def land_prebinds(self, flown: Iterable[PreBind], done: Iterable[PreBind],
+                      now: float) -> None:
+        """The flight that was carrying out *flown* landed, having carried out *done*
+        (``ClusterFacts.land``)."""
+        flew, did = tuple(flown), tuple(done)
+        self.change_facts(lambda facts: facts.land(flew, did, now))
 
     # Assume / forget ----------------------------------------------------------------------
     def assume(self, pod_nodes: Iterable[tuple[PodRef, str]], now: float,

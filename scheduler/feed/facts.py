@@ -7,7 +7,11 @@ classes and attach limits for volume binding). A pre-bind decision written by th
 (a PV's claimRef, a claim's selected-node annotation) is assumed in the catalog the next
 cycles see, so no other gang is given the same PV meanwhile; the assumption ends when the
 watch reports the claim changed that way (``prebind.shown``, per kind), or after ``ttl``
-seconds.
+seconds. A decision the binding stage is still carrying out (a flight, ``scheduler.run.inflight``)
+is *held*: assumed from the cycle that handed it out, never lapsing, until the flight lands
+(``land``: what it carried out lapses from then, what it did not is forgotten at once).
+Without that, the cycles run while a gang's claims are being written would see its members
+bound but its devices free, and give them to another gang.
 
 The device objects of Dynamic Resource Allocation (ResourceSlices, DeviceClasses,
 ResourceClaims, ResourceClaimTemplates) are facts of the same sort: the catalog carries them
@@ -32,6 +36,8 @@ from scheduler.model.volumes import Claim, StorageClass, Volume, VolumeCatalog
 class _Assumed:
     decision: PreBind
     at: float
+    #: Being carried out by a bind in flight: it does not lapse until the flight lands.
+    held: bool = False
 
 
 class ClusterFacts:
@@ -126,17 +132,39 @@ class ClusterFacts:
     def set_claim_template(self, key: str, template: ClaimTemplate | None) -> bool:
         return self._put_device(self._claim_templates, key, template)  # type: ignore[arg-type]
 
-    def assume(self, decisions: Iterable[PreBind], now: float) -> bool:
+    def assume(self, decisions: Iterable[PreBind], now: float, held: bool = False) -> bool:
+        """Take *decisions* as carried out from *now* (*held*: being carried out by a bind in
+        flight, kept until ``land``)."""
         changed = False
         for d in decisions:
-            self._assumed[d.subject] = _Assumed(d, now)
+            self._assumed[d.subject] = _Assumed(d, now, held)
             changed = True
         if changed:
             self._catalog = None
         return changed
 
+    def land(self, flown: Iterable[PreBind], done: Iterable[PreBind], now: float) -> bool:
+        """A flight carrying out *flown* landed, having carried out *done*: those lapse from
+        *now* unless the watch shows them first; the rest (its gang failed and took its
+        claims back) are forgotten, so the next cycle may hand them out again."""
+        carried = set(done)
+        changed = False
+        for d in flown:
+            assumed = self._assumed.get(d.subject)
+            if assumed is None or assumed.decision != d:
+                continue  # shown by the watch already, or decided anew since
+            if d in carried:
+                self._assumed[d.subject] = _Assumed(d, now)
+            else:
+                del self._assumed[d.subject]
+                changed = True
+        if changed:
+            self._catalog = None
+        return changed
+
     def expire(self, now: float) -> bool:
-        stale = [k for k, a in self._assumed.items() if now - a.at > self.ttl]
+        stale = [k for k, a in self._assumed.items()
+                 if not a.held and now - a.at > self.ttl]
         for k in stale:
             del self._assumed[k]
         if stale:
@@ -145,8 +173,9 @@ class ClusterFacts:
 
     def next_expiry(self) -> float | None:
         """When the first assumed decision lapses unless the watch shows it (``expire``
-        drops it once strictly past), None: none assumed."""
-        return min((a.at + self.ttl for a in self._assumed.values()), default=None)
+        drops it once strictly past), None: none assumed that can lapse."""
+        return min((a.at + self.ttl for a in self._assumed.values() if not a.held),
+                   default=None)
 
     # Reading ----------------------------------------------------------------------------
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -76,6 +76,15 @@ class Flight:
     def pods(self) -> list[PodRef]:
         """Every member handed to the binder."""
         return [ref for b in self.binds for ref, _ in b.pod_nodes]
+
+    def prebinds(self) -> tuple[PreBind, ...]:
+        """Every pre-bind decision handed to the binder (written before its gang binds)."""
+        return prebinds_of(self.binds)
+
+
+def prebinds_of(binds: Iterable[Bind]) -> tuple[PreBind, ...]:
+    """The pre-bind decisions of *binds* (their claims' writes), in their order."""
+    return tuple(d for b in binds for d in b.placement.prebinds)
 
 
 class Flights:

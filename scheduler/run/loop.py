@@ -52,7 +52,7 @@ from scheduler.report.queue_report import QueueReport
 from scheduler.run.backoff import Backoffs
 from scheduler.run.guard_usage import GuardUsage
 from scheduler.run.housekeeping_input import HousekeepingInput
-from scheduler.run.inflight import ApplyResult, Flight, Flights
+from scheduler.run.inflight import ApplyResult, Flight, Flights, prebinds_of
 from scheduler.run.last_cycle import LastCycle
 from scheduler.run.latency import SchedulingLatency
 from scheduler.run.metrics import SchedulerMetrics
@@ -166,8 +166,9 @@ class Scheduler:
         since = self.latency.take([b.gang_id for b in plan.binds])
         partial = {b.gang_id: house.partly_bound[b.gang_id] for b in plan.binds
                    if b.gang_id in house.partly_bound}
-        if result.binding is not None:
+        if result.binding is not None:  # its claims are written on the binding stage
             self.cache.assume([pn for b in plan.binds for pn in b.pod_nodes], now, binding=True)
+            self.cache.assume_prebinds(prebinds_of(plan.binds), now, binding=True)
             self.flights.launch(Flight(plan.binds, partial, since, result.binding, now))
         else:
             self.cache.assume([pn for b in plan.binds if b.gang_id in result.bound
@@ -220,7 +221,7 @@ class Scheduler:
             landed = f.landed if f.landed is not None else self.clock()
             self.cache.settle((ref for b in f.binds if b.gang_id in result.bound
                                for ref, _ in b.pod_nodes), landed)
-            self.cache.assume_prebinds(result.prebinds, landed)
+            self.cache.land_prebinds(f.prebinds(), result.prebinds, landed)
             self._take(f.binds, result, f.partial, f.complete_since, landed)
             self.observer.landed(f, result, landed)
 
@@ -233,6 +234,7 @@ class Scheduler:
         abandoned = self.flights.abandon()
         for f in abandoned:
             self.cache.forget(f.pods())
+            self.cache.land_prebinds(f.prebinds(), (), self.clock())
         self.cache.forget(self.backoffs.release_all())  # the next leader decides afresh
         if abandoned:
             log.warning("binds_abandoned", gangs=sum(len(f.binds) for f in abandoned),

@@ -333,3 +333,23 @@ def test_an_assumption_is_what_the_watch_shows_and_assuming_twice_is_once(
         if d.claim in catalog.claims:  # the claim as assumed is the claim as it will show
             assert prebind.shown(assumed.claims[d.claim], d)
     assert set(assumed.claims) == set(catalog.claims)
+
+
+def test_a_decision_held_by_a_flight_lasts_until_it_lands() -> None:
+    """Held (a bind in flight writes it): it never lapses; once the flight lands, what it
+    carried out lapses after the ttl from then, and what it did not is forgotten at once."""
+    facts = ClusterFacts(ttl=10.0)
+    facts.set_resource_claim(RESOURCE_CLAIM.key, RESOURCE_CLAIM)
+    facts.assume([DEVICES], now=0.0, held=True)
+    assert facts.next_expiry() is None and not facts.expire(now=1000.0)
+    assert facts.catalog().devices.claims["ns/ckpt"].allocation == GPUS
+    assert not facts.land([DEVICES], [DEVICES], now=1000.0)  # carried out: same catalog
+    assert facts.next_expiry() == 1010.0
+    assert facts.catalog().devices.claims["ns/ckpt"].allocation == GPUS
+
+    facts.assume([DEVICES], now=0.0, held=True)
+    other = replace(DEVICES, target="node-2")
+    assert not facts.land([other], [], now=5.0)  # not the decision assumed: kept
+    assert facts.land([DEVICES], [], now=5.0)  # its gang failed: forgotten
+    assert facts.next_expiry() is None
+    assert facts.catalog().devices.claims["ns/ckpt"].allocation is None
