@@ -26,7 +26,7 @@ from scheduler.kit.memo import Slot, Slots
 from scheduler.model import Gang
 
 QueueKey = tuple[tuple[float, str], ...]
-GangKey = tuple[int, float, float, str]
+GangKey = tuple[int, float, float, int, str]
 
 
 def borrowed_fraction(ledger: QuotaLedger, queue: str, pool: str, resource: str,
@@ -150,11 +150,12 @@ def rank(slots: Slots, ledger: QuotaLedger, queue: str, key: object,
 
 def gang_key(gang: Gang, mode: OrderingMode) -> GangKey:
     """Order inside a queue: interactive gangs before batch ones (``policies.interactive``:
-    someone waits at them), then priority (higher first), then age (older first), then uid.
+    someone waits at them), then priority (higher first), then age (older first; of equal
+    ages, the one the scheduler saw first: ``Gang.arrival``), then uid.
     Under FIFO the queues play no part, so interactive gangs go first overall; the tier is
     the one thing FIFO does not flatten, as a notebook must not wait behind a day's batch
     backlog."""
     tier = interactive.ORDER[gang.interactive]  # interactive.order_key, without the call
     if mode is OrderingMode.FIFO:
-        return (tier, 0.0, gang.creation_time, gang.uid)
-    return (tier, float(-gang.priority), gang.creation_time, gang.uid)
+        return (tier, 0.0, gang.creation_time, gang.arrival, gang.uid)
+    return (tier, float(-gang.priority), gang.creation_time, gang.arrival, gang.uid)

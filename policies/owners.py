@@ -20,10 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from policies import interactive
+from policies.fairshare import GangKey
 from policies.queues import Queue
 from scheduler.model import Gang
-
-GangKey = tuple[int, float, float, str]
 
 
 def owner_of(gang: Gang, queue: Queue) -> str:
@@ -61,8 +60,8 @@ class OwnerLine:
         return bool(self._of)
 
     def _rank(self, owner: str, gang: Gang) -> tuple[object, ...]:
-        tier, priority, created, uid = self.key(gang)
-        return (tier, priority, self.held[owner], created, uid)
+        tier, priority, *after = self.key(gang)  # age, arrival, uid
+        return (tier, priority, self.held[owner], *after)
 
     def head(self) -> Gang:
         if self._head is None:

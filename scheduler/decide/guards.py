@@ -205,8 +205,9 @@ def _subtree(queues: QueueSet, name: str) -> frozenset[str]:
 def _beyond_pending_caps(gangs: Sequence[Gang], queues: QueueSet,
                          guarded: Mapping[str, Guards]) -> dict[str, str]:
     """Gangs past a pending cap of their queue or an ancestor, in arrival order (creation
-    time, then uid): the first ``maxPendingGangs`` are considered, the rest held. A held
-    gang takes no place under the other caps of its path."""
+    time, then the order the scheduler saw them in, then uid): the first
+    ``maxPendingGangs`` are considered, the rest held. A held gang takes no place under the
+    other caps of its path."""
     capped = {q for q, g in guarded.items() if g.max_pending_gangs is not None}
     if not capped:
         return {}
@@ -214,7 +215,7 @@ def _beyond_pending_caps(gangs: Sequence[Gang], queues: QueueSet,
     out: dict[str, str] = {}
     # (A gang still waiting for members takes no place: it is not considered either way.)
     for gang in sorted((g for g in gangs if g.is_complete),
-                       key=lambda g: (g.creation_time, g.uid)):
+                       key=lambda g: (g.creation_time, g.arrival, g.uid)):
         path = [q for q in queues.path_of(gang.queue) if q in capped]
         why = next((w for q in path
                     if (w := rules.pending_cap(q, guarded[q], taken[q] + 1)) is not None), None)

@@ -16,6 +16,7 @@ constraints; namespaces and volumes (claim decisions assumed) are in ``facts``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 
@@ -60,6 +61,9 @@ class ClusterCache(WorkloadFeeding, Assuming, CycleReading):
         #: changes (what their claims count for, ``Role.device_gpus``). May name gangs gone.
         self._device_gangs: set[str] = set()
         self._members: dict[str, set[str]] = {}  # gang id -> uids
+        #: Gang id -> the order it was first seen in (``Gang.arrival``), while it has pods.
+        self._arrivals: dict[str, int] = {}
+        self._arrived = itertools.count(1)
         self._others = OtherPods()  # pods of other schedulers
         #: Our gangs' last failures, kept after their pods are gone (``cache_failures``).
         self._failures = FailureLog()
@@ -121,6 +125,8 @@ class ClusterCache(WorkloadFeeding, Assuming, CycleReading):
             gid = group_id(pod, self._jobs, self.grouping, self._jobsets)
             self._gid_of[pod.uid] = gid
             self._members.setdefault(gid, set()).add(pod.uid)
+            if gid not in self._arrivals:
+                self._arrivals[gid] = next(self._arrived)
             self._dirty.add(gid)
             if pod.requirements.constraints.device_claims:
                 self._device_gangs.add(gid)

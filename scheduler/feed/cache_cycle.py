@@ -63,6 +63,7 @@ class CycleReading:
     _others: OtherPods
     _gid_of: dict[str, str]
     _members: dict[str, set[str]]
+    _arrivals: dict[str, int]
     _entries: dict[str, GangEntry]
     _pending: dict[str, Gang]
     _pending_sorted: tuple[Gang, ...] | None
@@ -158,11 +159,13 @@ class CycleReading:
                                    gang_group(self._groups.get(gid), pods, self._jobsets),
                                    gang_job(gid, pods, self._jobs, native, self._jobsets,
                                             self._operators),
-                                   self.grouping, native, self.facts.devices())
+                                   self.grouping, native, self.facts.devices(),
+                                   self._arrivals.get(gid, 0))
                 if entry != GangEntry():
                     self._entries[gid] = entry
             else:
                 self._members.pop(gid, None)
+                self._arrivals.pop(gid, None)
                 entry = GangEntry()
             old_running = before.running if before else None
             if old_running != entry.running:

@@ -138,10 +138,11 @@ def is_ours(pod: PodInfo, config: GroupingConfig) -> bool:
 def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
                job: JobInfo | None, config: GroupingConfig,
                native: ResolvedGroup | None = None,
-               devices: DeviceInventory = EMPTY_INVENTORY) -> GangEntry:
+               devices: DeviceInventory = EMPTY_INVENTORY, arrival: int = 0) -> GangEntry:
     """The entry for one gang id from its live (not finished) member pods; *native* is the
     ``scheduling.k8s.io`` PodGroup (and Workload) its pods name, if they name one; *devices*
-    what its members' device claims count for (``Role.device_gpus``)."""
+    what its members' device claims count for (``Role.device_gpus``); *arrival* the order
+    the cache first saw it in (``Gang.arrival``)."""
     succeeded = sum(1 for p in gang_pods if p.phase is PodPhase.SUCCEEDED)
     if job is not None and job.completions is not None and succeeded > job.succeeded:
         # Its status counts them a moment later (not at all while its controller's writes
@@ -232,6 +233,7 @@ def build_gang(gid: str, gang_pods: list[PodInfo], group: PodGroupInfo | None,
             roles=grouping_terms.roles(waiting, required, devices),
             priority=terms.priority if terms and terms.priority is not None else priority,
             creation_time=created,
+            arrival=arrival,
             topology=(terms.topology if terms and terms.topology
                       else grouping_terms.topology(*meta)),
             runtime_estimate=runtime,

@@ -172,6 +172,12 @@ class Gang:
     #: said once to its user (``scheduler.kube.write.gang_notices``). Not what to decide: not
     #: compared.
     notices: tuple[str, ...] = field(default=(), compare=False)
+    #: The order the live cache first saw it in among all gangs (1, 2, ...; 0: not known, as
+    #: in the simulator): breaks ties of ``creation_time``, which the apiserver keeps to the
+    #: second, so of two Jobs submitted the same second the first submitted goes first (the
+    #: watch delivers objects in the order they were written), as kube-scheduler orders
+    #: equal pods by when they entered its queue. Not compared: it orders, it is not the gang.
+    arrival: int = field(default=0, compare=False)
     #: Some role's pods have constraints involving other pods or volumes (affinity, spread,
     #: ports, claims): where it may go can depend on more than its shape. A slot set at
     #: construction: ``placement.terms.context_key`` and the deferred gangs' never-starts
