@@ -171,13 +171,6 @@ def test_kube_scheduler_allocates_a_device_per_pod_of_an_indexed_job(
     ds.keep("pod-with-claim", dict(cp.get_pod(namespace, next(iter(pods))) or {}))
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "quarantined on 2026-12-07: it failed in 6 of 8 runs on the development machine that "
-    "afternoon, on 6e0d57e (before that day's changes) as on main, after passing in CI that "
-    "morning. In the failing run examined, the second Job's gang (its Job controller's native "
-    "PodGroup) was bound a second after the first instead of waiting, so its pods were never "
-    "told a Devices reason: the devices the first took were not counted, or the nodes "
-    "published more than the 3 devices each the test asks for. Open defect, stop 55's note"))
 def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_the_first(
         control_plane: ControlPlane, tenant: Tenant,
         live_scheduler: InProcessScheduler) -> None:
@@ -198,9 +191,13 @@ def test_gang_scheduler_allocates_whole_gangs_and_the_second_waits_whole_behind_
             {POOL_LABEL: tenant.pool}, tenant.scheduler_name, template="one-gpu"),
             {QUEUE_LABEL: tenant.queue})
         rest.call(batch.create_namespaced_job, tenant.namespace, job)
-        if name == "first":  # the first is older: it goes first
-            wait_for(lambda: len(tenant.job_pods("first")) == 4, TIMEOUT_S,
-                     what="the first Job's pods")
+        if name == "first":  # the first is older: it goes first, once its claims are made
+            # (until the resourceclaim controller has made them, it cannot be placed, and a
+            # younger gang whose claims exist is not held back for it)
+            wait_for(lambda: len(tenant.job_pods("first")) == 4 and len(
+                [c for c in ds.claims(cp, tenant.namespace)
+                 if c["metadata"]["ownerReferences"][0]["name"].startswith("first-")]) == 4,
+                TIMEOUT_S, what="the first Job's pods and their claims")
 
     first = wait_for(lambda: tenant.job_pods("first") if tenant.all_bound(
         list(tenant.job_pods("first"))) and len(tenant.job_pods("first")) == 4 else {},
