@@ -57,7 +57,7 @@ from bench_kwok import (
     say,
 )
 from bench_scheduler_setup import create_pods
-from bench_startup import ensure_bound
+from bench_startup import BOUND_NAMESPACE, ensure_bound
 from bench_versus import (
     Result,
     chosen_contenders,
@@ -94,18 +94,18 @@ class Limit:
     cpu_ms: float
 
 
-def wait_running(client: KubeClient, namespace: str, timeout_s: float = 600.0) -> int:
+def wait_running(client: KubeClient, namespace: str, timeout_s: float = 900.0) -> int:
     """Wait until no pod of *namespace* is Pending (kwok marks a bound pod Running); the
-    number still Pending at the end (0 unless *timeout_s* ran out). Lists only the pods
-    still Pending, once a second, so the wait itself costs the apiserver little."""
+    number still Pending at the end (0 unless *timeout_s* ran out). Asks once a second for
+    one Pending pod, so the wait itself costs the apiserver little."""
     path = f"/api/v1/namespaces/{namespace}/pods"
+    pending = {"fieldSelector": "status.phase=Pending"}
     deadline = time.monotonic() + timeout_s
-    while True:
-        left = len(client.get_json(path, {"fieldSelector": "status.phase=Pending"})
-                   .get("items") or ())
-        if not left or time.monotonic() > deadline:
-            return left
+    while client.get_json(path, {**pending, "limit": 1}).get("items"):
+        if time.monotonic() > deadline:
+            return len(client.get_json(path, pending).get("items") or ())
         time.sleep(1.0)
+    return 0
 
 
 def bind_limit(cluster: DevCluster, client: KubeClient, pool: ThreadPoolExecutor,
@@ -211,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     with kwok_session(args.state_dir, args.concurrency, maxsize) as (cluster, client, pool):
         bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
         ensure_bound(client, args.bound, pool)
+        # kwok marks the background pods Running well after their binds: until it has, its
+        # status writes would compete with whatever is measured first.
+        t0 = time.monotonic()
+        left = wait_running(client, BOUND_NAMESPACE)
+        say(f"background pods Running after {time.monotonic() - t0:.1f}s"
+            + (f" ({left} still Pending)" if left else "") + f"; {load()}")
         print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
               f"{args.gpus} GPUs, {args.bound} pods bound in the background, {args.pods} "
               f"pending one-CPU pods per contender and round, gangs of {args.gang_size}, "
