@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = {
     "bench_fair.py": (["--nodes", "4", "--bound", "8", "--pods", "16", "--rounds", "2",
                        "--contenders", "kube-fast,gang-groups", "--concurrencies", "2,4"],
-                      ["pods/s to the last pod Running (", "timed to the last pod Running",
+                      ["pods/s to the last binding reply (", "to the last pod Running)",
                        "the limit: ", "round 2 kube-fast: 16 bound",
                        "round 2 gang-groups: 16 bound",
                        "gang-groups / kube-fast (medians): throughput from process start"]),
