@@ -222,18 +222,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.gpus} GPUs, {args.bound} pods bound in the background, {args.pods} "
               f"pending one-CPU pods per contender and round, gangs of {args.gang_size}, "
               f"{args.rounds} rounds; {load()}")
-        limits, limits_running = {}, {}
+        limits: dict[int, Limit] = {}
         for concurrency in concurrencies:
-            got = bind_limit(cluster, client, pool, args, concurrency)
-            limits[concurrency] = got.replied
-            limits_running[concurrency] = got.running
+            got = limits[concurrency] = bind_limit(cluster, client, pool, args, concurrency)
             print(f"raw bind at concurrency {concurrency}: {got.replied:.1f} pods/s to the "
                   f"last binding reply ({got.running:.1f} to the last pod Running), "
                   f"apiserver CPU {got.cpu_ms:.1f} ms/pod; {load()}")
-        best = max(limits, key=lambda c: limits[c])
-        limit = limits[best]
+        best = max(limits, key=lambda c: limits[c].replied)
+        limit = limits[best].replied
         print(f"the limit: {limit:.1f} pods/s (raw binding POSTs, concurrency {best}, "
-              f"timed to the last binding reply; {limits_running[best]:.1f} to the last "
+              f"timed to the last binding reply; {limits[best].running:.1f} to the last "
               "pod Running)")
         results: dict[str, list[Result]] = {c: [] for c in contenders}
         for round_no in range(args.rounds):
