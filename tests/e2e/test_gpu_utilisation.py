@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -144,10 +145,17 @@ def test_idle_and_straggler_ranks_reach_the_views_metrics_and_alerts(
 
         # The chargeback from Prometheus' durable history: today's row for the tenant has
         # allocated and idle GPU-hours, idle part of allocated (used = the difference).
-        capsys.readouterr()
-        assert main(["chargeback", "--prometheus", f"http://127.0.0.1:{prom_port}",
-                     "-o", "json"]) == 0
-        bill = [r for r in json.loads(capsys.readouterr().out) if r["namespace"] == ops.ns]
+        # ``increase()`` needs two samples of a counter in its window, and on a loaded machine a
+        # 1 s scrape can time out: the row may come a scrape or two after the counters do.
+        def billed() -> list[dict[str, Any]]:
+            capsys.readouterr()
+            assert main(["chargeback", "--prometheus", f"http://127.0.0.1:{prom_port}",
+                         "-o", "json"]) == 0
+            rows = [r for r in json.loads(capsys.readouterr().out) if r["namespace"] == ops.ns]
+            return rows if rows and all(r["idle_gpu_hours"] for r in rows) else []
+
+        bill = wait_for(billed, 60, 1.0,
+                        what=f"today's chargeback row for {ops.ns} with idle GPU-hours")
         assert len(bill) == 1 and bill[0]["queue"] == gang.queue, bill
         assert 0 < bill[0]["idle_gpu_hours"] < bill[0]["allocated_gpu_hours"], bill
         assert bill[0]["used_gpu_hours"] == pytest.approx(
