@@ -58,7 +58,7 @@ from bench_kwok import (
     say,
 )
 from bench_scheduler_setup import create_pods
-from bench_startup import BOUND_NAMESPACE, ensure_bound
+from bench_startup import BOUND_NAMESPACE, ensure_bound, wait_running
 from bench_versus import (
     Result,
     chosen_contenders,
@@ -93,20 +93,6 @@ class Limit:
     replied: float
     running: float
     cpu_ms: float
-
-
-def wait_running(client: KubeClient, namespace: str, timeout_s: float = 900.0) -> int:
-    """Wait until no pod of *namespace* is Pending (kwok marks a bound pod Running); the
-    number still Pending at the end (0 unless *timeout_s* ran out). Asks once a second for
-    one Pending pod, so the wait itself costs the apiserver little."""
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    pending = {"fieldSelector": "status.phase=Pending"}
-    deadline = time.monotonic() + timeout_s
-    while client.get_json(path, {**pending, "limit": 1}).get("items"):
-        if time.monotonic() > deadline:
-            return len(client.get_json(path, pending).get("items") or ())
-        time.sleep(1.0)
-    return 0
 
 
 def bind_limit(cluster: DevCluster, client: KubeClient, pool: ThreadPoolExecutor,

@@ -77,6 +77,20 @@ def ensure_bound(client: KubeClient, count: int, pool: ThreadPoolExecutor) -> No
     say(f"{len(plan) - failed} pods bound in {time.monotonic() - t0:.1f}s; {load()}")
 
 
+def wait_running(client: KubeClient, namespace: str, timeout_s: float = 900.0) -> int:
+    """Wait until no pod of *namespace* is Pending (kwok marks a bound pod Running); the
+    number still Pending at the end (0 unless *timeout_s* ran out). Asks once a second for
+    one Pending pod, so the wait itself costs the apiserver little."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    pending = {"fieldSelector": "status.phase=Pending"}
+    deadline = time.monotonic() + timeout_s
+    while client.get_json(path, {**pending, "limit": 1}).get("items"):
+        if time.monotonic() > deadline:
+            return len(client.get_json(path, pending).get("items") or ())
+        time.sleep(1.0)
+    return 0
+
+
 def spawn_checkout(checkout: Path, kubeconfig: str, workdir: Path,
                    queue: str) -> subprocess.Popen[bytes]:
     """``gang-scheduler run`` of *checkout*, as ``bench_scheduler_setup.spawn_scheduler``
@@ -154,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     with kwok_session(args.state_dir, 32, 64) as (cluster, client, pool):
         bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
         ensure_bound(client, args.bound, pool)
+        # kwok marks the background pods Running well after their binds: until it has, its
+        # status writes would slow whichever contender starts first.
+        t0 = time.monotonic()
+        left = wait_running(client, BOUND_NAMESPACE)
+        say(f"background pods Running after {time.monotonic() - t0:.1f}s"
+            + (f" ({left} still Pending)" if left else "") + f"; {load()}")
         times: dict[str, list[float]] = {c: [] for c in contenders}
         for round_no in range(1, args.rounds + 1):
             # Each start binds its pending pods, so a contender always going first would
