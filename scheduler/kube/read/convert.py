@@ -180,12 +180,18 @@ def _requirements(spec: Mapping[str, Any], namespace: str,
     # pod) is serialised once.
     uses_ns = "podAffinity" in text or "podAntiAffinity" in text
     uses_labels = "LabelKeys" in text
-    return _requirements_of(f"[{text},{_compact(namespace if uses_ns else '')},"
-                            f"{_compact(dict(labels) if uses_labels else {})}]")
+    # Most pods use neither: their parts are the constants, not two more encodings.
+    ns = _compact(namespace) if uses_ns else '""'
+    keyed = _compact(dict(labels)) if uses_labels else "{}"
+    return _requirements_of(f"[{text},{ns},{keyed}]")
+
+
+#: One encoder for every shape: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return _ENCODER.encode(value)
 
 
 
