@@ -58,7 +58,7 @@ from bench_kwok import (
     say,
 )
 from bench_scheduler_setup import create_pods
-from bench_startup import BOUND_NAMESPACE, ensure_bound, wait_running
+from bench_startup import ensure_bound, settle_bound, wait_running
 from bench_versus import (
     Result,
     chosen_contenders,
@@ -198,12 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     with kwok_session(args.state_dir, args.concurrency, maxsize) as (cluster, client, pool):
         bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
         ensure_bound(client, args.bound, pool)
-        # kwok marks the background pods Running well after their binds: until it has, its
-        # status writes would compete with whatever is measured first.
-        t0 = time.monotonic()
-        left = wait_running(client, BOUND_NAMESPACE)
-        say(f"background pods Running after {time.monotonic() - t0:.1f}s"
-            + (f" ({left} still Pending)" if left else "") + f"; {load()}")
+        settle_bound(client)
         print(f"{client.get_json('/version')['gitVersion']}, {args.nodes} kwok nodes x "
               f"{args.gpus} GPUs, {args.bound} pods bound in the background, {args.pods} "
               f"pending one-CPU pods per contender and round, gangs of {args.gang_size}, "

@@ -91,6 +91,16 @@ def wait_running(client: KubeClient, namespace: str, timeout_s: float = 900.0) -
     return 0
 
 
+def settle_bound(client: KubeClient) -> None:
+    """Wait for kwok to mark the background pods Running, and say how long it took: it does
+    so well after their binds, and until it has, its status writes would slow whatever is
+    measured first."""
+    t0 = time.monotonic()
+    left = wait_running(client, BOUND_NAMESPACE)
+    say(f"background pods Running after {time.monotonic() - t0:.1f}s"
+        + (f" ({left} still Pending)" if left else "") + f"; {load()}")
+
+
 def spawn_checkout(checkout: Path, kubeconfig: str, workdir: Path,
                    queue: str) -> subprocess.Popen[bytes]:
     """``gang-scheduler run`` of *checkout*, as ``bench_scheduler_setup.spawn_scheduler``
@@ -168,12 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     with kwok_session(args.state_dir, 32, 64) as (cluster, client, pool):
         bench_nodes(client, args, pool, uuid.uuid4().hex[:5])
         ensure_bound(client, args.bound, pool)
-        # kwok marks the background pods Running well after their binds: until it has, its
-        # status writes would slow whichever contender starts first.
-        t0 = time.monotonic()
-        left = wait_running(client, BOUND_NAMESPACE)
-        say(f"background pods Running after {time.monotonic() - t0:.1f}s"
-            + (f" ({left} still Pending)" if left else "") + f"; {load()}")
+        settle_bound(client)
         times: dict[str, list[float]] = {c: [] for c in contenders}
         for round_no in range(1, args.rounds + 1):
             # Each start binds its pending pods, so a contender always going first would
