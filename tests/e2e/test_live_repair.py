@@ -197,6 +197,13 @@ def test_a_job_gang_whose_room_was_taken_is_released_with_disruption_target(
         wait_for(lambda: any(n.name == node and n.unschedulable
                              for n in runner.live.cache.nodes()), 30,
                  what="the scheduler to see the node cordoned")
+        # A bind decided before the cordon was seen may still be on its way, and would bind
+        # the rest onto the cordoned node once the apiserver answers (as kube-scheduler's
+        # would): wait for a cycle that saw the cordon, with no bind of the gang in flight.
+        seen, gang = runner.live.scheduler.cycles, f"{tenant.namespace}/j"
+        wait_for(lambda: runner.live.scheduler.cycles > seen
+                 and gang not in runner.live.scheduler.flights.gangs(), 30,
+                 what="no bind decided before the cordon still in flight")
         outage.back(runner.live.client)
         deleting = wait_for(lambda: all_deleting(watch, first), 90,
                             what="the bound members deleted")
