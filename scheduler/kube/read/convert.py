@@ -1,6 +1,6 @@
 """Apiserver JSON -> the project's model: pure functions over plain dicts.
 
-Why dicts: the informer parses watch lines with ``json.loads`` and hands the dicts straight
+Why dicts: the informer parses watch lines with ``client.decode`` and hands the dicts straight
 here; the client's model objects would cost an order of magnitude more per object.
 
 Why strict errors: one malformed object (a PodGroup with ``minResources.cpu: 12x``) must not

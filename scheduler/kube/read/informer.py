@@ -2,7 +2,7 @@
 
 Why our own (client-go's reflector, in small): the official ``watch.Watch`` builds model objects
 and hides the bookmark/410 mechanics we need control of. This one lists in pages, parses with
-``json.loads``, watches from the list's resourceVersion with bookmarks, and on ``410 Gone``
+``client.decode``, watches from the list's resourceVersion with bookmarks, and on ``410 Gone``
 re-lists and hands the handler a *diff* against what it already delivered: objects that
 vanished while we were away arrive as DELETED, so the cache never keeps a ghost.
 
@@ -14,7 +14,6 @@ cluster without the CRD still schedules.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import threading
 import time
@@ -26,7 +25,14 @@ from typing import Any
 import structlog
 import urllib3
 
-from scheduler.kube.client import ApiError, KubeClient, Response, TransportError, path_segment
+from scheduler.kube.client import (
+    ApiError,
+    KubeClient,
+    Response,
+    TransportError,
+    decode,
+    path_segment,
+)
 
 log = structlog.get_logger()
 #: How often a list that takes long (tens of thousands of pods on a busy apiserver) logs how
@@ -146,7 +152,7 @@ def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
             raise ResourceAbsent(kind.path)
         if not resp.ok:
             raise ApiError("GET", f"{kind.path} (list)", resp)
-        body = json.loads(resp.data)
+        body = decode(resp.data)
         items.extend(body.get("items") or ())
         meta = body.get("metadata") or {}
         cont = meta.get("continue") or None
@@ -363,7 +369,7 @@ class Informer:
             resp.release_conn()
 
     def _handle_line(self, line: bytes) -> None:
-        event = json.loads(line)
+        event = decode(line)
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "BOOKMARK":
             self._rv = _rv(obj) or self._rv
