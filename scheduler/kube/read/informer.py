@@ -122,6 +122,18 @@ class ResourceAbsent(Exception):
     """An optional resource's API is not served (CRD not installed)."""
 
 
+def unmanaged(obj: Any) -> Any:
+    """*obj* (in place) without ``metadata.managedFields``, server-side apply's record of who
+    set which field: nothing here reads it, and it is 39 % of a real kwok pod's decoded size
+    (30,000 pods: 564 MiB of Python objects, 342 MiB without; kept for as long as the
+    informer keeps the object). kube-scheduler's informers drop it the same way; an update
+    that omits it leaves the apiserver's copy as it was."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
 def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
              resource_version: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """Every object of *kind* in pages, and the list's resourceVersion.
@@ -153,7 +165,7 @@ def list_all(client: KubeClient, kind: ResourceKind, page_size: int = PAGE_SIZE,
         if not resp.ok:
             raise ApiError("GET", f"{kind.path} (list)", resp)
         body = decode(resp.data)
-        items.extend(body.get("items") or ())
+        items.extend(map(unmanaged, body.get("items") or ()))
         meta = body.get("metadata") or {}
         cont = meta.get("continue") or None
         if not cont:
@@ -378,7 +390,7 @@ class Informer:
             if obj.get("code") == 410:
                 raise _Gone
             raise ValueError(f"watch error {obj.get('code')}: {obj.get('message')}")
-        oid = object_id(obj)
+        oid = object_id(unmanaged(obj))
         if kind == "DELETED":
             self._store.pop(oid, None)
             self._deliver(EventType.DELETED, obj)
