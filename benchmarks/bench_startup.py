@@ -144,7 +144,9 @@ def one_start(cluster: DevCluster, client: KubeClient, contender: str,
             pid, alive = popen.pid, lambda: popen.poll() is None
         try:
             watch.wait(1, args.stall, alive)
-            say(f"  {contender}: cpu {usage(pid).cpu_s:.1f}s at first bind")
+            used = usage(pid)
+            say(f"  {contender}: cpu {used.cpu_s:.1f}s, peak RSS {used.peak_rss_mib:.0f} MiB "
+                "at first bind")
         finally:
             if kube:
                 procs.stop(proc)
