@@ -11,8 +11,8 @@ per list. This script asks a running dev cluster for the whole pod list from its
 alternating, and prints the bytes, the wall seconds, the kube-apiserver's CPU seconds over
 the request (from ``/proc``: other clients' requests count too, so read the rounds side by
 side) and, for JSON, the CPU seconds of our decoding (``scheduler.kube.client.decode``), of
-``json.loads``, and of ours without ``managedFields``, each with the cyclic collector paused,
-as the live scheduler's first lists are decoded (``scheduler.run.memory``):
+the list and of the list without ``managedFields``, each with the cyclic collector paused, as
+the live scheduler's first lists are decoded (``scheduler.run.memory``):
 
     .venv/bin/python benchmarks/bench_list_encoding.py --state-dir DIR --rounds 3
 
@@ -75,11 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"wall {wall:5.2f}s, apiserver CPU {cpu:5.2f}s")
             if accept == JSON:
                 pods, ours = decoding(decode, resp.data)
-                _, stdlib = decoding(json.loads, resp.data)
                 _, slim = decoding(decode, without_managed_fields(resp.data))
                 said += (f", {pods} pods ({len(resp.data) / max(pods, 1) / 1e3:.1f} kB each), "
-                         f"our decode {ours:.2f}s CPU (json.loads {stdlib:.2f}s; "
-                         f"without managedFields {slim:.2f}s)")
+                         f"our decode {ours:.2f}s CPU (without managedFields {slim:.2f}s)")
             print(f"{said}; load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 

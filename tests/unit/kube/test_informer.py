@@ -99,23 +99,6 @@ def test_connection_errors_back_off_and_resume_from_last_rv() -> None:
     assert len(client.list_queries()) == 2 and inf.relists == 0
 
 
-def test_a_watch_line_that_is_not_json_rewatches_from_the_last_version_delivered() -> None:
-    """A line no JSON parser reads (a proxy's garbage; ``NaN``, which JSON does not have and
-    the decoder refuses) ends that watch like a broken connection: it is not delivered, and
-    the next watch resumes from the last version that was."""
-    client = FakeClient()
-    client.lists.append(page([pod("a", "5")], "10"))
-    client.watches.extend([
-        FakeStream(event("MODIFIED", pod("a", "11"))
-                   + b'{"type": "MODIFIED", "object": {"spec": {"priority": NaN}}}\n'
-                   + event("MODIFIED", pod("a", "99"))),
-        FakeStream(event("MODIFIED", pod("a", "12")))])
-    inf, seen = run(client)
-    assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "11"), ("MODIFIED", "a", "12")]
-    assert [q["resourceVersion"] for q in client.watch_queries()] == ["10", "11", "12"]
-    assert inf.relists == 0
-
-
 def test_objects_are_handed_on_and_kept_without_managed_fields() -> None:
     """Server-side apply's ``managedFields`` (39 % of a real pod's decoded size) is dropped
     as an object arrives, by list or by watch; the rest of its metadata stays."""
