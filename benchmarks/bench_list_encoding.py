@@ -12,7 +12,8 @@ alternating, and prints the bytes, the wall seconds, the kube-apiserver's CPU se
 the request (from ``/proc``: other clients' requests count too, so read the rounds side by
 side) and, for JSON, the CPU seconds of our decoding (``scheduler.kube.client.decode``), of
 the list and of the list without ``managedFields``, each with the cyclic collector paused, as
-the live scheduler's first lists are decoded (``scheduler.run.memory``):
+the live scheduler's first lists are decoded (``scheduler.run.memory``), and the MiB of Python
+objects the decoded list holds, with and without ``managedFields`` (``tracemalloc``):
 
     .venv/bin/python benchmarks/bench_list_encoding.py --state-dir DIR --rounds 3
 
@@ -28,6 +29,7 @@ import json
 import os
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from bench_kwok import cluster_pids
 from bench_scheduler_setup import cpu_seconds
 
 from scheduler.kube.client import decode
+from scheduler.kube.read.informer import unmanaged
 from scheduler.tools.devcluster.cluster import DevCluster
 
 JSON = "application/json"
@@ -76,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             if accept == JSON:
                 pods, ours = decoding(decode, resp.data)
                 _, slim = decoding(decode, without_managed_fields(resp.data))
+                full, unmanaged = held_mib(resp.data)
                 said += (f", {pods} pods ({len(resp.data) / max(pods, 1) / 1e3:.1f} kB each), "
-                         f"our decode {ours:.2f}s CPU (without managedFields {slim:.2f}s)")
+                         f"our decode {ours:.2f}s CPU (without managedFields {slim:.2f}s), "
+                         f"decoded objects {full:.0f} MiB ({unmanaged:.0f} MiB kept)")
             print(f"{said}; load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
@@ -94,12 +99,26 @@ def decoding(decoder: Callable[[bytes], Any], body: bytes) -> tuple[int, float]:
         gc.enable()
 
 
+def held_mib(body: bytes) -> tuple[float, float]:
+    """MiB of Python objects the decoded list holds (``tracemalloc``), and what is left once
+    the informer has dropped each object's ``managedFields`` (``informer.unmanaged``)."""
+    tracemalloc.start()
+    try:
+        listed = decode(body)
+        full = tracemalloc.get_traced_memory()[0]
+        for item in listed.get("items") or ():
+            unmanaged(item)
+        return full / 2**20, tracemalloc.get_traced_memory()[0] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
 def without_managed_fields(body: bytes) -> bytes:
     """The list with every object's ``metadata.managedFields`` left out: what a decoder that
     skips them would have to read (client-go drops them after decoding)."""
     listed = decode(body)
     for item in listed.get("items") or ():
-        (item.get("metadata") or {}).pop("managedFields", None)
+        unmanaged(item)
     return json.dumps(listed).encode()
 
 
