@@ -96,10 +96,10 @@ class Response:
 def decode(data: bytes | str) -> Any:
     """Parse a reply or a watch line from the apiserver: the one place that does.
 
-    Why ``json.loads`` and not orjson: on a list of 30,000 real kwok pods (127 MB) orjson took
-    0.62-0.65 s of CPU against 0.80-0.83 s, but its parser builds a whole document before the
-    Python objects, and the peak RSS of that decoding rose from 841 to 1,032 MiB; in the live
-    scheduler, 899-932 MiB at the first bind became 1,093-1,132 (``docs/performance.md``).
+    Why ``json.loads`` and not orjson: orjson decodes faster, but its parser builds a whole
+    document before the Python objects, and a first list is one reply of every pod; with
+    30,000 pods the scheduler's peak RSS at the first bind was 1,093-1,132 MiB with orjson
+    against 899-932 MiB without, and it started no sooner (``docs/performance.md``).
     """
     return json.loads(data)
 
