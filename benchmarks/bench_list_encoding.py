@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             if accept == JSON:
                 pods, ours = decoding(decode, resp.data)
                 _, slim = decoding(decode, without_managed_fields(resp.data))
-                full, unmanaged = held_mib(resp.data)
+                full, kept = held_mib(resp.data)
                 said += (f", {pods} pods ({len(resp.data) / max(pods, 1) / 1e3:.1f} kB each), "
                          f"our decode {ours:.2f}s CPU (without managedFields {slim:.2f}s), "
-                         f"decoded objects {full:.0f} MiB ({unmanaged:.0f} MiB kept)")
+                         f"decoded objects {full:.0f} MiB ({kept:.0f} MiB kept)")
             print(f"{said}; load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 

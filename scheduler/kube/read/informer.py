@@ -390,7 +390,8 @@ class Informer:
             if obj.get("code") == 410:
                 raise _Gone
             raise ValueError(f"watch error {obj.get('code')}: {obj.get('message')}")
-        oid = object_id(unmanaged(obj))
+        unmanaged(obj)
+        oid = object_id(obj)
         if kind == "DELETED":
             self._store.pop(oid, None)
             self._deliver(EventType.DELETED, obj)

@@ -100,7 +100,7 @@ def test_connection_errors_back_off_and_resume_from_last_rv() -> None:
 
 
 def test_objects_are_handed_on_and_kept_without_managed_fields() -> None:
-    """Server-side apply's ``managedFields`` (39 % of a real pod's decoded size) is dropped
+    """Server-side apply's ``managedFields`` (40 % of what a real pod decodes to) is dropped
     as an object arrives, by list or by watch; the rest of its metadata stays."""
     def managed(obj: dict[str, Any]) -> dict[str, Any]:
         obj["metadata"]["managedFields"] = [{"manager": "kwok", "operation": "Update",
